@@ -1,0 +1,24 @@
+# Set-up commands that work on a fresh machine (Python 3.11+, pip). torch is pinned to the local
+# CPU build here; pyproject.toml keeps the supported range (2.11 - 2.14).
+PY ?= python3
+PIP_INSTALL = $(PY) -m pip install -q torch==2.13.0 -e '.[test]'
+
+.PHONY: install test test-all lint demo bench
+
+install:
+	$(PIP_INSTALL)
+
+# The CI test command: everything but tests marked slow (inductor compiles, real models).
+test: install
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m pytest -q -m "not slow"
+
+# Every test, slow ones included.
+test-all: install
+	$(PY) -m pytest -q
+
+demo: install
+	$(PY) -m stenograph demo
+
+bench: install
+	$(PY) benchmarks/overhead.py

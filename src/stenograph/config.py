@@ -1,0 +1,106 @@
+"""Settings that change how stenograph captures and guards.
+
+Read them as `stenograph.config.recompile_limit`; change them by assignment or, scoped, with
+`config.patch(recompile_limit=2)` as a context manager or decorator. Unknown names and values of
+the wrong type raise `InvalidConfig` instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from typing import Any
+
+from .errors import InvalidConfig
+
+_DEFAULTS: dict[str, Any] = {
+    # compiles per code object before the frame runs eagerly for good (one warning)
+    "recompile_limit": 8,
+    # print internal stacks with warnings and logs
+    "verbose": False,
+    # run eager beside each newly compiled graph once and raise if results differ
+    "verify_correctness": False,
+    # sizes and ints are static until they change (then automatic dynamic applies)
+    "assume_static_by_default": True,
+    # a size or int that changes between calls becomes symbolic on recompile
+    "automatic_dynamic_shapes": True,
+    # mutations of Python objects made while tracing are replayed after the graph runs
+    "replay_side_effects": True,
+    # an internal failure while compiling a frame runs it eagerly instead of raising
+    "suppress_errors": True,
+    # Tensor.item() becomes a graph value instead of a graph break
+    "capture_scalar_outputs": False,
+    # deepest inlining of user calls before the call runs as an opaque eager call
+    "inline_depth_limit": 64,
+}
+
+_ALIASES = {"cache_size_limit": "recompile_limit"}
+
+
+class _Config(types.ModuleType):
+    """Module subclass so `config.x = v` is validated while `import config` keeps working."""
+
+    def _canonical(self, name: str) -> str:
+        name = _ALIASES.get(name, name)
+        if name not in _DEFAULTS:
+            known = ", ".join(sorted([*_DEFAULTS, *_ALIASES]))
+            raise InvalidConfig(f"stenograph.config has no setting {name!r}; known: {known}")
+        return name
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.__dict__["_values"][self._canonical(name)]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_") and name not in _ALIASES:
+            super().__setattr__(name, value)
+            return
+        key = self._canonical(name)
+        expected = type(_DEFAULTS[key])
+        if type(value) is not expected and not (expected is float and type(value) is int):
+            raise InvalidConfig(
+                f"stenograph.config.{name} must be {expected.__name__}, "
+                f"got {type(value).__name__} ({value!r})"
+            )
+        if expected is int and value < 0:
+            raise InvalidConfig(f"stenograph.config.{name} must be >= 0, got {value}")
+        self.__dict__["_values"][key] = value
+
+    def patch(self, **changes: Any) -> contextlib.AbstractContextManager:
+        """Change settings for a `with` block or a decorated function, then restore them."""
+        for name in changes:
+            self._canonical(name)
+        return _Patch(self, changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__["_values"])
+
+    def reset_defaults(self) -> None:
+        self.__dict__["_values"] = dict(_DEFAULTS)
+
+
+class _Patch(contextlib.ContextDecorator):
+    def __init__(self, cfg: _Config, changes: dict[str, Any]) -> None:
+        self._cfg = cfg
+        self._changes = changes
+        self._saved: list[dict[str, Any]] = []
+
+    def __enter__(self) -> _Patch:
+        self._saved.append(self._cfg.to_dict())
+        for name, value in self._changes.items():
+            setattr(self._cfg, name, value)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cfg.__dict__["_values"] = self._saved.pop()
+
+
+_module = sys.modules[__name__]
+_config = _Config(__name__, __doc__)
+_config.__dict__.update(
+    {k: v for k, v in _module.__dict__.items() if k in ("__file__", "__spec__", "__loader__")}
+)
+_config.__dict__["_values"] = dict(_DEFAULTS)
+sys.modules[__name__] = _config

@@ -1,0 +1,63 @@
+"""Exceptions raised by stenograph.
+
+Every error stenograph raises on purpose derives from `StenographError`, so users can catch one
+class. `Unsupported` is raised while tracing when the interpreter meets something it cannot put in
+a graph; outside `fullgraph=True` it never reaches the user (the frame runs eagerly instead).
+"""
+
+from __future__ import annotations
+
+
+class StenographError(Exception):
+    """Base class of every error stenograph raises on purpose."""
+
+
+class Unsupported(StenographError):
+    """Tracing met something it cannot capture.
+
+    `reason` is the short cause ("call to print"), `location` is "file:line" in the user's code,
+    `source_line` the text of that line and `hint` what the user can do about it.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        location: str = "",
+        source_line: str = "",
+        hint: str = "",
+        user_stack: list | None = None,
+    ) -> None:
+        self.reason = reason
+        self.location = location
+        self.source_line = source_line
+        self.hint = hint
+        self.user_stack = user_stack or []
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        parts = [self.reason]
+        if self.location:
+            parts.append(f"  at {self.location}")
+        if self.source_line:
+            parts.append(f"    {self.source_line.strip()}")
+        if self.hint:
+            parts.append(f"  hint: {self.hint}")
+        return "\n".join(parts)
+
+
+class BackendCompilerFailed(StenographError):
+    """The backend raised while compiling a captured graph."""
+
+    def __init__(self, backend_name: str, cause: BaseException) -> None:
+        self.backend_name = backend_name
+        self.cause = cause
+        super().__init__(f"backend {backend_name!r} raised {type(cause).__name__}: {cause}")
+
+
+class InvalidBackend(StenographError, ValueError):
+    """An unknown backend name or a backend object that is not callable."""
+
+
+class InvalidConfig(StenographError, AttributeError):
+    """An unknown config key or a value of the wrong type."""
