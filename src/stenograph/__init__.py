@@ -1,6 +1,36 @@
 """stenograph: a just-in-time graph capturer for PyTorch (public API only)."""
 
-from . import config, errors
+from . import config, errors, testing
+from .api import (
+    OptimizedModule,
+    allow_in_graph,
+    compile,
+    disable,
+    graph_break,
+    is_compiling,
+    optimize,
+    reset,
+)
+from .backends.registry import list_backends, lookup_backend, register_backend
+from .entry import StenographWarning
 from .errors import StenographError, Unsupported
 
-__all__ = ["config", "errors", "StenographError", "Unsupported"]
+__all__ = [
+    "OptimizedModule",
+    "StenographError",
+    "StenographWarning",
+    "Unsupported",
+    "allow_in_graph",
+    "compile",
+    "config",
+    "disable",
+    "errors",
+    "graph_break",
+    "is_compiling",
+    "list_backends",
+    "lookup_backend",
+    "optimize",
+    "register_backend",
+    "reset",
+    "testing",
+]

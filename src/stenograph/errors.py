@@ -27,8 +27,10 @@ class Unsupported(StenographError):
         source_line: str = "",
         hint: str = "",
         user_stack: list | None = None,
+        instruction: str = "",
     ) -> None:
         self.reason = reason
+        self.instruction = instruction
         self.location = location
         self.source_line = source_line
         self.hint = hint

@@ -1,0 +1,263 @@
+"""The public API: compile(), optimize(), OptimizedModule, disable(), reset(), ...
+
+Names and signatures mirror `torch.compile` / `torch._dynamo`, so `import stenograph as dynamo`
+reads naturally.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from . import entry
+from .backends.registry import lookup_backend
+from .errors import InvalidBackend, StenographError
+
+_DISABLED_ATTR = "__stenograph_disabled__"
+
+
+def _resolve_backend(backend: Any, mode: str | None, options: dict | None) -> tuple[Any, str]:
+    """(compiler function, display name) for compile()'s backend/mode/options arguments."""
+    if mode is not None or options is not None:
+        if backend != "inductor":
+            raise InvalidBackend(
+                f"mode= and options= apply to the inductor backend only, not {backend!r}"
+            )
+        from .backends.inductor import inductor_backend
+
+        return inductor_backend(mode=mode, options=options), f"inductor(mode={mode!r})"
+    compiler = lookup_backend(backend)
+    name = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
+    return compiler, name
+
+
+def compile(  # noqa: A001 - mirrors torch.compile
+    model: Any = None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: Any = "inductor",
+    mode: str | None = None,
+    options: dict | None = None,
+    disable: bool = False,
+) -> Any:
+    """Compile a function or nn.Module; usable bare, with arguments, or as a plain call."""
+    if dynamic not in (None, False, True):
+        raise TypeError(f"stenograph.compile(dynamic=...) takes None, True or False, not {dynamic!r}")
+    if dynamic is True:
+        raise NotImplementedError("dynamic=True (symbolic shapes from the first call) is not implemented yet")
+    if not isinstance(fullgraph, bool):
+        raise TypeError(f"stenograph.compile(fullgraph=...) takes a bool, not {fullgraph!r}")
+    compiler, name = _resolve_backend(backend, mode, options)
+
+    def decorate(target: Any) -> Any:
+        if disable:
+            return target
+        return _compile_target(target, compiler, name, fullgraph)
+
+    if model is None:
+        return decorate
+    return decorate(model)
+
+
+def optimize(backend: Any = "inductor", *, nopython: bool = False, dynamic: bool | None = None) -> Callable:
+    """Decorator form of `compile` (torch._dynamo.optimize): `@optimize("eager")`."""
+    if callable(backend) and not isinstance(backend, str) and isinstance(backend, torch.nn.Module):
+        raise TypeError("optimize() takes a backend; use optimize(backend)(model)")
+    return compile(backend=backend, fullgraph=nopython, dynamic=dynamic)
+
+
+def _compile_target(target: Any, compiler: Any, name: str, fullgraph: bool) -> Any:
+    if isinstance(target, OptimizedModule):
+        target = target._orig_mod
+    if isinstance(target, torch.nn.Module):
+        return OptimizedModule(target, compiler, name, fullgraph)
+    original = getattr(target, "__stenograph_original__", None)
+    if original is not None:
+        target = original
+    if isinstance(target, types.MethodType) and isinstance(target.__func__, types.FunctionType):
+        bound_self = target.__self__
+        wrapper = entry.entry_wrapper(target.__func__, compiler, name, fullgraph)
+        return types.MethodType(wrapper, bound_self)
+    if isinstance(target, types.FunctionType):
+        return entry.entry_wrapper(target, compiler, name, fullgraph)
+    if callable(target):
+        call = getattr(type(target), "__call__", None)
+        if isinstance(call, types.FunctionType):
+            return types.MethodType(entry.entry_wrapper(call, compiler, name, fullgraph), target)
+        raise TypeError(
+            f"stenograph.compile() needs a Python function or nn.Module; "
+            f"{type(target).__qualname__} is implemented in C"
+        )
+    raise TypeError(
+        f"stenograph.compile() needs a function or nn.Module, got {type(target).__qualname__} ({target!r:.60})"
+    )
+
+
+_DELEGATED = (
+    "state_dict", "load_state_dict", "parameters", "named_parameters", "buffers", "named_buffers",
+    "children", "named_children", "modules", "named_modules", "get_submodule", "get_parameter",
+    "get_buffer", "zero_grad", "extra_repr", "register_buffer", "register_parameter",
+    "add_module", "register_module", "_apply", "apply", "requires_grad_",
+)
+
+
+class OptimizedModule(torch.nn.Module):
+    """A compiled nn.Module that behaves like the original (attributes, state_dict keys, modes).
+
+    The original module is not registered as a submodule, so `state_dict()` and
+    `named_parameters()` keep the original keys; they and other structural methods delegate to it.
+    """
+
+    def __init__(self, mod: torch.nn.Module, compiler: Any, backend_name: str, fullgraph: bool) -> None:
+        super().__init__()
+        del self.__dict__["training"]  # read through to the original module
+        object.__setattr__(self, "_orig_mod", mod)
+        forward = type(mod).forward
+        if not isinstance(forward, types.FunctionType):
+            raise TypeError(f"{type(mod).__qualname__}.forward is not a Python function")
+        object.__setattr__(self, "_compiled_forward", entry.entry_wrapper(forward, compiler, backend_name, fullgraph))
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        mod = self._orig_mod
+        if "forward" in mod.__dict__:
+            # an instance-level forward replaces the class's: compile that instead, eagerly for now
+            return mod(*args, **kwargs)
+        if _has_hooks(mod):
+            return _call_with_hooks(mod, self._compiled_forward, args, kwargs)
+        return self._compiled_forward(mod, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("_orig_mod", "_compiled_forward"):
+            return self.__dict__[name]
+        return getattr(self.__dict__["_orig_mod"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.__dict__:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._orig_mod, name)
+
+    def train(self, mode: bool = True) -> OptimizedModule:
+        self._orig_mod.train(mode)
+        return self
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(dir(self._orig_mod)))
+
+    def __repr__(self) -> str:
+        return f"OptimizedModule({self._orig_mod!r})"
+
+
+def _delegate(name: str) -> Callable:
+    def method(self: OptimizedModule, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(self._orig_mod, name)(*args, **kwargs)
+        return self if result is self._orig_mod else result
+
+    method.__name__ = name
+    method.__doc__ = f"Delegates to the original module's {name}()."
+    return method
+
+
+for _name in _DELEGATED:
+    setattr(OptimizedModule, _name, _delegate(_name))
+
+
+def _has_hooks(mod: torch.nn.Module) -> bool:
+    return bool(mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
+                or mod._backward_pre_hooks)
+
+
+def _call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:
+    """Run the original module's forward pre-hooks and hooks around the compiled forward."""
+    if mod._backward_hooks or mod._backward_pre_hooks:
+        return mod(*args, **kwargs)  # full backward hooks need nn.Module's own call path
+    for hook_id, hook in list(mod._forward_pre_hooks.items()):
+        if hook_id in mod._forward_pre_hooks_with_kwargs:
+            result = hook(mod, args, kwargs)
+            if result is not None:
+                args, kwargs = result
+        else:
+            result = hook(mod, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+    output = forward(mod, *args, **kwargs)
+    for hook_id, hook in list(mod._forward_hooks.items()):
+        if hook_id in mod._forward_hooks_with_kwargs:
+            result = hook(mod, args, kwargs, output)
+        else:
+            result = hook(mod, args, output)
+        if result is not None:
+            output = result
+    return output
+
+
+def disable(fn: Callable | None = None, recursive: bool = True) -> Callable:
+    """Run `fn` eagerly, also when it is called from compiled code (a graph break there)."""
+    if fn is None:
+        return functools.partial(disable, recursive=recursive)
+    if isinstance(fn, torch.nn.Module):
+        raise TypeError("stenograph.disable() takes a function; disable a module's forward instead")
+    if not callable(fn):
+        raise TypeError(f"stenograph.disable() needs a callable, got {type(fn).__qualname__}")
+    original = getattr(fn, "__stenograph_original__", fn)
+
+    @functools.wraps(original)
+    def eager(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **kwargs)
+
+    setattr(eager, _DISABLED_ATTR, True)
+    return eager
+
+
+def is_disabled(fn: Any) -> bool:
+    return bool(getattr(fn, _DISABLED_ATTR, False))
+
+
+def reset() -> None:
+    """Forget every compiled entry of every function (the next calls compile again)."""
+    entry.reset_caches()
+
+
+def is_compiling() -> bool:
+    """True while stenograph traces (folded to True inside graphs); False when code runs."""
+    return False
+
+
+_allowed_in_graph: set[Callable] = set()
+
+
+def allow_in_graph(fn: Callable) -> Callable:
+    """Record calls of `fn` as one opaque graph node instead of tracing into it.
+
+    `fn` must take and return tensors (and Python constants) and run on fake tensors.
+    """
+    if not callable(fn):
+        raise TypeError(f"allow_in_graph() needs a callable, got {type(fn).__qualname__}")
+    _allowed_in_graph.add(fn)
+    return fn
+
+
+def is_allowed_in_graph(fn: Any) -> bool:
+    try:
+        return fn in _allowed_in_graph
+    except TypeError:
+        return False
+
+
+def graph_break() -> None:
+    """Forces a graph break where it is called (runs as a no-op in eager code)."""
+    return None
+
+
+__all__ = [
+    "OptimizedModule", "StenographError", "allow_in_graph", "compile", "disable", "graph_break",
+    "is_compiling", "optimize", "reset",
+]

@@ -1,0 +1,200 @@
+"""The FX graph being recorded for one frame: its inputs, nodes and the guards they need.
+
+Tensor operations become `torch.fx` nodes whose `meta["example_value"]` is the fake result, so
+every tracker knows shape, dtype and device without running a kernel. Graph inputs are the tensors
+read from the frame (arguments, globals, module parameters and buffers), each remembered with its
+source so the transformed code can fetch it again on every call.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from ..errors import Unsupported
+from ..guards.guard_set import GuardSet
+from ..guards.sources import Source
+from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, new_fake_mode
+
+if TYPE_CHECKING:
+    from ..variables.base import Variable
+    from ..variables.tensor import TensorVariable
+
+
+@dataclass
+class GraphInput:
+    source: Source
+    node: torch.fx.Node
+    example: torch.Tensor | None  # the real tensor, dropped once the graph is compiled
+
+
+class OutputGraph:
+    """Accumulates one graph, its inputs and guards while a frame is traced."""
+
+    def __init__(self) -> None:
+        self.graph = torch.fx.Graph()
+        self.fake_mode = new_fake_mode()
+        self.guards = GuardSet()
+        self.inputs: list[GraphInput] = []
+        self._input_vars: dict[int, TensorVariable] = {}
+        self._names: set[str] = set()
+        # trackers of globals already read, by (id(globals dict), name)
+        self.global_cache: dict[tuple[int, str], Variable] = {}
+        self.guards.global_state()
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
+        """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""
+        from ..variables.tensor import TensorVariable
+
+        known = self._input_vars.get(id(value))
+        if known is not None:
+            # the same tensor reached another way (tied weights, an argument passed twice)
+            assert known.source is not None
+            self.guards.same_object(source, known.source)
+            return known
+        self.guards.tensor_match(source, value)
+        name = self._unique(_placeholder_name(source))
+        last = self.inputs[-1].node if self.inputs else None
+        if last is None:
+            first = next(iter(self.graph.nodes), None)
+            ctx = self.graph.inserting_before(first) if first is not None else _nullctx()
+        else:
+            ctx = self.graph.inserting_after(last)
+        with ctx:
+            node = self.graph.placeholder(name)
+        fake = fakeify(self.fake_mode, value)
+        node.meta["example_value"] = fake
+        node.meta["source"] = source.name()
+        self.inputs.append(GraphInput(source, node, value))
+        var = TensorVariable(node, fake, source=source)
+        self._input_vars[id(value)] = var
+        return var
+
+    def _unique(self, name: str) -> str:
+        candidate, i = name, 1
+        while candidate in self._names:
+            candidate = f"{name}_{i}"
+            i += 1
+        self._names.add(candidate)
+        return candidate
+
+    # -- operations -----------------------------------------------------------------------------
+
+    def call(
+        self,
+        kind: str,
+        target: Any,
+        args: list[Variable],
+        kwargs: dict[str, Variable],
+        describe: str,
+    ) -> Variable:
+        """Record `target(*args, **kwargs)` as a node and wrap its fake result."""
+        fx_args, fake_args = _unwrap_all(args)
+        fx_kwargs, fake_kwargs = _unwrap_all_kw(kwargs)
+        try:
+            with self.fake_mode:
+                if kind == "call_method":
+                    fake = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                else:
+                    fake = target(*fake_args, **fake_kwargs)
+        except DATA_DEPENDENT_ERRORS as e:
+            raise Unsupported(
+                f"{describe} depends on tensor data ({type(e).__name__})",
+                hint="move data-dependent Python logic out of the compiled region, "
+                "or use torch.where / torch.cond",
+            ) from e
+        except Unsupported:
+            raise
+        except Exception as e:
+            raise Unsupported(f"{describe} raised {type(e).__name__} while tracing: {e}") from e
+        node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
+        return self.wrap_result(node, fake, describe)
+
+    def wrap_result(self, node: torch.fx.Node, fake: Any, describe: str) -> Variable:
+        from ..variables.base import constant
+        from ..variables.containers import SizeVariable, TupleVariable
+        from ..variables.tensor import TensorVariable
+
+        if isinstance(fake, torch.Tensor):
+            node.meta["example_value"] = fake
+            return TensorVariable(node, fake)
+        if isinstance(fake, torch.Size):
+            self.graph.erase_node(node)
+            return SizeVariable([constant(int(s)) for s in fake])
+        if isinstance(fake, (tuple, list)) and all(isinstance(f, torch.Tensor) for f in fake):
+            node.meta["example_value"] = fake
+            items = []
+            for i, f in enumerate(fake):
+                item = self.graph.create_node("call_function", operator.getitem, (node, i), {})
+                item.meta["example_value"] = f
+                items.append(TensorVariable(item, f))
+            return TupleVariable(items)
+        if isinstance(fake, (bool, int, float)) or fake is None:
+            # a Python value computed from static metadata (x.dim(), x.numel(), x.size(0))
+            self.graph.erase_node(node)
+            return constant(fake)
+        if isinstance(fake, (torch.dtype, torch.device)):
+            self.graph.erase_node(node)
+            return constant(fake)
+        self.graph.erase_node(node)
+        raise Unsupported(f"{describe} returned {type(fake).__name__}, which cannot be traced")
+
+    # -- finishing ------------------------------------------------------------------------------
+
+    def op_count(self) -> int:
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+class _nullctx:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _placeholder_name(source: Source) -> str:
+    text = source.name()
+    text = re.sub(r"^L\[['\"](.*?)['\"]\]", r"\1", text)
+    text = re.sub(r"^G\[['\"](.*?)['\"]\]", r"\1", text)
+    text = re.sub(r"[^0-9a-zA-Z_]+", "_", text).strip("_")
+    if not text or text[0].isdigit():
+        text = "arg_" + text
+    return text
+
+
+def unwrap(var: Variable) -> tuple[Any, Any]:
+    """(fx argument, fake value) for a tracker passed to a graph operation."""
+    from ..variables.base import ConstantVariable
+    from ..variables.containers import DictVariable, SequenceVariable
+    from ..variables.tensor import TensorVariable
+
+    if isinstance(var, TensorVariable):
+        return var.node, var.fake
+    if isinstance(var, ConstantVariable):
+        return var.value, var.value
+    if isinstance(var, SequenceVariable):
+        pairs = [unwrap(item) for item in var.items]
+        kind = list if var.python_class is list else tuple
+        return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
+    if isinstance(var, DictVariable):
+        pairs = {k: unwrap(v) for k, v in var.items.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    raise Unsupported(f"{var.describe()} cannot be passed to a tensor operation")
+
+
+def _unwrap_all(args: list[Variable]) -> tuple[list[Any], list[Any]]:
+    pairs = [unwrap(a) for a in args]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _unwrap_all_kw(kwargs: dict[str, Variable]) -> tuple[dict[str, Any], dict[str, Any]]:
+    pairs = {k: unwrap(v) for k, v in kwargs.items()}
+    return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}

@@ -1,0 +1,79 @@
+"""Turning generated Python source into functions with the compiled function's signature.
+
+Guard functions and transformed functions take exactly the parameters of the function they
+replace, so CPython binds the call's arguments once, in C, and the generated code reads locals by
+their own names. Closure cells come in as a leading positional-only `___cells` argument.
+The source is registered with `linecache` so tracebacks and `inspect` show it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import linecache
+import types
+from typing import Any
+
+CO_VARARGS = inspect.CO_VARARGS
+CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+
+_counter = itertools.count()
+
+
+def parameter_list(code: types.CodeType) -> str:
+    """The parameter list of `code` as Python text (no defaults; those are attached afterwards)."""
+    names = code.co_varnames
+    n_pos = code.co_argcount
+    n_kwonly = code.co_kwonlyargcount
+    params: list[str] = []
+    posonly = list(names[: code.co_posonlyargcount])
+    if code.co_freevars:
+        posonly.insert(0, "___cells")
+    if posonly:
+        params += posonly
+        params.append("/")
+    params += names[code.co_posonlyargcount : n_pos]
+    index = n_pos + n_kwonly
+    if code.co_flags & CO_VARARGS:
+        params.append("*" + names[index])
+        index += 1
+    elif n_kwonly:
+        params.append("*")
+    params += names[n_pos : n_pos + n_kwonly]
+    if code.co_flags & CO_VARKEYWORDS:
+        params.append("**" + names[index])
+    return ", ".join(params)
+
+
+def parameter_names(code: types.CodeType) -> list[str]:
+    """Names of every parameter of `code`, in frame order (varargs and varkw included)."""
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & CO_VARARGS) + bool(code.co_flags & CO_VARKEYWORDS)
+    return list(code.co_varnames[:count])
+
+
+def make_function(
+    name: str,
+    params: str,
+    body: list[str],
+    namespace: dict[str, Any],
+    *,
+    like: types.FunctionType | None,
+    label: str,
+) -> types.FunctionType:
+    """Compile `def name(params): body` with `namespace` as its globals.
+
+    `like` supplies defaults and keyword defaults so argument binding matches the original.
+    `label` names the generated file in tracebacks, e.g. "guard for f at model.py:12".
+    """
+    lines = [f"def {name}({params}):"] + ["    " + line for line in body]
+    text = "\n".join(lines) + "\n"
+    filename = f"<stenograph {label} #{next(_counter)}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    exec(compile(text, filename, "exec"), namespace)
+    fn = namespace[name]
+    if like is not None:
+        fn.__defaults__ = like.__defaults__
+        fn.__kwdefaults__ = like.__kwdefaults__
+    fn.__stenograph_source__ = text
+    return fn

@@ -1,0 +1,201 @@
+"""The checks a cache entry needs, and their compilation into one Python function.
+
+While tracing, every value read from the frame adds checks on its source (DESIGN decision 4).
+`GuardSet.build()` renders them as straight-line Python with the compiled function's signature:
+global state first, then type and identity checks, then values and tensor metadata, shallow
+sources before deep ones. Intermediate objects (`self._modules['fc1']`) are bound to locals so
+each is fetched once. Objects the checks compare against are bound in the function's globals;
+user objects are held by weak reference so an entry never keeps a module or tensor alive.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import weakref
+from dataclasses import dataclass, field
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..graph.pyfunc import make_function, parameter_list
+from .sources import GlobalsNamer, Source, SourceRenderer
+
+# ranks: lower runs first
+RANK_GLOBAL_STATE = 0
+RANK_TYPE = 1
+RANK_ID = 2
+RANK_VALUE = 3
+RANK_TENSOR = 4
+
+
+@dataclass
+class Check:
+    """One boolean expression over `{v}` (the source's value) and bound helper names."""
+
+    rank: int
+    source: Source | None
+    template: str
+    text: str  # human-readable, for recompile reasons
+    other: Source | None = None  # rendered as `{w}` when a check relates two sources
+
+
+@dataclass
+class GuardSet:
+    """Checks collected while tracing one frame."""
+
+    checks: list[Check] = field(default_factory=list)
+    _seen: set = field(default_factory=set)
+    bindings: dict[str, Any] = field(default_factory=dict)
+    # weak references whose death makes the entry unusable
+    watched: list[weakref.ref] = field(default_factory=list)
+
+    def bind(self, obj: Any, hint: str = "obj") -> str:
+        """A global name in the guard function holding `obj` (strongly: only for non-user objects)."""
+        equal_ok = isinstance(obj, (torch.device, torch.dtype))
+        for name, value in self.bindings.items():
+            if value is obj or (equal_ok and type(value) is type(obj) and value == obj):
+                return name
+        name = f"___{hint}{len(self.bindings)}"
+        self.bindings[name] = obj
+        return name
+
+    def add(
+        self, rank: int, source: Source | None, template: str, text: str, other: Source | None = None
+    ) -> None:
+        key = (source, template, other)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.checks.append(Check(rank, source, template, text, other))
+
+    def same_object(self, source: Source, other: Source) -> None:
+        """Two sources reach one object (e.g. tied weights): the graph has one input for both."""
+        self.add(RANK_ID, source, "{v} is {w}", f"{source.name()} is {other.name()}", other)
+
+    # -- kinds of guard -------------------------------------------------------------------------
+
+    def type_match(self, source: Source, value: Any) -> None:
+        name = self.bind(type(value), "type")
+        self.add(RANK_TYPE, source, f"type({{v}}) is {name}", f"type({source.name()}) is {type(value).__qualname__}")
+
+    def id_match(self, source: Source, value: Any) -> None:
+        """`source` must be this very object; held weakly when it can be."""
+        try:
+            ref = weakref.ref(value)
+        except TypeError:
+            name = self.bind(value, "obj")
+            self.add(RANK_ID, source, f"{{v}} is {name}", f"{source.name()} is the same object")
+            return
+        self.watched.append(ref)
+        name = self.bind(ref, "ref")
+        self.add(RANK_ID, source, f"{{v}} is {name}()", f"{source.name()} is the same object")
+
+    def constant_match(self, source: Source, value: Any) -> None:
+        """Specialisation on a Python constant: type and value must both match."""
+        if value is None or value is True or value is False or value is Ellipsis:
+            self.add(RANK_VALUE, source, f"{{v}} is {value!r}", f"{source.name()} is {value!r}")
+            return
+        if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+            name = self.bind(value, "const")
+            self.add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {value!r}")
+            return
+        self.type_match(source, value)
+        if isinstance(value, float) and math.isnan(value):
+            self.add(RANK_VALUE, source, "{v} != {v}", f"{source.name()} is nan")
+        elif isinstance(value, (int, float, str, bytes, complex)) and _repr_roundtrips(value):
+            self.add(RANK_VALUE, source, f"{{v}} == {value!r}", f"{source.name()} == {value!r}")
+        else:
+            name = self.bind(value, "const")
+            self.add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {value!r}")
+
+    def tensor_match(self, source: Source, tensor: torch.Tensor) -> None:
+        """dtype, device, shape, stride and requires_grad of a tensor input."""
+        t = self.bind(type(tensor), "type")
+        dtype = self.bind(tensor.dtype, "dtype")
+        device = self.bind(tensor.device, "device")
+        shape = tuple(tensor.shape)
+        stride = tuple(tensor.stride())
+        template = (
+            f"type({{v}}) is {t} and {{v}}.dtype is {dtype} and {{v}}.device == {device}"
+            f" and {{v}}.shape == {shape!r} and {{v}}.stride() == {stride!r}"
+            f" and {{v}}.requires_grad is {tensor.requires_grad}"
+        )
+        text = (
+            f"{source.name()}: {type(tensor).__name__} {tensor.dtype} {tensor.device} "
+            f"size={list(shape)} stride={list(stride)} requires_grad={tensor.requires_grad}"
+        )
+        self.add(RANK_TENSOR, source, template, text)
+
+    def dict_keys_match(self, source: Source, value: dict) -> None:
+        self.type_match(source, value)
+        keys = tuple(value.keys())
+        name = self.bind(keys, "keys")
+        self.add(RANK_VALUE, source, f"tuple({{v}}) == {name}", f"keys of {source.name()} == {keys!r}")
+
+    def length_match(self, source: Source, value: Any) -> None:
+        self.type_match(source, value)
+        self.add(RANK_VALUE, source, f"len({{v}}) == {len(value)}", f"len({source.name()}) == {len(value)}")
+
+    def falsy(self, source: Source, what: str) -> None:
+        """The object is empty (e.g. a module's hook dict)."""
+        self.add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})")
+
+    def global_state(self) -> None:
+        """Grad mode and default dtype change what a graph computes."""
+        grad = self.bind(torch.is_grad_enabled, "fn")
+        self.add(RANK_GLOBAL_STATE, None, f"{grad}() is {torch.is_grad_enabled()}",
+                 f"grad mode is {'enabled' if torch.is_grad_enabled() else 'disabled'}")
+        dd = self.bind(torch.get_default_dtype, "fn")
+        dtype = self.bind(torch.get_default_dtype(), "dtype")
+        self.add(RANK_GLOBAL_STATE, None, f"{dd}() is {dtype}",
+                 f"default dtype is {torch.get_default_dtype()}")
+
+    # -- code generation ------------------------------------------------------------------------
+
+    def ordered(self) -> list[Check]:
+        return sorted(
+            self.checks,
+            key=lambda c: (
+                c.source is not None,
+                max(c.source.depth() if c.source else 0, c.other.depth() if c.other else 0),
+                c.rank,
+            ),
+        )
+
+    def source_text(self, on_fail: Callable[[int], str]) -> tuple[list[str], GlobalsNamer]:
+        """Body lines of the guard function; `on_fail(i)` is what fails check i returns."""
+        namer = GlobalsNamer()
+        renderer = SourceRenderer(namer)
+        lines: list[str] = []
+        for index, check in enumerate(self.ordered()):
+            value = renderer.render(check.source, lines) if check.source is not None else ""
+            condition = check.template.replace("{v}", value)
+            if check.other is not None:
+                condition = condition.replace("{w}", renderer.render(check.other, lines))
+            lines.append(f"if not ({condition}): return {on_fail(index)}")
+        return lines, namer
+
+    def build(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
+        """The guard function: True when every check passes, False otherwise (never raises)."""
+        lines, namer = self.source_text(lambda index: "False")
+        body = ["try:"] + ["    " + line for line in lines] + ["    return True", "except Exception:", "    return False"]
+        namespace = {**self.bindings, **namer.bindings()}
+        return make_function("___guard", parameter_list(code), body, namespace, like=like, label=f"guard for {label}")
+
+    def build_explainer(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
+        """A twin of the guard function returning the text of the first failing check, or None."""
+        checks = self.ordered()
+        lines, namer = self.source_text(lambda index: f"___checks[{index}]")
+        body = ["try:"] + ["    " + line for line in lines] + ["    return None",
+                "except Exception as e:", "    return f'{type(e).__name__} while checking guards: {e}'"]
+        namespace = {**self.bindings, **namer.bindings(), "___checks": [c.text for c in checks]}
+        return make_function("___explain", parameter_list(code), body, namespace, like=like, label=f"guard reasons for {label}")
+
+
+def _repr_roundtrips(value: Any) -> bool:
+    try:
+        return eval(repr(value), {"__builtins__": {}}) == value  # noqa: S307 - repr of a literal
+    except Exception:
+        return False

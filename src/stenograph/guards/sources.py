@@ -1,0 +1,190 @@
+"""Sources: how to reach a value from the frame being compiled (DESIGN decision 5).
+
+A source renders to a Python expression that is valid inside the generated guard and transformed
+functions. Those functions take the same parameters as the compiled function, so a local is
+reached by its own name; globals through the module's globals dict bound as `___g<N>`; closure
+cells through `___cells`. `name()` is the human form used in logs and error messages
+(`L['x']`, `G['cfg'].depth`, `L['self'].layers[3].weight`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Source:
+    """Base class: a path from the frame to a value."""
+
+    def expr(self, globals_names: GlobalsNamer) -> str:
+        """The expression, written out in full (derived sources append `suffix()`)."""
+        parent = self.base()
+        assert parent is not None, f"{type(self).__name__} must define expr()"
+        return parent.expr(globals_names) + self.suffix()
+
+    def suffix(self) -> str:
+        """For a derived source: the text that reaches it from its parent's value."""
+        raise NotImplementedError
+
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def base(self) -> Source | None:
+        return None
+
+    def depth(self) -> int:
+        b = self.base()
+        return 0 if b is None else 1 + b.depth()
+
+    def root(self) -> Source:
+        b = self.base()
+        return self if b is None else b.root()
+
+    def __repr__(self) -> str:
+        return self.name()
+
+
+class GlobalsNamer:
+    """Gives each distinct globals dict a short name (`___g0`, `___g1`) in generated code."""
+
+    def __init__(self) -> None:
+        self.dicts: dict[int, tuple[str, dict]] = {}
+
+    def name_for(self, globals_dict: dict) -> str:
+        entry = self.dicts.get(id(globals_dict))
+        if entry is None:
+            entry = (f"___g{len(self.dicts)}", globals_dict)
+            self.dicts[id(globals_dict)] = entry
+        return entry[0]
+
+    def bindings(self) -> dict[str, dict]:
+        return {name: d for name, d in self.dicts.values()}
+
+
+@dataclass(frozen=True)
+class LocalSource(Source):
+    local_name: str
+
+    def expr(self, globals_names: GlobalsNamer) -> str:
+        return self.local_name
+
+    def name(self) -> str:
+        return f"L[{self.local_name!r}]"
+
+
+@dataclass(frozen=True, eq=False)
+class GlobalSource(Source):
+    """A name in a module's globals dict (the frame's own or an inlined function's)."""
+
+    global_name: str
+    globals_dict: dict
+
+    def expr(self, globals_names: GlobalsNamer) -> str:
+        return f"{globals_names.name_for(self.globals_dict)}[{self.global_name!r}]"
+
+    def name(self) -> str:
+        module = self.globals_dict.get("__name__", "?")
+        return f"G[{self.global_name!r}]" if module == "__main__" else f"{module}.{self.global_name}"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, GlobalSource)
+            and other.global_name == self.global_name
+            and other.globals_dict is self.globals_dict
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.global_name, id(self.globals_dict)))
+
+
+@dataclass(frozen=True)
+class ClosureSource(Source):
+    """The contents of cell `index` of the compiled function's closure."""
+
+    index: int
+    var_name: str
+
+    def expr(self, globals_names: GlobalsNamer) -> str:
+        return f"___cells[{self.index}].cell_contents"
+
+    def name(self) -> str:
+        return f"closure[{self.var_name!r}]"
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    parent: Source
+    attr: str
+
+    def base(self) -> Source:
+        return self.parent
+
+    def suffix(self) -> str:
+        return f".{self.attr}"
+
+    def name(self) -> str:
+        return f"{self.parent.name()}.{self.attr}"
+
+
+@dataclass(frozen=True)
+class ItemSource(Source):
+    """`parent[key]` for a constant key (int or str), e.g. a tuple element or dict value."""
+
+    parent: Source
+    key: object
+
+    def base(self) -> Source:
+        return self.parent
+
+    def suffix(self) -> str:
+        return f"[{self.key!r}]"
+
+    def name(self) -> str:
+        return f"{self.parent.name()}[{self.key!r}]"
+
+
+@dataclass(frozen=True)
+class ModuleMemberSource(Source):
+    """A parameter, buffer or submodule of an nn.Module, read from its dict directly.
+
+    `nn.Module.__getattr__` is slow; the generated code reads `m._parameters['weight']` instead,
+    which is what `m.weight` resolves to when nothing shadows it (guards check that).
+    """
+
+    parent: Source
+    table: str  # "_parameters", "_buffers" or "_modules"
+    key: str
+
+    def base(self) -> Source:
+        return self.parent
+
+    def suffix(self) -> str:
+        return f".{self.table}[{self.key!r}]"
+
+    def name(self) -> str:
+        return f"{self.parent.name()}.{self.key}"
+
+
+class SourceRenderer:
+    """Renders sources as expressions, binding every intermediate object to a local once."""
+
+    def __init__(self, namer: GlobalsNamer) -> None:
+        self.namer = namer
+        self.bound: dict[Source, str] = {}
+
+    def render(self, source: Source, lines: list[str]) -> str:
+        """Expression for `source`; emits assignments into `lines` for its ancestors."""
+        parent = source.base()
+        if parent is None:
+            return source.expr(self.namer)
+        return self._bind(parent, lines) + source.suffix()
+
+    def _bind(self, source: Source, lines: list[str]) -> str:
+        if isinstance(source, LocalSource):
+            return source.local_name
+        name = self.bound.get(source)
+        if name is None:
+            expr = self.render(source, lines)
+            name = f"___v{len(self.bound)}"
+            lines.append(f"{name} = {expr}")
+            self.bound[source] = name
+        return name

@@ -1,0 +1,263 @@
+"""Symbolic execution of one code object: the frame state and the instruction loop.
+
+A `Frame` holds what CPython's frame would hold (value stack, locals, cells, instruction
+pointer) but every value is a tracker. Opcode handlers live in `opcodes.py`, selected per Python
+version. Calls of user functions are inlined by running a child `Frame` over the callee's code
+that shares this frame's `OutputGraph`, so one graph spans the whole call tree.
+"""
+
+from __future__ import annotations
+
+import dis
+import linecache
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any
+
+from .. import config
+from ..errors import Unsupported
+from ..graph.output_graph import OutputGraph
+from ..guards.sources import AttrSource, GlobalSource, ItemSource, Source
+from ..variables.base import Variable, constant
+from ..variables.builder import is_literal, is_trusted_module, wrap
+from .binding import bind_arguments
+
+
+@dataclass
+class LazyValue:
+    """A real value of the root frame, wrapped (and guarded) only when the code reads it."""
+
+    value: Any
+    source: Source
+
+
+class Cell:
+    """A closure cell while tracing: holds a tracker, or a lazy real value."""
+
+    def __init__(self, contents: Variable | LazyValue | None = None) -> None:
+        self.contents = contents
+
+
+class CellVariable(Variable):
+    """What LOAD_CLOSURE pushes: a reference to a cell, for MAKE_FUNCTION's closure tuple."""
+
+    def __init__(self, cell: Cell) -> None:
+        self.cell = cell
+
+
+@dataclass
+class DecodedCode:
+    instructions: list[dis.Instruction]
+    index_of_offset: dict[int, int]
+
+
+_decoded: dict[types.CodeType, DecodedCode] = {}
+
+
+def decode(code: types.CodeType) -> DecodedCode:
+    found = _decoded.get(code)
+    if found is None:
+        instructions = list(dis.get_instructions(code))
+        found = DecodedCode(instructions, {inst.offset: i for i, inst in enumerate(instructions)})
+        if len(_decoded) > 4096:
+            _decoded.clear()
+        _decoded[code] = found
+    return found
+
+
+class Frame:
+    """One symbolically executing frame (the compiled one or an inlined callee)."""
+
+    def __init__(
+        self,
+        code: types.CodeType,
+        f_globals: dict[str, Any],
+        local_values: dict[str, Variable | LazyValue],
+        cells: dict[str, Cell],
+        output: OutputGraph,
+        parent: Frame | None = None,
+    ) -> None:
+        from .opcodes import handlers_for_running_python
+
+        self.code = code
+        self.f_globals = f_globals
+        self.locals = local_values
+        self.cells = cells
+        self.output = output
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.stack: list[Variable] = []
+        decoded = decode(code)
+        self.instructions = decoded.instructions
+        self.index_of_offset = decoded.index_of_offset
+        self.ip = 0
+        self.current: dis.Instruction | None = None
+        self.line = code.co_firstlineno
+        self.kw_names: tuple[str, ...] = ()
+        self.return_value: Variable | None = None
+        self.handlers = handlers_for_running_python()
+        self.trusted = is_trusted_module(f_globals.get("__name__", ""))
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> Variable:
+        """Execute until RETURN; the returned tracker."""
+        handlers = self.handlers
+        instructions = self.instructions
+        try:
+            while self.return_value is None:
+                inst = instructions[self.ip]
+                self.current = inst
+                self.ip += 1
+                if inst.positions is not None and inst.positions.lineno is not None:
+                    self.line = inst.positions.lineno
+                handler = handlers.get(inst.opname)
+                if handler is None:
+                    raise Unsupported(
+                        f"instruction {inst.opname} is not supported yet",
+                        hint="please report it; the frame runs eagerly meanwhile",
+                    )
+                handler(self, inst)
+        except Unsupported as e:
+            self._annotate(e)
+            raise
+        return self.return_value
+
+    def _annotate(self, e: Unsupported) -> None:
+        filename = self.code.co_filename
+        text = linecache.getline(filename, self.line).rstrip()
+        e.user_stack.append((filename, self.line, self.code.co_name, text))
+        if not e.location:
+            e.location = f"{filename}:{self.line}"
+            e.source_line = text
+            if not e.instruction and self.current is not None:
+                e.instruction = self.current.opname
+
+    def jump_to(self, offset: int) -> None:
+        self.ip = self.index_of_offset[offset]
+
+    # -- stack helpers -------------------------------------------------------------------------
+
+    def push(self, value: Variable) -> None:
+        self.stack.append(value)
+
+    def pop(self) -> Variable:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[Variable]:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    # -- names ---------------------------------------------------------------------------------
+
+    def load_local(self, name: str) -> Variable:
+        value = self.locals.get(name)
+        if value is None:
+            raise Unsupported(f"local variable {name!r} is read before assignment")
+        if isinstance(value, LazyValue):
+            value = wrap(self, value.value, value.source)
+            self.locals[name] = value
+        return value
+
+    def load_cell(self, name: str) -> Variable:
+        cell = self.cells[name]
+        if cell.contents is None:
+            raise Unsupported(f"free variable {name!r} is read before assignment")
+        if isinstance(cell.contents, LazyValue):
+            cell.contents = wrap(self, cell.contents.value, cell.contents.source)
+        return cell.contents
+
+    def load_global(self, name: str) -> Variable:
+        cache_key = (id(self.f_globals), name)
+        cached = self.output.global_cache.get(cache_key)
+        if cached is not None:
+            return cached
+        if name in self.f_globals:
+            value = self.f_globals[name]
+            source = None if self.trusted else GlobalSource(name, self.f_globals)
+            if source is None and not is_literal(value) and _needs_source(value):
+                source = GlobalSource(name, self.f_globals)
+        else:
+            builtins = self.f_globals.get("__builtins__", __builtins__)
+            table = builtins if isinstance(builtins, dict) else builtins.__dict__
+            if name not in table:
+                raise Unsupported(f"name {name!r} is not defined")
+            value, source = table[name], None
+        var = wrap(self, value, source)
+        self.output.global_cache[cache_key] = var
+        return var
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def inline_call(
+        self,
+        fn: types.FunctionType,
+        args: list[Variable],
+        kwargs: dict[str, Variable],
+        *,
+        closure: tuple[Any, ...] | None,
+        fn_source: Source | None = None,
+        defaults: tuple[tuple[Variable, ...], dict[str, Variable]] | None = None,
+    ) -> Variable:
+        """Run `fn`'s bytecode in a child frame sharing this graph; its return value."""
+        code = fn.__code__
+        if self.depth + 1 > config.inline_depth_limit:
+            raise Unsupported(f"inlining deeper than config.inline_depth_limit ({config.inline_depth_limit})")
+        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator / coroutine / async
+            raise Unsupported(f"call to generator or coroutine function {code.co_qualname}")
+        if defaults is None:
+            defaults = self._wrap_defaults(fn, fn_source)
+        bound = bind_arguments(code, args, kwargs, defaults[0], defaults[1], code.co_qualname)
+        cells: dict[str, Cell] = {}
+        for name in code.co_cellvars:
+            cells[name] = Cell(bound.pop(name, None))
+        if code.co_freevars:
+            if closure is None:
+                closure = self._wrap_closure(fn, fn_source)
+            for name, cell in zip(code.co_freevars, closure):
+                cells[name] = cell
+        child = Frame(code, fn.__globals__, dict(bound), cells, self.output, parent=self)
+        return child.run()
+
+    def _wrap_defaults(
+        self, fn: types.FunctionType, fn_source: Source | None
+    ) -> tuple[tuple[Variable, ...], dict[str, Variable]]:
+        positional: list[Variable] = []
+        for i, value in enumerate(fn.__defaults__ or ()):
+            source = ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None
+            positional.append(constant(value) if is_literal(value) and source is None else wrap(self, value, source))
+        keyword: dict[str, Variable] = {}
+        for name, value in (fn.__kwdefaults__ or {}).items():
+            source = ItemSource(AttrSource(fn_source, "__kwdefaults__"), name) if fn_source else None
+            keyword[name] = constant(value) if is_literal(value) and source is None else wrap(self, value, source)
+        return tuple(positional), keyword
+
+    def _wrap_closure(self, fn: types.FunctionType, fn_source: Source | None) -> tuple[Cell, ...]:
+        cells = []
+        for i, cell in enumerate(fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                cells.append(Cell(None))
+                continue
+            if fn_source is not None:
+                source = AttrSource(ItemSource(AttrSource(fn_source, "__closure__"), i), "cell_contents")
+                cells.append(Cell(LazyValue(value, source)))
+            else:
+                cells.append(Cell(wrap(self, value, None)))
+        return tuple(cells)
+
+
+def _needs_source(value: Any) -> bool:
+    """Values in trusted modules that still need a source to be used (tensors)."""
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def running_python() -> tuple[int, int]:
+    return sys.version_info[:2]

@@ -1,0 +1,147 @@
+"""The value trackers' base class and the simplest trackers: constants and the NULL marker.
+
+A tracker (a `Variable`) stands for one Python value during symbolic execution. It knows its
+`source` when the value came from the frame (so it can be guarded and re-read at run time), and
+implements the operations bytecode performs on it. An operation a tracker cannot model raises
+`Unsupported` with a reason a user can act on.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Unsupported
+
+if TYPE_CHECKING:
+    from ..guards.sources import Source
+    from ..interpreter.frame import Frame
+
+
+class Variable:
+    """A symbolic Python value."""
+
+    source: Source | None = None
+
+    def python_type(self) -> type:
+        raise Unsupported(f"type of {self.describe()} is unknown while tracing")
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    # -- constants --------------------------------------------------------------------------------
+
+    def is_constant(self) -> bool:
+        return False
+
+    def as_constant(self) -> Any:
+        raise Unsupported(f"{self.describe()} is not a Python constant")
+
+    # -- operations -------------------------------------------------------------------------------
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+        raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise Unsupported(f"call of {self.describe()}")
+
+    def call_method(
+        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
+    ) -> Variable:
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        """The items when iterated (for unpacking, `for` loops and `*args`)."""
+        raise Unsupported(f"iteration over {self.describe()}")
+
+    def truth(self, tx: Frame) -> bool:
+        """`bool(value)` for branches; data-dependent values refuse."""
+        raise Unsupported(f"truth value of {self.describe()}")
+
+    def length(self, tx: Frame) -> int:
+        return len(self.unpack(tx))
+
+    def getitem(self, tx: Frame, key: Variable) -> Variable:
+        raise Unsupported(f"indexing {self.describe()}")
+
+
+class ConstantVariable(Variable):
+    """A Python value known while tracing: numbers, strings, None, dtypes, types, ranges, ..."""
+
+    def __init__(self, value: Any, source: Source | None = None) -> None:
+        self.value = value
+        self.source = source
+
+    def describe(self) -> str:
+        text = repr(self.value)
+        return f"constant {text if len(text) < 60 else text[:57] + '...'}"
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.value
+
+    def truth(self, tx: Frame) -> bool:
+        return bool(self.value)
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        try:
+            items = list(self.value)
+        except TypeError:
+            raise Unsupported(f"iteration over {self.describe()}") from None
+        return [constant(item) for item in items]
+
+    def length(self, tx: Frame) -> int:
+        return len(self.value)
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}") from e
+        if callable(attr):
+            from .functions import ConstantMethodVariable
+
+            return ConstantMethodVariable(self.value, name)
+        return constant(attr)
+
+    def getitem(self, tx: Frame, key: Variable) -> Variable:
+        if not key.is_constant():
+            raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
+        return constant(operator.getitem(self.value, key.as_constant()))
+
+    def __repr__(self) -> str:
+        return f"ConstantVariable({self.value!r})"
+
+
+class NullVariable(Variable):
+    """The NULL that CALL-sequences push below a callable (3.11/3.12 calling convention)."""
+
+    def describe(self) -> str:
+        return "NULL"
+
+
+NULL = NullVariable()
+
+_CACHE_LIMIT = 256
+_small_constants: dict[tuple[type, Any], ConstantVariable] = {}
+
+
+def constant(value: Any) -> ConstantVariable:
+    """A ConstantVariable for `value`, shared for small immutable values."""
+    if isinstance(value, (bool, int, str)) or value is None:
+        key = (type(value), value)
+        var = _small_constants.get(key)
+        if var is None:
+            var = ConstantVariable(value)
+            if len(_small_constants) < _CACHE_LIMIT:
+                _small_constants[key] = var
+        return var
+    return ConstantVariable(value)

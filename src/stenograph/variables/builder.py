@@ -1,0 +1,166 @@
+"""Wrapping real values read from the frame into trackers, installing their guards.
+
+This is where specialisation happens: a Python int becomes a constant guarded on its value, a
+tensor becomes a graph input guarded on its metadata, a module or function is guarded on its
+identity. A value wrapped without a source (read from torch's own namespaces, or computed while
+tracing) gets no guard.
+"""
+
+from __future__ import annotations
+
+import enum
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import Unsupported
+from ..guards.sources import ItemSource
+from . import builtins as builtin_vars
+from .base import ConstantVariable, Variable, constant
+from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
+from .functions import (
+    TensorMethodRefVariable,
+    TorchClassVariable,
+    TorchOpVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+    is_graph_op,
+    is_tensor_method,
+)
+from .objects import NNModuleVariable, PythonModuleVariable, UserObjectVariable
+
+if TYPE_CHECKING:
+    from ..guards.sources import Source
+    from ..interpreter.frame import Frame
+
+_LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
+_TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+_TORCH_CLASSES = (torch.Size, torch.device)
+
+
+def is_trusted_module(name: str) -> bool:
+    """Library modules whose members are not guarded (assumed not to change at run time)."""
+    return name == "torch" or name.startswith("torch.") or name in ("math", "operator", "builtins")
+
+
+def is_literal(value: Any) -> bool:
+    if isinstance(value, _LITERALS) or isinstance(value, _TORCH_CONSTANTS):
+        return True
+    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset):
+        return all(is_literal(v) for v in value)
+    if isinstance(value, (range, slice)):
+        return True
+    return False
+
+
+def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
+    """The tracker for `value`, guarded through `source` when there is one."""
+    guards = tx.output.guards
+    special = _special_callable(value)
+    if special is not None:
+        if source is not None:
+            guards.id_match(source, value)
+        return special
+    if isinstance(value, torch.Tensor):
+        if source is None:
+            raise Unsupported("a tensor with no known source (e.g. a tensor global of a library)")
+        return tx.output.tensor_input(value, source)
+    if isinstance(value, enum.Enum):
+        if source is not None:
+            guards.id_match(source, value)
+        return ConstantVariable(value, source)
+    if type(value) is torch.Size:
+        if source is not None:
+            guards.constant_match(source, value)
+        return SizeVariable([constant(int(s)) for s in value], source)
+    if is_literal(value):
+        if source is not None:
+            guards.constant_match(source, value)
+        return ConstantVariable(value, source) if source is not None else constant(value)
+    if isinstance(value, torch.nn.Module):
+        if source is not None:
+            guards.id_match(source, value)
+        return NNModuleVariable(value, source)
+    if isinstance(value, types.ModuleType):
+        if source is not None:
+            guards.id_match(source, value)
+        return PythonModuleVariable(value, source)
+    builtin = builtin_vars.lookup(value) if _hashable(value) else None
+    if builtin is not None:
+        if source is not None:
+            guards.id_match(source, value)
+        return builtin
+    if is_graph_op(value):
+        if source is not None:
+            guards.id_match(source, value)
+        return TorchOpVariable(value, source)
+    if is_tensor_method(value):
+        return TensorMethodRefVariable(value, source)
+    if isinstance(value, type):
+        if source is not None:
+            guards.id_match(source, value)
+        if value in _TORCH_CLASSES:
+            return TorchClassVariable(value, source)
+        return ConstantVariable(value, source)
+    if isinstance(value, types.FunctionType):
+        if source is not None:
+            guards.id_match(source, value)
+        return UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType):
+        from ..guards.sources import AttrSource
+
+        self_source = AttrSource(source, "__self__") if source is not None else None
+        self_var = wrap(tx, value.__self__, self_source)
+        if not isinstance(value.__func__, types.FunctionType):
+            raise Unsupported(f"bound method of {type(value.__func__).__name__}")
+        return UserMethodVariable(value.__func__, self_var, source)
+    if type(value) in (tuple, list):
+        if source is not None:
+            guards.length_match(source, value)
+        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        return TupleVariable(items, source) if type(value) is tuple else ListVariable(items, source)
+    if type(value) is dict:
+        if source is not None:
+            guards.dict_keys_match(source, value)
+        if not all(is_literal(k) for k in value):
+            raise Unsupported("dict with non-constant keys")
+        return DictVariable(
+            {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()},
+            source,
+        )
+    if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
+        raise Unsupported(f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "
+                          "is implemented in C and unknown to stenograph")
+    if source is None:
+        raise Unsupported(f"{type(value).__qualname__} object with no source")
+    guards.type_match(source, value)
+    return UserObjectVariable(value, source)
+
+
+def _special_callable(value: Any) -> Variable | None:
+    """stenograph's own API functions and compiled wrappers met while tracing."""
+    from .. import api
+    from .functions import FoldedCallVariable, GraphBreakVariable
+
+    if not callable(value) or isinstance(value, (type, torch.nn.Module)):
+        return None
+    if value is api.is_compiling or value is torch.compiler.is_compiling:
+        return FoldedCallVariable(value, True)
+    if value is api.graph_break:
+        return GraphBreakVariable()
+    if api.is_allowed_in_graph(value):
+        return TorchOpVariable(value)
+    original = getattr(value, "__stenograph_original__", None)
+    if isinstance(original, types.FunctionType):
+        # a compiled function called from compiled code: inline its original
+        return UserFunctionVariable(original)
+    return None
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True

@@ -1,0 +1,316 @@
+"""Python builtins (`len`, `isinstance`, `range`, `zip`, ...) applied to trackers.
+
+Each builtin that tracing understands has a handler here. Pure builtins on constants are simply
+evaluated; builtins with effects outside the program (`print`, `input`, `open`) are refused with
+their name so the user sees exactly what stopped capture.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import Unsupported
+from . import operators
+from .base import ConstantVariable, Variable, constant
+from .containers import DictVariable, IteratorVariable, ListVariable, SequenceVariable, TupleVariable
+from .tensor import TensorVariable
+
+if TYPE_CHECKING:
+    from ..interpreter.frame import Frame
+
+Handler = Callable[["Frame", Any, list[Variable], dict[str, Variable]], Variable]
+_HANDLERS: dict[Any, Handler] = {}
+
+# builtins with no effects: evaluated directly when every argument is a constant
+_PURE = {
+    abs, all, any, bin, bool, chr, complex, divmod, float, format, frozenset, hash, hex, int,
+    len, max, min, oct, ord, pow, repr, round, slice, sorted, str, sum, tuple, list, dict, set,
+    range, reversed, enumerate, zip, map, filter, isinstance, issubclass, type, callable,
+}
+_REFUSED = {
+    print: "call to print", input: "call to input", open: "call to open",
+    breakpoint: "call to breakpoint", exec: "call to exec", eval: "call to eval",
+    globals: "call to globals", locals: "call to locals", vars: "call to vars",
+    id: "call to id (object identity is not stable across calls)",
+}
+
+
+def _handler(*fns: Any) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        for fn in fns:
+            _HANDLERS[fn] = handler
+        return handler
+
+    return register
+
+
+class BuiltinVariable(Variable):
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.value_object = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"builtin {getattr(self.fn, '__name__', self.fn)}"
+
+    def is_constant(self) -> bool:
+        return isinstance(self.fn, type)
+
+    def as_constant(self) -> Any:
+        if isinstance(self.fn, type):
+            return self.fn
+        return super().as_constant()
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if self.fn in _REFUSED:
+            raise Unsupported(_REFUSED[self.fn], hint="remove it from the compiled function or "
+                              "move it outside; graph breaks will run it eagerly")
+        handler = _HANDLERS.get(self.fn)
+        if handler is not None:
+            return handler(tx, self.fn, args, kwargs)
+        if self.fn in _PURE and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            return _fold(self.fn, args, kwargs)
+        raise Unsupported(f"builtin {getattr(self.fn, '__name__', self.fn)} with "
+                          f"{', '.join(a.describe() for a in args)}")
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        if isinstance(self.fn, type) and hasattr(self.fn, name):
+            attr = getattr(self.fn, name)
+            if callable(attr) and name == "fromkeys":
+                return BuiltinVariable(attr)
+            return constant(attr)
+        return super().getattr(tx, name)
+
+
+def _fold(fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    try:
+        result = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    except Exception as e:
+        raise Unsupported(f"{fn.__name__}() on constants raised {type(e).__name__}: {e}") from e
+    if isinstance(result, (map, filter, zip, enumerate, reversed)) or type(result).__name__.endswith("iterator"):
+        result = list(result)
+        return IteratorVariable([constant(r) for r in result])
+    return constant(result)
+
+
+@_handler(len)
+def _len(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return constant(args[0].length(tx))
+
+
+@_handler(isinstance)
+def _isinstance(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    obj, classes = args
+    cls = classes.as_constant()
+    value_type = obj.python_type()
+    if isinstance(obj, TensorVariable):
+        # a FakeTensor must answer like the real tensor
+        if isinstance(cls, tuple):
+            return constant(any(_tensor_isinstance(obj, c) for c in cls))
+        return constant(_tensor_isinstance(obj, cls))
+    return constant(issubclass(value_type, cls))
+
+
+def _tensor_isinstance(obj: TensorVariable, cls: Any) -> bool:
+    return issubclass(obj.python_type(), cls)
+
+
+@_handler(type)
+def _type(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if len(args) != 1:
+        raise Unsupported("type() with three arguments creates a class")
+    return constant(args[0].python_type())
+
+
+@_handler(callable)
+def _callable(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from .functions import (
+        NestedFunctionVariable,
+        TorchOpVariable,
+        UserFunctionVariable,
+        UserMethodVariable,
+    )
+
+    known = (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable, TorchOpVariable, BuiltinVariable)
+    if isinstance(args[0], known):
+        return constant(True)
+    if args[0].is_constant():
+        return constant(callable(args[0].as_constant()))
+    return constant(callable(getattr(args[0], "value_object", None)))
+
+
+@_handler(getattr)
+def _getattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    obj, name = args[0], args[1].as_constant()
+    if len(args) == 3:
+        try:
+            return obj.getattr(tx, name)
+        except Unsupported as e:
+            if "has no attribute" in str(e):
+                return args[2]
+            raise
+    return obj.getattr(tx, name)
+
+
+@_handler(hasattr)
+def _hasattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    obj, name = args[0], args[1].as_constant()
+    try:
+        obj.getattr(tx, name)
+    except Unsupported as e:
+        if "has no attribute" in str(e):
+            return constant(False)
+        raise
+    return constant(True)
+
+
+@_handler(tuple, list)
+def _sequence(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    items = args[0].unpack(tx) if args else []
+    return TupleVariable(items) if fn is tuple else ListVariable(items)
+
+
+@_handler(dict)
+def _dict(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    items: dict[Any, Variable] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, DictVariable):
+            items.update(source.items)
+        else:
+            for pair in source.unpack(tx):
+                k, v = pair.unpack(tx)
+                items[k.as_constant()] = v
+    items.update(kwargs)
+    return DictVariable(items)
+
+
+@_handler(range)
+def _range(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return constant(range(*[a.as_constant() for a in args]))
+
+
+@_handler(enumerate)
+def _enumerate(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    start = args[1].as_constant() if len(args) > 1 else kwargs.get("start", constant(0)).as_constant()
+    return IteratorVariable([TupleVariable([constant(i), v]) for i, v in enumerate(args[0].unpack(tx), start)])
+
+
+@_handler(zip)
+def _zip(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    columns = [a.unpack(tx) for a in args]
+    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
+
+
+@_handler(reversed)
+def _reversed(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return IteratorVariable(list(reversed(args[0].unpack(tx))))
+
+
+@_handler(iter)
+def _iter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if isinstance(args[0], IteratorVariable):
+        return args[0]
+    return IteratorVariable(args[0].unpack(tx))
+
+
+@_handler(next)
+def _next(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    it = args[0]
+    if not isinstance(it, IteratorVariable):
+        raise Unsupported(f"next() on {it.describe()}")
+    item = it.next()
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("StopIteration raised by next() while tracing")
+    return item
+
+
+@_handler(map)
+def _map(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    mapped, columns = args[0], [a.unpack(tx) for a in args[1:]]
+    return IteratorVariable([mapped.call(tx, list(row), {}) for row in zip(*columns)])
+
+
+@_handler(filter)
+def _filter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    predicate, items = args[0], args[1].unpack(tx)
+    if predicate.is_constant() and predicate.as_constant() is None:
+        return IteratorVariable([i for i in items if i.truth(tx)])
+    return IteratorVariable([i for i in items if predicate.call(tx, [i], {}).truth(tx)])
+
+
+@_handler(sum)
+def _sum(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    items = args[0].unpack(tx)
+    total = args[1] if len(args) > 1 else kwargs.get("start", constant(0))
+    for item in items:
+        total = operators.binary(tx, operator.add, total, item)
+    return total
+
+
+@_handler(min, max)
+def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    items = args[0].unpack(tx) if len(args) == 1 else list(args)
+    if all(i.is_constant() for i in items) and not kwargs:
+        return constant(fn(i.as_constant() for i in items))
+    if len(items) == 2 and not kwargs and any(isinstance(i, TensorVariable) for i in items):
+        raise Unsupported(f"{fn.__name__}() of tensors compares their values",
+                          hint=f"use torch.{'minimum' if fn is min else 'maximum'}")
+    raise Unsupported(f"{fn.__name__}() over {', '.join(i.describe() for i in items)}")
+
+
+@_handler(abs)
+def _abs(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if isinstance(args[0], TensorVariable):
+        return tx.output.call("call_function", torch.abs, args, {}, "abs()")
+    return constant(abs(args[0].as_constant()))
+
+
+@_handler(bool, int, float)
+def _number(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if args and isinstance(args[0], TensorVariable):
+        raise Unsupported(f"{fn.__name__}(tensor) reads the tensor's value",
+                          hint="keep the value as a tensor")
+    if fn is bool and args:
+        return constant(args[0].truth(tx))
+    return _fold(fn, args, kwargs)
+
+
+@_handler(all, any)
+def _allany(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return constant(fn(item.truth(tx) for item in args[0].unpack(tx)))
+
+
+@_handler(sorted)
+def _sorted(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    items = args[0].unpack(tx)
+    if all(i.is_constant() for i in items) and all(v.is_constant() for v in kwargs.values()):
+        return ListVariable([constant(v) for v in sorted((i.as_constant() for i in items),
+                                                        **{k: v.as_constant() for k, v in kwargs.items()})])
+    raise Unsupported("sorted() of non-constant items")
+
+
+def lookup(fn: Any) -> BuiltinVariable | None:
+    """A tracker for a builtin function or type, if tracing knows it."""
+    if fn in _HANDLERS or fn in _PURE or fn in _REFUSED:
+        return BuiltinVariable(fn)
+    return None
+
+
+def is_builtin_value(value: Any) -> bool:
+    try:
+        return getattr(builtins, getattr(value, "__name__", ""), None) is value
+    except Exception:
+        return False
+
+
+__all__ = ["BuiltinVariable", "ConstantVariable", "SequenceVariable", "lookup"]

@@ -1,0 +1,251 @@
+"""Trackers for callables: user Python functions (inlined), graph operations, bound methods."""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import Unsupported
+from .base import ConstantVariable, Variable, constant
+from .containers import SizeVariable
+from .tensor import TensorVariable
+
+if TYPE_CHECKING:
+    from ..guards.sources import Source
+    from ..interpreter.frame import Frame
+
+
+class UserFunctionVariable(Variable):
+    """A Python function whose bytecode is inlined into the current graph when called."""
+
+    def __init__(self, fn: types.FunctionType, source: Source | None = None) -> None:
+        self.fn = fn
+        self.value_object = fn
+        self.source = source
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def describe(self) -> str:
+        return f"function {self.fn.__qualname__}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from .. import api
+
+        if api.is_disabled(self.fn):
+            raise Unsupported(
+                f"call to {self.fn.__qualname__}, which is marked stenograph.disable",
+                hint="disabled functions run eagerly",
+            )
+        return tx.inline_call(self.fn, args, kwargs, closure=None, fn_source=self.source)
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return constant(getattr(self.fn, name))
+        return super().getattr(tx, name)
+
+
+class NestedFunctionVariable(Variable):
+    """A function made by MAKE_FUNCTION while tracing (lambdas, inner functions, comprehensions)."""
+
+    def __init__(
+        self,
+        code: types.CodeType,
+        globals_dict: dict,
+        defaults: tuple[Variable, ...],
+        kwdefaults: dict[str, Variable],
+        closure: tuple[Any, ...] | None,
+    ) -> None:
+        self.code = code
+        self.globals_dict = globals_dict
+        self.defaults = defaults
+        self.kwdefaults = kwdefaults
+        self.closure = closure  # tuple of interpreter cells
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def describe(self) -> str:
+        return f"function {self.code.co_qualname}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        fn = types.FunctionType(self.code, self.globals_dict, self.code.co_name)
+        return tx.inline_call(
+            fn, args, kwargs, closure=self.closure, defaults=(self.defaults, self.kwdefaults)
+        )
+
+
+class UserMethodVariable(Variable):
+    """A Python function bound to a tracked object (`self` is a tracker)."""
+
+    def __init__(self, fn: types.FunctionType, self_var: Variable, source: Source | None = None) -> None:
+        self.fn = fn
+        self.self_var = self_var
+        self.source = source
+
+    def python_type(self) -> type:
+        return types.MethodType
+
+    def describe(self) -> str:
+        return f"method {self.fn.__qualname__}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return UserFunctionVariable(self.fn).call(tx, [self.self_var, *args], kwargs)
+
+
+class ConstantMethodVariable(Variable):
+    """A method of a Python constant (`"a,b".split`, `(1, 2).index`): evaluated now."""
+
+    def __init__(self, obj: Any, name: str) -> None:
+        self.obj = obj
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method {type(self.obj).__name__}.{self.name}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported(f"{self.describe()} with non-constant arguments")
+        result = getattr(self.obj, self.name)(
+            *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}
+        )
+        return constant(result)
+
+
+# -- torch functions ---------------------------------------------------------------------------
+
+_TORCH_OP_MODULES = (
+    "torch.nn.functional", "torch.functional", "torch.nn.init", "torch._C._nn",
+    "torch._C._fft", "torch._C._linalg", "torch._C._special", "torch._C._nested",
+    "torch.fft", "torch.linalg", "torch.special",
+)
+
+
+def _trace_constant(fn: Any) -> Any:
+    """Functions of global state or no state at all, answered at trace time (guards cover it)."""
+    return {
+        torch.is_grad_enabled: torch.is_grad_enabled,
+        torch.get_default_dtype: torch.get_default_dtype,
+        torch.is_autocast_enabled: torch.is_autocast_enabled,
+        torch.jit.is_scripting: lambda: False,
+        torch.jit.is_tracing: lambda: False,
+        torch._C._get_tracing_state: lambda: None,
+        torch.is_inference_mode_enabled: torch.is_inference_mode_enabled,
+    }.get(fn)
+
+
+_STATEFUL_TORCH = {
+    "manual_seed", "seed", "set_grad_enabled", "set_default_dtype", "set_default_device",
+    "use_deterministic_algorithms", "set_printoptions", "save", "load", "set_num_threads",
+    "set_rng_state", "get_rng_state", "initial_seed", "synchronize",
+}
+
+
+def is_graph_op(value: Any) -> bool:
+    """Whether calling `value` should be recorded as one graph node."""
+    if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    name = getattr(value, "__name__", "")
+    if name in _STATEFUL_TORCH:
+        return False
+    module = getattr(value, "__module__", None) or ""
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        owner = getattr(value, "__self__", None)
+        owner_name = getattr(owner, "__name__", "") if owner is not None else ""
+        return module.startswith("torch") or owner_name.startswith("torch._C")
+    if isinstance(value, types.FunctionType):
+        return module in _TORCH_OP_MODULES
+    return False
+
+
+def is_tensor_method(value: Any) -> bool:
+    """`torch.Tensor.add` and friends, called through the class."""
+    if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return getattr(value, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
+    return isinstance(value, types.FunctionType) and getattr(value, "__module__", "") == "torch._tensor"
+
+
+class TorchOpVariable(Variable):
+    """A torch function: calling it records a `call_function` node (or folds a constant)."""
+
+    def __init__(self, fn: Any, source: Source | None = None) -> None:
+        self.fn = fn
+        self.value_object = fn
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        module = getattr(self.fn, "__module__", None) or "torch"
+        return f"{module}.{getattr(self.fn, '__name__', self.fn)}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        folded = _trace_constant(self.fn)
+        if folded is not None:
+            return constant(folded())
+        if self.fn is torch.is_tensor and len(args) == 1:
+            return constant(isinstance(args[0], TensorVariable))
+        if self.fn is torch.is_floating_point and len(args) == 1 and isinstance(args[0], TensorVariable):
+            return constant(args[0].fake.is_floating_point())
+        if self.fn in (torch.numel,) and isinstance(args[0], TensorVariable):
+            return constant(args[0].fake.numel())
+        return tx.output.call("call_function", self.fn, args, kwargs, f"{self.describe()}()")
+
+
+class TensorMethodRefVariable(Variable):
+    """`torch.Tensor.method` taken from the class and called with the tensor first."""
+
+    def __init__(self, fn: Any, source: Source | None = None) -> None:
+        self.fn = fn
+        self.value_object = fn
+        self.source = source
+
+    def describe(self) -> str:
+        return f"torch.Tensor.{self.fn.__name__}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if not args or not isinstance(args[0], TensorVariable):
+            raise Unsupported(f"{self.describe()} called without a tensor first")
+        return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
+
+
+class TorchClassVariable(ConstantVariable):
+    """torch classes whose construction is modelled: torch.Size, torch.device, torch.dtype."""
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if self.value is torch.Size:
+            items = args[0].unpack(tx) if args else []
+            return SizeVariable(items)
+        if self.value is torch.device and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            return constant(
+                torch.device(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            )
+        raise Unsupported(f"constructing {self.value.__qualname__} while tracing")
+
+
+class FoldedCallVariable(Variable):
+    """A function whose result is known while tracing (e.g. `is_compiling()` is True)."""
+
+    def __init__(self, fn: Any, result: Any) -> None:
+        self.fn = fn
+        self.value_object = fn
+        self.result = result
+
+    def describe(self) -> str:
+        return f"function {getattr(self.fn, '__qualname__', self.fn)}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return constant(self.result)
+
+
+class GraphBreakVariable(Variable):
+    """`stenograph.graph_break()`: asks for a graph break at the call."""
+
+    def describe(self) -> str:
+        return "stenograph.graph_break"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise Unsupported("stenograph.graph_break() called", hint="remove the call to keep one graph")

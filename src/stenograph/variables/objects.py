@@ -1,0 +1,225 @@
+"""Trackers for objects read from the frame: nn.Modules, Python modules and other user objects.
+
+Attribute reads resolve the way Python would (`inspect.getattr_static` order, and for modules the
+`_parameters` / `_buffers` / `_modules` tables), and every value read is wrapped with a source so
+it is guarded: change `self.scale` and the entry's guards fail instead of returning stale results.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import Unsupported
+from ..guards.sources import AttrSource, ModuleMemberSource
+from .base import Variable, constant
+
+if TYPE_CHECKING:
+    from ..guards.sources import Source
+    from ..interpreter.frame import Frame
+
+_MISSING = object()
+_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Variable | None:
+    """Class-level attribute `name` seen through `obj`: methods bind, properties run."""
+    from .builder import wrap
+    from .functions import UserFunctionVariable, UserMethodVariable
+
+    cls_attr = inspect.getattr_static(type(obj), name, _MISSING)
+    if cls_attr is _MISSING:
+        return None
+    if isinstance(cls_attr, property):
+        if cls_attr.fget is None:
+            raise Unsupported(f"property {name!r} has no getter")
+        return UserFunctionVariable(cls_attr.fget).call(tx, [obj_var], {})
+    if isinstance(cls_attr, staticmethod):
+        return wrap(tx, cls_attr.__func__, None)
+    if isinstance(cls_attr, classmethod):
+        return UserMethodVariable(cls_attr.__func__, constant(type(obj)))
+    if isinstance(cls_attr, types.FunctionType):
+        return UserMethodVariable(cls_attr, obj_var)
+    if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, (int, float, str, bool, tuple)):
+        raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
+    return wrap(tx, cls_attr, None)
+
+
+class UserObjectVariable(Variable):
+    """An arbitrary Python object from the frame (configs, plain classes)."""
+
+    def __init__(self, obj: Any, source: Source | None) -> None:
+        self.value_object = obj
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value_object)
+
+    def describe(self) -> str:
+        return f"{type(self.value_object).__qualname__} object"
+
+    def truth(self, tx: Frame) -> bool:
+        cls = type(self.value_object)
+        if hasattr(cls, "__bool__") or hasattr(cls, "__len__"):
+            raise Unsupported(f"truth value of {self.describe()}, whose class defines __bool__/__len__")
+        return True
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        from .builder import wrap
+
+        obj = self.value_object
+        instance_dict = getattr(obj, "__dict__", None)
+        cls_attr = inspect.getattr_static(type(obj), name, _MISSING)
+        is_data_descriptor = hasattr(type(cls_attr), "__set__") or isinstance(cls_attr, property)
+        if instance_dict is not None and name in instance_dict and not is_data_descriptor:
+            source = AttrSource(self.source, name) if self.source is not None else None
+            return wrap(tx, instance_dict[name], source)
+        resolved = _resolve_class_attr(tx, self, obj, name)
+        if resolved is not None:
+            return resolved
+        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+
+
+class NNModuleVariable(UserObjectVariable):
+    """An `nn.Module` instance reached from the frame; calling it inlines its forward."""
+
+    def describe(self) -> str:
+        return f"module {type(self.value_object).__qualname__}"
+
+    def truth(self, tx: Frame) -> bool:
+        return True
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        from .builder import wrap
+
+        module = self.value_object
+        if self.source is None:
+            raise Unsupported(f"attribute {name!r} of a module created while tracing")
+        cls_attr = inspect.getattr_static(type(module), name, _MISSING)
+        if isinstance(cls_attr, property):
+            return _resolve_class_attr(tx, self, module, name)  # type: ignore[return-value]
+        if name in module.__dict__:
+            return wrap(tx, module.__dict__[name], AttrSource(self.source, name))
+        for table in ("_parameters", "_buffers", "_modules"):
+            members = module.__dict__.get(table)
+            if members is not None and name in members:
+                return wrap(tx, members[name], ModuleMemberSource(self.source, table, name))
+        resolved = _resolve_class_attr(tx, self, module, name)
+        if resolved is not None:
+            return resolved
+        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+
+    def _guard_no_hooks(self, tx: Frame) -> None:
+        module = self.value_object
+        for table in _HOOK_TABLES:
+            if getattr(module, table, None):
+                raise Unsupported(f"{self.describe()} has {table.strip('_').replace('_', ' ')}",
+                                  hint="module hooks are not traced yet")
+            assert self.source is not None
+            tx.output.guards.falsy(AttrSource(self.source, table), "no module hooks")
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        module = self.value_object
+        self._guard_no_hooks(tx)
+        if torch.nn.modules.module._global_forward_hooks or torch.nn.modules.module._global_forward_pre_hooks:
+            raise Unsupported("global nn.Module forward hooks are registered")
+        forward = self.getattr(tx, "forward")
+        return forward.call(tx, args, kwargs)
+
+    def _members(self, table: str) -> list[tuple[str, Any]]:
+        return list((self.value_object.__dict__.get(table) or {}).items())
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        from .builder import wrap
+
+        module = self.value_object
+        if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
+            assert self.source is not None
+            return [wrap(tx, m, ModuleMemberSource(self.source, "_modules", k)) for k, m in self._members("_modules")]
+        if isinstance(module, torch.nn.ModuleDict):
+            return [constant(k) for k, _ in self._members("_modules")]
+        if isinstance(module, torch.nn.ParameterList):
+            assert self.source is not None
+            return [wrap(tx, p, ModuleMemberSource(self.source, "_parameters", k)) for k, p in self._members("_parameters")]
+        raise Unsupported(f"iteration over {self.describe()}")
+
+    def length(self, tx: Frame) -> int:
+        module = self.value_object
+        if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
+                               torch.nn.ParameterList, torch.nn.ParameterDict)):
+            return len(module)
+        raise Unsupported(f"len() of {self.describe()}")
+
+    def getitem(self, tx: Frame, key: Variable) -> Variable:
+        from .builder import wrap
+
+        module = self.value_object
+        k = key.as_constant()
+        assert self.source is not None
+        if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(k, int):
+            keys = [name for name, _ in self._members("_modules")]
+            name = keys[k]
+            return wrap(tx, module._modules[name], ModuleMemberSource(self.source, "_modules", name))
+        if isinstance(module, torch.nn.ModuleDict) and isinstance(k, str):
+            return wrap(tx, module._modules[k], ModuleMemberSource(self.source, "_modules", k))
+        if isinstance(module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
+            name = str(k)
+            return wrap(tx, module._parameters[name], ModuleMemberSource(self.source, "_parameters", name))
+        raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
+
+    def call_method(
+        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
+    ) -> Variable:
+        from .containers import ListVariable, TupleVariable
+        from .builder import wrap
+
+        module = self.value_object
+        if name in ("keys", "values", "items") and isinstance(module, torch.nn.ModuleDict) and not args:
+            assert self.source is not None
+            entries = [(k, wrap(tx, m, ModuleMemberSource(self.source, "_modules", k)))
+                       for k, m in self._members("_modules")]
+            if name == "keys":
+                return ListVariable([constant(k) for k, _ in entries])
+            if name == "values":
+                return ListVariable([v for _, v in entries])
+            return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
+        if name == "children" and not args and self.source is not None:
+            return ListVariable([wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))
+                                 for k, m in self._members("_modules") if m is not None])
+        if name == "__len__":
+            return constant(self.length(tx))
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        return super().call_method(tx, name, args, kwargs)
+
+
+class PythonModuleVariable(Variable):
+    """A Python module object (`torch`, `torch.nn.functional`, `math`, a user module)."""
+
+    def __init__(self, module: types.ModuleType, source: Source | None) -> None:
+        self.value_object = module
+        self.source = source
+
+    def python_type(self) -> type:
+        return types.ModuleType
+
+    def describe(self) -> str:
+        return f"module {self.value_object.__name__}"
+
+    def truth(self, tx: Frame) -> bool:
+        return True
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        from .builder import is_trusted_module, wrap
+
+        module = self.value_object
+        try:
+            value = getattr(module, name)
+        except AttributeError:
+            raise Unsupported(f"module {module.__name__} has no attribute {name!r}") from None
+        # torch's own namespaces are not monkeypatched at run time: no guard on their members
+        source = None if is_trusted_module(module.__name__) or self.source is None else AttrSource(self.source, name)
+        return wrap(tx, value, source)

@@ -1,0 +1,131 @@
+"""Python operators (`+`, `<`, `not`, `in`, ...) on trackers.
+
+An operator with a tensor operand becomes a graph node whose target is the `operator` function;
+on constants it is evaluated now; on containers it builds a new container tracker.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Unsupported
+from .base import Variable, constant
+from .containers import ListVariable, SequenceVariable, SizeVariable, TupleVariable
+from .tensor import TensorVariable
+
+if TYPE_CHECKING:
+    from ..interpreter.frame import Frame
+
+# BINARY_OP's argument (3.11+) -> operator function; see dis._nb_ops
+BINARY_OPS: list[Any] = [
+    operator.add, operator.and_, operator.floordiv, operator.lshift, operator.matmul,
+    operator.mul, operator.mod, operator.or_, operator.pow, operator.rshift, operator.sub,
+    operator.truediv, operator.xor,
+    operator.iadd, operator.iand, operator.ifloordiv, operator.ilshift, operator.imatmul,
+    operator.imul, operator.imod, operator.ior, operator.ipow, operator.irshift, operator.isub,
+    operator.itruediv, operator.ixor,
+]
+COMPARE_OPS = {
+    "<": operator.lt, "<=": operator.le, "==": operator.eq,
+    "!=": operator.ne, ">": operator.gt, ">=": operator.ge,
+}
+_INPLACE_TO_PLAIN = {
+    operator.iadd: operator.add, operator.imul: operator.mul, operator.isub: operator.sub,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift, operator.irshift: operator.rshift,
+}
+
+
+def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
+    """`op(a, b)` for any two trackers."""
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return tx.output.call("call_function", op, [a, b], {}, f"operator {op.__name__}")
+    plain = _INPLACE_TO_PLAIN.get(op, op)
+    if isinstance(a, SequenceVariable) and isinstance(b, SequenceVariable) and plain is operator.add:
+        if isinstance(a, ListVariable) and op is operator.iadd:
+            a.call_method(tx, "extend", [b], {})
+            return a
+        if a.python_class is b.python_class or isinstance(a, TupleVariable) and isinstance(b, TupleVariable):
+            cls = SizeVariable if isinstance(a, SizeVariable) else type(a)
+            return cls([*a.items, *b.items])
+    if isinstance(a, SequenceVariable) and b.is_constant() and plain is operator.mul:
+        return type(a)(a.items * b.as_constant())
+    if a.is_constant() and b.is_constant():
+        try:
+            return constant(op(a.as_constant(), b.as_constant()))
+        except Exception as e:
+            raise Unsupported(f"{op.__name__} on constants raised {type(e).__name__}: {e}") from e
+    if op in (operator.eq, operator.ne):
+        # identity-based equality of non-constant objects (modules, functions, user objects)
+        same = _same_object(a, b)
+        if same is not None:
+            return constant(same if op is operator.eq else not same)
+    raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
+
+
+def unary(tx: Frame, op: Any, a: Variable) -> Variable:
+    if isinstance(a, TensorVariable):
+        if op is operator.not_:
+            raise Unsupported(f"`not` on {a.describe()} needs its value")
+        return tx.output.call("call_function", op, [a], {}, f"operator {op.__name__}")
+    if op is operator.not_:
+        return constant(not a.truth(tx))
+    if a.is_constant():
+        return constant(op(a.as_constant()))
+    raise Unsupported(f"operator {op.__name__} on {a.describe()}")
+
+
+def is_same(tx: Frame, a: Variable, b: Variable) -> bool:
+    """`a is b` decided at trace time."""
+    same = _same_object(a, b)
+    if same is None:
+        raise Unsupported(f"`is` between {a.describe()} and {b.describe()}")
+    return same
+
+
+def contains(tx: Frame, item: Variable, container: Variable) -> bool:
+    """`item in container` decided at trace time."""
+    if isinstance(container, TensorVariable) or isinstance(item, TensorVariable):
+        raise Unsupported("`in` with a tensor needs its values")
+    from .containers import DictVariable
+
+    if isinstance(container, DictVariable):
+        return item.as_constant() in container.items
+    if container.is_constant() and item.is_constant():
+        return item.as_constant() in container.as_constant()
+    for candidate in container.unpack(tx):
+        same = _same_object(item, candidate)
+        if same is None and item.is_constant() and candidate.is_constant():
+            same = item.as_constant() == candidate.as_constant()
+        if same:
+            return True
+        if same is None:
+            raise Unsupported(f"`in` over {container.describe()} with {item.describe()}")
+    return False
+
+
+def _same_object(a: Variable, b: Variable) -> bool | None:
+    if a is b:
+        return True
+    if a.is_constant() and b.is_constant():
+        return a.as_constant() is b.as_constant()
+    ia, ib = _identity(a), _identity(b)
+    if ia is not None and ib is not None:
+        return ia is ib
+    if (ia is not None or a.is_constant()) and isinstance(b, TensorVariable):
+        return False
+    if (ib is not None or b.is_constant()) and isinstance(a, TensorVariable):
+        return False
+    if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
+        return a.node is b.node
+    if a.is_constant() != b.is_constant() and (ia is not None or ib is not None):
+        return False
+    return None
+
+
+def _identity(var: Variable) -> Any:
+    """The real object a tracker stands for, when it stands for one fixed object."""
+    return getattr(var, "value_object", None)

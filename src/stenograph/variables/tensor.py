@@ -1,0 +1,134 @@
+"""The tensor tracker: an FX node plus its fake value.
+
+Metadata (shape, dtype, device, ndim, requires_grad) is answered from the fake tensor and is
+therefore a constant at trace time, which the input guards make safe. Anything whose answer
+depends on the tensor's data (`.item()`, `bool(t)`, `.tolist()`) is refused with a precise reason.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..errors import Unsupported
+from .base import Variable, constant
+from .containers import SizeVariable
+
+if TYPE_CHECKING:
+    import torch.fx
+
+    from ..guards.sources import Source
+    from ..interpreter.frame import Frame
+
+# attributes answered from metadata, as constants
+_METADATA = {
+    "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_sparse", "is_quantized",
+    "layout", "is_meta", "is_mps", "is_nested", "itemsize",
+}
+# attributes that are tensors computed from the tensor: recorded as getattr nodes
+_TENSOR_PROPERTIES = {"T", "mT", "H", "mH", "real", "imag"}
+# methods answered from metadata without a node
+_METADATA_METHODS = {
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+    "is_floating_point", "is_complex", "element_size", "get_device",
+    "__len__", "is_signed",
+}
+# methods whose result is the tensor's data in Python form
+_DATA_METHODS = {
+    "item": "Tensor.item() reads the tensor's value",
+    "tolist": "Tensor.tolist() reads the tensor's values",
+    "numpy": "Tensor.numpy() leaves torch",
+    "__bool__": "bool(tensor) reads the tensor's value",
+    "__int__": "int(tensor) reads the tensor's value",
+    "__float__": "float(tensor) reads the tensor's value",
+    "__index__": "using a tensor as an index reads its value",
+    "data_ptr": "Tensor.data_ptr() is a memory address",
+    "backward": "Tensor.backward() runs autograd",
+    "register_hook": "Tensor.register_hook() installs a Python hook",
+}
+_DATA_HINT = "keep this out of the compiled function, or express it with tensor ops (torch.where)"
+
+
+class TensorVariable(Variable):
+    def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source: Source | None = None) -> None:
+        self.node = node
+        self.fake = fake
+        self.source = source
+
+    def python_type(self) -> type:
+        return torch.nn.Parameter if isinstance(self.fake, torch.nn.Parameter) else torch.Tensor
+
+    def describe(self) -> str:
+        shape = "x".join(str(s) for s in self.fake.shape) or "scalar"
+        return f"tensor {self.node.name} ({shape}, {str(self.fake.dtype).removeprefix('torch.')})"
+
+    def truth(self, tx: Frame) -> bool:
+        raise Unsupported(
+            f"data-dependent branch on {self.describe()}: `if tensor` needs its value",
+            hint=_DATA_HINT,
+        )
+
+    def length(self, tx: Frame) -> int:
+        if self.fake.dim() == 0:
+            raise Unsupported("len() of a 0-d tensor")
+        return int(self.fake.shape[0])
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        return [self.getitem(tx, constant(i)) for i in range(self.length(tx))]
+
+    def getitem(self, tx: Frame, key: Variable) -> Variable:
+        return tx.output.call("call_function", operator.getitem, [self, key], {}, "tensor indexing")
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        fake = self.fake
+        if name == "shape":
+            return SizeVariable([constant(int(s)) for s in fake.shape])
+        if name in _METADATA:
+            return constant(getattr(fake, name))
+        if name in _TENSOR_PROPERTIES:
+            return tx.output.call("call_function", getattr, [self, constant(name)], {}, f"Tensor.{name}")
+        if name == "data":
+            return tx.output.call("call_method", "detach", [self], {}, "Tensor.data")
+        if name == "grad":
+            raise Unsupported("reading Tensor.grad inside a compiled function")
+        if callable(getattr(torch.Tensor, name, None)):
+            return TensorMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+        raise Unsupported(f"setting tensor attribute {name!r}")
+
+    def call_method(
+        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
+    ) -> Variable:
+        return TensorMethodVariable(self, name).call(tx, args, kwargs)
+
+
+class TensorMethodVariable(Variable):
+    """`tensor.method`, bound: calling it records a `call_method` node."""
+
+    def __init__(self, tensor: TensorVariable, name: str) -> None:
+        self.tensor = tensor
+        self.name = name
+
+    def describe(self) -> str:
+        return f"Tensor.{self.name}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        name = self.name
+        if name in _DATA_METHODS:
+            raise Unsupported(_DATA_METHODS[name], hint=_DATA_HINT)
+        if name in _METADATA_METHODS:
+            from ..graph.output_graph import unwrap
+
+            plain_args = [unwrap(a)[1] for a in args]
+            plain_kwargs = {k: unwrap(v)[1] for k, v in kwargs.items()}
+            result = getattr(self.tensor.fake, name)(*plain_args, **plain_kwargs)
+            if isinstance(result, torch.Size):
+                return SizeVariable([constant(int(s)) for s in result])
+            if isinstance(result, tuple):
+                return constant(tuple(int(s) for s in result))
+            return constant(result)
+        return tx.output.call("call_method", name, [self.tensor, *args], kwargs, f"Tensor.{name}()")
