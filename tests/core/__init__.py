@@ -1,0 +1,1 @@
+"""Acceptance tests for the capture core (public API only)."""

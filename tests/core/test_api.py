@@ -1,0 +1,241 @@
+"""Public API surface of the capture core: entry points, backends, config, bad input."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import torch
+from torch import nn
+
+import stenograph
+from stenograph.errors import InvalidBackend, InvalidConfig, StenographError, Unsupported
+
+from ._support import assert_same
+
+
+def _double_plus_one(x):
+    return x * 2 + 1
+
+
+def _prints(x):
+    print("api-debug", x.shape)
+    return x + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# entry points
+
+
+def test_compile_passes_positional_and_keyword_arguments(cnt):
+    """compile(): positional and keyword arguments reach the function unchanged."""
+
+    def fn(x, y, *, scale=1.0, shift=0):
+        return (x + y) * scale + shift
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x, y = torch.randn(3), torch.randn(3)
+    assert_same(compiled(x, y, scale=2.5, shift=1), fn(x, y, scale=2.5, shift=1))
+    assert_same(compiled(x, y=y), fn(x, y=y))
+    assert cnt.frame_count >= 1
+
+
+def test_compile_with_options_returns_decorator(cnt):
+    """compile(backend=..., fullgraph=True) without a model is a decorator."""
+    decorator = stenograph.compile(backend=cnt, fullgraph=True)
+    compiled = decorator(_double_plus_one)
+    x = torch.randn(4)
+    assert_same(compiled(x), _double_plus_one(x))
+    assert cnt.frame_count == 1
+
+
+def test_compile_disable_true_runs_eagerly(cnt):
+    """compile(..., disable=True) runs the function eagerly and hands no graph to the backend."""
+    compiled = stenograph.compile(_double_plus_one, backend=cnt, disable=True)
+    x = torch.randn(4)
+    assert_same(compiled(x), _double_plus_one(x))
+    assert cnt.frame_count == 0
+
+
+def test_optimize_decorator(cnt):
+    """optimize(backend) used as a decorator compiles the function."""
+    compiled = stenograph.optimize(cnt)(_double_plus_one)
+    x = torch.randn(4)
+    assert_same(compiled(x), _double_plus_one(x))
+    assert_same(compiled(x), _double_plus_one(x))
+    assert cnt.frame_count == 1
+
+
+def test_optimize_nopython_raises_unsupported(cnt):
+    """optimize(backend, nopython=True) behaves like fullgraph=True: print raises Unsupported."""
+    compiled = stenograph.optimize(cnt, nopython=True)(_prints)
+    with pytest.raises(Unsupported) as excinfo:
+        compiled(torch.randn(2))
+    assert "print" in str(excinfo.value)
+
+
+def test_compiled_module_wrapper_behaves_like_the_module(cnt):
+    """The module wrapper exposes submodules as attributes, the same parameters, the original
+    state_dict keys, and passes train()/eval() to every submodule."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    compiled = stenograph.compile(model, backend=cnt)
+    assert getattr(compiled, "0") is model[0]
+    params_c, params_m = list(compiled.parameters()), list(model.parameters())
+    assert len(params_c) == len(params_m) == 4
+    assert all(a is b for a, b in zip(params_c, params_m))
+    assert list(compiled.state_dict()) == list(model.state_dict())
+    compiled.eval()
+    assert not model.training and not model[0].training
+    compiled.train()
+    assert model.training and model[2].training
+    x = torch.randn(5, 4)
+    assert_same(compiled(x), model(x))
+    assert cnt.frame_count == 1
+
+
+def test_is_compiling_true_while_tracing_false_outside(cnt):
+    """is_compiling() is False in eager code and True in the traced code (one graph)."""
+
+    def fn(x):
+        if stenograph.is_compiling():
+            return x + 1
+        return x - 1
+
+    assert stenograph.is_compiling() is False
+    x = torch.randn(3)
+    assert_same(stenograph.compile(fn, backend=cnt, fullgraph=True)(x), x + 1)
+    assert cnt.frame_count == 1
+    assert_same(fn(x), x - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# backends
+
+
+def test_backend_by_name_eager():
+    """backend="eager" by name traces the function and runs the captured graph."""
+
+    def fn(x):
+        return x * 2 + (1 if stenograph.is_compiling() else 100)
+
+    compiled = stenograph.compile(fn, backend="eager", fullgraph=True)
+    x = torch.randn(4)
+    assert_same(compiled(x), x * 2 + 1)
+    assert_same(fn(x), x * 2 + 100)
+
+
+def test_compile_counter_with_backend():
+    """testing.CompileCounterWithBackend("eager") counts graphs and runs them."""
+    from stenograph.testing import CompileCounterWithBackend
+
+    counter = CompileCounterWithBackend("eager")
+    compiled = stenograph.compile(_double_plus_one, backend=counter)
+    x = torch.randn(4)
+    assert_same(compiled(x), _double_plus_one(x))
+    assert counter.frame_count == 1
+
+
+def test_compile_counter_clear(cnt):
+    """CompileCounter records graphs and ops and clear() resets them."""
+    compiled = stenograph.compile(_double_plus_one, backend=cnt)
+    compiled(torch.randn(4))
+    assert cnt.frame_count == 1 and cnt.op_count == 2 and len(cnt.graphs) == 1
+    assert isinstance(cnt.graphs[0], torch.fx.GraphModule)
+    cnt.clear()
+    assert cnt.frame_count == 0 and cnt.op_count == 0 and cnt.graphs == []
+
+
+def test_list_backends():
+    """list_backends() lists inductor; eager is registered (possibly under a debug tag)."""
+    assert "inductor" in stenograph.list_backends()
+    assert "eager" in stenograph.list_backends(exclude_tags=())
+
+
+def test_register_backend_by_name():
+    """A backend registered by name is listed and used when compiling with that name."""
+    name = f"core_test_backend_{uuid.uuid4().hex[:8]}"
+    seen = []
+
+    def my_backend(gm, example_inputs):
+        seen.append((gm, list(example_inputs)))
+        return gm.forward
+
+    stenograph.register_backend(name=name)(my_backend)
+    assert name in stenograph.list_backends()
+    x = torch.randn(4)
+    assert_same(stenograph.compile(_double_plus_one, backend=name)(x), _double_plus_one(x))
+    assert len(seen) == 1
+    gm, example_inputs = seen[0]
+    assert isinstance(gm, torch.fx.GraphModule)
+    assert len(example_inputs) == 1 and example_inputs[0].shape == (4,)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input
+
+
+def test_unknown_backend_name_explicit_call():
+    """An unknown backend name raises InvalidBackend (a ValueError) listing known names."""
+    with pytest.raises(InvalidBackend) as excinfo:
+        stenograph.compile(_double_plus_one, backend="nonexistent")(torch.randn(2))
+    assert isinstance(excinfo.value, ValueError)
+    message = str(excinfo.value)
+    assert "nonexistent" in message
+    assert "inductor" in message
+
+
+def test_unknown_backend_name_decorator_form():
+    """The decorator form with an unknown backend name raises InvalidBackend too."""
+    with pytest.raises(InvalidBackend) as excinfo:
+        stenograph.compile(backend="nonexistent")(_double_plus_one)(torch.randn(2))
+    assert "inductor" in str(excinfo.value)
+
+
+def test_non_callable_model_is_rejected():
+    """compile(42) gives a clear error naming the type instead of failing later obscurely."""
+    with pytest.raises((TypeError, StenographError)) as excinfo:
+        stenograph.compile(42, backend="eager")(torch.randn(2))
+    assert "int" in str(excinfo.value)
+
+
+def test_unknown_config_key():
+    """config.patch(nonexistent=1) raises InvalidConfig; so do reads of unknown settings."""
+    with pytest.raises(InvalidConfig):
+        with stenograph.config.patch(nonexistent=1):
+            pass
+    with pytest.raises(InvalidConfig):
+        _ = stenograph.config.nonexistent
+
+
+def test_unknown_mode_lists_valid_modes():
+    """mode="bogus" raises an error that lists the valid modes."""
+    with pytest.raises((ValueError, RuntimeError, StenographError)) as excinfo:
+        stenograph.compile(_double_plus_one, mode="bogus")(torch.randn(2))
+    message = str(excinfo.value)
+    assert "bogus" in message
+    for mode in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+        assert mode in message, mode
+
+
+# ---------------------------------------------------------------------------------------------
+# config
+
+
+def test_config_recompile_limit_default_and_alias():
+    """recompile_limit defaults to 8 and cache_size_limit reads and patches the same setting."""
+    assert stenograph.config.recompile_limit == 8
+    assert stenograph.config.cache_size_limit == 8
+    with stenograph.config.patch(cache_size_limit=3):
+        assert stenograph.config.recompile_limit == 3
+    assert stenograph.config.recompile_limit == 8
+
+
+def test_config_patch_as_decorator():
+    """config.patch(...) works as a decorator and restores the value afterwards."""
+
+    @stenograph.config.patch(recompile_limit=2)
+    def read():
+        return stenograph.config.recompile_limit
+
+    assert read() == 2
+    assert stenograph.config.recompile_limit == 8
