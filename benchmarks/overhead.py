@@ -72,7 +72,10 @@ def main() -> None:
     ]
     print(f"python {platform.python_version()}, torch {torch.__version__}, {platform.machine()}, "
           f"{torch.get_num_threads()} threads; median of {opts.repeat} x {opts.calls} calls")
-    header = f"{'case':24} {'eager us':>9} {'steno us':>9} {'torch.compile us':>17} {'steno added':>12} {'tc added':>9} {'added ratio':>12}"
+    header = (
+        f"{'case':24} {'eager us':>9} {'steno us':>9} {'torch.compile us':>17} "
+        f"{'steno added':>12} {'tc added':>9} {'added ratio':>12}"
+    )
     print(header)
     print("-" * len(header))
     for name, fn, args in cases:
@@ -86,7 +89,10 @@ def main() -> None:
         tc_us = per_call_us(tc, args, opts.calls, opts.repeat)
         steno_added, tc_added = steno_us - eager_us, tc_us - eager_us
         ratio = steno_added / tc_added if tc_added > 0 else float("nan")
-        print(f"{name:24} {eager_us:9.2f} {steno_us:9.2f} {tc_us:17.2f} {steno_added:12.2f} {tc_added:9.2f} {ratio:12.2f}")
+        print(
+            f"{name:24} {eager_us:9.2f} {steno_us:9.2f} {tc_us:17.2f} "
+            f"{steno_added:12.2f} {tc_added:9.2f} {ratio:12.2f}"
+        )
     print("added = compiled minus eager per call; added ratio = stenograph added / torch.compile added (< 1 is better)")
 
 

@@ -14,24 +14,18 @@ from typing import Any
 import torch
 
 from . import entry
-from .backends.registry import lookup_backend
-from .errors import InvalidBackend, StenographError
+from .backends.registry import resolve_backend
+from .errors import StenographError
 
 _DISABLED_ATTR = "__stenograph_disabled__"
 
 
 def _resolve_backend(backend: Any, mode: str | None, options: dict | None) -> tuple[Any, str]:
     """(compiler function, display name) for compile()'s backend/mode/options arguments."""
-    if mode is not None or options is not None:
-        if backend != "inductor":
-            raise InvalidBackend(
-                f"mode= and options= apply to the inductor backend only, not {backend!r}"
-            )
-        from .backends.inductor import inductor_backend
-
-        return inductor_backend(mode=mode, options=options), f"inductor(mode={mode!r})"
-    compiler = lookup_backend(backend)
+    compiler = resolve_backend(backend, mode=mode, options=options)
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
+    if mode is not None:
+        name = f"{name}(mode={mode!r})"
     return compiler, name
 
 
@@ -86,7 +80,7 @@ def _compile_target(target: Any, compiler: Any, name: str, fullgraph: bool) -> A
     if isinstance(target, types.FunctionType):
         return entry.entry_wrapper(target, compiler, name, fullgraph)
     if callable(target):
-        call = getattr(type(target), "__call__", None)
+        call = type(target).__call__
         if isinstance(call, types.FunctionType):
             return types.MethodType(entry.entry_wrapper(call, compiler, name, fullgraph), target)
         raise TypeError(
@@ -99,10 +93,28 @@ def _compile_target(target: Any, compiler: Any, name: str, fullgraph: bool) -> A
 
 
 _DELEGATED = (
-    "state_dict", "load_state_dict", "parameters", "named_parameters", "buffers", "named_buffers",
-    "children", "named_children", "modules", "named_modules", "get_submodule", "get_parameter",
-    "get_buffer", "zero_grad", "extra_repr", "register_buffer", "register_parameter",
-    "add_module", "register_module", "_apply", "apply", "requires_grad_",
+    "state_dict",
+    "load_state_dict",
+    "parameters",
+    "named_parameters",
+    "buffers",
+    "named_buffers",
+    "children",
+    "named_children",
+    "modules",
+    "named_modules",
+    "get_submodule",
+    "get_parameter",
+    "get_buffer",
+    "zero_grad",
+    "extra_repr",
+    "register_buffer",
+    "register_parameter",
+    "add_module",
+    "register_module",
+    "_apply",
+    "apply",
+    "requires_grad_",
 )
 
 
@@ -171,8 +183,7 @@ for _name in _DELEGATED:
 
 
 def _has_hooks(mod: torch.nn.Module) -> bool:
-    return bool(mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
-                or mod._backward_pre_hooks)
+    return bool(mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks or mod._backward_pre_hooks)
 
 
 def _call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:
@@ -258,6 +269,13 @@ def graph_break() -> None:
 
 
 __all__ = [
-    "OptimizedModule", "StenographError", "allow_in_graph", "compile", "disable", "graph_break",
-    "is_compiling", "optimize", "reset",
+    "OptimizedModule",
+    "StenographError",
+    "allow_in_graph",
+    "compile",
+    "disable",
+    "graph_break",
+    "is_compiling",
+    "optimize",
+    "reset",
 ]

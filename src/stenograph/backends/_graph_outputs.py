@@ -1,0 +1,85 @@
+"""Give AOTAutograd the flat tuple output it insists on, whatever the captured graph returns.
+
+AOTAutograd refuses a graph whose output is a single tensor, a dict or a nested structure ("Graph
+output must be a tuple"), and it hands back a list even for a tuple. Captured graphs can return
+any of those, so backends built on it compile a copy of the graph that returns the flattened
+leaves and rebuild the structure that the graph's own `forward` would return around each call.
+The caller's GraphModule is left untouched (other backends and test recorders hold it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch.fx
+
+__all__ = ["with_flat_tuple_output"]
+
+# A spec is ("leaf",), ("const", value), ("seq", rebuild, children) or ("dict", keys, children).
+_Spec = tuple[Any, ...]
+
+
+def _flatten(obj: Any, leaves: list[Any]) -> _Spec:
+    if isinstance(obj, (tuple, list)):
+        children = [_flatten(x, leaves) for x in obj]
+        if hasattr(obj, "_fields"):  # a namedtuple literal in the output
+            kind = type(obj)
+            rebuild: Callable[[list[Any]], Any] = lambda xs, kind=kind: kind(*xs)
+        else:
+            # fx stores literals as immutable_list / tuple; forward() returns list / tuple
+            rebuild = list if isinstance(obj, list) else tuple
+        return ("seq", rebuild, children)
+    if isinstance(obj, dict):
+        return ("dict", list(obj), [_flatten(v, leaves) for v in obj.values()])
+    if isinstance(obj, torch.fx.Node):
+        leaves.append(obj)
+        return ("leaf",)
+    return ("const", obj)  # a constant in the output stays out of the compiled graph
+
+
+def _unflatten(spec: _Spec, leaves: Any) -> Any:
+    kind = spec[0]
+    if kind == "leaf":
+        return next(leaves)
+    if kind == "const":
+        return spec[1]
+    if kind == "seq":
+        return spec[1]([_unflatten(child, leaves) for child in spec[2]])
+    return {key: _unflatten(child, leaves) for key, child in zip(spec[1], spec[2])}
+
+
+def with_flat_tuple_output(
+    gm: torch.fx.GraphModule,
+) -> tuple[torch.fx.GraphModule, Callable[[Callable[..., Any]], Callable[..., Any]]]:
+    """Return (graph that returns a flat tuple, wrapper restoring the original output structure).
+
+    When `gm` already returns a flat tuple it is used as is, and the wrapper only turns the list
+    that AOTAutograd returns back into a tuple.
+    """
+    out = gm.graph.output_node().args[0]
+    leaves: list[Any] = []
+    spec = _flatten(out, leaves)
+    if spec[0] == "seq" and spec[1] is tuple and all(c[0] == "leaf" for c in spec[2]):
+
+        def restore_tuple(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any) -> Any:
+                return tuple(fn(*args))
+
+            return call
+
+        return gm, restore_tuple
+
+    graph = torch.fx.Graph()
+    val_map: dict[torch.fx.Node, torch.fx.Node] = {}
+    graph.graph_copy(gm.graph, val_map)
+    graph.output(tuple(val_map[node] for node in leaves))
+    flat_gm = torch.fx.GraphModule(gm, graph)
+
+    def restore(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            return _unflatten(spec, iter(fn(*args)))
+
+        return call
+
+    return flat_gm, restore

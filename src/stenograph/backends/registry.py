@@ -1,0 +1,347 @@
+"""The backend registry: names -> compiler functions.
+
+A backend is any callable `backend(gm: torch.fx.GraphModule, example_inputs: list) -> callable`.
+Users pick one by name (`backend="inductor"`) or pass the callable itself. Names come from three
+places, looked up in this order:
+
+1. explicit registrations (`register_backend`), including the built-ins;
+2. third-party packages, through the `importlib.metadata` entry-point group
+   `stenograph_backends` (`name = "package.module:object"`);
+3. nothing else: an unknown name is an error that lists the known ones.
+
+Why lazy: the built-in backends pull in AOTAutograd and Inductor, whose import costs seconds and
+itself imports `torch._dynamo`. Built-ins are therefore registered by their module path and only
+imported on first lookup, and entry points are only discovered on the first lookup miss or
+listing, so `import stenograph` stays cheap and side-effect free.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.metadata
+import threading
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, overload
+
+from ..errors import InvalidBackend
+
+if TYPE_CHECKING:
+    import torch.fx
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "CompilerFn",
+    "list_backends",
+    "lookup_backend",
+    "register_backend",
+    "resolve_backend",
+]
+
+#: The backend contract (DESIGN.md decision 7).
+CompilerFn = Callable[["torch.fx.GraphModule", list[Any]], Callable[..., Any]]
+
+#: Group that third-party distributions use to advertise backends.
+ENTRY_POINT_GROUP = "stenograph_backends"
+
+# name -> ("module:attribute", tags). Imported on first use only (see the module docstring).
+_BUILTINS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "eager": ("stenograph.backends.eager:eager", ()),
+    "aot_eager": ("stenograph.backends.aot_eager:aot_eager", ()),
+    "inductor": ("stenograph.backends.inductor:inductor", ()),
+    # a plain CUDA-graph capture of our own, less battle-tested than Inductor's cudagraph trees
+    "cudagraphs": ("stenograph.backends.cudagraphs:cudagraphs", ("experimental",)),
+}
+
+
+@dataclass
+class _Entry:
+    """One registered name. `target` is the callable, or a "module:attr" path not yet imported."""
+
+    name: str
+    target: Callable[..., Any] | str
+    tags: tuple[str, ...]
+    origin: str  # for error messages: "built-in", "register_backend", "entry point ..."
+
+    def load(self) -> Callable[..., Any]:
+        if callable(self.target):
+            return self.target
+        module_name, _, attr = self.target.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except Exception as exc:
+            raise InvalidBackend(
+                f"backend {self.name!r} ({self.origin}) could not be loaded from "
+                f"{self.target!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not callable(obj):
+            raise InvalidBackend(
+                f"backend {self.name!r} ({self.origin}) at {self.target!r} is a "
+                f"{type(obj).__name__}, not a callable compiler_fn(gm, example_inputs)"
+            )
+        self.target = obj
+        return obj
+
+
+class _State:
+    """Everything the registry knows; a class so tests can swap in a fresh one."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, _Entry] = {
+            name: _Entry(name, path, tags, "built-in") for name, (path, tags) in _BUILTINS.items()
+        }
+        # name -> EntryPoint, filled on first discovery; None means "not discovered yet".
+        self.entry_points: dict[str, importlib.metadata.EntryPoint] | None = None
+
+
+_state = _State()
+# Re-entrant: loading an entry point imports a module that may itself call register_backend.
+_lock = threading.RLock()
+
+
+def _path_of(fn: Callable[..., Any]) -> str | None:
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    return f"{module}:{qualname}" if module and qualname else None
+
+
+def _normalise_tags(tags: Iterable[str] | str | None) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if isinstance(tags, str):  # tags="debug" means one tag, not five letters
+        return (tags,)
+    tags = tuple(tags)
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise InvalidBackend(f"backend tags must be strings, got {type(tag).__name__}: {tag!r}")
+    return tags
+
+
+def _register(fn: Callable[..., Any], name: str | None, tags: tuple[str, ...]) -> None:
+    if not callable(fn):
+        raise InvalidBackend(
+            f"register_backend needs a callable compiler_fn(gm, example_inputs), "
+            f"got {type(fn).__name__}: {fn!r}"
+        )
+    if name is None:
+        name = getattr(fn, "__name__", None)
+        if not name or name == "<lambda>":
+            raise InvalidBackend(
+                "register_backend could not take a name from this callable; pass name=..."
+            )
+    if not isinstance(name, str) or not name:
+        raise InvalidBackend(f"backend name must be a non-empty str, got {name!r}")
+    with _lock:
+        existing = _state.entries.get(name)
+        if existing is not None:
+            same = existing.target is fn or (
+                isinstance(existing.target, str) and existing.target == _path_of(fn)
+            )
+            if not same:
+                raise InvalidBackend(
+                    f"backend name {name!r} is already registered ({existing.origin}: "
+                    f"{_describe(existing.target)}); pick another name for {_describe(fn)}"
+                )
+        if existing is not None:  # same backend again: resolve a lazy path, refresh tags
+            existing.target = fn
+            existing.tags = tags or existing.tags
+        else:
+            _state.entries[name] = _Entry(name, fn, tags, "register_backend")
+
+
+def _describe(target: Callable[..., Any] | str) -> str:
+    if isinstance(target, str):
+        return target
+    return _path_of(target) or repr(target)
+
+
+@overload
+def register_backend(
+    compiler_fn: Callable[..., Any], name: str | None = None, tags: Iterable[str] = ()
+) -> Callable[..., Any]: ...
+
+
+@overload
+def register_backend(
+    compiler_fn: str | None = None, name: str | None = None, tags: Iterable[str] = ()
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+
+
+def register_backend(
+    compiler_fn: Callable[..., Any] | str | None = None,
+    name: str | None = None,
+    tags: Iterable[str] = (),
+) -> Callable[..., Any]:
+    """Register a backend under `name` (default: the function's `__name__`) and return it.
+
+    Works as `@register_backend`, `@register_backend(name="x", tags=("debug",))`,
+    `@register_backend("x")` and as a plain call `register_backend(fn, name="x")`. Registering
+    the same function twice is harmless (module reloads, repeated imports); a *different* function
+    under a taken name raises `InvalidBackend`, because silently replacing someone's backend would
+    change what `backend="x"` compiles with. `tags` let `list_backends` hide debug/experimental
+    backends.
+    """
+    tag_tuple = _normalise_tags(tags)
+    if isinstance(compiler_fn, str):  # @register_backend("name")
+        if name is not None:
+            raise InvalidBackend("register_backend got the name twice (positionally and name=)")
+        compiler_fn, name = None, compiler_fn
+    if compiler_fn is None:
+
+        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+            _register(fn, name, tag_tuple)
+            return fn
+
+        return decorator
+    _register(compiler_fn, name, tag_tuple)
+    return compiler_fn
+
+
+def _discover_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """Find (not import) the `stenograph_backends` entry points, once per process."""
+    with _lock:
+        if _state.entry_points is not None:
+            return _state.entry_points
+        found: dict[str, importlib.metadata.EntryPoint] = {}
+        try:
+            eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        except Exception as exc:  # a corrupt installed distribution must not break compile()
+            warnings.warn(
+                f"stenograph could not read the {ENTRY_POINT_GROUP!r} entry points: {exc}",
+                stacklevel=3,
+            )
+            eps = ()
+        for ep in eps:
+            if ep.name in found:
+                warnings.warn(
+                    f"two installed packages define the stenograph backend {ep.name!r} "
+                    f"({_ep_label(found[ep.name])} and {_ep_label(ep)}); using the first",
+                    stacklevel=3,
+                )
+                continue
+            found[ep.name] = ep
+        _state.entry_points = found
+        return found
+
+
+def _ep_label(ep: importlib.metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    where = f" from distribution {dist.name}" if dist is not None else ""
+    return f"entry point '{ep.name} = {ep.value}' (group {ENTRY_POINT_GROUP!r}{where})"
+
+
+def _load_entry_point(name: str, ep: importlib.metadata.EntryPoint) -> _Entry:
+    try:
+        obj = ep.load()
+    except Exception as exc:
+        raise InvalidBackend(
+            f"backend {name!r} could not be loaded from {_ep_label(ep)}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if not callable(obj):
+        raise InvalidBackend(
+            f"backend {name!r} from {_ep_label(ep)} is a {type(obj).__name__}, "
+            f"not a callable compiler_fn(gm, example_inputs)"
+        )
+    with _lock:
+        # The module may have registered itself (with tags) while being imported.
+        entry = _state.entries.get(name)
+        if entry is None:
+            entry = _Entry(name, obj, (), _ep_label(ep))
+            _state.entries[name] = entry
+        return entry
+
+
+def _all_names() -> list[str]:
+    with _lock:
+        return sorted({*_state.entries, *_discover_entry_points()})
+
+
+def lookup_backend(backend: str | CompilerFn) -> CompilerFn:
+    """Turn a backend name or callable into the compiler function to call.
+
+    A callable is returned unchanged (the contract is duck-typed). A name is resolved through the
+    registry, then through entry points; anything else raises `InvalidBackend` with a message that
+    says what was given and what would have been accepted.
+    """
+    if isinstance(backend, str):
+        with _lock:
+            entry = _state.entries.get(backend)
+            if entry is None:
+                ep = _discover_entry_points().get(backend)
+                if ep is not None:
+                    entry = _load_entry_point(backend, ep)
+        if entry is None:
+            known = _all_names()
+            close = difflib.get_close_matches(backend, known, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise InvalidBackend(
+                f"unknown backend {backend!r}.{hint} Known backends: {', '.join(known)}. "
+                f"Register one with stenograph.register_backend or the "
+                f"{ENTRY_POINT_GROUP!r} entry-point group."
+            )
+        return entry.load()
+    if callable(backend):
+        return backend
+    raise InvalidBackend(
+        "backend must be a registered backend name (str) or a callable "
+        f"compiler_fn(gm, example_inputs); got {type(backend).__name__}: {backend!r:.80}"
+    )
+
+
+def list_backends(
+    exclude_tags: Iterable[str] | str | None = ("debug", "experimental"),
+) -> list[str]:
+    """Sorted names of the available backends, without those carrying any of `exclude_tags`.
+
+    `exclude_tags=None` or `()` lists everything. Entry-point backends are listed without being
+    imported, so their tags are only known (and honoured) once they have been loaded.
+    """
+    excluded = set(_normalise_tags(exclude_tags))
+    with _lock:
+        tags = {name: entry.tags for name, entry in _state.entries.items()}
+        names = _all_names()
+    return [name for name in names if not excluded.intersection(tags.get(name, ()))]
+
+
+def resolve_backend(
+    backend: str | CompilerFn,
+    *,
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> CompilerFn:
+    """The compiler function for `compile(backend=..., mode=..., options=...)`.
+
+    Like torch.compile: `mode` and `options` are exclusive; for Inductor they become config
+    patches, validated now so a typo fails at decoration time rather than at the first call; any
+    other backend receives them as keyword arguments (`mode` only when it is not "default").
+    """
+    if mode is not None and options is not None:
+        from .modes import BOTH_MODE_AND_OPTIONS
+
+        raise InvalidBackend(BOTH_MODE_AND_OPTIONS)
+    fn = lookup_backend(backend)
+    if mode is None and options is None:
+        return fn
+    from . import inductor
+
+    if fn is inductor.inductor:
+        return inductor.inductor_backend(mode=mode, options=options)
+    kwargs: dict[str, Any] = {}
+    if mode is not None and mode != "default":
+        kwargs["mode"] = mode
+    if options:
+        kwargs["options"] = options
+    if not kwargs:
+        return fn
+
+    def with_options(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        return fn(gm, example_inputs, **kwargs)
+
+    with_options.__name__ = getattr(fn, "__name__", "backend")
+    with_options.__wrapped__ = fn  # type: ignore[attr-defined]
+    return with_options
