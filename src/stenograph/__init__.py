@@ -14,6 +14,7 @@ from .api import (
 from .backends.registry import list_backends, lookup_backend, register_backend
 from .entry import StenographWarning
 from .errors import StenographError, Unsupported
+from .explain import ExplainOutput, explain
 
 __all__ = [
     "OptimizedModule",
@@ -25,6 +26,8 @@ __all__ = [
     "config",
     "disable",
     "errors",
+    "explain",
+    "ExplainOutput",
     "graph_break",
     "is_compiling",
     "list_backends",

@@ -15,11 +15,14 @@ from typing import Any
 import torch
 import torch.fx
 
-from .errors import BackendCompilerFailed, StenographError
-from .graph.codegen import build_transformed
+from . import config, events
+from .errors import BackendCompilerFailed, StenographError, Unsupported
+from .graph.breaks import BreakWriter, can_break_at
+from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
 from .guards.sources import ClosureSource, LocalSource
-from .interpreter.frame import Cell, Frame, LazyValue
+from .interpreter.frame import Cell, Frame, LazyValue, decode
+from .verify import verify_on_first_call
 
 
 @dataclass
@@ -64,58 +67,125 @@ def compile_frame(
     kwargs: dict,
     backend: Any,
     backend_name: str,
+    fullgraph: bool = False,
 ) -> CacheEntry:
     """Trace `fn(*args, **kwargs)` (a real call's arguments) and build a cache entry.
 
-    Raises `Unsupported` when the frame cannot be captured and `BackendCompilerFailed` when the
-    backend raises.
+    A frame that meets an instruction it cannot capture is traced a second time up to that
+    instruction, and gets a graph break there (unless `fullgraph`). Raises `Unsupported` when
+    neither works and `BackendCompilerFailed` when the backend raises.
     """
     start = time.perf_counter()
     code = fn.__code__
     label = frame_label(code)
+    grad_mode = torch.is_grad_enabled()
+    timing = {"backend": 0.0}
+    graph_module: list[torch.fx.GraphModule] = []
+    try:
+        try:
+            output, frame, result = _trace(fn, args, kwargs, None)
+            compile_graph = _graph_compiler(output, backend, backend_name, label, timing, graph_module)
+            inputs = [i.source for i in output.inputs]
+            transformed = build_returning(code, fn, inputs, output.side_effects, result, compile_graph, label)
+        except Unsupported as reason:
+            if fullgraph or reason.break_index is None:
+                raise
+            torch._C._set_grad_enabled(grad_mode)
+            output, frame, transformed = _compile_break(
+                fn, args, kwargs, reason, backend, backend_name, label, timing, graph_module
+            )
+    finally:
+        torch._C._set_grad_enabled(grad_mode)
+    for graph_input in output.inputs:
+        graph_input.example = None  # entries must not keep user tensors alive
+    guard = output.guards.build(code, fn, label)
+    backend_seconds = timing["backend"]
+    capture_seconds = time.perf_counter() - start - backend_seconds
+    gm = graph_module[0] if graph_module else None
+    return CacheEntry(guard, transformed, gm, output.guards, code, label, capture_seconds, backend_seconds, like=fn)
+
+
+def _trace(
+    fn: types.FunctionType, args: tuple, kwargs: dict, stop_index: int | None
+) -> tuple[OutputGraph, Frame, Any]:
     output = OutputGraph()
     local_values, cells = _root_state(fn, args, kwargs)
-    frame = Frame(code, fn.__globals__, local_values, cells, output)
-    result = frame.run()
+    frame = Frame(fn.__code__, fn.__globals__, local_values, cells, output, stop_index=stop_index)
+    return output, frame, frame.run()
 
-    backend_seconds = 0.0
-    graph_module: torch.fx.GraphModule | None = None
+
+def _compile_break(
+    fn: types.FunctionType,
+    args: tuple,
+    kwargs: dict,
+    reason: Unsupported,
+    backend: Any,
+    backend_name: str,
+    label: str,
+    timing: dict,
+    graph_module: list,
+) -> tuple[OutputGraph, Frame, types.FunctionType]:
+    """Trace again up to the unsupported instruction and build the breaking transformed code."""
+    index = reason.break_index
+    assert index is not None
+    inst = decode(fn.__code__).instructions[index]
+    if not can_break_at(inst):
+        raise reason
+    output, frame, result = _trace(fn, args, kwargs, index)
+    if result is not None or frame.ip != index:
+        raise reason  # the second trace did not stop where the first one failed
+    try:
+        writer = BreakWriter(frame, index, fn, backend, backend_name)
+        compile_graph = _graph_compiler(output, backend, backend_name, label, timing, graph_module)
+        transformed = writer.build(compile_graph, [i.source for i in output.inputs], label)
+    except Unsupported as problem:
+        reason.reason = f"{reason.reason} (and no graph break is possible there: {problem.reason})"
+        raise reason from problem
+    events.publish(
+        events.GraphBreak(fn.__code__, label, reason.reason, list(reason.user_stack), reason.instruction or inst.opname)
+    )
+    return output, frame, transformed
+
+
+def _graph_compiler(
+    output: OutputGraph,
+    backend: Any,
+    backend_name: str,
+    label: str,
+    timing: dict,
+    graph_module: list,
+) -> Any:
+    """The callback codegen calls once the graph's outputs are known."""
 
     def compile_graph(outputs: list[torch.fx.Node]) -> Any:
-        nonlocal backend_seconds, graph_module
         if output.op_count() == 0:
             return None
+        output.restore_grad_mode()
         output.graph.output(tuple(outputs))
-        graph_module = torch.fx.GraphModule(torch.nn.Module(), output.graph, class_name="StenographGraph")
-        graph_module.meta["stenograph_frame"] = label
+        gm = torch.fx.GraphModule(torch.nn.Module(), output.graph, class_name="StenographGraph")
+        gm.meta["stenograph_frame"] = label
+        graph_module.append(gm)
         example_inputs = [i.example for i in output.inputs]
         t0 = time.perf_counter()
         try:
-            compiled = backend(graph_module, example_inputs)
+            compiled = backend(gm, example_inputs)
         except StenographError:
             raise
         except Exception as e:
             raise BackendCompilerFailed(backend_name, e) from e
         finally:
-            backend_seconds = time.perf_counter() - t0
+            timing["backend"] += time.perf_counter() - t0
         if not callable(compiled):
-            raise BackendCompilerFailed(backend_name, TypeError(f"backend returned {type(compiled).__name__}, not a callable"))
+            problem = TypeError(f"backend returned {type(compiled).__name__}, not a callable")
+            raise BackendCompilerFailed(backend_name, problem)
+        if config.verify_correctness:
+            compiled = verify_on_first_call(gm, compiled, backend_name)
         return compiled
 
-    transformed, _ = build_transformed(
-        code, fn, [i.source for i in output.inputs], result, compile_graph, label
-    )
-    for graph_input in output.inputs:
-        graph_input.example = None  # entries must not keep user tensors alive
-    guard = output.guards.build(code, fn, label)
-    capture_seconds = time.perf_counter() - start - backend_seconds
-    return CacheEntry(guard, transformed, graph_module, output.guards, code, label,
-                      capture_seconds, backend_seconds, like=fn)
+    return compile_graph
 
 
-def _root_state(
-    fn: types.FunctionType, args: tuple, kwargs: dict
-) -> tuple[dict[str, Any], dict[str, Cell]]:
+def _root_state(fn: types.FunctionType, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Cell]]:
     """Lazy locals and cells of the frame being compiled, each with its source."""
     bound = inspect.signature(fn).bind(*args, **kwargs)
     bound.apply_defaults()
@@ -132,4 +202,3 @@ def _root_state(
         except ValueError:
             cells[name] = Cell(None)
     return local_values, cells
-

@@ -61,8 +61,7 @@ class _Config(types.ModuleType):
         expected = type(_DEFAULTS[key])
         if type(value) is not expected and not (expected is float and type(value) is int):
             raise InvalidConfig(
-                f"stenograph.config.{name} must be {expected.__name__}, "
-                f"got {type(value).__name__} ({value!r})"
+                f"stenograph.config.{name} must be {expected.__name__}, got {type(value).__name__} ({value!r})"
             )
         if expected is int and value < 0:
             raise InvalidConfig(f"stenograph.config.{name} must be >= 0, got {value}")
@@ -99,8 +98,6 @@ class _Patch(contextlib.ContextDecorator):
 
 _module = sys.modules[__name__]
 _config = _Config(__name__, __doc__)
-_config.__dict__.update(
-    {k: v for k, v in _module.__dict__.items() if k in ("__file__", "__spec__", "__loader__")}
-)
+_config.__dict__.update({k: v for k, v in _module.__dict__.items() if k in ("__file__", "__spec__", "__loader__")})
 _config.__dict__["_values"] = dict(_DEFAULTS)
 sys.modules[__name__] = _config

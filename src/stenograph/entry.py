@@ -8,17 +8,14 @@ guard function with the caller's own arguments, then one call of its transformed
 from __future__ import annotations
 
 import functools
-import logging
 import types
 import warnings
 import weakref
 from typing import Any
 
-from . import config
+from . import config, events
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import StenographError, Unsupported
-
-log = logging.getLogger("stenograph")
 
 
 class StenographWarning(UserWarning):
@@ -49,9 +46,10 @@ class FrameCache:
         if self.entries:
             reasons = [e.failure_reason(prefix + args, kwargs) for e in self.entries]
             self.recompile_reasons.append(reasons[-1] or "unknown")
-            log.debug("recompiling %s: %s", label, reasons[-1])
+            events.publish(events.Recompile(self.code, label, reasons[-1] or "unknown", len(self.entries)))
             if len(self.entries) >= config.recompile_limit:
                 self.eager_reason = f"recompile limit ({config.recompile_limit}) reached"
+                events.publish(events.RunsEagerly(self.code, label, self.eager_reason))
                 warnings.warn(
                     f"stenograph: {label} hit config.recompile_limit ({config.recompile_limit}); "
                     f"it runs eagerly from now on. Last guard failure: {reasons[-1]}",
@@ -60,7 +58,7 @@ class FrameCache:
                 )
                 return fn(*args, **kwargs)
         try:
-            entry = compile_frame(fn, args, kwargs, self.backend, self.backend_name)
+            entry = compile_frame(fn, args, kwargs, self.backend, self.backend_name, fullgraph)
         except Unsupported as e:
             if fullgraph:
                 raise
@@ -74,10 +72,12 @@ class FrameCache:
             return fn(*args, **kwargs)
         self.entries.append(entry)
         _watch(self, entry)
+        events.publish(events.FrameCompiled(self.code, label, entry, len(self.entries)))
         return entry.fn(*prefix, *args, **kwargs)
 
     def _give_up(self, label: str, reason: str) -> None:
         self.eager_reason = reason
+        events.publish(events.RunsEagerly(self.code, label, reason))
         warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=4)
 
 
@@ -115,29 +115,110 @@ def reset_caches() -> None:
     _caches.clear()
 
 
+class Continue:
+    """A tail call returned by transformed code at a graph break: `fn(*args)` comes next.
+
+    Returning it instead of calling the resume function keeps Python's stack flat when a frame
+    breaks inside a loop (each iteration would otherwise nest one more call). The entry wrapper
+    that received it runs the chain (`run`); `fn` is a resume function's raw dispatcher.
+    """
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn: Any, args: tuple) -> None:
+        self.fn = fn
+        self.args = args
+
+    def run(self) -> Any:
+        step: Any = self
+        while type(step) is Continue:
+            step = step.fn(*step.args)
+        return step
+
+
 def entry_wrapper(fn: types.FunctionType, backend: Any, backend_name: str, fullgraph: bool) -> Any:
-    """The callable that replaces `fn`: guarded dispatch to compiled entries."""
+    """The callable that replaces `fn`: guarded dispatch to compiled entries.
+
+    It carries `.dispatch`, the same lookup without running `Continue` chains, which is what
+    transformed code tail-calls at graph breaks.
+    """
     cache = cache_for(fn.__code__, backend, backend_name)
     entries = cache.entries
     miss = cache.miss
     if fn.__code__.co_freevars:
         closure = fn.__closure__
 
-        def compiled(*args: Any, **kwargs: Any) -> Any:
+        def dispatch(*args: Any, **kwargs: Any) -> Any:
             for entry in entries:
                 if entry.guard(closure, *args, **kwargs):
                     return entry.fn(closure, *args, **kwargs)
             return miss(fn, (closure,), args, kwargs, fullgraph)
 
+        def compiled(*args: Any, **kwargs: Any) -> Any:
+            for entry in entries:
+                if entry.guard(closure, *args, **kwargs):
+                    result = entry.fn(closure, *args, **kwargs)
+                    break
+            else:
+                result = miss(fn, (closure,), args, kwargs, fullgraph)
+            return result.run() if type(result) is Continue else result
+
     else:
 
-        def compiled(*args: Any, **kwargs: Any) -> Any:
+        def dispatch(*args: Any, **kwargs: Any) -> Any:
             for entry in entries:
                 if entry.guard(*args, **kwargs):
                     return entry.fn(*args, **kwargs)
             return miss(fn, (), args, kwargs, fullgraph)
 
+        def compiled(*args: Any, **kwargs: Any) -> Any:
+            for entry in entries:
+                if entry.guard(*args, **kwargs):
+                    result = entry.fn(*args, **kwargs)
+                    break
+            else:
+                result = miss(fn, (), args, kwargs, fullgraph)
+            return result.run() if type(result) is Continue else result
+
     functools.update_wrapper(compiled, fn)
     compiled.__stenograph_original__ = fn  # type: ignore[attr-defined]
     compiled.__stenograph_cache__ = cache  # type: ignore[attr-defined]
+    compiled.dispatch = dispatch  # type: ignore[attr-defined]
     return compiled
+
+
+_module_callers: dict[int, Any] = {}
+
+
+def module_caller(backend: Any, backend_name: str) -> Any:
+    """`call(module, *args)` running a module's compiled forward (hooks run eagerly around it).
+
+    Used where a graph break calls a submodule: the submodule is compiled as its own frame.
+    """
+    found = _module_callers.get(id(backend))
+    if found is not None:
+        return found[0]
+    forwards: dict[types.FunctionType, Any] = {}
+
+    def call(module: Any, *args: Any, **kwargs: Any) -> Any:
+        forward = type(module).forward
+        if "forward" in module.__dict__ or not isinstance(forward, types.FunctionType) or _has_hooks(module):
+            return module(*args, **kwargs)
+        wrapper = forwards.get(forward)
+        if wrapper is None:
+            wrapper = forwards[forward] = entry_wrapper(forward, backend, backend_name, False)
+        return wrapper(module, *args, **kwargs)
+
+    _module_callers[id(backend)] = (call, backend)
+    return call
+
+
+def _has_hooks(module: Any) -> bool:
+    import torch
+
+    hooks = torch.nn.modules.module
+    return bool(
+        module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+        or module._backward_pre_hooks or hooks._global_forward_hooks or hooks._global_forward_pre_hooks
+        or hooks._global_backward_hooks
+    )

@@ -15,6 +15,9 @@ class StenographError(Exception):
 class Unsupported(StenographError):
     """Tracing met something it cannot capture.
 
+    `break_index` (internal) is the index of the compiled frame's instruction that was running,
+    where a graph break can be placed; inlined calls report their call site.
+
     `reason` is the short cause ("call to print"), `location` is "file:line" in the user's code,
     `source_line` the text of that line and `hint` what the user can do about it.
     """
@@ -31,6 +34,7 @@ class Unsupported(StenographError):
     ) -> None:
         self.reason = reason
         self.instruction = instruction
+        self.break_index: int | None = None
         self.location = location
         self.source_line = source_line
         self.hint = hint

@@ -1,5 +1,6 @@
-"""Generating the transformed function: fetch graph inputs, call the compiled graph, rebuild
-the return value.
+"""Generating the transformed function: fetch graph inputs, call the compiled graph, replay
+side effects, then either rebuild the return value or — at a graph break — rebuild the frame's
+stack and locals, run the one unsupported instruction eagerly and tail-call the resume function.
 
 The transformed function is Python source with the original signature (DESIGN decision 9), e.g.
 
@@ -15,6 +16,7 @@ replaced by assignment are always the ones used.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -23,24 +25,70 @@ from ..errors import Unsupported
 from ..guards.guard_set import _repr_roundtrips
 from ..guards.sources import GlobalsNamer, SourceRenderer
 from ..variables.base import ConstantVariable, Variable
-from ..variables.containers import DictVariable, ListVariable, SizeVariable, TupleVariable
+from ..variables.containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
 from ..variables.tensor import TensorVariable
 from .pyfunc import make_function, parameter_list
+from .side_effects import SideEffects
 
 
-class ReturnBuilder:
-    """Renders a returned tracker as an expression, collecting the graph outputs it needs."""
+class CodeWriter:
+    """The lines of a generated function and the objects its global names refer to.
 
-    def __init__(self, renderer: SourceRenderer, lines: list[str]) -> None:
-        self.renderer = renderer
-        self.lines = lines
+    `pre` holds reads of sources (side-effect free; the graph call needs them), `post` runs
+    after the graph call, `tail` ends the function.
+    """
+
+    def __init__(self) -> None:
+        self.namer = GlobalsNamer()
+        self.renderer = SourceRenderer(self.namer)
+        self.pre: list[str] = []
+        self.post: list[str] = []
+        self.tail: list[str] = []
+        self.namespace: dict[str, Any] = {"___Size": torch.Size}
+        self._counter = 0
+
+    def bind(self, obj: Any, hint: str) -> str:
+        for name, value in self.namespace.items():
+            if value is obj:
+                return name
+        name = f"___{hint}{len(self.namespace)}"
+        self.namespace[name] = obj
+        return name
+
+    def temp(self, hint: str = "t") -> str:
+        self._counter += 1
+        return f"___{hint}{self._counter}"
+
+    def source(self, source: Any) -> str:
+        return self.renderer.render(source, self.pre)
+
+    def build(self, code: types.CodeType, like: types.FunctionType | None, graph_call: str | None, label: str):
+        lines = list(self.pre)
+        if graph_call is not None:
+            lines.append(graph_call)
+        lines += self.post + self.tail
+        self.namespace.update(self.namer.bindings())
+        return make_function(
+            "___transformed", parameter_list(code), lines, self.namespace, like=like, label=f"transformed {label}"
+        )
+
+
+class Reconstructor:
+    """Python expressions that rebuild trackers' values at run time.
+
+    Tensors computed by the graph become graph outputs (`___out[i]`); values with a source are
+    re-read through it; lists and dicts are built once into a temporary so aliasing is kept.
+    """
+
+    def __init__(self, writer: CodeWriter) -> None:
+        self.writer = writer
         self.outputs: list[torch.fx.Node] = []
         self._index: dict[torch.fx.Node, int] = {}
-        self.constants: dict[str, Any] = {}
+        self._built: dict[int, str] = {}
 
     def expr(self, var: Variable) -> str:
         if var.source is not None:
-            return self.renderer.render(var.source, self.lines)
+            return self.writer.source(var.source)
         if isinstance(var, TensorVariable):
             index = self._index.get(var.node)
             if index is None:
@@ -48,48 +96,77 @@ class ReturnBuilder:
                 self.outputs.append(var.node)
             return f"___out[{index}]"
         if isinstance(var, ConstantVariable):
-            return self._constant(var.value)
+            return self.constant(var.value)
         if isinstance(var, SizeVariable):
             return f"___Size(({''.join(self.expr(i) + ', ' for i in var.items)}))"
         if isinstance(var, TupleVariable):
             return f"({''.join(self.expr(i) + ', ' for i in var.items)})"
-        if isinstance(var, ListVariable):
-            return f"[{', '.join(self.expr(i) for i in var.items)}]"
-        if isinstance(var, DictVariable):
-            return "{" + ", ".join(f"{self._constant(k)}: {self.expr(v)}" for k, v in var.items.items()) + "}"
-        raise Unsupported(f"returning {var.describe()} from a compiled function")
+        if isinstance(var, (ListVariable, DictVariable)):
+            return self._build_once(var)
+        if isinstance(var, IteratorVariable):
+            return f"iter(({''.join(self.expr(i) + ', ' for i in var.items[var.index :])}))"
+        rebuilt = getattr(var, "reconstruct", None)
+        if rebuilt is not None:
+            return rebuilt(self)
+        raise Unsupported(f"{var.describe()} cannot be rebuilt outside the graph")
 
-    def _constant(self, value: Any) -> str:
-        if isinstance(value, (int, float, str, bytes, bool, type(None))) and _repr_roundtrips(value):
-            return repr(value)
-        name = f"___const{len(self.constants)}"
-        self.constants[name] = value
+    def _build_once(self, var: ListVariable | DictVariable) -> str:
+        name = self._built.get(id(var))
+        if name is not None:
+            return name
+        if isinstance(var, ListVariable):
+            value = f"[{', '.join(self.expr(i) for i in var.items)}]"
+        else:
+            value = "{" + ", ".join(f"{self.constant(k)}: {self.expr(v)}" for k, v in var.items.items()) + "}"
+        name = self.writer.temp("c")
+        self.writer.post.append(f"{name} = {value}")
+        self._built[id(var)] = name
         return name
 
+    def constant(self, value: Any) -> str:
+        if isinstance(value, (int, float, str, bytes, bool, type(None))) and _repr_roundtrips(value):
+            return repr(value)
+        return self.writer.bind(value, "const")
 
-def build_transformed(
+    def replay(self, side_effects: SideEffects) -> None:
+        side_effects.replay(self.expr, self.writer.post.append, self.writer.namer.name_for)
+
+
+GraphCompiler = Callable[[list[torch.fx.Node]], Any]
+
+
+def finish(
+    writer: CodeWriter,
+    rebuild: Reconstructor,
+    input_sources: list,
+    compile_graph: GraphCompiler,
+    code: types.CodeType,
+    like: types.FunctionType | None,
+    label: str,
+) -> types.FunctionType:
+    """Compile the graph with the outputs the rebuilt values need and assemble the function."""
+    compiled = compile_graph(rebuild.outputs)
+    graph_call = None
+    if compiled is not None:
+        args = [writer.source(s) for s in input_sources]
+        writer.namespace["___graph"] = compiled
+        graph_call = f"___out = ___graph({', '.join(args)})"
+    return writer.build(code, like, graph_call, label)
+
+
+def build_returning(
     code: types.CodeType,
     like: types.FunctionType | None,
     input_sources: list,
+    side_effects: SideEffects,
     result: Variable,
-    compile_graph: Any,
+    compile_graph: GraphCompiler,
     label: str,
-) -> tuple[types.FunctionType, list[torch.fx.Node]]:
-    """The transformed function; `compile_graph(outputs)` is called with the graph's outputs
-    (once they are known) and returns the compiled callable or None when there is no graph."""
-    namer = GlobalsNamer()
-    renderer = SourceRenderer(namer)
-    lines: list[str] = []
-    returns = ReturnBuilder(renderer, lines)
-    return_expr = returns.expr(result)
-    compiled = compile_graph(returns.outputs)
-    namespace: dict[str, Any] = {"___Size": torch.Size, **returns.constants}
-    if compiled is not None:
-        args = [renderer.render(s, lines) for s in input_sources]
-        namespace["___graph"] = compiled
-        lines.append(f"___out = ___graph({', '.join(args)})")
-    lines.append(f"return {return_expr}")
-    namespace.update(namer.bindings())
-    fn = make_function("___transformed", parameter_list(code), lines, namespace, like=like,
-                       label=f"transformed {label}")
-    return fn, returns.outputs
+) -> types.FunctionType:
+    """The transformed function of a frame traced to its RETURN."""
+    writer = CodeWriter()
+    rebuild = Reconstructor(writer)
+    rebuild.replay(side_effects)
+    return_expr = rebuild.expr(result)
+    writer.tail.append(f"return {return_expr}")
+    return finish(writer, rebuild, input_sources, compile_graph, code, like, label)

@@ -20,6 +20,7 @@ from ..errors import Unsupported
 from ..guards.guard_set import GuardSet
 from ..guards.sources import Source
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, new_fake_mode
+from .side_effects import SideEffects
 
 if TYPE_CHECKING:
     from ..variables.base import Variable
@@ -45,6 +46,8 @@ class OutputGraph:
         self._names: set[str] = set()
         # trackers of globals already read, by (id(globals dict), name)
         self.global_cache: dict[tuple[int, str], Variable] = {}
+        self.side_effects = SideEffects()
+        self.initial_grad_mode = torch.is_grad_enabled()
         self.guards.global_state()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -85,6 +88,19 @@ class OutputGraph:
         self._names.add(candidate)
         return candidate
 
+    # -- global state ---------------------------------------------------------------------------
+
+    def set_grad_enabled(self, mode: bool) -> None:
+        """Switch grad mode for the rest of the trace, and at the same point in the graph."""
+        if torch.is_grad_enabled() == mode:
+            return
+        torch._C._set_grad_enabled(mode)
+        self.graph.create_node("call_function", torch._C._set_grad_enabled, (mode,), {})
+
+    def restore_grad_mode(self) -> None:
+        """End the graph in the grad mode it started in (a break may re-enter the context)."""
+        self.set_grad_enabled(self.initial_grad_mode)
+
     # -- operations -----------------------------------------------------------------------------
 
     def call(
@@ -107,8 +123,7 @@ class OutputGraph:
         except DATA_DEPENDENT_ERRORS as e:
             raise Unsupported(
                 f"{describe} depends on tensor data ({type(e).__name__})",
-                hint="move data-dependent Python logic out of the compiled region, "
-                "or use torch.where / torch.cond",
+                hint="move data-dependent Python logic out of the compiled region, or use torch.where / torch.cond",
             ) from e
         except Unsupported:
             raise
@@ -149,7 +164,12 @@ class OutputGraph:
     # -- finishing ------------------------------------------------------------------------------
 
     def op_count(self) -> int:
-        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+        """Operations in the graph (grad-mode switches are bookkeeping, not operations)."""
+        return sum(
+            1
+            for n in self.graph.nodes
+            if n.op in ("call_function", "call_method", "call_module") and n.target is not torch._C._set_grad_enabled
+        )
 
 
 class _nullctx:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 import types
 import weakref
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -61,9 +61,7 @@ class GuardSet:
         self.bindings[name] = obj
         return name
 
-    def add(
-        self, rank: int, source: Source | None, template: str, text: str, other: Source | None = None
-    ) -> None:
+    def add(self, rank: int, source: Source | None, template: str, text: str, other: Source | None = None) -> None:
         key = (source, template, other)
         if key in self._seen:
             return
@@ -145,12 +143,15 @@ class GuardSet:
     def global_state(self) -> None:
         """Grad mode and default dtype change what a graph computes."""
         grad = self.bind(torch.is_grad_enabled, "fn")
-        self.add(RANK_GLOBAL_STATE, None, f"{grad}() is {torch.is_grad_enabled()}",
-                 f"grad mode is {'enabled' if torch.is_grad_enabled() else 'disabled'}")
+        self.add(
+            RANK_GLOBAL_STATE,
+            None,
+            f"{grad}() is {torch.is_grad_enabled()}",
+            f"grad mode is {'enabled' if torch.is_grad_enabled() else 'disabled'}",
+        )
         dd = self.bind(torch.get_default_dtype, "fn")
         dtype = self.bind(torch.get_default_dtype(), "dtype")
-        self.add(RANK_GLOBAL_STATE, None, f"{dd}() is {dtype}",
-                 f"default dtype is {torch.get_default_dtype()}")
+        self.add(RANK_GLOBAL_STATE, None, f"{dd}() is {dtype}", f"default dtype is {torch.get_default_dtype()}")
 
     # -- code generation ------------------------------------------------------------------------
 
@@ -180,7 +181,9 @@ class GuardSet:
     def build(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
         """The guard function: True when every check passes, False otherwise (never raises)."""
         lines, namer = self.source_text(lambda index: "False")
-        body = ["try:"] + ["    " + line for line in lines] + ["    return True", "except Exception:", "    return False"]
+        body = (
+            ["try:"] + ["    " + line for line in lines] + ["    return True", "except Exception:", "    return False"]
+        )
         namespace = {**self.bindings, **namer.bindings()}
         return make_function("___guard", parameter_list(code), body, namespace, like=like, label=f"guard for {label}")
 
@@ -188,10 +191,19 @@ class GuardSet:
         """A twin of the guard function returning the text of the first failing check, or None."""
         checks = self.ordered()
         lines, namer = self.source_text(lambda index: f"___checks[{index}]")
-        body = ["try:"] + ["    " + line for line in lines] + ["    return None",
-                "except Exception as e:", "    return f'{type(e).__name__} while checking guards: {e}'"]
+        body = (
+            ["try:"]
+            + ["    " + line for line in lines]
+            + [
+                "    return None",
+                "except Exception as e:",
+                "    return f'{type(e).__name__} while checking guards: {e}'",
+            ]
+        )
         namespace = {**self.bindings, **namer.bindings(), "___checks": [c.text for c in checks]}
-        return make_function("___explain", parameter_list(code), body, namespace, like=like, label=f"guard reasons for {label}")
+        return make_function(
+            "___explain", parameter_list(code), body, namespace, like=like, label=f"guard reasons for {label}"
+        )
 
 
 def _repr_roundtrips(value: Any) -> bool:

@@ -77,6 +77,7 @@ class Frame:
         cells: dict[str, Cell],
         output: OutputGraph,
         parent: Frame | None = None,
+        stop_index: int | None = None,
     ) -> None:
         from .opcodes import handlers_for_running_python
 
@@ -98,15 +99,20 @@ class Frame:
         self.return_value: Variable | None = None
         self.handlers = handlers_for_running_python()
         self.trusted = is_trusted_module(f_globals.get("__name__", ""))
+        # the instruction before which to stop (the second trace of a frame with a graph break)
+        self.stop_index = stop_index
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def run(self) -> Variable:
-        """Execute until RETURN; the returned tracker."""
+    def run(self) -> Variable | None:
+        """Execute until RETURN (the returned tracker) or until `stop_index` (None)."""
         handlers = self.handlers
         instructions = self.instructions
+        stop = self.stop_index
         try:
             while self.return_value is None:
+                if self.ip == stop:
+                    return None
                 inst = instructions[self.ip]
                 self.current = inst
                 self.ip += 1
@@ -121,6 +127,8 @@ class Frame:
                 handler(self, inst)
         except Unsupported as e:
             self._annotate(e)
+            if self.parent is None and e.break_index is None:
+                e.break_index = self.ip - 1
             raise
         return self.return_value
 

@@ -131,7 +131,9 @@ def _load_global(f: Frame, inst: dis.Instruction) -> None:
 
 @op("STORE_GLOBAL")
 def _store_global(f: Frame, inst: dis.Instruction) -> None:
-    raise Unsupported(f"assignment to global {inst.argval!r}", hint="writes to globals are not replayed yet")
+    value = f.pop()
+    f.output.side_effects.global_written(f.f_globals, inst.argval, value)
+    f.output.global_cache[(id(f.f_globals), inst.argval)] = value
 
 
 @op("LOAD_DEREF", "LOAD_CLASSDEREF")
@@ -532,6 +534,17 @@ def _for_iter(f: Frame, inst: dis.Instruction) -> None:
 @op("END_FOR", table=ONLY_312)
 def _end_for(f: Frame, inst: dis.Instruction) -> None:
     f.popn(2)
+
+
+@op("BEFORE_WITH")
+def _before_with(f: Frame, inst: dis.Instruction) -> None:
+    from ..variables.contexts import GradModeContextVariable
+
+    context = f.pop()
+    if not isinstance(context, GradModeContextVariable):
+        raise Unsupported(f"`with` on {context.describe()}", hint="only grad-mode context managers are traced yet")
+    f.push(context.enter(f))
+    f.push(constant(None))
 
 
 @op("LOAD_ASSERTION_ERROR")

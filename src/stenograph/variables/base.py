@@ -48,9 +48,7 @@ class Variable:
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(f"call of {self.describe()}")
 
-    def call_method(
-        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
-    ) -> Variable:
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return self.getattr(tx, name).call(tx, args, kwargs)
 
     def unpack(self, tx: Frame) -> list[Variable]:

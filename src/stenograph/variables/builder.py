@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 _LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
 _TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
-_TORCH_CLASSES = (torch.Size, torch.device)
+_TORCH_CLASSES = (torch.Size, torch.device, torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
 
 def is_trusted_module(name: str) -> bool:
@@ -130,8 +130,10 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             source,
         )
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
-        raise Unsupported(f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "
-                          "is implemented in C and unknown to stenograph")
+        raise Unsupported(
+            f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "
+            "is implemented in C and unknown to stenograph"
+        )
     if source is None:
         raise Unsupported(f"{type(value).__qualname__} object with no source")
     guards.type_match(source, value)

@@ -28,14 +28,57 @@ _HANDLERS: dict[Any, Handler] = {}
 
 # builtins with no effects: evaluated directly when every argument is a constant
 _PURE = {
-    abs, all, any, bin, bool, chr, complex, divmod, float, format, frozenset, hash, hex, int,
-    len, max, min, oct, ord, pow, repr, round, slice, sorted, str, sum, tuple, list, dict, set,
-    range, reversed, enumerate, zip, map, filter, isinstance, issubclass, type, callable,
+    abs,
+    all,
+    any,
+    bin,
+    bool,
+    chr,
+    complex,
+    divmod,
+    float,
+    format,
+    frozenset,
+    hash,
+    hex,
+    int,
+    len,
+    max,
+    min,
+    oct,
+    ord,
+    pow,
+    repr,
+    round,
+    slice,
+    sorted,
+    str,
+    sum,
+    tuple,
+    list,
+    dict,
+    set,
+    range,
+    reversed,
+    enumerate,
+    zip,
+    map,
+    filter,
+    isinstance,
+    issubclass,
+    type,
+    callable,
 }
 _REFUSED = {
-    print: "call to print", input: "call to input", open: "call to open",
-    breakpoint: "call to breakpoint", exec: "call to exec", eval: "call to eval",
-    globals: "call to globals", locals: "call to locals", vars: "call to vars",
+    print: "call to print",
+    input: "call to input",
+    open: "call to open",
+    breakpoint: "call to breakpoint",
+    exec: "call to exec",
+    eval: "call to eval",
+    globals: "call to globals",
+    locals: "call to locals",
+    vars: "call to vars",
     id: "call to id (object identity is not stable across calls)",
 }
 
@@ -70,15 +113,18 @@ class BuiltinVariable(Variable):
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if self.fn in _REFUSED:
-            raise Unsupported(_REFUSED[self.fn], hint="remove it from the compiled function or "
-                              "move it outside; graph breaks will run it eagerly")
+            raise Unsupported(
+                _REFUSED[self.fn],
+                hint="remove it from the compiled function or move it outside; graph breaks will run it eagerly",
+            )
         handler = _HANDLERS.get(self.fn)
         if handler is not None:
             return handler(tx, self.fn, args, kwargs)
         if self.fn in _PURE and all(a.is_constant() for a in [*args, *kwargs.values()]):
             return _fold(self.fn, args, kwargs)
-        raise Unsupported(f"builtin {getattr(self.fn, '__name__', self.fn)} with "
-                          f"{', '.join(a.describe() for a in args)}")
+        raise Unsupported(
+            f"builtin {getattr(self.fn, '__name__', self.fn)} with {', '.join(a.describe() for a in args)}"
+        )
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         if isinstance(self.fn, type) and hasattr(self.fn, name):
@@ -88,6 +134,8 @@ class BuiltinVariable(Variable):
             return constant(attr)
         return super().getattr(tx, name)
 
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.fn, "builtin")
 
 def _fold(fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     try:
@@ -263,8 +311,10 @@ def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
     if all(i.is_constant() for i in items) and not kwargs:
         return constant(fn(i.as_constant() for i in items))
     if len(items) == 2 and not kwargs and any(isinstance(i, TensorVariable) for i in items):
-        raise Unsupported(f"{fn.__name__}() of tensors compares their values",
-                          hint=f"use torch.{'minimum' if fn is min else 'maximum'}")
+        raise Unsupported(
+            f"{fn.__name__}() of tensors compares their values",
+            hint=f"use torch.{'minimum' if fn is min else 'maximum'}",
+        )
     raise Unsupported(f"{fn.__name__}() over {', '.join(i.describe() for i in items)}")
 
 
@@ -278,8 +328,7 @@ def _abs(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 @_handler(bool, int, float)
 def _number(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if args and isinstance(args[0], TensorVariable):
-        raise Unsupported(f"{fn.__name__}(tensor) reads the tensor's value",
-                          hint="keep the value as a tensor")
+        raise Unsupported(f"{fn.__name__}(tensor) reads the tensor's value", hint="keep the value as a tensor")
     if fn is bool and args:
         return constant(args[0].truth(tx))
     return _fold(fn, args, kwargs)
@@ -294,8 +343,12 @@ def _allany(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 def _sorted(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     items = args[0].unpack(tx)
     if all(i.is_constant() for i in items) and all(v.is_constant() for v in kwargs.values()):
-        return ListVariable([constant(v) for v in sorted((i.as_constant() for i in items),
-                                                        **{k: v.as_constant() for k, v in kwargs.items()})])
+        return ListVariable(
+            [
+                constant(v)
+                for v in sorted((i.as_constant() for i in items), **{k: v.as_constant() for k, v in kwargs.items()})
+            ]
+        )
     raise Unsupported("sorted() of non-constant items")
 
 

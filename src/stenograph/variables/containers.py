@@ -27,6 +27,8 @@ class BoundMethodVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return self.obj.call_method(tx, self.name, args, kwargs)
 
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.expr(self.obj)}.{self.name}"
 
 def _method_of(var: Variable, name: str) -> Variable:
     if not callable(getattr(var.python_type(), name, None)):
@@ -81,9 +83,7 @@ class SequenceVariable(Variable):
     def getattr(self, tx: Frame, name: str) -> Variable:
         return _method_of(self, name)
 
-    def call_method(
-        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
-    ) -> Variable:
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "index" and not kwargs and len(args) == 1 and args[0].is_constant():
             wanted = args[0].as_constant()
             for i, item in enumerate(self.items):
@@ -114,9 +114,7 @@ class SizeVariable(TupleVariable):
     def clone(self, items: list[Variable]) -> SequenceVariable:
         return SizeVariable(items)
 
-    def call_method(
-        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
-    ) -> Variable:
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "numel" and not args and not kwargs and self.is_constant():
             return constant(self.as_constant().numel())
         return super().call_method(tx, name, args, kwargs)
@@ -133,14 +131,11 @@ class ListVariable(SequenceVariable):
     def _mutable(self, tx: Frame, what: str) -> None:
         if self.source is not None:
             raise Unsupported(
-                f"{what} on a list that came from outside the compiled frame "
-                f"({self.source.name()})",
+                f"{what} on a list that came from outside the compiled frame ({self.source.name()})",
                 hint="mutating inputs is not replayed yet",
             )
 
-    def call_method(
-        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
-    ) -> Variable:
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "append" and len(args) == 1 and not kwargs:
             self._mutable(tx, "list.append")
             self.items.append(args[0])
@@ -213,12 +208,10 @@ class DictVariable(Variable):
 
     def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
         if self.source is not None:
-            raise Unsupported(f"item assignment on a dict from outside the frame ({self.source.name()})")
+            tx.output.side_effects.container_mutated(self)
         self.items[key.as_constant()] = value
 
-    def call_method(
-        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
-    ) -> Variable:
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         keys = [constant(k) if _is_literal(k) else ConstantVariable(k) for k in self.items]
         if name == "items" and not args:
             return ListVariable([TupleVariable([k, v]) for k, v in zip(keys, self.items.values())])
@@ -235,7 +228,9 @@ class DictVariable(Variable):
             raise Unsupported(f"KeyError {k!r} in {self.describe()}")
         if name == "__contains__" and len(args) == 1:
             return constant(args[0].as_constant() in self.items)
-        if name in ("update", "__setitem__", "pop", "setdefault") and self.source is None:
+        if name in ("update", "__setitem__", "pop", "setdefault"):
+            if self.source is not None:
+                tx.output.side_effects.container_mutated(self)
             if name == "update":
                 other = args[0] if args else DictVariable({})
                 if not isinstance(other, DictVariable):

@@ -46,6 +46,8 @@ class UserFunctionVariable(Variable):
             return constant(getattr(self.fn, name))
         return super().getattr(tx, name)
 
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.fn, "fn")
 
 class NestedFunctionVariable(Variable):
     """A function made by MAKE_FUNCTION while tracing (lambdas, inner functions, comprehensions)."""
@@ -72,9 +74,7 @@ class NestedFunctionVariable(Variable):
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         fn = types.FunctionType(self.code, self.globals_dict, self.code.co_name)
-        return tx.inline_call(
-            fn, args, kwargs, closure=self.closure, defaults=(self.defaults, self.kwdefaults)
-        )
+        return tx.inline_call(fn, args, kwargs, closure=self.closure, defaults=(self.defaults, self.kwdefaults))
 
 
 class UserMethodVariable(Variable):
@@ -94,6 +94,9 @@ class UserMethodVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return UserFunctionVariable(self.fn).call(tx, [self.self_var, *args], kwargs)
 
+    def reconstruct(self, rebuild: Any) -> str:
+        method = rebuild.writer.bind(types.MethodType, "MethodType")
+        return f"{method}({rebuild.writer.bind(self.fn, 'fn')}, {rebuild.expr(self.self_var)})"
 
 class ConstantMethodVariable(Variable):
     """A method of a Python constant (`"a,b".split`, `(1, 2).index`): evaluated now."""
@@ -116,10 +119,21 @@ class ConstantMethodVariable(Variable):
 
 # -- torch functions ---------------------------------------------------------------------------
 
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.constant(self.obj)}.{self.name}"
+
 _TORCH_OP_MODULES = (
-    "torch.nn.functional", "torch.functional", "torch.nn.init", "torch._C._nn",
-    "torch._C._fft", "torch._C._linalg", "torch._C._special", "torch._C._nested",
-    "torch.fft", "torch.linalg", "torch.special",
+    "torch.nn.functional",
+    "torch.functional",
+    "torch.nn.init",
+    "torch._C._nn",
+    "torch._C._fft",
+    "torch._C._linalg",
+    "torch._C._special",
+    "torch._C._nested",
+    "torch.fft",
+    "torch.linalg",
+    "torch.special",
 )
 
 
@@ -137,9 +151,20 @@ def _trace_constant(fn: Any) -> Any:
 
 
 _STATEFUL_TORCH = {
-    "manual_seed", "seed", "set_grad_enabled", "set_default_dtype", "set_default_device",
-    "use_deterministic_algorithms", "set_printoptions", "save", "load", "set_num_threads",
-    "set_rng_state", "get_rng_state", "initial_seed", "synchronize",
+    "manual_seed",
+    "seed",
+    "set_grad_enabled",
+    "set_default_dtype",
+    "set_default_device",
+    "use_deterministic_algorithms",
+    "set_printoptions",
+    "save",
+    "load",
+    "set_num_threads",
+    "set_rng_state",
+    "get_rng_state",
+    "initial_seed",
+    "synchronize",
 }
 
 
@@ -194,6 +219,8 @@ class TorchOpVariable(Variable):
             return constant(args[0].fake.numel())
         return tx.output.call("call_function", self.fn, args, kwargs, f"{self.describe()}()")
 
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.fn, "fn")
 
 class TensorMethodRefVariable(Variable):
     """`torch.Tensor.method` taken from the class and called with the tensor first."""
@@ -211,11 +238,17 @@ class TensorMethodRefVariable(Variable):
             raise Unsupported(f"{self.describe()} called without a tensor first")
         return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
 
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.fn, "fn")
 
 class TorchClassVariable(ConstantVariable):
-    """torch classes whose construction is modelled: torch.Size, torch.device, torch.dtype."""
+    """torch classes whose construction is modelled: torch.Size, torch.device, grad-mode contexts."""
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from .contexts import grad_mode_class, make_grad_context
+
+        if grad_mode_class(self.value):
+            return make_grad_context(tx, self.value, args, kwargs)
         if self.value is torch.Size:
             items = args[0].unpack(tx) if args else []
             return SizeVariable(items)
@@ -240,6 +273,8 @@ class FoldedCallVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return constant(self.result)
 
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.fn, "fn")
 
 class GraphBreakVariable(Variable):
     """`stenograph.graph_break()`: asks for a graph break at the call."""
@@ -249,3 +284,8 @@ class GraphBreakVariable(Variable):
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported("stenograph.graph_break() called", hint="remove the call to keep one graph")
+
+    def reconstruct(self, rebuild: Any) -> str:
+        from .. import api
+
+        return rebuild.writer.bind(api.graph_break, "fn")

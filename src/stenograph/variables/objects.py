@@ -67,9 +67,21 @@ class UserObjectVariable(Variable):
             raise Unsupported(f"truth value of {self.describe()}, whose class defines __bool__/__len__")
         return True
 
+    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+        """Attribute writes are replayed on the real object after the graph."""
+        cls_attr = inspect.getattr_static(type(self.value_object), name, _MISSING)
+        if hasattr(type(cls_attr), "__set__") or getattr(self.value_object, "__slots__", None) is not None:
+            raise Unsupported(f"setting {name!r} on {self.describe()} runs a descriptor")
+        if type(self.value_object).__setattr__ is not object.__setattr__:
+            raise Unsupported(f"setting {name!r} on {self.describe()}, whose class defines __setattr__")
+        tx.output.side_effects.attribute_written(self, name, value)
+
     def getattr(self, tx: Frame, name: str) -> Variable:
         from .builder import wrap
 
+        pending = tx.output.side_effects.pending_attribute(self, name)
+        if pending is not None:
+            return pending
         obj = self.value_object
         instance_dict = getattr(obj, "__dict__", None)
         cls_attr = inspect.getattr_static(type(obj), name, _MISSING)
@@ -85,6 +97,12 @@ class UserObjectVariable(Variable):
 
 class NNModuleVariable(UserObjectVariable):
     """An `nn.Module` instance reached from the frame; calling it inlines its forward."""
+
+    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+        raise Unsupported(
+            f"setattr on nn.Module ({self.describe()}.{name} = ...)",
+            hint="module attribute writes run eagerly at a graph break",
+        )
 
     def describe(self) -> str:
         return f"module {type(self.value_object).__qualname__}"
@@ -116,15 +134,17 @@ class NNModuleVariable(UserObjectVariable):
         module = self.value_object
         for table in _HOOK_TABLES:
             if getattr(module, table, None):
-                raise Unsupported(f"{self.describe()} has {table.strip('_').replace('_', ' ')}",
-                                  hint="module hooks are not traced yet")
+                raise Unsupported(
+                    f"{self.describe()} has {table.strip('_').replace('_', ' ')}",
+                    hint="module hooks are not traced yet",
+                )
             assert self.source is not None
             tx.output.guards.falsy(AttrSource(self.source, table), "no module hooks")
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        module = self.value_object
         self._guard_no_hooks(tx)
-        if torch.nn.modules.module._global_forward_hooks or torch.nn.modules.module._global_forward_pre_hooks:
+        module_globals = torch.nn.modules.module
+        if module_globals._global_forward_hooks or module_globals._global_forward_pre_hooks:
             raise Unsupported("global nn.Module forward hooks are registered")
         forward = self.getattr(tx, "forward")
         return forward.call(tx, args, kwargs)
@@ -143,13 +163,23 @@ class NNModuleVariable(UserObjectVariable):
             return [constant(k) for k, _ in self._members("_modules")]
         if isinstance(module, torch.nn.ParameterList):
             assert self.source is not None
-            return [wrap(tx, p, ModuleMemberSource(self.source, "_parameters", k)) for k, p in self._members("_parameters")]
+            return [
+                wrap(tx, p, ModuleMemberSource(self.source, "_parameters", k)) for k, p in self._members("_parameters")
+            ]
         raise Unsupported(f"iteration over {self.describe()}")
 
     def length(self, tx: Frame) -> int:
         module = self.value_object
-        if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
-                               torch.nn.ParameterList, torch.nn.ParameterDict)):
+        if isinstance(
+            module,
+            (
+                torch.nn.Sequential,
+                torch.nn.ModuleList,
+                torch.nn.ModuleDict,
+                torch.nn.ParameterList,
+                torch.nn.ParameterDict,
+            ),
+        ):
             return len(module)
         raise Unsupported(f"len() of {self.describe()}")
 
@@ -170,25 +200,29 @@ class NNModuleVariable(UserObjectVariable):
             return wrap(tx, module._parameters[name], ModuleMemberSource(self.source, "_parameters", name))
         raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
 
-    def call_method(
-        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
-    ) -> Variable:
-        from .containers import ListVariable, TupleVariable
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         from .builder import wrap
+        from .containers import ListVariable, TupleVariable
 
         module = self.value_object
         if name in ("keys", "values", "items") and isinstance(module, torch.nn.ModuleDict) and not args:
             assert self.source is not None
-            entries = [(k, wrap(tx, m, ModuleMemberSource(self.source, "_modules", k)))
-                       for k, m in self._members("_modules")]
+            entries = [
+                (k, wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))) for k, m in self._members("_modules")
+            ]
             if name == "keys":
                 return ListVariable([constant(k) for k, _ in entries])
             if name == "values":
                 return ListVariable([v for _, v in entries])
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
         if name == "children" and not args and self.source is not None:
-            return ListVariable([wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))
-                                 for k, m in self._members("_modules") if m is not None])
+            return ListVariable(
+                [
+                    wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))
+                    for k, m in self._members("_modules")
+                    if m is not None
+                ]
+            )
         if name == "__len__":
             return constant(self.length(tx))
         if name == "__getitem__" and len(args) == 1:
@@ -223,3 +257,6 @@ class PythonModuleVariable(Variable):
         # torch's own namespaces are not monkeypatched at run time: no guard on their members
         source = None if is_trusted_module(module.__name__) or self.source is None else AttrSource(self.source, name)
         return wrap(tx, value, source)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.value_object, "module")

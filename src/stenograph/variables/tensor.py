@@ -8,7 +8,7 @@ depends on the tensor's data (`.item()`, `bool(t)`, `.tolist()`) is refused with
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -24,16 +24,37 @@ if TYPE_CHECKING:
 
 # attributes answered from metadata, as constants
 _METADATA = {
-    "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_sparse", "is_quantized",
-    "layout", "is_meta", "is_mps", "is_nested", "itemsize",
+    "dtype",
+    "device",
+    "ndim",
+    "requires_grad",
+    "is_cuda",
+    "is_cpu",
+    "is_sparse",
+    "is_quantized",
+    "layout",
+    "is_meta",
+    "is_mps",
+    "is_nested",
+    "itemsize",
 }
 # attributes that are tensors computed from the tensor: recorded as getattr nodes
 _TENSOR_PROPERTIES = {"T", "mT", "H", "mH", "real", "imag"}
 # methods answered from metadata without a node
 _METADATA_METHODS = {
-    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
-    "is_floating_point", "is_complex", "element_size", "get_device",
-    "__len__", "is_signed",
+    "size",
+    "dim",
+    "ndimension",
+    "numel",
+    "nelement",
+    "stride",
+    "is_contiguous",
+    "is_floating_point",
+    "is_complex",
+    "element_size",
+    "get_device",
+    "__len__",
+    "is_signed",
 }
 # methods whose result is the tensor's data in Python form
 _DATA_METHODS = {
@@ -100,9 +121,7 @@ class TensorVariable(Variable):
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
         raise Unsupported(f"setting tensor attribute {name!r}")
 
-    def call_method(
-        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
-    ) -> Variable:
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return TensorMethodVariable(self, name).call(tx, args, kwargs)
 
 
@@ -132,3 +151,6 @@ class TensorMethodVariable(Variable):
                 return constant(tuple(int(s) for s in result))
             return constant(result)
         return tx.output.call("call_method", name, [self.tensor, *args], kwargs, f"Tensor.{name}()")
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.expr(self.tensor)}.{self.name}"

@@ -1,0 +1,524 @@
+"""Resume functions: continuing an original function's bytecode from the middle.
+
+At a graph break the transformed code runs the unsupported instruction eagerly and then calls a
+*resume function* that carries on where the original bytecode left off. The resume function's
+code is the original code with a new entry: it takes the saved value stack and the live locals
+as positional arguments, rebuilds the frame state and jumps to the break offset. Everything after
+the jump is the original bytecode, untouched, so line numbers, exception handlers and nested
+code stay exactly the original's.
+
+Layout of a resume code object made by `build_resume_code`::
+
+    COPY_FREE_VARS n           # if there are free variables
+    MAKE_CELL c ...            # every original cellvar (a live one is an argument: the
+                               #   argument's value becomes the cell's content)
+    RESUME 0
+    <prologue_extra>           # stack-neutral instructions from the caller
+    LOAD_FAST __stack0 ...     # one per stack entry, in order (PUSH_NULL for NULL_STACK_ENTRY,
+                               #   GET_ITER after ITERATOR_FROM_TUPLE, a constant for a
+                               #   LastiStackEntry); each argument slot is cleared once pushed
+                               #   so the frame does not keep the value alive longer than the
+                               #   stack would
+    JUMP_FORWARD <offset>
+    <original instructions, without their MAKE_CELL/COPY_FREE_VARS/RESUME prefix>
+
+Because the original exception table comes along, resuming inside a try/with body works as
+long as the stack holds what the original frame had there (for a with block: the `__exit__`
+callable at its depth). A resume may also start at a handler's first instruction, with the
+exception on top of the stack; that exception must have been raised (3.11 passes its traceback
+to `__exit__` without a NULL check). Resuming inside a running handler (after PUSH_EXC_INFO) is
+refused: the thread's "exception being handled" would not be the one the handler expects.
+"""
+
+from __future__ import annotations
+
+import dis
+import inspect
+import sys
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import bytecode as _bc
+from bytecode.instr import InstrLocation
+
+from .assemble import assemble, disassemble, instruction_positions
+from .instructions import DecodedCode, ExceptionEntry, decoded
+from .stackdepth import stack_depths
+
+__all__ = [
+    "ITERATOR_FROM_TUPLE",
+    "LastiStackEntry",
+    "NULL_STACK_ENTRY",
+    "build_resume_code",
+    "describe_handler",
+    "resume_code_name",
+    "stack_arg_name",
+]
+
+
+class _StackMarker:
+    """A named singleton describing how one stack slot is rebuilt (see the constants below)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+    def __reduce__(self) -> str:
+        return self._name
+
+
+#: Marks a stack slot that holds C NULL (pushed by PUSH_NULL, LOAD_GLOBAL/LOAD_ATTR with the
+#: NULL bit, ...). The resume prologue pushes NULL there and takes no argument for it.
+NULL_STACK_ENTRY = _StackMarker("NULL_STACK_ENTRY")
+
+#: Marks a stack slot that holds an iterator the caller passes as a *tuple* of the values still
+#: to come (a traced iterator has no real counterpart to pass); the prologue pushes `iter(arg)`.
+ITERATOR_FROM_TUPLE = _StackMarker("ITERATOR_FROM_TUPLE")
+
+
+@dataclass(frozen=True)
+class LastiStackEntry:
+    """A stack slot holding the `lasti` an exception handler was entered with (entries with
+    `lasti=True` push it under the exception), for the original instruction at `offset`.
+
+    RERAISE jumps back to that instruction to find the next handler, so the value must be the
+    instruction's position in the *resume* code; the prologue pushes it as a constant and the
+    slot takes no argument.
+    """
+
+    offset: int
+
+
+_PY312 = sys.version_info >= (3, 12)
+
+# Flags of code that is not a plain function body.
+_GENERATOR_FLAGS = (
+    inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+)
+_PREFIX_OPNAMES = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RESUME", "NOP"})
+
+# Loads that do not check for an unbound local (3.12+), and their checked replacements.
+_UNCHECKED_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW"})
+_UNCHECKED_PAIR_LOADS = frozenset({"LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"})
+
+# Exception-table regions a resume may start in: protected bodies, whose handler has not run.
+_RESUMABLE_REGIONS = frozenset(
+    {"try/except block", "try/except* block", "try/finally block", "with block", "inlined comprehension"}
+)
+
+# Line number marking instructions whose final offset must be found after assembly.
+_MARK_LINE = 1 << 28
+
+
+def stack_arg_name(slot: int) -> str:
+    """Name of the resume function's argument for value-stack slot `slot` (0 = bottom)."""
+    return f"__stack{slot}"
+
+
+def resume_code_name(code: types.CodeType, offset: int) -> str:
+    """`co_name` of the resume code for `code` at `offset`."""
+    return f"__resume_at_{offset}_{code.co_name}"
+
+
+def _takes_argument(slot: object) -> bool:
+    return slot is not NULL_STACK_ENTRY and not isinstance(slot, LastiStackEntry)
+
+
+def build_resume_code(
+    code: types.CodeType,
+    offset: int,
+    stack: int | Sequence[object],
+    live_locals: Sequence[str],
+    *,
+    prologue_extra: Sequence[_bc.Instr] = (),
+    cells_as_freevars: bool = False,
+) -> types.CodeType:
+    """Code that continues `code` at `offset` with the given stack and live locals.
+
+    `stack` describes the value stack at `offset` exactly as the interpreter sees it, bottom
+    first: a count (every slot is a value), or one entry per slot: `NULL_STACK_ENTRY` (C NULL),
+    `ITERATOR_FROM_TUPLE` (an iterator, passed as a tuple of its remaining values),
+    `LastiStackEntry(offset)` (a handler's lasti), anything else a plain value. The new code's
+    positional arguments are `stack_arg_name(i)` for each slot `i` that takes one (NULL and
+    lasti slots do not), then `live_locals` by their original names; other locals start unbound.
+
+    Free variables stay free variables (build the function with the original closure). Cell
+    variables are recreated: a live one is passed as its *value* and stored into a fresh cell.
+    With `cells_as_freevars=True` the original cellvars become free variables instead
+    (`co_freevars` = original cellvars + original freevars): pass the frame's cell objects in
+    the closure so closures created before the break keep sharing them; cellvars may then not
+    be listed in `live_locals`.
+
+    `prologue_extra` (stack-neutral `bytecode.Instr`s) runs after RESUME, before the stack is
+    rebuilt.
+
+    Raises NotImplementedError for generators/coroutines, module or class bodies and offsets
+    inside a running exception handler (an except/finally body or a with block's exit path;
+    a handler's first instruction is fine); ValueError for a stack that does not match the
+    original stack depth at `offset` or unknown/invalid local names.
+    """
+    dec = decoded(code)
+    qualname = code.co_qualname
+    if code.co_flags & _GENERATOR_FLAGS or any(i.opname == "RETURN_GENERATOR" for i in dec):
+        raise NotImplementedError(
+            f"build_resume_code: {qualname} is a generator or coroutine; resuming generator frames is not supported"
+        )
+    if not code.co_flags & inspect.CO_OPTIMIZED:
+        raise NotImplementedError(
+            f"build_resume_code: {qualname} is a module or class body (no fast locals); only "
+            f"function bodies can be resumed"
+        )
+    index = dec.index_of_offset.get(offset)
+    if index is None:
+        raise ValueError(f"build_resume_code: no instruction at offset {offset} of {qualname}")
+    target = dec.instructions[index]
+    first_body = _first_body_index(dec)
+    if index < first_body:
+        raise ValueError(
+            f"build_resume_code: offset {offset} of {qualname} is in the frame-setup prefix "
+            f"(before RESUME); resume at or after offset {dec.instructions[first_body].offset}"
+        )
+    _check_exception_region(dec, target.offset, offset)
+
+    slots = _normalize_stack(stack)
+    expected = stack_depths(dec).get(target.offset)
+    if expected is None:
+        raise ValueError(f"build_resume_code: offset {offset} of {qualname} is unreachable")
+    if len(slots) != expected:
+        raise ValueError(
+            f"build_resume_code: the stack at offset {offset} of {qualname} has {expected} entries, got {len(slots)}"
+        )
+    lasti_offsets = sorted({s.offset for s in slots if isinstance(s, LastiStackEntry)})
+    for lasti in lasti_offsets:
+        if lasti not in dec.index_of_offset or dec.index_of_offset[lasti] < first_body:
+            raise ValueError(f"build_resume_code: LastiStackEntry({lasti}) is not an instruction of {qualname}")
+    stack_args = [stack_arg_name(i) for i, s in enumerate(slots) if _takes_argument(s)]
+    _check_locals(code, live_locals, stack_args, cells_as_freevars)
+
+    bc = disassemble(code)
+    positions = instruction_positions(bc, code)
+    items = list(bc)
+    # Mark the instructions whose resume-code offsets are needed for lasti constants.
+    marks: dict[int, InstrLocation] = {}  # mark line -> the instruction's real location
+    mark_of: dict[int, int] = {}  # original offset -> mark line
+    for k, lasti in enumerate(lasti_offsets):
+        instr = items[positions[dec.at(lasti).offset]]
+        mark_of[lasti] = _MARK_LINE + k
+        marks[_MARK_LINE + k] = instr.location
+        instr.location = InstrLocation(_MARK_LINE + k, None, None, None)
+    label = _bc.Label()
+    items.insert(positions[dec.instructions[_jump_in_index(dec, index)].offset], label)
+    body = _strip_prefix(items)
+
+    argnames = [*stack_args, *live_locals]
+    cellvars = list(code.co_cellvars)
+    freevars = list(code.co_freevars)
+    if cells_as_freevars:
+        freevars = cellvars + freevars
+        cellvars = []
+        body = [_cell_to_free(item) for item in body]
+    if "__class__" in code.co_freevars and code.co_argcount > 0:
+        first: str | _bc.CellVar | _bc.FreeVar = code.co_varnames[0]
+        if first in code.co_cellvars:
+            first = _bc.FreeVar(first) if cells_as_freevars else _bc.CellVar(first)
+        body = _explicit_super_calls(body, first)
+    if _PY312:
+        body = _checked_loads(body, set(argnames))
+
+    line = target.lineno if target.lineno is not None else code.co_firstlineno
+    at_target = InstrLocation(line, None, None, None)
+    at_def = InstrLocation(code.co_firstlineno, None, None, None)
+    prologue: list = []
+    if freevars:
+        prologue.append(_bc.Instr("COPY_FREE_VARS", len(freevars), location=at_def))
+    prologue.extend(_bc.Instr("MAKE_CELL", _bc.CellVar(c), location=at_def) for c in cellvars)
+    prologue.append(_bc.Instr("RESUME", 0, location=at_def))
+    prologue.extend(prologue_extra)
+    lasti_loads: list[tuple[_bc.Instr, int]] = []
+    for i, slot in enumerate(slots):
+        if slot is NULL_STACK_ENTRY:
+            prologue.append(_bc.Instr("PUSH_NULL", location=at_target))
+        elif isinstance(slot, LastiStackEntry):
+            load = _bc.Instr("LOAD_CONST", 0, location=at_target)
+            lasti_loads.append((load, mark_of[slot.offset]))
+            prologue.append(load)
+        else:
+            prologue.extend(_push_and_clear(stack_arg_name(i), at_target))
+            if slot is ITERATOR_FROM_TUPLE:
+                prologue.append(_bc.Instr("GET_ITER", location=at_target))
+    prologue.append(_bc.Instr("JUMP_FORWARD", label, location=at_target))
+
+    new = _bc.Bytecode(prologue + body)
+    new.name = resume_code_name(code, offset)
+    new.qualname = new.name
+    new.filename = code.co_filename
+    new.first_lineno = code.co_firstlineno
+    new.docstring = None
+    new.argnames = argnames
+    new.argcount = len(argnames)
+    new.posonlyargcount = 0
+    new.kwonlyargcount = 0
+    new.cellvars = cellvars
+    new.freevars = freevars
+    flags = _bc.CompilerFlags(code.co_flags)
+    flags &= ~(_bc.CompilerFlags.VARARGS | _bc.CompilerFlags.VARKEYWORDS)
+    if freevars:
+        flags |= _bc.CompilerFlags.NESTED
+    new.flags = flags
+    if not marks:
+        return assemble(new)
+    return _assemble_with_lasti(new, marks, lasti_loads)
+
+
+def _assemble_with_lasti(
+    new: _bc.Bytecode, marks: dict[int, InstrLocation], lasti_loads: list[tuple[_bc.Instr, int]]
+) -> types.CodeType:
+    """Assemble, find where the marked instructions landed, then fill in the lasti constants
+    and restore the instructions' real locations (a constant's value cannot move code, but it
+    is checked)."""
+    first = assemble(new)
+    landed = _marked_offsets(first)
+    for load, mark in lasti_loads:
+        load.arg = landed[mark] // 2  # lasti counts code units
+    for item in new:
+        if isinstance(item, _bc.Instr) and item.location is not None and item.location.lineno in marks:
+            item.location = marks[item.location.lineno]
+    final = assemble(new)
+    if [i.offset for i in decoded(final)] != [i.offset for i in decoded(first)]:
+        raise AssertionError(f"{final.co_name}: instructions moved when the lasti constants were filled in")
+    return final
+
+
+def _marked_offsets(code: types.CodeType) -> dict[int, int]:
+    found: dict[int, int] = {}
+    for unit, (lineno, *_rest) in enumerate(code.co_positions()):
+        if lineno is not None and lineno >= _MARK_LINE and lineno not in found:
+            found[lineno] = unit * 2
+    return found
+
+
+def _check_exception_region(dec: DecodedCode, at: int, offset: int) -> None:
+    entry = dec.handler_at(at)
+    if entry is None:
+        return
+    construct = describe_handler(dec, entry)
+    if construct in _RESUMABLE_REGIONS:
+        return
+    if any(e.target == at for e in dec.exception_entries):
+        return  # a handler's first instruction: the handler has not started yet
+    raise NotImplementedError(
+        f"build_resume_code: offset {offset} of {dec.name} is inside a running {construct} "
+        f"(exception table entry {entry.start}-{entry.end} -> {entry.target}); resuming inside an "
+        f"exception handler is not supported"
+    )
+
+
+def describe_handler(dec: DecodedCode, entry: ExceptionEntry) -> str:
+    """A human name for the construct whose exception-table entry is `entry`.
+
+    Read off the handler's first instructions, the way the compiler lays them out; used for
+    error messages, so an unusual layout falls back to a generic name.
+    """
+    start = dec.index_of_offset.get(entry.target)
+    if start is None:
+        return "try block"
+    head = [i.opname for i in dec.instructions[start : start + 6]]
+    if "WITH_EXCEPT_START" in head:
+        return "with block"
+    if head[:1] == ["PUSH_EXC_INFO"]:
+        if "CHECK_EXC_MATCH" in head:
+            return "try/except block"
+        if "CHECK_EG_MATCH" in head:
+            return "try/except* block"
+        return "try/finally block"
+    if entry.lasti and head[:2] == ["COPY", "POP_EXCEPT"]:
+        return "except/finally handler"
+    if head[:3] == ["LOAD_CONST", "STORE_FAST", "DELETE_FAST"]:
+        return "`except ... as name` handler"
+    if head[:1] == ["SWAP"] and ("STORE_FAST" in head or "POP_TOP" in head):
+        return "inlined comprehension"
+    return "exception handler cleanup region"
+
+
+def _first_body_index(dec: DecodedCode) -> int:
+    for instr in dec.instructions:
+        if instr.opname == "RESUME":
+            return instr.index + 1
+        if instr.opname not in _PREFIX_OPNAMES:
+            break
+    raise ValueError(f"{dec.name}: no RESUME in the frame-setup prefix")
+
+
+def _jump_in_index(dec: DecodedCode, index: int) -> int:
+    """The instruction the prologue jumps to for a resume at instruction `index`.
+
+    KW_NAMES (3.11, 3.12) hands its names to the next CALL through interpreter state, not the
+    stack, so a resume between KW_NAMES and its CALL must run KW_NAMES again; on 3.11 the same
+    holds for PRECALL before CALL. Both are stack-neutral and fall through, so starting at
+    them is equivalent to starting at the call with the names set.
+    """
+    instrs = dec.instructions
+    if instrs[index].opname == "CALL" and index > 0 and instrs[index - 1].opname == "PRECALL":
+        index -= 1
+    if index > 0 and instrs[index - 1].opname == "KW_NAMES":
+        index -= 1
+    return index
+
+
+def _normalize_stack(stack: int | Sequence[object]) -> list[object]:
+    if isinstance(stack, int):
+        if stack < 0:
+            raise ValueError(f"stack size must be >= 0, got {stack}")
+        return [None] * stack
+    return list(stack)
+
+
+def _check_locals(
+    code: types.CodeType,
+    live_locals: Sequence[str],
+    stack_args: Sequence[str],
+    cells_as_freevars: bool,
+) -> None:
+    where = f"build_resume_code ({code.co_qualname})"
+    if len(set(live_locals)) != len(live_locals):
+        raise ValueError(f"{where}: duplicate names in live_locals {list(live_locals)}")
+    clash = set(stack_args) & (set(code.co_varnames) | set(code.co_cellvars))
+    if clash:
+        raise ValueError(f"{where}: the code already has locals named {sorted(clash)}")
+    for name in live_locals:
+        if name in code.co_freevars:
+            raise ValueError(f"{where}: {name!r} is a free variable; it comes from the closure, not an argument")
+        if name in code.co_cellvars:
+            if cells_as_freevars:
+                raise ValueError(
+                    f"{where}: {name!r} is a cell variable, passed through the closure when cells_as_freevars=True"
+                )
+        elif name not in code.co_varnames:
+            raise ValueError(f"{where}: {name!r} is not a local variable of the code")
+
+
+def _strip_prefix(items: list) -> list:
+    """Drop the original MAKE_CELL/COPY_FREE_VARS/RESUME prefix (the prologue replaces it)."""
+    for i, item in enumerate(items):
+        if isinstance(item, _bc.Instr):
+            if item.name == "RESUME":
+                return items[i + 1 :]
+            if item.name not in _PREFIX_OPNAMES:
+                break
+    raise ValueError("no RESUME in the frame-setup prefix")
+
+
+def _push_and_clear(name: str, location: InstrLocation) -> list[_bc.Instr]:
+    if "LOAD_FAST_AND_CLEAR" in dis.opmap:
+        return [_bc.Instr("LOAD_FAST_AND_CLEAR", name, location=location)]
+    return [
+        _bc.Instr("LOAD_FAST", name, location=location),
+        _bc.Instr("DELETE_FAST", name, location=location),
+    ]
+
+
+def _cell_to_free(item: object) -> object:
+    if isinstance(item, _bc.Instr) and isinstance(item.arg, _bc.CellVar):
+        if item.name == "MAKE_CELL":
+            return _bc.Instr("NOP", location=item.location)
+        return _bc.Instr(item.name, _bc.FreeVar(item.arg.name), location=item.location)
+    return item
+
+
+def _explicit_super_calls(body: list, first_arg: str | _bc.CellVar | _bc.FreeVar) -> list:
+    """Turn zero-argument `super()` into its explicit two-argument form.
+
+    Zero-argument super() finds its instance as the frame's *first local*. In a resume function
+    the first locals are the stack arguments (cleared once pushed), so it would find the wrong
+    object or none. A bare `super()` call becomes `super(__class__, <first argument>)`; 3.12's
+    LOAD_SUPER_ATTR (`super().attr`) already has both on the stack and only needs its
+    "two-argument form" bit, which stops its unspecialized path from inspecting the frame.
+    Assumes `super` is the builtin, as the zero-argument form itself does.
+    """
+
+    def is_instr(item: object, name: str, arg: object = None) -> bool:
+        return isinstance(item, _bc.Instr) and item.name == name and (arg is None or item.arg == arg)
+
+    out: list = []
+    i = 0
+    while i < len(body):
+        item = body[i]
+        i += 1
+        if is_instr(item, "LOAD_SUPER_ATTR") and isinstance(item.arg, tuple):
+            load_method, _, name = item.arg
+            out.append(_bc.Instr(item.name, (load_method, True, name), location=item.location))
+            continue
+        out.append(item)
+        if not (is_instr(item, "LOAD_GLOBAL") and _global_name(item.arg) == "super"):
+            continue
+        n = 2 if i < len(body) and is_instr(body[i], "PRECALL", 0) else 1  # PRECALL: 3.11
+        if i + n > len(body) or not is_instr(body[i + n - 1], "CALL", 0):
+            continue
+        loc = body[i + n - 1].location
+        out.append(_bc.Instr("LOAD_DEREF", _bc.FreeVar("__class__"), location=loc))
+        if isinstance(first_arg, str):
+            out.append(_bc.Instr("LOAD_FAST", first_arg, location=loc))
+        else:
+            out.append(_bc.Instr("LOAD_DEREF", first_arg, location=loc))
+        out.extend(_bc.Instr(c.name, 2, location=c.location) for c in body[i : i + n])
+        i += n
+    return out
+
+
+def _global_name(arg: object) -> object:
+    # LOAD_GLOBAL's abstract argument is (push_null, name) on 3.11+
+    return arg[-1] if isinstance(arg, tuple) else arg
+
+
+def _checked_loads(body: list, bound: set[str]) -> list:
+    """Replace unchecked local loads (3.12+) of possibly unbound locals by LOAD_FAST_CHECK.
+
+    The compiler proved those loads safe for the original entry; the resume entry starts with
+    every local except the arguments unbound, and an unchecked load of an unbound local reads
+    NULL (a crash) instead of raising UnboundLocalError.
+    """
+    out: list = []
+    for item in body:
+        if not isinstance(item, _bc.Instr):
+            out.append(item)
+            continue
+        loc = item.location
+        # (3.13+ may name a cell in a LOAD_FAST: such args are CellVar/FreeVar, left alone)
+        if item.name in _UNCHECKED_LOADS and isinstance(item.arg, str) and item.arg not in bound:
+            out.append(_bc.Instr("LOAD_FAST_CHECK", item.arg, location=loc))
+        elif item.name in _UNCHECKED_PAIR_LOADS and not all(isinstance(a, str) and a in bound for a in item.arg):
+            out.extend(_bc.Instr("LOAD_FAST_CHECK", name, location=loc) for name in item.arg)
+        elif item.name == "STORE_FAST_LOAD_FAST" and isinstance(item.arg[1], str) and item.arg[1] not in bound:
+            out.append(_bc.Instr("STORE_FAST", item.arg[0], location=loc))
+            out.append(_bc.Instr("LOAD_FAST_CHECK", item.arg[1], location=loc))
+        else:
+            out.append(item)
+    return out
+
+
+_SAME_INSTRUCTION = {"LOAD_FAST_CHECK": "LOAD_FAST"}
+
+
+def original_offsets(resume: types.CodeType, original: types.CodeType) -> dict[int, int] | None:
+    """Map each instruction offset of `resume` (made by `build_resume_code` from `original`)
+    back to the original instruction it copies, or None when they cannot be aligned.
+
+    A resume function that meets a graph break of its own is resumed again from the *original*
+    code at the mapped offset, so a loop with a break reuses one resume function per offset
+    instead of nesting resume functions of resume functions.
+    """
+    new = decoded(resume).instructions
+    old = decoded(original).instructions
+    body = old[_first_body_index(decoded(original)) :]
+    start = next((i + 1 for i, inst in enumerate(new) if inst.opname == "JUMP_FORWARD"), None)
+    if start is None or len(new) - start != len(body):
+        return None
+    mapping = {}
+    for mine, theirs in zip(new[start:], body):
+        if _SAME_INSTRUCTION.get(mine.opname, mine.opname) != _SAME_INSTRUCTION.get(theirs.opname, theirs.opname):
+            return None
+        mapping[mine.offset] = theirs.offset
+    return mapping

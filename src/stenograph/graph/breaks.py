@@ -1,0 +1,327 @@
+"""Graph breaks: the transformed function of a frame whose trace stopped at an instruction it
+cannot capture.
+
+It runs the graph of everything before the instruction, replays side effects, rebuilds the
+frame's value stack and locals as real Python values, performs the one instruction eagerly, and
+tail-calls a *resume function* — the original bytecode entered at the next instruction, taking
+the stack and the locals as arguments — through an entry wrapper, so the rest of the function is
+captured, guarded and cached like any frame (DESIGN decision 2). A branch on a tensor becomes an
+`if` choosing between two resume functions. When the instruction lies inside a `try` (or `with`)
+block and raises, the handler's resume function continues with the exception, as CPython would.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+import types
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..bytecode.instructions import exception_entries
+from ..errors import Unsupported
+from ..variables.base import NullVariable, Variable
+from ..variables.containers import IteratorVariable
+from ..variables.contexts import ContextExitVariable
+from ..variables.operators import BINARY_OPS, COMPARE_OPS
+from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
+from .resume import Origin, resume_function, takes_argument
+
+if TYPE_CHECKING:
+    from ..interpreter.frame import Frame
+
+
+@dataclass
+class Slot:
+    """One value-stack entry of the frame at the break, as the resume function receives it."""
+
+    # "value"; "null"; "iter" (passed as a tuple, iterated by the resume prologue); "lasti:<offset>"
+    kind: str
+    expr: str = ""
+
+
+_UNARY = {
+    "UNARY_NEGATIVE": "-{0}",
+    "UNARY_POSITIVE": "+{0}",
+    "UNARY_INVERT": "~{0}",
+    "UNARY_NOT": "not {0}",
+}
+_POP_JUMPS = {
+    "POP_JUMP_IF_TRUE": "bool({0})",
+    "POP_JUMP_IF_FALSE": "not {0}",
+    "POP_JUMP_IF_NONE": "{0} is None",
+    "POP_JUMP_IF_NOT_NONE": "{0} is not None",
+}
+for _direction in ("FORWARD", "BACKWARD"):
+    for _kind, _test in list(_POP_JUMPS.items())[:4]:
+        _POP_JUMPS[_kind.replace("POP_JUMP_IF_", f"POP_JUMP_{_direction}_IF_")] = _test
+
+BREAKABLE = {
+    "CALL", "CALL_FUNCTION_EX", "LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "BINARY_SUBSCR",
+    "STORE_SUBSCR", "DELETE_SUBSCR", "BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP",
+    "GET_ITER", "FOR_ITER", "STORE_GLOBAL", "BEFORE_WITH", "UNPACK_SEQUENCE", "BINARY_SLICE",
+    "STORE_SLICE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", "RAISE_VARARGS", *_UNARY, *_POP_JUMPS,
+}
+
+
+class BreakWriter:
+    """Builds the transformed function of a frame that breaks at `frame.instructions[index]`."""
+
+    def __init__(self, frame: Frame, index: int, fn: types.FunctionType, backend: Any, backend_name: str) -> None:
+        self.frame = frame
+        self.inst = frame.instructions[index]
+        # a resume function that breaks again is resumed from the original code
+        try:
+            self.origin = Origin(fn)
+        except NotImplementedError as e:
+            raise Unsupported(str(e)) from e
+        self.next_offset = frame.instructions[index + 1].offset if index + 1 < len(frame.instructions) else None
+        self.fn = fn
+        self.backend = backend
+        self.backend_name = backend_name
+        self.writer = CodeWriter()
+        self.rebuild = Reconstructor(self.writer)
+        self.writer.namespace["___Continue"] = _continue_class()
+
+    # -- the frame state ---------------------------------------------------------------------
+
+    def stack_slots(self) -> list[Slot]:
+        slots = []
+        for var in self.frame.stack:
+            if isinstance(var, NullVariable):
+                slots.append(Slot("null"))
+            elif isinstance(var, ContextExitVariable):
+                slots.append(Slot("value", self._enter_context(var)))
+            elif isinstance(var, IteratorVariable):
+                items = var.items[var.index :]
+                slots.append(Slot("iter", f"({''.join(self.rebuild.expr(i) + ', ' for i in items)})"))
+            else:
+                slots.append(Slot("value", self._evaluate(var)))
+        return slots
+
+    def _evaluate(self, var: Variable) -> str:
+        expr = self.rebuild.expr(var)
+        if expr.isidentifier():
+            return expr
+        name = self.writer.temp("s")
+        self.writer.post.append(f"{name} = {expr}")
+        return name
+
+    def _enter_context(self, exit_var: ContextExitVariable) -> str:
+        """Re-enter, for real, a grad-mode context the trace had entered; its `__exit__` goes on."""
+        context = exit_var.context
+        name = self.writer.temp("ctx")
+        cls = self.writer.bind(context.cls, "cls")
+        args = ", ".join(repr(a) for a in context.args)
+        self.writer.post.append(f"{name} = {cls}({args})")
+        self.writer.post.append(f"{name}.__enter__()")
+        return f"{name}.__exit__"
+
+    def live_locals(self) -> list[tuple[str, str]]:
+        from ..interpreter.frame import LazyValue
+
+        live = []
+        for name in self.origin.code.co_varnames:
+            value = self.frame.locals.get(name)
+            if value is None or isinstance(value, NullVariable):
+                continue
+            if isinstance(value, LazyValue):
+                live.append((name, self.writer.source(value.source)))
+            else:
+                live.append((name, self._evaluate(value)))
+        return live
+
+    # -- resume calls ------------------------------------------------------------------------
+
+    def resume_call(self, offset: int, slots: list[Slot], live: list[tuple[str, str]], handler: bool = False) -> str:
+        """`return ___Continue(<resume at offset>, (stack..., locals...))`. `offset` is in the
+        frame's own code; a `handler` offset is in the original code, and its resume function
+        runs uncompiled."""
+        kinds = tuple(s.kind for s in slots)
+        names = tuple(name for name, _ in live)
+        origin = self.origin
+        target_offset = offset if handler else origin.offset(offset)
+        resume = resume_function(
+            origin.fn, target_offset, kinds, names, self.backend, self.backend_name, compiled=not handler
+        )
+        target = self.writer.bind(resume, "resume")
+        args = [s.expr for s in slots if takes_argument(s.kind)] + [expr for _, expr in live]
+        return f"return ___Continue({target}, ({''.join(a + ', ' for a in args)}))"
+
+    def handler_call(self, slots: list[Slot], live: list[tuple[str, str]]) -> list[str] | None:
+        """The `except` clause sending an exception raised by the eager instruction to the
+        frame's own handler, when the instruction is inside a try or with block."""
+        offset = self.origin.offset(self.inst.offset)
+        for entry in exception_entries(self.origin.code):
+            if entry.start <= offset < entry.end:
+                handler_slots = list(slots[: entry.depth])
+                if entry.lasti:
+                    handler_slots.append(Slot(f"lasti:{offset}"))
+                handler_slots.append(Slot("value", "___e"))
+                call = self.resume_call(entry.target, handler_slots, live, handler=True)
+                return ["except BaseException as ___e:", "    " + call]
+        return None
+
+    # -- the instruction ---------------------------------------------------------------------
+
+    def callable_expr(self, var: Variable) -> str:
+        """A callable at the break: user functions and modules go through entry wrappers, so
+        they are compiled as frames of their own."""
+        from .. import api, entry
+        from ..variables.functions import UserFunctionVariable, UserMethodVariable
+        from ..variables.objects import NNModuleVariable
+
+        if isinstance(var, UserFunctionVariable) and not api.is_disabled(var.fn):
+            wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False)
+            return self.writer.bind(wrapped, "call")
+        if isinstance(var, UserMethodVariable) and not api.is_disabled(var.fn):
+            wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False)
+            name = self.writer.bind(wrapped, "call")
+            bound = self.writer.temp("m")
+            self.writer.post.append(f"{bound} = ___MethodType({name}, {self._evaluate(var.self_var)})")
+            self.writer.namespace["___MethodType"] = types.MethodType
+            return bound
+        if isinstance(var, NNModuleVariable):
+            caller = self.writer.bind(entry.module_caller(self.backend, self.backend_name), "modcall")
+            module = self._evaluate(var)
+            bound = self.writer.temp("m")
+            self.writer.post.append(f"{bound} = ___partial({caller}, {module})")
+            self.writer.namespace["___partial"] = __import__("functools").partial
+            return bound
+        return self._evaluate(var)
+
+    def build(self, compile_graph: GraphCompiler, input_sources: list, label: str) -> types.FunctionType:
+        frame = self.frame
+        self.rebuild.replay(frame.output.side_effects)
+        slots = self.stack_slots()
+        live = self.live_locals()
+        eager, continuations = self.instruction(slots)
+        tail = self.writer.tail
+        handler = self.handler_call(slots, live) if eager else None
+        if handler is not None:
+            tail.append("try:")
+            tail.extend("    " + line for line in eager)
+            tail.extend(handler)
+        else:
+            tail.extend(eager)
+        for condition, offset, new_slots in continuations:
+            call = self.resume_call(offset, new_slots, live)
+            if condition is None:
+                tail.append(call)
+            else:
+                tail.append(f"if {condition}:")
+                tail.append("    " + call)
+        return finish(self.writer, self.rebuild, input_sources, compile_graph, frame.code, self.fn, label)
+
+    def instruction(self, slots: list[Slot]) -> tuple[list[str], list[tuple[str | None, int, list[Slot]]]]:
+        """(eager lines, [(condition, resume offset, stack)]) for the break instruction."""
+        inst, name = self.inst, self.inst.opname
+        nxt = self.next_offset
+        values = [s.expr for s in slots]
+        result = Slot("value", "___r")
+
+        def rest(n: int) -> list[Slot]:
+            return slots[: len(slots) - n]
+
+        if name == "CALL":
+            argc = inst.arg
+            first, second = self.frame.stack[-argc - 2], self.frame.stack[-argc - 1]
+            args = values[len(values) - argc :]
+            if isinstance(first, NullVariable):
+                fn = self.callable_expr(second)
+            else:
+                fn = self.callable_expr(first)
+                args = [values[-argc - 1], *args]
+            kw_names = self.frame.kw_names
+            if kw_names:
+                positional, keywords = args[: len(args) - len(kw_names)], args[len(args) - len(kw_names) :]
+                args = positional + [f"{k}={v}" for k, v in zip(kw_names, keywords)]
+            return [f"___r = {fn}({', '.join(args)})"], [(None, nxt, [*rest(argc + 2), result])]
+        if name == "CALL_FUNCTION_EX":
+            has_kwargs = inst.arg & 1
+            n = 2 + has_kwargs
+            fn = self.callable_expr(self.frame.stack[-n])
+            call_args = f"*{values[-n + 1]}" + (f", **{values[-1]}" if has_kwargs else "")
+            below_null = len(slots) > n and slots[-n - 1].kind == "null"
+            return [f"___r = {fn}({call_args})"], [(None, nxt, [*rest(n + below_null), result])]
+        if name in ("LOAD_ATTR", "LOAD_METHOD"):
+            pushes_null = name == "LOAD_METHOD" or (name == "LOAD_ATTR" and _is_312() and inst.arg & 1)
+            new = [*rest(1), Slot("null"), result] if pushes_null else [*rest(1), result]
+            return [f"___r = {values[-1]}.{inst.argval}"], [(None, nxt, new)]
+        if name == "STORE_ATTR":
+            return [f"{values[-1]}.{inst.argval} = {values[-2]}"], [(None, nxt, rest(2))]
+        if name == "BINARY_SUBSCR":
+            return [f"___r = {values[-2]}[{values[-1]}]"], [(None, nxt, [*rest(2), result])]
+        if name == "BINARY_SLICE":
+            return [f"___r = {values[-3]}[{values[-2]}:{values[-1]}]"], [(None, nxt, [*rest(3), result])]
+        if name == "STORE_SUBSCR":
+            return [f"{values[-2]}[{values[-1]}] = {values[-3]}"], [(None, nxt, rest(3))]
+        if name == "STORE_SLICE":
+            return [f"{values[-3]}[{values[-2]}:{values[-1]}] = {values[-4]}"], [(None, nxt, rest(4))]
+        if name == "DELETE_SUBSCR":
+            return [f"del {values[-2]}[{values[-1]}]"], [(None, nxt, rest(2))]
+        if name in ("BINARY_OP", "COMPARE_OP"):
+            fn = BINARY_OPS[inst.arg] if name == "BINARY_OP" else COMPARE_OPS[inst.argval]
+            op = self.writer.bind(fn, "op")
+            return [f"___r = {op}({values[-2]}, {values[-1]})"], [(None, nxt, [*rest(2), result])]
+        if name in ("IS_OP", "CONTAINS_OP"):
+            word = {"IS_OP": "is", "CONTAINS_OP": "in"}[name]
+            test = f"not {word}" if name == "CONTAINS_OP" and inst.arg else f"{word} not" if inst.arg else word
+            return [f"___r = {values[-2]} {test} {values[-1]}"], [(None, nxt, [*rest(2), result])]
+        if name in _UNARY:
+            return [f"___r = {_UNARY[name].format(values[-1])}"], [(None, nxt, [*rest(1), result])]
+        if name == "GET_ITER":
+            return [f"___r = iter({values[-1]})"], [(None, nxt, [*rest(1), result])]
+        if name == "UNPACK_SEQUENCE":
+            names = [f"___r{i}" for i in range(inst.arg)]
+            lines = [f"{', '.join(names)}{',' if inst.arg == 1 else ''} = {values[-1]}"]
+            return lines, [(None, nxt, [*rest(1), *[Slot("value", n) for n in reversed(names)]])]
+        if name == "STORE_GLOBAL":
+            target = self.writer.namer.name_for(self.frame.f_globals)
+            return [f"{target}[{inst.argval!r}] = {values[-1]}"], [(None, nxt, rest(1))]
+        if name == "BEFORE_WITH":
+            lines = [f"___x = {values[-1]}", "___r = type(___x).__enter__(___x)"]
+            exit_slot = Slot("value", "___MethodType(type(___x).__exit__, ___x)")
+            self.writer.namespace["___MethodType"] = types.MethodType
+            return lines, [(None, nxt, [*rest(1), exit_slot, result])]
+        if name in _POP_JUMPS:
+            test = _POP_JUMPS[name].format(values[-1])
+            return [f"___c = {test}"], [("___c", inst.argval, rest(1)), (None, nxt, rest(1))]
+        if name in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
+            test = "" if name == "JUMP_IF_TRUE_OR_POP" else "not "
+            return [f"___c = {test}{values[-1]}"], [("___c", inst.argval, slots), (None, nxt, rest(1))]
+        if name == "RAISE_VARARGS" and inst.arg in (1, 2):
+            cause = f" from {values[-1]}" if inst.arg == 2 else ""
+            return [f"raise {values[-inst.arg]}{cause}"], []
+        if name == "FOR_ITER":
+            exhausted = _after_loop(self.frame, inst.argval)
+            self.writer.namespace["___END"] = _END
+            lines = [f"___r = next({values[-1]}, ___END)"]
+            return lines, [("___r is ___END", exhausted, rest(1)), (None, nxt, [*slots, result])]
+        raise Unsupported(f"a graph break at {name} is not supported")
+
+
+_END = object()
+
+
+def _after_loop(frame: Frame, target: int) -> int:
+    """Where an exhausted FOR_ITER continues (3.12 skips the END_FOR it jumps to)."""
+    index = frame.index_of_offset[target]
+    if frame.instructions[index].opname == "END_FOR":
+        return frame.instructions[index + 1].offset
+    return target
+
+
+def _is_312() -> bool:
+    return sys.version_info >= (3, 12)
+
+
+def _continue_class() -> Any:
+    from ..entry import Continue
+
+    return Continue
+
+
+def can_break_at(inst: dis.Instruction) -> bool:
+    return inst.opname in BREAKABLE
+

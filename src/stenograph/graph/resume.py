@@ -1,0 +1,104 @@
+"""Resume functions: the original bytecode entered at a graph break's next instruction.
+
+Each is built once per (code, offset, stack layout, live locals) and wrapped by an entry wrapper
+with the frame's backend, so it is compiled on its first call and cached like any function.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from ..bytecode.resume import (
+    ITERATOR_FROM_TUPLE,
+    NULL_STACK_ENTRY,
+    LastiStackEntry,
+    build_resume_code,
+    original_offsets,
+)
+
+_VALUE = object()
+_KIND_TO_ENTRY = {"value": _VALUE, "null": NULL_STACK_ENTRY, "iter": ITERATOR_FROM_TUPLE}
+
+
+def _stack_entry(kind: str) -> object:
+    """Slot kinds: "value", "null", "iter" (a tuple to iterate) or "lasti:<offset>"."""
+    if kind.startswith("lasti:"):
+        return LastiStackEntry(int(kind.removeprefix("lasti:")))
+    return _KIND_TO_ENTRY[kind]
+
+
+def takes_argument(kind: str) -> bool:
+    return kind in ("value", "iter")
+
+_codes: dict[tuple, types.CodeType] = {}
+_wrappers: dict[tuple, Any] = {}
+# resume code -> the code it continues
+_origins: dict[types.CodeType, types.CodeType] = {}
+_offset_maps: dict[types.CodeType, dict[int, int] | None] = {}
+
+
+def resume_code(code: types.CodeType, offset: int, kinds: tuple[str, ...], live: tuple[str, ...]) -> types.CodeType:
+    key = (code, offset, kinds, live)
+    found = _codes.get(key)
+    if found is None:
+        stack = [_stack_entry(k) for k in kinds]
+        found = _codes[key] = build_resume_code(code, offset, stack, list(live))
+        _origins[found] = code
+    return found
+
+
+class Origin:
+    """Where a frame's instructions come from: itself, or (for a resume function) the original
+    code, with its offsets translated so breaks in resume functions resume the original."""
+
+    def __init__(self, fn: types.FunctionType) -> None:
+        code = fn.__code__
+        original = _origins.get(code)
+        self.fn = fn
+        self.offsets: dict[int, int] | None = None
+        if original is not None:
+            if code not in _offset_maps:
+                _offset_maps[code] = original_offsets(code, original)
+            self.offsets = _offset_maps[code]
+            if self.offsets is None:
+                raise NotImplementedError(f"{code.co_name} cannot be mapped back to {original.co_name}")
+            self.fn = types.FunctionType(original, fn.__globals__, original.co_name, None, fn.__closure__)
+
+    @property
+    def code(self) -> types.CodeType:
+        return self.fn.__code__
+
+    def offset(self, offset: int) -> int:
+        return offset if self.offsets is None else self.offsets[offset]
+
+
+def resume_function(
+    fn: types.FunctionType,
+    offset: int,
+    kinds: tuple[str, ...],
+    live: tuple[str, ...],
+    backend: Any,
+    backend_name: str,
+    compiled: bool = True,
+) -> Any:
+    """What a graph break tail-calls: the entry wrapper's dispatcher of `fn`'s resume function
+    at `offset` (created once), or the plain resume function when not `compiled` (exception
+    handlers: an exceptional path is not worth a compilation)."""
+    from ..entry import entry_wrapper
+
+    code = resume_code(fn.__code__, offset, kinds, live)
+    key = (code, id(backend), fn.__closure__, compiled)
+    found = _wrappers.get(key)
+    if found is None:
+        resume = types.FunctionType(code, fn.__globals__, code.co_name, None, fn.__closure__)
+        found = entry_wrapper(resume, backend, backend_name, False).dispatch if compiled else resume
+        _wrappers[key] = found
+    return found
+
+
+def clear() -> None:
+    _codes.clear()
+    _wrappers.clear()
+    _origins.clear()
+    _offset_maps.clear()

@@ -1,0 +1,73 @@
+"""Mutations of Python objects that live outside the traced frame.
+
+While tracing, a write to an input list, dict, object attribute or global is applied to the
+trackers only, so later reads in the trace see it. The transformed code then replays each
+mutation once, after the graph ran and in program order of first mutation, so the caller
+observes exactly what eager execution would have done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..variables.base import Variable
+
+
+@dataclass
+class SideEffects:
+    # containers with a source whose contents changed, by id of the tracker
+    containers: dict[int, Variable] = field(default_factory=dict)
+    # (id of object tracker, attribute) -> (object tracker, attribute, new value tracker)
+    attributes: dict[tuple[int, str], tuple[Variable, str, Variable]] = field(default_factory=dict)
+    # (id of globals dict, name) -> (globals dict, name, new value tracker)
+    globals: dict[tuple[int, str], tuple[dict, str, Variable]] = field(default_factory=dict)
+
+    def container_mutated(self, var: Variable) -> None:
+        self.containers.setdefault(id(var), var)
+
+    def attribute_written(self, obj: Variable, name: str, value: Variable) -> None:
+        key = (id(obj), name)
+        self.attributes.pop(key, None)
+        self.attributes[key] = (obj, name, value)
+
+    def pending_attribute(self, obj: Variable, name: str) -> Variable | None:
+        found = self.attributes.get((id(obj), name))
+        return None if found is None else found[2]
+
+    def global_written(self, globals_dict: dict, name: str, value: Variable) -> None:
+        self.globals[(id(globals_dict), name)] = (globals_dict, name, value)
+
+    def __bool__(self) -> bool:
+        return bool(self.containers or self.attributes or self.globals)
+
+    def replay(self, expr: Any, emit: Any, global_name: Any) -> None:
+        """Emit the statements: `expr(var)` renders a tracker, `global_name(d)` a globals dict."""
+        from ..variables.containers import DictVariable, ListVariable
+
+        for var in self.containers.values():
+            assert var.source is not None
+            target = expr(_SourceOnly(var))
+            if isinstance(var, ListVariable):
+                emit(f"{target}[:] = [{', '.join(expr(i) for i in var.items)}]")
+            elif isinstance(var, DictVariable):
+                items = ", ".join(f"{expr(_key(k))}: {expr(v)}" for k, v in var.items.items())
+                emit(f"{target}.clear(); {target}.update({{{items}}})")
+        for obj, name, value in self.attributes.values():
+            emit(f"{expr(obj)}.{name} = {expr(value)}")
+        for globals_dict, name, value in self.globals.values():
+            emit(f"{global_name(globals_dict)}[{name!r}] = {expr(value)}")
+
+
+class _SourceOnly:
+    """Renders a container by its source (the object itself), not by its contents."""
+
+    def __init__(self, var: Variable) -> None:
+        self.source = var.source
+
+
+def _key(value: Any) -> Variable:
+    from ..variables.base import ConstantVariable
+
+    return ConstantVariable(value)

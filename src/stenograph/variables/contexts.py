@@ -1,0 +1,92 @@
+"""Grad-mode context managers (`torch.no_grad()`, `enable_grad()`, `set_grad_enabled(mode)`).
+
+Entering one while tracing switches grad mode for the ops traced after it and records a
+`torch._C._set_grad_enabled` node, so the compiled graph switches at the same point; leaving it
+switches back. The graph always ends in the grad mode it started in, so a graph break inside
+the block can re-enter a real context manager around the eager part.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import Unsupported
+from .base import Variable, constant
+
+if TYPE_CHECKING:
+    from ..interpreter.frame import Frame
+
+
+class GradModeContextVariable(Variable):
+    """A grad-mode context manager object (not yet entered)."""
+
+    def __init__(self, cls: Any, mode: bool, args: tuple = ()) -> None:
+        self.cls = cls
+        self.mode = mode
+        self.args = args
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"{self.cls.__name__}()"
+
+    def enter(self, tx: Frame) -> Variable:
+        """BEFORE_WITH: switch mode; returns the exit tracker that goes on the stack."""
+        previous = torch.is_grad_enabled()
+        tx.output.set_grad_enabled(self.mode)
+        return ContextExitVariable(self, previous)
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+    def reconstruct(self, rebuild: Any) -> str:
+        cls = rebuild.writer.bind(self.cls, "cls")
+        return f"{cls}({', '.join(repr(a) for a in self.args)})"
+
+class ContextExitVariable(Variable):
+    """The bound `__exit__` that BEFORE_WITH leaves on the stack."""
+
+    def __init__(self, context: GradModeContextVariable, previous: bool) -> None:
+        self.context = context
+        self.previous = previous
+
+    def describe(self) -> str:
+        return f"{self.context.describe()}.__exit__"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        tx.output.set_grad_enabled(self.previous)
+        return constant(None)
+
+
+def grad_mode_class(value: Any) -> bool:
+    return value in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+
+
+def make_grad_context(tx: Frame, cls: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """Calling `torch.no_grad()` / `enable_grad()` / `set_grad_enabled(mode)` while tracing."""
+    if cls is torch.no_grad:
+        return GradModeContextVariable(cls, False)
+    if cls is torch.enable_grad:
+        return GradModeContextVariable(cls, True)
+    mode_var = args[0] if args else kwargs.get("mode")
+    if mode_var is None or not mode_var.is_constant():
+        raise Unsupported("torch.set_grad_enabled with a non-constant mode")
+    mode = bool(mode_var.as_constant())
+    # set_grad_enabled switches immediately, also when not used in a `with`
+    previous = torch.is_grad_enabled()
+    tx.output.set_grad_enabled(mode)
+    return _AlreadyEntered(cls, mode, (mode,), previous)
+
+
+class _AlreadyEntered(GradModeContextVariable):
+    """`set_grad_enabled(m)`: the switch happened at construction; `with` only restores."""
+
+    def __init__(self, cls: Any, mode: bool, args: tuple, previous: bool) -> None:
+        super().__init__(cls, mode, args)
+        self.previous = previous
+
+    def enter(self, tx: Frame) -> Variable:
+        return ContextExitVariable(self, self.previous)
