@@ -1,6 +1,6 @@
 """stenograph: a just-in-time graph capturer for PyTorch (public API only)."""
 
-from . import config, errors, testing
+from . import config, errors, logs, structured_trace, testing
 from .api import (
     OptimizedModule,
     allow_in_graph,
@@ -15,6 +15,9 @@ from .backends.registry import list_backends, lookup_backend, register_backend
 from .entry import StenographWarning
 from .errors import StenographError, Unsupported
 from .explain import ExplainOutput, explain
+from .inspection import inspect
+from .logs import set_logs
+from .shapes.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 
 __all__ = [
     "OptimizedModule",
@@ -29,11 +32,19 @@ __all__ = [
     "explain",
     "ExplainOutput",
     "graph_break",
+    "inspect",
     "is_compiling",
     "list_backends",
     "lookup_backend",
+    "mark_dynamic",
+    "mark_static",
+    "maybe_mark_dynamic",
     "optimize",
     "register_backend",
     "reset",
+    "set_logs",
     "testing",
 ]
+
+logs.configure_from_env()
+structured_trace.enable_from_env()

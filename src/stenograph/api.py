@@ -42,8 +42,6 @@ def compile(  # noqa: A001 - mirrors torch.compile
     """Compile a function or nn.Module; usable bare, with arguments, or as a plain call."""
     if dynamic not in (None, False, True):
         raise TypeError(f"stenograph.compile(dynamic=...) takes None, True or False, not {dynamic!r}")
-    if dynamic is True:
-        raise NotImplementedError("dynamic=True (symbolic shapes from the first call) is not implemented yet")
     if not isinstance(fullgraph, bool):
         raise TypeError(f"stenograph.compile(fullgraph=...) takes a bool, not {fullgraph!r}")
     compiler, name = _resolve_backend(backend, mode, options)
@@ -51,7 +49,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     def decorate(target: Any) -> Any:
         if disable:
             return target
-        return _compile_target(target, compiler, name, fullgraph)
+        return _compile_target(target, compiler, name, fullgraph, dynamic)
 
     if model is None:
         return decorate
@@ -65,24 +63,24 @@ def optimize(backend: Any = "inductor", *, nopython: bool = False, dynamic: bool
     return compile(backend=backend, fullgraph=nopython, dynamic=dynamic)
 
 
-def _compile_target(target: Any, compiler: Any, name: str, fullgraph: bool) -> Any:
+def _compile_target(target: Any, compiler: Any, name: str, fullgraph: bool, dynamic: bool | None) -> Any:
     if isinstance(target, OptimizedModule):
         target = target._orig_mod
     if isinstance(target, torch.nn.Module):
-        return OptimizedModule(target, compiler, name, fullgraph)
+        return OptimizedModule(target, compiler, name, fullgraph, dynamic)
     original = getattr(target, "__stenograph_original__", None)
     if original is not None:
         target = original
     if isinstance(target, types.MethodType) and isinstance(target.__func__, types.FunctionType):
         bound_self = target.__self__
-        wrapper = entry.entry_wrapper(target.__func__, compiler, name, fullgraph)
+        wrapper = entry.entry_wrapper(target.__func__, compiler, name, fullgraph, dynamic)
         return types.MethodType(wrapper, bound_self)
     if isinstance(target, types.FunctionType):
-        return entry.entry_wrapper(target, compiler, name, fullgraph)
+        return entry.entry_wrapper(target, compiler, name, fullgraph, dynamic)
     if callable(target):
         call = type(target).__call__
         if isinstance(call, types.FunctionType):
-            return types.MethodType(entry.entry_wrapper(call, compiler, name, fullgraph), target)
+            return types.MethodType(entry.entry_wrapper(call, compiler, name, fullgraph, dynamic), target)
         raise TypeError(
             f"stenograph.compile() needs a Python function or nn.Module; "
             f"{type(target).__qualname__} is implemented in C"
@@ -125,14 +123,17 @@ class OptimizedModule(torch.nn.Module):
     `named_parameters()` keep the original keys; they and other structural methods delegate to it.
     """
 
-    def __init__(self, mod: torch.nn.Module, compiler: Any, backend_name: str, fullgraph: bool) -> None:
+    def __init__(
+        self, mod: torch.nn.Module, compiler: Any, backend_name: str, fullgraph: bool, dynamic: bool | None = None
+    ) -> None:
         super().__init__()
         del self.__dict__["training"]  # read through to the original module
         object.__setattr__(self, "_orig_mod", mod)
         forward = type(mod).forward
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"{type(mod).__qualname__}.forward is not a Python function")
-        object.__setattr__(self, "_compiled_forward", entry.entry_wrapper(forward, compiler, backend_name, fullgraph))
+        wrapper = entry.entry_wrapper(forward, compiler, backend_name, fullgraph, dynamic)
+        object.__setattr__(self, "_compiled_forward", wrapper)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._orig_mod

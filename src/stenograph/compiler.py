@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import inspect
 import time
+import traceback
 import types
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch._guards
 import torch.fx
 
 from . import config, events
@@ -22,6 +24,8 @@ from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
+from .shapes.dynamic import DynamicPolicy
+from .shapes.guards import shape_guards
 from .verify import verify_on_first_call
 
 
@@ -68,6 +72,7 @@ def compile_frame(
     backend: Any,
     backend_name: str,
     fullgraph: bool = False,
+    policy: DynamicPolicy | None = None,
 ) -> CacheEntry:
     """Trace `fn(*args, **kwargs)` (a real call's arguments) and build a cache entry.
 
@@ -83,7 +88,7 @@ def compile_frame(
     graph_module: list[torch.fx.GraphModule] = []
     try:
         try:
-            output, frame, result = _trace(fn, args, kwargs, None)
+            output, frame, result = _trace(fn, args, kwargs, None, policy)
             compile_graph = _graph_compiler(output, backend, backend_name, label, timing, graph_module)
             inputs = [i.source for i in output.inputs]
             transformed = build_returning(code, fn, inputs, output.side_effects, result, compile_graph, label)
@@ -92,10 +97,13 @@ def compile_frame(
                 raise
             torch._C._set_grad_enabled(grad_mode)
             output, frame, transformed = _compile_break(
-                fn, args, kwargs, reason, backend, backend_name, label, timing, graph_module
+                fn, args, kwargs, reason, backend, backend_name, label, timing, graph_module, policy
             )
     finally:
         torch._C._set_grad_enabled(grad_mode)
+    output.guards.shape_relations(
+        shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs])
+    )
     for graph_input in output.inputs:
         graph_input.example = None  # entries must not keep user tensors alive
     guard = output.guards.build(code, fn, label)
@@ -106,9 +114,9 @@ def compile_frame(
 
 
 def _trace(
-    fn: types.FunctionType, args: tuple, kwargs: dict, stop_index: int | None
+    fn: types.FunctionType, args: tuple, kwargs: dict, stop_index: int | None, policy: DynamicPolicy | None
 ) -> tuple[OutputGraph, Frame, Any]:
-    output = OutputGraph()
+    output = OutputGraph(policy)
     local_values, cells = _root_state(fn, args, kwargs)
     frame = Frame(fn.__code__, fn.__globals__, local_values, cells, output, stop_index=stop_index)
     return output, frame, frame.run()
@@ -124,6 +132,7 @@ def _compile_break(
     label: str,
     timing: dict,
     graph_module: list,
+    policy: DynamicPolicy | None,
 ) -> tuple[OutputGraph, Frame, types.FunctionType]:
     """Trace again up to the unsupported instruction and build the breaking transformed code."""
     index = reason.break_index
@@ -131,7 +140,7 @@ def _compile_break(
     inst = decode(fn.__code__).instructions[index]
     if not can_break_at(inst):
         raise reason
-    output, frame, result = _trace(fn, args, kwargs, index)
+    output, frame, result = _trace(fn, args, kwargs, index, policy)
     if result is not None or frame.ip != index:
         raise reason  # the second trace did not stop where the first one failed
     try:
@@ -141,8 +150,11 @@ def _compile_break(
     except Unsupported as problem:
         reason.reason = f"{reason.reason} (and no graph break is possible there: {problem.reason})"
         raise reason from problem
+    internal = "".join(traceback.format_tb(reason.__traceback__))
     events.publish(
-        events.GraphBreak(fn.__code__, label, reason.reason, list(reason.user_stack), reason.instruction or inst.opname)
+        events.GraphBreak(
+            fn.__code__, label, reason.reason, list(reason.user_stack), reason.instruction or inst.opname, internal
+        )
     )
     return output, frame, transformed
 
@@ -168,7 +180,9 @@ def _graph_compiler(
         example_inputs = [i.example for i in output.inputs]
         t0 = time.perf_counter()
         try:
-            compiled = backend(gm, example_inputs)
+            # backends that re-trace (AOTAutograd, Inductor) find our fake mode and ShapeEnv here
+            with torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)):
+                compiled = backend(gm, example_inputs)
         except StenographError:
             raise
         except Exception as e:

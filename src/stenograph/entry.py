@@ -16,6 +16,7 @@ from typing import Any
 from . import config, events
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import StenographError, Unsupported
+from .shapes.dynamic import DynamicPolicy
 
 
 class StenographWarning(UserWarning):
@@ -30,11 +31,13 @@ class FrameCache:
         self.backend = backend  # kept alive so the cache key's id stays unique
         self.backend_name = backend_name
         self.entries: list[CacheEntry] = []
+        self.policy = DynamicPolicy(None)
         self.eager_reason: str | None = None
         self.recompile_reasons: list[str] = []
 
     def clear(self) -> None:
         self.entries.clear()
+        self.policy = DynamicPolicy(self.policy.dynamic)
         self.eager_reason = None
         self.recompile_reasons.clear()
 
@@ -46,7 +49,10 @@ class FrameCache:
         if self.entries:
             reasons = [e.failure_reason(prefix + args, kwargs) for e in self.entries]
             self.recompile_reasons.append(reasons[-1] or "unknown")
-            events.publish(events.Recompile(self.code, label, reasons[-1] or "unknown", len(self.entries)))
+            reason = reasons[-1] or "unknown"
+            events.publish(
+                events.Recompile(self.code, label, reason, len(self.entries), self.entries[-1], prefix + args, kwargs)
+            )
             if len(self.entries) >= config.recompile_limit:
                 self.eager_reason = f"recompile limit ({config.recompile_limit}) reached"
                 events.publish(events.RunsEagerly(self.code, label, self.eager_reason))
@@ -57,8 +63,9 @@ class FrameCache:
                     stacklevel=3,
                 )
                 return fn(*args, **kwargs)
+        events.publish(events.CompileStarted(self.code, label, len(self.entries)))
         try:
-            entry = compile_frame(fn, args, kwargs, self.backend, self.backend_name, fullgraph)
+            entry = compile_frame(fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy)
         except Unsupported as e:
             if fullgraph:
                 raise
@@ -136,13 +143,17 @@ class Continue:
         return step
 
 
-def entry_wrapper(fn: types.FunctionType, backend: Any, backend_name: str, fullgraph: bool) -> Any:
+def entry_wrapper(
+    fn: types.FunctionType, backend: Any, backend_name: str, fullgraph: bool, dynamic: bool | None = None
+) -> Any:
     """The callable that replaces `fn`: guarded dispatch to compiled entries.
 
     It carries `.dispatch`, the same lookup without running `Continue` chains, which is what
     transformed code tail-calls at graph breaks.
     """
     cache = cache_for(fn.__code__, backend, backend_name)
+    if dynamic is not None:
+        cache.policy.dynamic = dynamic
     entries = cache.entries
     miss = cache.miss
     if fn.__code__.co_freevars:

@@ -90,11 +90,7 @@ class Reconstructor:
         if var.source is not None:
             return self.writer.source(var.source)
         if isinstance(var, TensorVariable):
-            index = self._index.get(var.node)
-            if index is None:
-                index = self._index[var.node] = len(self.outputs)
-                self.outputs.append(var.node)
-            return f"___out[{index}]"
+            return self.graph_value(var.node)
         if isinstance(var, ConstantVariable):
             return self.constant(var.value)
         if isinstance(var, SizeVariable):
@@ -109,6 +105,14 @@ class Reconstructor:
         if rebuilt is not None:
             return rebuilt(self)
         raise Unsupported(f"{var.describe()} cannot be rebuilt outside the graph")
+
+    def graph_value(self, node: torch.fx.Node) -> str:
+        """A value computed by the graph: one of its outputs."""
+        index = self._index.get(node)
+        if index is None:
+            index = self._index[node] = len(self.outputs)
+            self.outputs.append(node)
+        return f"___out[{index}]"
 
     def _build_once(self, var: ListVariable | DictVariable) -> str:
         name = self._built.get(id(var))

@@ -19,7 +19,8 @@ import torch.fx
 from ..errors import Unsupported
 from ..guards.guard_set import GuardSet
 from ..guards.sources import Source
-from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, new_fake_mode
+from ..shapes.dynamic import DynamicPolicy, marked_bounds
+from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, is_symbolic, new_fake_mode, symbolic_int
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
@@ -31,15 +32,17 @@ if TYPE_CHECKING:
 class GraphInput:
     source: Source
     node: torch.fx.Node
-    example: torch.Tensor | None  # the real tensor, dropped once the graph is compiled
+    example: Any  # the real tensor or int, dropped once the graph is compiled
+    fake: Any  # its fake tensor or SymInt (for the shape guards)
 
 
 class OutputGraph:
     """Accumulates one graph, its inputs and guards while a frame is traced."""
 
-    def __init__(self) -> None:
+    def __init__(self, policy: DynamicPolicy | None = None) -> None:
         self.graph = torch.fx.Graph()
         self.fake_mode = new_fake_mode()
+        self.policy = policy
         self.guards = GuardSet()
         self.inputs: list[GraphInput] = []
         self._input_vars: dict[int, TensorVariable] = {}
@@ -62,7 +65,25 @@ class OutputGraph:
             assert known.source is not None
             self.guards.same_object(source, known.source)
             return known
-        self.guards.tensor_match(source, value)
+        dims = self.policy.tensor_dims(source.name(), value) if self.policy is not None else None
+        fake = fakeify(self.fake_mode, value, source, dims)
+        if dims and any(dims):
+            self._apply_bounds(value, fake)
+        self.guards.tensor_match(source, value, fake)
+        node = self._placeholder(source, fake, value)
+        var = TensorVariable(node, fake, source=source)
+        self._input_vars[id(value)] = var
+        return var
+
+    def symint_input(self, value: int, source: Source) -> Variable:
+        """A dynamic int argument: a SymInt placeholder whose value the ShapeEnv guards."""
+        from ..variables.symbolic import SymNodeVariable
+
+        fake = symbolic_int(self.fake_mode, value, source)
+        node = self._placeholder(source, fake, value)
+        return SymNodeVariable(node, fake, source=source)
+
+    def _placeholder(self, source: Source, fake: Any, example: Any) -> torch.fx.Node:
         name = self._unique(_placeholder_name(source))
         last = self.inputs[-1].node if self.inputs else None
         if last is None:
@@ -72,13 +93,36 @@ class OutputGraph:
             ctx = self.graph.inserting_after(last)
         with ctx:
             node = self.graph.placeholder(name)
-        fake = fakeify(self.fake_mode, value)
         node.meta["example_value"] = fake
         node.meta["source"] = source.name()
-        self.inputs.append(GraphInput(source, node, value))
-        var = TensorVariable(node, fake, source=source)
-        self._input_vars[id(value)] = var
-        return var
+        node.meta["stenograph_source"] = source  # backends read it (e.g. static inputs for CUDA graphs)
+        self.inputs.append(GraphInput(source, node, example, fake))
+        return node
+
+    def _apply_bounds(self, value: torch.Tensor, fake: torch.Tensor) -> None:
+        """`mark_dynamic(t, dim, min=, max=)`: constrain the dimension's symbol."""
+        shape_env = self.fake_mode.shape_env
+        for dim, (low, high) in marked_bounds(value).items():
+            size = fake.shape[dim]
+            if (low is not None or high is not None) and isinstance(size, torch.SymInt):
+                expr = size.node.expr
+                if expr.is_Symbol:
+                    shape_env.constrain_symbol_range(expr, compiler_min=low or 0, compiler_max=high or int(1e18))
+
+    def sym_size(self, tensor: TensorVariable, dim: int) -> Variable:
+        """`x.size(dim)` of a tensor: a constant, or a graph value for a symbolic dimension."""
+        from ..variables.base import constant
+        from ..variables.symbolic import SymNodeVariable
+
+        size = tensor.fake.shape[dim]
+        if not isinstance(size, torch.SymInt):
+            return constant(int(size))
+        cache = tensor.__dict__.setdefault("_size_nodes", {})
+        if dim not in cache:
+            node = self.graph.create_node("call_method", "size", (tensor.node, dim), {})
+            node.meta["example_value"] = size
+            cache[dim] = SymNodeVariable(node, size)
+        return cache[dim]
 
     def _unique(self, name: str) -> str:
         candidate, i = name, 1
@@ -135,14 +179,23 @@ class OutputGraph:
     def wrap_result(self, node: torch.fx.Node, fake: Any, describe: str) -> Variable:
         from ..variables.base import constant
         from ..variables.containers import SizeVariable, TupleVariable
+        from ..variables.symbolic import SymNodeVariable
         from ..variables.tensor import TensorVariable
 
+        if fake is None and node.target is operator.setitem:
+            return constant(None)  # tensor item assignment: the node is the effect
         if isinstance(fake, torch.Tensor):
             node.meta["example_value"] = fake
             return TensorVariable(node, fake)
+        if is_symbolic(fake):
+            node.meta["example_value"] = fake
+            return SymNodeVariable(node, fake)
         if isinstance(fake, torch.Size):
-            self.graph.erase_node(node)
-            return SizeVariable([constant(int(s)) for s in fake])
+            if not any(is_symbolic(s) for s in fake):
+                self.graph.erase_node(node)
+                return SizeVariable([constant(int(s)) for s in fake])
+            node.meta["example_value"] = fake
+            return SizeVariable([self._item(node, i, s) for i, s in enumerate(fake)])
         if isinstance(fake, (tuple, list)) and all(isinstance(f, torch.Tensor) for f in fake):
             node.meta["example_value"] = fake
             items = []
@@ -160,6 +213,16 @@ class OutputGraph:
             return constant(fake)
         self.graph.erase_node(node)
         raise Unsupported(f"{describe} returned {type(fake).__name__}, which cannot be traced")
+
+    def _item(self, node: torch.fx.Node, index: int, fake: Any) -> Variable:
+        from ..variables.base import constant
+        from ..variables.symbolic import SymNodeVariable
+
+        if not is_symbolic(fake):
+            return constant(fake)
+        item = self.graph.create_node("call_function", operator.getitem, (node, index), {})
+        item.meta["example_value"] = fake
+        return SymNodeVariable(item, fake)
 
     # -- finishing ------------------------------------------------------------------------------
 
@@ -194,9 +257,10 @@ def unwrap(var: Variable) -> tuple[Any, Any]:
     """(fx argument, fake value) for a tracker passed to a graph operation."""
     from ..variables.base import ConstantVariable
     from ..variables.containers import DictVariable, SequenceVariable
+    from ..variables.symbolic import SymNodeVariable
     from ..variables.tensor import TensorVariable
 
-    if isinstance(var, TensorVariable):
+    if isinstance(var, (TensorVariable, SymNodeVariable)):
         return var.node, var.fake
     if isinstance(var, ConstantVariable):
         return var.value, var.value

@@ -97,6 +97,11 @@ def resume_function(
     return found
 
 
+def origin_of(code: types.CodeType) -> types.CodeType | None:
+    """The code a resume function's code continues (None for any other code)."""
+    return _origins.get(code)
+
+
 def clear() -> None:
     _codes.clear()
     _wrappers.clear()

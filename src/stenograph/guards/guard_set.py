@@ -28,6 +28,7 @@ RANK_TYPE = 1
 RANK_ID = 2
 RANK_VALUE = 3
 RANK_TENSOR = 4
+RANK_SHAPE = 5
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Check:
     template: str
     text: str  # human-readable, for recompile reasons
     other: Source | None = None  # rendered as `{w}` when a check relates two sources
+    refs: list[tuple[Source, str]] | None = None  # shape guards: `___S<k>___` -> source + suffix
 
 
 @dataclass
@@ -108,23 +110,45 @@ class GuardSet:
             name = self.bind(value, "const")
             self.add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {value!r}")
 
-    def tensor_match(self, source: Source, tensor: torch.Tensor) -> None:
-        """dtype, device, shape, stride and requires_grad of a tensor input."""
+    def tensor_match(self, source: Source, tensor: torch.Tensor, fake: torch.Tensor | None = None) -> None:
+        """dtype, device, shape, stride and requires_grad of a tensor input.
+
+        Sizes and strides that are symbolic in `fake` are left to the shape guards.
+        """
         t = self.bind(type(tensor), "type")
         dtype = self.bind(tensor.dtype, "dtype")
         device = self.bind(tensor.device, "device")
         shape = tuple(tensor.shape)
         stride = tuple(tensor.stride())
+        fake_shape = tuple(fake.shape) if fake is not None else shape
+        fake_stride = tuple(fake.stride()) if fake is not None else stride
+        if all(type(s) is int for s in fake_shape + fake_stride):
+            layout = f"{{v}}.shape == {shape!r} and {{v}}.stride() == {stride!r}"
+            shown = f"size={list(shape)} stride={list(stride)}"
+        else:
+            parts = [f"{{v}}.dim() == {len(shape)}"]
+            parts += [f"{{v}}.size({i}) == {s}" for i, s in enumerate(fake_shape) if type(s) is int]
+            parts += [f"{{v}}.stride({i}) == {s}" for i, s in enumerate(fake_stride) if type(s) is int]
+            layout = " and ".join(parts)
+            shown = f"size={[str(s) for s in fake_shape]} stride={[str(s) for s in fake_stride]}"
         template = (
             f"type({{v}}) is {t} and {{v}}.dtype is {dtype} and {{v}}.device == {device}"
-            f" and {{v}}.shape == {shape!r} and {{v}}.stride() == {stride!r}"
-            f" and {{v}}.requires_grad is {tensor.requires_grad}"
+            f" and {layout} and {{v}}.requires_grad is {tensor.requires_grad}"
         )
-        text = (
-            f"{source.name()}: {type(tensor).__name__} {tensor.dtype} {tensor.device} "
-            f"size={list(shape)} stride={list(stride)} requires_grad={tensor.requires_grad}"
+        text = f"{source.name()}: {type(tensor).__name__} {tensor.dtype} {tensor.device} {shown} " + (
+            f"requires_grad={tensor.requires_grad}"
         )
         self.add(RANK_TENSOR, source, template, text)
+
+    def shape_relations(self, guards: list[tuple[str, list[tuple[Source, str]]]]) -> None:
+        """Guards from the ShapeEnv: expressions over input sizes, with `___S<k>___` standing
+        for reference k, a (source, suffix) pair such as (L['x'], ".size()[0]")."""
+        for template, refs in guards:
+            text = template
+            for k, (source, suffix) in enumerate(refs):
+                text = text.replace(f"___S{k}___", source.name() + suffix)
+            check = Check(RANK_SHAPE, refs[0][0] if refs else None, template, text, refs=refs)
+            self.checks.append(check)
 
     def dict_keys_match(self, source: Source, value: dict) -> None:
         self.type_match(source, value)
@@ -159,28 +183,39 @@ class GuardSet:
         return sorted(
             self.checks,
             key=lambda c: (
-                c.source is not None,
+                2 if c.refs is not None else c.source is not None,
                 max(c.source.depth() if c.source else 0, c.other.depth() if c.other else 0),
                 c.rank,
             ),
         )
 
-    def source_text(self, on_fail: Callable[[int], str]) -> tuple[list[str], GlobalsNamer]:
-        """Body lines of the guard function; `on_fail(i)` is what fails check i returns."""
+    def source_text(self, on_fail: Callable[[int, str], str]) -> tuple[list[str], GlobalsNamer]:
+        """Body lines of the guard function; `on_fail(i, value)` is what failing check i
+        returns (`value` is the expression of the checked value, or "None")."""
         namer = GlobalsNamer()
         renderer = SourceRenderer(namer)
         lines: list[str] = []
         for index, check in enumerate(self.ordered()):
-            value = renderer.render(check.source, lines) if check.source is not None else ""
-            condition = check.template.replace("{v}", value)
-            if check.other is not None:
-                condition = condition.replace("{w}", renderer.render(check.other, lines))
-            lines.append(f"if not ({condition}): return {on_fail(index)}")
+            if check.refs is not None:
+                condition = check.template
+                for k, (source, suffix) in enumerate(check.refs):
+                    condition = condition.replace(f"___S{k}___", renderer.render(source, lines) + suffix)
+                value = "None"
+            else:
+                value = renderer.render(check.source, lines) if check.source is not None else "None"
+                if check.template.count("{v}") > 1 and not value.isidentifier():
+                    # fetch a value checked several times once
+                    lines.append(f"___x = {value}")
+                    value = "___x"
+                condition = check.template.replace("{v}", value)
+                if check.other is not None:
+                    condition = condition.replace("{w}", renderer.render(check.other, lines))
+            lines.append(f"if not ({condition}): return {on_fail(index, value)}")
         return lines, namer
 
     def build(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
         """The guard function: True when every check passes, False otherwise (never raises)."""
-        lines, namer = self.source_text(lambda index: "False")
+        lines, namer = self.source_text(lambda index, value: "False")
         body = (
             ["try:"] + ["    " + line for line in lines] + ["    return True", "except Exception:", "    return False"]
         )
@@ -190,7 +225,7 @@ class GuardSet:
     def build_explainer(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
         """A twin of the guard function returning the text of the first failing check, or None."""
         checks = self.ordered()
-        lines, namer = self.source_text(lambda index: f"___checks[{index}]")
+        lines, namer = self.source_text(lambda index, value: f"___checks[{index}] + ___actual({value})")
         body = (
             ["try:"]
             + ["    " + line for line in lines]
@@ -200,10 +235,28 @@ class GuardSet:
                 "    return f'{type(e).__name__} while checking guards: {e}'",
             ]
         )
-        namespace = {**self.bindings, **namer.bindings(), "___checks": [c.text for c in checks]}
+        namespace = {
+            **self.bindings,
+            **namer.bindings(),
+            "___checks": [c.text for c in checks],
+            "___actual": _describe_actual,
+        }
         return make_function(
             "___explain", parameter_list(code), body, namespace, like=like, label=f"guard reasons for {label}"
         )
+
+
+def _describe_actual(value: Any) -> str:
+    """The value a failing check saw, for recompile reasons ("expected ...; got ...")."""
+    if value is None:
+        return ""
+    if isinstance(value, torch.Tensor):
+        return (
+            f" (got {type(value).__name__} {value.dtype} {value.device} size={list(value.shape)} "
+            f"stride={list(value.stride())} requires_grad={value.requires_grad})"
+        )
+    text = repr(value)
+    return f" (got {text if len(text) < 80 else text[:77] + '...'})"
 
 
 def _repr_roundtrips(value: Any) -> bool:

@@ -74,6 +74,10 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         if source is not None:
             guards.constant_match(source, value)
         return SizeVariable([constant(int(s)) for s in value], source)
+    policy = tx.output.policy
+    if type(value) is int and source is not None and policy is not None and policy.int_is_dynamic(source.name(), value):
+        guards.type_match(source, value)
+        return tx.output.symint_input(value, source)
     if is_literal(value):
         if source is not None:
             guards.constant_match(source, value)

@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Unsupported
 from .base import Variable, constant
 from .containers import ListVariable, SequenceVariable, SizeVariable, TupleVariable
+from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
+
+# trackers whose operators become graph nodes
+_GRAPH_VALUES = (TensorVariable, SymNodeVariable)
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -73,7 +77,7 @@ _INPLACE_TO_PLAIN = {
 
 def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     """`op(a, b)` for any two trackers."""
-    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+    if isinstance(a, _GRAPH_VALUES) or isinstance(b, _GRAPH_VALUES):
         return tx.output.call("call_function", op, [a, b], {}, f"operator {op.__name__}")
     plain = _INPLACE_TO_PLAIN.get(op, op)
     if isinstance(a, SequenceVariable) and isinstance(b, SequenceVariable) and plain is operator.add:
@@ -99,7 +103,9 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
 
 
 def unary(tx: Frame, op: Any, a: Variable) -> Variable:
-    if isinstance(a, TensorVariable):
+    if isinstance(a, SymNodeVariable) and op is operator.not_:
+        return constant(not a.truth(tx))
+    if isinstance(a, _GRAPH_VALUES):
         if op is operator.not_:
             raise Unsupported(f"`not` on {a.describe()} needs its value")
         return tx.output.call("call_function", op, [a], {}, f"operator {op.__name__}")

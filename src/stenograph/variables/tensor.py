@@ -105,7 +105,7 @@ class TensorVariable(Variable):
     def getattr(self, tx: Frame, name: str) -> Variable:
         fake = self.fake
         if name == "shape":
-            return SizeVariable([constant(int(s)) for s in fake.shape])
+            return SizeVariable([tx.output.sym_size(self, d) for d in range(fake.dim())])
         if name in _METADATA:
             return constant(getattr(fake, name))
         if name in _TENSOR_PROPERTIES:
@@ -125,6 +125,14 @@ class TensorVariable(Variable):
         return TensorMethodVariable(self, name).call(tx, args, kwargs)
 
 
+def _is_symbolic_result(result: object) -> bool:
+    from ..shapes.fake import is_symbolic
+
+    if isinstance(result, (tuple, list)):
+        return any(is_symbolic(r) for r in result)
+    return is_symbolic(result)
+
+
 class TensorMethodVariable(Variable):
     """`tensor.method`, bound: calling it records a `call_method` node."""
 
@@ -142,9 +150,16 @@ class TensorMethodVariable(Variable):
         if name in _METADATA_METHODS:
             from ..graph.output_graph import unwrap
 
+            if name == "size" and not kwargs:
+                if not args:
+                    return self.tensor.getattr(tx, "shape")
+                dim = args[0].as_constant()
+                return tx.output.sym_size(self.tensor, dim % max(self.tensor.fake.dim(), 1))
             plain_args = [unwrap(a)[1] for a in args]
             plain_kwargs = {k: unwrap(v)[1] for k, v in kwargs.items()}
             result = getattr(self.tensor.fake, name)(*plain_args, **plain_kwargs)
+            if _is_symbolic_result(result):
+                return tx.output.call("call_method", name, [self.tensor, *args], kwargs, f"Tensor.{name}()")
             if isinstance(result, torch.Size):
                 return SizeVariable([constant(int(s)) for s in result])
             if isinstance(result, tuple):

@@ -1,0 +1,106 @@
+"""Which dimensions and ints are dynamic: `dynamic=`, `mark_dynamic`, automatic dynamic.
+
+Automatic dynamic (`config.automatic_dynamic_shapes`): the first compilation of a frame is
+static; each compilation records, per input source, the sizes and int values it saw. When a
+later compilation sees a different size in some dimension (or a different int), exactly that
+dimension (or int) becomes symbolic from then on, so further values reuse the graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import config
+
+_DYNAMIC_ATTR = "_stenograph_dynamic_dims"
+_MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
+_STATIC_ATTR = "_stenograph_static_dims"
+
+
+def _dims(t: torch.Tensor, dim: int | list[int] | tuple[int, ...]) -> list[int]:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a tensor, got {type(t).__qualname__}")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    for d in dims:
+        if not isinstance(d, int) or not -t.dim() <= d < t.dim():
+            raise IndexError(f"dimension {d!r} out of range for a tensor of {t.dim()} dimensions")
+    return [d % t.dim() for d in dims]
+
+
+def mark_dynamic(t: torch.Tensor, dim: int | list[int], *, min: int | None = None, max: int | None = None) -> None:  # noqa: A002
+    """Compile `t`'s dimension(s) `dim` as symbolic from the first call (with optional bounds)."""
+    marks = getattr(t, _DYNAMIC_ATTR, None) or {}
+    for d in _dims(t, dim):
+        marks[d] = (min, max)
+    setattr(t, _DYNAMIC_ATTR, marks)
+
+
+def maybe_mark_dynamic(t: torch.Tensor, dim: int | list[int]) -> None:
+    """Like mark_dynamic, but the dimension may still be specialised if the code needs it."""
+    marks = set(getattr(t, _MAYBE_DYNAMIC_ATTR, ()) or ())
+    marks.update(_dims(t, dim))
+    setattr(t, _MAYBE_DYNAMIC_ATTR, marks)
+
+
+def mark_static(t: torch.Tensor, dim: int | list[int] | None = None) -> None:
+    """Never make `t`'s dimension(s) `dim` (all when None) symbolic."""
+    dims = list(range(t.dim())) if dim is None else _dims(t, dim)
+    marks = set(getattr(t, _STATIC_ATTR, ()) or ())
+    marks.update(dims)
+    setattr(t, _STATIC_ATTR, marks)
+
+
+def marked_bounds(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
+    return dict(getattr(t, _DYNAMIC_ATTR, None) or {})
+
+
+class DynamicPolicy:
+    """Decides, per input, what is symbolic; one per frame cache (so per code object)."""
+
+    def __init__(self, dynamic: bool | None) -> None:
+        self.dynamic = dynamic  # compile(dynamic=...): None automatic, True all, False never
+        self.sizes: dict[str, list[int | None]] = {}  # source name -> sizes (None: dynamic)
+        self.ints: dict[str, int | None] = {}  # source name -> value (None: dynamic)
+
+    def tensor_dims(self, name: str, t: torch.Tensor) -> list[bool]:
+        """Which dimensions of input `t` (reached by source `name`) are symbolic in this trace."""
+        static = getattr(t, _STATIC_ATTR, None) or set()
+        marked = set(marked_bounds(t)) | set(getattr(t, _MAYBE_DYNAMIC_ATTR, ()) or ())
+        shape = list(t.shape)
+        if self.dynamic is False:
+            return [False] * len(shape)
+        if self.dynamic is True:
+            return [d not in static for d in range(len(shape))]
+        seen = self.sizes.get(name)
+        if seen is None or len(seen) != len(shape):
+            self.sizes[name] = list(shape)
+            seen = self.sizes[name]
+        elif config.automatic_dynamic_shapes:
+            for d, size in enumerate(shape):
+                if seen[d] is not None and seen[d] != size:
+                    seen[d] = None
+        dims = []
+        for d in range(len(shape)):
+            dynamic = d in marked or seen[d] is None or not config.assume_static_by_default
+            dims.append(dynamic and d not in static)
+        return dims
+
+    def int_is_dynamic(self, name: str, value: int) -> bool:
+        if self.dynamic is False:
+            return False
+        if self.dynamic is True:
+            return True
+        if name not in self.ints:
+            self.ints[name] = value
+        elif config.automatic_dynamic_shapes and self.ints[name] is not None and self.ints[name] != value:
+            self.ints[name] = None
+        return self.ints[name] is None or not config.assume_static_by_default
+
+    def describe(self) -> dict[str, Any]:
+        dims = {k: [i for i, s in enumerate(v) if s is None] for k, v in self.sizes.items()}
+        return {
+            "dynamic dims": {k: v for k, v in dims.items() if v},
+            "dynamic ints": [k for k, v in self.ints.items() if v is None],
+        }

@@ -1,0 +1,61 @@
+"""Shape guards: the ShapeEnv's recorded decisions turned into checks on the inputs.
+
+`ShapeEnv.produce_guards` gives Python expressions over the inputs' sizes (relations between
+sizes, ranges, specialisations); each reference to an input is rendered as a token
+`___S<k>___` that the guard function replaces by the input's source expression.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from ..guards.sources import Source
+from .fake import ShapeSource, has_symbols, is_symbolic
+
+_PROPERTY_SUFFIX = {"SIZE": ".size()", "STRIDE": ".stride()", "STORAGE_OFFSET": ".storage_offset()"}
+
+
+def shape_guards(shape_env: ShapeEnv, inputs: list[tuple[Any, Source]]) -> list[tuple[str, list[tuple[Source, str]]]]:
+    """[(expression with tokens, [(source, suffix) for each token])] for `inputs` (fake, source)."""
+    relevant = [(fake, source) for fake, source in inputs if is_symbolic(fake) or _is_dynamic_tensor(fake)]
+    if not relevant:
+        return []
+    refs: list[tuple[Source, str]] = []
+
+    def source_ref(src: Any) -> str:
+        refs.append(_resolve(src))
+        return f"___R{len(refs) - 1}___"
+
+    expressions = shape_env.produce_guards(
+        [fake for fake, _ in relevant], [ShapeSource(source) for _, source in relevant], source_ref=source_ref
+    )
+    result = []
+    for expression in expressions:
+        used: list[tuple[Source, str]] = []
+        for k, ref in enumerate(refs):
+            token = f"___R{k}___"
+            if token in expression:
+                expression = expression.replace(token, f"___S{len(used)}___")
+                used.append(ref)
+        result.append((expression, used))
+    return result
+
+
+def _resolve(src: Any) -> tuple[Source, str]:
+    if isinstance(src, ShapeSource):
+        return src.source, ""
+    base = getattr(src, "base", None)
+    prop = getattr(src, "prop", None)
+    if isinstance(base, ShapeSource) and prop is not None:
+        suffix = _PROPERTY_SUFFIX[prop.name]
+        index = getattr(src, "idx", None)
+        return base.source, suffix + (f"[{index}]" if index is not None else "")
+    raise NotImplementedError(f"shape guard on an unknown source {src!r}")
+
+
+def _is_dynamic_tensor(fake: Any) -> bool:
+    import torch
+
+    return isinstance(fake, torch.Tensor) and has_symbols(fake)

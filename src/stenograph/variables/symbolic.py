@@ -1,0 +1,53 @@
+"""The tracker for symbolic Python numbers: SymInt / SymFloat / SymBool values in the graph.
+
+They come from dynamic sizes (`x.shape[0]` of a dynamic dimension) and from int arguments made
+dynamic. Arithmetic on them is recorded as graph nodes; a Python decision on one (`if n > 0`,
+`range(n)`) asks the ShapeEnv for its value, which records a guard, so the entry is only reused
+where the decision would come out the same.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import Unsupported
+from .base import Variable
+
+if TYPE_CHECKING:
+    import torch.fx
+
+    from ..guards.sources import Source
+    from ..interpreter.frame import Frame
+
+
+class SymNodeVariable(Variable):
+    def __init__(self, node: torch.fx.Node, fake: Any, source: Source | None = None) -> None:
+        self.node = node
+        self.fake = fake
+        self.source = source
+
+    def python_type(self) -> type:
+        if isinstance(self.fake, torch.SymBool):
+            return bool
+        return float if isinstance(self.fake, torch.SymFloat) else int
+
+    def describe(self) -> str:
+        return f"symbolic {self.python_type().__name__} {self.node.name} ({self.fake})"
+
+    def as_constant(self) -> Any:
+        """Specialise: the value now, with a guard that it stays this value."""
+        return self.python_type()(self.fake)
+
+    def truth(self, tx: Frame) -> bool:
+        return bool(self.fake)
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        raise Unsupported(f"iteration over {self.describe()}")
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.graph_value(self.node)
