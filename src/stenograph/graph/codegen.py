@@ -93,6 +93,9 @@ class Reconstructor:
             return self.graph_value(var.node)
         if isinstance(var, ConstantVariable):
             return self.constant(var.value)
+        rebuilt = getattr(var, "reconstruct", None)
+        if rebuilt is not None:
+            return rebuilt(self)
         if isinstance(var, SizeVariable):
             return f"___Size(({''.join(self.expr(i) + ', ' for i in var.items)}))"
         if isinstance(var, TupleVariable):
@@ -101,9 +104,6 @@ class Reconstructor:
             return self._build_once(var)
         if isinstance(var, IteratorVariable):
             return f"iter(({''.join(self.expr(i) + ', ' for i in var.items[var.index :])}))"
-        rebuilt = getattr(var, "reconstruct", None)
-        if rebuilt is not None:
-            return rebuilt(self)
         raise Unsupported(f"{var.describe()} cannot be rebuilt outside the graph")
 
     def graph_value(self, node: torch.fx.Node) -> str:
@@ -122,9 +122,23 @@ class Reconstructor:
             value = f"[{', '.join(self.expr(i) for i in var.items)}]"
         else:
             value = "{" + ", ".join(f"{self.constant(k)}: {self.expr(v)}" for k, v in var.items.items()) + "}"
+            if var.python_class is not dict:
+                value = f"{self.writer.bind(var.python_class, 'cls')}({value})"
         name = self.writer.temp("c")
         self.writer.post.append(f"{name} = {value}")
         self._built[id(var)] = name
+        return name
+
+    def build_object(self, var: Variable, create: str, fill: Callable[[str], list[str]]) -> str:
+        """An object made while tracing, rebuilt once: `create` makes it and is bound to a name
+        before `fill(name)` renders its contents, so objects that refer to each other work."""
+        name = self._built.get(id(var))
+        if name is not None:
+            return name
+        name = self.writer.temp("o")
+        self._built[id(var)] = name
+        self.writer.post.append(f"{name} = {create}")
+        self.writer.post.extend(fill(name))
         return name
 
     def constant(self, value: Any) -> str:

@@ -19,7 +19,7 @@ import torch.fx
 from ..errors import Unsupported
 from ..guards.guard_set import GuardSet
 from ..guards.sources import Source
-from ..shapes.dynamic import DynamicPolicy, marked_bounds
+from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, is_symbolic, new_fake_mode, symbolic_int
 from .side_effects import SideEffects
 
@@ -65,7 +65,9 @@ class OutputGraph:
             assert known.source is not None
             self.guards.same_object(source, known.source)
             return known
-        dims = self.policy.tensor_dims(source.name(), value) if self.policy is not None else None
+        dims = None
+        if self.policy is not None and may_be_dynamic(source, is_tensor=True):
+            dims = self.policy.tensor_dims(source.name(), value)
         fake = fakeify(self.fake_mode, value, source, dims)
         if dims and any(dims):
             self._apply_bounds(value, fake)
@@ -256,7 +258,7 @@ def _placeholder_name(source: Source) -> str:
 def unwrap(var: Variable) -> tuple[Any, Any]:
     """(fx argument, fake value) for a tracker passed to a graph operation."""
     from ..variables.base import ConstantVariable
-    from ..variables.containers import DictVariable, SequenceVariable
+    from ..variables.containers import DictVariable, SequenceVariable, SliceVariable
     from ..variables.symbolic import SymNodeVariable
     from ..variables.tensor import TensorVariable
 
@@ -268,6 +270,9 @@ def unwrap(var: Variable) -> tuple[Any, Any]:
         pairs = [unwrap(item) for item in var.items]
         kind = list if var.python_class is list else tuple
         return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
+    if isinstance(var, SliceVariable):
+        pairs = [unwrap(p) for p in var.parts]
+        return slice(*(p[0] for p in pairs)), slice(*(p[1] for p in pairs))
     if isinstance(var, DictVariable):
         pairs = {k: unwrap(v) for k, v in var.items.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}

@@ -88,7 +88,9 @@ def resume_function(
     from ..entry import entry_wrapper
 
     code = resume_code(fn.__code__, offset, kinds, live)
-    key = (code, id(backend), fn.__closure__, compiled)
+    # cells are unhashable: key on their ids (the stored function keeps them alive)
+    cells = tuple(id(cell) for cell in fn.__closure__ or ())
+    key = (code, id(backend), cells, compiled)
     found = _wrappers.get(key)
     if found is None:
         resume = types.FunctionType(code, fn.__globals__, code.co_name, None, fn.__closure__)

@@ -240,10 +240,15 @@ class GuardSet:
             **namer.bindings(),
             "___checks": [c.text for c in checks],
             "___actual": _describe_actual,
+            **_SHAPE_GUARD_NAMES,
         }
         return make_function(
             "___explain", parameter_list(code), body, namespace, like=like, label=f"guard reasons for {label}"
         )
+
+
+# names the ShapeEnv's printed guard expressions may use (e.g. `torch.sym_float`, `math.floor`)
+_SHAPE_GUARD_NAMES = {"torch": torch, "math": math}
 
 
 def _describe_actual(value: Any) -> str:

@@ -22,6 +22,7 @@ from ..guards.sources import AttrSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable, constant
 from ..variables.builder import is_literal, is_trusted_module, wrap
 from .binding import bind_arguments
+from .exceptions import TracedException, uncaught, unwind_to_handler
 
 
 @dataclass
@@ -33,10 +34,18 @@ class LazyValue:
 
 
 class Cell:
-    """A closure cell while tracing: holds a tracker, or a lazy real value."""
+    """A closure cell while tracing: holds a tracker, or a lazy real value.
 
-    def __init__(self, contents: Variable | LazyValue | None = None) -> None:
+    `real` is the cell object of an existing closure (None for cells made while tracing): a
+    write to it is a side effect, replayed on the real cell after the graph.
+    """
+
+    def __init__(
+        self, contents: Variable | LazyValue | None = None, real: Any = None, source: Source | None = None
+    ) -> None:
         self.contents = contents
+        self.real = real
+        self.source = source
 
 
 class CellVariable(Variable):
@@ -97,6 +106,8 @@ class Frame:
         self.line = code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
         self.return_value: Variable | None = None
+        # exceptions being handled (`except` blocks entered), innermost last, for a bare `raise`
+        self.handled: list[Variable] = []
         self.handlers = handlers_for_running_python()
         self.trusted = is_trusted_module(f_globals.get("__name__", ""))
         # the instruction before which to stop (the second trace of a frame with a graph break)
@@ -124,7 +135,18 @@ class Frame:
                         f"instruction {inst.opname} is not supported yet",
                         hint="please report it; the frame runs eagerly meanwhile",
                     )
-                handler(self, inst)
+                try:
+                    handler(self, inst)
+                except TracedException as exc:
+                    if not unwind_to_handler(self, exc):
+                        raise
+        except TracedException as exc:
+            if self.parent is not None:
+                raise
+            e = uncaught(exc)
+            self._annotate(e)
+            e.break_index = self.ip - 1
+            raise e from None
         except Unsupported as e:
             self._annotate(e)
             if self.parent is None and e.break_index is None:
@@ -215,8 +237,8 @@ class Frame:
         code = fn.__code__
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than config.inline_depth_limit ({config.inline_depth_limit})")
-        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator / coroutine / async
-            raise Unsupported(f"call to generator or coroutine function {code.co_qualname}")
+        if code.co_flags & (0x80 | 0x100 | 0x200):  # coroutine / async
+            raise Unsupported(f"call to coroutine or async generator function {code.co_qualname}")
         if defaults is None:
             defaults = self._wrap_defaults(fn, fn_source)
         bound = bind_arguments(code, args, kwargs, defaults[0], defaults[1], code.co_qualname)
@@ -229,6 +251,10 @@ class Frame:
             for name, cell in zip(code.co_freevars, closure):
                 cells[name] = cell
         child = Frame(code, fn.__globals__, dict(bound), cells, self.output, parent=self)
+        if code.co_flags & 0x20:  # a generator: its body runs as it is iterated
+            from ..variables.generators import GeneratorVariable
+
+            return GeneratorVariable(child)
         return child.run()
 
     def _wrap_defaults(
@@ -253,10 +279,10 @@ class Frame:
                 cells.append(Cell(None))
                 continue
             if fn_source is not None:
-                source = AttrSource(ItemSource(AttrSource(fn_source, "__closure__"), i), "cell_contents")
-                cells.append(Cell(LazyValue(value, source)))
+                cell_source = ItemSource(AttrSource(fn_source, "__closure__"), i)
+                cells.append(Cell(LazyValue(value, AttrSource(cell_source, "cell_contents")), cell, cell_source))
             else:
-                cells.append(Cell(wrap(self, value, None)))
+                cells.append(Cell(wrap(self, value, None), cell))
         return tuple(cells)
 
 

@@ -21,6 +21,7 @@ from ..variables.containers import (
     DictVariable,
     IteratorVariable,
     ListVariable,
+    SliceVariable,
     TupleVariable,
 )
 from ..variables.functions import NestedFunctionVariable
@@ -236,9 +237,9 @@ def _build_slice(f: Frame, inst: dis.Instruction) -> None:
 
 
 def _make_slice(parts: list[Variable]) -> Variable:
-    if not all(p.is_constant() for p in parts):
-        raise Unsupported("slice with non-constant bounds")
-    return constant(slice(*[p.as_constant() for p in parts]))
+    if all(p.is_constant() for p in parts):
+        return constant(slice(*[p.as_constant() for p in parts]))
+    return SliceVariable(parts)
 
 
 # -- operators ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from .. import config
+from ..guards.sources import ItemSource, LocalSource, ModuleMemberSource, Source
 
 _DYNAMIC_ATTR = "_stenograph_dynamic_dims"
 _MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
@@ -54,6 +55,16 @@ def mark_static(t: torch.Tensor, dim: int | list[int] | None = None) -> None:
 
 def marked_bounds(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
     return dict(getattr(t, _DYNAMIC_ATTR, None) or {})
+
+
+def may_be_dynamic(source: Source, is_tensor: bool) -> bool:
+    """Parameters and buffers stay static (like torch.compile), and so do ints read from object
+    attributes (configs, `self.heads`): only the frame's own arguments and their items vary."""
+    if is_tensor:
+        return not (isinstance(source, ModuleMemberSource) and source.table in ("_parameters", "_buffers"))
+    while isinstance(source, ItemSource):
+        source = source.parent
+    return isinstance(source, LocalSource)
 
 
 class DynamicPolicy:

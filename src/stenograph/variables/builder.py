@@ -16,6 +16,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.sources import ItemSource
+from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from .base import ConstantVariable, Variable, constant
 from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
@@ -75,7 +76,13 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             guards.constant_match(source, value)
         return SizeVariable([constant(int(s)) for s in value], source)
     policy = tx.output.policy
-    if type(value) is int and source is not None and policy is not None and policy.int_is_dynamic(source.name(), value):
+    if (
+        type(value) is int
+        and source is not None
+        and policy is not None
+        and may_be_dynamic(source, is_tensor=False)
+        and policy.int_is_dynamic(source.name(), value)
+    ):
         guards.type_match(source, value)
         return tx.output.symint_input(value, source)
     if is_literal(value):

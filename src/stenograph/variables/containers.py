@@ -281,3 +281,19 @@ class IteratorVariable(Variable):
 
 def _is_literal(value: Any) -> bool:
     return isinstance(value, (bool, int, str)) or value is None
+
+
+class SliceVariable(Variable):
+    """A slice whose bounds are graph values (symbolic sizes), e.g. `x[: n // 2]`."""
+
+    def __init__(self, parts: list[Variable]) -> None:
+        self.parts = parts
+
+    def python_type(self) -> type:
+        return slice
+
+    def describe(self) -> str:
+        return "slice"
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"slice({', '.join(rebuild.expr(p) for p in self.parts)})"

@@ -73,7 +73,8 @@ class NestedFunctionVariable(Variable):
         return f"function {self.code.co_qualname}"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        fn = types.FunctionType(self.code, self.globals_dict, self.code.co_name)
+        placeholder_cells = tuple(types.CellType() for _ in self.code.co_freevars)
+        fn = types.FunctionType(self.code, self.globals_dict, self.code.co_name, None, placeholder_cells)
         return tx.inline_call(fn, args, kwargs, closure=self.closure, defaults=(self.defaults, self.kwdefaults))
 
 

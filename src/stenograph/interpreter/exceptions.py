@@ -1,0 +1,95 @@
+"""Python exceptions raised by the traced program, unwound through the symbolic frames.
+
+A `raise`, a failed dict lookup or an exhausted `next()` in the traced code is not a problem of
+stenograph's: it is program behaviour. It travels as `TracedException` (carrying the exception's
+tracker) up the chain of inlined frames; each frame consults its code's exception table, as
+CPython does, and jumps to the handler when one covers the instruction. An exception that leaves
+the compiled frame itself becomes `Unsupported`, so the instruction runs eagerly and raises there.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING
+
+from ..bytecode.instructions import ExceptionEntry, exception_entries
+from ..errors import Unsupported
+from ..variables.base import Variable, constant
+
+if TYPE_CHECKING:
+    from .frame import Frame
+
+
+class TracedException(Exception):
+    """The traced program raised `value` (a tracker of an exception instance)."""
+
+    def __init__(self, value: Variable) -> None:
+        super().__init__(value.describe())
+        self.value = value
+
+
+def raise_new(tx: Frame, cls: type[BaseException], *args: object) -> TracedException:
+    """A TracedException for `cls(*args)` with constant arguments, ready to raise."""
+    from ..variables.instances import instantiate
+
+    return TracedException(instantiate(tx, cls, [constant(a) for a in args], {}))
+
+
+def exception_value(tx: Frame, raised: Variable) -> Variable:
+    """What `raise X` raises: an instance, or a new instance when X is a class."""
+    from ..variables.instances import NewObjectVariable, instantiate
+
+    if raised.is_constant() and isinstance(raised.as_constant(), type):
+        cls = raised.as_constant()
+        if issubclass(cls, BaseException):
+            return instantiate(tx, cls, [], {})
+    if isinstance(raised, NewObjectVariable) and issubclass(raised.cls, BaseException):
+        return raised
+    raise Unsupported(f"raise of {raised.describe()}, which is not a traced exception")
+
+
+_tables: dict[types.CodeType, list[ExceptionEntry]] = {}
+
+
+def handler_for(code: types.CodeType, offset: int) -> ExceptionEntry | None:
+    """The exception-table entry covering the instruction at `offset`, if any."""
+    entries = _tables.get(code)
+    if entries is None:
+        entries = _tables[code] = exception_entries(code)
+    for entry in entries:
+        if entry.start <= offset < entry.end:
+            return entry
+    return None
+
+
+def unwind_to_handler(tx: Frame, exc: TracedException) -> bool:
+    """Jump to the handler of the current instruction, as CPython's unwinding does."""
+    if tx.current is None:
+        return False
+    entry = handler_for(tx.code, tx.current.offset)
+    if entry is None:
+        return False
+    del tx.stack[entry.depth :]
+    if entry.lasti:
+        tx.push(constant(tx.current.offset))
+    tx.push(exc.value)
+    tx.jump_to(entry.target)
+    return True
+
+
+def uncaught(exc: TracedException) -> Unsupported:
+    """The compiled frame let a traced exception out: run the instruction eagerly instead."""
+    return Unsupported(
+        f"{exc.value.describe()} raised while tracing and not caught in the compiled function",
+        hint="the exception is raised by running the code eagerly",
+    )
+
+
+def matches(value: Variable, match: Variable) -> bool:
+    """`except <match>` for the exception tracker `value` (CHECK_EXC_MATCH)."""
+    classes = match.as_constant()
+    if not isinstance(classes, tuple):
+        classes = (classes,)
+    if not all(isinstance(c, type) and issubclass(c, BaseException) for c in classes):
+        raise Unsupported(f"except clause with {match.describe()}")
+    return issubclass(value.python_type(), classes)

@@ -1,0 +1,393 @@
+"""User classes, and instances of them created while tracing.
+
+An object made in the traced frame has no source: nothing outside can see it until the frame
+returns or breaks, so its attributes live in the tracker (`attrs`, plus `items` for dict
+subclasses) and writes are applied there. `__init__`, methods, properties, `__setattr__` and
+other dunders written in Python are inlined. When the object escapes (returned, stored into an
+outside container, live at a graph break) the generated code rebuilds it once, as a real
+instance of its class, without running `__init__` again.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import Unsupported
+from .base import ConstantVariable, Variable, constant
+
+if TYPE_CHECKING:
+    from ..interpreter.frame import Frame
+
+_MISSING = object()
+# builtin bases whose instances stenograph can model: their C methods are emulated below
+_MODELLED_BASES = (object, dict, collections.OrderedDict, BaseException)
+
+
+def _is_builtin_class(klass: type) -> bool:
+    return klass.__module__ == "builtins" or klass is collections.OrderedDict
+
+
+def _builtin_base(cls: type) -> type:
+    """The builtin class whose layout instances of `cls` have (object, dict, ValueError, ...)."""
+    return next(klass for klass in cls.__mro__ if _is_builtin_class(klass))
+
+
+def _class_lookup(cls: type, name: str, after: type | None = None) -> tuple[Any, type | None]:
+    """(attribute, owning class) of `name` along `cls.__mro__`, starting after `after`."""
+    mro = cls.__mro__
+    if after is not None:
+        mro = mro[mro.index(after) + 1 :]
+    for klass in mro:
+        if name in klass.__dict__:
+            return klass.__dict__[name], klass
+    return _MISSING, None
+
+
+def bind_class_attr(tx: Frame, obj: Variable, cls: type, attr: Any, owner: type | None, name: str) -> Variable:
+    """`attr` (found on `owner` in `cls`'s MRO) read through instance `obj`: methods bind,
+    properties run, builtin methods of modelled bases act on the tracker."""
+    from .builder import wrap
+    from .functions import UserFunctionVariable, UserMethodVariable
+
+    if isinstance(attr, property):
+        if attr.fget is None:
+            raise Unsupported(f"property {name!r} of {cls.__qualname__} has no getter")
+        return UserFunctionVariable(attr.fget).call(tx, [obj], {})
+    if isinstance(attr, staticmethod):
+        return wrap(tx, attr.__func__, None)
+    if isinstance(attr, classmethod):
+        return UserMethodVariable(attr.__func__, UserClassVariable(cls))
+    if isinstance(attr, types.FunctionType):
+        return UserMethodVariable(attr, obj)
+    if owner is not None and _is_builtin_class(owner) and callable(attr):
+        return BaseMethodVariable(obj, owner, name)
+    if hasattr(type(attr), "__get__") and not isinstance(attr, (type, enum.Enum, *_CONSTANT_TYPES)):
+        raise Unsupported(f"descriptor {name!r} ({type(attr).__name__}) of {cls.__qualname__}")
+    return wrap(tx, attr, None)
+
+
+_CONSTANT_TYPES = (int, float, str, bool, tuple, frozenset, type(None))
+
+
+class UserClassVariable(ConstantVariable):
+    """A user-defined class: calling it builds a `NewObjectVariable`; its attributes resolve
+    statically (functions stay plain functions, classmethods bind to the class)."""
+
+    def describe(self) -> str:
+        return f"class {self.value.__qualname__}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return instantiate(tx, self.value, args, kwargs)
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        from .builder import wrap
+        from .functions import UserFunctionVariable, UserMethodVariable
+
+        cls = self.value
+        attr, _owner = _class_lookup(cls, name)
+        if isinstance(attr, staticmethod):
+            return wrap(tx, attr.__func__, None)
+        if isinstance(attr, classmethod):
+            return UserMethodVariable(attr.__func__, self)
+        if isinstance(attr, types.FunctionType):
+            return UserFunctionVariable(attr)
+        if name == "__mro__" or name == "__bases__":
+            return constant(getattr(cls, name))
+        return super().getattr(tx, name)
+
+
+def instantiate(tx: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`cls(*args, **kwargs)` while tracing."""
+    from .containers import DictVariable, NamedTupleVariable, is_namedtuple_class
+
+    if issubclass(cls, enum.Enum):
+        if all(a.is_constant() for a in [*args, *kwargs.values()]):
+            return constant(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
+        raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
+    if is_namedtuple_class(cls):
+        return NamedTupleVariable.construct(tx, cls, args, kwargs)
+    if issubclass(cls, torch.nn.Module):
+        raise Unsupported(f"creating module {cls.__qualname__} inside the compiled function")
+    if type(cls).__call__ is not type.__call__:
+        raise Unsupported(f"class {cls.__qualname__} has a metaclass with its own __call__")
+    base = _builtin_base(cls)
+    if base not in _MODELLED_BASES and not issubclass(base, BaseException):
+        raise Unsupported(f"instances of {cls.__qualname__}, a subclass of builtin {base.__qualname__}")
+    _new, new_owner = _class_lookup(cls, "__new__")
+    if new_owner is not None and not _is_builtin_class(new_owner):
+        raise Unsupported(f"class {cls.__qualname__} defines __new__")
+    if "__slots__" in cls.__dict__:
+        raise Unsupported(f"instances of {cls.__qualname__}, which uses __slots__")
+    obj = NewObjectVariable(cls, DictVariable({}, python_class=base) if issubclass(base, dict) else None)
+    init, owner = _class_lookup(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        tx.inline_call(init, [obj, *args], kwargs, closure=None)
+    else:
+        BaseMethodVariable(obj, owner or object, "__init__").call(tx, args, kwargs)
+    return obj
+
+
+class NewObjectVariable(Variable):
+    """An instance of a user class created while tracing."""
+
+    def __init__(self, cls: type, items: Variable | None = None) -> None:
+        from .containers import DictVariable
+
+        self.cls = cls
+        self.attrs = DictVariable({})  # the instance __dict__
+        self.items = items  # the dict contents, for dict subclasses
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"{self.cls.__qualname__} object created while tracing"
+
+    # -- attributes --------------------------------------------------------------------------
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        if name == "__class__":
+            return UserClassVariable(self.cls)
+        if name == "__dict__":
+            return self.attrs
+        attr, owner = _class_lookup(self.cls, name)
+        is_data_descriptor = isinstance(attr, property) or hasattr(type(attr), "__set__")
+        if not is_data_descriptor and name in self.attrs.items:
+            return self.attrs.items[name]
+        if attr is not _MISSING:
+            return bind_class_attr(tx, self, self.cls, attr, owner, name)
+        hook, _ = _class_lookup(self.cls, "__getattr__")
+        if isinstance(hook, types.FunctionType):
+            return tx.inline_call(hook, [self, constant(name)], {}, closure=None)
+        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+
+    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+        hook, owner = _class_lookup(self.cls, "__setattr__")
+        if isinstance(hook, types.FunctionType):
+            tx.inline_call(hook, [self, constant(name), value], {}, closure=None)
+            return
+        self.store_attr(tx, name, value)
+
+    def store_attr(self, tx: Frame, name: str, value: Variable) -> None:
+        """`object.__setattr__`: a property setter runs, anything else lands in `__dict__`."""
+        attr, _ = _class_lookup(self.cls, name)
+        if isinstance(attr, property):
+            if attr.fset is None:
+                raise Unsupported(f"property {name!r} of {self.cls.__qualname__} has no setter")
+            tx.inline_call(attr.fset, [self, value], {}, closure=None)
+            return
+        if hasattr(type(attr), "__set__"):
+            raise Unsupported(f"setting {name!r} on {self.describe()} runs a descriptor")
+        self.attrs.items[name] = value
+
+    def delattr(self, tx: Frame, name: str) -> None:
+        if name not in self.attrs.items:
+            raise Unsupported(f"deleting missing attribute {name!r} of {self.describe()}")
+        del self.attrs.items[name]
+
+    # -- protocols -----------------------------------------------------------------------------
+
+    def _dunder(self, tx: Frame, name: str, args: list[Variable]) -> Variable | None:
+        """Call the class's `name` if it is written in Python (None when it is not)."""
+        attr, _ = _class_lookup(self.cls, name)
+        if isinstance(attr, types.FunctionType):
+            return tx.inline_call(attr, [self, *args], {}, closure=None)
+        return None
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        attr, _ = _class_lookup(self.cls, "__call__")
+        if isinstance(attr, types.FunctionType):
+            return tx.inline_call(attr, [self, *args], kwargs, closure=None)
+        raise Unsupported(f"call of {self.describe()}, whose class has no __call__")
+
+    def truth(self, tx: Frame) -> bool:
+        for name in ("__bool__", "__len__"):
+            result = self._dunder(tx, name, [])
+            if result is not None:
+                return result.truth(tx)
+        if self.items is not None:
+            return self.items.truth(tx)
+        return True
+
+    def length(self, tx: Frame) -> int:
+        result = self._dunder(tx, "__len__", [])
+        if result is not None:
+            return result.as_constant()
+        if self.items is not None:
+            return self.items.length(tx)
+        raise Unsupported(f"len() of {self.describe()}")
+
+    def getitem(self, tx: Frame, key: Variable) -> Variable:
+        result = self._dunder(tx, "__getitem__", [key])
+        if result is not None:
+            return result
+        if self.items is not None:
+            return self.items.getitem(tx, key)
+        raise Unsupported(f"indexing {self.describe()}")
+
+    def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
+        if self._dunder(tx, "__setitem__", [key, value]) is None:
+            if self.items is None:
+                raise Unsupported(f"item assignment on {self.describe()}")
+            self.items.setitem(tx, key, value)
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        iterator = self._dunder(tx, "__iter__", [])
+        if iterator is not None:
+            return iterator.unpack(tx)
+        if self.items is not None:
+            return self.items.unpack(tx)
+        raise Unsupported(f"iteration over {self.describe()}")
+
+    # -- escaping ------------------------------------------------------------------------------
+
+    def reconstruct(self, rebuild: Any) -> str:
+        cls = rebuild.writer.bind(self.cls, "cls")
+
+        def fill(name: str) -> list[str]:
+            lines = []
+            if self.items is not None:
+                setitem = rebuild.writer.bind(self.items.python_class.__setitem__, "setitem")
+                for k, v in self.items.items.items():
+                    lines.append(f"{setitem}({name}, {rebuild.constant(k)}, {rebuild.expr(v)})")
+            if self.attrs.items:
+                fields = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in self.attrs.items.items())
+                lines.append(f"{name}.__dict__.update({{{fields}}})")
+            return lines
+
+        return rebuild.build_object(self, f"{cls}.__new__({cls})", fill)
+
+
+class BaseMethodVariable(Variable):
+    """A C method of a modelled builtin base (`object.__setattr__`, `dict.__setitem__`,
+    `BaseException.__init__`, ...) bound to a new object: emulated on the tracker."""
+
+    def __init__(self, obj: Variable, owner: type, name: str) -> None:
+        self.obj = obj
+        self.owner = owner
+        self.name = name
+
+    def describe(self) -> str:
+        return f"{self.owner.__qualname__}.{self.name} of {self.obj.describe()}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        obj, name = self.obj, self.name
+        if not isinstance(obj, NewObjectVariable):
+            raise Unsupported(f"{self.describe()}")
+        if name == "__init__":
+            if issubclass(self.owner, BaseException):
+                obj.attrs.items["args"] = _tuple(args)
+            elif obj.items is not None:
+                obj.items.call_method(tx, "update", args, kwargs)
+            elif args or kwargs:
+                raise Unsupported(f"{obj.cls.__qualname__}() takes no arguments")
+            return constant(None)
+        if name == "__setattr__" and len(args) == 2:
+            obj.store_attr(tx, args[0].as_constant(), args[1])
+            return constant(None)
+        if name == "__getattribute__" and len(args) == 1:
+            return obj.getattr(tx, args[0].as_constant())
+        if name == "__delattr__" and len(args) == 1:
+            obj.delattr(tx, args[0].as_constant())
+            return constant(None)
+        if name in ("__eq__", "__ne__") and len(args) == 1 and self.owner is object:
+            same = args[0] is obj
+            return constant(same if name == "__eq__" else not same)
+        if name == "__str__" and issubclass(self.owner, BaseException):
+            return constant(str(_exception_value(obj)))
+        if name == "__repr__" and issubclass(self.owner, BaseException):
+            return constant(repr(_exception_value(obj)))
+        if obj.items is not None and self.owner is not object:
+            if name == "__setitem__":
+                obj.items.setitem(tx, *args)
+                return constant(None)
+            if name == "__getitem__":
+                return obj.items.getitem(tx, args[0])
+            if name == "__delitem__":
+                obj.items.call_method(tx, "pop", args, {})
+                return constant(None)
+            if name == "__len__":
+                return constant(obj.items.length(tx))
+            if name == "__contains__":
+                return obj.items.call_method(tx, "__contains__", args, {})
+            if name == "__iter__":
+                from .containers import IteratorVariable
+
+                return IteratorVariable(obj.items.unpack(tx))
+            return obj.items.call_method(tx, name, args, kwargs)
+        raise Unsupported(f"{self.describe()} with {len(args)} arguments")
+
+
+def _tuple(items: list[Variable]) -> Variable:
+    from .containers import TupleVariable
+
+    return TupleVariable(items)
+
+
+def _exception_value(obj: NewObjectVariable) -> BaseException:
+    """A real exception equal to a traced one (its args must be constants)."""
+    args = obj.attrs.items.get("args")
+    value = obj.cls.__new__(obj.cls)
+    value.args = args.as_constant() if args is not None else ()
+    return value
+
+
+class SuperVariable(Variable):
+    """`super()` / `super(cls, obj)`: attribute lookups start after `cls` in `type(obj).__mro__`."""
+
+    def __init__(self, cls: type, obj: Variable) -> None:
+        self.cls = cls
+        self.obj = obj
+
+    def describe(self) -> str:
+        return f"super({self.cls.__qualname__}, {self.obj.describe()})"
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        obj_type = self.obj.python_type()
+        if isinstance(self.obj, UserClassVariable):  # super() in a classmethod
+            obj_type = self.obj.value
+        if self.cls not in obj_type.__mro__:
+            raise Unsupported(f"super({self.cls.__qualname__}, obj): obj is not an instance")
+        attr, owner = _class_lookup(obj_type, name, after=self.cls)
+        if attr is _MISSING:
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        if isinstance(self.obj, UserClassVariable) and isinstance(attr, classmethod):
+            from .functions import UserMethodVariable
+
+            return UserMethodVariable(attr.__func__, self.obj)
+        if isinstance(attr, types.FunctionType) or isinstance(attr, (property, staticmethod, classmethod)):
+            return bind_class_attr(tx, self.obj, obj_type, attr, owner, name)
+        if owner is not None and _is_builtin_class(owner):
+            return BaseMethodVariable(self.obj, owner, name)
+        return bind_class_attr(tx, self.obj, obj_type, attr, owner, name)
+
+
+def zero_arg_super(tx: Frame) -> SuperVariable:
+    """`super()` with no arguments: the enclosing class from the `__class__` cell and the frame's
+    first argument, as CPython finds them."""
+    cell = tx.cells.get("__class__")
+    if cell is None or tx.code.co_argcount == 0:
+        raise Unsupported("super() outside a method")
+    cls = tx.load_cell("__class__").as_constant()
+    first = tx.code.co_varnames[0]
+    obj = tx.load_cell(first) if first in tx.cells else tx.load_local(first)
+    return SuperVariable(cls, obj)
+
+
+def dataclass_fields(tx: Frame, obj: Variable) -> Variable:
+    """`dataclasses.fields(x)`: the Field objects are fixed per class, so a constant."""
+    cls = obj.as_constant() if obj.is_constant() and isinstance(obj.as_constant(), type) else obj.python_type()
+    return ConstantVariable(dataclasses.fields(cls))
+
+
+def is_user_class(value: type) -> bool:
+    """Classes whose instances may be created while tracing (not builtins, not torch's)."""
+    module = getattr(value, "__module__", "") or ""
+    return module != "builtins" and not (module == "torch" or module.startswith("torch."))
+
