@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ..errors import Unsupported
 from .base import Variable
@@ -38,10 +39,19 @@ class SymNodeVariable(Variable):
 
     def as_constant(self) -> Any:
         """Specialise: the value now, with a guard that it stays this value."""
-        return self.python_type()(self.fake)
+        return self._decide(self.python_type(), "using it as a Python value")
 
     def truth(self, tx: Frame) -> bool:
-        return bool(self.fake)
+        return self._decide(bool, "a branch on it")
+
+    def _decide(self, kind: type, what: str) -> Any:
+        try:
+            return kind(self.fake)
+        except GuardOnDataDependentSymNode as e:
+            raise Unsupported(
+                f"{what} depends on tensor data ({self.node.name} comes from .item() or a data-dependent size)",
+                hint="keep the decision in tensor ops (torch.where), or move it out of the compiled function",
+            ) from e
 
     def unpack(self, tx: Frame) -> list[Variable]:
         raise Unsupported(f"iteration over {self.describe()}")

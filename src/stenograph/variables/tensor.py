@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import config
 from ..errors import Unsupported
 from .base import Variable, constant
 from .containers import SizeVariable
@@ -145,6 +146,9 @@ class TensorMethodVariable(Variable):
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         name = self.name
+        if name == "item" and not args and not kwargs and config.capture_scalar_outputs:
+            # an unbacked symbol: usable in tensor ops; a Python decision on it still breaks
+            return tx.output.call("call_method", "item", [self.tensor], {}, "Tensor.item()")
         if name in _DATA_METHODS:
             raise Unsupported(_DATA_METHODS[name], hint=_DATA_HINT)
         if name in _METADATA_METHODS:
