@@ -26,6 +26,7 @@ from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
 from .shapes.dynamic import DynamicPolicy
 from .shapes.guards import shape_guards
+from .variables.global_contexts import close_abandoned
 from .verify import verify_on_first_call
 
 
@@ -45,6 +46,7 @@ class CacheEntry:
     like: types.FunctionType | None = field(default=None, repr=False)
     # weak references that drop this entry when a guarded object dies (set by the cache)
     watchers: list = field(default_factory=list, repr=False)
+    compile_id: Any = None  # events.CompileId, set when the entry is published
 
     def failure_reason(self, args: tuple, kwargs: dict) -> str | None:
         """The first check that fails for these arguments (built on demand: misses only)."""
@@ -59,6 +61,9 @@ class CacheEntry:
     @property
     def transformed_source(self) -> str:
         return self.fn.__stenograph_source__
+
+
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 def frame_label(code: types.CodeType) -> str:
@@ -83,24 +88,41 @@ def compile_frame(
     start = time.perf_counter()
     code = fn.__code__
     label = frame_label(code)
+    if code.co_flags & _GENERATOR_FLAGS:
+        raise Unsupported(f"{code.co_qualname} is a generator or coroutine function; it runs eagerly")
     grad_mode = torch.is_grad_enabled()
     timing = {"backend": 0.0}
     graph_module: list[torch.fx.GraphModule] = []
-    try:
+    eager_generators: set[types.CodeType] = set()
+    while True:
         try:
-            output, frame, result = _trace(fn, args, kwargs, None, policy)
-            compile_graph = _graph_compiler(output, backend, backend_name, label, timing, graph_module)
-            inputs = [i.source for i in output.inputs]
-            transformed = build_returning(code, fn, inputs, output.side_effects, result, compile_graph, label)
+            try:
+                output, frame, result = _trace(fn, args, kwargs, None, policy, eager_generators)
+                compile_graph = _graph_compiler(output, backend, backend_name, label, timing, graph_module)
+                inputs = [i.source for i in output.inputs]
+                modes = (output.initial_grad_mode, torch.is_grad_enabled())
+                transformed = build_returning(
+                    code, fn, inputs, output.side_effects, result, compile_graph, label, modes, frame.line
+                )
+            except Unsupported as reason:
+                if fullgraph or reason.break_index is None:
+                    raise
+                close_abandoned()
+                torch._C._set_grad_enabled(grad_mode)
+                output, frame, transformed = _compile_break(
+                    fn, args, kwargs, reason, backend, backend_name, label, timing, graph_module, policy,
+                    eager_generators,
+                )
+            break
         except Unsupported as reason:
-            if fullgraph or reason.break_index is None:
+            # a generator whose body cannot be traced is run for real instead (its call breaks)
+            if fullgraph or reason.generator_code is None or reason.generator_code in eager_generators:
                 raise
+            eager_generators.add(reason.generator_code)
+            graph_module.clear()
+        finally:
+            close_abandoned()
             torch._C._set_grad_enabled(grad_mode)
-            output, frame, transformed = _compile_break(
-                fn, args, kwargs, reason, backend, backend_name, label, timing, graph_module, policy
-            )
-    finally:
-        torch._C._set_grad_enabled(grad_mode)
     output.guards.shape_relations(
         shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs])
     )
@@ -114,9 +136,15 @@ def compile_frame(
 
 
 def _trace(
-    fn: types.FunctionType, args: tuple, kwargs: dict, stop_index: int | None, policy: DynamicPolicy | None
+    fn: types.FunctionType,
+    args: tuple,
+    kwargs: dict,
+    stop_index: int | None,
+    policy: DynamicPolicy | None,
+    eager_generators: set[types.CodeType],
 ) -> tuple[OutputGraph, Frame, Any]:
     output = OutputGraph(policy)
+    output.eager_generators = eager_generators
     local_values, cells = _root_state(fn, args, kwargs)
     frame = Frame(fn.__code__, fn.__globals__, local_values, cells, output, stop_index=stop_index)
     return output, frame, frame.run()
@@ -133,6 +161,7 @@ def _compile_break(
     timing: dict,
     graph_module: list,
     policy: DynamicPolicy | None,
+    eager_generators: set[types.CodeType],
 ) -> tuple[OutputGraph, Frame, types.FunctionType]:
     """Trace again up to the unsupported instruction and build the breaking transformed code."""
     index = reason.break_index
@@ -140,7 +169,7 @@ def _compile_break(
     inst = decode(fn.__code__).instructions[index]
     if not can_break_at(inst):
         raise reason
-    output, frame, result = _trace(fn, args, kwargs, index, policy)
+    output, frame, result = _trace(fn, args, kwargs, index, policy, eager_generators)
     if result is not None or frame.ip != index:
         raise reason  # the second trace did not stop where the first one failed
     try:
@@ -201,7 +230,7 @@ def _graph_compiler(
 
 def _root_state(fn: types.FunctionType, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Cell]]:
     """Lazy locals and cells of the frame being compiled, each with its source."""
-    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
     bound.apply_defaults()
     code = fn.__code__
     local_values: dict[str, Any] = {
@@ -212,7 +241,9 @@ def _root_state(fn: types.FunctionType, args: tuple, kwargs: dict) -> tuple[dict
         cells[name] = Cell(local_values.pop(name, None))
     for index, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
         try:
-            cells[name] = Cell(LazyValue(cell.cell_contents, ClosureSource(index, name)))
+            cells[name] = Cell(LazyValue(cell.cell_contents, ClosureSource(index, name)), cell)
+            cells[name].root_index = index
         except ValueError:
-            cells[name] = Cell(None)
+            cells[name] = Cell(None, cell)
+            cells[name].root_index = index
     return local_values, cells

@@ -49,10 +49,7 @@ class FrameCache:
         if self.entries:
             reasons = [e.failure_reason(prefix + args, kwargs) for e in self.entries]
             self.recompile_reasons.append(reasons[-1] or "unknown")
-            reason = reasons[-1] or "unknown"
-            events.publish(
-                events.Recompile(self.code, label, reason, len(self.entries), self.entries[-1], prefix + args, kwargs)
-            )
+            events.publish(events.Recompile(self.code, label, reasons[-1] or "unknown", len(self.entries)))
             if len(self.entries) >= config.recompile_limit:
                 self.eager_reason = f"recompile limit ({config.recompile_limit}) reached"
                 events.publish(events.RunsEagerly(self.code, label, self.eager_reason))
@@ -117,9 +114,12 @@ def all_caches() -> list[FrameCache]:
 
 
 def reset_caches() -> None:
+    from .graph import resume  # resume functions' wrappers hold caches that must go too
+
     for cache in _caches.values():
         cache.clear()
     _caches.clear()
+    resume.clear()
 
 
 class Continue:

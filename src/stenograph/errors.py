@@ -35,6 +35,8 @@ class Unsupported(StenographError):
         self.reason = reason
         self.instruction = instruction
         self.break_index: int | None = None
+        # (internal) the generator whose body raised it: that generator is then run for real
+        self.generator_code = None
         self.location = location
         self.source_line = source_line
         self.hint = hint

@@ -17,7 +17,8 @@ from typing import Any
 @dataclass(frozen=True)
 class CompileId:
     """`[frame/recompile]` as torch.compile numbers compilations: the frame (code object) in order
-    of first compilation, and the index of the cache entry being built for it."""
+    of first compilation, and how many compilations of that code came before this one (numbers
+    are never reused, also across `reset()` and backends)."""
 
     frame: int
     recompile: int
@@ -62,17 +63,11 @@ class GraphBreak(CompileEvent):
 
 @dataclass
 class Recompile(CompileEvent):
-    """No entry's guards passed: `reason` is the first failing check of the newest entry.
-
-    `entry`, `args` and `kwargs` (that entry and the call's arguments, closure cells first) are
-    valid while subscribers run, to describe the new values; subscribers must not keep them.
-    """
+    """No entry's guards passed: `reason` is the first failing check of the newest entry."""
 
     reason: str
     attempt: int
-    entry: Any = None
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
+    previous: CompileId | None = field(default=None, init=False)  # the entry whose guard failed
 
 
 @dataclass
@@ -96,25 +91,35 @@ def unsubscribe(fn: Subscriber) -> None:
         _subscribers.remove(fn)
 
 
-# code object -> frame number, and the entry index being compiled for it
+# per code object: its frame number, compilations numbered so far, the one in progress, the
+# newest built, and whether a Recompile opened the compilation that CompileStarted continues
 _frame_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_counts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _current: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_built: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_opened: weakref.WeakSet = weakref.WeakSet()
 _frame_counter = itertools.count()
-
-
-def frame_id(code: Any) -> int | None:
-    """The frame number of a code object in compile ids, once an event has named it."""
-    return _frame_ids.get(code)
 
 
 def publish(event: CompileEvent) -> None:
     if not _subscribers:
         return
-    if isinstance(event, (CompileStarted, Recompile)):
-        _current[event.code] = event.attempt
-    frame = _frame_ids.get(event.code)
+    code = event.code
+    frame = _frame_ids.get(code)
     if frame is None:
-        frame = _frame_ids[event.code] = next(_frame_counter)
-    event.compile_id = CompileId(frame, _current.get(event.code, 0))
+        frame = _frame_ids[code] = next(_frame_counter)
+    if isinstance(event, Recompile) or (isinstance(event, CompileStarted) and code not in _opened):
+        number = _counts.get(code, 0)
+        _counts[code] = number + 1
+        _current[code] = CompileId(frame, number)
+    if isinstance(event, Recompile):
+        _opened.add(code)
+        event.previous = _built.get(code)
+    else:
+        _opened.discard(code)
+    event.compile_id = _current.get(code, CompileId(frame, 0))
+    if isinstance(event, FrameCompiled):
+        _built[code] = event.compile_id
+        event.entry.compile_id = event.compile_id
     for fn in list(_subscribers):
         fn(event)

@@ -18,6 +18,8 @@ import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ..bytecode.instructions import exception_entries
 from ..errors import Unsupported
 from ..variables.base import NullVariable, Variable
@@ -107,6 +109,14 @@ class BreakWriter:
         self.writer.post.append(f"{name} = {expr}")
         return name
 
+    def _grad_mode_before_open_contexts(self) -> bool:
+        """The real grad mode the eager part starts from: the mode before the outermost grad
+        context still open at the break (it is re-entered for real), else the traced mode."""
+        for var in self.frame.stack:
+            if isinstance(var, ContextExitVariable):
+                return var.previous
+        return torch.is_grad_enabled()
+
     def _enter_context(self, exit_var: ContextExitVariable) -> str:
         """Re-enter, for real, a grad-mode context the trace had entered; its `__exit__` goes on."""
         context = exit_var.context
@@ -141,9 +151,10 @@ class BreakWriter:
         names = tuple(name for name, _ in live)
         origin = self.origin
         target_offset = offset if handler else origin.offset(offset)
-        resume = resume_function(
-            origin.fn, target_offset, kinds, names, self.backend, self.backend_name, compiled=not handler
-        )
+        try:
+            resume = resume_function(origin.fn, target_offset, kinds, names, self.backend, self.backend_name)
+        except NotImplementedError as e:
+            raise Unsupported(f"cannot resume there: {e}") from e
         target = self.writer.bind(resume, "resume")
         args = [s.expr for s in slots if takes_argument(s.kind)] + [expr for _, expr in live]
         return f"return ___Continue({target}, ({''.join(a + ', ' for a in args)}))"
@@ -168,19 +179,39 @@ class BreakWriter:
         """A callable at the break: user functions and modules go through entry wrappers, so
         they are compiled as frames of their own."""
         from .. import api, entry
-        from ..variables.functions import UserFunctionVariable, UserMethodVariable
+        from ..variables.builtins import BuiltinVariable
+        from ..variables.functions import (
+            NestedFunctionVariable,
+            UserFunctionVariable,
+            UserMethodVariable,
+            is_untraced_library,
+        )
         from ..variables.objects import NNModuleVariable
 
-        if isinstance(var, UserFunctionVariable) and not api.is_disabled(var.fn):
+        callee = getattr(var, "fn", None)
+        compile_callee = (
+            not api.is_disabled(callee)
+            and not is_untraced_library(callee)
+            and not (isinstance(callee, types.FunctionType) and callee.__code__.co_flags & 0x20)  # generator
+        )
+        if isinstance(var, UserFunctionVariable) and compile_callee:
             wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False)
             return self.writer.bind(wrapped, "call")
-        if isinstance(var, UserMethodVariable) and not api.is_disabled(var.fn):
+        if isinstance(var, UserMethodVariable) and compile_callee:
             wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False)
             name = self.writer.bind(wrapped, "call")
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___MethodType({name}, {self._evaluate(var.self_var)})")
             self.writer.namespace["___MethodType"] = types.MethodType
             return bound
+        if isinstance(var, NestedFunctionVariable):
+            wrap = self.writer.bind(entry.entry_wrapper, "entry_wrapper")
+            backend = self.writer.bind(self.backend, "backend")
+            return f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False)"
+        if isinstance(var, BuiltinVariable) and var.fn is globals:
+            return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"
+        if isinstance(var, BuiltinVariable) and var.fn in (locals, vars):
+            raise Unsupported(f"{var.fn.__name__}() would see the generated code's variables")
         if isinstance(var, NNModuleVariable):
             caller = self.writer.bind(entry.module_caller(self.backend, self.backend_name), "modcall")
             module = self._evaluate(var)
@@ -192,6 +223,7 @@ class BreakWriter:
 
     def build(self, compile_graph: GraphCompiler, input_sources: list, label: str) -> types.FunctionType:
         frame = self.frame
+        self.rebuild.set_grad_mode(self._grad_mode_before_open_contexts(), frame.output.initial_grad_mode)
         self.rebuild.replay(frame.output.side_effects)
         slots = self.stack_slots()
         live = self.live_locals()
@@ -211,7 +243,8 @@ class BreakWriter:
             else:
                 tail.append(f"if {condition}:")
                 tail.append("    " + call)
-        return finish(self.writer, self.rebuild, input_sources, compile_graph, frame.code, self.fn, label)
+        line = frame.line if frame.current is None else _line_of(self.inst, frame.line)
+        return finish(self.writer, self.rebuild, input_sources, compile_graph, frame.code, self.fn, label, line)
 
     def instruction(self, slots: list[Slot]) -> tuple[list[str], list[tuple[str | None, int, list[Slot]]]]:
         """(eager lines, [(condition, resume offset, stack)]) for the break instruction."""
@@ -302,6 +335,11 @@ class BreakWriter:
 
 
 _END = object()
+
+
+def _line_of(inst: dis.Instruction, default: int) -> int:
+    positions = inst.positions
+    return positions.lineno if positions is not None and positions.lineno is not None else default
 
 
 def _after_loop(frame: Frame, target: int) -> int:

@@ -62,14 +62,23 @@ class CodeWriter:
     def source(self, source: Any) -> str:
         return self.renderer.render(source, self.pre)
 
-    def build(self, code: types.CodeType, like: types.FunctionType | None, graph_call: str | None, label: str):
+    def build(
+        self, code: types.CodeType, like: types.FunctionType | None, graph_call: str | None, label: str, line: int
+    ) -> types.FunctionType:
+        """The function; it presents itself as `code` at `line` (the return or the break)."""
         lines = list(self.pre)
         if graph_call is not None:
             lines.append(graph_call)
         lines += self.post + self.tail
         self.namespace.update(self.namer.bindings())
         return make_function(
-            "___transformed", parameter_list(code), lines, self.namespace, like=like, label=f"transformed {label}"
+            "___transformed",
+            parameter_list(code),
+            lines,
+            self.namespace,
+            like=like,
+            label=f"transformed {label}",
+            present_as=(code.co_filename, line, code.co_name),
         )
 
 
@@ -149,6 +158,13 @@ class Reconstructor:
     def replay(self, side_effects: SideEffects) -> None:
         side_effects.replay(self.expr, self.writer.post.append, self.writer.namer.name_for)
 
+    def set_grad_mode(self, mode: bool, initial: bool) -> None:
+        """The graph ends in the grad mode it started in; switch the real mode where the traced
+        code left it in another (e.g. a `torch.set_grad_enabled(False)` statement)."""
+        if mode != initial:
+            setter = self.writer.bind(torch._C._set_grad_enabled, "set_grad")
+            self.writer.post.append(f"{setter}({mode})")
+
 
 GraphCompiler = Callable[[list[torch.fx.Node]], Any]
 
@@ -161,6 +177,7 @@ def finish(
     code: types.CodeType,
     like: types.FunctionType | None,
     label: str,
+    line: int,
 ) -> types.FunctionType:
     """Compile the graph with the outputs the rebuilt values need and assemble the function."""
     compiled = compile_graph(rebuild.outputs)
@@ -169,7 +186,7 @@ def finish(
         args = [writer.source(s) for s in input_sources]
         writer.namespace["___graph"] = compiled
         graph_call = f"___out = ___graph({', '.join(args)})"
-    return writer.build(code, like, graph_call, label)
+    return writer.build(code, like, graph_call, label, line)
 
 
 def build_returning(
@@ -180,11 +197,15 @@ def build_returning(
     result: Variable,
     compile_graph: GraphCompiler,
     label: str,
+    grad_modes: tuple[bool, bool],
+    line: int,
 ) -> types.FunctionType:
-    """The transformed function of a frame traced to its RETURN."""
+    """The transformed function of a frame traced to its RETURN; `grad_modes` is the grad
+    mode at the start and at the end of the trace."""
     writer = CodeWriter()
     rebuild = Reconstructor(writer)
+    rebuild.set_grad_mode(grad_modes[1], grad_modes[0])
     rebuild.replay(side_effects)
     return_expr = rebuild.expr(result)
     writer.tail.append(f"return {return_expr}")
-    return finish(writer, rebuild, input_sources, compile_graph, code, like, label)
+    return finish(writer, rebuild, input_sources, compile_graph, code, like, label, line)

@@ -20,7 +20,7 @@ from ..errors import Unsupported
 from ..guards.guard_set import GuardSet
 from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
-from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, is_symbolic, new_fake_mode, symbolic_int
+from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, is_symbolic, new_fake_mode, symbolic_number
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
@@ -50,6 +50,8 @@ class OutputGraph:
         # trackers of globals already read, by (id(globals dict), name)
         self.global_cache: dict[tuple[int, str], Variable] = {}
         self.side_effects = SideEffects()
+        # generator functions that are called for real (their body has a graph break)
+        self.eager_generators: set = set()
         self.initial_grad_mode = torch.is_grad_enabled()
         self.guards.global_state()
 
@@ -77,11 +79,11 @@ class OutputGraph:
         self._input_vars[id(value)] = var
         return var
 
-    def symint_input(self, value: int, source: Source) -> Variable:
-        """A dynamic int argument: a SymInt placeholder whose value the ShapeEnv guards."""
+    def symbolic_input(self, value: int | float, source: Source) -> Variable:
+        """A dynamic int or float argument: a SymInt/SymFloat placeholder the ShapeEnv guards."""
         from ..variables.symbolic import SymNodeVariable
 
-        fake = symbolic_int(self.fake_mode, value, source)
+        fake = symbolic_number(self.fake_mode, value, source)
         node = self._placeholder(source, fake, value)
         return SymNodeVariable(node, fake, source=source)
 
@@ -184,8 +186,8 @@ class OutputGraph:
         from ..variables.symbolic import SymNodeVariable
         from ..variables.tensor import TensorVariable
 
-        if fake is None and node.target is operator.setitem:
-            return constant(None)  # tensor item assignment: the node is the effect
+        if fake is None:
+            return constant(None)  # an op run for its effect (item assignment, in-place init): keep it
         if isinstance(fake, torch.Tensor):
             node.meta["example_value"] = fake
             return TensorVariable(node, fake)
@@ -206,7 +208,7 @@ class OutputGraph:
                 item.meta["example_value"] = f
                 items.append(TensorVariable(item, f))
             return TupleVariable(items)
-        if isinstance(fake, (bool, int, float)) or fake is None:
+        if isinstance(fake, (bool, int, float)):
             # a Python value computed from static metadata (x.dim(), x.numel(), x.size(0))
             self.graph.erase_node(node)
             return constant(fake)

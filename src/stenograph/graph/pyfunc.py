@@ -8,6 +8,7 @@ The source is registered with `linecache` so tracebacks and `inspect` show it.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import itertools
 import linecache
@@ -60,17 +61,31 @@ def make_function(
     *,
     like: types.FunctionType | None,
     label: str,
+    present_as: tuple[str, int, str] | None = None,
 ) -> types.FunctionType:
     """Compile `def name(params): body` with `namespace` as its globals.
 
     `like` supplies defaults and keyword defaults so argument binding matches the original.
     `label` names the generated file in tracebacks, e.g. "guard for f at model.py:12".
+    `present_as` = (filename, line, function name): the code claims to be the user's function at
+    that line instead, so tracebacks, `logging`'s caller lookup and profilers point at the
+    user's code (the generated text stays in `__stenograph_source__`).
     """
     lines = [f"def {name}({params}):"] + ["    " + line for line in body]
     text = "\n".join(lines) + "\n"
-    filename = f"<stenograph {label} #{next(_counter)}>"
-    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
-    exec(compile(text, filename, "exec"), namespace)
+    if present_as is None:
+        filename = f"<stenograph {label} #{next(_counter)}>"
+        linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+        exec(compile(text, filename, "exec"), namespace)
+    else:
+        filename, line, shown_name = present_as
+        tree = ast.parse(text)
+        tree.body[0].name = name = shown_name
+        for node in ast.walk(tree):
+            if "lineno" in node._attributes:
+                node.lineno = node.end_lineno = line
+                node.col_offset = node.end_col_offset = 0
+        exec(compile(tree, filename, "exec"), namespace)
     fn = namespace[name]
     if like is not None:
         fn.__defaults__ = like.__defaults__

@@ -53,7 +53,8 @@ class SideEffects:
                 emit(f"{target}[:] = [{', '.join(expr(i) for i in var.items)}]")
             elif isinstance(var, DictVariable):
                 items = ", ".join(f"{expr(_key(k))}: {expr(v)}" for k, v in var.items.items())
-                emit(f"{target}.clear(); {target}.update({{{items}}})")
+                # the new contents may be read from the dict itself: evaluate them before clearing
+                emit(f"___d = {{{items}}}; {target}.clear(); {target}.update(___d)")
         for obj, name, value in self.attributes.values():
             emit(f"{expr(obj)}.{name} = {expr(value)}")
         for globals_dict, name, value in self.globals.values():

@@ -219,7 +219,7 @@ class GuardSet:
         body = (
             ["try:"] + ["    " + line for line in lines] + ["    return True", "except Exception:", "    return False"]
         )
-        namespace = {**self.bindings, **namer.bindings()}
+        namespace = {**self.bindings, **namer.bindings(), **_SHAPE_GUARD_NAMES}
         return make_function("___guard", parameter_list(code), body, namespace, like=like, label=f"guard for {label}")
 
     def build_explainer(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:

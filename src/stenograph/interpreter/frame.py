@@ -46,6 +46,34 @@ class Cell:
         self.contents = contents
         self.real = real
         self.source = source
+        self.root_index: int | None = None  # set for the compiled function's own closure
+        self._ref: RealCellVariable | None = None
+
+    def write(self, tx: Frame, value: Variable) -> None:
+        """STORE_DEREF: update the tracker; an existing cell also gets the write replayed."""
+        self.contents = value
+        if self.real is not None:
+            if self._ref is None:
+                self._ref = RealCellVariable(self, self.root_index)
+            tx.output.side_effects.attribute_written(self._ref, "cell_contents", value)
+
+
+class RealCellVariable(Variable):
+    """An existing closure cell as the side-effect replay writes it: through its source, as
+    the compiled function's own `___cells[i]`, or as the cell object itself."""
+
+    def __init__(self, cell: Cell, root_index: int | None) -> None:
+        self.cell = cell
+        self.root_index = root_index
+        self.source = cell.source
+
+    def describe(self) -> str:
+        return "closure cell"
+
+    def reconstruct(self, rebuild: Any) -> str:
+        if self.root_index is not None:
+            return f"___cells[{self.root_index}]"
+        return rebuild.writer.bind(self.cell.real, "cell")
 
 
 class CellVariable(Variable):
@@ -108,6 +136,8 @@ class Frame:
         self.return_value: Variable | None = None
         # exceptions being handled (`except` blocks entered), innermost last, for a bare `raise`
         self.handled: list[Variable] = []
+        # one tracking Cell per real closure cell, shared by every inlined call in the trace
+        self.tracked_cells: dict[int, Cell] = {} if parent is None else parent.tracked_cells
         self.handlers = handlers_for_running_python()
         self.trusted = is_trusted_module(f_globals.get("__name__", ""))
         # the instruction before which to stop (the second trace of a frame with a graph break)
@@ -254,6 +284,8 @@ class Frame:
         if code.co_flags & 0x20:  # a generator: its body runs as it is iterated
             from ..variables.generators import GeneratorVariable
 
+            if code in self.output.eager_generators:
+                raise Unsupported(f"generator {code.co_qualname} has a graph break in its body; it runs eagerly")
             return GeneratorVariable(child)
         return child.run()
 
@@ -273,16 +305,21 @@ class Frame:
     def _wrap_closure(self, fn: types.FunctionType, fn_source: Source | None) -> tuple[Cell, ...]:
         cells = []
         for i, cell in enumerate(fn.__closure__ or ()):
+            known = self.tracked_cells.get(id(cell))
+            if known is not None and known.real is cell:
+                cells.append(known)
+                continue
             try:
                 value = cell.cell_contents
             except ValueError:
-                cells.append(Cell(None))
+                cells.append(Cell(None, cell))
                 continue
             if fn_source is not None:
                 cell_source = ItemSource(AttrSource(fn_source, "__closure__"), i)
                 cells.append(Cell(LazyValue(value, AttrSource(cell_source, "cell_contents")), cell, cell_source))
             else:
                 cells.append(Cell(wrap(self, value, None), cell))
+            self.tracked_cells[id(cell)] = cells[-1]
         return tuple(cells)
 
 

@@ -21,11 +21,13 @@ from ..variables.containers import (
     DictVariable,
     IteratorVariable,
     ListVariable,
+    SetVariable,
     SliceVariable,
     TupleVariable,
 )
 from ..variables.functions import NestedFunctionVariable
 from ..variables.tensor import TensorVariable
+from .exceptions import TracedException, exception_value, matches
 
 if TYPE_CHECKING:
     from .frame import Frame
@@ -149,9 +151,15 @@ def _store_deref(f: Frame, inst: dis.Instruction) -> None:
     cell = f.cells.get(inst.argval)
     if cell is None:
         f.cells[inst.argval] = cell = Cell()
-    if f.parent is None and inst.argval in f.code.co_freevars:
-        raise Unsupported(f"assignment to closure variable {inst.argval!r} of the compiled function")
-    cell.contents = f.pop()
+    cell.write(f, f.pop())
+
+
+@op("DELETE_DEREF")
+def _delete_deref(f: Frame, inst: dis.Instruction) -> None:
+    cell = f.cells.get(inst.argval)
+    if cell is None or cell.real is not None:
+        raise Unsupported(f"deleting closure variable {inst.argval!r}")
+    cell.contents = None
 
 
 @op("LOAD_CLOSURE")
@@ -189,6 +197,50 @@ def _store_attr(f: Frame, inst: dis.Instruction) -> None:
     obj = f.pop()
     value = f.pop()
     obj.setattr(f, inst.argval, value)
+
+
+@op("IMPORT_NAME")
+def _import_name(f: Frame, inst: dis.Instruction) -> None:
+    """`import m` of a module that is already imported: no code runs, so it is just a lookup."""
+    import importlib.util
+
+    from ..variables.builder import wrap
+
+    fromlist = f.pop().as_constant()
+    level = f.pop().as_constant()
+    name = inst.argval
+    absolute = importlib.util.resolve_name("." * level + name, f.f_globals.get("__package__")) if level else name
+    if absolute not in sys.modules:
+        raise Unsupported(f"import of {absolute}, which is not imported yet (importing runs its code)")
+    module = sys.modules[absolute] if fromlist or level else sys.modules[absolute.partition(".")[0]]
+    f.push(wrap(f, module, None))
+
+
+@op("IMPORT_FROM")
+def _import_from(f: Frame, inst: dis.Instruction) -> None:
+    f.push(f.stack[-1].getattr(f, inst.argval))
+
+
+@op("DELETE_ATTR")
+def _delete_attr(f: Frame, inst: dis.Instruction) -> None:
+    obj = f.pop()
+    delattr_ = getattr(obj, "delattr", None)
+    if delattr_ is None:
+        raise Unsupported(f"deleting attribute {inst.argval!r} of {obj.describe()}")
+    delattr_(f, inst.argval)
+
+
+@op("LOAD_SUPER_ATTR", table=ONLY_312)
+def _load_super_attr(f: Frame, inst: dis.Instruction) -> None:
+    from ..variables.instances import SuperVariable
+
+    obj = f.pop()
+    cls = f.pop()
+    f.pop()  # the global `super`
+    attr = SuperVariable(cls.as_constant(), obj).getattr(f, inst.argval)
+    if inst.arg & 1:
+        f.push(NULL)
+    f.push(attr)
 
 
 @op("BINARY_SUBSCR")
@@ -229,6 +281,16 @@ def _setitem(f: Frame, container: Variable, key: Variable, value: Variable) -> N
     if setitem is None:
         raise Unsupported(f"item assignment on {container.describe()}")
     setitem(f, key, value)
+
+
+@op("DELETE_SUBSCR")
+def _delete_subscr(f: Frame, inst: dis.Instruction) -> None:
+    key = f.pop()
+    container = f.pop()
+    delitem = getattr(container, "delitem", None)
+    if delitem is None:
+        raise Unsupported(f"item deletion on {container.describe()}")
+    delitem(f, key)
 
 
 @op("BUILD_SLICE")
@@ -293,6 +355,8 @@ def _call_intrinsic_1(f: Frame, inst: dis.Instruction) -> None:
         f.push(operators.unary(f, operator.pos, f.pop()))
     elif inst.argval == "INTRINSIC_LIST_TO_TUPLE" or inst.arg == 6:
         f.push(TupleVariable(f.pop().unpack(f)))
+    elif inst.argval == "INTRINSIC_STOPITERATION_ERROR" or inst.arg == 3:
+        raise TracedException(f.pop())  # a generator's StopIteration guard: re-raise as is
     else:
         raise Unsupported(f"CALL_INTRINSIC_1 {inst.argrepr}")
 
@@ -321,6 +385,23 @@ def _build_const_key_map(f: Frame, inst: dis.Instruction) -> None:
     keys = f.pop().as_constant()
     values = f.popn(inst.arg)
     f.push(DictVariable(dict(zip(keys, values))))
+
+
+@op("BUILD_SET")
+def _build_set(f: Frame, inst: dis.Instruction) -> None:
+    f.push(SetVariable.from_items(f, f.popn(inst.arg)))
+
+
+@op("SET_ADD")
+def _set_add(f: Frame, inst: dis.Instruction) -> None:
+    value = f.pop()
+    f.stack[-inst.arg].call_method(f, "add", [value], {})
+
+
+@op("SET_UPDATE")
+def _set_update(f: Frame, inst: dis.Instruction) -> None:
+    value = f.pop()
+    f.stack[-inst.arg].call_method(f, "update", [value], {})
 
 
 @op("LIST_APPEND")
@@ -438,6 +519,8 @@ def _call_function_ex(f: Frame, inst: dis.Instruction) -> None:
         f.pop()
     if not isinstance(kwargs_var, DictVariable):
         raise Unsupported(f"**kwargs of {kwargs_var.describe()}")
+    if isinstance(args_var, NullVariable):
+        args_var = TupleVariable([])
     f.push(fn.call(f, args_var.unpack(f), dict(kwargs_var.items)))
 
 
@@ -542,10 +625,27 @@ def _before_with(f: Frame, inst: dis.Instruction) -> None:
     from ..variables.contexts import GradModeContextVariable
 
     context = f.pop()
-    if not isinstance(context, GradModeContextVariable):
-        raise Unsupported(f"`with` on {context.describe()}", hint="only grad-mode context managers are traced yet")
-    f.push(context.enter(f))
-    f.push(constant(None))
+    if isinstance(context, GradModeContextVariable):
+        f.push(context.enter(f))
+        f.push(constant(None))
+        return
+    # a context manager written in Python: __enter__ and __exit__ are looked up on the class
+    try:
+        exit_method = context.getattr(f, "__exit__")
+        enter_method = context.getattr(f, "__enter__")
+    except Unsupported as e:
+        raise Unsupported(f"`with` on {context.describe()}: {e.reason}") from e
+    f.push(exit_method)
+    f.push(enter_method.call(f, [], {}))
+
+
+@op("WITH_EXCEPT_START")
+def _with_except_start(f: Frame, inst: dis.Instruction) -> None:
+    from ..variables.instances import UserClassVariable
+
+    exit_method = f.stack[-4]
+    value = f.stack[-1]
+    f.push(exit_method.call(f, [UserClassVariable(value.python_type()), value, constant(None)], {}))
 
 
 @op("LOAD_ASSERTION_ERROR")
@@ -555,5 +655,56 @@ def _load_assertion_error(f: Frame, inst: dis.Instruction) -> None:
 
 @op("RAISE_VARARGS")
 def _raise(f: Frame, inst: dis.Instruction) -> None:
-    what = f.stack[-1].describe() if inst.arg else "re-raise"
-    raise Unsupported(f"raise of {what} while tracing", hint="the frame runs eagerly and raises there")
+    if inst.arg == 0:
+        frame: Frame | None = f
+        while frame is not None and not frame.handled:
+            frame = frame.parent
+        if frame is None:
+            raise Unsupported("bare raise outside an except block")
+        raise TracedException(frame.handled[-1])
+    if inst.arg == 2:
+        f.pop()  # the cause (`raise X from Y`) is not tracked
+    raise TracedException(exception_value(f, f.pop()))
+
+
+@op("RERAISE")
+def _reraise(f: Frame, inst: dis.Instruction) -> None:
+    raise TracedException(f.pop())
+
+
+@op("PUSH_EXC_INFO")
+def _push_exc_info(f: Frame, inst: dis.Instruction) -> None:
+    value = f.pop()
+    f.push(f.handled[-1] if f.handled else constant(None))
+    f.handled.append(value)
+    f.push(value)
+
+
+@op("POP_EXCEPT")
+def _pop_except(f: Frame, inst: dis.Instruction) -> None:
+    f.pop()
+    if f.handled:
+        f.handled.pop()
+
+
+@op("CHECK_EXC_MATCH")
+def _check_exc_match(f: Frame, inst: dis.Instruction) -> None:
+    match = f.pop()
+    f.push(constant(matches(f.stack[-1], match)))
+
+
+# -- generators ---------------------------------------------------------------------------------
+
+
+@op("RETURN_GENERATOR")
+def _return_generator(f: Frame, inst: dis.Instruction) -> None:
+    f.push(constant(None))  # the generator already runs lazily: act as its first resume
+
+
+@op("YIELD_VALUE")
+def _yield_value(f: Frame, inst: dis.Instruction) -> None:
+    from ..variables.generators import Yielded
+
+    value = f.pop()
+    f.push(constant(None))  # what `next()` sends in when the generator resumes
+    raise Yielded(value)

@@ -73,7 +73,7 @@ class DynamicPolicy:
     def __init__(self, dynamic: bool | None) -> None:
         self.dynamic = dynamic  # compile(dynamic=...): None automatic, True all, False never
         self.sizes: dict[str, list[int | None]] = {}  # source name -> sizes (None: dynamic)
-        self.ints: dict[str, int | None] = {}  # source name -> value (None: dynamic)
+        self.ints: dict[str, int | float | None] = {}  # source name -> value (None: dynamic)
 
     def tensor_dims(self, name: str, t: torch.Tensor) -> list[bool]:
         """Which dimensions of input `t` (reached by source `name`) are symbolic in this trace."""
@@ -98,7 +98,8 @@ class DynamicPolicy:
             dims.append(dynamic and d not in static)
         return dims
 
-    def int_is_dynamic(self, name: str, value: int) -> bool:
+    def int_is_dynamic(self, name: str, value: int | float) -> bool:
+        """Whether an int or float argument is symbolic in this trace."""
         if self.dynamic is False:
             return False
         if self.dynamic is True:

@@ -68,10 +68,15 @@ def fakeify(
     return mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=context)
 
 
-def symbolic_int(mode: FakeTensorMode, value: int, source: Source) -> torch.SymInt:
-    """A symbolic Python int input (an int argument that changed between calls)."""
-    assert mode.shape_env is not None
-    return mode.shape_env.create_unspecified_symint_and_symbol(value, ShapeSource(source), DimDynamic.DYNAMIC)
+def symbolic_number(mode: FakeTensorMode, value: int | float, source: Source) -> torch.SymInt | torch.SymFloat:
+    """A symbolic Python int or float input (an argument that changed between calls)."""
+    shape_env = mode.shape_env
+    assert shape_env is not None
+    wrapped = ShapeSource(source)
+    if type(value) is int:
+        return shape_env.create_unspecified_symint_and_symbol(value, wrapped, DimDynamic.DYNAMIC)
+    symbol = shape_env.create_unspecified_symbol(value, wrapped, DimDynamic.DYNAMIC)
+    return shape_env.create_symfloatnode(symbol, hint=value, source=wrapped)
 
 
 def is_symbolic(value: Any) -> bool:

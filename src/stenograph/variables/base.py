@@ -119,6 +119,34 @@ class ConstantVariable(Variable):
         return f"ConstantVariable({self.value!r})"
 
 
+class GuardedOnUseConstant(ConstantVariable):
+    """A constant read from the frame whose value guard is installed when the value is used.
+
+    Values that are only passed along (returned, stored, carried to a resume function) are
+    rebuilt through their source and need no guard; specialising on them would recompile for
+    every new value (e.g. the floats of a `.tolist()` that only its length is taken of).
+    """
+
+    def __init__(self, value: Any, source: Source, install: Any) -> None:
+        self._value = value
+        self.source = source
+        self._install = install  # installs the guard once; None afterwards
+
+    @property
+    def value(self) -> Any:  # type: ignore[override]
+        if self._install is not None:
+            install, self._install = self._install, None
+            install()
+        return self._value
+
+    def describe(self) -> str:
+        text = repr(self._value)
+        return f"constant {text if len(text) < 60 else text[:57] + '...'}"
+
+    def __repr__(self) -> str:
+        return f"GuardedOnUseConstant({self._value!r})"
+
+
 class NullVariable(Variable):
     """The NULL that CALL-sequences push below a callable (3.11/3.12 calling convention)."""
 

@@ -8,18 +8,30 @@ tracing) gets no guard.
 
 from __future__ import annotations
 
+import collections
 import enum
+import functools
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import Unsupported
+from ..guards.guard_set import RANK_ID
 from ..guards.sources import ItemSource
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
-from .base import ConstantVariable, Variable, constant
-from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
+from . import library
+from .base import ConstantVariable, GuardedOnUseConstant, Variable, constant
+from .containers import (
+    DictVariable,
+    ListVariable,
+    NamedTupleVariable,
+    SizeVariable,
+    TupleVariable,
+    is_namedtuple_class,
+)
 from .functions import (
     TensorMethodRefVariable,
     TorchClassVariable,
@@ -29,7 +41,8 @@ from .functions import (
     is_graph_op,
     is_tensor_method,
 )
-from .objects import NNModuleVariable, PythonModuleVariable, UserObjectVariable
+from .instances import UserClassVariable, is_user_class
+from .objects import GlobalsDictVariable, NNModuleVariable, PythonModuleVariable, UserObjectVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -37,7 +50,15 @@ if TYPE_CHECKING:
 
 _LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
 _TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
-_TORCH_CLASSES = (torch.Size, torch.device, torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+_TORCH_CLASSES = (
+    torch.Size,
+    torch.device,
+    torch.no_grad,
+    torch.enable_grad,
+    torch.set_grad_enabled,
+    torch.inference_mode,
+    torch.autocast,
+)
 
 
 def is_trusted_module(name: str) -> bool:
@@ -77,14 +98,16 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         return SizeVariable([constant(int(s)) for s in value], source)
     policy = tx.output.policy
     if (
-        type(value) is int
+        type(value) in (int, float)
         and source is not None
         and policy is not None
         and may_be_dynamic(source, is_tensor=False)
         and policy.int_is_dynamic(source.name(), value)
     ):
         guards.type_match(source, value)
-        return tx.output.symint_input(value, source)
+        return tx.output.symbolic_input(value, source)
+    if is_literal(value) and source is not None and type(value) in (int, float, str, bool):
+        return GuardedOnUseConstant(value, source, lambda: guards.constant_match(source, value))
     if is_literal(value):
         if source is not None:
             guards.constant_match(source, value)
@@ -97,6 +120,11 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         if source is not None:
             guards.id_match(source, value)
         return PythonModuleVariable(value, source)
+    library_fn = library.lookup(value)
+    if library_fn is not None:
+        if source is not None:
+            guards.id_match(source, value)
+        return library_fn
     builtin = builtin_vars.lookup(value) if _hashable(value) else None
     if builtin is not None:
         if source is not None:
@@ -113,6 +141,8 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             guards.id_match(source, value)
         if value in _TORCH_CLASSES:
             return TorchClassVariable(value, source)
+        if is_user_class(value):
+            return UserClassVariable(value, source)
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None:
@@ -126,19 +156,33 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         if not isinstance(value.__func__, types.FunctionType):
             raise Unsupported(f"bound method of {type(value.__func__).__name__}")
         return UserMethodVariable(value.__func__, self_var, source)
+    if isinstance(value, functools.partial):
+        return _wrap_partial(tx, value, source)
+    if is_namedtuple_class(type(value)):
+        if source is not None:
+            guards.type_match(source, value)
+        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        return NamedTupleVariable(items, type(value), source)
     if type(value) in (tuple, list):
         if source is not None:
             guards.length_match(source, value)
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return TupleVariable(items, source) if type(value) is tuple else ListVariable(items, source)
-    if type(value) is dict:
+    if type(value) is dict and _is_module_globals(value):
         if source is not None:
+            held = guards.bind(value, "globals")
+            guards.add(RANK_ID, source, f"{{v}} is {held}", f"{source.name()} is the globals of {value['__name__']}")
+        return GlobalsDictVariable(value, source)
+    if type(value) in (dict, collections.OrderedDict):
+        if source is not None:
+            guards.type_match(source, value)
             guards.dict_keys_match(source, value)
         if not all(is_literal(k) for k in value):
             raise Unsupported("dict with non-constant keys")
         return DictVariable(
             {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()},
             source,
+            python_class=type(value),
         )
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
         raise Unsupported(
@@ -146,9 +190,35 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             "is implemented in C and unknown to stenograph"
         )
     if source is None:
+        if _is_inert(value):
+            return ConstantVariable(value)  # a sentinel or plain record: compared by identity
         raise Unsupported(f"{type(value).__qualname__} object with no source")
-    guards.type_match(source, value)
-    return UserObjectVariable(value, source)
+    return UserObjectVariable(value, source, lambda: guards.type_match(source, value))
+
+
+def _wrap_partial(tx: Frame, value: functools.partial, source: Source | None) -> Variable:
+    from ..guards.sources import AttrSource
+    from .functions import PartialVariable
+
+    def part(v: Any, *path: Any) -> Variable:
+        if source is None:
+            return wrap(tx, v, None)
+        inner = AttrSource(source, path[0])
+        return wrap(tx, v, ItemSource(inner, path[1]) if len(path) > 1 else inner)
+
+    if source is not None:
+        tx.output.guards.type_match(source, value)
+        tx.output.guards.length_match(AttrSource(source, "args"), value.args)
+        tx.output.guards.dict_keys_match(AttrSource(source, "keywords"), value.keywords)
+    fn = part(value.func, "func")
+    args = [part(a, "args", i) for i, a in enumerate(value.args)]
+    kwargs = {k: part(v, "keywords", k) for k, v in value.keywords.items()}
+    return PartialVariable(fn, args, kwargs, source)
+
+
+def _is_inert(value: Any) -> bool:
+    """Objects whose class has no methods of its own (sentinels, dataclass `Field`s)."""
+    return all(name.startswith("__") for name, attr in vars(type(value)).items() if callable(attr))
 
 
 def _special_callable(value: Any) -> Variable | None:
@@ -169,6 +239,12 @@ def _special_callable(value: Any) -> Variable | None:
         # a compiled function called from compiled code: inline its original
         return UserFunctionVariable(original)
     return None
+
+
+def _is_module_globals(value: dict) -> bool:
+    name = value.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    return module is not None and getattr(module, "__dict__", None) is value
 
 
 def _hashable(value: Any) -> bool:

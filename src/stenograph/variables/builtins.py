@@ -68,6 +68,7 @@ _PURE = {
     issubclass,
     type,
     callable,
+    object,
 }
 _REFUSED = {
     print: "call to print",
@@ -127,6 +128,10 @@ class BuiltinVariable(Variable):
         )
 
     def getattr(self, tx: Frame, name: str) -> Variable:
+        if self.fn in (object, dict) and name in _BASE_METHODS:
+            from .instances import UnboundBaseMethodVariable
+
+            return UnboundBaseMethodVariable(self.fn, name)
         if isinstance(self.fn, type) and hasattr(self.fn, name):
             attr = getattr(self.fn, name)
             if callable(attr) and name == "fromkeys":
@@ -146,6 +151,58 @@ def _fold(fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variabl
         result = list(result)
         return IteratorVariable([constant(r) for r in result])
     return constant(result)
+
+
+_BASE_METHODS = {"__setattr__", "__getattribute__", "__delattr__", "__init__", "__setitem__", "__getitem__"}
+
+
+@_handler(super)
+def _super(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from .instances import SuperVariable, zero_arg_super
+
+    if not args:
+        return zero_arg_super(tx)
+    if len(args) == 2:
+        return SuperVariable(args[0].as_constant(), args[1])
+    raise Unsupported("super() with one argument")
+
+
+@_handler(setattr)
+def _setattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    args[0].setattr(tx, args[1].as_constant(), args[2])
+    return constant(None)
+
+
+@_handler(delattr)
+def _delattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    delattr_ = getattr(args[0], "delattr", None)
+    if delattr_ is None:
+        raise Unsupported(f"delattr on {args[0].describe()}")
+    delattr_(tx, args[1].as_constant())
+    return constant(None)
+
+
+@_handler(set, frozenset)
+def _set(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from .containers import SetVariable
+
+    return SetVariable.from_items(tx, args[0].unpack(tx) if args else [], fn)
+
+
+@_handler(str, repr)
+def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from .instances import NewObjectVariable, python_dunder
+
+    if len(args) == 1 and not kwargs and not args[0].is_constant():
+        obj = args[0]
+        dunder = python_dunder(obj, "__str__" if fn is str else "__repr__")
+        if dunder is not None:
+            return tx.inline_call(dunder, [obj], {}, closure=None)
+        if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):
+            return obj.getattr(tx, "__str__" if fn is str else "__repr__").call(tx, [], {})
+    if all(a.is_constant() for a in [*args, *kwargs.values()]):
+        return _fold(fn, args, kwargs)
+    raise Unsupported(f"{fn.__name__}() of {', '.join(a.describe() for a in args)}")
 
 
 @_handler(len)
@@ -172,9 +229,11 @@ def _tensor_isinstance(obj: TensorVariable, cls: Any) -> bool:
 
 @_handler(type)
 def _type(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from .instances import class_variable
+
     if len(args) != 1:
         raise Unsupported("type() with three arguments creates a class")
-    return constant(args[0].python_type())
+    return class_variable(args[0].python_type())
 
 
 @_handler(callable)
@@ -278,7 +337,9 @@ def _next(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise Unsupported("StopIteration raised by next() while tracing")
+        from ..interpreter.exceptions import raise_new
+
+        raise raise_new(tx, StopIteration)
     return item
 
 
@@ -310,6 +371,12 @@ def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
     items = args[0].unpack(tx) if len(args) == 1 else list(args)
     if all(i.is_constant() for i in items) and not kwargs:
         return constant(fn(i.as_constant() for i in items))
+    if set(kwargs) <= {"key", "default"} and items:
+        key_fn = kwargs.get("key")
+        keys = [key_fn.call(tx, [i], {}) if key_fn is not None else i for i in items]
+        if all(k.is_constant() for k in keys):
+            values = [k.as_constant() for k in keys]
+            return items[values.index(fn(values))]  # the first extreme item, as CPython returns
     if len(items) == 2 and not kwargs and any(isinstance(i, TensorVariable) for i in items):
         raise Unsupported(
             f"{fn.__name__}() of tensors compares their values",
@@ -336,20 +403,19 @@ def _number(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 
 @_handler(all, any)
 def _allany(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return constant(fn(item.truth(tx) for item in args[0].unpack(tx)))
+    stop_on = fn is any  # any() stops at the first true item, all() at the first false one
+    iterator = args[0] if isinstance(args[0], IteratorVariable) else IteratorVariable(args[0].unpack(tx))
+    while (item := iterator.next()) is not None:
+        if item.truth(tx) == stop_on:
+            return constant(stop_on)
+    return constant(not stop_on)
 
 
 @_handler(sorted)
 def _sorted(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    items = args[0].unpack(tx)
-    if all(i.is_constant() for i in items) and all(v.is_constant() for v in kwargs.values()):
-        return ListVariable(
-            [
-                constant(v)
-                for v in sorted((i.as_constant() for i in items), **{k: v.as_constant() for k, v in kwargs.items()})
-            ]
-        )
-    raise Unsupported("sorted() of non-constant items")
+    from .containers import sort_items
+
+    return ListVariable(sort_items(tx, args[0].unpack(tx), kwargs))
 
 
 def lookup(fn: Any) -> BuiltinVariable | None:

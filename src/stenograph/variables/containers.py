@@ -84,11 +84,15 @@ class SequenceVariable(Variable):
         return _method_of(self, name)
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        if name == "index" and not kwargs and len(args) == 1 and args[0].is_constant():
-            wanted = args[0].as_constant()
+        if name == "index" and not kwargs and len(args) == 1:
+            from .operators import same_or_equal
+
             for i, item in enumerate(self.items):
-                if item.is_constant() and item.as_constant() == wanted:
+                if same_or_equal(args[0], item):
                     return constant(i)
+            from ..interpreter.exceptions import raise_new
+
+            raise raise_new(tx, ValueError, f"{args[0].describe()} is not in {self.python_class.__name__}")
         if name == "count" and not kwargs and len(args) == 1 and args[0].is_constant():
             wanted = args[0].as_constant()
             return constant(sum(1 for i in self.items if i.is_constant() and i.as_constant() == wanted))
@@ -121,7 +125,8 @@ class SizeVariable(TupleVariable):
 
 
 class ListVariable(SequenceVariable):
-    """A list created or read while tracing. Mutation is modelled for lists made in the frame."""
+    """A list created or read while tracing. Mutating a list from outside the frame is a side
+    effect, replayed on the real list after the graph."""
 
     python_class = list
 
@@ -130,10 +135,7 @@ class ListVariable(SequenceVariable):
 
     def _mutable(self, tx: Frame, what: str) -> None:
         if self.source is not None:
-            raise Unsupported(
-                f"{what} on a list that came from outside the compiled frame ({self.source.name()})",
-                hint="mutating inputs is not replayed yet",
-            )
+            tx.output.side_effects.container_mutated(self)
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "append" and len(args) == 1 and not kwargs:
@@ -158,7 +160,24 @@ class ListVariable(SequenceVariable):
             self._mutable(tx, "list.reverse")
             self.items.reverse()
             return constant(None)
+        if name == "clear" and not args:
+            self._mutable(tx, "list.clear")
+            self.items.clear()
+            return constant(None)
+        if name == "remove" and len(args) == 1:
+            index = self.call_method(tx, "index", args, {}).as_constant()
+            self._mutable(tx, "list.remove")
+            del self.items[index]
+            return constant(None)
+        if name == "sort" and not args:
+            self._mutable(tx, "list.sort")
+            self.items[:] = sort_items(tx, self.items, kwargs)
+            return constant(None)
         return super().call_method(tx, name, args, kwargs)
+
+    def delitem(self, tx: Frame, key: Variable) -> None:
+        self._mutable(tx, "del list[...]")
+        del self.items[key.as_constant()]
 
     def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
         self._mutable(tx, "list item assignment")
@@ -172,15 +191,16 @@ class ListVariable(SequenceVariable):
 class DictVariable(Variable):
     """A dict with constant keys and tracker values."""
 
-    def __init__(self, items: dict[Any, Variable], source: Source | None = None) -> None:
+    def __init__(self, items: dict[Any, Variable], source: Source | None = None, python_class: type = dict) -> None:
         self.items = dict(items)
         self.source = source
+        self.python_class = python_class  # dict or collections.OrderedDict
 
     def python_type(self) -> type:
-        return dict
+        return self.python_class
 
     def describe(self) -> str:
-        return f"dict of {len(self.items)}"
+        return f"{self.python_class.__name__} of {len(self.items)}"
 
     def is_constant(self) -> bool:
         return all(v.is_constant() for v in self.items.values())
@@ -203,13 +223,21 @@ class DictVariable(Variable):
     def getitem(self, tx: Frame, key: Variable) -> Variable:
         k = key.as_constant()
         if k not in self.items:
-            raise Unsupported(f"KeyError {k!r} in {self.describe()}")
+            from ..interpreter.exceptions import raise_new
+
+            raise raise_new(tx, KeyError, k)
         return self.items[k]
 
     def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
         if self.source is not None:
             tx.output.side_effects.container_mutated(self)
         self.items[key.as_constant()] = value
+
+    def delitem(self, tx: Frame, key: Variable) -> None:
+        self.getitem(tx, key)
+        if self.source is not None:
+            tx.output.side_effects.container_mutated(self)
+        del self.items[key.as_constant()]
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         keys = [constant(k) if _is_literal(k) else ConstantVariable(k) for k in self.items]
@@ -225,17 +253,20 @@ class DictVariable(Variable):
                 return self.items[k]
             if name == "get":
                 return args[1] if len(args) > 1 else constant(None)
-            raise Unsupported(f"KeyError {k!r} in {self.describe()}")
+            return self.getitem(tx, args[0])
         if name == "__contains__" and len(args) == 1:
             return constant(args[0].as_constant() in self.items)
-        if name in ("update", "__setitem__", "pop", "setdefault"):
+        if name in ("update", "__setitem__", "pop", "setdefault", "clear", "move_to_end", "popitem", "__delitem__"):
             if self.source is not None:
                 tx.output.side_effects.container_mutated(self)
             if name == "update":
                 other = args[0] if args else DictVariable({})
-                if not isinstance(other, DictVariable):
-                    raise Unsupported(f"dict.update with {other.describe()}")
-                self.items.update(other.items)
+                if isinstance(other, DictVariable):
+                    self.items.update(other.items)
+                else:
+                    for pair in other.unpack(tx):
+                        k, v = pair.unpack(tx)
+                        self.items[k.as_constant()] = v
                 for k, v in kwargs.items():
                     self.items[k] = v
                 return constant(None)
@@ -248,11 +279,35 @@ class DictVariable(Variable):
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
-                raise Unsupported(f"KeyError {k!r} in {self.describe()}")
+                return self.getitem(tx, args[0])
+            if name == "__delitem__":
+                self.delitem(tx, args[0])
+                return constant(None)
+            if name == "clear":
+                self.items.clear()
+                return constant(None)
+            if name == "move_to_end":
+                k = args[0].as_constant()
+                value = self.items.pop(k)
+                last = kwargs.get("last", args[1] if len(args) > 1 else constant(True)).as_constant()
+                self.items = {k: value, **self.items} if not last else {**self.items, k: value}
+                return constant(None)
+            if name == "popitem":
+                if not self.items:
+                    from ..interpreter.exceptions import raise_new
+
+                    raise raise_new(tx, KeyError, "popitem(): dictionary is empty")
+                last = kwargs.get("last", args[0] if args else constant(True)).as_constant()
+                k = next(reversed(self.items)) if last else next(iter(self.items))
+                return TupleVariable([ConstantVariable(k), self.items.pop(k)])
             k = args[0].as_constant()
             return self.items.setdefault(k, args[1] if len(args) > 1 else constant(None))
         if name == "copy" and not args:
-            return DictVariable(self.items)
+            return DictVariable(self.items, python_class=self.python_class)
+        if name == "__len__" and not args:
+            return constant(len(self.items))
+        if name == "__iter__" and not args:
+            return IteratorVariable(self.unpack(tx))
         raise Unsupported(f"method {name!r} of {self.describe()}")
 
 
@@ -297,3 +352,209 @@ class SliceVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"slice({', '.join(rebuild.expr(p) for p in self.parts)})"
+
+
+def sort_items(tx: Frame, items: list[Variable], kwargs: dict[str, Variable]) -> list[Variable]:
+    """`sorted(items, key=..., reverse=...)` when the sort keys are constants."""
+    key_fn = kwargs.get("key")
+    reverse = kwargs.get("reverse", constant(False)).as_constant()
+    if key_fn is None or key_fn.is_constant() and key_fn.as_constant() is None:
+        keys = items
+    else:
+        keys = [key_fn.call(tx, [item], {}) for item in items]
+    if not all(k.is_constant() for k in keys):
+        raise Unsupported("sorting by keys that are not constants (tensor values?)")
+    order = sorted(range(len(items)), key=lambda i: keys[i].as_constant(), reverse=reverse)
+    return [items[i] for i in order]
+
+
+class SetVariable(Variable):
+    """A set of constants (or of objects with a fixed identity) built while tracing.
+
+    Iteration follows the order of a real set of the same members, so code that iterates a set
+    sees what it would see eagerly.
+    """
+
+    def __init__(self, members: dict[Any, Variable], python_class: type = set) -> None:
+        self.members = members  # hashable key (the constant or the object) -> tracker
+        self.python_class = python_class
+
+    @staticmethod
+    def key_of(var: Variable) -> Any:
+        if var.is_constant():
+            return var.as_constant()
+        identity = getattr(var, "value_object", None)
+        if identity is None:
+            raise Unsupported(f"set member {var.describe()} (only constants and fixed objects are tracked)")
+        return _Identity(identity)
+
+    @classmethod
+    def from_items(cls, tx: Frame, items: list[Variable], python_class: type = set) -> SetVariable:
+        members: dict[Any, Variable] = {}
+        for item in items:
+            members.setdefault(cls.key_of(item), item)
+        return cls(members, python_class)
+
+    def python_type(self) -> type:
+        return self.python_class
+
+    def describe(self) -> str:
+        return f"{self.python_class.__name__} of {len(self.members)}"
+
+    def is_constant(self) -> bool:
+        return all(v.is_constant() for v in self.members.values())
+
+    def as_constant(self) -> Any:
+        return self.python_class(v.as_constant() for v in self.members.values())
+
+    def _ordered(self) -> list[Variable]:
+        return [self.members[k] for k in set(self.members)]
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        return self._ordered()
+
+    def length(self, tx: Frame) -> int:
+        return len(self.members)
+
+    def truth(self, tx: Frame) -> bool:
+        return bool(self.members)
+
+    def contains(self, tx: Frame, item: Variable) -> bool:
+        return self.key_of(item) in self.members
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        return _method_of(self, name)
+
+    def _other(self, tx: Frame, other: Variable) -> dict[Any, Variable]:
+        if isinstance(other, SetVariable):
+            return other.members
+        return SetVariable.from_items(tx, other.unpack(tx)).members
+
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        mutating = {"add", "discard", "remove", "update", "clear", "pop", "__ior__", "__iand__", "__isub__"}
+        if name in mutating and self.python_class is not set:
+            raise Unsupported(f"{name} on a frozenset")
+        if name == "add":
+            self.members.setdefault(self.key_of(args[0]), args[0])
+        elif name in ("discard", "remove"):
+            key = self.key_of(args[0])
+            if key not in self.members and name == "remove":
+                from ..interpreter.exceptions import raise_new
+
+                raise raise_new(tx, KeyError, key)
+            self.members.pop(key, None)
+        elif name in ("update", "__ior__"):
+            for other in args:
+                for k, v in self._other(tx, other).items():
+                    self.members.setdefault(k, v)
+        elif name == "clear":
+            self.members.clear()
+        elif name in ("union", "__or__", "intersection", "__and__", "difference", "__sub__", "copy"):
+            result = dict(self.members)
+            for other in args:
+                members = self._other(tx, other)
+                if name in ("union", "__or__"):
+                    for k, v in members.items():
+                        result.setdefault(k, v)
+                elif name in ("intersection", "__and__"):
+                    result = {k: v for k, v in result.items() if k in members}
+                else:
+                    result = {k: v for k, v in result.items() if k not in members}
+            return SetVariable(result, self.python_class)
+        elif name in ("issubset", "issuperset", "isdisjoint", "__eq__"):
+            mine, theirs = set(self.members), set(self._other(tx, args[0]))
+            op = {"issubset": mine.issubset, "issuperset": mine.issuperset, "isdisjoint": mine.isdisjoint}
+            return constant(mine == theirs if name == "__eq__" else op[name](theirs))
+        elif name == "__contains__":
+            return constant(self.contains(tx, args[0]))
+        elif name == "__len__":
+            return constant(len(self.members))
+        else:
+            raise Unsupported(f"method {name!r} of {self.describe()}")
+        return constant(None)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        items = "".join(rebuild.expr(v) + ", " for v in self.members.values())
+        if self.python_class is set:
+            return f"{{{items}}}" if items else "set()"
+        return f"{rebuild.writer.bind(self.python_class, 'cls')}(({items}))"
+
+
+class _Identity:
+    """A set key comparing an object by identity (modules, functions in a set)."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+
+def is_namedtuple_class(cls: Any) -> bool:
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make")
+
+
+class NamedTupleVariable(TupleVariable):
+    """An instance of a `collections.namedtuple` / `typing.NamedTuple` class."""
+
+    def __init__(self, items: list[Variable], cls: type, source: Source | None = None) -> None:
+        super().__init__(items, source)
+        self.python_class = cls
+
+    @classmethod
+    def construct(cls, tx: Frame, klass: type, args: list[Variable], kwargs: dict[str, Variable]) -> NamedTupleVariable:
+        fields = klass._fields
+        values: dict[str, Variable] = dict(zip(fields, args))
+        if len(args) > len(fields):
+            raise Unsupported(f"{klass.__qualname__}() takes {len(fields)} arguments")
+        for name, value in kwargs.items():
+            if name not in fields or name in values:
+                raise Unsupported(f"{klass.__qualname__}() got an unexpected or repeated argument {name!r}")
+            values[name] = value
+        for name in fields:
+            if name not in values:
+                if name not in klass._field_defaults:
+                    raise Unsupported(f"{klass.__qualname__}() missing argument {name!r}")
+                values[name] = ConstantVariable(klass._field_defaults[name])
+        return cls([values[name] for name in fields], klass)
+
+    def describe(self) -> str:
+        return f"{self.python_class.__qualname__} of {len(self.items)}"
+
+    def as_constant(self) -> Any:
+        return self.python_class(*[item.as_constant() for item in self.items])
+
+    def clone(self, items: list[Variable]) -> SequenceVariable:
+        return TupleVariable(items)
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        fields = self.python_class._fields
+        if name in fields:
+            return self.items[fields.index(name)]
+        if name == "_fields":
+            return constant(fields)
+        if name in ("_replace", "_asdict"):
+            return BoundMethodVariable(self, name)
+        from .instances import _MISSING, _class_lookup, bind_class_attr
+
+        attr, owner = _class_lookup(self.python_class, name)
+        if attr is not _MISSING and owner is not tuple and owner is not object:
+            return bind_class_attr(tx, self, self.python_class, attr, owner, name)
+        return super().getattr(tx, name)
+
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if name == "_replace" and not args:
+            fields = self.python_class._fields
+            values = dict(zip(fields, self.items))
+            values.update(kwargs)
+            return NamedTupleVariable([values[f] for f in fields], self.python_class)
+        if name == "_asdict" and not args:
+            return DictVariable(dict(zip(self.python_class._fields, self.items)))
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        cls = rebuild.writer.bind(self.python_class, "cls")
+        return f"{cls}({''.join(rebuild.expr(i) + ', ' for i in self.items)})"

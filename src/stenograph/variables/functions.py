@@ -34,6 +34,7 @@ class UserFunctionVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         from .. import api
 
+        refuse_untraced_library(self.fn)
         if api.is_disabled(self.fn):
             raise Unsupported(
                 f"call to {self.fn.__qualname__}, which is marked stenograph.disable",
@@ -42,12 +43,41 @@ class UserFunctionVariable(Variable):
         return tx.inline_call(self.fn, args, kwargs, closure=None, fn_source=self.source)
 
     def getattr(self, tx: Frame, name: str) -> Variable:
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
-            return constant(getattr(self.fn, name))
+        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__", "__defaults__", "__kwdefaults__"):
+            return ConstantVariable(getattr(self.fn, name))
+        if name in getattr(self.fn, "__dict__", {}):  # function attributes (`__wrapped__`, flags)
+            from ..guards.sources import AttrSource
+            from .builder import wrap
+
+            source = AttrSource(self.source, name) if self.source is not None else None
+            return wrap(tx, self.fn.__dict__[name], source)
         return super().getattr(tx, name)
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
+
+# libraries whose functions run eagerly at a graph break instead of being inlined: they do I/O,
+# debugging, process or interpreter introspection, or live outside torch (numpy)
+_NOT_TRACED = frozenset({
+    "logging", "pdb", "bdb", "cmd", "warnings", "traceback", "inspect", "threading", "multiprocessing",
+    "subprocess", "os", "sys", "io", "socket", "unittest", "pytest", "_pytest", "numpy", "pandas",
+    "asyncio", "tqdm", "time", "random", "builtins", "code", "faulthandler", "gc", "weakref",
+})
+
+
+def is_untraced_library(fn: Any) -> bool:
+    return (getattr(fn, "__module__", None) or "").split(".")[0] in _NOT_TRACED
+
+
+def refuse_untraced_library(fn: types.FunctionType) -> None:
+    """Calls into `_NOT_TRACED` libraries break the graph at the user's call."""
+    top = (getattr(fn, "__module__", None) or "").split(".")[0]
+    if top in _NOT_TRACED:
+        raise Unsupported(
+            f"call to {fn.__module__}.{fn.__qualname__} ({top} is not traced)",
+            hint=f"{top} runs eagerly at a graph break; move it out of the compiled function to keep one graph",
+        )
+
 
 class NestedFunctionVariable(Variable):
     """A function made by MAKE_FUNCTION while tracing (lambdas, inner functions, comprehensions)."""
@@ -72,6 +102,35 @@ class NestedFunctionVariable(Variable):
     def describe(self) -> str:
         return f"function {self.code.co_qualname}"
 
+    def reconstruct(self, rebuild: Any) -> str:
+        """A real function again: same code, defaults rebuilt, cells holding the rebuilt values
+        (fresh cells: a later write by the frame is not seen by this function)."""
+        make = rebuild.writer.bind(types.FunctionType, "FunctionType")
+        cell = rebuild.writer.bind(types.CellType, "CellType")
+        code = rebuild.writer.bind(self.code, "code")
+        globals_name = rebuild.writer.namer.name_for(self.globals_dict)
+        defaults = "(" + "".join(rebuild.expr(d) + ", " for d in self.defaults) + ")" if self.defaults else "None"
+        cells = []
+        for c in self.closure or ():
+            contents = c.contents
+            if contents is None:
+                cells.append(f"{cell}()")
+            else:
+                from ..interpreter.frame import LazyValue
+
+                if isinstance(contents, LazyValue):
+                    cells.append(f"{cell}({rebuild.writer.source(contents.source)})")
+                else:
+                    cells.append(f"{cell}({rebuild.expr(contents)})")
+        closure = "(" + "".join(c + ", " for c in cells) + ")" if self.closure else "None"
+        fn = rebuild.writer.temp("fn")
+        name = repr(self.code.co_name)
+        rebuild.writer.post.append(f"{fn} = {make}({code}, {globals_name}, {name}, {defaults}, {closure})")
+        if self.kwdefaults:
+            items = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in self.kwdefaults.items())
+            rebuild.writer.post.append(f"{fn}.__kwdefaults__ = {{{items}}}")
+        return fn
+
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         placeholder_cells = tuple(types.CellType() for _ in self.code.co_freevars)
         fn = types.FunctionType(self.code, self.globals_dict, self.code.co_name, None, placeholder_cells)
@@ -95,6 +154,13 @@ class UserMethodVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return UserFunctionVariable(self.fn).call(tx, [self.self_var, *args], kwargs)
 
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        if name == "__func__":
+            return UserFunctionVariable(self.fn)
+        if name == "__self__":
+            return self.self_var
+        return UserFunctionVariable(self.fn).getattr(tx, name)
+
     def reconstruct(self, rebuild: Any) -> str:
         method = rebuild.writer.bind(types.MethodType, "MethodType")
         return f"{method}({rebuild.writer.bind(self.fn, 'fn')}, {rebuild.expr(self.self_var)})"
@@ -110,6 +176,10 @@ class ConstantMethodVariable(Variable):
         return f"method {type(self.obj).__name__}.{self.name}"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from .containers import IteratorVariable, ListVariable
+
+        # an iterator argument (`",".join(str(i) for i in xs)`) is consumed into a list first
+        args = [ListVariable(a.unpack(tx)) if isinstance(a, IteratorVariable) else a for a in args]
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported(f"{self.describe()} with non-constant arguments")
         result = getattr(self.obj, self.name)(
@@ -212,6 +282,9 @@ class TorchOpVariable(Variable):
         folded = _trace_constant(self.fn)
         if folded is not None:
             return constant(folded())
+        if self.fn is torch._C._set_grad_enabled and len(args) == 1 and args[0].is_constant():
+            tx.output.set_grad_enabled(bool(args[0].as_constant()))
+            return constant(None)
         if self.fn is torch.is_tensor and len(args) == 1:
             return constant(isinstance(args[0], TensorVariable))
         if self.fn is torch.is_floating_point and len(args) == 1 and isinstance(args[0], TensorVariable):
@@ -247,9 +320,12 @@ class TorchClassVariable(ConstantVariable):
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         from .contexts import grad_mode_class, make_grad_context
+        from .global_contexts import is_global_context_class, make_global_context
 
         if grad_mode_class(self.value):
             return make_grad_context(tx, self.value, args, kwargs)
+        if is_global_context_class(self.value):
+            return make_global_context(self.value, args, kwargs)
         if self.value is torch.Size:
             items = args[0].unpack(tx) if args else []
             return SizeVariable(items)
@@ -290,3 +366,52 @@ class GraphBreakVariable(Variable):
         from .. import api
 
         return rebuild.writer.bind(api.graph_break, "fn")
+
+
+class PartialVariable(Variable):
+    """A `functools.partial`: calling it calls the function with the stored arguments first."""
+
+    def __init__(
+        self, fn: Variable, args: list[Variable], kwargs: dict[str, Variable], source: Source | None = None
+    ) -> None:
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.source = source
+
+    @staticmethod
+    def make(fn: Variable, args: list[Variable], kwargs: dict[str, Variable]) -> PartialVariable:
+        """`partial(fn, ...)`; a partial of a partial flattens, as functools does."""
+        if isinstance(fn, PartialVariable):
+            return PartialVariable(fn.fn, [*fn.args, *args], {**fn.kwargs, **kwargs})
+        return PartialVariable(fn, args, kwargs)
+
+    def python_type(self) -> type:
+        import functools
+
+        return functools.partial
+
+    def describe(self) -> str:
+        return f"functools.partial of {self.fn.describe()}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return self.fn.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        from .containers import DictVariable, TupleVariable
+
+        if name == "func":
+            return self.fn
+        if name == "args":
+            return TupleVariable(self.args)
+        if name == "keywords":
+            return DictVariable(self.kwargs)
+        return super().getattr(tx, name)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        import functools
+
+        partial = rebuild.writer.bind(functools.partial, "partial")
+        parts = [rebuild.expr(self.fn), *[rebuild.expr(a) for a in self.args]]
+        parts += [f"{k}={rebuild.expr(v)}" for k, v in self.kwargs.items()]
+        return f"{partial}({', '.join(parts)})"

@@ -153,12 +153,14 @@ class NewObjectVariable(Variable):
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         if name == "__class__":
-            return UserClassVariable(self.cls)
+            return class_variable(self.cls)
         if name == "__dict__":
             return self.attrs
         attr, owner = _class_lookup(self.cls, name)
         is_data_descriptor = isinstance(attr, property) or hasattr(type(attr), "__set__")
-        if not is_data_descriptor and name in self.attrs.items:
+        # slots of builtin bases (BaseException.args) are modelled as plain attributes
+        modelled_slot = owner is not None and _is_builtin_class(owner)
+        if (modelled_slot or not is_data_descriptor) and name in self.attrs.items:
             return self.attrs.items[name]
         if attr is not _MISSING:
             return bind_class_attr(tx, self, self.cls, attr, owner, name)
@@ -279,6 +281,8 @@ class BaseMethodVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         obj, name = self.obj, self.name
         if not isinstance(obj, NewObjectVariable):
+            if name in _DICT_READS and issubclass(self.owner, dict) and obj.source is not None:
+                return _dict_view(tx, obj).call_method(tx, name, args, kwargs)
             raise Unsupported(f"{self.describe()}")
         if name == "__init__":
             if issubclass(self.owner, BaseException):
@@ -322,6 +326,23 @@ class BaseMethodVariable(Variable):
                 return IteratorVariable(obj.items.unpack(tx))
             return obj.items.call_method(tx, name, args, kwargs)
         raise Unsupported(f"{self.describe()} with {len(args)} arguments")
+
+
+_DICT_READS = {"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"}
+
+
+def _dict_view(tx: Frame, obj: Variable) -> Variable:
+    """The contents of an outside dict subclass instance, read through its source (guarded)."""
+    from ..guards.sources import ItemSource
+    from .builder import is_literal, wrap
+    from .containers import DictVariable
+
+    real = obj.value_object  # type: ignore[attr-defined]
+    if not all(is_literal(k) for k in real):
+        raise Unsupported(f"{obj.describe()} has non-constant keys")
+    tx.output.guards.dict_keys_match(obj.source, real)
+    items = {k: wrap(tx, dict.__getitem__(real, k), ItemSource(obj.source, k)) for k in dict.keys(real)}
+    return DictVariable(items, obj.source)
 
 
 def _tuple(items: list[Variable]) -> Variable:
@@ -368,6 +389,25 @@ class SuperVariable(Variable):
         return bind_class_attr(tx, self.obj, obj_type, attr, owner, name)
 
 
+def class_variable(cls: type) -> Variable:
+    """The tracker of a class met while tracing (`type(obj)`, `obj.__class__`)."""
+    return UserClassVariable(cls) if is_user_class(cls) else constant(cls)
+
+
+def python_dunder(var: Variable, name: str) -> types.FunctionType | None:
+    """The Python function implementing dunder `name` for a user object's tracker, if any."""
+    from .objects import UserObjectVariable
+
+    if isinstance(var, NewObjectVariable):
+        cls = var.cls
+    elif isinstance(var, UserObjectVariable) and not isinstance(var.value_object, torch.nn.Module):
+        cls = type(var.value_object)
+    else:
+        return None
+    attr, _ = _class_lookup(cls, name)
+    return attr if isinstance(attr, types.FunctionType) else None
+
+
 def zero_arg_super(tx: Frame) -> SuperVariable:
     """`super()` with no arguments: the enclosing class from the `__class__` cell and the frame's
     first argument, as CPython finds them."""
@@ -389,5 +429,24 @@ def dataclass_fields(tx: Frame, obj: Variable) -> Variable:
 def is_user_class(value: type) -> bool:
     """Classes whose instances may be created while tracing (not builtins, not torch's)."""
     module = getattr(value, "__module__", "") or ""
+    if issubclass(value, BaseException):
+        return True  # exceptions are raised and caught inside traced code
     return module != "builtins" and not (module == "torch" or module.startswith("torch."))
 
+
+
+class UnboundBaseMethodVariable(Variable):
+    """`object.__setattr__` / `dict.__setitem__` taken from the builtin class and called with the
+    instance first (frozen dataclasses' `__init__` does this)."""
+
+    def __init__(self, owner: type, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def describe(self) -> str:
+        return f"{self.owner.__qualname__}.{self.name}"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if not args:
+            raise Unsupported(f"{self.describe()} called without an instance")
+        return BaseMethodVariable(args[0], self.owner, self.name).call(tx, args[1:], kwargs)

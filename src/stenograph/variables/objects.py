@@ -30,6 +30,10 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
     from .builder import wrap
     from .functions import UserFunctionVariable, UserMethodVariable
 
+    if name == "__class__":
+        from .instances import class_variable
+
+        return class_variable(type(obj))
     cls_attr = inspect.getattr_static(type(obj), name, _MISSING)
     if cls_attr is _MISSING:
         return None
@@ -51,17 +55,27 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
 class UserObjectVariable(Variable):
     """An arbitrary Python object from the frame (configs, plain classes)."""
 
-    def __init__(self, obj: Any, source: Source | None) -> None:
+    def __init__(self, obj: Any, source: Source | None, guard_on_use: Any = None) -> None:
         self.value_object = obj
         self.source = source
+        # installs the type guard the first time the object is looked into (an object only
+        # passed along, e.g. to an eager call, needs none)
+        self._guard_on_use = guard_on_use
+
+    def _use(self) -> None:
+        if self._guard_on_use is not None:
+            install, self._guard_on_use = self._guard_on_use, None
+            install()
 
     def python_type(self) -> type:
+        self._use()
         return type(self.value_object)
 
     def describe(self) -> str:
         return f"{type(self.value_object).__qualname__} object"
 
     def truth(self, tx: Frame) -> bool:
+        self._use()
         cls = type(self.value_object)
         if hasattr(cls, "__bool__") or hasattr(cls, "__len__"):
             raise Unsupported(f"truth value of {self.describe()}, whose class defines __bool__/__len__")
@@ -69,6 +83,7 @@ class UserObjectVariable(Variable):
 
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
         """Attribute writes are replayed on the real object after the graph."""
+        self._use()
         cls_attr = inspect.getattr_static(type(self.value_object), name, _MISSING)
         if hasattr(type(cls_attr), "__set__") or getattr(self.value_object, "__slots__", None) is not None:
             raise Unsupported(f"setting {name!r} on {self.describe()} runs a descriptor")
@@ -79,6 +94,7 @@ class UserObjectVariable(Variable):
     def getattr(self, tx: Frame, name: str) -> Variable:
         from .builder import wrap
 
+        self._use()
         pending = tx.output.side_effects.pending_attribute(self, name)
         if pending is not None:
             return pending
@@ -92,7 +108,45 @@ class UserObjectVariable(Variable):
         resolved = _resolve_class_attr(tx, self, obj, name)
         if resolved is not None:
             return resolved
+        cls = type(obj)
+        custom = cls.__getattribute__ is not object.__getattribute__ or hasattr(cls, "__getattr__")
+        if custom and self.source is not None:
+            # a computed attribute (configs' aliases): read for real, guarded through its source
+            try:
+                value = getattr(obj, name)
+            except AttributeError:
+                raise Unsupported(f"{self.describe()} has no attribute {name!r}") from None
+            return wrap(tx, value, AttrSource(self.source, name))
         raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+
+
+    # -- protocols written in Python on the object's class ---------------------------------------
+
+    def _dunder(self, tx: Frame, name: str, args: list[Variable]) -> Variable:
+        from .instances import python_dunder
+
+        self._use()
+        fn = python_dunder(self, name)
+        if fn is None:
+            raise Unsupported(f"{self.describe()} has no Python {name} (implemented in C or missing)")
+        return tx.inline_call(fn, [self, *args], {}, closure=None)
+
+    def getitem(self, tx: Frame, key: Variable) -> Variable:
+        return self._dunder(tx, "__getitem__", [key])
+
+    def length(self, tx: Frame) -> int:
+        return self._dunder(tx, "__len__", []).as_constant()
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        return self._dunder(tx, "__iter__", []).unpack(tx)
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from .instances import python_dunder
+
+        fn = python_dunder(self, "__call__")
+        if fn is None:
+            raise Unsupported(f"call of {self.describe()}")
+        return tx.inline_call(fn, [self, *args], kwargs, closure=None)
 
 
 class NNModuleVariable(UserObjectVariable):
@@ -189,6 +243,13 @@ class NNModuleVariable(UserObjectVariable):
         module = self.value_object
         k = key.as_constant()
         assert self.source is not None
+        if isinstance(module, torch.nn.ModuleList) and isinstance(k, slice):
+            from .containers import ListVariable
+
+            names = [name for name, _ in self._members("_modules")][k]
+            return ListVariable(
+                [wrap(tx, module._modules[n], ModuleMemberSource(self.source, "_modules", n)) for n in names]
+            )
         if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(k, int):
             keys = [name for name, _ in self._members("_modules")]
             name = keys[k]
@@ -260,3 +321,46 @@ class PythonModuleVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.value_object, "module")
+
+
+class GlobalsDictVariable(Variable):
+    """A module's globals dict (what `globals()` returns): items are read lazily, each guarded
+    through its own `GlobalSource`, instead of wrapping every global of the module."""
+
+    def __init__(self, globals_dict: dict, source: Source | None) -> None:
+        self.value_object = globals_dict
+        self.source = source
+
+    def python_type(self) -> type:
+        return dict
+
+    def describe(self) -> str:
+        return f"globals of {self.value_object.get('__name__', '?')}"
+
+    def truth(self, tx: Frame) -> bool:
+        return True
+
+    def getitem(self, tx: Frame, key: Variable) -> Variable:
+        from ..guards.sources import GlobalSource
+        from .builder import wrap
+
+        name = key.as_constant()
+        if name not in self.value_object:
+            raise Unsupported(f"KeyError {name!r} in {self.describe()}")
+        return wrap(tx, self.value_object[name], GlobalSource(name, self.value_object))
+
+    def call_method(
+        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
+    ) -> Variable:
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "get" and 1 <= len(args) <= 2 and not kwargs:
+            if args[0].as_constant() in self.value_object:
+                return self.getitem(tx, args[0])
+            return args[1] if len(args) == 2 else constant(None)
+        if name == "__contains__" and len(args) == 1:
+            return constant(args[0].as_constant() in self.value_object)
+        raise Unsupported(f"method {name!r} of {self.describe()}")
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.namer.name_for(self.value_object)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
 from .base import Variable, constant
-from .containers import ListVariable, SequenceVariable, SizeVariable, TupleVariable
+from .containers import ListVariable, SequenceVariable, SetVariable, SizeVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 
@@ -88,7 +88,20 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
             cls = SizeVariable if isinstance(a, SizeVariable) else type(a)
             return cls([*a.items, *b.items])
     if isinstance(a, SequenceVariable) and b.is_constant() and plain is operator.mul:
-        return type(a)(a.items * b.as_constant())
+        if isinstance(a, ListVariable) and op is operator.imul:
+            a.setitem(tx, constant(slice(None)), ListVariable(a.items * b.as_constant()))
+            return a
+        return a.clone(a.items * b.as_constant())
+    if isinstance(a, SetVariable) and plain in _SET_METHODS:
+        method = _SET_METHODS[plain]
+        if op is not plain:  # |=, &=, -=: update in place
+            result = a.call_method(tx, method, [b], {})
+            a.members = result.members if isinstance(result, SetVariable) else a.members
+            return a
+        return a.call_method(tx, method, [b], {})
+    user = _user_dunder(tx, op, a, b)
+    if user is not None:
+        return user
     if a.is_constant() and b.is_constant():
         try:
             return constant(op(a.as_constant(), b.as_constant()))
@@ -100,6 +113,38 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         if same is not None:
             return constant(same if op is operator.eq else not same)
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
+
+
+_SET_METHODS = {operator.or_: "union", operator.and_: "intersection", operator.sub: "difference"}
+_DUNDERS = {
+    operator.add: ("__add__", "__radd__"),
+    operator.sub: ("__sub__", "__rsub__"),
+    operator.mul: ("__mul__", "__rmul__"),
+    operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.matmul: ("__matmul__", "__rmatmul__"),
+    operator.eq: ("__eq__", "__eq__"),
+    operator.ne: ("__ne__", "__ne__"),
+    operator.lt: ("__lt__", "__gt__"),
+    operator.le: ("__le__", "__ge__"),
+    operator.gt: ("__gt__", "__lt__"),
+    operator.ge: ("__ge__", "__le__"),
+}
+
+
+def _user_dunder(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable | None:
+    """`a op b` through a dunder method written in Python on a user class (None if there is none)."""
+    from .instances import python_dunder
+
+    names = _DUNDERS.get(_INPLACE_TO_PLAIN.get(op, op))
+    if names is None:
+        return None
+    for obj, other, name in ((a, b, names[0]), (b, a, names[1])):
+        fn = python_dunder(obj, name)
+        if fn is not None:
+            result = tx.inline_call(fn, [obj, other], {}, closure=None)
+            if not (result.is_constant() and result.as_constant() is NotImplemented):
+                return result
+    return None
 
 
 def unary(tx: Frame, op: Any, a: Variable) -> Variable:
@@ -132,6 +177,13 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
 
     if isinstance(container, DictVariable):
         return item.as_constant() in container.items
+    if isinstance(container, SetVariable):
+        return container.contains(tx, item)
+    from .instances import python_dunder
+
+    dunder = python_dunder(container, "__contains__")
+    if dunder is not None:
+        return tx.inline_call(dunder, [container, item], {}, closure=None).truth(tx)
     if container.is_constant() and item.is_constant():
         return item.as_constant() in container.as_constant()
     for candidate in container.unpack(tx):
@@ -145,9 +197,23 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
     return False
 
 
+def same_or_equal(a: Variable, b: Variable) -> bool:
+    """`a is b or a == b` as `list.index` / `in` decide it, for trackers known while tracing."""
+    same = _same_object(a, b)
+    if same:
+        return True
+    if a.is_constant() and b.is_constant():
+        return bool(a.as_constant() == b.as_constant())
+    if same is None:
+        raise Unsupported(f"comparing {a.describe()} with {b.describe()}")
+    return False
+
+
 def _same_object(a: Variable, b: Variable) -> bool | None:
     if a is b:
         return True
+    if _made_while_tracing(a) or _made_while_tracing(b):
+        return False
     if a.is_constant() and b.is_constant():
         return a.as_constant() is b.as_constant()
     ia, ib = _identity(a), _identity(b)
@@ -162,6 +228,16 @@ def _same_object(a: Variable, b: Variable) -> bool | None:
     if a.is_constant() != b.is_constant() and (ia is not None or ib is not None):
         return False
     return None
+
+
+def _made_while_tracing(var: Variable) -> bool:
+    """Objects created in the frame: their tracker is their identity."""
+    from .containers import DictVariable
+    from .instances import NewObjectVariable
+
+    if isinstance(var, NewObjectVariable):
+        return True
+    return isinstance(var, (ListVariable, DictVariable, SetVariable)) and var.source is None
 
 
 def _identity(var: Variable) -> Any:

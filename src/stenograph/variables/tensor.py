@@ -117,6 +117,8 @@ class TensorVariable(Variable):
             raise Unsupported("reading Tensor.grad inside a compiled function")
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
+        if not hasattr(torch.Tensor, name):
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:

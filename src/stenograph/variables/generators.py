@@ -1,0 +1,62 @@
+"""Generators (generator functions and generator expressions) called while tracing.
+
+The generator's body runs as a child frame that is resumed on each `next()` and stops at each
+`yield`, so its code interleaves with the consumer's exactly as in CPython (side effects and
+short-circuiting `any()` included). A generator cannot be rebuilt as a real one, so one still
+live at a graph break makes the break impossible (the frame then runs eagerly).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import Unsupported
+from .base import Variable
+from .containers import IteratorVariable
+
+if TYPE_CHECKING:
+    from ..interpreter.frame import Frame
+
+
+class Yielded(Exception):
+    """Raised by YIELD_VALUE to suspend the generator's frame (not an error)."""
+
+    def __init__(self, value: Variable) -> None:
+        super().__init__("yield")
+        self.value = value
+
+
+class GeneratorVariable(IteratorVariable):
+    """A generator object whose frame runs lazily."""
+
+    def __init__(self, frame: Frame) -> None:
+        self.frame = frame
+        self.done = False
+        self.index = 0
+
+    def describe(self) -> str:
+        return f"generator {self.frame.code.co_qualname}"
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
+
+    def next(self) -> Variable | None:
+        if self.done:
+            return None
+        try:
+            self.frame.run()
+        except Yielded as y:
+            return y.value
+        except Unsupported as e:
+            if e.generator_code is None:
+                e.generator_code = self.frame.code
+            raise
+        self.done = True
+        return None
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        values = []
+        while (item := self.next()) is not None:
+            values.append(item)
+        return values

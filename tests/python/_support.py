@@ -1,0 +1,148 @@
+"""The one check every Python-coverage test makes: compiled vs eager, and graphs vs torch.compile.
+
+`check` runs a function eagerly and under stenograph on identical fresh arguments, and compares
+what a user could observe: the return value (containers, user objects, dataclasses, namedtuples
+compared by type and contents), printed output, the arguments' state afterwards (mutations),
+the RNG stream and, when asked, gradients. Then it asserts the number of graphs and that
+torch.compile, run as a peer with a counting backend, hands over the same number.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+import stenograph
+
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+
+
+def assert_same(actual: Any, expected: Any, path: str = "out") -> None:
+    """Structural equality: same types, equal constants, close tensors, equal object state."""
+    assert type(actual) is type(expected), f"{path}: {type(actual)!r} != {type(expected)!r}"
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
+        assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
+    elif isinstance(expected, (tuple, list)):
+        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_same(a, e, f"{path}[{i}]")
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
+        for key in expected:
+            assert_same(actual[key], expected[key], f"{path}[{key!r}]")
+        if hasattr(expected, "__dict__"):
+            assert_same(vars(actual), vars(expected), f"{path}.__dict__")
+    elif isinstance(expected, torch.nn.Module):
+        assert_same(dict(actual.state_dict()), dict(expected.state_dict()), f"{path}.state_dict()")
+        plain = {k: v for k, v in vars(expected).items() if not k.startswith("_")}
+        assert_same({k: v for k, v in vars(actual).items() if not k.startswith("_")}, plain, path)
+    elif isinstance(expected, (set, frozenset, enum.Enum, type, *_FUNCTIONS)) or expected is None:
+        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+    elif hasattr(expected, "__dict__"):
+        assert_same(vars(actual), vars(expected), f"{path}.__dict__")
+    else:
+        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    elif hasattr(value, "__dict__") and not isinstance(value, torch.nn.Module):
+        value = list(vars(value).values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _backward(out: Any) -> None:
+    loss = sum((t.float() * (i + 1)).sum() for i, t in enumerate(_tensors(out)) if t.requires_grad)
+    if isinstance(loss, torch.Tensor):
+        loss.backward()
+
+
+class TorchCounter:
+    """A torch.compile backend counting the graphs it is given."""
+
+    def __init__(self) -> None:
+        self.frame_count = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        self.frame_count += 1
+        return gm.forward
+
+
+def torch_graph_count(fn: Callable, make_args: Callable[[int], Sequence[Any]], calls: int) -> int:
+    """Graphs torch.compile hands to a counting backend for the same calls (torch is the peer)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    counter = TorchCounter()
+    compiled = torch.compile(fn, backend=counter)
+    try:
+        for i in range(calls):
+            torch.manual_seed(i)
+            compiled(*make_args(i))
+    finally:
+        torch._dynamo.reset()
+    return counter.frame_count
+
+
+def check(
+    fn: Callable,
+    make_args: Callable[[int], Sequence[Any]],
+    cnt: Any,
+    capsys: Any = None,
+    *,
+    graphs: int = 1,
+    calls: int = 2,
+    grads: bool = False,
+    torch_graphs: int | None = None,
+) -> list[Any]:
+    """Compiled `fn` vs eager on `calls` fresh argument sets; returns the compiled results.
+
+    `graphs` is stenograph's graph count over all calls; torch.compile must give `torch_graphs`
+    (default: the same number).
+    """
+    compiled = stenograph.compile(fn, backend=cnt)
+    results = []
+    if capsys is not None:
+        capsys.readouterr()
+    for i in range(calls):
+        args_e, args_c = make_args(i), make_args(i)
+        torch.manual_seed(i)
+        expected = fn(*args_e)
+        rng_e = torch.randn(2)
+        printed_e = capsys.readouterr().out if capsys is not None else ""
+        torch.manual_seed(i)
+        actual = compiled(*args_c)
+        rng_c = torch.randn(2)
+        printed_c = capsys.readouterr().out if capsys is not None else ""
+        assert printed_c == printed_e, f"call {i}: printed {printed_c!r}, eager printed {printed_e!r}"
+        assert_same(actual, expected, f"call {i}: result")
+        assert_same(list(args_c), list(args_e), f"call {i}: arguments after the call")
+        torch.testing.assert_close(rng_c, rng_e, msg=lambda m, i=i: f"call {i}: RNG stream differs: {m}")
+        if grads:
+            _backward(expected)
+            _backward(actual)
+            for j, (a, e) in enumerate(zip(_tensors(list(args_c)), _tensors(list(args_e)))):
+                assert_same(a.grad, e.grad, f"call {i}: grad of tensor argument {j}")
+        results.append(actual)
+    assert cnt.frame_count == graphs, f"stenograph gave {cnt.frame_count} graphs, expected {graphs}"
+    peer = torch_graph_count(fn, make_args, calls)
+    want = graphs if torch_graphs is None else torch_graphs
+    assert peer == want, f"torch.compile gave {peer} graphs, expected {want}"
+    return results
+
+
+def t(*shape: int, seed: int = 0, grad: bool = False) -> torch.Tensor:
+    """A deterministic random tensor."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).requires_grad_(grad)

@@ -1,0 +1,165 @@
+"""Builtins and library modules on constants and trackers: len, isinstance, getattr, min/max,
+sorted, map/filter/zip, math, operator, itertools, string formatting."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+
+import torch
+
+from ._support import check, t
+
+
+class _Obj:
+    def __init__(self):
+        self.a = 1
+
+
+def _introspection(x, obj):
+    has = (hasattr(obj, "a"), hasattr(obj, "missing"), hasattr(x, "shape"))
+    got = (getattr(obj, "a"), getattr(obj, "missing", 7), getattr(x, "ndim"))  # noqa: B009
+    setattr(obj, "b", 5)  # noqa: B010
+    sub = (issubclass(bool, int), issubclass(_Obj, object), isinstance(x, torch.Tensor), isinstance(3, (str, int)))
+    return x * len([1, 2]) * len(x), has, got, sub, len({"a": 1}), len("abc")
+
+
+def test_len_isinstance_issubclass_hasattr_getattr_setattr(cnt):
+    check(_introspection, lambda i: (t(4, seed=i), _Obj()), cnt)
+
+
+def _reductions(x, xs):
+    vals = [3, -1, 4]
+    return (
+        min(vals),
+        max(vals),
+        max(2, 7, 5),
+        min(vals, key=abs),
+        max(["aa", "b"], key=len),
+        sum(vals),
+        sum(vals, 10),
+        abs(-3),
+        abs(x),
+        all([True, 1]),
+        any([0, False]),
+        sorted(vals),
+        sorted(vals, reverse=True),
+        sorted(["bb", "a", "ccc"], key=len),
+        sum(xs),
+        sorted(xs, key=lambda v: v.shape[0])[0],
+        max(xs, key=lambda v: v.numel()),
+    )
+
+
+def test_min_max_sum_abs_all_any_sorted(cnt):
+    check(_reductions, lambda i: (t(3, seed=i), [t(2, 3, seed=i), t(1, 3, seed=i)]), cnt)
+
+
+def _iteration(x, xs):
+    out = x * 0
+    for i, v in enumerate(xs, start=1):
+        out = out + v * i
+    for a, b in zip(xs, reversed(xs)):
+        out = out + a * b
+    doubled = list(map(lambda v: v * 2, xs))
+    pos = list(filter(lambda n: n > 0, [-1, 2, 3]))
+    summed = list(map(operator.add, [1, 2], [10, 20]))
+    evens = list(range(0, 10, 2))
+    return out, doubled, pos, summed, evens, list(reversed(range(3))), list(zip("ab", [1, 2]))
+
+
+def test_enumerate_zip_reversed_map_filter_range(cnt):
+    check(_iteration, lambda i: (t(3, seed=i), [t(3, seed=i + 1), t(3, seed=i + 2)]), cnt)
+
+
+def _conversions(x):
+    n = int("12") + int(3.7) + int(True)
+    f = float("1.5") + float(2)
+    b = (bool(0), bool([1]), bool(""))
+    s = str(3) + str(1.5) + str(None) + repr("q")
+    return x * n * f, b, s, round(2.567, 2), divmod(7, 2), int(x.shape[0] * 1.5)
+
+
+def test_int_float_bool_str_on_constants(cnt):
+    check(_conversions, lambda i: (t(3, seed=i),), cnt)
+
+
+def _math(x, dim):
+    scale = 1.0 / math.sqrt(dim)
+    return (
+        x * scale * math.pi,
+        math.ceil(2.1),
+        math.floor(2.9),
+        math.log(math.e),
+        math.prod([2, 3]),
+        math.isclose(0.1 + 0.2, 0.3),
+        math.gcd(12, 18),
+        math.inf > 1,
+        math.isfinite(scale),
+        math.exp(0.0) + math.cos(0.0) + math.tanh(0.0) + math.pow(2, 3) + math.log2(8),
+    )
+
+
+def test_math_functions(cnt):
+    check(_math, lambda i: (t(3, seed=i), 16), cnt)
+
+
+def _operators(x, y, items):
+    get_second = operator.itemgetter(1)
+    get_shape = operator.attrgetter("shape")
+    return (
+        operator.add(x, y),
+        operator.mul(x, 2),
+        operator.getitem(items, 0),
+        get_second(items),
+        get_shape(x),
+        operator.neg(x),
+        operator.truediv(6, 4),
+        operator.eq(1, 1),
+        operator.not_(False),
+        operator.matmul(x.view(1, 3), y.view(3, 1)),
+    )
+
+
+def test_operator_module(cnt):
+    check(_operators, lambda i: (t(3, seed=i), t(3, seed=i + 1), [t(2, seed=i), t(2, seed=i + 1)]), cnt)
+
+
+def _itertools(x, xs):
+    chained = list(itertools.chain(xs, [x]))
+    out = x * 0
+    for a, b in itertools.product(range(2), [1, 2]):
+        out = out + a * b
+    for p, q in itertools.pairwise(xs + [x]):
+        out = out + p * q
+    return (
+        sum(chained),
+        out,
+        list(itertools.islice(range(10), 2, 6, 2)),
+        list(itertools.accumulate([1, 2, 3])),
+        list(itertools.zip_longest([1, 2, 3], "ab", fillvalue=0)),
+        list(itertools.repeat("z", 3)),
+        list(itertools.combinations([1, 2, 3], 2)),
+        list(itertools.permutations("ab")),
+        list(itertools.chain.from_iterable([[1], [2, 3]])),
+        list(itertools.starmap(operator.mul, [(2, 3), (4, 5)])),
+    )
+
+
+def test_itertools_basics(cnt):
+    check(_itertools, lambda i: (t(3, seed=i), [t(3, seed=i + 1), t(3, seed=i + 2)]), cnt)
+
+
+def _strings(x, name):
+    n = x.shape[0]
+    label = f"{name}-{n:03d}-{2.5:.1f}-{name!r}"
+    old = "%s has %d items (%.2f)" % (name, n, 1.5)  # noqa: UP031
+    fmt = "{}/{name}".format(n, name=name)  # noqa: UP032
+    parts = "a,b,c".split(",")
+    up = name.upper().startswith("LAY") and name.endswith("er")
+    return x * len(label), label, old, fmt, parts, up, "-".join(parts), name.replace("a", "o")
+
+
+def test_fstrings_percent_and_format_on_constants(cnt):
+    check(_strings, lambda i: (t(5, seed=i), "layer"), cnt)

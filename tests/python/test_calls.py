@@ -1,0 +1,263 @@
+"""Calls: user functions, methods, lambdas, closures, defaults, *args/**kwargs, partial, super(),
+properties, classmethods, staticmethods and __call__ are inlined into one graph."""
+
+from __future__ import annotations
+
+import functools
+
+from torch import nn
+
+import stenograph
+
+from ._support import assert_same, check, t, torch_graph_count
+
+
+def _scale(x, factor=2.0, *, bias=0.0):
+    return x * factor + bias
+
+
+def _defaults_and_kwonly(x):
+    return _scale(x) + _scale(x, 3.0) + _scale(x, bias=1.0) + _scale(x, factor=0.5, bias=-1.0)
+
+
+def test_defaults_and_keyword_only_arguments(cnt):
+    check(_defaults_and_kwonly, lambda i: (t(3, seed=i),), cnt)
+
+
+def _varargs(*xs, **opts):
+    total = xs[0]
+    for x in xs[1:]:
+        total = total + x
+    return total * opts.get("scale", 1.0) + opts.get("shift", 0.0)
+
+
+def _star_both_sides(x, y):
+    args = (x, y, x)
+    kwargs = {"scale": 2.0}
+    return _varargs(*args, **kwargs) + _varargs(x, **{"shift": 1.0}) + _varargs(*[y], scale=3.0)
+
+
+def test_star_args_and_star_kwargs_on_both_sides(cnt):
+    check(_star_both_sides, lambda i: (t(3, seed=i), t(3, seed=i + 10)), cnt)
+
+
+def _lambdas(x):
+    square = lambda v: v * v  # noqa: E731
+    shift = lambda v, by=1.0: v + by  # noqa: E731
+    return shift(square(x)) + shift(x, by=2.0)
+
+
+def test_lambdas(cnt):
+    check(_lambdas, lambda i: (t(4, seed=i),), cnt)
+
+
+def _closures(x, n):
+    scale = n * 2
+
+    def inner(v):
+        return v * scale
+
+    def outer(v):
+        def deeper(w):
+            return inner(w) + scale
+
+        return deeper(v)
+
+    return outer(x) + inner(x)
+
+
+def test_closures_and_nested_functions_read_cells(cnt):
+    check(_closures, lambda i: (t(4, seed=i), 3), cnt)
+
+
+def _cell_writes(x):
+    count = 0
+    acc = x
+
+    def bump(v):
+        nonlocal count, acc
+        count += 1
+        acc = acc + v
+
+    bump(x)
+    bump(x * 2)
+    return acc * count, count
+
+
+def test_nested_function_writes_cells_with_nonlocal(cnt):
+    check(_cell_writes, lambda i: (t(4, seed=i),), cnt)
+
+
+def _make_counter():
+    calls = 0
+
+    def counted(v):
+        nonlocal calls
+        calls += 1
+        return v + calls
+
+    def reset():
+        nonlocal calls
+        calls = 0
+
+    return counted, lambda: calls, reset
+
+
+_counted, _calls_so_far, _reset_calls = _make_counter()
+
+
+def _uses_outer_closure(x):
+    return _counted(x) * _counted(x)
+
+
+def test_inlined_function_writes_a_cell_of_an_outer_closure_once_per_call(cnt):
+    """The cell write is replayed on the real cell; the cell's value is guarded, so each new
+    value recompiles (torch.compile does the same)."""
+    compiled = stenograph.compile(_uses_outer_closure, backend=cnt)
+    for i in range(2):
+        x = t(3, seed=i)
+        _reset_calls()
+        expected = [_uses_outer_closure(x), _uses_outer_closure(x)]
+        _reset_calls()
+        actual = [compiled(x), compiled(x)]
+        assert_same(actual, expected)
+        assert _calls_so_far() == 4
+    assert cnt.frame_count == 2
+    _reset_calls()
+    assert torch_graph_count(_uses_outer_closure, lambda i: (t(3, seed=i),), 2) == 2
+
+
+def _add(a, b, *, alpha=1.0):
+    return a + alpha * b
+
+
+def _partials(x, y):
+    add_y = functools.partial(_add, b=y)
+    twice = functools.partial(_add, alpha=2.0)
+    return add_y(x) + twice(x, y) + add_y(a=y, alpha=0.5)
+
+
+def test_functools_partial_made_in_the_frame(cnt):
+    check(_partials, lambda i: (t(3, seed=i), t(3, seed=i + 5)), cnt)
+
+
+_GLOBAL_PARTIAL = functools.partial(_add, alpha=3.0)
+
+
+def _partial_from_global(x, fn):
+    return _GLOBAL_PARTIAL(x, x) + fn(x)
+
+
+def test_functools_partial_from_globals_and_arguments(cnt):
+    fn = functools.partial(_scale, factor=4.0)
+    check(_partial_from_global, lambda i: (t(3, seed=i), fn), cnt)
+
+
+class _Base:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def apply(self, x):
+        return x * self.scale
+
+
+class _Child(_Base):
+    def __init__(self, scale, shift):
+        super().__init__(scale)
+        self.shift = shift
+
+    def apply(self, x):
+        return super().apply(x) + self.shift
+
+
+def _super_calls(x):
+    return _Child(2.0, 1.0).apply(x)
+
+
+def test_super_in_init_and_methods(cnt):
+    check(_super_calls, lambda i: (t(3, seed=i),), cnt)
+
+
+class _Scaled(nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+def test_super_forward_of_an_nn_module_subclass(cnt):
+    model = _Scaled(4, 3)
+    check(lambda x: model(x), lambda i: (t(2, 4, seed=i, grad=True),), cnt, grads=True)
+
+
+class _Shape:
+    unit = 2.0
+
+    def __init__(self, w, h):
+        self.w = w
+        self.h = h
+
+    @property
+    def area(self):
+        return self.w * self.h
+
+    @classmethod
+    def square(cls, side):
+        return cls(side, side)
+
+    @staticmethod
+    def double(v):
+        return v * 2
+
+    def __call__(self, x):
+        return x * self.area + self.unit
+
+
+def _descriptors(x, shape):
+    sq = _Shape.square(3)
+    return shape(x) + sq(x) + _Shape.double(x) + shape.double(x) + shape.area
+
+
+def test_properties_classmethods_staticmethods_and_call(cnt):
+    check(_descriptors, lambda i: (t(3, seed=i), _Shape(2, 5)), cnt)
+
+
+def _methods_of_input(x, shape):
+    return shape.__call__(x) + type(shape).double(x) + shape.unit
+
+
+def test_methods_through_the_class_and_dunder_call(cnt):
+    check(_methods_of_input, lambda i: (t(3, seed=i), _Shape(1, 2)), cnt)
+
+
+def _logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) + 1
+
+    return wrapper
+
+
+@_logged
+def _decorated(x, y=1.0):
+    return x * y
+
+
+def _calls_decorated(x):
+    return _decorated(x, y=3.0) + _decorated(x)
+
+
+def test_decorated_functions_with_wraps(cnt):
+    check(_calls_decorated, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_compiling_a_wrapper_with_star_args_directly(cnt):
+    check(_decorated, lambda i: (t(3, seed=i), 2.0), cnt)
+
+
+def _fact(n, x):
+    if n <= 1:
+        return x
+    return n * _fact(n - 1, x)
+
+
+def test_recursion_with_constant_depth(cnt):
+    check(lambda x: _fact(4, x), lambda i: (t(3, seed=i),), cnt)

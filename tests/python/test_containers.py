@@ -1,0 +1,159 @@
+"""Containers: list/tuple/dict/set methods, slicing, comprehensions, unpacking, `in`, `is`,
+dict views and OrderedDict, all in one graph."""
+
+from __future__ import annotations
+
+import collections
+
+import torch
+
+from ._support import check, t
+
+
+def _lists(x):
+    xs = [x, x * 2, x * 3]
+    xs.append(x + 1)
+    xs.extend([x - 1, x - 2])
+    xs.insert(0, x * 0)
+    last = xs.pop()
+    first = xs.pop(0)
+    xs.remove(xs[0])
+    xs.reverse()
+    ys = xs[1:3] + xs[-1:] + xs[::2]
+    nums = [3, 1, 2]
+    nums.sort()
+    nums.sort(reverse=True)
+    idx = nums.index(2) + nums.count(3)
+    zs = [0] * 3 + [1] * 2
+    zs[1:3] = [7, 8]
+    zs[0] = 5
+    del zs[-1]
+    copied = list(xs)
+    copied.clear()
+    return sum(ys) + last + first, nums, idx, zs, copied, xs[-2], len(ys)
+
+
+def test_list_methods_and_slicing(cnt):
+    check(_lists, lambda i: (t(3, seed=i),), cnt)
+
+
+def _tuples(x):
+    tup = (1, "a", x, x * 2)
+    one, *rest = tup
+    *init, z = tup
+    head, (n1, n2), tail = (x, (1, 2), x + 1)
+    return rest[1] + z + head * n2 * n1 + tail, one, len(init), tup[1:3], tup.index(1), tup.index("a"), tup + (3,)
+
+
+def test_tuples_and_starred_unpacking(cnt):
+    check(_tuples, lambda i: (t(3, seed=i),), cnt)
+
+
+def _dicts(x, opts):
+    d = {"a": x, "b": x * 2}
+    d["c"] = x + 1
+    d.update(e=x - 1)
+    d.update({"f": 1.0})
+    v = d.get("zzz", 0.5) + d.get("f")
+    d.setdefault("g", 2.0)
+    d.setdefault("a", None)
+    popped = d.pop("b")
+    del d["e"]
+    total = x * 0
+    for _key, val in d.items():
+        if isinstance(val, torch.Tensor):
+            total = total + val
+    keys = list(d.keys())
+    n_values = len(list(d.values()))
+    merged = {**d, **opts, "z": 1}
+    return total + popped * v, keys, n_values, "a" in d, "b" not in d, sorted(merged), opts.get("scale", 1.0)
+
+
+def test_dict_methods_views_and_merging(cnt):
+    check(_dicts, lambda i: (t(3, seed=i), {"scale": 2.0}), cnt)
+
+
+def _sets(x, names):
+    s = {1, 2, 3}
+    s.add(4)
+    s.discard(1)
+    s |= {10}
+    u = s | {5}
+    i = s & {2, 3, 99}
+    d = s - {2}
+    seen = set()
+    for n in names:
+        seen.add(n)
+    scale = len(u) + len(i) + len(d) + (3 in s) + ("b" in seen)
+    return x * scale, sorted(u), i, frozenset(d), seen == {"a", "b"}, {v % 2 for v in s}
+
+
+def test_sets(cnt):
+    check(_sets, lambda i: (t(3, seed=i), ["a", "b", "a"]), cnt)
+
+
+def _ordered_dicts(x, od):
+    new = collections.OrderedDict()
+    new["w"] = x
+    new["v"] = x * 2
+    new.move_to_end("w")
+    out = x * 0
+    for _key, v in new.items():
+        out = out + v
+    for k in od:
+        out = out + od[k]
+    return out, new, list(new), collections.OrderedDict(a=1, b=2)
+
+
+def test_ordered_dict(cnt):
+    check(
+        _ordered_dicts,
+        lambda i: (t(3, seed=i), collections.OrderedDict([("p", t(3, seed=i + 1)), ("q", t(3, seed=i + 2))])),
+        cnt,
+    )
+
+
+def _comprehensions(xs):
+    squares = [x * x for x in xs]
+    evens = [i for i in range(10) if i % 2 == 0]
+    table = {i: x + i for i, x in enumerate(xs)}
+    unique = {len(str(i)) for i in range(20)}
+    nested = [[i * j for j in range(3)] for i in range(2)]
+    gen_total = sum(x.sum() for x in xs)
+    anything = any(i > 8 for i in evens)
+    joined = ",".join(str(i) for i in evens)
+    pairs = [(i, j) for i in range(3) for j in range(i)]
+    return squares, evens, table, unique, nested, gen_total, anything, joined, pairs, tuple(x + 1 for x in xs)
+
+
+def test_comprehensions_of_all_kinds(cnt):
+    check(_comprehensions, lambda i: ([t(3, seed=i), t(3, seed=i + 1)],), cnt)
+
+
+def _generator(n):
+    for i in range(n):
+        yield i * 2
+
+
+def _user_generators(x):
+    total = x * 0
+    for v in _generator(3):
+        total = total + v
+    return total, list(_generator(4)), next(iter(_generator(2)))
+
+
+def test_user_generator_functions(cnt):
+    check(_user_generators, lambda i: (t(3, seed=i),), cnt)
+
+
+def _in_and_is(x, xs, maybe):
+    found = x in xs if False else 3 in [1, 2, 3]
+    same = xs[0] is xs[0]
+    none = maybe is None
+    not_none = maybe is not None
+    names = ["a", "b"]
+    return x * (found + same + none + not_none), "a" in names, "c" not in names, "ab" in "cabd"
+
+
+def test_in_and_is(cnt):
+    check(_in_and_is, lambda i: (t(3, seed=i), [t(3, seed=i)], None), cnt)

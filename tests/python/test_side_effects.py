@@ -1,0 +1,113 @@
+"""Side effects: mutations of lists, dicts, user objects and globals happen exactly once per
+call, in program order, after the graph; module attribute writes are a graph break."""
+
+from __future__ import annotations
+
+from torch import nn
+
+import stenograph
+
+from ._support import assert_same, check, t, torch_graph_count
+
+_counter = 0
+_registry: dict = {}
+
+
+class _State:
+    def __init__(self):
+        self.calls = 0
+        self.history = []
+        self.last = None
+
+
+def _mutate_inputs(x, log, table, state):
+    log.append(x * 2)
+    log.extend([1, 2])
+    log[0] = log[0] + 1
+    log.pop(1)
+    table["seen"] = table.get("seen", 0) + 1
+    table.update(last="x")
+    del table["drop"]
+    state.calls += 1
+    state.history.append(state.calls)
+    state.last = x.sum()
+    return x + 1
+
+
+def test_mutations_of_input_lists_dicts_and_objects(cnt):
+    check(_mutate_inputs, lambda i: (t(3, seed=i), [], {"seen": 3, "drop": 0}, _State()), cnt)
+
+
+def _globals(x):
+    global _counter
+    _counter += 1
+    _registry["n"] = _registry.get("n", 0) + 1
+    return x * _counter
+
+
+def test_global_writes_happen_once_per_call(cnt):
+    global _counter
+    compiled = stenograph.compile(_globals, backend=cnt)
+    x = t(3)
+    _counter = 0
+    _registry.clear()
+    expected = [_globals(x), _globals(x)]
+    _counter = 0
+    _registry.clear()
+    actual = [compiled(x), compiled(x)]
+    assert_same(actual, expected)
+    assert _counter == 2 and _registry["n"] == 2
+    # the global's value is guarded: each new value compiles again, as with torch.compile
+    assert cnt.frame_count == 2
+    assert torch_graph_count(_globals, lambda i: (x,), 2) == 2
+
+
+class _Node:
+    def __init__(self, value, parent=None):
+        self.value = value
+        self.parent = parent
+
+
+def _build_objects(x, holder):
+    root = _Node(x)
+    child = _Node(x * 2, parent=root)
+    holder.append(child)
+    root.value = root.value + 1
+    return child, root
+
+
+def test_objects_created_in_the_frame_return_as_real_objects_with_aliasing(cnt):
+    results = check(_build_objects, lambda i: (t(3, seed=i), []), cnt)
+    child, root = results[0]
+    assert child.parent is root and isinstance(root, _Node)
+
+
+def _write_then_read(state, x):
+    state.last = x
+    state.calls = state.calls + 1
+    y = state.last * state.calls
+    state.history = [y]
+    return y
+
+
+def test_attribute_writes_are_seen_by_later_reads_in_the_trace(cnt):
+    check(_write_then_read, lambda i: (_State(), t(3, seed=i)), cnt)
+
+
+class _Counting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.steps = 0
+
+    def forward(self, x):
+        self.steps = self.steps + 1
+        return self.fc(x)
+
+
+def test_module_attribute_write_is_a_graph_break_and_happens_once(cnt):
+    # module attribute writes graph-break by design (BEHAVIOUR 14): the graph after the break is
+    # reused; torch.compile guards on the counter and compiles once per call
+    model = _Counting()
+    check(lambda x: model(x), lambda i: (t(2, 3, seed=i),), cnt, graphs=1, calls=2, torch_graphs=2)
+    assert model.steps == 6

@@ -1,0 +1,99 @@
+"""Tensors: torch.Size arithmetic, indexing and index assignment, in-place ops (also on inputs,
+visible to the caller), requires_grad_, dtype conversions and random ops under a seed."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ._support import check, t
+
+
+def _sizes(x):
+    b, c, *rest = x.shape
+    new_shape = x.shape[:-1] + (2, x.shape[-1] // 2)
+    numel = x.shape.numel()
+    return x.reshape(new_shape), x.view(b * c, -1), torch.Size([b, c]), len(rest), numel, x.size(-1) * 2
+
+
+def test_torch_size_arithmetic(cnt):
+    check(_sizes, lambda i: (t(2, 3, 4, seed=i),), cnt)
+
+
+def _indexing(x, idx, mask):
+    a = x[0]
+    b = x[:, 1:3]
+    c = x[..., -1]
+    d = x[None, :, None]
+    e = x[idx]
+    f = x[mask]
+    g = x[1:, ::2]
+    return a, b, c, d, e, f, g
+
+
+def test_getitem_with_slices_ellipsis_none_and_tensor_indices(cnt):
+    def args(i):
+        return t(4, 5, seed=i), torch.tensor([0, 2]), torch.tensor([True, False, True, False])
+
+    # torch.compile breaks at the boolean-mask index (a data-dependent shape)
+    check(_indexing, args, cnt, torch_graphs=2)
+
+
+def _setitem(x, idx):
+    y = x.clone()
+    y[0] = 1.0
+    y[:, 1:3] = 2.0
+    y[..., -1] = y[..., 0] * 3
+    y[idx] = 0.0
+    y[y > 1.5] = -1.0
+    return y
+
+
+def test_setitem_on_intermediates(cnt):
+    check(_setitem, lambda i: (t(4, 5, seed=i, grad=False), torch.tensor([3])), cnt)
+
+
+def _inplace_on_inputs(x, buf):
+    buf.add_(1)
+    buf[0] = x.sum()
+    x.mul_(2)
+    return x + buf
+
+
+def test_in_place_ops_on_inputs_are_visible_to_the_caller(cnt):
+    check(_inplace_on_inputs, lambda i: (t(3, seed=i), t(3, seed=i + 1)), cnt)
+
+
+def _grad_and_dtypes(x):
+    w = torch.ones(3).requires_grad_()
+    y = (x * w).to(torch.float64)
+    z = y.float() + x.double().float() + x.to(dtype=torch.float16).float()
+    return z, w.requires_grad, y.dtype, x.long().dtype
+
+
+def test_requires_grad_and_conversions(cnt):
+    # torch.compile breaks at requires_grad_() on a tensor made in the graph
+    check(_grad_and_dtypes, lambda i: (t(3, seed=i, grad=True),), cnt, grads=True, torch_graphs=2)
+
+
+def _random(x):
+    noise = torch.randn(3)
+    drop = F.dropout(x, p=0.5, training=True)
+    return x + noise + torch.rand_like(x), drop
+
+
+def test_random_ops_under_a_seed(cnt):
+    check(_random, lambda i: (t(3, seed=i),), cnt)
+
+
+def _inplace_chain(x):
+    y = x.clone()
+    y += 1
+    y *= 2
+    y.clamp_(max=3.0)
+    y.sub_(x).div_(2)
+    return y
+
+
+def test_in_place_operator_chain(cnt):
+    check(_inplace_chain, lambda i: (t(3, seed=i, grad=True),), cnt, grads=True)
