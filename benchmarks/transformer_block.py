@@ -15,13 +15,19 @@ mode, forward only, grad mode on). Everything runs in one process on the same mo
 * speedup = eager median / compiled median (eager measured in the same rounds);
   ratio = stenograph speedup / torch.compile speedup = torch.compile ms / stenograph ms.
 
-    python benchmarks/transformer_block.py --device cuda            # all four modes
+    python benchmarks/transformer_block.py --device cuda --modes default,reduce-overhead
+    python benchmarks/transformer_block.py --device cuda --modes max-autotune-no-cudagraphs
     python benchmarks/transformer_block.py --device cpu --modes default --iters 5 --rounds 7
+
+With cold caches one max-autotune compile of this block took 200-225 s on an H200, so each
+max-autotune mode needs a command of its own to stay under 10 minutes (docs/benchmarks.md).
+`--no-grad` runs the block under torch.no_grad() (not the seed's setting), so that no forward
+leaves a backward pending, which holds back Inductor's CUDA-graph trees.
 
 `--profile` adds, per compiled model, the CUDA kernels / memcpys launched per call and their GPU
 time (torch.profiler), which is where graph differences between the two compilers show.
-`--no-static-hint MODES` also measures stenograph without telling Inductor which inputs are parameters
-(see src/stenograph/backends/_static_inputs.py), to show what that hint is worth.
+`--no-static-hint MODES` also measures stenograph without telling Inductor which inputs are
+parameters (see src/stenograph/backends/_static_inputs.py), to show what that hint is worth.
 """
 
 from __future__ import annotations

@@ -12,11 +12,12 @@ import io
 
 import pytest
 import torch
+from helpers import assert_same, ops_of
 from torch import nn
 
 import stenograph
 
-from ._support import assert_matches_eager, assert_same, ops_of, torch_graph_count
+from ._support import assert_matches_eager, torch_graph_count
 
 # ---------------------------------------------------------------------------------------------
 # for loops

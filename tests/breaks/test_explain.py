@@ -11,10 +11,11 @@ import os
 import re
 
 import torch
+from helpers import assert_same, line_of
 
 import stenograph
 
-from ._support import assert_same, line_of, torch_graph_count
+from ._support import torch_graph_count
 
 
 def _torch_explain(fn, *args):

@@ -12,11 +12,10 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import assert_same, line_of
 
 import stenograph
 from stenograph.errors import StenographError, Unsupported
-
-from ._support import assert_same, line_of
 
 
 def _print_mid(x):

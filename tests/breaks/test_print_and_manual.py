@@ -10,10 +10,11 @@ from __future__ import annotations
 import sys
 
 import torch
+from helpers import assert_same, ops_of
 
 import stenograph
 
-from ._support import assert_matches_eager, assert_same, ops_of, torch_graph_count
+from ._support import assert_matches_eager, torch_graph_count
 
 # ---------------------------------------------------------------------------------------------
 # case 5: one print between tensor ops

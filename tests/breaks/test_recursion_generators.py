@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
+from helpers import assert_same
 
 import stenograph
 
-from ._support import assert_matches_eager, assert_same, torch_graph_count
+from ._support import assert_matches_eager, torch_graph_count
 
 # ---------------------------------------------------------------------------------------------
 # recursion

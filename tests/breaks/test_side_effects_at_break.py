@@ -9,11 +9,10 @@ by print (so nothing is folded at trace time) and through stenograph.disable'd p
 from __future__ import annotations
 
 import torch
+from helpers import assert_same, ops_of
 from torch import nn
 
 import stenograph
-
-from ._support import assert_same, ops_of
 
 
 class _Box:

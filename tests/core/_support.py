@@ -1,66 +1,19 @@
-"""Models and comparison helpers shared by the capture-core acceptance tests."""
+"""Models (also run by the end-to-end backend tests) and the forward/backward check of the
+capture-core acceptance tests; the generic helpers are in tests/helpers.py."""
 
 from __future__ import annotations
 
 import copy
-import inspect
 
 import torch
 import torch.nn.functional as F
+from helpers import assert_same
 from torch import nn
 
 import stenograph
 
 # ---------------------------------------------------------------------------------------------
-# comparison helpers
-
-
-def assert_same(actual, expected, path: str = "out") -> None:
-    """Structural equality: same container types and keys, equal constants, close tensors.
-
-    Tensors must also agree on requires_grad (assert_close checks dtype, device and layout).
-    """
-    assert type(actual) is type(expected), f"{path}: {type(actual)!r} != {type(expected)!r}"
-    if isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
-        assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
-    elif isinstance(expected, (tuple, list)):
-        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, f"{path}[{i}]")
-    elif isinstance(expected, dict):
-        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
-        for key in expected:
-            assert_same(actual[key], expected[key], f"{path}[{key!r}]")
-    elif expected is None:
-        assert actual is None, f"{path}: {actual!r} is not None"
-    else:
-        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
-
-
-def op_name(node: torch.fx.Node) -> str:
-    """Short name of what a call node does: operator.sub / torch.sub -> "sub", "sum" -> "sum"."""
-    target = node.target
-    if isinstance(target, str):
-        return target
-    return getattr(target, "__name__", str(target))
-
-
-def call_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    return [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
-
-
-def placeholders(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    return [n for n in gm.graph.nodes if n.op == "placeholder"]
-
-
-def line_of(fn, needle: str) -> int:
-    """Absolute line number (in fn's file) of the first source line of fn containing needle."""
-    lines, start = inspect.getsourcelines(fn)
-    for offset, text in enumerate(lines):
-        if needle in text:
-            return start + offset
-    raise AssertionError(f"{needle!r} not in the source of {fn.__name__}")
+# comparison
 
 
 def check_forward_backward(model: nn.Module, x: torch.Tensor, cnt, *, calls: int = 1) -> None:

@@ -6,12 +6,11 @@ import uuid
 
 import pytest
 import torch
+from helpers import assert_same
 from torch import nn
 
 import stenograph
 from stenograph.errors import InvalidBackend, InvalidConfig, StenographError, Unsupported
-
-from ._support import assert_same
 
 
 def _double_plus_one(x):

@@ -9,12 +9,11 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import assert_same, call_nodes, line_of, op_name, placeholders
 from torch import nn
 
 import stenograph
 from stenograph.errors import Unsupported
-
-from ._support import assert_same, call_nodes, line_of, op_name, placeholders
 
 # ---------------------------------------------------------------------------------------------
 # case 1: linearised tracing

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from helpers import assert_same
 from torch import nn
 
 import stenograph
-
-from ._support import assert_same
 
 GLOBAL_MULTIPLIER = 2
 GLOBAL_TENSOR = torch.ones(4)

@@ -6,10 +6,11 @@ import gc
 import weakref
 
 import torch
+from helpers import assert_same
 
 import stenograph
 
-from ._support import MLP, assert_same
+from ._support import MLP
 
 
 def test_deleted_compiled_module_is_freed(cnt):

@@ -7,18 +7,12 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import assert_same
 from torch import nn
 
 import stenograph
 
-from ._support import (
-    MLP,
-    CausalSelfAttention,
-    SmallCNN,
-    TwoBlockNet,
-    assert_same,
-    check_forward_backward,
-)
+from ._support import MLP, CausalSelfAttention, SmallCNN, TwoBlockNet, check_forward_backward
 
 # ---------------------------------------------------------------------------------------------
 # models: one graph, eager outputs, eager gradients

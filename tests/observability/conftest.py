@@ -1,19 +1,16 @@
-"""Shared fixtures for the observability tests (logs, trace, inspect, report, CLI)."""
+"""Fixtures of the observability tests (logs, trace, inspect, report, CLI); tests/conftest.py
+empties the caches and seeds the RNG around each test."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 
 import stenograph
 
 
 @pytest.fixture(autouse=True)
-def _fresh_state():
-    """Empty caches, logs off and a seeded RNG around every test."""
-    stenograph.reset()
+def _logs_off():
+    """Logs off around every test."""
     stenograph.set_logs()
-    torch.manual_seed(0)
     yield
     stenograph.set_logs()
-    stenograph.reset()

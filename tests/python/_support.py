@@ -9,45 +9,18 @@ torch.compile, run as a peer with a counting backend, hands over the same number
 
 from __future__ import annotations
 
-import enum
-import functools
-import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import helpers
 import torch
 
 import stenograph
 
-_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
-
 
 def assert_same(actual: Any, expected: Any, path: str = "out") -> None:
     """Structural equality: same types, equal constants, close tensors, equal object state."""
-    assert type(actual) is type(expected), f"{path}: {type(actual)!r} != {type(expected)!r}"
-    if isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
-        assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
-    elif isinstance(expected, (tuple, list)):
-        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, f"{path}[{i}]")
-    elif isinstance(expected, dict):
-        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
-        for key in expected:
-            assert_same(actual[key], expected[key], f"{path}[{key!r}]")
-        if hasattr(expected, "__dict__"):
-            assert_same(vars(actual), vars(expected), f"{path}.__dict__")
-    elif isinstance(expected, torch.nn.Module):
-        assert_same(dict(actual.state_dict()), dict(expected.state_dict()), f"{path}.state_dict()")
-        plain = {k: v for k, v in vars(expected).items() if not k.startswith("_")}
-        assert_same({k: v for k, v in vars(actual).items() if not k.startswith("_")}, plain, path)
-    elif isinstance(expected, (set, frozenset, enum.Enum, type, *_FUNCTIONS)) or expected is None:
-        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
-    elif hasattr(expected, "__dict__"):
-        assert_same(vars(actual), vars(expected), f"{path}.__dict__")
-    else:
-        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+    helpers.assert_same(actual, expected, path, by_state=True)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -68,31 +41,15 @@ def _backward(out: Any) -> None:
         loss.backward()
 
 
-class TorchCounter:
-    """A torch.compile backend counting the graphs it is given."""
-
-    def __init__(self) -> None:
-        self.frame_count = 0
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        self.frame_count += 1
-        return gm.forward
-
-
 def torch_graph_count(fn: Callable, make_args: Callable[[int], Sequence[Any]], calls: int) -> int:
     """Graphs torch.compile hands to a counting backend for the same calls (torch is the peer)."""
-    import torch._dynamo
 
-    torch._dynamo.reset()
-    counter = TorchCounter()
-    compiled = torch.compile(fn, backend=counter)
-    try:
+    def run(compiled: Callable) -> None:
         for i in range(calls):
             torch.manual_seed(i)
             compiled(*make_args(i))
-    finally:
-        torch._dynamo.reset()
-    return counter.frame_count
+
+    return helpers.count_torch_graphs(fn, run)
 
 
 def check(
@@ -138,7 +95,11 @@ def check(
     assert cnt.frame_count == graphs, f"stenograph gave {cnt.frame_count} graphs, expected {graphs}"
     peer = torch_graph_count(fn, make_args, calls)
     want = graphs if torch_graphs is None else torch_graphs
-    assert peer == want, f"torch.compile gave {peer} graphs, expected {want}"
+    # `want` is torch.compile's count measured with torch 2.13; other torch versions may break
+    # more (2.11 gives 2 on a few of these). stenograph must never need more graphs than torch.
+    assert cnt.frame_count <= peer, f"stenograph gave {cnt.frame_count} graphs, torch.compile {peer}"
+    if torch.__version__.startswith("2.13"):
+        assert peer == want, f"torch.compile gave {peer} graphs, expected {want}"
     return results
 
 

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import stenograph
+from stenograph.demo import TransformerBlock
 from stenograph.testing import CompileCounter
 
 
@@ -92,27 +93,6 @@ class MLP(nn.Module):
         return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
 
 
-class Attention(nn.Module):
-    def __init__(self, d=32, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(d, 3 * d)
-        self.out = nn.Linear(d, d)
-        self.norm = nn.LayerNorm(d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)
-        q = q.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-        k = k.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-        v = v.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-        scores = q @ k.transpose(-2, -1) / (d // self.heads) ** 0.5
-        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
-        attn = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
-        y = (attn @ v).transpose(1, 2).reshape(b, t, d)
-        return x + self.out(y)
-
-
 def test_mlp_batch_sizes_1_to_64_compile_at_most_twice(cnt):
     """Batch 1 is static (0/1 specialisation), batch 2 makes the batch symbolic, 3..64 reuse."""
     model = MLP()
@@ -124,7 +104,7 @@ def test_mlp_batch_sizes_1_to_64_compile_at_most_twice(cnt):
 
 
 def test_attention_sequence_lengths_8_to_128_compile_at_most_twice(cnt):
-    model = Attention().eval()
+    model = TransformerBlock(d_model=32, heads=4).eval()  # causal self-attention + feed-forward
     compiled = stenograph.compile(model, backend=cnt)
     with torch.no_grad():
         for length in range(8, 129, 8):
@@ -134,7 +114,7 @@ def test_attention_sequence_lengths_8_to_128_compile_at_most_twice(cnt):
 
 
 def test_dynamic_true_compiles_once_for_all_lengths(cnt):
-    model = Attention().eval()
+    model = TransformerBlock(d_model=32, heads=4).eval()  # causal self-attention + feed-forward
     compiled = stenograph.compile(model, backend=cnt, dynamic=True)
     with torch.no_grad():
         for length in (2, 3, 8, 17, 64, 128):

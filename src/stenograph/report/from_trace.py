@@ -17,7 +17,6 @@ from .model import (
     BreakRecord,
     CallStats,
     CompileRecord,
-    FrameRecord,
     GraphRecord,
     NodeRecord,
     RecompileRecord,
@@ -69,26 +68,7 @@ def load(path: str, title: str = "stenograph report") -> Session:
     """The session a trace file describes."""
     path = find_trace(path)
     session = Session(title=title, command=f"stenograph report {path}", created=os.path.getmtime(path))
-    records: dict[str, CompileRecord] = {}
     strings: dict[int, str] = {}
-
-    def frame_of(envelope: dict[str, Any]) -> FrameRecord:
-        frame_id = envelope["frame_id"]
-        frame = session.frame(frame_id)
-        if frame is None:
-            frame = FrameRecord(frame_id, "?", "?", 0)
-            session.frames.append(frame)
-        return frame
-
-    def record_of(envelope: dict[str, Any]) -> CompileRecord:
-        frame = frame_of(envelope)
-        key = f"{envelope['frame_id']}/{envelope['frame_compile_id']}"
-        record = records.get(key)
-        if record is None:
-            record = records[key] = CompileRecord(key)
-            frame.compiles.append(record)
-        return record
-
     for envelope, payload in read_entries(path):
         if "str" in envelope:
             text, index = envelope["str"]
@@ -100,10 +80,10 @@ def load(path: str, title: str = "stenograph report") -> Session:
             continue
         if "frame_id" not in envelope:
             continue
-        record = record_of(envelope)
+        frame = session.frame_or_add(envelope["frame_id"])
+        record = frame.compile_record(f"{envelope['frame_id']}/{envelope['frame_compile_id']}")
         data = json.loads(payload) if payload and artifact and envelope["artifact"]["encoding"] == "json" else None
         if artifact == "stenograph_frame":
-            frame = frame_of(envelope)
             frame.name, frame.filename = data["name"], data["filename"]
             frame.firstlineno, frame.resume_of = data["firstlineno"], data["resume_of"]
         elif artifact == "stenograph_graph_break":

@@ -8,6 +8,7 @@ so a record never keeps user tensors or modules alive and survives a trip throug
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +134,14 @@ class FrameRecord:
     resume_of: int | None = None  # frame id of the function this resume function continues
     compiles: list[CompileRecord] = field(default_factory=list)
 
+    def compile_record(self, compile_id: str, start_time: float = 0.0) -> CompileRecord:
+        """The compilation `compile_id` of this frame, added (started at `start_time`) the first time."""
+        record = next((c for c in self.compiles if c.compile_id == compile_id), None)
+        if record is None:
+            record = CompileRecord(compile_id, start_time=start_time)
+            self.compiles.append(record)
+        return record
+
     @property
     def is_resume(self) -> bool:
         return self.name.startswith("__resume_at_")
@@ -162,6 +171,15 @@ class Session:
 
     def frame(self, frame_id: int) -> FrameRecord | None:
         return next((f for f in self.frames if f.frame_id == frame_id), None)
+
+    def frame_or_add(self, frame_id: int, new: Callable[[], FrameRecord] | None = None) -> FrameRecord:
+        """The frame `frame_id`; the first time, the one `new()` builds (by default one known only by
+        its id), appended."""
+        frame = self.frame(frame_id)
+        if frame is None:
+            frame = new() if new is not None else FrameRecord(frame_id, "?", "?", 0)
+            self.frames.append(frame)
+        return frame
 
     def compiles(self) -> list[CompileRecord]:
         return [c for f in self.frames for c in f.compiles]

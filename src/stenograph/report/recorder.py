@@ -51,7 +51,6 @@ class Recorder:
             "stenograph": _version(),
         }
         self.listeners: list[Listener] = []
-        self._by_id: dict[str, CompileRecord] = {}
 
     def start(self) -> Recorder:
         events.subscribe(self._on_event)
@@ -60,36 +59,26 @@ class Recorder:
     def stop(self) -> None:
         events.unsubscribe(self._on_event)
 
-    def _frame(self, event: events.CompileEvent) -> FrameRecord:
+    def _new_frame(self, event: events.CompileEvent) -> FrameRecord:
         assert event.compile_id is not None
-        frame = self.session.frame(event.compile_id.frame)
-        if frame is None:
-            code = event.code
-            frame = FrameRecord(event.compile_id.frame, code.co_qualname, code.co_filename, code.co_firstlineno)
-            parent_name = resume_parent(code.co_name)
-            if parent_name is not None:
-                frame.resume_of = next(
-                    (
-                        f.frame_id
-                        for f in self.session.frames
-                        if f.filename == frame.filename and f.firstlineno == frame.firstlineno and not f.is_resume
-                    ),
-                    None,
-                )
-            self.session.frames.append(frame)
+        code = event.code
+        frame = FrameRecord(event.compile_id.frame, code.co_qualname, code.co_filename, code.co_firstlineno)
+        parent_name = resume_parent(code.co_name)
+        if parent_name is not None:
+            frame.resume_of = next(
+                (
+                    f.frame_id
+                    for f in self.session.frames
+                    if f.filename == frame.filename and f.firstlineno == frame.firstlineno and not f.is_resume
+                ),
+                None,
+            )
         return frame
 
-    def _record(self, frame: FrameRecord, event: events.CompileEvent) -> CompileRecord:
-        key = str(event.compile_id)
-        record = self._by_id.get(key)
-        if record is None:
-            record = self._by_id[key] = CompileRecord(key, start_time=time.time())
-            frame.compiles.append(record)
-        return record
-
     def _on_event(self, event: events.CompileEvent) -> None:
-        frame = self._frame(event)
-        record = self._record(frame, event)
+        assert event.compile_id is not None
+        frame = self.session.frame_or_add(event.compile_id.frame, lambda: self._new_frame(event))
+        record = frame.compile_record(str(event.compile_id), start_time=time.time())
         if isinstance(event, events.CompileStarted):
             record.stack = user_call_stack()
             what = "started"

@@ -28,6 +28,16 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _title_and_legend(title: str, series: Sequence[tuple[str, Sequence[float]]], left: int, spacing: int) -> list[str]:
+    """A chart's title, then one colour swatch and name per series in a row starting at `left`."""
+    parts = [_text(0, 16, title, size=14, cls="title")]
+    for k, (name, _) in enumerate(series):
+        x = left + k * spacing
+        parts.append(f'<rect x="{x}" y="26" width="10" height="10" fill="{PALETTE[k % len(PALETTE)]}"/>')
+        parts.append(_text(x + 14, 35, name, size=11))
+    return parts
+
+
 def grouped_bars(
     title: str, labels: Sequence[str], series: Sequence[tuple[str, Sequence[float]]], unit: str = ""
 ) -> str:
@@ -37,11 +47,7 @@ def grouped_bars(
     top = 46
     height = top + group_h * len(labels) + 10
     peak = max([v for _, values in series for v in values] + [1e-12])
-    parts = [_text(0, 16, title, size=14, cls="title")]
-    for k, (name, _) in enumerate(series):
-        x = label_w + k * 130
-        parts.append(f'<rect x="{x}" y="26" width="10" height="10" fill="{PALETTE[k % len(PALETTE)]}"/>')
-        parts.append(_text(x + 14, 35, name, size=11))
+    parts = _title_and_legend(title, series, label_w, 130)
     for i, label in enumerate(labels):
         y0 = top + i * group_h
         parts.append(_text(label_w - 8, y0 + group_h / 2, _shorten(label, 38), anchor="end", size=11))
@@ -65,11 +71,7 @@ def stacked_bars(title: str, labels: Sequence[str], series: Sequence[tuple[str, 
     height = top + (bar + 8) * len(labels) + 10
     totals = [sum(values[i] for _, values in series) for i in range(len(labels))]
     peak = max(totals + [1e-12])
-    parts = [_text(0, 16, title, size=14, cls="title")]
-    for k, (name, _) in enumerate(series):
-        x = label_w + k * 140
-        parts.append(f'<rect x="{x}" y="26" width="10" height="10" fill="{PALETTE[k % len(PALETTE)]}"/>')
-        parts.append(_text(x + 14, 35, name, size=11))
+    parts = _title_and_legend(title, series, label_w, 140)
     for i, label in enumerate(labels):
         y = top + i * (bar + 8)
         parts.append(_text(label_w - 8, y + bar - 5, _shorten(label, 38), anchor="end", size=11))

@@ -9,7 +9,8 @@ implements the operations bytecode performs on it. An operation a tracker cannot
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import Unsupported
 
@@ -145,6 +146,35 @@ class GuardedOnUseConstant(ConstantVariable):
 
     def __repr__(self) -> str:
         return f"GuardedOnUseConstant({self._value!r})"
+
+
+H = TypeVar("H")
+
+
+def handler_registry(table: dict[Any, H]) -> Callable[..., Callable[[H], H]]:
+    """A decorator factory for a module's handler table: `@register(fn, ...)` files the handler it
+    decorates in `table` under each `fn`."""
+
+    def register(*fns: Any) -> Callable[[H], H]:
+        def add(handler: H) -> H:
+            for fn in fns:
+                table[fn] = handler
+            return handler
+
+        return add
+
+    return register
+
+
+class HandledFunctionVariable(Variable):
+    """A function or class whose calls a handler table models (builtins, standard-library functions)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.value_object = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
 
 
 class NullVariable(Variable):

@@ -16,7 +16,7 @@ import torch
 
 from ..errors import Unsupported
 from . import operators
-from .base import ConstantVariable, Variable, constant
+from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
 from .containers import DictVariable, IteratorVariable, ListVariable, SequenceVariable, TupleVariable
 from .tensor import TensorVariable
 
@@ -84,23 +84,10 @@ _REFUSED = {
 }
 
 
-def _handler(*fns: Any) -> Callable[[Handler], Handler]:
-    def register(handler: Handler) -> Handler:
-        for fn in fns:
-            _HANDLERS[fn] = handler
-        return handler
-
-    return register
+_handler = handler_registry(_HANDLERS)
 
 
-class BuiltinVariable(Variable):
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-        self.value_object = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
+class BuiltinVariable(HandledFunctionVariable):
     def describe(self) -> str:
         return f"builtin {getattr(self.fn, '__name__', self.fn)}"
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
-from .base import ConstantVariable, Variable, constant
+from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
 from .containers import DictVariable, IteratorVariable, TupleVariable
 
 if TYPE_CHECKING:
@@ -31,24 +31,11 @@ Handler = Callable[["Frame", list[Variable], dict[str, Variable]], Variable]
 _HANDLERS: dict[Any, Handler] = {}
 
 
-def _handler(*fns: Any) -> Callable[[Handler], Handler]:
-    def register(handler: Handler) -> Handler:
-        for fn in fns:
-            _HANDLERS[fn] = handler
-        return handler
-
-    return register
+_handler = handler_registry(_HANDLERS)
 
 
-class LibraryFunctionVariable(Variable):
+class LibraryFunctionVariable(HandledFunctionVariable):
     """A standard-library function or class with a handler in this module."""
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-        self.value_object = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
 
     def describe(self) -> str:
         return f"{getattr(self.fn, '__module__', '')}.{getattr(self.fn, '__qualname__', self.fn)}"

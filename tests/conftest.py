@@ -1,6 +1,7 @@
-"""Shared fixtures for the graph-break acceptance tests (issue: graph breaks and resume functions).
+"""Fixtures shared by every test folder: a clean state around each test, and a counting backend.
 
-`stenograph.testing` is imported inside the fixture so that collection works before it lands.
+Folder conftests add only what is their own (the backend registry, logs off); a folder fixture
+with the same name as one here replaces it for that folder.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 import stenograph
+from stenograph.testing import CompileCounter
 
 
 @pytest.fixture(autouse=True)
@@ -25,8 +27,6 @@ def _fresh_state():
 
 
 @pytest.fixture
-def cnt():
+def cnt() -> CompileCounter:
     """A fresh counting backend: frame_count graphs, op_count ops, graphs the GraphModules."""
-    from stenograph.testing import CompileCounter
-
     return CompileCounter()
