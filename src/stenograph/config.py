@@ -76,9 +76,6 @@ class _Config(types.ModuleType):
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__["_values"])
 
-    def reset_defaults(self) -> None:
-        self.__dict__["_values"] = dict(_DEFAULTS)
-
 
 class _Patch(contextlib.ContextDecorator):
     def __init__(self, cfg: _Config, changes: dict[str, Any]) -> None:

@@ -46,13 +46,6 @@ def parameter_list(code: types.CodeType) -> str:
     return ", ".join(params)
 
 
-def parameter_names(code: types.CodeType) -> list[str]:
-    """Names of every parameter of `code`, in frame order (varargs and varkw included)."""
-    count = code.co_argcount + code.co_kwonlyargcount
-    count += bool(code.co_flags & CO_VARARGS) + bool(code.co_flags & CO_VARKEYWORDS)
-    return list(code.co_varnames[:count])
-
-
 def make_function(
     name: str,
     params: str,

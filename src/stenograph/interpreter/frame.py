@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dis
 import linecache
-import sys
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -328,7 +327,3 @@ def _needs_source(value: Any) -> bool:
     import torch
 
     return isinstance(value, torch.Tensor)
-
-
-def running_python() -> tuple[int, int]:
-    return sys.version_info[:2]

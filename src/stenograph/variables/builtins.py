@@ -7,7 +7,6 @@ their name so the user sees exactly what stopped capture.
 
 from __future__ import annotations
 
-import builtins
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -410,13 +409,6 @@ def lookup(fn: Any) -> BuiltinVariable | None:
     if fn in _HANDLERS or fn in _PURE or fn in _REFUSED:
         return BuiltinVariable(fn)
     return None
-
-
-def is_builtin_value(value: Any) -> bool:
-    try:
-        return getattr(builtins, getattr(value, "__name__", ""), None) is value
-    except Exception:
-        return False
 
 
 __all__ = ["BuiltinVariable", "ConstantVariable", "SequenceVariable", "lookup"]
