@@ -3,6 +3,7 @@ call, in program order, after the graph; module attribute writes are a graph bre
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 import stenograph
@@ -111,3 +112,23 @@ def test_module_attribute_write_is_a_graph_break_and_happens_once(cnt):
     model = _Counting()
     check(lambda x: model(x), lambda i: (t(2, 3, seed=i),), cnt, graphs=1, calls=2, torch_graphs=2)
     assert model.steps == 6
+
+
+def test_replay_side_effects_off_drops_outside_mutations(cnt):
+    """config.replay_side_effects=False: the graph's result is unchanged, the mutation of the
+    caller's list is not replayed (the knob's documented meaning)."""
+
+    def fn(x, items):
+        items.append(1)
+        return x + len(items)
+
+    with stenograph.config.patch(replay_side_effects=False):
+        compiled = stenograph.compile(fn, backend=cnt)
+        items = []
+        out = compiled(torch.ones(2), items)
+    torch.testing.assert_close(out, torch.ones(2) + 1)
+    assert items == []
+    stenograph.reset()
+    items = []
+    stenograph.compile(fn, backend=cnt)(torch.ones(2), items)
+    assert items == [1]

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from .. import config
 from ..errors import Unsupported
 from ..guards.guard_set import _repr_roundtrips
 from ..guards.sources import GlobalsNamer, SourceRenderer
@@ -156,7 +157,10 @@ class Reconstructor:
         return self.writer.bind(value, "const")
 
     def replay(self, side_effects: SideEffects) -> None:
-        side_effects.replay(self.expr, self.writer.post.append, self.writer.namer.name_for)
+        """Mutations of outside objects, after the graph (dropped when the user turned
+        `config.replay_side_effects` off, as torch.compile does)."""
+        if config.replay_side_effects:
+            side_effects.replay(self.expr, self.writer.post.append, self.writer.namer.name_for)
 
     def set_grad_mode(self, mode: bool, initial: bool) -> None:
         """The graph ends in the grad mode it started in; switch the real mode where the traced
