@@ -47,6 +47,11 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
         return UserMethodVariable(cls_attr.__func__, constant(type(obj)))
     if isinstance(cls_attr, types.FunctionType):
         return UserMethodVariable(cls_attr, obj_var)
+    if name == "__dict__":
+        raise Unsupported(
+            f"dynamic attribute access through {type(obj).__qualname__}.__dict__",
+            hint="use getattr(obj, name): attribute lookups are traced and guarded",
+        )
     if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, (int, float, str, bool, tuple)):
         raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
     return wrap(tx, cls_attr, None)
