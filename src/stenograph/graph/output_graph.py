@@ -182,7 +182,7 @@ class OutputGraph:
 
     def wrap_result(self, node: torch.fx.Node, fake: Any, describe: str) -> Variable:
         from ..variables.base import constant
-        from ..variables.containers import SizeVariable, TupleVariable
+        from ..variables.containers import SizeVariable
         from ..variables.symbolic import SymNodeVariable
         from ..variables.tensor import TensorVariable
 
@@ -200,14 +200,9 @@ class OutputGraph:
                 return SizeVariable([constant(int(s)) for s in fake])
             node.meta["example_value"] = fake
             return SizeVariable([self._item(node, i, s) for i, s in enumerate(fake)])
-        if isinstance(fake, (tuple, list)) and all(isinstance(f, torch.Tensor) for f in fake):
+        if isinstance(fake, (tuple, list)) and _is_traceable_structure(fake):
             node.meta["example_value"] = fake
-            items = []
-            for i, f in enumerate(fake):
-                item = self.graph.create_node("call_function", operator.getitem, (node, i), {})
-                item.meta["example_value"] = f
-                items.append(TensorVariable(item, f))
-            return TupleVariable(items)
+            return self._wrap_items(node, fake, describe)
         if isinstance(fake, (bool, int, float)):
             # a Python value computed from static metadata (x.dim(), x.numel(), x.size(0))
             self.graph.erase_node(node)
@@ -217,6 +212,23 @@ class OutputGraph:
             return constant(fake)
         self.graph.erase_node(node)
         raise Unsupported(f"{describe} returned {type(fake).__name__}, which cannot be traced")
+
+    def _wrap_items(self, node: torch.fx.Node, fake: tuple | list, describe: str) -> Variable:
+        """A tuple/list result (e.g. `(output, None)`): each tensor or symbolic item becomes a
+        `getitem` node, constants stay constants, nested tuples recurse."""
+        from ..variables.base import constant
+        from ..variables.containers import ListVariable, TupleVariable
+
+        items: list[Variable] = []
+        for i, f in enumerate(fake):
+            if isinstance(f, torch.Tensor) or is_symbolic(f) or isinstance(f, (tuple, list)):
+                item = self.graph.create_node("call_function", operator.getitem, (node, i), {})
+                item.meta["example_value"] = f
+                items.append(self._wrap_items(item, f, describe) if isinstance(f, (tuple, list)) else
+                             self.wrap_result(item, f, describe))
+            else:
+                items.append(constant(f))
+        return ListVariable(items) if isinstance(fake, list) else TupleVariable(items)
 
     def _item(self, node: torch.fx.Node, index: int, fake: Any) -> Variable:
         from ..variables.base import constant
@@ -245,6 +257,13 @@ class _nullctx:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def _is_traceable_structure(value: Any) -> bool:
+    """Tensors, symbolic numbers and plain constants, in (nested) tuples and lists."""
+    if isinstance(value, (tuple, list)):
+        return all(_is_traceable_structure(v) for v in value)
+    return isinstance(value, (torch.Tensor, bool, int, float, type(None))) or is_symbolic(value)
 
 
 def _placeholder_name(source: Source) -> str:

@@ -188,3 +188,19 @@ class SourceRenderer:
             lines.append(f"{name} = {expr}")
             self.bound[source] = name
         return name
+
+
+@dataclass(frozen=True)
+class WeakrefTargetSource(Source):
+    """What a weak reference (`parent`) points to: `parent()`."""
+
+    parent: Source
+
+    def base(self) -> Source:
+        return self.parent
+
+    def suffix(self) -> str:
+        return "()"
+
+    def name(self) -> str:
+        return f"{self.parent.name()}()"

@@ -13,6 +13,7 @@ import enum
 import functools
 import sys
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -42,7 +43,7 @@ from .functions import (
     is_tensor_method,
 )
 from .instances import UserClassVariable, is_user_class
-from .objects import GlobalsDictVariable, NNModuleVariable, PythonModuleVariable, UserObjectVariable
+from .objects import GlobalsDictVariable, NNModuleVariable, PythonModuleVariable, UserObjectVariable, WeakrefVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -168,6 +169,10 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             guards.length_match(source, value)
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return TupleVariable(items, source) if type(value) is tuple else ListVariable(items, source)
+    if type(value) is weakref.ref:
+        if source is not None:
+            guards.type_match(source, value)
+        return WeakrefVariable(value, source)
     if type(value) is dict and _is_module_globals(value):
         if source is not None:
             held = guards.bind(value, "globals")

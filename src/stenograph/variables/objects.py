@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 _MISSING = object()
+_WALKS = frozenset(
+    {"modules", "named_modules", "parameters", "named_parameters", "buffers", "named_buffers", "named_children"}
+)
 _HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
@@ -184,6 +187,10 @@ class NNModuleVariable(UserObjectVariable):
             members = module.__dict__.get(table)
             if members is not None and name in members:
                 return wrap(tx, members[name], ModuleMemberSource(self.source, table, name))
+        if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
+            from .containers import BoundMethodVariable
+
+            return BoundMethodVariable(self, name)
         resolved = _resolve_class_attr(tx, self, module, name)
         if resolved is not None:
             return resolved
@@ -207,6 +214,49 @@ class NNModuleVariable(UserObjectVariable):
             raise Unsupported("global nn.Module forward hooks are registered")
         forward = self.getattr(tx, "forward")
         return forward.call(tx, args, kwargs)
+
+    def _walk(self, tx: Frame, name: str) -> Variable:
+        """`modules()`, `named_modules()`, `parameters()`, `named_parameters()`, `buffers()`,
+        `named_buffers()`, `named_children()`: the real module tree walked now, each member
+        wrapped with its source (the tree's shape is guarded by the identity guards on it)."""
+        from .builder import wrap
+        from .containers import ListVariable, TupleVariable
+
+        assert self.source is not None
+        modules: list[tuple[str, Any, Source]] = []
+        seen: set[int] = set()
+
+        def visit(prefix: str, module: Any, source: Source, depth: int) -> None:
+            if id(module) in seen:
+                return
+            seen.add(id(module))
+            modules.append((prefix, module, source))
+            if name == "named_children" and depth == 1:
+                return
+            for key, child in (module.__dict__.get("_modules") or {}).items():
+                if child is not None:
+                    child_source = ModuleMemberSource(source, "_modules", key)
+                    visit(f"{prefix}.{key}" if prefix else key, child, child_source, depth + 1)
+
+        visit("", self.value_object, self.source, 0)
+        entries: list[tuple[str, Variable]] = []
+        if name in ("modules", "named_modules"):
+            entries = [(p, wrap(tx, m, s)) for p, m, s in modules]
+        elif name == "named_children":
+            entries = [(p, wrap(tx, m, s)) for p, m, s in modules[1:]]
+        else:
+            table = "_parameters" if name.endswith("parameters") else "_buffers"
+            members: set[int] = set()
+            for prefix, module, source in modules:
+                for key, value in (module.__dict__.get(table) or {}).items():
+                    if value is None or id(value) in members:
+                        continue
+                    members.add(id(value))
+                    full = f"{prefix}.{key}" if prefix else key
+                    entries.append((full, wrap(tx, value, ModuleMemberSource(source, table, key))))
+        if name.startswith("named_"):
+            return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
+        return ListVariable([v for _, v in entries])
 
     def _members(self, table: str) -> list[tuple[str, Any]]:
         return list((self.value_object.__dict__.get(table) or {}).items())
@@ -281,6 +331,8 @@ class NNModuleVariable(UserObjectVariable):
             if name == "values":
                 return ListVariable([v for _, v in entries])
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
+        if name in _WALKS and not kwargs and not args and self.source is not None:
+            return self._walk(tx, name)
         if name == "children" and not args and self.source is not None:
             return ListVariable(
                 [
@@ -369,3 +421,26 @@ class GlobalsDictVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.namer.name_for(self.value_object)
+
+
+class WeakrefVariable(Variable):
+    """A `weakref.ref` read from the frame; calling it gives its (guarded) referent."""
+
+    def __init__(self, ref: Any, source: Source | None) -> None:
+        self.value_object = ref
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value_object)
+
+    def describe(self) -> str:
+        return "weak reference"
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        from ..guards.sources import WeakrefTargetSource
+        from .builder import wrap
+
+        if args or kwargs:
+            raise Unsupported("a weak reference called with arguments")
+        source = WeakrefTargetSource(self.source) if self.source is not None else None
+        return wrap(tx, self.value_object(), source)
