@@ -131,8 +131,11 @@ class BreakWriter:
         from ..interpreter.frame import LazyValue
 
         live = []
-        for name in self.origin.code.co_varnames:
+        code = self.origin.code
+        for name in dict.fromkeys(code.co_varnames + code.co_cellvars):
             value = self.frame.locals.get(name)
+            if value is None and name in code.co_cellvars and name in self.frame.cells:
+                value = self.frame.cells[name].contents  # a cell's value; the resume code makes a fresh cell
             if value is None or isinstance(value, NullVariable):
                 continue
             if isinstance(value, LazyValue):

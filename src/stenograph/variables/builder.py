@@ -147,7 +147,13 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None:
-            guards.id_match(source, value)
+            # the code, not the function object: a closure made anew on every call (and passed
+            # to a resume function) is the same function; its cells and defaults are guarded
+            # through their own sources where the inlined code reads them
+            guards.type_match(source, value)
+            code = guards.bind(value.__code__, "code")
+            text = f"{source.name()}.__code__ is {value.__qualname__}'s"
+            guards.add(RANK_ID, source, f"{{v}}.__code__ is {code}", text)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType):
         from ..guards.sources import AttrSource

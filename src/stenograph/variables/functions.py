@@ -65,17 +65,34 @@ _NOT_TRACED = frozenset({
 })
 
 
+# torch packages that are runtime machinery rather than model code: optimizers (stateful, decorated
+# to run outside compilers) and the compiler front end's own helpers
+_NOT_TRACED_TORCH = ("torch._dynamo", "torch._compile", "torch.optim", "torch.utils.data", "torch.distributed")
+
+
+def untraced_library(fn: Any) -> str | None:
+    """The library `fn` belongs to when it is one whose calls break the graph, else None."""
+    module = getattr(fn, "__module__", None) or ""
+    top = module.split(".")[0]
+    if top in _NOT_TRACED:
+        return top
+    for prefix in _NOT_TRACED_TORCH:
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix
+    return None
+
+
 def is_untraced_library(fn: Any) -> bool:
-    return (getattr(fn, "__module__", None) or "").split(".")[0] in _NOT_TRACED
+    return untraced_library(fn) is not None
 
 
 def refuse_untraced_library(fn: types.FunctionType) -> None:
-    """Calls into `_NOT_TRACED` libraries break the graph at the user's call."""
-    top = (getattr(fn, "__module__", None) or "").split(".")[0]
-    if top in _NOT_TRACED:
+    """Calls into untraced libraries break the graph at the user's call."""
+    library = untraced_library(fn)
+    if library is not None:
         raise Unsupported(
-            f"call to {fn.__module__}.{fn.__qualname__} ({top} is not traced)",
-            hint=f"{top} runs eagerly at a graph break; move it out of the compiled function to keep one graph",
+            f"call to {fn.__module__}.{fn.__qualname__} ({library} is not traced)",
+            hint=f"{library} runs eagerly at a graph break; move it out of the compiled function to keep one graph",
         )
 
 

@@ -1,0 +1,51 @@
+"""Breaks around closure cells and torch runtime libraries (optimizers)."""
+
+import copy
+
+import torch
+from torch import nn
+
+import stenograph
+from helpers import assert_same
+
+
+def _cell_live_at_break(x, scale):
+    def scaled(t):
+        return t * scale  # `scale` is a cell variable of this frame
+
+    y = scaled(x)
+    print("between")  # the break: `scale` must reach the resume function
+    return scaled(y) + scale
+
+
+def test_cell_variable_is_live_after_a_break(cnt, capsys):
+    compiled = stenograph.compile(_cell_live_at_break, backend=cnt)
+    for scale in (2.0, 2.0):
+        x = torch.randn(3)
+        assert_same(compiled(x, scale), _cell_live_at_break(x, scale))
+    assert capsys.readouterr().out == "between\n" * 4
+    assert cnt.frame_count == 2
+
+
+def _train_step(model, optimizer, x):
+    optimizer.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def test_optimizer_calls_break_and_train_like_eager(cnt):
+    """zero_grad/backward/step run eagerly at breaks (torch.optim is not traced); the forward and
+    loss are one graph; 3 steps give eager's losses and parameters."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    reference = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt_ref = torch.optim.SGD(reference.parameters(), lr=0.1)
+    step = stenograph.compile(_train_step, backend=cnt)
+    for _ in range(3):
+        x = torch.randn(5, 4)
+        torch.testing.assert_close(step(model, opt, x), _train_step(reference, opt_ref, x))
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q)
+    assert cnt.frame_count == 1
