@@ -3,10 +3,10 @@
 import copy
 
 import torch
+from helpers import assert_same
 from torch import nn
 
 import stenograph
-from helpers import assert_same
 
 
 def _cell_live_at_break(x, scale):
