@@ -117,7 +117,6 @@ class GuardSet:
         """
         t = self.bind(type(tensor), "type")
         dtype = self.bind(tensor.dtype, "dtype")
-        device = self.bind(tensor.device, "device")
         shape = tuple(tensor.shape)
         stride = tuple(tensor.stride())
         fake_shape = tuple(fake.shape) if fake is not None else shape
@@ -131,8 +130,13 @@ class GuardSet:
             parts += [f"{{v}}.stride({i}) == {s}" for i, s in enumerate(fake_stride) if type(s) is int]
             layout = " and ".join(parts)
             shown = f"size={[str(s) for s in fake_shape]} stride={[str(s) for s in fake_stride]}"
+        # `is_cpu` is one attribute read; comparing devices builds a torch.device object
+        if tensor.device.type == "cpu":
+            on_device = "{v}.is_cpu"
+        else:
+            on_device = f"{{v}}.device == {self.bind(tensor.device, 'device')}"
         template = (
-            f"type({{v}}) is {t} and {{v}}.dtype is {dtype} and {{v}}.device == {device}"
+            f"type({{v}}) is {t} and {{v}}.dtype is {dtype} and {on_device}"
             f" and {layout} and {{v}}.requires_grad is {tensor.requires_grad}"
         )
         text = f"{source.name()}: {type(tensor).__name__} {tensor.dtype} {tensor.device} {shown} " + (
