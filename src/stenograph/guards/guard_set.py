@@ -206,11 +206,8 @@ class GuardSet:
                     condition = condition.replace(f"___S{k}___", renderer.render(source, lines) + suffix)
                 value = "None"
             else:
-                value = renderer.render(check.source, lines) if check.source is not None else "None"
-                if check.template.count("{v}") > 1 and not value.isidentifier():
-                    # fetch a value checked several times once
-                    lines.append(f"___x = {value}")
-                    value = "___x"
+                # each checked object is fetched once, into a local the later checks reuse
+                value = renderer.bind(check.source, lines) if check.source is not None else "None"
                 condition = check.template.replace("{v}", value)
                 if check.other is not None:
                     condition = condition.replace("{w}", renderer.render(check.other, lines))

@@ -178,6 +178,10 @@ class SourceRenderer:
             return source.expr(self.namer)
         return self._bind(parent, lines) + source.suffix()
 
+    def bind(self, source: Source, lines: list[str]) -> str:
+        """A local holding `source`'s value (assigned on first use)."""
+        return self._bind(source, lines)
+
     def _bind(self, source: Source, lines: list[str]) -> str:
         if isinstance(source, LocalSource):
             return source.local_name
