@@ -49,3 +49,19 @@ def test_optimizer_calls_break_and_train_like_eager(cnt):
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p, q)
     assert cnt.frame_count == 1
+
+
+def _fstring_of_tensor(x):
+    label = f"total={x.sum():.3f} first={x[0]!r}"
+    return x * len(label), label
+
+
+def test_fstring_of_a_tensor_breaks_and_formats_like_eager(cnt):
+    """Formatting a tensor needs its value: a graph break at FORMAT_VALUE, same string as eager."""
+    compiled = stenograph.compile(_fstring_of_tensor, backend=cnt)
+    x = torch.tensor([1.0, 2.0, 3.0])
+    out, label = compiled(x)
+    expected, expected_label = _fstring_of_tensor(x)
+    assert label == expected_label
+    torch.testing.assert_close(out, expected)
+    assert cnt.frame_count >= 1

@@ -62,7 +62,8 @@ BREAKABLE = {
     "CALL", "CALL_FUNCTION_EX", "LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "BINARY_SUBSCR",
     "STORE_SUBSCR", "DELETE_SUBSCR", "BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP",
     "GET_ITER", "FOR_ITER", "STORE_GLOBAL", "BEFORE_WITH", "UNPACK_SEQUENCE", "BINARY_SLICE",
-    "STORE_SLICE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", "RAISE_VARARGS", *_UNARY, *_POP_JUMPS,
+    "STORE_SLICE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", "RAISE_VARARGS", "FORMAT_VALUE",
+    *_UNARY, *_POP_JUMPS,
 }
 
 
@@ -326,6 +327,13 @@ class BreakWriter:
         if name in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
             test = "" if name == "JUMP_IF_TRUE_OR_POP" else "not "
             return [f"___c = {test}{values[-1]}"], [("___c", inst.argval, slots), (None, nxt, rest(1))]
+        if name == "FORMAT_VALUE":
+            has_spec = bool(inst.arg & 0x04)
+            value = values[-2] if has_spec else values[-1]
+            conversion = {0: "{0}", 1: "str({0})", 2: "repr({0})", 3: "ascii({0})"}[inst.arg & 0x03]
+            spec = values[-1] if has_spec else "''"
+            popped = 2 if has_spec else 1
+            return [f"___r = format({conversion.format(value)}, {spec})"], [(None, nxt, [*rest(popped), result])]
         if name == "RAISE_VARARGS" and inst.arg in (1, 2):
             cause = f" from {values[-1]}" if inst.arg == 2 else ""
             return [f"raise {values[-inst.arg]}{cause}"], []

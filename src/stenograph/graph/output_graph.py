@@ -8,6 +8,7 @@ source so the transformed code can fetch it again on every call.
 
 from __future__ import annotations
 
+import logging
 import operator
 import re
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ from .side_effects import SideEffects
 if TYPE_CHECKING:
     from ..variables.base import Variable
     from ..variables.tensor import TensorVariable
+
+
+_FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
 
 
 @dataclass
@@ -163,6 +167,9 @@ class OutputGraph:
         fx_args, fake_args = _unwrap_all(args)
         fx_kwargs, fake_kwargs = _unwrap_all_kw(kwargs)
         try:
+            # a user error (mismatched shapes) is reported by the eager run; keep fake tensor's
+            # own error log quiet meanwhile
+            _FAKE_LOG.disabled = True
             with self.fake_mode:
                 if kind == "call_method":
                     fake = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
@@ -177,6 +184,8 @@ class OutputGraph:
             raise
         except Exception as e:
             raise Unsupported(f"{describe} raised {type(e).__name__} while tracing: {e}") from e
+        finally:
+            _FAKE_LOG.disabled = False
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
         return self.wrap_result(node, fake, describe)
 
