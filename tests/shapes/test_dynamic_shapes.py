@@ -283,3 +283,18 @@ def test_counting_backend_sees_symbolic_placeholders_in_order():
     compiled(torch.randn(3), 4)
     names = [p.name for p in _placeholders(counter.graphs[0])]
     assert names == ["x", "n"]
+
+
+@pytest.mark.slow
+def test_gpt2_sequence_lengths_compile_twice(cnt):
+    """HuggingFace GPT-2 (small config, random weights) over 8 sequence lengths: the first call
+    static, the second makes the length symbolic, the rest reuse (2 graphs), eager logits."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=128)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    compiled = stenograph.compile(model, backend=cnt)
+    with torch.no_grad():
+        for length in (8, 12, 16, 20, 24, 28, 32, 40):
+            ids = torch.randint(0, 1000, (2, length))
+            torch.testing.assert_close(compiled(ids).logits, model(ids).logits)
+    assert cnt.frame_count == 2

@@ -67,7 +67,10 @@ class SequenceVariable(Variable):
         return bool(self.items)
 
     def getitem(self, tx: Frame, key: Variable) -> Variable:
-        index = key.as_constant() if key.is_constant() else None
+        from .symbolic import SymNodeVariable
+
+        # a symbolic int used as an index is specialised (guarded to this value), as in eager
+        index = key.as_constant() if key.is_constant() or isinstance(key, SymNodeVariable) else None
         if isinstance(index, slice):
             return self.clone(self.items[index])
         if isinstance(index, int):

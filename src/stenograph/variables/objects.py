@@ -50,6 +50,13 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
         return UserMethodVariable(cls_attr.__func__, constant(type(obj)))
     if isinstance(cls_attr, types.FunctionType):
         return UserMethodVariable(cls_attr, obj_var)
+    if isinstance(cls_attr, types.MemberDescriptorType) and obj_var.source is not None:
+        # a __slots__ attribute: read like an instance attribute, guarded through its source
+        try:
+            value = getattr(obj, name)
+        except AttributeError:
+            raise Unsupported(f"{type(obj).__qualname__} object has no attribute {name!r} (unset slot)") from None
+        return wrap(tx, value, AttrSource(obj_var.source, name))
     if name == "__dict__":
         raise Unsupported(
             f"dynamic attribute access through {type(obj).__qualname__}.__dict__",
@@ -93,7 +100,10 @@ class UserObjectVariable(Variable):
         """Attribute writes are replayed on the real object after the graph."""
         self._use()
         cls_attr = inspect.getattr_static(type(self.value_object), name, _MISSING)
-        if hasattr(type(cls_attr), "__set__") or getattr(self.value_object, "__slots__", None) is not None:
+        # a slot (member descriptor) stores like an instance attribute; other data descriptors
+        # (properties with setters) run Python code
+        is_slot = isinstance(cls_attr, types.MemberDescriptorType)
+        if hasattr(type(cls_attr), "__set__") and not is_slot:
             raise Unsupported(f"setting {name!r} on {self.describe()} runs a descriptor")
         if type(self.value_object).__setattr__ is not object.__setattr__:
             raise Unsupported(f"setting {name!r} on {self.describe()}, whose class defines __setattr__")

@@ -80,6 +80,9 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     if isinstance(a, _GRAPH_VALUES) or isinstance(b, _GRAPH_VALUES):
         return tx.output.call("call_function", op, [a, b], {}, f"operator {op.__name__}")
     plain = _INPLACE_TO_PLAIN.get(op, op)
+    if plain is operator.add:
+        # a constant tuple concatenated with a tracked one (e.g. `(-1,) + x.shape[1:]`)
+        a, b = _as_sequence(a, b), _as_sequence(b, a)
     if isinstance(a, SequenceVariable) and isinstance(b, SequenceVariable) and plain is operator.add:
         if isinstance(a, ListVariable) and op is operator.iadd:
             a.call_method(tx, "extend", [b], {})
@@ -145,6 +148,13 @@ def _user_dunder(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable | Non
             if not (result.is_constant() and result.as_constant() is NotImplemented):
                 return result
     return None
+
+
+def _as_sequence(var: Variable, other: Variable) -> Variable:
+    """A constant tuple as a TupleVariable when the other operand is a tracked sequence."""
+    if isinstance(other, SequenceVariable) and var.is_constant() and type(var.as_constant()) is tuple:
+        return TupleVariable([constant(v) for v in var.as_constant()])
+    return var
 
 
 def unary(tx: Frame, op: Any, a: Variable) -> Variable:
