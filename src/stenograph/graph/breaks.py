@@ -97,7 +97,11 @@ class BreakWriter:
                 slots.append(Slot("value", self._enter_context(var)))
             elif isinstance(var, IteratorVariable):
                 items = var.items[var.index :]
-                slots.append(Slot("iter", f"({''.join(self.rebuild.expr(i) + ', ' for i in items)})"))
+                as_range = _as_range(items)
+                if as_range is not None:
+                    slots.append(Slot("iter", repr(as_range)))
+                else:
+                    slots.append(Slot("iter", f"({''.join(self.rebuild.expr(i) + ', ' for i in items)})"))
             else:
                 slots.append(Slot("value", self._evaluate(var)))
         return slots
@@ -346,6 +350,18 @@ class BreakWriter:
 
 
 _END = object()
+
+
+def _as_range(items: list[Variable]) -> range | None:
+    """The remaining items of a loop over a range, as a range again (a short value to pass and
+    to guard, instead of a tuple of every remaining number)."""
+    if len(items) < 2 or not all(i.is_constant() and type(i.as_constant()) is int for i in items):
+        return None
+    values = [i.as_constant() for i in items]
+    step = values[1] - values[0]
+    if step == 0 or any(b - a != step for a, b in zip(values, values[1:])):
+        return None
+    return range(values[0], values[-1] + step, step)
 
 
 def _line_of(inst: dis.Instruction, default: int) -> int:

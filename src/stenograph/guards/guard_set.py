@@ -105,10 +105,10 @@ class GuardSet:
         if isinstance(value, float) and math.isnan(value):
             self.add(RANK_VALUE, source, "{v} != {v}", f"{source.name()} is nan")
         elif isinstance(value, (int, float, str, bytes, complex)) and _repr_roundtrips(value):
-            self.add(RANK_VALUE, source, f"{{v}} == {value!r}", f"{source.name()} == {value!r}")
+            self.add(RANK_VALUE, source, f"{{v}} == {value!r}", f"{source.name()} == {_short(value)}")
         else:
             name = self.bind(value, "const")
-            self.add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {value!r}")
+            self.add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {_short(value)}")
 
     def tensor_match(self, source: Source, tensor: torch.Tensor, fake: torch.Tensor | None = None) -> None:
         """dtype, device, shape, stride and requires_grad of a tensor input.
@@ -250,6 +250,12 @@ class GuardSet:
 
 # names the ShapeEnv's printed guard expressions may use (e.g. `torch.sym_float`, `math.floor`)
 _SHAPE_GUARD_NAMES = {"torch": torch, "math": math}
+
+
+def _short(value: Any) -> str:
+    """repr for guard descriptions, cut so a long tuple does not flood a log or warning."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _describe_actual(value: Any) -> str:
