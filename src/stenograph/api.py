@@ -81,13 +81,21 @@ def _compile_target(target: Any, compiler: Any, name: str, fullgraph: bool, dyna
         call = type(target).__call__
         if isinstance(call, types.FunctionType):
             return types.MethodType(entry.entry_wrapper(call, compiler, name, fullgraph, dynamic), target)
-        raise TypeError(
-            f"stenograph.compile() needs a Python function or nn.Module; "
-            f"{type(target).__qualname__} is implemented in C"
-        )
+        # a C function (torch.sin, an operator): compile a Python call of it
+        wrapper = functools.update_wrapper(_calling(target), target, updated=())
+        return entry.entry_wrapper(wrapper, compiler, name, fullgraph, dynamic)
     raise TypeError(
         f"stenograph.compile() needs a function or nn.Module, got {type(target).__qualname__} ({target!r:.60})"
     )
+
+
+def _calling(target: Callable) -> Callable:
+    """A Python function calling `target`, so a C callable can be compiled like user code."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return target(*args, **kwargs)
+
+    return call
 
 
 _DELEGATED = (

@@ -238,3 +238,14 @@ def test_config_patch_as_decorator():
 
     assert read() == 2
     assert stenograph.config.recompile_limit == 8
+
+
+def test_compile_a_c_function(cnt):
+    """torch.sin and torch.cos compiled directly: one graph each, eager results, name kept."""
+    x = torch.randn(4)
+    sin = stenograph.compile(torch.sin, backend=cnt)
+    cos = stenograph.compile(torch.cos, backend=cnt)
+    torch.testing.assert_close(sin(x), torch.sin(x))
+    torch.testing.assert_close(cos(x), torch.cos(x))
+    assert cnt.frame_count == 2
+    assert sin.__name__ == "sin"
