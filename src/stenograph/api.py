@@ -16,6 +16,7 @@ import torch
 from . import entry
 from .backends.registry import resolve_backend
 from .errors import StenographError
+from .module_hooks import has_module_hooks
 
 _DISABLED_ATTR = "__stenograph_disabled__"
 
@@ -148,7 +149,7 @@ class OptimizedModule(torch.nn.Module):
         if "forward" in mod.__dict__:
             # an instance-level forward replaces the class's: compile that instead, eagerly for now
             return mod(*args, **kwargs)
-        if _has_hooks(mod):
+        if has_module_hooks(mod):
             return _call_with_hooks(mod, self._compiled_forward, args, kwargs)
         return self._compiled_forward(mod, *args, **kwargs)
 
@@ -189,10 +190,6 @@ def _delegate(name: str) -> Callable:
 
 for _name in _DELEGATED:
     setattr(OptimizedModule, _name, _delegate(_name))
-
-
-def _has_hooks(mod: torch.nn.Module) -> bool:
-    return bool(mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks or mod._backward_pre_hooks)
 
 
 def _call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 from . import config, events
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import StenographError, Unsupported
+from .module_hooks import has_global_forward_hooks, has_module_hooks
 from .shapes.dynamic import DynamicPolicy
 
 
@@ -213,7 +214,8 @@ def module_caller(backend: Any, backend_name: str) -> Any:
 
     def call(module: Any, *args: Any, **kwargs: Any) -> Any:
         forward = type(module).forward
-        if "forward" in module.__dict__ or not isinstance(forward, types.FunctionType) or _has_hooks(module):
+        plain = "forward" not in module.__dict__ and isinstance(forward, types.FunctionType)
+        if not plain or has_module_hooks(module) or has_global_forward_hooks():
             return module(*args, **kwargs)
         wrapper = forwards.get(forward)
         if wrapper is None:
@@ -223,13 +225,3 @@ def module_caller(backend: Any, backend_name: str) -> Any:
     _module_callers[id(backend)] = (call, backend)
     return call
 
-
-def _has_hooks(module: Any) -> bool:
-    import torch
-
-    hooks = torch.nn.modules.module
-    return bool(
-        module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-        or module._backward_pre_hooks or hooks._global_forward_hooks or hooks._global_forward_pre_hooks
-        or hooks._global_backward_hooks
-    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
 from helpers import assert_same, count_torch_graphs
 
 
@@ -49,3 +50,14 @@ def torch_graph_count(fn: Callable, *calls: Sequence[Any]) -> int:
             compiled(*args)
 
     return count_torch_graphs(fn, run)
+
+
+def three_prints(x):
+    """Tensor work around three prints: 4 graphs, for torch.compile too."""
+    x = x + 1
+    print("one", x.sum())
+    x = x * 2
+    print("two")
+    x = x - 3
+    print("three", x)
+    return torch.relu(x)

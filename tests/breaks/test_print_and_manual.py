@@ -15,6 +15,7 @@ from helpers import assert_same, ops_of
 import stenograph
 
 from ._support import assert_matches_eager, torch_graph_count
+from ._support import three_prints as _three_prints
 
 # ---------------------------------------------------------------------------------------------
 # case 5: one print between tensor ops
@@ -56,16 +57,6 @@ def test_case5_prints_exactly_once_per_call(cnt, capsys):
 
 # ---------------------------------------------------------------------------------------------
 # three prints
-
-
-def _three_prints(x):
-    x = x + 1
-    print("one", x.sum())
-    x = x * 2
-    print("two")
-    x = x - 3
-    print("three", x)
-    return torch.relu(x)
 
 
 def test_three_prints_give_four_graphs_printing_in_order(cnt, capsys):

@@ -15,6 +15,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ModuleMemberSource
+from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
 from .base import Variable, constant
 
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ _MISSING = object()
 _WALKS = frozenset(
     {"modules", "named_modules", "parameters", "named_parameters", "buffers", "named_buffers", "named_children"}
 )
-_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
 def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Variable | None:
@@ -208,7 +208,7 @@ class NNModuleVariable(UserObjectVariable):
 
     def _guard_no_hooks(self, tx: Frame) -> None:
         module = self.value_object
-        for table in _HOOK_TABLES:
+        for table in HOOK_TABLES:
             if getattr(module, table, None):
                 raise Unsupported(
                     f"{self.describe()} has {table.strip('_').replace('_', ' ')}",
@@ -219,8 +219,7 @@ class NNModuleVariable(UserObjectVariable):
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         self._guard_no_hooks(tx)
-        module_globals = torch.nn.modules.module
-        if module_globals._global_forward_hooks or module_globals._global_forward_pre_hooks:
+        if has_global_forward_hooks():
             raise Unsupported("global nn.Module forward hooks are registered")
         forward = self.getattr(tx, "forward")
         return forward.call(tx, args, kwargs)
