@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from . import entry
+from .backends.call_marks import marking_calls, wants_call_marks
 from .backends.registry import resolve_backend
 from .errors import StenographError
 from .module_hooks import has_module_hooks
@@ -74,20 +75,26 @@ def _compile_target(target: Any, compiler: Any, name: str, fullgraph: bool, dyna
         target = original
     if isinstance(target, types.MethodType) and isinstance(target.__func__, types.FunctionType):
         bound_self = target.__self__
-        wrapper = entry.entry_wrapper(target.__func__, compiler, name, fullgraph, dynamic)
+        wrapper = _user_entry(target.__func__, compiler, name, fullgraph, dynamic)
         return types.MethodType(wrapper, bound_self)
     if isinstance(target, types.FunctionType):
-        return entry.entry_wrapper(target, compiler, name, fullgraph, dynamic)
+        return _user_entry(target, compiler, name, fullgraph, dynamic)
     if callable(target):
         call = type(target).__call__
         if isinstance(call, types.FunctionType):
-            return types.MethodType(entry.entry_wrapper(call, compiler, name, fullgraph, dynamic), target)
+            return types.MethodType(_user_entry(call, compiler, name, fullgraph, dynamic), target)
         # a C function (torch.sin, an operator): compile a Python call of it
         wrapper = functools.update_wrapper(_calling(target), target, updated=())
-        return entry.entry_wrapper(wrapper, compiler, name, fullgraph, dynamic)
+        return _user_entry(wrapper, compiler, name, fullgraph, dynamic)
     raise TypeError(
         f"stenograph.compile() needs a function or nn.Module, got {type(target).__qualname__} ({target!r:.60})"
     )
+
+
+def _user_entry(fn: types.FunctionType, compiler: Any, name: str, fullgraph: bool, dynamic: bool | None) -> Any:
+    """The entry wrapper of a function the user compiled; it marks calls for CUDA graphs."""
+    wrapper = entry.entry_wrapper(fn, compiler, name, fullgraph, dynamic)
+    return marking_calls(wrapper) if wants_call_marks(compiler) else wrapper
 
 
 def _calling(target: Callable) -> Callable:
@@ -141,7 +148,7 @@ class OptimizedModule(torch.nn.Module):
         forward = type(mod).forward
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"{type(mod).__qualname__}.forward is not a Python function")
-        wrapper = entry.entry_wrapper(forward, compiler, backend_name, fullgraph, dynamic)
+        wrapper = _user_entry(forward, compiler, backend_name, fullgraph, dynamic)
         object.__setattr__(self, "_compiled_forward", wrapper)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:

@@ -48,6 +48,9 @@ def inductor(
     return _compile(gm, example_inputs, resolve_mode(mode, options))
 
 
+inductor.config_patches = {}  # type: ignore[attr-defined]  # none: Inductor's global config rules
+
+
 def inductor_backend(mode: str | None = None, options: dict[str, Any] | None = None) -> CompilerFn:
     """An Inductor backend bound to `mode` or `options`, validated now rather than at first call."""
     patches = resolve_mode(mode, options)

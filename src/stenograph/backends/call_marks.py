@@ -1,0 +1,51 @@
+"""Mark where each call of a compiled program begins, for Inductor's CUDA-graph trees.
+
+Why: in `mode="reduce-overhead"` / `"max-autotune"` Inductor replays CUDA graphs out of one
+memory pool, so a replay overwrites the outputs of the previous replay. The trees
+(`torch._inductor.cudagraph_trees`) only allow that once a *new call of the compiled program* has
+begun (or the old outputs are dead), and they learn that a new call began from one counter,
+`GenerationTracker.generation`, which torch.compile advances each time a compiled function is
+entered. If nothing advances it, a loop that still holds the last result when it calls again
+(`out = model(x)`) never replays: every call records one more graph behind the last one. So
+stenograph advances the same counter, once per call of the function or module the user compiled.
+
+Only at the user's call, never per graph: graphs of one call that a graph break separates must not
+overwrite each other's outputs, which the next graph may still read. The mark costs one extra
+Python call, so it is added only to programs compiled for CUDA graphs (`wants_call_marks`).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ENABLED", "marking_calls", "wants_call_marks"]
+
+#: Switch off only to measure what the marks are worth (benchmarks/cudagraph_loops.py).
+ENABLED = True
+
+
+def wants_call_marks(compiler: Any) -> bool:
+    """True for a backend that compiles with Inductor's CUDA graphs (its mode, options or config)."""
+    patches = getattr(compiler, "config_patches", None)
+    if not ENABLED or patches is None:
+        return False
+    if "triton.cudagraphs" in patches:
+        return bool(patches["triton.cudagraphs"])
+    inductor_config = sys.modules.get("torch._inductor.config")  # set globally by the user?
+    return inductor_config is not None and bool(inductor_config.triton.cudagraphs)
+
+
+def marking_calls(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, advancing the CUDA-graph trees' call counter before each call."""
+    # The counter lives in torch._dynamo's module (its only definition); reading and incrementing
+    # it is all stenograph does with torch._dynamo. Inductor has imported it by the time it matters.
+    from torch._dynamo.mutation_guard import GenerationTracker
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        GenerationTracker.generation += 1
+        return fn(*args, **kwargs)
+
+    return functools.update_wrapper(call, fn)
