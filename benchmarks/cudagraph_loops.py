@@ -12,13 +12,16 @@ transformer_block.py) in three loops:
 
 Each (loop, compiler) runs in a process of its own: the trees and the generation counter they read
 are per process, so in one process each compiler's calls would change what the other's trees do.
-Compilers: eager, stenograph, stenograph without call marks (`stenograph.backends.call_marks`
-switched off, to show what the marks are worth), torch.compile. Printed per run: median ms per
+Compilers: eager, stenograph, stenograph-no-marks (stenograph without call marks (`stenograph.backends.call_marks`
+switched off, to show what the marks are worth), torch.compile; all in `--mode` (reduce-overhead
+or max-autotune; Inductor's on-disk caches stay on, so in max-autotune only the first compiler
+that runs pays the autotuning and first-call times are not comparable). Printed per run: median ms per
 call, and how the timed calls went through the trees (replayed / recorded / warm-up / bypassed).
 `--host-profile` adds the top functions of a cProfile over the timed calls.
 
     python benchmarks/cudagraph_loops.py --device cuda
     python benchmarks/cudagraph_loops.py --device cuda --loops seed --host-profile
+    python benchmarks/cudagraph_loops.py --device cuda --mode max-autotune --loops seed,keep
 """
 
 from __future__ import annotations
@@ -42,20 +45,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from transformer_block import TransformerBlock  # noqa: E402
 
 LOOPS = ["seed", "keep", "train"]
-COMPILERS = ["eager", "stenograph", "stenograph, no call marks", "torch.compile"]
+COMPILERS = ["eager", "stenograph", "stenograph-no-marks", "torch.compile"]
 
 
-def build(compiler: str, model: torch.nn.Module) -> Callable:
+def build(compiler: str, model: torch.nn.Module, mode: str) -> Callable:
     if compiler == "eager":
         return model
     if compiler == "torch.compile":
-        return torch.compile(model, mode="reduce-overhead")
+        return torch.compile(model, mode=mode)
     import stenograph
     from stenograph.backends import call_marks
 
-    if compiler == "stenograph, no call marks":
+    if compiler == "stenograph-no-marks":
         call_marks.ENABLED = False
-    return stenograph.compile(model, mode="reduce-overhead")
+    return stenograph.compile(model, mode=mode)
 
 
 def count_tree_paths() -> Counter:
@@ -95,13 +98,13 @@ def step_fn(loop: str, fn: Callable, model: torch.nn.Module) -> Callable[[torch.
     return train
 
 
-def child(loop: str, compiler: str, calls: int, warmup: int, host_profile: bool) -> dict:
+def child(loop: str, compiler: str, mode: str, calls: int, warmup: int, host_profile: bool) -> dict:
     torch.manual_seed(0)
     model = TransformerBlock().cuda()
     x = torch.randn(16, 128, 512, device="cuda")
     if loop == "keep":
         torch.set_grad_enabled(False)
-    fn = build(compiler, model)
+    fn = build(compiler, model, mode)
     step = step_fn(loop, fn, model)
     start = time.perf_counter()
     step(x)
@@ -126,6 +129,7 @@ def child(loop: str, compiler: str, calls: int, warmup: int, host_profile: bool)
     result = {
         "loop": loop,
         "compiler": compiler,
+        "mode": mode,
         "ms": statistics.median(samples),
         "first_call_s": first_s,
         "timed_calls": len(samples) * per_round,
@@ -145,6 +149,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", choices=["cuda"])
     parser.add_argument("--loops", default=",".join(LOOPS))
     parser.add_argument("--compilers", default=",".join(COMPILERS))
+    parser.add_argument("--mode", default="reduce-overhead", choices=["reduce-overhead", "max-autotune"])
     parser.add_argument("--calls", type=int, default=200, help="timed calls (rounds of 10)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--host-profile", action="store_true")
@@ -154,7 +159,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         parser.error("needs CUDA: CUDA graphs exist only there")
     if opts.child:
-        print(json.dumps(child(*opts.child, opts.calls, opts.warmup, opts.host_profile)))
+        print(json.dumps(child(*opts.child, opts.mode, opts.calls, opts.warmup, opts.host_profile)))
         return
     print(f"python {sys.version.split()[0]}, torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
     print("command: python " + " ".join(sys.argv), flush=True)
@@ -162,7 +167,7 @@ def main() -> None:
     rows = []
     for loop in opts.loops.split(","):
         for compiler in opts.compilers.split(","):
-            cmd = [sys.executable, __file__, "--child", loop, compiler]
+            cmd = [sys.executable, __file__, "--child", loop, compiler, "--mode", opts.mode]
             cmd += ["--calls", str(opts.calls), "--warmup", str(opts.warmup)]
             if opts.host_profile and compiler != "eager":
                 cmd.append("--host-profile")
