@@ -22,6 +22,7 @@ from .errors import BackendCompilerFailed, StenographError, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
+from .graph.pyfunc import signature_only
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
 from .shapes.dynamic import DynamicPolicy
@@ -132,7 +133,8 @@ def compile_frame(
     backend_seconds = timing["backend"]
     capture_seconds = time.perf_counter() - start - backend_seconds
     gm = graph_module[0] if graph_module else None
-    return CacheEntry(guard, transformed, gm, output.guards, code, label, capture_seconds, backend_seconds, like=fn)
+    like = signature_only(fn)
+    return CacheEntry(guard, transformed, gm, output.guards, code, label, capture_seconds, backend_seconds, like=like)
 
 
 def _trace(
@@ -233,8 +235,10 @@ def _root_state(fn: types.FunctionType, args: tuple, kwargs: dict) -> tuple[dict
     bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
     bound.apply_defaults()
     code = fn.__code__
+    # inspect renames a comprehension's `.0` parameter `implicit0`: take the code's own names
+    names = dict(zip(bound.signature.parameters, code.co_varnames))
     local_values: dict[str, Any] = {
-        name: LazyValue(value, LocalSource(name)) for name, value in bound.arguments.items()
+        names[name]: LazyValue(value, LocalSource(names[name])) for name, value in bound.arguments.items()
     }
     cells: dict[str, Cell] = {}
     for name in code.co_cellvars:

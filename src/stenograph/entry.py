@@ -155,27 +155,20 @@ def entry_wrapper(
     cache = cache_for(fn.__code__, backend, backend_name)
     if dynamic is not None:
         cache.policy.dynamic = dynamic
-    entries = cache.entries
-    miss = cache.miss
     if fn.__code__.co_freevars:
         closure = fn.__closure__
+        by_closure = closure_dispatcher(fn, backend, backend_name, fullgraph)
 
         def dispatch(*args: Any, **kwargs: Any) -> Any:
-            for entry in entries:
-                if entry.guard(closure, *args, **kwargs):
-                    return entry.fn(closure, *args, **kwargs)
-            return miss(fn, (closure,), args, kwargs, fullgraph)
+            return by_closure(closure, *args, **kwargs)
 
         def compiled(*args: Any, **kwargs: Any) -> Any:
-            for entry in entries:
-                if entry.guard(closure, *args, **kwargs):
-                    result = entry.fn(closure, *args, **kwargs)
-                    break
-            else:
-                result = miss(fn, (closure,), args, kwargs, fullgraph)
+            result = by_closure(closure, *args, **kwargs)
             return result.run() if type(result) is Continue else result
 
     else:
+        entries = cache.entries
+        miss = cache.miss
 
         def dispatch(*args: Any, **kwargs: Any) -> Any:
             for entry in entries:
@@ -197,6 +190,28 @@ def entry_wrapper(
     compiled.__stenograph_cache__ = cache  # type: ignore[attr-defined]
     compiled.dispatch = dispatch  # type: ignore[attr-defined]
     return compiled
+
+
+def closure_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, fullgraph: bool = False) -> Any:
+    """Guarded dispatch for code with free variables, taking the closure as first argument.
+
+    One cache serves every closure of the code: guards and transformed code read the cells from
+    that argument. Graph breaks tail-call resume functions of closures this way, passing the cells
+    of the function that broke, so a cached resume target never carries another call's cells.
+    """
+    cache = cache_for(fn.__code__, backend, backend_name)
+    entries = cache.entries
+    miss = cache.miss
+    own = fn.__closure__
+
+    def dispatch(closure: tuple, *args: Any, **kwargs: Any) -> Any:
+        for entry in entries:
+            if entry.guard(closure, *args, **kwargs):
+                return entry.fn(closure, *args, **kwargs)
+        target = fn if closure is own else types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, None, closure)
+        return miss(target, (closure,), args, kwargs, fullgraph)
+
+    return dispatch
 
 
 _module_callers: dict[int, Any] = {}

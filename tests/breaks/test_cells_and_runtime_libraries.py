@@ -1,6 +1,8 @@
 """Breaks around closure cells and torch runtime libraries (optimizers)."""
 
 import copy
+import gc
+import weakref
 
 import torch
 from helpers import assert_same
@@ -25,6 +27,38 @@ def test_cell_variable_is_live_after_a_break(cnt, capsys):
         assert_same(compiled(x, scale), _cell_live_at_break(x, scale))
     assert capsys.readouterr().out == "between\n" * 4
     assert cnt.frame_count == 2
+
+
+def _make_closure(weight):
+    def add_weight(x):
+        y = x * 2
+        print("break")
+        return y + weight  # read after the break, from this closure's cell
+
+    return add_weight
+
+
+def test_closures_of_one_code_resume_with_their_own_cells(cnt, capsys):
+    """Two closures share code, cache and resume functions, but each call resumes with its own
+    cells (tensor cells are not guarded by value, so a wrong cell would go unnoticed)."""
+    light, heavy = _make_closure(torch.ones(2)), _make_closure(torch.full((2,), 5.0))
+    compiled_light = stenograph.compile(light, backend=cnt)
+    compiled_heavy = stenograph.compile(heavy, backend=cnt)
+    x = torch.arange(2.0)
+    for _ in range(2):
+        assert_same(compiled_light(x), light(x))
+        assert_same(compiled_heavy(x), heavy(x))
+    assert cnt.frame_count == 2  # one graph before the break, one after: shared by both closures
+
+
+def test_resume_functions_keep_no_closure_alive(capsys):
+    weight = torch.ones(2)
+    alive = weakref.ref(weight)
+    fn = _make_closure(weight)
+    stenograph.compile(fn, backend="eager")(torch.ones(2))
+    del fn, weight
+    gc.collect()
+    assert alive() is None
 
 
 def _train_step(model, optimizer, x):

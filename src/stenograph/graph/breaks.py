@@ -165,6 +165,8 @@ class BreakWriter:
             raise Unsupported(f"cannot resume there: {e}") from e
         target = self.writer.bind(resume, "resume")
         args = [s.expr for s in slots if takes_argument(s.kind)] + [expr for _, expr in live]
+        if origin.code.co_freevars:
+            args.insert(0, "___cells")  # the closure of the function that broke (resume_function)
         return f"return ___Continue({target}, ({''.join(a + ', ' for a in args)}))"
 
     def handler_call(self, slots: list[Slot], live: list[tuple[str, str]]) -> list[str] | None:
@@ -258,7 +260,8 @@ class BreakWriter:
         """(eager lines, [(condition, resume offset, stack)]) for the break instruction."""
         inst, name = self.inst, self.inst.opname
         nxt = self.next_offset
-        values = [s.expr for s in slots]
+        # a loop iterator travels to resume functions as a tuple; the instruction needs an iterator
+        values = [f"iter({s.expr})" if s.kind == "iter" else s.expr for s in slots]
         result = Slot("value", "___r")
 
         def rest(n: int) -> list[Slot]:

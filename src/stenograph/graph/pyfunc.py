@@ -21,9 +21,18 @@ CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 _counter = itertools.count()
 
 
+def python_name(name: str) -> str:
+    """A local's name as generated Python can spell it.
+
+    Comprehensions and generator expressions compile to functions whose iterator parameter is
+    named `.0`, which is no identifier; generated code calls it `___dot0`.
+    """
+    return name if name.isidentifier() else "___dot" + name.lstrip(".")
+
+
 def parameter_list(code: types.CodeType) -> str:
     """The parameter list of `code` as Python text (no defaults; those are attached afterwards)."""
-    names = code.co_varnames
+    names = tuple(python_name(n) for n in code.co_varnames)
     n_pos = code.co_argcount
     n_kwonly = code.co_kwonlyargcount
     params: list[str] = []
@@ -44,6 +53,17 @@ def parameter_list(code: types.CodeType) -> str:
     if code.co_flags & CO_VARKEYWORDS:
         params.append("**" + names[index])
     return ", ".join(params)
+
+
+def signature_only(fn: types.FunctionType) -> types.FunctionType:
+    """`fn`'s code, defaults and keyword defaults with empty cells: what a cache entry keeps to
+    bind arguments like `fn`, without keeping the values `fn`'s closure captured alive."""
+    if not fn.__closure__:
+        return fn
+    cells = tuple(types.CellType() for _ in fn.__closure__)
+    stand_in = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, cells)
+    stand_in.__kwdefaults__ = fn.__kwdefaults__
+    return stand_in
 
 
 def make_function(

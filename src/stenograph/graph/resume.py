@@ -84,19 +84,35 @@ def resume_function(
 ) -> Any:
     """What a graph break tail-calls: the entry wrapper's dispatcher of `fn`'s resume function
     at `offset` (created once), or the plain resume function when not `compiled` (exception
-    handlers: an exceptional path is not worth a compilation)."""
-    from ..entry import entry_wrapper
+    handlers: an exceptional path is not worth a compilation).
+
+    For code with free variables the result takes the closure as its first argument
+    (`entry.closure_dispatcher`), so it serves every closure of the code and keeps none alive.
+    """
+    from ..entry import closure_dispatcher, entry_wrapper
 
     code = resume_code(fn.__code__, offset, kinds, live)
-    # cells are unhashable: key on their ids (the stored function keeps them alive)
-    cells = tuple(id(cell) for cell in fn.__closure__ or ())
-    key = (code, id(backend), cells, compiled)
+    key = (code, id(backend), compiled)
     found = _wrappers.get(key)
     if found is None:
-        resume = types.FunctionType(code, fn.__globals__, code.co_name, None, fn.__closure__)
-        found = entry_wrapper(resume, backend, backend_name, False).dispatch if compiled else resume
+        # fresh cells: the cached function must not keep the breaking call's closure alive
+        cells = tuple(types.CellType() for _ in code.co_freevars) if code.co_freevars else None
+        resume = types.FunctionType(code, fn.__globals__, code.co_name, None, cells)
+        if code.co_freevars:
+            found = closure_dispatcher(resume, backend, backend_name) if compiled else _with_cells(resume)
+        else:
+            found = entry_wrapper(resume, backend, backend_name, False).dispatch if compiled else resume
         _wrappers[key] = found
     return found
+
+
+def _with_cells(resume: types.FunctionType) -> Any:
+    """The plain resume function of closure code, called with the closure first."""
+
+    def call(closure: tuple, *args: Any) -> Any:
+        return types.FunctionType(resume.__code__, resume.__globals__, resume.__name__, None, closure)(*args)
+
+    return call
 
 
 def origin_of(code: types.CodeType) -> types.CodeType | None:

@@ -181,6 +181,16 @@ class GuardSet:
         dtype = self.bind(torch.get_default_dtype(), "dtype")
         self.add(RANK_GLOBAL_STATE, None, f"{dd}() is {dtype}", f"default dtype is {torch.get_default_dtype()}")
 
+    def state_query(self, fn: Callable[[], Any], name: str, value: Any) -> None:
+        """A global-state reader (`torch._C._len_torch_dispatch_stack`) asked at trace time must
+        give the same answer on each call."""
+        call = f"{self.bind(fn, 'fn')}()"
+        if value is None or isinstance(value, bool):
+            self.add(RANK_GLOBAL_STATE, None, f"{call} is {value!r}", f"{name}() is {value!r}")
+        else:
+            expected = self.bind(value, "const")
+            self.add(RANK_GLOBAL_STATE, None, f"{call} == {expected}", f"{name}() == {_short(value)}")
+
     # -- code generation ------------------------------------------------------------------------
 
     def ordered(self) -> list[Check]:

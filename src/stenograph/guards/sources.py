@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..graph.pyfunc import python_name
+
 
 class Source:
     """Base class: a path from the frame to a value."""
@@ -65,7 +67,7 @@ class LocalSource(Source):
     local_name: str
 
     def expr(self, globals_names: GlobalsNamer) -> str:
-        return self.local_name
+        return python_name(self.local_name)
 
     def name(self) -> str:
         return f"L[{self.local_name!r}]"
@@ -184,7 +186,7 @@ class SourceRenderer:
 
     def _bind(self, source: Source, lines: list[str]) -> str:
         if isinstance(source, LocalSource):
-            return source.local_name
+            return python_name(source.local_name)
         name = self.bound.get(source)
         if name is None:
             expr = self.render(source, lines)

@@ -12,7 +12,7 @@ import operator
 import sys
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import Unsupported
 from ..variables import operators
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .frame import Frame
 
 Handler = Callable[["Frame", dis.Instruction], None]
+H = TypeVar("H")
 COMMON: dict[str, Handler] = {}
 ONLY_311: dict[str, Handler] = {}
 ONLY_312: dict[str, Handler] = {}
@@ -404,38 +405,44 @@ def _set_update(f: Frame, inst: dis.Instruction) -> None:
     f.stack[-inst.arg].call_method(f, "update", [value], {})
 
 
+def _building(f: Frame, depth: int, kind: type[H]) -> H:
+    """The container a comprehension or display builds, `depth` entries down the stack.
+
+    In a resume function it is an argument (the list built so far), so its changes go through the
+    container's own methods, which record them as side effects to replay.
+    """
+    target = f.stack[-depth]
+    if not isinstance(target, kind):
+        raise Unsupported(f"{kind.__name__} expected {depth} entries down the stack, found {target.describe()}")
+    return target
+
+
 @op("LIST_APPEND")
 def _list_append(f: Frame, inst: dis.Instruction) -> None:
     value = f.pop()
-    target = f.stack[-inst.arg]
-    assert isinstance(target, ListVariable)
-    target.items.append(value)
+    _building(f, inst.arg, ListVariable).call_method(f, "append", [value], {})
 
 
 @op("LIST_EXTEND")
 def _list_extend(f: Frame, inst: dis.Instruction) -> None:
     value = f.pop()
-    target = f.stack[-inst.arg]
-    assert isinstance(target, ListVariable)
-    target.items.extend(value.unpack(f))
+    _building(f, inst.arg, ListVariable).call_method(f, "extend", [value], {})
 
 
 @op("MAP_ADD")
 def _map_add(f: Frame, inst: dis.Instruction) -> None:
     value = f.pop()
     key = f.pop()
-    target = f.stack[-inst.arg]
-    assert isinstance(target, DictVariable)
-    target.items[key.as_constant()] = value
+    _building(f, inst.arg, DictVariable).setitem(f, key, value)
 
 
 @op("DICT_UPDATE", "DICT_MERGE")
 def _dict_update(f: Frame, inst: dis.Instruction) -> None:
     value = f.pop()
-    target = f.stack[-inst.arg]
-    if not isinstance(value, DictVariable) or not isinstance(target, DictVariable):
+    target = _building(f, inst.arg, DictVariable)
+    if not isinstance(value, DictVariable):
         raise Unsupported(f"** of {value.describe()}")
-    target.items.update(value.items)
+    target.call_method(f, "update", [value], {})
 
 
 @op("LIST_TO_TUPLE", table=ONLY_311)

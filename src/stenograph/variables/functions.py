@@ -56,6 +56,7 @@ class UserFunctionVariable(Variable):
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
 
+
 # libraries whose functions run eagerly at a graph break instead of being inlined: they do I/O,
 # debugging, process or interpreter introspection, or live outside torch (numpy)
 _NOT_TRACED = frozenset({
@@ -299,6 +300,8 @@ class TorchOpVariable(Variable):
         folded = _trace_constant(self.fn)
         if folded is not None:
             return constant(folded())
+        if not args and not kwargs and isinstance(self.fn, types.BuiltinFunctionType):
+            return self._query_state(tx)
         if self.fn is torch._C._set_grad_enabled and len(args) == 1 and args[0].is_constant():
             tx.output.set_grad_enabled(bool(args[0].as_constant()))
             return constant(None)
@@ -310,8 +313,32 @@ class TorchOpVariable(Variable):
             return constant(args[0].fake.numel())
         return tx.output.call("call_function", self.fn, args, kwargs, f"{self.describe()}()")
 
+    def _query_state(self, tx: Frame) -> Variable:
+        """A torch C function called with no arguments.
+
+        A factory returns a tensor and is recorded; anything else reads global state (the dispatch-mode
+        stack, a backend flag) that would be wrong if asked under the tracer's fake mode. A reader
+        (`_get_*`, `is_*`, `_len_*`, ...) is asked for real and its answer guarded; other calls run
+        eagerly at a graph break.
+        """
+        describe = f"{self.describe()}()"
+        if getattr(self.fn, "__name__", "").lstrip("_").startswith(_STATE_READER_PREFIXES):
+            value = self.fn()
+            if isinstance(value, (bool, int, float, str, torch.dtype, torch.device)) or value is None:
+                tx.output.guards.state_query(self.fn, self.describe(), value)
+                return constant(value)
+        result = tx.output.call("call_function", self.fn, [], {}, describe)
+        if isinstance(result, ConstantVariable) and result.value is not None:
+            raise Unsupported(f"{describe} returns global state that tracing cannot reproduce")
+        return result
+
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
+
+
+#: Names of torch C functions that only read state, safe to ask again in a guard.
+_STATE_READER_PREFIXES = ("get_", "is_", "are_", "has_", "len_")
+
 
 class TensorMethodRefVariable(Variable):
     """`torch.Tensor.method` taken from the class and called with the tensor first."""
@@ -331,6 +358,7 @@ class TensorMethodRefVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
+
 
 class TorchClassVariable(ConstantVariable):
     """torch classes whose construction is modelled: torch.Size, torch.device, grad-mode contexts."""
@@ -369,6 +397,7 @@ class FoldedCallVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
+
 
 class GraphBreakVariable(Variable):
     """`stenograph.graph_break()`: asks for a graph break at the call."""

@@ -1,0 +1,77 @@
+"""torch C functions that read global state, called with no arguments.
+
+Tracing runs ops under a fake-tensor mode, which is itself on the dispatch-mode stack: asking
+`torch._C._len_torch_dispatch_stack()` there answers 1 where the program sees 0. Readers are
+asked for real and guarded (a changed answer recompiles); other state calls break.
+"""
+
+from __future__ import annotations
+
+import torch
+from helpers import assert_same
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
+
+import stenograph
+
+
+class PassThrough(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def stack_depth(x):
+    return x + torch._C._len_torch_dispatch_stack()
+
+
+def modes_in_use(x):
+    return x * (len(_get_current_dispatch_mode_stack()) + 1)
+
+
+def thread_count(x):
+    return x + torch.get_num_threads()
+
+
+def shows_config(x):
+    return x + len(torch._C._show_config())
+
+
+def test_dispatch_stack_depth_is_the_programs_not_the_tracers(cnt) -> None:
+    compiled = stenograph.compile(stack_depth, backend=cnt)
+    x = torch.zeros(2)
+    assert_same(compiled(x), stack_depth(x))
+    assert cnt.frame_count == 1
+    with PassThrough():
+        assert_same(compiled(x), stack_depth(x))  # the guard sees one mode now: recompile
+    assert cnt.frame_count == 2
+    assert_same(compiled(x), stack_depth(x))
+    assert cnt.frame_count == 2
+
+
+def test_library_helper_reading_the_mode_stack(cnt) -> None:
+    compiled = stenograph.compile(modes_in_use, backend=cnt)
+    x = torch.ones(2)
+    assert_same(compiled(x), modes_in_use(x))
+    assert cnt.frame_count == 1  # one graph: the empty stack's list comprehension is traced
+
+
+def test_reader_answers_are_guarded(cnt) -> None:
+    compiled = stenograph.compile(thread_count, backend=cnt)
+    x = torch.zeros(1)
+    threads = torch.get_num_threads()
+    try:
+        assert_same(compiled(x), thread_count(x))
+        torch.set_num_threads(threads + 1)
+        assert_same(compiled(x), thread_count(x))
+        assert cnt.frame_count == 2
+        assert f"torch.get_num_threads() == {threads + 1}" in str(stenograph.explain(thread_count)(x))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_other_state_calls_break_and_run_eagerly(cnt) -> None:
+    compiled = stenograph.compile(shows_config, backend=cnt)
+    x = torch.zeros(1)
+    assert_same(compiled(x), shows_config(x))
+    explanation = stenograph.explain(shows_config)(x)
+    assert explanation.graph_break_count == 1
+    assert "torch._C._show_config()" in str(explanation.break_reasons[0])
