@@ -6,6 +6,9 @@ from __future__ import annotations
 import collections
 
 import torch
+from helpers import assert_same
+
+import stenograph
 
 from ._support import check, t
 
@@ -90,6 +93,35 @@ def _sets(x, names):
 
 def test_sets(cnt):
     check(_sets, lambda i: (t(3, seed=i), ["a", "b", "a"]), cnt)
+
+
+def _input_set(x, tags):
+    tags.add(len(tags))  # a set passed in: changed in place, like eager
+    tags.discard(0)
+    return x + len(tags) + ("b" in tags)
+
+
+def test_sets_passed_in_are_changed_in_place(cnt):
+    check(_input_set, lambda i: (t(3, seed=i), {0, "b", 7}), cnt)
+
+
+def test_input_set_members_are_guarded(cnt):
+    compiled = stenograph.compile(_input_set, backend=cnt)
+    for tags in ({0, "b"}, {0, "b"}, {0, "c"}):
+        assert_same(compiled(t(3), set(tags)), _input_set(t(3), set(tags)))
+    assert cnt.frame_count == 2  # {0, "c"} recompiles
+
+
+def _set_across_a_break(x):
+    seen = {1}
+    print("break")
+    seen.add(2)
+    seen |= {3}
+    return x * len(seen), seen
+
+
+def test_set_across_a_break(cnt, capsys):
+    check(_set_across_a_break, lambda i: (t(2, seed=i),), cnt, capsys)
 
 
 def _ordered_dicts(x, od):

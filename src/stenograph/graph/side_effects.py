@@ -44,7 +44,7 @@ class SideEffects:
 
     def replay(self, expr: Any, emit: Any, global_name: Any) -> None:
         """Emit the statements: `expr(var)` renders a tracker, `global_name(d)` a globals dict."""
-        from ..variables.containers import DictVariable, ListVariable
+        from ..variables.containers import DictVariable, ListVariable, SetVariable
 
         for var in self.containers.values():
             assert var.source is not None
@@ -55,6 +55,9 @@ class SideEffects:
                 items = ", ".join(f"{expr(_key(k))}: {expr(v)}" for k, v in var.items.items())
                 # the new contents may be read from the dict itself: evaluate them before clearing
                 emit(f"___d = {{{items}}}; {target}.clear(); {target}.update(___d)")
+            elif isinstance(var, SetVariable):
+                members = "".join(expr(v) + ", " for v in var.members.values())
+                emit(f"___d = ({members}); {target}.clear(); {target}.update(___d)")
         for obj, name, value in self.attributes.values():
             emit(f"{expr(obj)}.{name} = {expr(value)}")
         for globals_dict, name, value in self.globals.values():

@@ -110,6 +110,13 @@ class GuardSet:
             name = self.bind(value, "const")
             self.add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {_short(value)}")
 
+    def set_members_match(self, source: Source, value: set) -> None:
+        """A set read from the frame: same type and members (compared with a frozen copy, since
+        the set itself may change)."""
+        self.type_match(source, value)
+        members = self.bind(frozenset(value), "const")
+        self.add(RANK_VALUE, source, f"{{v}} == {members}", f"{source.name()} == {_short(value)}")
+
     def tensor_match(self, source: Source, tensor: torch.Tensor, fake: torch.Tensor | None = None) -> None:
         """dtype, device, shape, stride and requires_grad of a tensor input.
 

@@ -29,6 +29,7 @@ from .containers import (
     DictVariable,
     ListVariable,
     NamedTupleVariable,
+    SetVariable,
     SizeVariable,
     TupleVariable,
     is_namedtuple_class,
@@ -175,6 +176,10 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             guards.length_match(source, value)
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return TupleVariable(items, source) if type(value) is tuple else ListVariable(items, source)
+    if type(value) is set and all(is_literal(m) for m in value):
+        if source is not None:
+            guards.set_members_match(source, value)
+        return SetVariable({m: constant(m) for m in value}, source=source)
     if type(value) is weakref.ref:
         if source is not None:
             guards.type_match(source, value)

@@ -378,9 +378,10 @@ class SetVariable(Variable):
     sees what it would see eagerly.
     """
 
-    def __init__(self, members: dict[Any, Variable], python_class: type = set) -> None:
+    def __init__(self, members: dict[Any, Variable], python_class: type = set, source: Source | None = None) -> None:
         self.members = members  # hashable key (the constant or the object) -> tracker
         self.python_class = python_class
+        self.source = source  # a set read from the frame: changes to it are side effects
 
     @staticmethod
     def key_of(var: Variable) -> Any:
@@ -437,6 +438,8 @@ class SetVariable(Variable):
         mutating = {"add", "discard", "remove", "update", "clear", "pop", "__ior__", "__iand__", "__isub__"}
         if name in mutating and self.python_class is not set:
             raise Unsupported(f"{name} on a frozenset")
+        if name in mutating and self.source is not None:
+            tx.output.side_effects.container_mutated(self)
         if name == "add":
             self.members.setdefault(self.key_of(args[0]), args[0])
         elif name in ("discard", "remove"):
