@@ -12,11 +12,13 @@ transformer_block.py) in three loops:
 
 Each (loop, compiler) runs in a process of its own: the trees and the generation counter they read
 are per process, so in one process each compiler's calls would change what the other's trees do.
-Compilers: eager, stenograph, stenograph-no-marks (stenograph without call marks (`stenograph.backends.call_marks`
-switched off, to show what the marks are worth), torch.compile; all in `--mode` (reduce-overhead
-or max-autotune; Inductor's on-disk caches stay on, so in max-autotune only the first compiler
-that runs pays the autotuning and first-call times are not comparable). Printed per run: median ms per
-call, and how the timed calls went through the trees (replayed / recorded / warm-up / bypassed).
+Compilers: eager; stenograph; stenograph-no-marks (stenograph with `stenograph.backends.call_marks`
+switched off, to show what the marks are worth); torch.compile. All compile in `--mode`
+(reduce-overhead or max-autotune). Inductor's on-disk caches stay on, so in max-autotune a later
+process may reuse an earlier one's autotuning: first-call times there are no fair comparison.
+Printed per run: median ms per call, first-call seconds, peak GPU memory, and how the timed calls
+went through the trees (replayed / recorded / warm-up; "calls" counts entries into the trees'
+run method, which re-enters itself once when it ends a finished execution).
 `--host-profile` adds the top functions of a cProfile over the timed calls.
 
     python benchmarks/cudagraph_loops.py --device cuda
