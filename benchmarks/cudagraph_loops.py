@@ -63,8 +63,11 @@ def build(compiler: str, model: torch.nn.Module, mode: str) -> Callable:
     return stenograph.compile(model, mode=mode)
 
 
-def count_tree_paths() -> Counter:
-    """Count, per call into the trees, which path it took (patches the tree manager's methods)."""
+def count_tree_paths(who: Callable[[], str | None] = lambda: None) -> Counter:
+    """Count, per call into the trees, which path it took (patches the tree manager's methods).
+
+    With `who`, each count is keyed "<who()>: <path>", to tell compilers apart in one process.
+    """
     from torch._inductor import cudagraph_trees as trees
 
     counts: Counter = Counter()
@@ -74,7 +77,8 @@ def count_tree_paths() -> Counter:
         original = getattr(manager, method)
 
         def counted(self, *args, _original=original, _label=label, **kwargs):
-            counts[_label] += 1
+            name = who()
+            counts[_label if name is None else f"{name}: {_label}"] += 1
             return _original(self, *args, **kwargs)
 
         setattr(manager, method, counted)

@@ -163,18 +163,36 @@ def safe_profile(fn: Callable, x: torch.Tensor) -> dict:
         return {"error": error, "kernels_per_call": 0, "memcpy_per_call": 0, "gpu_us_per_call": 0}
 
 
-def measure(fns: dict[str, Callable], x: torch.Tensor, device: str, iters: int, rounds: int, warmup: int) -> dict:
-    """Median per-call ms of each function, rounds interleaved and rotated."""
+def measure(
+    fns: dict[str, Callable],
+    x: torch.Tensor,
+    device: str,
+    iters: int,
+    rounds: int,
+    warmup: int,
+    paths: dict | None = None,
+) -> dict:
+    """Median per-call ms of each function, rounds interleaved and rotated.
+
+    With `paths` (a dict), it receives how each compiler's timed calls went through Inductor's
+    CUDA-graph trees (benchmarks/cudagraph_loops.py's counter, keyed by compiler name).
+    """
     for fn in fns.values():
         for _ in range(warmup):
             fn(x)
     sync(device)
+    running = [None]
+    if paths is not None:
+        from cudagraph_loops import count_tree_paths
+
+        paths["counts"] = count_tree_paths(lambda: running[0])
     samples: dict[str, list[float]] = {name: [] for name in fns}
     names = list(fns)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             fn = fns[name]
+            running[0] = name
             sync(device)
             start = time.perf_counter()
             for _ in range(iters):
@@ -209,6 +227,11 @@ def main() -> None:
         "--no-static-hint",
         default="",
         help="comma-separated modes in which stenograph is also timed without the static-input hint",
+    )
+    parser.add_argument(
+        "--count-tree-paths",
+        action="store_true",
+        help="count per compiler how timed calls went through the CUDA-graph trees (replayed/recorded)",
     )
     parser.add_argument("--json", default=None, help="append one JSON line per mode to this file")
     parser.add_argument("--dump-graphs", default=None, help="write both compilers' FX graphs to this file")
@@ -284,9 +307,15 @@ def main() -> None:
             compiled["stenograph, no static hint"] = fn
             steno_inductor.MARK_STATIC_INPUTS = True
         fns = {"eager": model, **compiled}
-        medians = measure(fns, x, opts.device, iters, rounds, warmup)
+        paths: dict | None = {} if opts.count_tree_paths and cuda else None
+        medians = measure(fns, x, opts.device, iters, rounds, warmup, paths)
+        if paths:
+            counted = ", ".join(f"{k} {v}" for k, v in sorted(paths["counts"].items()))
+            print(f"  [{mode}] CUDA-graph trees in the timed rounds: {counted or 'not used'}", flush=True)
         eager_all.append(medians["eager"])
         result = {"mode": mode, "eager_ms": medians["eager"], "caches_disabled": caches_disabled, "compilers": {}}
+        if paths:
+            result["tree_paths"] = dict(paths["counts"])
         for name in compiled:
             ms = medians[name]
             result["compilers"][name] = {
