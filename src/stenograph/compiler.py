@@ -125,7 +125,7 @@ def compile_frame(
             close_abandoned()
             torch._C._set_grad_enabled(grad_mode)
     output.guards.shape_relations(
-        shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs])
+        shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs if i.symbolic])
     )
     for graph_input in output.inputs:
         graph_input.example = None  # entries must not keep user tensors alive

@@ -216,3 +216,17 @@ def test_graph_break_in_eager_code_is_a_no_op():
     assert stenograph.graph_break() is None
     x = torch.randn(3)
     torch.testing.assert_close(_one_break(x), _no_break(x))
+
+
+def _function_made_before_a_break(x):
+    def make():
+        return lambda: "the lambda"
+
+    unused = make()  # noqa: F841 - rebuilt at the break next to the break's own call target
+    r = stenograph.graph_break()
+    return x + 1, r
+
+
+def test_functions_rebuilt_at_a_break_do_not_shadow_its_call(cnt, capsys):
+    compiled = stenograph.compile(_function_made_before_a_break, backend=cnt)
+    assert_matches_eager(_function_made_before_a_break, compiled, lambda i: (torch.ones(2) * i,), capsys)

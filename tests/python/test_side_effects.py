@@ -132,3 +132,43 @@ def test_replay_side_effects_off_drops_outside_mutations(cnt):
     items = []
     stenograph.compile(fn, backend=cnt)(torch.ones(2), items)
     assert items == [1]
+
+
+class _Holder:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return type(other) is _Holder and other.v == self.v
+
+
+def _reads_before_writes(x, d, lst, obj):
+    old = d["k"]
+    d["k"] = 10
+    popped = lst.pop()
+    first = lst[0]
+    lst.insert(0, 7)
+    lst.reverse()
+    before = obj.v
+    obj.v = 5
+    return x + old, old, popped, first, lst[0], before, d.pop("j")
+
+
+def test_values_read_from_inputs_before_they_change(cnt, capsys):
+    """Outputs read from inputs are taken before the mutations are replayed on those inputs."""
+
+    def args(i):
+        return t(2, seed=i), {"k": 4, "j": 2}, [3, 1, 6], _Holder(8)
+
+    check(_reads_before_writes, args, cnt)
+
+
+def _reads_before_writes_at_a_break(x, d):
+    old = d["k"]
+    d["k"] = 10
+    print("old value:", old)
+    return x + old, old
+
+
+def test_values_read_before_writes_at_a_break(cnt, capsys):
+    check(_reads_before_writes_at_a_break, lambda i: (t(2, seed=i), {"k": 3}), cnt, capsys)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+import stenograph
+
 from ._support import check, t
 
 
@@ -97,3 +99,14 @@ def _inplace_chain(x):
 
 def test_in_place_operator_chain(cnt):
     check(_inplace_chain, lambda i: (t(3, seed=i, grad=True),), cnt, grads=True)
+
+
+def _return_types(x):
+    top = x.topk(2)
+    return x.sort().values, torch.max(x, 0).indices, top, top.indices
+
+
+def test_torch_return_types_keep_their_names(cnt):
+    check(_return_types, lambda i: (t(5, seed=i),), cnt)
+    result = stenograph.compile(_return_types, backend="eager")(t(5))
+    assert type(result[2]) is torch.return_types.topk

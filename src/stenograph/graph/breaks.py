@@ -234,9 +234,12 @@ class BreakWriter:
     def build(self, compile_graph: GraphCompiler, input_sources: list, label: str) -> types.FunctionType:
         frame = self.frame
         self.rebuild.set_grad_mode(self._grad_mode_before_open_contexts(), frame.output.initial_grad_mode)
-        self.rebuild.replay(frame.output.side_effects)
         slots = self.stack_slots()
         live = self.live_locals()
+        if frame.output.side_effects:  # take values read from inputs before the replay changes them
+            slots = [Slot(s.kind, self.rebuild.pin(s.expr)) if s.expr else s for s in slots]
+            live = [(name, self.rebuild.pin(expr)) for name, expr in live]
+        self.rebuild.replay(frame.output.side_effects)
         eager, continuations = self.instruction(slots)
         tail = self.writer.tail
         handler = self.handler_call(slots, live) if eager else None

@@ -15,6 +15,7 @@ replaced by assignment are always the ones used.
 
 from __future__ import annotations
 
+import ast
 import types
 from collections.abc import Callable
 from typing import Any
@@ -57,8 +58,10 @@ class CodeWriter:
         return name
 
     def temp(self, hint: str = "t") -> str:
+        """A local of the generated function (`___<hint>_<n>`: the underscore keeps temporaries
+        apart from bound globals, `___<hint><n>`, which a local of the same name would hide)."""
         self._counter += 1
-        return f"___{hint}{self._counter}"
+        return f"___{hint}_{self._counter}"
 
     def source(self, source: Any) -> str:
         return self.renderer.render(source, self.pre)
@@ -156,6 +159,15 @@ class Reconstructor:
             return repr(value)
         return self.writer.bind(value, "const")
 
+    def pin(self, expr: str) -> str:
+        """`expr`'s value now, in a local: a value read from an input must be taken before the
+        side-effect replay changes that input (`old = d["k"]; d["k"] = 10; return old`)."""
+        if expr.isidentifier() or _is_literal_text(expr):
+            return expr
+        name = self.writer.temp("v")
+        self.writer.post.append(f"{name} = {expr}")
+        return name
+
     def replay(self, side_effects: SideEffects) -> None:
         """Mutations of outside objects, after the graph (dropped when the user turned
         `config.replay_side_effects` off, as torch.compile does)."""
@@ -209,7 +221,17 @@ def build_returning(
     writer = CodeWriter()
     rebuild = Reconstructor(writer)
     rebuild.set_grad_mode(grad_modes[1], grad_modes[0])
-    rebuild.replay(side_effects)
     return_expr = rebuild.expr(result)
+    if side_effects:
+        return_expr = rebuild.pin(return_expr)
+    rebuild.replay(side_effects)
     writer.tail.append(f"return {return_expr}")
     return finish(writer, rebuild, input_sources, compile_graph, code, like, label, line)
+
+
+def _is_literal_text(expr: str) -> bool:
+    try:
+        ast.literal_eval(expr)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True

@@ -21,7 +21,7 @@ from ..errors import Unsupported
 from ..guards.guard_set import GuardSet
 from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
-from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, is_symbolic, new_fake_mode, symbolic_number
+from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
@@ -38,6 +38,9 @@ class GraphInput:
     node: torch.fx.Node
     example: Any  # the real tensor or int, dropped once the graph is compiled
     fake: Any  # its fake tensor or SymInt (for the shape guards)
+    # made symbolic when created (a later specialisation may turn its sizes back into ints, and
+    # the shape guards must then check those ints)
+    symbolic: bool = False
 
 
 class OutputGraph:
@@ -104,7 +107,8 @@ class OutputGraph:
         node.meta["example_value"] = fake
         node.meta["source"] = source.name()
         node.meta["stenograph_source"] = source  # backends read it (e.g. static inputs for CUDA graphs)
-        self.inputs.append(GraphInput(source, node, example, fake))
+        symbolic = is_symbolic(fake) or (isinstance(fake, torch.Tensor) and has_symbols(fake))
+        self.inputs.append(GraphInput(source, node, example, fake, symbolic))
         return node
 
     def _apply_bounds(self, value: torch.Tensor, fake: torch.Tensor) -> None:
@@ -226,7 +230,7 @@ class OutputGraph:
         """A tuple/list result (e.g. `(output, None)`): each tensor or symbolic item becomes a
         `getitem` node, constants stay constants, nested tuples recurse."""
         from ..variables.base import constant
-        from ..variables.containers import ListVariable, TupleVariable
+        from ..variables.containers import ListVariable, StructSeqVariable, TupleVariable
 
         items: list[Variable] = []
         for i, f in enumerate(fake):
@@ -237,7 +241,11 @@ class OutputGraph:
                              self.wrap_result(item, f, describe))
             else:
                 items.append(constant(f))
-        return ListVariable(items) if isinstance(fake, list) else TupleVariable(items)
+        if isinstance(fake, list):
+            return ListVariable(items)
+        if type(fake).__module__ == "torch.return_types":
+            return StructSeqVariable(items, type(fake))
+        return TupleVariable(items)
 
     def _item(self, node: torch.fx.Node, index: int, fake: Any) -> Variable:
         from ..variables.base import constant

@@ -12,15 +12,15 @@ from typing import Any
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..guards.sources import Source
-from .fake import ShapeSource, has_symbols, is_symbolic
+from .fake import ShapeSource
 
 _PROPERTY_SUFFIX = {"SIZE": ".size()", "STRIDE": ".stride()", "STORAGE_OFFSET": ".storage_offset()"}
 
 
 def shape_guards(shape_env: ShapeEnv, inputs: list[tuple[Any, Source]]) -> list[tuple[str, list[tuple[Source, str]]]]:
-    """[(expression with tokens, [(source, suffix) for each token])] for `inputs` (fake, source)."""
-    relevant = [(fake, source) for fake, source in inputs if is_symbolic(fake) or _is_dynamic_tensor(fake)]
-    if not relevant:
+    """[(expression with tokens, [(source, suffix) for each token])] for `inputs` (fake, source):
+    the inputs that were made symbolic (also those the trace specialised again since)."""
+    if not inputs:
         return []
     refs: list[tuple[Source, str]] = []
 
@@ -28,8 +28,12 @@ def shape_guards(shape_env: ShapeEnv, inputs: list[tuple[Any, Source]]) -> list[
         refs.append(_resolve(src))
         return f"___R{len(refs) - 1}___"
 
+    # ignore_static=False: a size the trace specialised (`int(x.shape[0])`) is checked too
     expressions = shape_env.produce_guards(
-        [fake for fake, _ in relevant], [ShapeSource(source) for _, source in relevant], source_ref=source_ref
+        [fake for fake, _ in inputs],
+        [ShapeSource(source) for _, source in inputs],
+        source_ref=source_ref,
+        ignore_static=False,
     )
     result = []
     for expression in expressions:
@@ -53,9 +57,3 @@ def _resolve(src: Any) -> tuple[Source, str]:
         index = getattr(src, "idx", None)
         return base.source, suffix + (f"[{index}]" if index is not None else "")
     raise NotImplementedError(f"shape guard on an unknown source {src!r}")
-
-
-def _is_dynamic_tensor(fake: Any) -> bool:
-    import torch
-
-    return isinstance(fake, torch.Tensor) and has_symbols(fake)

@@ -503,6 +503,31 @@ def is_namedtuple_class(cls: Any) -> bool:
     return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make")
 
 
+class StructSeqVariable(TupleVariable):
+    """A `torch.return_types` result (`x.max(0)`, `x.sort()`): a tuple whose items are also
+    reachable by name (`.values`, `.indices`)."""
+
+    def __init__(self, items: list[Variable], cls: type) -> None:
+        super().__init__(items)
+        self.python_class = cls
+
+    def describe(self) -> str:
+        return f"{self.python_class.__qualname__} of {len(self.items)}"
+
+    def clone(self, items: list[Variable]) -> SequenceVariable:
+        return TupleVariable(items)
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        fields = self.python_class.__match_args__
+        if name in fields:
+            return self.items[fields.index(name)]
+        return super().getattr(tx, name)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        cls = rebuild.writer.bind(self.python_class, "cls")
+        return f"{cls}(({''.join(rebuild.expr(i) + ', ' for i in self.items)}))"
+
+
 class NamedTupleVariable(TupleVariable):
     """An instance of a `collections.namedtuple` / `typing.NamedTuple` class."""
 
