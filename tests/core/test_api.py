@@ -249,3 +249,16 @@ def test_compile_a_c_function(cnt):
     torch.testing.assert_close(cos(x), torch.cos(x))
     assert cnt.frame_count == 2
     assert sin.__name__ == "sin"
+
+
+def _two_args(x, y=1):
+    return x + y
+
+
+def test_wrong_arguments_name_the_users_function():
+    compiled = stenograph.compile(_two_args, backend="eager")
+    compiled(torch.ones(2))  # an entry exists: its guard is what binds the next calls' arguments
+    with pytest.raises(TypeError, match=r"^_two_args\(\) takes from 1 to 2 positional arguments"):
+        compiled(torch.ones(2), 2, 3)
+    with pytest.raises(TypeError, match=r"^_two_args\(\) got an unexpected keyword argument 'z'"):
+        compiled(torch.ones(2), z=1)

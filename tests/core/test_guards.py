@@ -3,6 +3,8 @@ never returns a stale result."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from helpers import assert_same
@@ -288,3 +290,21 @@ def test_default_dtype_guard(cnt):
     assert_same(out, expected)
     assert compiled(x).dtype == torch.float32
     assert cnt.frame_count >= 1
+
+
+_W = torch.randn(2, 2)
+
+
+def _matmul_and_autocast_flag(x):
+    return x @ _W, torch.is_autocast_enabled("cpu")
+
+
+def test_autocast_state_is_guarded():
+    compiled = stenograph.compile(_matmul_and_autocast_flag, backend="aot_eager")
+    x = torch.randn(2, 2)
+    for dtype in (torch.bfloat16, torch.float16, None):
+        context = torch.autocast("cpu", dtype=dtype) if dtype is not None else contextlib.nullcontext()
+        with context:
+            out, flag = compiled(x)
+            expected, expected_flag = _matmul_and_autocast_flag(x)
+        assert out.dtype == expected.dtype and flag == expected_flag

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 import torch
+
+import stenograph
 
 from ._support import check, t
 
@@ -200,3 +203,27 @@ def _contextmanager_decorator(x, log):
 
 def test_contextlib_contextmanager(cnt):
     check(_contextmanager_decorator, lambda i: (t(3, seed=i), []), cnt)
+
+
+class _Failure(Exception):
+    pass
+
+
+def _raises_with_args(x):
+    raise _Failure("bad", 3)
+
+
+def _returns_caught(x):
+    try:
+        raise ValueError("a", 2)
+    except ValueError as e:
+        return x + 1, e
+
+
+def test_rebuilt_exceptions_keep_their_args():
+    compiled = stenograph.compile(_raises_with_args, backend="eager")
+    with pytest.raises(_Failure) as info:
+        compiled(torch.ones(1))
+    assert info.value.args == ("bad", 3) and str(info.value) == "('bad', 3)"
+    _, caught = stenograph.compile(_returns_caught, backend="eager")(torch.ones(1))
+    assert type(caught) is ValueError and caught.args == ("a", 2)

@@ -103,5 +103,6 @@ def make_function(
     if like is not None:
         fn.__defaults__ = like.__defaults__
         fn.__kwdefaults__ = like.__kwdefaults__
+        fn.__qualname__ = like.__qualname__  # a call with wrong arguments names the user's function
     fn.__stenograph_source__ = text
     return fn

@@ -187,6 +187,26 @@ class GuardSet:
         dd = self.bind(torch.get_default_dtype, "fn")
         dtype = self.bind(torch.get_default_dtype(), "dtype")
         self.add(RANK_GLOBAL_STATE, None, f"{dd}() is {dtype}", f"default dtype is {torch.get_default_dtype()}")
+        self._autocast_state()
+
+    def _autocast_state(self) -> None:
+        """Autocast changes the dtypes ops compute in (AOTAutograd bakes them into the graph)."""
+        any_on = torch._C._is_any_autocast_enabled()
+        if not any_on:
+            check = self.bind(torch._C._is_any_autocast_enabled, "fn")
+            self.add(RANK_GLOBAL_STATE, None, f"{check}() is False", "autocast is off")
+            return
+        enabled = self.bind(torch.is_autocast_enabled, "fn")
+        get_dtype = self.bind(torch.get_autocast_dtype, "fn")
+        for device in ("cpu", "cuda"):
+            on = torch.is_autocast_enabled(device)
+            self.add(RANK_GLOBAL_STATE, None, f"{enabled}({device!r}) is {on}", f"autocast on {device} is {on}")
+            if on:
+                dtype = torch.get_autocast_dtype(device)
+                name = self.bind(dtype, "dtype")
+                self.add(
+                    RANK_GLOBAL_STATE, None, f"{get_dtype}({device!r}) is {name}", f"autocast {device} dtype is {dtype}"
+                )
 
     def state_query(self, fn: Callable[[], Any], name: str, value: Any) -> None:
         """A global-state reader (`torch._C._len_torch_dispatch_stack`) asked at trace time must

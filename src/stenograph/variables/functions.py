@@ -232,9 +232,9 @@ def _trace_constant(fn: Any) -> Any:
         torch.is_grad_enabled: torch.is_grad_enabled,
         torch.get_default_dtype: torch.get_default_dtype,
         torch.is_autocast_enabled: torch.is_autocast_enabled,
-        torch.jit.is_scripting: lambda: False,
-        torch.jit.is_tracing: lambda: False,
-        torch._C._get_tracing_state: lambda: None,
+        torch.jit.is_scripting: lambda *_: False,
+        torch.jit.is_tracing: lambda *_: False,
+        torch._C._get_tracing_state: lambda *_: None,
         torch.is_inference_mode_enabled: torch.is_inference_mode_enabled,
     }.get(fn)
 
@@ -298,8 +298,8 @@ class TorchOpVariable(Variable):
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         folded = _trace_constant(self.fn)
-        if folded is not None:
-            return constant(folded())
+        if folded is not None and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            return constant(folded(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
         if not args and not kwargs and isinstance(self.fn, types.BuiltinFunctionType):
             return self._query_state(tx)
         if self.fn is torch._C._set_grad_enabled and len(args) == 1 and args[0].is_constant():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -258,12 +259,23 @@ class NewObjectVariable(Variable):
                 setitem = rebuild.writer.bind(self.items.python_class.__setitem__, "setitem")
                 for k, v in self.items.items.items():
                     lines.append(f"{setitem}({name}, {rebuild.constant(k)}, {rebuild.expr(v)})")
-            if self.attrs.items:
-                fields = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in self.attrs.items.items())
+            in_dict = {k: v for k, v in self.attrs.items.items() if not _is_slot(self.cls, k)}
+            if in_dict:
+                fields = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in in_dict.items())
                 lines.append(f"{name}.__dict__.update({{{fields}}})")
+            setter = rebuild.writer.bind(object.__setattr__, "setattr")
+            for k, v in self.attrs.items.items():
+                if k not in in_dict:  # BaseException.args, __slots__: stored by their descriptor
+                    lines.append(f"{setter}({name}, {k!r}, {rebuild.expr(v)})")
             return lines
 
         return rebuild.build_object(self, f"{cls}.__new__({cls})", fill)
+
+
+def _is_slot(cls: type, name: str) -> bool:
+    """Whether `name` is stored by a C descriptor of `cls` (not in the instance `__dict__`)."""
+    found = inspect.getattr_static(cls, name, None)
+    return isinstance(found, (types.GetSetDescriptorType, types.MemberDescriptorType))
 
 
 class BaseMethodVariable(Variable):
