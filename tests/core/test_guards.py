@@ -308,3 +308,29 @@ def test_autocast_state_is_guarded():
             out, flag = compiled(x)
             expected, expected_flag = _matmul_and_autocast_flag(x)
         assert out.dtype == expected.dtype and flag == expected_flag
+
+
+class _Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(3, 3)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x + len(self.layers)
+
+
+def test_appending_a_layer_recompiles(cnt):
+    model = _Stack()
+    compiled = stenograph.compile(model, backend=cnt)
+    x = torch.randn(4, 3)
+    assert_same(compiled(x), model(x))
+    model.layers.append(nn.Linear(3, 3))
+    assert_same(compiled(x), model(x))
+    assert cnt.frame_count == 2
+    sequential = nn.Sequential(nn.Linear(3, 3))
+    compiled_sequential = stenograph.compile(sequential, backend="eager")
+    compiled_sequential(x)
+    sequential.append(nn.ReLU())
+    assert_same(compiled_sequential(x), sequential(x))

@@ -267,8 +267,13 @@ class NNModuleVariable(UserObjectVariable):
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
         return ListVariable([v for _, v in entries])
 
-    def _members(self, table: str) -> list[tuple[str, Any]]:
-        return list((self.value_object.__dict__.get(table) or {}).items())
+    def _members(self, tx: Frame, table: str) -> list[tuple[str, Any]]:
+        """The entries of one of the module's tables, with a guard on its keys: iteration,
+        `len()` and positional indexing change when a layer is appended or removed."""
+        entries = self.value_object.__dict__.get(table) or {}
+        if self.source is not None:
+            tx.output.guards.dict_keys_match(AttrSource(self.source, table), entries)
+        return list(entries.items())
 
     def unpack(self, tx: Frame) -> list[Variable]:
         from .builder import wrap
@@ -276,14 +281,14 @@ class NNModuleVariable(UserObjectVariable):
         module = self.value_object
         if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
             assert self.source is not None
-            return [wrap(tx, m, ModuleMemberSource(self.source, "_modules", k)) for k, m in self._members("_modules")]
+            members = self._members(tx, "_modules")
+            return [wrap(tx, m, ModuleMemberSource(self.source, "_modules", k)) for k, m in members]
         if isinstance(module, torch.nn.ModuleDict):
-            return [constant(k) for k, _ in self._members("_modules")]
+            return [constant(k) for k, _ in self._members(tx, "_modules")]
         if isinstance(module, torch.nn.ParameterList):
             assert self.source is not None
-            return [
-                wrap(tx, p, ModuleMemberSource(self.source, "_parameters", k)) for k, p in self._members("_parameters")
-            ]
+            members = self._members(tx, "_parameters")
+            return [wrap(tx, p, ModuleMemberSource(self.source, "_parameters", k)) for k, p in members]
         raise Unsupported(f"iteration over {self.describe()}")
 
     def length(self, tx: Frame) -> int:
@@ -298,7 +303,8 @@ class NNModuleVariable(UserObjectVariable):
                 torch.nn.ParameterDict,
             ),
         ):
-            return len(module)
+            parameters = isinstance(module, (torch.nn.ParameterList, torch.nn.ParameterDict))
+            return len(self._members(tx, "_parameters" if parameters else "_modules"))
         raise Unsupported(f"len() of {self.describe()}")
 
     def getitem(self, tx: Frame, key: Variable) -> Variable:
@@ -310,12 +316,12 @@ class NNModuleVariable(UserObjectVariable):
         if isinstance(module, torch.nn.ModuleList) and isinstance(k, slice):
             from .containers import ListVariable
 
-            names = [name for name, _ in self._members("_modules")][k]
+            names = [name for name, _ in self._members(tx, "_modules")][k]
             return ListVariable(
                 [wrap(tx, module._modules[n], ModuleMemberSource(self.source, "_modules", n)) for n in names]
             )
         if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(k, int):
-            keys = [name for name, _ in self._members("_modules")]
+            keys = [name for name, _ in self._members(tx, "_modules")]
             name = keys[k]
             return wrap(tx, module._modules[name], ModuleMemberSource(self.source, "_modules", name))
         if isinstance(module, torch.nn.ModuleDict) and isinstance(k, str):
@@ -332,9 +338,8 @@ class NNModuleVariable(UserObjectVariable):
         module = self.value_object
         if name in ("keys", "values", "items") and isinstance(module, torch.nn.ModuleDict) and not args:
             assert self.source is not None
-            entries = [
-                (k, wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))) for k, m in self._members("_modules")
-            ]
+            members = self._members(tx, "_modules")
+            entries = [(k, wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))) for k, m in members]
             if name == "keys":
                 return ListVariable([constant(k) for k, _ in entries])
             if name == "values":
@@ -346,7 +351,7 @@ class NNModuleVariable(UserObjectVariable):
             return ListVariable(
                 [
                     wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))
-                    for k, m in self._members("_modules")
+                    for k, m in self._members(tx, "_modules")
                     if m is not None
                 ]
             )
