@@ -243,6 +243,7 @@ def _root_state(fn: types.FunctionType, args: tuple, kwargs: dict) -> tuple[dict
     cells: dict[str, Cell] = {}
     for name in code.co_cellvars:
         cells[name] = Cell(local_values.pop(name, None))
+        cells[name].owner = (code, name)
     for index, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
         try:
             cells[name] = Cell(LazyValue(cell.cell_contents, ClosureSource(index, name)), cell)

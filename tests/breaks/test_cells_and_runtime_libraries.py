@@ -4,6 +4,7 @@ import copy
 import gc
 import weakref
 
+import pytest
 import torch
 from helpers import assert_same
 from torch import nn
@@ -99,3 +100,56 @@ def test_fstring_of_a_tensor_breaks_and_formats_like_eager(cnt):
     assert label == expected_label
     torch.testing.assert_close(out, expected)
     assert cnt.frame_count >= 1
+
+
+def _nonlocal_counter(x):
+    count = 0
+
+    def bump():
+        nonlocal count
+        count += 1
+
+    bump()
+    print("count", count)
+    bump()
+    return x + count, count
+
+
+def _late_binding(x):
+    k = 2
+    scaled = lambda t: t * k  # noqa: E731
+    print("made")
+    k = 5
+    return scaled(x)
+
+
+def _walrus_in_a_comprehension(x):
+    total = 0
+    partial = [(total := total + i) for i in range(4) if print("i", i) is None]
+    return x + total, partial
+
+
+def _assigned_once(x):
+    scale = 2
+    return [print(i) or x * scale + i for i in range(2)]
+
+
+def test_cells_assigned_again_keep_eager_semantics(capsys):
+    """A function made in the frame shares cells with it; where the variable is assigned again
+    (nonlocal writes, a later assignment, a walrus), a rebuilt copy of the cell would diverge,
+    so the frame runs eagerly (one warning) and gives eager's results."""
+    for fn in (_nonlocal_counter, _late_binding, _walrus_in_a_comprehension):
+        expected = fn(torch.zeros(2))
+        eager_out = capsys.readouterr().out
+        with pytest.warns(stenograph.StenographWarning, match="shares the variable"):
+            actual = stenograph.compile(fn, backend="eager")(torch.zeros(2))
+        assert capsys.readouterr().out == eager_out
+        assert_same(actual, expected)
+
+
+def test_cells_assigned_once_are_copied_at_a_break(cnt, capsys, recwarn):
+    compiled = stenograph.compile(_assigned_once, backend=cnt)
+    for i in range(2):
+        assert_same(compiled(torch.ones(2) * i), _assigned_once(torch.ones(2) * i))
+    assert cnt.frame_count > 0
+    assert not [w for w in recwarn if "stenograph" in str(w.message)]

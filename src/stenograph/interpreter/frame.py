@@ -9,6 +9,7 @@ that shares this frame's `OutputGraph`, so one graph spans the whole call tree.
 from __future__ import annotations
 
 import dis
+import functools
 import linecache
 import types
 from dataclasses import dataclass
@@ -47,6 +48,18 @@ class Cell:
         self.source = source
         self.root_index: int | None = None  # set for the compiled function's own closure
         self._ref: RealCellVariable | None = None
+        # for a cell variable of a traced frame: (its code, its name), to decide whether a copy of
+        # the cell may stand in for it in code rebuilt at a graph break (`copy_is_safe`)
+        self.owner: tuple[types.CodeType, str] | None = None
+
+    def copy_is_safe(self) -> bool:
+        """Whether a new cell holding the current value behaves like this one for the rest of
+        the call: the variable is assigned at most once, not in a loop, never by a nested
+        function, and (if assigned at all) already has its value."""
+        if self.owner is None:
+            return False
+        stores = _cell_stores(*self.owner)
+        return stores == 0 or (stores == 1 and self.contents is not None)
 
     def write(self, tx: Frame, value: Variable) -> None:
         """STORE_DEREF: update the tracker; an existing cell also gets the write replayed."""
@@ -55,6 +68,28 @@ class Cell:
             if self._ref is None:
                 self._ref = RealCellVariable(self, self.root_index)
             tx.output.side_effects.attribute_written(self._ref, "cell_contents", value)
+
+
+@functools.cache
+def _cell_stores(code: types.CodeType, name: str) -> int:
+    """How many times cell variable `name` of `code` may be assigned: the count of its
+    STORE_DEREF/DELETE_DEREF instructions, or 2 ("many") if one sits in a loop or in a nested
+    function that shares the cell."""
+    instructions = list(dis.get_instructions(code))
+    loops = [(i.argval, i.offset) for i in instructions if i.opname.startswith("JUMP_BACKWARD")]
+    stores = [i.offset for i in instructions if i.opname in ("STORE_DEREF", "DELETE_DEREF") and i.argval == name]
+    if any(start <= offset <= end for offset in stores for start, end in loops):
+        return 2
+    if any(_nested_writes(const, name) for const in code.co_consts if isinstance(const, types.CodeType)):
+        return 2
+    return len(stores)
+
+
+def _nested_writes(code: types.CodeType, name: str) -> bool:
+    if name not in code.co_freevars:
+        return False
+    writes = any(i.opname in ("STORE_DEREF", "DELETE_DEREF") and i.argval == name for i in dis.get_instructions(code))
+    return writes or any(_nested_writes(c, name) for c in code.co_consts if isinstance(c, types.CodeType))
 
 
 class RealCellVariable(Variable):
@@ -274,6 +309,7 @@ class Frame:
         cells: dict[str, Cell] = {}
         for name in code.co_cellvars:
             cells[name] = Cell(bound.pop(name, None))
+            cells[name].owner = (code, name)
         if code.co_freevars:
             if closure is None:
                 closure = self._wrap_closure(fn, fn_source)

@@ -152,6 +152,7 @@ def _store_deref(f: Frame, inst: dis.Instruction) -> None:
     cell = f.cells.get(inst.argval)
     if cell is None:
         f.cells[inst.argval] = cell = Cell()
+        cell.owner = (f.code, inst.argval)
     cell.write(f, f.pop())
 
 
@@ -170,6 +171,7 @@ def _load_closure(f: Frame, inst: dis.Instruction) -> None:
     cell = f.cells.get(inst.argval)
     if cell is None:
         f.cells[inst.argval] = cell = Cell()
+        cell.owner = (f.code, inst.argval)
     f.push(CellVariable(cell))
 
 

@@ -121,16 +121,26 @@ class NestedFunctionVariable(Variable):
         return f"function {self.code.co_qualname}"
 
     def reconstruct(self, rebuild: Any) -> str:
-        """A real function again: same code, defaults rebuilt, cells holding the rebuilt values
-        (fresh cells: a later write by the frame is not seen by this function)."""
+        """A real function again: same code, defaults rebuilt, and its closure: existing cells
+        as themselves, cells of the traced frames as new cells holding their current values,
+        which is only right while nobody assigns the variable again (`Cell.copy_is_safe`)."""
         make = rebuild.writer.bind(types.FunctionType, "FunctionType")
         cell = rebuild.writer.bind(types.CellType, "CellType")
         code = rebuild.writer.bind(self.code, "code")
         globals_name = rebuild.writer.namer.name_for(self.globals_dict)
         defaults = "(" + "".join(rebuild.expr(d) + ", " for d in self.defaults) + ")" if self.defaults else "None"
         cells = []
-        for c in self.closure or ():
+        for c, var_name in zip(self.closure or (), self.code.co_freevars):
             contents = c.contents
+            if c.real is not None:
+                cells.append(_existing_cell(rebuild, c))
+                continue
+            if not c.copy_is_safe():
+                raise Unsupported(
+                    f"{self.code.co_qualname} shares the variable {var_name!r} with the frame, which assigns "
+                    "it again: a function rebuilt at a graph break cannot share that cell",
+                    hint="the frame runs eagerly; assign the variable once, or pass it as an argument",
+                )
             if contents is None:
                 cells.append(f"{cell}()")
             else:
@@ -153,6 +163,13 @@ class NestedFunctionVariable(Variable):
         placeholder_cells = tuple(types.CellType() for _ in self.code.co_freevars)
         fn = types.FunctionType(self.code, self.globals_dict, self.code.co_name, None, placeholder_cells)
         return tx.inline_call(fn, args, kwargs, closure=self.closure, defaults=(self.defaults, self.kwdefaults))
+
+
+def _existing_cell(rebuild: Any, cell: Any) -> str:
+    """An existing closure cell itself, reached the way the next call will reach its own."""
+    from ..interpreter.frame import RealCellVariable
+
+    return rebuild.expr(RealCellVariable(cell, cell.root_index))
 
 
 class UserMethodVariable(Variable):
