@@ -208,10 +208,29 @@ def closure_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, 
         for entry in entries:
             if entry.guard(closure, *args, **kwargs):
                 return entry.fn(closure, *args, **kwargs)
-        target = fn if closure is own else types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, None, closure)
+        target = fn if closure is own else _with_closure(fn, closure)
         return miss(target, (closure,), args, kwargs, fullgraph)
 
     return dispatch
+
+
+def _with_closure(fn: types.FunctionType, closure: tuple) -> types.FunctionType:
+    made = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+    made.__kwdefaults__ = fn.__kwdefaults__
+    return made
+
+
+def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
+    """`call(f, *args)`: runs any function `f` made from `fn`'s code, compiled, with `f`'s own
+    closure. A graph break that calls a closure it received (a decorator's wrapper, say) goes
+    through this, so cached code never calls the closure of the call it was compiled for."""
+    by_closure = closure_dispatcher(fn, backend, backend_name)
+
+    def call(f: types.FunctionType, *args: Any, **kwargs: Any) -> Any:
+        result = by_closure(f.__closure__, *args, **kwargs)
+        return result.run() if type(result) is Continue else result
+
+    return call
 
 
 _module_callers: dict[int, Any] = {}

@@ -1,6 +1,7 @@
 """Breaks around closure cells and torch runtime libraries (optimizers)."""
 
 import copy
+import functools
 import gc
 import weakref
 
@@ -153,3 +154,30 @@ def test_cells_assigned_once_are_copied_at_a_break(cnt, capsys, recwarn):
         assert_same(compiled(torch.ones(2) * i), _assigned_once(torch.ones(2) * i))
     assert cnt.frame_count > 0
     assert not [w for w in recwarn if "stenograph" in str(w.message)]
+
+
+def _breaking_decorator(fn):
+    @functools.wraps(fn)
+    def wrapper():
+        stenograph.graph_break()
+        return fn()
+
+    return wrapper
+
+
+def _through_a_decorator(x):
+    return _breaking_decorator(lambda: x * 3)()
+
+
+def _through_no_grad(x):
+    return torch.no_grad()(lambda: x * 3)()
+
+
+def test_closures_called_at_a_break_are_this_calls(cnt):
+    """A closure made anew each call and called at a break (a decorator's wrapper) runs with
+    the cells of this call, not those of the call the code was compiled for."""
+    for fn in (_through_a_decorator, _through_no_grad):
+        compiled = stenograph.compile(fn, backend=cnt)
+        for v in (1.0, 2.0, 5.0):
+            x = torch.full((2,), v)
+            assert_same(compiled(x), fn(x))

@@ -13,6 +13,7 @@ block and raises, the handler's resume function continues with the exception, as
 from __future__ import annotations
 
 import dis
+import functools
 import sys
 import types
 from dataclasses import dataclass
@@ -204,6 +205,13 @@ class BreakWriter:
             and not is_untraced_library(callee)
             and not (isinstance(callee, types.FunctionType) and callee.__code__.co_flags & 0x20)  # generator
         )
+        if isinstance(var, UserFunctionVariable) and compile_callee and var.fn.__closure__ and var.source is not None:
+            # guards match such a function by its code: call the one this call has, with its cells
+            caller = self.writer.bind(entry.closure_caller(var.fn, self.backend, self.backend_name), "call")
+            bound = self.writer.temp("m")
+            self.writer.post.append(f"{bound} = ___partial({caller}, {self._evaluate(var)})")
+            self.writer.namespace["___partial"] = functools.partial
+            return bound
         if isinstance(var, UserFunctionVariable) and compile_callee:
             wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False)
             return self.writer.bind(wrapped, "call")
@@ -227,7 +235,7 @@ class BreakWriter:
             module = self._evaluate(var)
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___partial({caller}, {module})")
-            self.writer.namespace["___partial"] = __import__("functools").partial
+            self.writer.namespace["___partial"] = functools.partial
             return bound
         return self._evaluate(var)
 
