@@ -26,6 +26,7 @@ from .graph.pyfunc import signature_only
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
 from .shapes.dynamic import DynamicPolicy
+from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
 from .variables.global_contexts import close_abandoned
 from .verify import verify_on_first_call
@@ -208,7 +209,9 @@ def _graph_compiler(
         gm = torch.fx.GraphModule(torch.nn.Module(), output.graph, class_name="StenographGraph")
         gm.meta["stenograph_frame"] = label
         graph_module.append(gm)
-        example_inputs = [i.example for i in output.inputs]
+        # symbolic ints/floats go to the backend as the SymInt/SymFloat the trace used (as torch.compile
+        # does): AOTAutograd would otherwise make a fresh symbol whose guards no entry checks
+        example_inputs = [i.fake if is_symbolic(i.fake) else i.example for i in output.inputs]
         t0 = time.perf_counter()
         try:
             # backends that re-trace (AOTAutograd, Inductor) find our fake mode and ShapeEnv here

@@ -19,3 +19,15 @@ def test_python_values_of_a_dynamic_size_are_guarded(cnt) -> None:
         x = torch.ones(n)
         assert_same(compiled(x), as_python_values(x))
     assert cnt.frame_count == 4  # 2 static, then 3, 4, 5 each specialised; 3 again reuses its entry
+
+
+def set_item_at(x, n):
+    x[n] = 7.0
+    return x
+
+
+def test_symbolic_int_arguments_reach_aot_autograd_as_symbols(cnt) -> None:
+    """AOTAutograd gets the trace's SymInt, not the int: its decisions guard the same symbol."""
+    compiled = stenograph.compile(set_item_at, backend="aot_eager")
+    for n in (0, 1, 2, 3):
+        assert_same(compiled(torch.zeros(4), n), set_item_at(torch.zeros(4), n))
