@@ -130,6 +130,7 @@ def compile_frame(
     )
     for graph_input in output.inputs:
         graph_input.example = None  # entries must not keep user tensors alive
+    output.guard_mutated_containers_distinct()
     guard = output.guards.build(code, fn, label)
     backend_seconds = timing["backend"]
     capture_seconds = time.perf_counter() - start - backend_seconds

@@ -172,3 +172,32 @@ def _reads_before_writes_at_a_break(x, d):
 
 def test_values_read_before_writes_at_a_break(cnt, capsys):
     check(_reads_before_writes_at_a_break, lambda i: (t(2, seed=i), {"k": 3}), cnt, capsys)
+
+
+class _Box:
+    def __init__(self, items):
+        self.items = items
+
+
+def _appends_through_two_names(x, first, second, box):
+    first.append(1)
+    second.append(2)
+    box.items.append(3)
+    return x + len(first)
+
+
+def test_one_list_reached_through_several_names(cnt):
+    """The same list passed twice (and held by an object) is one list to the trace; a call
+    with distinct lists must not reuse that entry, nor the other way round."""
+    compiled = stenograph.compile(_appends_through_two_names, backend=cnt)
+    for aliased in (True, False, True, False):
+        expected_lists, actual_lists = [], []
+        for out in (expected_lists, actual_lists):
+            first = []
+            second = first if aliased else []
+            out.append((first, second, _Box(first)))
+        expected = _appends_through_two_names(torch.ones(1), *expected_lists[0])
+        actual = compiled(torch.ones(1), *actual_lists[0])
+        assert_same(actual, expected)
+        assert actual_lists[0][0] == expected_lists[0][0] and actual_lists[0][1] == expected_lists[0][1]
+    assert cnt.frame_count == 2

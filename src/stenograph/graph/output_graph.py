@@ -57,12 +57,36 @@ class OutputGraph:
         # trackers of globals already read, by (id(globals dict), name)
         self.global_cache: dict[tuple[int, str], Variable] = {}
         self.side_effects = SideEffects()
+        self._containers: dict[int, tuple[Any, Variable]] = {}  # lists/dicts/sets read from the frame
         # generator functions that are called for real (their body has a graph break)
         self.eager_generators: set = set()
         self.initial_grad_mode = torch.is_grad_enabled()
         self.guards.global_state()
 
     # -- inputs ---------------------------------------------------------------------------------
+
+    def known_container(self, value: Any, source: Source) -> Variable | None:
+        """The tracker of this very list/dict/set if the trace already read it another way
+        (`f(log, log)`, or an argument that is also an object's attribute): one tracker, so a
+        change through either name is seen through both; guarded to stay the same object."""
+        known = self._containers.get(id(value))
+        if known is None:
+            return None
+        if known[1].source is not None and known[1].source != source:
+            self.guards.same_object(source, known[1].source)
+        return known[1]
+
+    def register_container(self, value: Any, var: Variable) -> Variable:
+        self._containers[id(value)] = (value, var)  # the value is held so its id stays unique
+        return var
+
+    def guard_mutated_containers_distinct(self) -> None:
+        """Code compiled for distinct containers applies each one's changes separately: a list
+        it changed must not be, on a later call, the same object as another it read."""
+        for var in self.side_effects.containers.values():
+            for _, other in self._containers.values():
+                if other is not var and other.source is not None and type(other) is type(var):
+                    self.guards.distinct_objects(var.source, other.source)
 
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
         """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""

@@ -74,6 +74,9 @@ class GuardSet:
         """Two sources reach one object (e.g. tied weights): the graph has one input for both."""
         self.add(RANK_ID, source, "{v} is {w}", f"{source.name()} is {other.name()}", other)
 
+    def distinct_objects(self, source: Source, other: Source) -> None:
+        self.add(RANK_ID, source, "{v} is not {w}", f"{source.name()} is not {other.name()}", other)
+
     # -- kinds of guard -------------------------------------------------------------------------
 
     def type_match(self, source: Source, value: Any) -> None:

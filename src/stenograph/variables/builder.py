@@ -171,15 +171,21 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             guards.type_match(source, value)
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return NamedTupleVariable(items, type(value), source)
+    if source is not None and type(value) in (list, dict, collections.OrderedDict, set):
+        known = tx.output.known_container(value, source)
+        if known is not None:
+            return known
     if type(value) in (tuple, list):
         if source is not None:
             guards.length_match(source, value)
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
-        return TupleVariable(items, source) if type(value) is tuple else ListVariable(items, source)
+        if type(value) is tuple:
+            return TupleVariable(items, source)
+        return tx.output.register_container(value, ListVariable(items, source))
     if type(value) is set and all(is_literal(m) for m in value):
         if source is not None:
             guards.set_members_match(source, value)
-        return SetVariable({m: constant(m) for m in value}, source=source)
+        return tx.output.register_container(value, SetVariable({m: constant(m) for m in value}, source=source))
     if type(value) is weakref.ref:
         if source is not None:
             guards.type_match(source, value)
@@ -195,11 +201,8 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             guards.dict_keys_match(source, value)
         if not all(is_literal(k) for k in value):
             raise Unsupported("dict with non-constant keys")
-        return DictVariable(
-            {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()},
-            source,
-            python_class=type(value),
-        )
+        items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
+        return tx.output.register_container(value, DictVariable(items, source, python_class=type(value)))
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
         raise Unsupported(
             f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "
