@@ -239,11 +239,11 @@ def _root_state(fn: types.FunctionType, args: tuple, kwargs: dict) -> tuple[dict
     bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
     bound.apply_defaults()
     code = fn.__code__
-    # inspect renames a comprehension's `.0` parameter `implicit0`: take the code's own names
-    names = dict(zip(bound.signature.parameters, code.co_varnames))
-    local_values: dict[str, Any] = {
-        names[name]: LazyValue(value, LocalSource(names[name])) for name, value in bound.arguments.items()
-    }
+    local_values: dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        if name not in code.co_varnames and name.startswith("implicit"):
+            name = "." + name.removeprefix("implicit")  # inspect's name for a comprehension's `.0`
+        local_values[name] = LazyValue(value, LocalSource(name))
     cells: dict[str, Cell] = {}
     for name in code.co_cellvars:
         cells[name] = Cell(local_values.pop(name, None))

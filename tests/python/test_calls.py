@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+import torch
 from torch import nn
 
 import stenograph
@@ -261,3 +262,21 @@ def _fact(n, x):
 
 def test_recursion_with_constant_depth(cnt):
     check(lambda x: _fact(4, x), lambda i: (t(3, seed=i),), cnt)
+
+
+def _varargs_and_keyword_only(x, *args, scale=2, **kw):
+    return x * scale + sum(args) + len(kw), len(args), sorted(kw)
+
+
+def _varargs_and_keyword_only_with_break(x, *args, scale=2, **kw):
+    print(len(args), sorted(kw))
+    return x * scale + sum(args) + len(kw)
+
+
+def test_compiled_function_with_varargs_and_keyword_only(cnt, capsys):
+    """Arguments are bound by name: `*args` comes after keyword-only names in co_varnames."""
+    check(_varargs_and_keyword_only, lambda i: (t(2, seed=i), 1, 2), cnt)
+    compiled = stenograph.compile(_varargs_and_keyword_only_with_break, backend="eager")
+    for extra in ((1, 2), (5,)):
+        expected = _varargs_and_keyword_only_with_break(torch.ones(1), *extra, scale=3, z=1)
+        assert_same(compiled(torch.ones(1), *extra, scale=3, z=1), expected)
