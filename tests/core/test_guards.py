@@ -334,3 +334,14 @@ def test_appending_a_layer_recompiles(cnt):
     compiled_sequential(x)
     sequential.append(nn.ReLU())
     assert_same(compiled_sequential(x), sequential(x))
+
+
+def _offset_and_bits(x):
+    return x.storage_offset() + x.real, x.is_conj(), x.is_neg()
+
+
+def test_storage_offset_and_view_bits_are_guarded():
+    compiled = stenograph.compile(_offset_and_bits, backend="eager")
+    base = torch.arange(10.0) + 1j
+    for x in (base[:4], base[6:], base[3:7], base[:4].conj(), base[:4].conj().imag):
+        assert_same(compiled(x), _offset_and_bits(x))

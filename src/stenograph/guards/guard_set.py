@@ -74,6 +74,10 @@ class GuardSet:
         """Two sources reach one object (e.g. tied weights): the graph has one input for both."""
         self.add(RANK_ID, source, "{v} is {w}", f"{source.name()} is {other.name()}", other)
 
+    def method_result(self, source: Source, method: str, value: bool | int) -> None:
+        """`source.method()` answers `value` (tensor metadata outside the tensor guard)."""
+        self.add(RANK_VALUE, source, f"{{v}}.{method}() == {value!r}", f"{source.name()}.{method}() == {value!r}")
+
     def distinct_objects(self, source: Source, other: Source) -> None:
         self.add(RANK_ID, source, "{v} is not {w}", f"{source.name()} is not {other.name()}", other)
 

@@ -57,6 +57,8 @@ _METADATA_METHODS = {
     "__len__",
     "is_signed",
 }
+# metadata the tensor guards do not cover: answered from metadata, guarded when read from an input
+_GUARDED_METADATA_METHODS = {"storage_offset", "is_conj", "is_neg", "is_inference"}
 # methods whose result is the tensor's data in Python form
 _DATA_METHODS = {
     "item": "Tensor.item() reads the tensor's value",
@@ -153,6 +155,12 @@ class TensorMethodVariable(Variable):
             return tx.output.call("call_method", "item", [self.tensor], {}, "Tensor.item()")
         if name in _DATA_METHODS:
             raise Unsupported(_DATA_METHODS[name], hint=_DATA_HINT)
+        if name in _GUARDED_METADATA_METHODS and not args and not kwargs:
+            result = getattr(self.tensor.fake, name)()
+            if not _is_symbolic_result(result):
+                if self.tensor.source is not None:
+                    tx.output.guards.method_result(self.tensor.source, name, result)
+                return constant(result)
         if name in _METADATA_METHODS:
             from ..graph.output_graph import unwrap
 
