@@ -189,3 +189,16 @@ def _in_and_is(x, xs, maybe):
 
 def test_in_and_is(cnt):
     check(_in_and_is, lambda i: (t(3, seed=i), [t(3, seed=i)], None), cnt)
+
+
+def _live_views(x, d):
+    local = {"a": 1}
+    keys = local.keys()
+    local["new"] = 2
+    values, items = d.values(), d.items()
+    d["late"] = 3
+    return x + len(keys), list(keys), sorted(values), [k for k, _ in items], "new" in keys, keys & {"a", "z"}
+
+
+def test_dict_views_are_live(cnt):
+    check(_live_views, lambda i: (t(2, seed=i), {"b": 4}), cnt)

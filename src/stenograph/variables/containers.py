@@ -36,6 +36,48 @@ def _method_of(var: Variable, name: str) -> Variable:
     return BoundMethodVariable(var, name)
 
 
+class DictViewVariable(Variable):
+    """`d.keys()` / `d.values()` / `d.items()`: a live view, reading the dict each time it is
+    used, so changes made to the dict after taking the view show through it as they do eagerly."""
+
+    def __init__(self, dict_var: DictVariable, kind: str) -> None:
+        self.dict_var = dict_var
+        self.kind = kind
+
+    def python_type(self) -> type:
+        return type(getattr({}, self.kind)())
+
+    def describe(self) -> str:
+        return f"dict {self.kind}"
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        items = self.dict_var.items
+        if self.kind == "values":
+            return list(items.values())
+        keys = self.dict_var.key_trackers()
+        return keys if self.kind == "keys" else [TupleVariable([k, v]) for k, v in zip(keys, items.values())]
+
+    def length(self, tx: Frame) -> int:
+        return len(self.dict_var.items)
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        return _method_of(self, name)
+
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if name == "__len__" and not args:
+            return constant(len(self.dict_var.items))
+        if name == "__iter__" and not args:
+            return IteratorVariable(self.unpack(tx))
+        if name == "__reversed__" and not args:
+            return IteratorVariable(self.unpack(tx)[::-1])
+        if self.kind == "keys" and name in ("__and__", "__or__", "__sub__", "__xor__", "isdisjoint"):
+            return SetVariable.from_items(tx, self.unpack(tx)).call_method(tx, name, args, kwargs)
+        raise Unsupported(f"method {name!r} of {self.describe()}")
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.expr(self.dict_var)}.{self.kind}()"
+
+
 class SequenceVariable(Variable):
     """Shared behaviour of tuple-like and list-like trackers."""
 
@@ -223,6 +265,9 @@ class DictVariable(Variable):
     def length(self, tx: Frame) -> int:
         return len(self.items)
 
+    def key_trackers(self) -> list[Variable]:
+        return [constant(k) if _is_literal(k) else ConstantVariable(k) for k in self.items]
+
     def getitem(self, tx: Frame, key: Variable) -> Variable:
         k = key.as_constant()
         if k not in self.items:
@@ -243,13 +288,8 @@ class DictVariable(Variable):
         del self.items[key.as_constant()]
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        keys = [constant(k) if _is_literal(k) else ConstantVariable(k) for k in self.items]
-        if name == "items" and not args:
-            return ListVariable([TupleVariable([k, v]) for k, v in zip(keys, self.items.values())])
-        if name == "keys" and not args:
-            return ListVariable(keys)
-        if name == "values" and not args:
-            return ListVariable(list(self.items.values()))
+        if name in ("items", "keys", "values") and not args:
+            return DictViewVariable(self, name)
         if name in ("get", "__getitem__") and args and args[0].is_constant():
             k = args[0].as_constant()
             if k in self.items:
