@@ -202,3 +202,16 @@ def _live_views(x, d):
 
 def test_dict_views_are_live(cnt):
     check(_live_views, lambda i: (t(2, seed=i), {"b": 4}), cnt)
+
+
+def _appends_while_iterating(x, lst):
+    seen = []
+    for v in lst:
+        seen.append(v)
+        if v == 1:
+            lst.append(99)
+    return x + len(seen), seen
+
+
+def test_a_list_grown_during_its_loop_is_iterated_to_its_end(cnt):
+    check(_appends_while_iterating, lambda i: (t(2, seed=i), [1, 2]), cnt)

@@ -605,6 +605,10 @@ def _jump_or_pop(f: Frame, inst: dis.Instruction) -> None:
 @op("GET_ITER")
 def _get_iter(f: Frame, inst: dis.Instruction) -> None:
     value = f.pop()
+    if isinstance(value, ListVariable):
+        # a list iterator reads the live list: items appended during the loop are visited
+        f.push(IteratorVariable(value.items))
+        return
     f.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(f)))
 
 
