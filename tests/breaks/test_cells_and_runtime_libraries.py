@@ -3,7 +3,9 @@
 import copy
 import functools
 import gc
+import sys
 import weakref
+from contextlib import nullcontext
 
 import pytest
 import torch
@@ -139,10 +141,13 @@ def test_cells_assigned_again_keep_eager_semantics(capsys):
     """A function made in the frame shares cells with it; where the variable is assigned again
     (nonlocal writes, a later assignment, a walrus), a rebuilt copy of the cell would diverge,
     so the frame runs eagerly (one warning) and gives eager's results."""
-    for fn in (_nonlocal_counter, _late_binding, _walrus_in_a_comprehension):
+    # 3.12 inlines comprehensions (PEP 709): the walrus then writes the frame's own variable
+    inlined = sys.version_info >= (3, 12)
+    for fn, shares in ((_nonlocal_counter, True), (_late_binding, True), (_walrus_in_a_comprehension, not inlined)):
         expected = fn(torch.zeros(2))
         eager_out = capsys.readouterr().out
-        with pytest.warns(stenograph.StenographWarning, match="shares the variable"):
+        expect = pytest.warns(stenograph.StenographWarning, match="shares the variable") if shares else nullcontext()
+        with expect:
             actual = stenograph.compile(fn, backend="eager")(torch.zeros(2))
         assert capsys.readouterr().out == eager_out
         assert_same(actual, expected)

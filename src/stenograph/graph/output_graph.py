@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+from torch._dispatch.python import enable_python_dispatcher
 
 from ..errors import Unsupported
 from ..guards.guard_set import GuardSet
@@ -198,7 +199,9 @@ class OutputGraph:
             # a user error (mismatched shapes) is reported by the eager run; keep fake tensor's
             # own error log quiet meanwhile
             _FAKE_LOG.disabled = True
-            with self.fake_mode:
+            # the Python dispatcher runs composite ops' symbolic-aware decompositions (as
+            # torch.compile does): without it some call `int()` on symbolic sizes, specialising them
+            with self.fake_mode, enable_python_dispatcher():
                 if kind == "call_method":
                     fake = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
