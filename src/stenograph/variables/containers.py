@@ -543,31 +543,6 @@ def is_namedtuple_class(cls: Any) -> bool:
     return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make")
 
 
-class StructSeqVariable(TupleVariable):
-    """A `torch.return_types` result (`x.max(0)`, `x.sort()`): a tuple whose items are also
-    reachable by name (`.values`, `.indices`)."""
-
-    def __init__(self, items: list[Variable], cls: type) -> None:
-        super().__init__(items)
-        self.python_class = cls
-
-    def describe(self) -> str:
-        return f"{self.python_class.__qualname__} of {len(self.items)}"
-
-    def clone(self, items: list[Variable]) -> SequenceVariable:
-        return TupleVariable(items)
-
-    def getattr(self, tx: Frame, name: str) -> Variable:
-        fields = self.python_class.__match_args__
-        if name in fields:
-            return self.items[fields.index(name)]
-        return super().getattr(tx, name)
-
-    def reconstruct(self, rebuild: Any) -> str:
-        cls = rebuild.writer.bind(self.python_class, "cls")
-        return f"{cls}(({''.join(rebuild.expr(i) + ', ' for i in self.items)}))"
-
-
 class NamedTupleVariable(TupleVariable):
     """An instance of a `collections.namedtuple` / `typing.NamedTuple` class."""
 
@@ -601,8 +576,11 @@ class NamedTupleVariable(TupleVariable):
     def clone(self, items: list[Variable]) -> SequenceVariable:
         return TupleVariable(items)
 
+    def field_names(self) -> tuple[str, ...]:
+        return self.python_class._fields
+
     def getattr(self, tx: Frame, name: str) -> Variable:
-        fields = self.python_class._fields
+        fields = self.field_names()
         if name in fields:
             return self.items[fields.index(name)]
         if name == "_fields":
@@ -629,3 +607,24 @@ class NamedTupleVariable(TupleVariable):
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.python_class, "cls")
         return f"{cls}({''.join(rebuild.expr(i) + ', ' for i in self.items)})"
+
+
+class StructSeqVariable(NamedTupleVariable):
+    """A `torch.return_types` result (`x.max(0)`, `x.sort()`): a tuple whose items are also
+    reachable by name (`.values`, `.indices`); built from one sequence, unlike a namedtuple."""
+
+    def __init__(self, items: list[Variable], cls: type) -> None:
+        super().__init__(items, cls)
+
+    def field_names(self) -> tuple[str, ...]:
+        return self.python_class.__match_args__
+
+    def as_constant(self) -> Any:
+        return self.python_class(tuple(item.as_constant() for item in self.items))
+
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return TupleVariable.call_method(self, tx, name, args, kwargs)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        cls = rebuild.writer.bind(self.python_class, "cls")
+        return f"{cls}(({''.join(rebuild.expr(i) + ', ' for i in self.items)}))"
