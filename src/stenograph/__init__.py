@@ -13,7 +13,7 @@ from .api import (
 )
 from .backends.registry import list_backends, lookup_backend, register_backend
 from .entry import StenographWarning
-from .errors import StenographError, Unsupported
+from .errors import ConstraintViolation, StenographError, Unsupported
 from .explain import ExplainOutput, explain
 from .inspection import inspect
 from .logs import set_logs
@@ -24,6 +24,7 @@ __all__ = [
     "StenographError",
     "StenographWarning",
     "Unsupported",
+    "ConstraintViolation",
     "allow_in_graph",
     "compile",
     "config",

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import config, events
 from .compiler import CacheEntry, compile_frame, frame_label
-from .errors import StenographError, Unsupported
+from .errors import ConstraintViolation, StenographError, Unsupported
 from .module_hooks import has_global_forward_hooks, has_module_hooks
 from .shapes.dynamic import DynamicPolicy
 
@@ -69,6 +69,8 @@ class FrameCache:
                 raise
             self._give_up(label, f"{e}")
             return fn(*args, **kwargs)
+        except ConstraintViolation:
+            raise
         except Exception as e:
             if fullgraph or not config.suppress_errors:
                 raise

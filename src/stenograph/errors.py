@@ -69,3 +69,10 @@ class InvalidBackend(StenographError, ValueError):
 
 class InvalidConfig(StenographError, AttributeError):
     """An unknown config key or a value of the wrong type."""
+
+
+class ConstraintViolation(StenographError, ValueError):
+    """A tensor's size lies outside the range `mark_dynamic(t, dim, min=, max=)` declared for it.
+
+    Raised to the caller (not turned into an eager fallback): the declaration is the user's.
+    """

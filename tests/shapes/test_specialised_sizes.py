@@ -3,6 +3,7 @@ entry on that size: a later size must recompile, not reuse the old value."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from helpers import assert_same
 
@@ -31,3 +32,15 @@ def test_symbolic_int_arguments_reach_aot_autograd_as_symbols(cnt) -> None:
     compiled = stenograph.compile(set_item_at, backend="aot_eager")
     for n in (0, 1, 2, 3):
         assert_same(compiled(torch.zeros(4), n), set_item_at(torch.zeros(4), n))
+
+
+def test_size_outside_a_marked_range_is_a_clear_error(cnt) -> None:
+    compiled = stenograph.compile(set_item_at, backend=cnt)
+    for n in (4, 8):
+        x = torch.zeros(n)
+        stenograph.mark_dynamic(x, 0, min=2, max=10)
+        assert_same(compiled(x, 1), set_item_at(torch.zeros(n), 1))
+    x = torch.zeros(200)
+    stenograph.mark_dynamic(x, 0, min=2, max=10)
+    with pytest.raises(stenograph.ConstraintViolation, match=r"size 200 in dimension 0, outside the range"):
+        compiled(x, 1)

@@ -18,7 +18,7 @@ import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 
-from ..errors import Unsupported
+from ..errors import ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet
 from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
@@ -104,7 +104,7 @@ class OutputGraph:
             dims = self.policy.tensor_dims(source.name(), value)
         fake = fakeify(self.fake_mode, value, source, dims)
         if dims and any(dims):
-            self._apply_bounds(value, fake)
+            self._apply_bounds(value, fake, source)
         self.guards.tensor_match(source, value, fake)
         node = self._placeholder(source, fake, value)
         var = TensorVariable(node, fake, source=source)
@@ -136,10 +136,16 @@ class OutputGraph:
         self.inputs.append(GraphInput(source, node, example, fake, symbolic))
         return node
 
-    def _apply_bounds(self, value: torch.Tensor, fake: torch.Tensor) -> None:
+    def _apply_bounds(self, value: torch.Tensor, fake: torch.Tensor, source: Source) -> None:
         """`mark_dynamic(t, dim, min=, max=)`: constrain the dimension's symbol."""
         shape_env = self.fake_mode.shape_env
         for dim, (low, high) in marked_bounds(value).items():
+            actual = value.shape[dim]
+            if (low is not None and actual < low) or (high is not None and actual > high):
+                raise ConstraintViolation(
+                    f"{source.name()} has size {actual} in dimension {dim}, outside the range "
+                    f"mark_dynamic(..., {dim}, min={low}, max={high}) declared for it"
+                )
             size = fake.shape[dim]
             if (low is not None or high is not None) and isinstance(size, torch.SymInt):
                 expr = size.node.expr
