@@ -379,3 +379,17 @@ def test_resolve_backend_passes_mode_and_options_to_other_backends() -> None:
 class _FakeGM:
     def forward(self):
         return None
+
+
+def test_backends_that_take_no_mode_or_options_refuse_them_at_compile() -> None:
+    with pytest.raises(InvalidBackend, match=r"backend 'eager' takes no options= argument"):
+        resolve_backend("eager", options={"a": 1})
+    with pytest.raises(InvalidBackend, match=r"takes no mode= argument"):
+        resolve_backend("aot_eager", mode="max-autotune")
+
+    def only_mode(gm, example_inputs, mode=None):
+        return gm.forward
+
+    assert resolve_backend(only_mode, mode="max-autotune") is not only_mode
+    with pytest.raises(InvalidBackend, match=r"backend 'only_mode' takes no options= argument"):
+        resolve_backend(only_mode, options={"a": 1})

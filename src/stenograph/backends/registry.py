@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
+import inspect
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -338,6 +339,7 @@ def resolve_backend(
         kwargs["options"] = options
     if not kwargs:
         return fn
+    _check_accepts(fn, backend, kwargs)
 
     def with_options(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         return fn(gm, example_inputs, **kwargs)
@@ -345,3 +347,19 @@ def resolve_backend(
     with_options.__name__ = getattr(fn, "__name__", "backend")
     with_options.__wrapped__ = fn  # type: ignore[attr-defined]
     return with_options
+
+
+def _check_accepts(fn: Any, backend: Any, kwargs: dict[str, Any]) -> None:
+    """A backend given `mode=`/`options=` must take them, or compile() says so now (rather than
+    the first call failing inside the backend and running eagerly)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return  # no signature to check (a C callable): let the backend decide
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    names = {p.name for p in parameters}
+    refused = [k for k in kwargs if k not in names]
+    if refused:
+        label = backend if isinstance(backend, str) else getattr(fn, "__name__", repr(fn))
+        raise InvalidBackend(f"backend {label!r} takes no {' or '.join(f'{k}=' for k in refused)} argument")
