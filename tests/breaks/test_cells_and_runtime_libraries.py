@@ -186,3 +186,16 @@ def test_closures_called_at_a_break_are_this_calls(cnt):
         for v in (1.0, 2.0, 5.0):
             x = torch.full((2,), v)
             assert_same(compiled(x), fn(x))
+
+
+def _function_transforms(x):
+    return torch.func.grad(lambda t: (t * t).sum())(x) + torch.vmap(lambda t: t * 2)(x)
+
+
+def test_function_transforms_run_eagerly_at_breaks(recwarn):
+    """torch.func.grad / torch.vmap are not traced: their calls break and run as in eager,
+    without warnings from inside torch._functorch."""
+    compiled = stenograph.compile(_function_transforms, backend="eager")
+    x = torch.ones(3)
+    assert_same(compiled(x), _function_transforms(x))
+    assert not [w for w in recwarn if "stenograph" in str(w.message)]

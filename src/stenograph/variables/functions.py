@@ -67,8 +67,17 @@ _NOT_TRACED = frozenset({
 
 
 # torch packages that are runtime machinery rather than model code: optimizers (stateful, decorated
-# to run outside compilers) and the compiler front end's own helpers
-_NOT_TRACED_TORCH = ("torch._dynamo", "torch._compile", "torch.optim", "torch.utils.data", "torch.distributed")
+# to run outside compilers), the compiler front end's own helpers, and function transforms
+# (`torch.func.grad`, `torch.vmap`: interpreter stacks that tracing does not model)
+_NOT_TRACED_TORCH = (
+    "torch._dynamo",
+    "torch._compile",
+    "torch.optim",
+    "torch.utils.data",
+    "torch.distributed",
+    "torch._functorch",
+    "torch.func",
+)
 
 
 def untraced_library(fn: Any) -> str | None:
