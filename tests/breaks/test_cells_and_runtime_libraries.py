@@ -199,3 +199,20 @@ def test_function_transforms_run_eagerly_at_breaks(recwarn):
     x = torch.ones(3)
     assert_same(compiled(x), _function_transforms(x))
     assert not [w for w in recwarn if "stenograph" in str(w.message)]
+
+
+def _recursive_inner(x):
+    def inner(t, n):
+        if n == 0:
+            print("bottom")
+            return t
+        return inner(t * 2, n - 1)
+
+    return inner(x, 2)
+
+
+def test_function_calling_itself_through_its_cell(cnt, capsys, recwarn):
+    compiled = stenograph.compile(_recursive_inner, backend=cnt)
+    for v in (1.0, 3.0):
+        assert_same(compiled(torch.full((1,), v)), _recursive_inner(torch.full((1,), v)))
+    assert not [w for w in recwarn if "stenograph" in str(w.message)]

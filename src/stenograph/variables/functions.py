@@ -130,17 +130,15 @@ class NestedFunctionVariable(Variable):
         return f"function {self.code.co_qualname}"
 
     def reconstruct(self, rebuild: Any) -> str:
-        """A real function again: same code, defaults rebuilt, and its closure: existing cells
-        as themselves, cells of the traced frames as new cells holding their current values,
-        which is only right while nobody assigns the variable again (`Cell.copy_is_safe`)."""
+        """A real function again, built once: same code, defaults rebuilt, and its closure:
+        existing cells as themselves, cells of the traced frames as new cells that receive their
+        current values once the function exists (so a function that calls itself through its
+        cell works). A copied cell is only right while nobody assigns the variable again
+        (`Cell.copy_is_safe`)."""
         make = rebuild.writer.bind(types.FunctionType, "FunctionType")
-        cell = rebuild.writer.bind(types.CellType, "CellType")
-        code = rebuild.writer.bind(self.code, "code")
-        globals_name = rebuild.writer.namer.name_for(self.globals_dict)
-        defaults = "(" + "".join(rebuild.expr(d) + ", " for d in self.defaults) + ")" if self.defaults else "None"
-        cells = []
-        for c, var_name in zip(self.closure or (), self.code.co_freevars):
-            contents = c.contents
+        cell_type = rebuild.writer.bind(types.CellType, "CellType")
+        cells, copied = [], []
+        for index, (c, var_name) in enumerate(zip(self.closure or (), self.code.co_freevars)):
             if c.real is not None:
                 cells.append(_existing_cell(rebuild, c))
                 continue
@@ -150,23 +148,30 @@ class NestedFunctionVariable(Variable):
                     "it again: a function rebuilt at a graph break cannot share that cell",
                     hint="the frame runs eagerly; assign the variable once, or pass it as an argument",
                 )
-            if contents is None:
-                cells.append(f"{cell}()")
-            else:
-                from ..interpreter.frame import LazyValue
-
-                if isinstance(contents, LazyValue):
-                    cells.append(f"{cell}({rebuild.writer.source(contents.source)})")
-                else:
-                    cells.append(f"{cell}({rebuild.expr(contents)})")
+            cells.append(f"{cell_type}()")
+            if c.contents is not None:
+                copied.append((index, c.contents))
         closure = "(" + "".join(c + ", " for c in cells) + ")" if self.closure else "None"
-        fn = rebuild.writer.temp("fn")
-        name = repr(self.code.co_name)
-        rebuild.writer.post.append(f"{fn} = {make}({code}, {globals_name}, {name}, {defaults}, {closure})")
-        if self.kwdefaults:
-            items = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in self.kwdefaults.items())
-            rebuild.writer.post.append(f"{fn}.__kwdefaults__ = {{{items}}}")
-        return fn
+        code = rebuild.writer.bind(self.code, "code")
+        globals_name = rebuild.writer.namer.name_for(self.globals_dict)
+        create = f"{make}({code}, {globals_name}, {self.code.co_name!r}, None, {closure})"
+
+        def fill(fn: str) -> list[str]:
+            from ..interpreter.frame import LazyValue
+
+            lines = []
+            for index, contents in copied:
+                lazy = isinstance(contents, LazyValue)
+                value = rebuild.writer.source(contents.source) if lazy else rebuild.expr(contents)
+                lines.append(f"{fn}.__closure__[{index}].cell_contents = {value}")
+            if self.defaults:
+                lines.append(f"{fn}.__defaults__ = ({''.join(rebuild.expr(d) + ', ' for d in self.defaults)})")
+            if self.kwdefaults:
+                items = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in self.kwdefaults.items())
+                lines.append(f"{fn}.__kwdefaults__ = {{{items}}}")
+            return lines
+
+        return rebuild.build_object(self, create, fill)
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         placeholder_cells = tuple(types.CellType() for _ in self.code.co_freevars)
