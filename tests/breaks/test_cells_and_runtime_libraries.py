@@ -216,3 +216,21 @@ def test_function_calling_itself_through_its_cell(cnt, capsys, recwarn):
     for v in (1.0, 3.0):
         assert_same(compiled(torch.full((1,), v)), _recursive_inner(torch.full((1,), v)))
     assert not [w for w in recwarn if "stenograph" in str(w.message)]
+
+
+def _loop_over_a_local_iterator(x):
+    seen = []
+    it = iter(range(5))
+    for i in it:
+        if i == 1:
+            print("skip")
+            next(it)
+        seen.append(i)
+    return x + len(seen), seen
+
+
+def test_iterator_reachable_twice_keeps_eager_semantics(capsys):
+    expected = _loop_over_a_local_iterator(torch.zeros(1))
+    with pytest.warns(stenograph.StenographWarning, match="iterator reachable by two names"):
+        actual = stenograph.compile(_loop_over_a_local_iterator, backend="eager")(torch.zeros(1))
+    assert_same(actual, expected)

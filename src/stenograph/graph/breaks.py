@@ -133,6 +133,21 @@ class BreakWriter:
         self.writer.post.append(f"{name}.__enter__()")
         return f"{name}.__exit__"
 
+    def _refuse_shared_iterators(self) -> None:
+        """Iterators cross a break as tuples of their remaining items, one per reference: an
+        iterator reachable twice (a loop over the local `it`, or `it2 = it`) would then be two
+        iterators, each advanced on its own. Such a frame runs eagerly instead."""
+        seen: set[int] = set()
+        for var in [*self.frame.stack, *self.frame.locals.values()]:
+            if isinstance(var, IteratorVariable):
+                if id(var) in seen:
+                    raise Unsupported(
+                        "an iterator reachable by two names (e.g. a loop over a local iterator) "
+                        "cannot cross a graph break",
+                        hint="the frame runs eagerly; loop over the iterable itself",
+                    )
+                seen.add(id(var))
+
     def live_locals(self) -> list[tuple[str, str]]:
         from ..interpreter.frame import LazyValue
 
@@ -242,6 +257,7 @@ class BreakWriter:
     def build(self, compile_graph: GraphCompiler, input_sources: list, label: str) -> types.FunctionType:
         frame = self.frame
         self.rebuild.set_grad_mode(self._grad_mode_before_open_contexts(), frame.output.initial_grad_mode)
+        self._refuse_shared_iterators()
         slots = self.stack_slots()
         live = self.live_locals()
         if frame.output.side_effects:  # take values read from inputs before the replay changes them
