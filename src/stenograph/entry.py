@@ -16,6 +16,7 @@ from typing import Any
 from . import config, events
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import ConstraintViolation, StenographError, Unsupported
+from .graph.pyfunc import with_closure
 from .module_hooks import has_global_forward_hooks, has_module_hooks
 from .shapes.dynamic import DynamicPolicy
 
@@ -157,20 +158,23 @@ def entry_wrapper(
     cache = cache_for(fn.__code__, backend, backend_name)
     if dynamic is not None:
         cache.policy.dynamic = dynamic
+    entries = cache.entries
+    miss = cache.miss
     if fn.__code__.co_freevars:
         closure = fn.__closure__
-        by_closure = closure_dispatcher(fn, backend, backend_name, fullgraph)
-
-        def dispatch(*args: Any, **kwargs: Any) -> Any:
-            return by_closure(closure, *args, **kwargs)
+        dispatch = functools.partial(closure_dispatcher(fn, backend, backend_name, fullgraph), closure)
 
         def compiled(*args: Any, **kwargs: Any) -> Any:
-            result = by_closure(closure, *args, **kwargs)
+            # the lookup written out, not a call of `dispatch`: this is every call's path
+            for entry in entries:
+                if entry.guard(closure, *args, **kwargs):
+                    result = entry.fn(closure, *args, **kwargs)
+                    break
+            else:
+                result = miss(fn, (closure,), args, kwargs, fullgraph)
             return result.run() if type(result) is Continue else result
 
     else:
-        entries = cache.entries
-        miss = cache.miss
 
         def dispatch(*args: Any, **kwargs: Any) -> Any:
             for entry in entries:
@@ -210,16 +214,10 @@ def closure_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, 
         for entry in entries:
             if entry.guard(closure, *args, **kwargs):
                 return entry.fn(closure, *args, **kwargs)
-        target = fn if closure is own else _with_closure(fn, closure)
+        target = fn if closure is own else with_closure(fn, closure)
         return miss(target, (closure,), args, kwargs, fullgraph)
 
     return dispatch
-
-
-def _with_closure(fn: types.FunctionType, closure: tuple) -> types.FunctionType:
-    made = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
-    made.__kwdefaults__ = fn.__kwdefaults__
-    return made
 
 
 def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:

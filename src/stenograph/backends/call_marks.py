@@ -40,9 +40,9 @@ def wants_call_marks(compiler: Any) -> bool:
 
 def marking_calls(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn`, advancing the CUDA-graph trees' call counter before each call."""
-    # The counter lives in torch._dynamo's module (its only definition); reading and incrementing
-    # it is all stenograph does with torch._dynamo. Inductor has imported it by the time it matters.
-    from torch._dynamo.mutation_guard import GenerationTracker
+    # the counter as the trees themselves reach it (its class is defined with torch.compile's
+    # front end; stenograph only advances it)
+    from torch._inductor.cudagraph_trees import GenerationTracker
 
     def call(*args: Any, **kwargs: Any) -> Any:
         GenerationTracker.generation += 1

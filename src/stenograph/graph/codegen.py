@@ -15,7 +15,6 @@ replaced by assignment are always the ones used.
 
 from __future__ import annotations
 
-import ast
 import types
 from collections.abc import Callable
 from typing import Any
@@ -162,7 +161,7 @@ class Reconstructor:
     def pin(self, expr: str) -> str:
         """`expr`'s value now, in a local: a value read from an input must be taken before the
         side-effect replay changes that input (`old = d["k"]; d["k"] = 10; return old`)."""
-        if expr.isidentifier() or _is_literal_text(expr):
+        if expr.isidentifier():
             return expr
         name = self.writer.temp("v")
         self.writer.post.append(f"{name} = {expr}")
@@ -228,10 +227,3 @@ def build_returning(
     writer.tail.append(f"return {return_expr}")
     return finish(writer, rebuild, input_sources, compile_graph, code, like, label, line)
 
-
-def _is_literal_text(expr: str) -> bool:
-    try:
-        ast.literal_eval(expr)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return False
-    return True

@@ -55,15 +55,19 @@ def parameter_list(code: types.CodeType) -> str:
     return ", ".join(params)
 
 
+def with_closure(fn: types.FunctionType, closure: tuple | None) -> types.FunctionType:
+    """`fn` (code, globals, name, defaults) over other cells."""
+    made = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+    made.__kwdefaults__ = fn.__kwdefaults__
+    return made
+
+
 def signature_only(fn: types.FunctionType) -> types.FunctionType:
-    """`fn`'s code, defaults and keyword defaults with empty cells: what a cache entry keeps to
-    bind arguments like `fn`, without keeping the values `fn`'s closure captured alive."""
+    """`fn` with empty cells: what a cache entry keeps to bind arguments like `fn`, without
+    keeping the values `fn`'s closure captured alive."""
     if not fn.__closure__:
         return fn
-    cells = tuple(types.CellType() for _ in fn.__closure__)
-    stand_in = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, cells)
-    stand_in.__kwdefaults__ = fn.__kwdefaults__
-    return stand_in
+    return with_closure(fn, tuple(types.CellType() for _ in fn.__closure__))
 
 
 def make_function(

@@ -16,6 +16,7 @@ from ..bytecode.resume import (
     build_resume_code,
     original_offsets,
 )
+from .pyfunc import with_closure
 
 _VALUE = object()
 _KIND_TO_ENTRY = {"value": _VALUE, "null": NULL_STACK_ENTRY, "iter": ITERATOR_FROM_TUPLE}
@@ -110,7 +111,7 @@ def _with_cells(resume: types.FunctionType) -> Any:
     """The plain resume function of closure code, called with the closure first."""
 
     def call(closure: tuple, *args: Any) -> Any:
-        return types.FunctionType(resume.__code__, resume.__globals__, resume.__name__, None, closure)(*args)
+        return with_closure(resume, closure)(*args)
 
     return call
 
