@@ -6,6 +6,8 @@ with the same name as one here replaces it for that folder.
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -20,7 +22,9 @@ def _fresh_state():
     torch.manual_seed(0)
     default_dtype = torch.get_default_dtype()
     grad_enabled = torch.is_grad_enabled()
-    yield
+    with warnings.catch_warnings(), stenograph.config.patch(suppress_errors=False):
+        warnings.simplefilter("error", stenograph.StenographWarning)
+        yield
     torch.set_default_dtype(default_dtype)
     torch.set_grad_enabled(grad_enabled)
     stenograph.reset()
