@@ -18,6 +18,8 @@ import torch._guards
 import torch.fx
 
 from . import config, events
+from .backends.float_restart import SpecialiseFloats, float_restart_requests
+from .backends.lstm_training import lstm_training_decomposition
 from .errors import BackendCompilerFailed, StenographError, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
@@ -122,6 +124,11 @@ def compile_frame(
                 raise
             eager_generators.add(reason.generator_code)
             graph_module.clear()
+        except SpecialiseFloats as request:
+            # the backend wants these floats as constants: trace again with them specialised
+            if policy is None or not policy.specialise([s.name() for s in request.sources]):
+                raise BackendCompilerFailed(backend_name, request) from request
+            graph_module.clear()
         finally:
             close_abandoned()
             torch._C._set_grad_enabled(grad_mode)
@@ -213,10 +220,12 @@ def _graph_compiler(
         # symbolic ints/floats go to the backend as the SymInt/SymFloat the trace used (as torch.compile
         # does): AOTAutograd would otherwise make a fresh symbol whose guards no entry checks
         example_inputs = [i.fake if is_symbolic(i.fake) else i.example for i in output.inputs]
+        float_sources = [i.source for i in output.inputs if isinstance(i.fake, torch.SymFloat)]
         t0 = time.perf_counter()
         try:
             # backends that re-trace (AOTAutograd, Inductor) find our fake mode and ShapeEnv here
-            with torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)):
+            with torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)), \
+                    lstm_training_decomposition(gm, example_inputs), float_restart_requests(float_sources):
                 compiled = backend(gm, example_inputs)
         except StenographError:
             raise

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
+from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ..errors import ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet
@@ -224,6 +225,11 @@ class OutputGraph:
         finally:
             _FAKE_LOG.disabled = False
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
+        # sizes or scalars the op made up (nonzero's length, item()) are bound to this node, so a
+        # backend that retraces the graph (AOTAutograd) knows where each unbacked symbol comes from
+        bindings = compute_unbacked_bindings(self.fake_mode.shape_env, fake)
+        if bindings:
+            node.meta["unbacked_bindings"] = bindings
         return self.wrap_result(node, fake, describe)
 
     def wrap_result(self, node: torch.fx.Node, fake: Any, describe: str) -> Variable:

@@ -87,6 +87,11 @@ class GuardSet:
         name = self.bind(type(value), "type")
         self.add(RANK_TYPE, source, f"type({{v}}) is {name}", f"type({source.name()}) is {type(value).__qualname__}")
 
+    def finite_float(self, source: Source) -> None:
+        """A float compiled as a symbol: NaN and infinities are left to a constant entry."""
+        name = self.bind(math.isfinite, "isfinite")
+        self.add(RANK_VALUE, source, f"{name}({{v}})", f"{source.name()} is finite")
+
     def id_match(self, source: Source, value: Any) -> None:
         """`source` must be this very object; held weakly when it can be."""
         try:

@@ -107,6 +107,8 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         and policy.int_is_dynamic(source.name(), value)
     ):
         guards.type_match(source, value)
+        if type(value) is float:
+            guards.finite_float(source)
         return tx.output.symbolic_input(value, source)
     if is_literal(value) and source is not None and type(value) in (int, float, str, bool):
         return GuardedOnUseConstant(value, source, lambda: guards.constant_match(source, value))
@@ -203,6 +205,12 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             raise Unsupported("dict with non-constant keys")
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
         return tx.output.register_container(value, DictVariable(items, source, python_class=type(value)))
+    if isinstance(value, torch.autograd.graph.Node):
+        # a tensor's grad_fn, read eagerly at a graph break and handed to the resume function:
+        # opaque, compared by identity, guarded on its class (None or another node recompiles)
+        if source is not None:
+            guards.type_match(source, value)
+        return UserObjectVariable(value, source)
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
         raise Unsupported(
             f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "

@@ -11,6 +11,7 @@ from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
 from .containers import SizeVariable
 from .tensor import TensorVariable
+from .tensor_effects import refuse_effect
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -79,6 +80,18 @@ _NOT_TRACED_TORCH = (
     "torch.func",
 )
 
+# autograd's entry points (`torch.autograd.grad`, `backward`, `Function.apply`, `autograd.functional`,
+# forward AD, saved-tensor hooks): they run a backward pass or build autograd nodes and hooks, which a
+# forward graph cannot hold. Only these modules: `torch.autograd.grad_mode` (no_grad and its kin) is
+# modelled by tracing.
+_NOT_TRACED_AUTOGRAD = frozenset({
+    "torch.autograd",
+    "torch.autograd.function",
+    "torch.autograd.functional",
+    "torch.autograd.forward_ad",
+    "torch.autograd.graph",
+})
+
 
 def untraced_library(fn: Any) -> str | None:
     """The library `fn` belongs to when it is one whose calls break the graph, else None."""
@@ -89,6 +102,8 @@ def untraced_library(fn: Any) -> str | None:
     for prefix in _NOT_TRACED_TORCH:
         if module == prefix or module.startswith(prefix + "."):
             return prefix
+    if module in _NOT_TRACED_AUTOGRAD:
+        return module
     return None
 
 
@@ -342,6 +357,7 @@ class TorchOpVariable(Variable):
             return constant(args[0].fake.is_floating_point())
         if self.fn in (torch.numel,) and isinstance(args[0], TensorVariable):
             return constant(args[0].fake.numel())
+        refuse_effect(getattr(self.fn, "__name__", ""), f"{self.describe()}()")
         return tx.output.call("call_function", self.fn, args, kwargs, f"{self.describe()}()")
 
     def _query_state(self, tx: Frame) -> Variable:
