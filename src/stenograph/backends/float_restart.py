@@ -8,13 +8,14 @@ the frame again with those floats as constants. The compiler answers the request
 with the floats specialised (as torch.compile does), so the exception never reaches the user.
 
 The pass also records the symbols' names in a process-wide set that torch.compile clears after
-each of its own compiles; this module restores that set after every backend call, so one
-stenograph compile never changes how a later one (or a torch.compile) behaves.
+each of its own compiles; this module restores that set after each backend call that had float
+inputs, so one stenograph compile never changes how a later one (or a torch.compile) behaves.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 
 from ..errors import StenographError
@@ -32,6 +33,18 @@ class SpecialiseFloats(StenographError):
         super().__init__(f"the backend asked for float inputs to be specialised: {names}")
 
 
+def _forced_specialisations() -> set[str] | None:
+    """torch's process-wide set of float symbols to specialise; None while torch._dynamo, which
+    holds it, is not loaded (importing it costs seconds, and a backend that needs it loads it)."""
+    module = sys.modules.get("torch._dynamo.symbolic_convert")
+    return None if module is None else module.TensorifyState.force_specializations
+
+
+def _is_restart_request(error: BaseException) -> bool:
+    module = sys.modules.get("torch._dynamo.exc")
+    return module is not None and isinstance(error, module.TensorifyScalarRestartAnalysis)
+
+
 @contextlib.contextmanager
 def float_restart_requests(float_sources: list[Source]) -> Iterator[None]:
     """Around a backend call: turn the pass's restart request into `SpecialiseFloats`.
@@ -41,15 +54,16 @@ def float_restart_requests(float_sources: list[Source]) -> Iterator[None]:
     if not float_sources:
         yield
         return
-    # Imported here: torch._dynamo is heavy; AOTAutograd has loaded it by the time the pass runs.
-    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
-    from torch._dynamo.symbolic_convert import TensorifyState
-
-    recorded = set(TensorifyState.force_specializations)
+    before = _forced_specialisations()
+    recorded = set(before) if before is not None else set()
     try:
         yield
-    except TensorifyScalarRestartAnalysis as restart:
-        raise SpecialiseFloats(float_sources) from restart
+    except Exception as error:
+        if _is_restart_request(error):
+            raise SpecialiseFloats(float_sources) from error
+        raise
     finally:
-        TensorifyState.force_specializations.clear()
-        TensorifyState.force_specializations.update(recorded)
+        after = _forced_specialisations()
+        if after is not None:
+            after.clear()
+            after.update(recorded)
