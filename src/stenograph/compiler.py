@@ -185,7 +185,12 @@ def _compile_break(
         raise reason  # the second trace did not stop where the first one failed
     try:
         writer = BreakWriter(frame, index, fn, backend, backend_name)
-        compile_graph = _graph_compiler(output, backend, backend_name, label, timing, graph_module)
+        # a create_graph=True backward at the break differentiates this graph's backward again
+        graph_backend = backend
+        if reason.twice_differentiable:
+            graph_backend = _as_captured
+            reason.reason += " (create_graph=True: the graph before it runs as captured, differentiable twice)"
+        compile_graph = _graph_compiler(output, graph_backend, backend_name, label, timing, graph_module)
         transformed = writer.build(compile_graph, [i.source for i in output.inputs], label)
     except Unsupported as problem:
         reason.reason = f"{reason.reason} (and no graph break is possible there: {problem.reason})"
@@ -197,6 +202,11 @@ def _compile_break(
         )
     )
     return output, frame, transformed
+
+
+def _as_captured(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+    """Run a graph as captured: autograd records its ops one by one, differentiable twice."""
+    return gm.forward
 
 
 def _graph_compiler(

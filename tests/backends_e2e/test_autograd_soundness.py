@@ -270,26 +270,69 @@ def test_autograd_calls_run_in_python_between_graphs(backend, fn, graphs, backwa
     assert cnt.frame_count == 2 * graphs
 
 
-def test_double_backward_through_a_graph_eager_backend():
-    cnt, fn = _compile(_double_backward, "eager")
-    (x_e,), (x_c,) = _twins(torch.randn(5, requires_grad=True))
-    out_e, out_c = _double_backward(x_e), fn(x_c)
-    _same(out_c, out_e)
-    out_e.backward()
-    out_c.backward()
-    torch.testing.assert_close(x_c.grad, x_e.grad)
+def _backward_create_graph(x):
+    y = (x.sin() * x).sum()
+    y.backward(create_graph=True)
+    return x.grad * 1
+
+
+class _GradientPenalty(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(3, 3)
+
+    def forward(self, x):
+        out = self.layer(x).tanh()
+        (grad,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+        return out.sum() + grad.pow(2).sum()
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True:UserWarning")  # torch's, eager too
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_double_backward, _backward_create_graph], ids=["grad", "Tensor.backward"])
+def test_create_graph_inside_the_function_differentiates_twice(backend, fn):
+    """The graph before a create_graph=True call runs as captured (AOTAutograd's backward cannot
+    be differentiated again), so only the graph after it reaches the backend."""
+    cnt, compiled = _compile(fn, backend)
+    for _ in range(2):
+        (x_e,), (x_c,) = _twins(torch.randn(5, requires_grad=True))
+        out_e, out_c = fn(x_e), compiled(x_c)
+        _same(out_c, out_e)
+        x_e.grad, x_c.grad = None, None
+        out_e.sum().backward()
+        out_c.sum().backward()
+        torch.testing.assert_close(x_c.grad, x_e.grad)
+        assert cnt.frame_count == 1
+    compiled(torch.randn(5, 2, requires_grad=True))
     assert cnt.frame_count == 2
 
 
-def test_double_backward_through_an_aot_graph_raises():
-    """AOTAutograd's backward is not differentiable: its own error, never a wrong gradient
-    (torch.compile raises the same)."""
-    _, fn = _compile(_double_backward, "aot_eager")
-    (x_e,), (x_c,) = _twins(torch.randn(5, requires_grad=True))
-    out = fn(x_c)
-    _same(out, _double_backward(x_e))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradient_penalty_in_a_module(backend):
+    model = _GradientPenalty()
+    eager_model = copy.deepcopy(model)
+    cnt, compiled = _compile(model, backend)
+    for _ in range(2):
+        (x_e,), (x_c,) = _twins(torch.randn(4, 3, requires_grad=True))
+        model.zero_grad()
+        eager_model.zero_grad()
+        out_e, out_c = eager_model(x_e), compiled(x_c)
+        _same(out_c, out_e)
+        out_e.backward()
+        out_c.backward()
+        torch.testing.assert_close(model.layer.weight.grad, eager_model.layer.weight.grad)
+        torch.testing.assert_close(x_c.grad, x_e.grad)
+        assert cnt.frame_count == 1  # the linear and tanh run as captured; the penalty's sum compiles
+
+
+def test_double_backward_through_a_graph_of_an_earlier_frame_raises():
+    """A graph compiled by AOTAutograd in another frame cannot be helped: differentiating its
+    backward raises AOTAutograd's own error (as in torch.compile), never a wrong gradient."""
+    _, compiled = _compile(_cube_sum, "aot_eager")
+    x = torch.randn(5, requires_grad=True)
+    (grad,) = torch.autograd.grad(compiled(x), x, create_graph=True)
     with pytest.raises(RuntimeError, match="double backward"):
-        out.backward()
+        grad.sum().backward()
 
 
 # -- 4. recurrent layers ---------------------------------------------------------------------------

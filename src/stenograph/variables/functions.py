@@ -10,6 +10,7 @@ import torch
 from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
 from .containers import SizeVariable
+from .double_backward import creates_graph
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
 
@@ -35,7 +36,7 @@ class UserFunctionVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         from .. import api
 
-        refuse_untraced_library(self.fn)
+        refuse_untraced_library(self.fn, args, kwargs)
         if api.is_disabled(self.fn):
             raise Unsupported(
                 f"call to {self.fn.__qualname__}, which is marked stenograph.disable",
@@ -111,14 +112,16 @@ def is_untraced_library(fn: Any) -> bool:
     return untraced_library(fn) is not None
 
 
-def refuse_untraced_library(fn: types.FunctionType) -> None:
+def refuse_untraced_library(fn: types.FunctionType, args: list[Variable], kwargs: dict[str, Variable]) -> None:
     """Calls into untraced libraries break the graph at the user's call."""
     library = untraced_library(fn)
     if library is not None:
-        raise Unsupported(
+        reason = Unsupported(
             f"call to {fn.__module__}.{fn.__qualname__} ({library} is not traced)",
             hint=f"{library} runs eagerly at a graph break; move it out of the compiled function to keep one graph",
         )
+        reason.twice_differentiable = creates_graph(fn, args, kwargs)
+        raise reason
 
 
 class NestedFunctionVariable(Variable):

@@ -16,6 +16,7 @@ from .. import config
 from ..errors import Unsupported
 from .base import Variable, constant
 from .containers import SizeVariable
+from .double_backward import creates_graph
 from .tensor_effects import refuse_effect
 
 if TYPE_CHECKING:
@@ -154,7 +155,8 @@ class TensorMethodVariable(Variable):
             return tx.output.call("call_method", "item", [self.tensor], {}, "Tensor.item()")
         if name in _DATA_METHODS:
             raise Unsupported(_DATA_METHODS[name], hint=_DATA_HINT)
-        refuse_effect(name, f"Tensor.{name}()")
+        double = name == "backward" and creates_graph(torch.Tensor.backward, [self.tensor, *args], kwargs)
+        refuse_effect(name, f"Tensor.{name}()", double)
         if name in _GUARDED_METADATA_METHODS and not args and not kwargs:
             result = getattr(self.tensor.fake, name)()
             if not _is_symbolic_result(result):

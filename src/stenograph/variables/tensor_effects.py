@@ -32,11 +32,14 @@ EFFECT_METHODS: dict[str, str] = {
 }
 
 
-def refuse_effect(name: str, describe: str) -> None:
-    """Raise the graph break for `describe` (e.g. "Tensor.retain_grad()") when `name` is listed."""
+def refuse_effect(name: str, describe: str, twice_differentiable: bool = False) -> None:
+    """Raise the graph break for `describe` (e.g. "Tensor.retain_grad()") when `name` is listed;
+    `twice_differentiable`: it is a backward with create_graph=True (see double_backward.py)."""
     why = EFFECT_METHODS.get(name)
     if why is not None:
-        raise Unsupported(
+        reason = Unsupported(
             f"{describe} {why}; it runs eagerly between graphs",
             hint="move it out of the compiled function to keep one graph",
         )
+        reason.twice_differentiable = twice_differentiable
+        raise reason
