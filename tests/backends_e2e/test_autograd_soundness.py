@@ -373,6 +373,30 @@ def test_recurrent_layer_gradients_match_eager(backend, make, input_grad):
     assert cnt.frame_count == 2  # grad mode is guarded
 
 
+def _lstm_under_enable_grad(x, model):
+    with torch.enable_grad():
+        return model(x)[0].sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lstm_trained_inside_enable_grad_called_under_no_grad(backend):
+    model = nn.LSTM(4, 8)
+    eager_model = copy.deepcopy(model)
+    cnt, compiled = _compile(_lstm_under_enable_grad, backend)
+    for _ in range(2):
+        model.zero_grad()
+        eager_model.zero_grad()
+        x = torch.randn(3, 2, 4)
+        with torch.no_grad():
+            out_c, out_e = compiled(x, model), _lstm_under_enable_grad(x, eager_model)
+        _same(out_c, out_e)
+        out_c.backward()
+        out_e.backward()
+        for (name, p), (_, p_e) in zip(model.named_parameters(), eager_model.named_parameters()):
+            torch.testing.assert_close(p.grad, p_e.grad, msg=lambda m, name=name: f"{name}: {m}")
+        assert cnt.frame_count == 1
+
+
 # -- 5. float arguments that change ----------------------------------------------------------------
 
 

@@ -29,9 +29,8 @@ def _has_lstm(gm: torch.fx.GraphModule) -> bool:
 
 
 def _needs_grad(example_inputs: list[Any]) -> bool:
-    return torch.is_grad_enabled() and any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs
-    )
+    # grad mode is not consulted: the graph itself may switch it on around the LSTM
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
 
 
 @contextlib.contextmanager
