@@ -583,7 +583,11 @@ def _pop_jump(when: Callable[[Frame, Variable], bool]) -> Handler:
 
 
 def _is_none(f: Frame, v: Variable) -> bool:
-    return v.is_constant() and v.as_constant() is None
+    """`v is None` for the jumps of `if x is None` (guarded like the `is` operator)."""
+    if v.is_constant():
+        return v.as_constant() is None
+    operators.guard_identity(f, v, constant(None), False)
+    return False
 
 
 for _prefix in ("POP_JUMP_IF_", "POP_JUMP_FORWARD_IF_", "POP_JUMP_BACKWARD_IF_"):

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .. import config
-from ..guards.sources import ItemSource, LocalSource, ModuleMemberSource, Source
+from ..guards.sources import AttrSource, ClassSource, ItemSource, LocalSource, ModuleMemberSource, Source
 
 _DYNAMIC_ATTR = "_stenograph_dynamic_dims"
 _MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
@@ -60,9 +60,12 @@ def marked_bounds(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
 
 def may_be_dynamic(source: Source, is_tensor: bool) -> bool:
     """Parameters and buffers stay static (like torch.compile), and so do ints read from object
-    attributes (configs, `self.heads`): only the frame's own arguments and their items vary."""
+    attributes (configs, `self.heads`): only the frame's own arguments and their items vary,
+    and class attributes (`Registry.count += 1` changes one on every call)."""
     if is_tensor:
         return not (isinstance(source, ModuleMemberSource) and source.table in ("_parameters", "_buffers"))
+    if isinstance(source, AttrSource) and isinstance(source.parent, ClassSource):
+        return True
     while isinstance(source, ItemSource):
         source = source.parent
     return isinstance(source, LocalSource)

@@ -17,6 +17,7 @@ from ..errors import Unsupported
 from ..guards.sources import AttrSource, ModuleMemberSource
 from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
 from .base import Variable, constant
+from .functions import UserFunctionVariable, UserMethodVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -29,27 +30,26 @@ _WALKS = frozenset(
 
 
 def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Variable | None:
-    """Class-level attribute `name` seen through `obj`: methods bind, properties run."""
+    """Class-level attribute `name` seen through `obj`: methods bind, properties run.
+
+    The class attribute is guarded on the class (`Op.go` replaced recompiles), and, for anything
+    but a data descriptor, the instance `__dict__` is guarded not to shadow it (`op.go = ...`).
+    """
     from .builder import wrap
-    from .functions import UserFunctionVariable, UserMethodVariable
+    from .instances import class_attr_source, function_from_class, guard_not_shadowed, pending_class_attribute
 
     if name == "__class__":
         from .instances import class_variable
 
         return class_variable(type(obj))
-    cls_attr = inspect.getattr_static(type(obj), name, _MISSING)
+    cls = type(obj)
+    pending = pending_class_attribute(tx, cls, name)
+    if pending is not None:
+        guard_not_shadowed(tx, obj_var, name)
+        return pending
+    cls_attr = inspect.getattr_static(cls, name, _MISSING)
     if cls_attr is _MISSING:
         return None
-    if isinstance(cls_attr, property):
-        if cls_attr.fget is None:
-            raise Unsupported(f"property {name!r} has no getter")
-        return UserFunctionVariable(cls_attr.fget).call(tx, [obj_var], {})
-    if isinstance(cls_attr, staticmethod):
-        return wrap(tx, cls_attr.__func__, None)
-    if isinstance(cls_attr, classmethod):
-        return UserMethodVariable(cls_attr.__func__, constant(type(obj)))
-    if isinstance(cls_attr, types.FunctionType):
-        return UserMethodVariable(cls_attr, obj_var)
     if isinstance(cls_attr, types.MemberDescriptorType) and obj_var.source is not None:
         # a __slots__ attribute: read like an instance attribute, guarded through its source
         try:
@@ -62,9 +62,22 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
             f"dynamic attribute access through {type(obj).__qualname__}.__dict__",
             hint="use getattr(obj, name): attribute lookups are traced and guarded",
         )
-    if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, (int, float, str, bool, tuple)):
+    known = (property, staticmethod, classmethod, types.FunctionType, int, float, str, bool, tuple)
+    if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
         raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
-    return wrap(tx, cls_attr, None)
+    source = class_attr_source(tx, cls, name, cls_attr)
+    if isinstance(cls_attr, property):
+        if cls_attr.fget is None:
+            raise Unsupported(f"property {name!r} has no getter")
+        return UserFunctionVariable(cls_attr.fget, AttrSource(source, "fget")).call(tx, [obj_var], {})
+    guard_not_shadowed(tx, obj_var, name)
+    if isinstance(cls_attr, staticmethod):
+        return function_from_class(tx, cls_attr.__func__, source)
+    if isinstance(cls_attr, classmethod):
+        return UserMethodVariable(cls_attr.__func__, constant(cls), fn_source=source)
+    if isinstance(cls_attr, types.FunctionType):
+        return UserMethodVariable(cls_attr, obj_var, fn_source=source)
+    return wrap(tx, cls_attr, source)
 
 
 class UserObjectVariable(Variable):
@@ -133,9 +146,16 @@ class UserObjectVariable(Variable):
             try:
                 value = getattr(obj, name)
             except AttributeError:
-                raise Unsupported(f"{self.describe()} has no attribute {name!r}") from None
+                raise self._missing(tx, name) from None
             return wrap(tx, value, AttrSource(self.source, name))
-        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        raise self._missing(tx, name)
+
+    def _missing(self, tx: Frame, name: str) -> Unsupported:
+        """The error for an attribute the object lacks; `hasattr` and `getattr` with a default
+        turn it into an answer, so the absence is guarded (setting it later recompiles)."""
+        if self.source is not None:
+            tx.output.guards.attribute_absent(self.source, self.value_object, name)
+        return Unsupported(f"{self.describe()} has no attribute {name!r}")
 
 
     # -- protocols written in Python on the object's class ---------------------------------------
@@ -204,7 +224,7 @@ class NNModuleVariable(UserObjectVariable):
         resolved = _resolve_class_attr(tx, self, module, name)
         if resolved is not None:
             return resolved
-        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        raise self._missing(tx, name)
 
     def _guard_no_hooks(self, tx: Frame) -> None:
         module = self.value_object
@@ -382,12 +402,15 @@ class PythonModuleVariable(Variable):
         from .builder import is_trusted_module, wrap
 
         module = self.value_object
+        trusted = is_trusted_module(module.__name__)
         try:
             value = getattr(module, name)
         except AttributeError:
+            if self.source is not None and not trusted:
+                tx.output.guards.attribute_absent(self.source, module, name)
             raise Unsupported(f"module {module.__name__} has no attribute {name!r}") from None
         # torch's own namespaces are not monkeypatched at run time: no guard on their members
-        source = None if is_trusted_module(module.__name__) or self.source is None else AttrSource(self.source, name)
+        source = None if trusted or self.source is None else AttrSource(self.source, name)
         return wrap(tx, value, source)
 
     def reconstruct(self, rebuild: Any) -> str:
