@@ -114,6 +114,7 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         # identity-based equality of non-constant objects (modules, functions, user objects)
         same = _same_object(a, b)
         if same is not None:
+            _guard_module_identity(tx, a, b, same)
             return constant(same if op is operator.eq else not same)
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
 
@@ -176,6 +177,7 @@ def is_same(tx: Frame, a: Variable, b: Variable) -> bool:
     same = _same_object(a, b)
     if same is None:
         raise Unsupported(f"`is` between {a.describe()} and {b.describe()}")
+    _guard_module_identity(tx, a, b, same)
     return same
 
 
@@ -198,6 +200,8 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
         return item.as_constant() in container.as_constant()
     for candidate in container.unpack(tx):
         same = _same_object(item, candidate)
+        if same is not None:
+            _guard_module_identity(tx, item, candidate, same)
         if same is None and item.is_constant() and candidate.is_constant():
             same = item.as_constant() == candidate.as_constant()
         if same:
@@ -238,6 +242,21 @@ def _same_object(a: Variable, b: Variable) -> bool | None:
     if a.is_constant() != b.is_constant() and (ia is not None or ib is not None):
         return False
     return None
+
+
+def _guard_module_identity(tx: Frame, a: Variable, b: Variable, same: bool) -> None:
+    """Modules are guarded by class, not identity: whether two of them are one object, as the
+    trace decided, is guarded."""
+    from .objects import NNModuleVariable
+
+    if not (isinstance(a, NNModuleVariable) or isinstance(b, NNModuleVariable)):
+        return
+    if a.source is None or b.source is None or a.source == b.source:
+        return
+    if same:
+        tx.output.guards.same_object(a.source, b.source)
+    else:
+        tx.output.guards.distinct_objects(a.source, b.source)
 
 
 def _made_while_tracing(var: Variable) -> bool:
