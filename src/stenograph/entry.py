@@ -17,6 +17,7 @@ from . import config, events
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import ConstraintViolation, StenographError, Unsupported
 from .graph.pyfunc import with_closure
+from .graph.resume import dynamic_arguments
 from .module_hooks import has_global_forward_hooks, has_module_hooks
 from .shapes.dynamic import DynamicPolicy
 
@@ -33,13 +34,13 @@ class FrameCache:
         self.backend = backend  # kept alive so the cache key's id stays unique
         self.backend_name = backend_name
         self.entries: list[CacheEntry] = []
-        self.policy = DynamicPolicy(None)
+        self.policy = DynamicPolicy(None, dynamic_arguments(code))
         self.eager_reason: str | None = None
         self.recompile_reasons: list[str] = []
 
     def clear(self) -> None:
         self.entries.clear()
-        self.policy = DynamicPolicy(self.policy.dynamic)
+        self.policy = DynamicPolicy(self.policy.dynamic, self.policy.from_data)
         self.eager_reason = None
         self.recompile_reasons.clear()
 

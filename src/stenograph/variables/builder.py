@@ -120,7 +120,10 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         return ConstantVariable(value, source) if source is not None else constant(value)
     if isinstance(value, torch.nn.Module):
         if source is not None:
-            guards.id_match(source, value)
+            # by class, not identity: instances of one class share compiled code, their
+            # parameters and buffers being graph inputs; what the trace reads of the module
+            # (attributes, members, hooks, training flag) is guarded where it is read
+            guards.type_match(source, value)
         return NNModuleVariable(value, source)
     if isinstance(value, types.ModuleType):
         if source is not None:

@@ -17,6 +17,7 @@ from ..errors import Unsupported
 from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
 from .containers import DictVariable, IteratorVariable, ListVariable, SequenceVariable, TupleVariable
+from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -384,6 +385,14 @@ def _number(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
         raise Unsupported(f"{fn.__name__}(tensor) reads the tensor's value", hint="keep the value as a tensor")
     if fn is bool and args:
         return constant(args[0].truth(tx))
+    if fn in (int, float) and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
+        # a symbolic number stays symbolic (int() truncates): no guard on its value
+        kind = args[0].python_type()
+        if kind is fn:
+            return args[0]
+        if kind in (int, float):
+            convert = torch.sym_int if fn is int else torch.sym_float
+            return tx.output.call("call_function", convert, args, {}, f"{fn.__name__}()")
     return _fold(fn, args, kwargs)
 
 

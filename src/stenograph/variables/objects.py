@@ -217,6 +217,10 @@ class NNModuleVariable(UserObjectVariable):
             members = module.__dict__.get(table)
             if members is not None and name in members:
                 return wrap(tx, members[name], ModuleMemberSource(self.source, table, name))
+        if cls_attr is not _MISSING and name != "__class__":
+            # compiled code is shared by the class's instances: one with its own `name` (a
+            # replaced `forward`) must not run it
+            tx.output.guards.no_instance_attr(self.source, name)
         if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
             from .containers import BoundMethodVariable
 
@@ -241,33 +245,54 @@ class NNModuleVariable(UserObjectVariable):
         self._guard_no_hooks(tx)
         if has_global_forward_hooks():
             raise Unsupported("global nn.Module forward hooks are registered")
+        tx.output.guards.state_query(has_global_forward_hooks, "has_global_forward_hooks", False)
         forward = self.getattr(tx, "forward")
         return forward.call(tx, args, kwargs)
 
     def _walk(self, tx: Frame, name: str) -> Variable:
         """`modules()`, `named_modules()`, `parameters()`, `named_parameters()`, `buffers()`,
         `named_buffers()`, `named_children()`: the real module tree walked now, each member
-        wrapped with its source (the tree's shape is guarded by the identity guards on it)."""
+        wrapped with its source. What the walk saw is guarded: the keys of every table it read,
+        the empty (None) slots, and which members are one object reached twice."""
         from .builder import wrap
         from .containers import ListVariable, TupleVariable
 
         assert self.source is not None
+        guards = tx.output.guards
         modules: list[tuple[str, Any, Source]] = []
-        seen: set[int] = set()
+        first_source: dict[int, Source] = {}
+
+        def table_of(module: Any, source: Source, table: str) -> list[tuple[str, Any, Source]]:
+            entries = module.__dict__.get(table) or {}
+            guards.dict_keys_match(AttrSource(source, table), entries)
+            found = []
+            for key, value in entries.items():
+                member_source = ModuleMemberSource(source, table, key)
+                if value is None:
+                    guards.constant_match(member_source, None)
+                else:
+                    found.append((key, value, member_source))
+            return found
+
+        def first_time(value: Any, source: Source) -> bool:
+            seen = first_source.get(id(value))
+            if seen is None:
+                first_source[id(value)] = source
+                return True
+            guards.same_object(source, seen)
+            return False
 
         def visit(prefix: str, module: Any, source: Source, depth: int) -> None:
-            if id(module) in seen:
+            if not first_time(module, source):
                 return
-            seen.add(id(module))
             modules.append((prefix, module, source))
             if name == "named_children" and depth == 1:
                 return
-            for key, child in (module.__dict__.get("_modules") or {}).items():
-                if child is not None:
-                    child_source = ModuleMemberSource(source, "_modules", key)
-                    visit(f"{prefix}.{key}" if prefix else key, child, child_source, depth + 1)
+            for key, child, child_source in table_of(module, source, "_modules"):
+                visit(f"{prefix}.{key}" if prefix else key, child, child_source, depth + 1)
 
         visit("", self.value_object, self.source, 0)
+        guards.all_distinct([source for _, _, source in modules])
         entries: list[tuple[str, Variable]] = []
         if name in ("modules", "named_modules"):
             entries = [(p, wrap(tx, m, s)) for p, m, s in modules]
@@ -275,14 +300,13 @@ class NNModuleVariable(UserObjectVariable):
             entries = [(p, wrap(tx, m, s)) for p, m, s in modules[1:]]
         else:
             table = "_parameters" if name.endswith("parameters") else "_buffers"
-            members: set[int] = set()
+            first_source.clear()
             for prefix, module, source in modules:
-                for key, value in (module.__dict__.get(table) or {}).items():
-                    if value is None or id(value) in members:
-                        continue
-                    members.add(id(value))
-                    full = f"{prefix}.{key}" if prefix else key
-                    entries.append((full, wrap(tx, value, ModuleMemberSource(source, table, key))))
+                for key, value, member_source in table_of(module, source, table):
+                    if first_time(value, member_source):
+                        full = f"{prefix}.{key}" if prefix else key
+                        entries.append((full, wrap(tx, value, member_source)))
+            guards.all_distinct([v.source for _, v in entries if v.source is not None])
         if name.startswith("named_"):
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
         return ListVariable([v for _, v in entries])
@@ -368,13 +392,8 @@ class NNModuleVariable(UserObjectVariable):
         if name in _WALKS and not kwargs and not args and self.source is not None:
             return self._walk(tx, name)
         if name == "children" and not args and self.source is not None:
-            return ListVariable(
-                [
-                    wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))
-                    for k, m in self._members(tx, "_modules")
-                    if m is not None
-                ]
-            )
+            named = self._walk(tx, "named_children")
+            return ListVariable([pair.items[1] for pair in named.items])
         if name == "__len__":
             return constant(self.length(tx))
         if name == "__getitem__" and len(args) == 1:
