@@ -33,6 +33,7 @@ class GeneratorVariable(IteratorVariable):
         self.frame = frame
         self.done = False
         self.index = 0
+        self.failure = None
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -41,7 +42,7 @@ class GeneratorVariable(IteratorVariable):
     def items(self) -> list[Variable]:  # type: ignore[override]
         raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
 
-    def next(self) -> Variable | None:
+    def next(self, tx: Frame) -> Variable | None:
         if self.done:
             return None
         try:
@@ -57,6 +58,6 @@ class GeneratorVariable(IteratorVariable):
 
     def unpack(self, tx: Frame) -> list[Variable]:
         values = []
-        while (item := self.next()) is not None:
+        while (item := self.next(tx)) is not None:
             values.append(item)
         return values
