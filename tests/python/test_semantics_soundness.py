@@ -216,3 +216,58 @@ def test_returned_inplace_result_is_the_input(backend):
     assert cnt.frame_count == 1
     compiled(torch.ones(2, 2))  # a new shape compiles again
     assert cnt.frame_count == 2
+
+
+# -- 3. effects kept: closures of methods, generators dropped unfinished ------------------------
+
+
+def _logger_class():
+    log = []
+    scale = [2]
+
+    class Logger:
+        def go(self, v):
+            log.append(v.sum())
+            return v * scale[0] + len(log)
+
+    return Logger(), log, scale
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_method_appending_to_a_list_of_its_class_closure(backend):
+    """The list lives in a closure cell of a method found on the object's class (no path from the
+    frame to the function): each call appends, and the method reads the new length."""
+    obj, log, _ = _logger_class()
+    eager_obj, eager_log, _ = _logger_class()
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(lambda x, o: o.go(x), backend=cnt)
+    for i in range(3):
+        assert_same(compiled(ones(i), obj), eager_obj.go(ones(i)), f"call {i}")
+        assert_same(log, eager_log, f"call {i}: log")
+    assert len(log) == 3
+    assert cnt.frame_count == 3  # the length of the list is guarded: each call sees a new one
+
+
+def _scaler_class():
+    scale = [2]
+
+    class Scaler:
+        def go(self, v):
+            return v * scale[0]
+
+    return Scaler(), scale
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_closure_value_of_a_method_is_guarded(backend):
+    """A new value in the method's closure compiles again; the same value does not."""
+    obj, scale = _scaler_class()
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(lambda x, o: o.go(x), backend=cnt)
+    assert torch.equal(compiled(ones(0), obj), ones(0) * 2)
+    assert torch.equal(compiled(ones(0), obj), ones(0) * 2)
+    assert cnt.frame_count == 1
+    scale[0] = 5
+    assert torch.equal(compiled(ones(0), obj), ones(0) * 5)
+    assert torch.equal(compiled(ones(0), obj), ones(0) * 5)
+    assert cnt.frame_count == 2

@@ -18,7 +18,7 @@ from typing import Any
 from .. import config
 from ..errors import Unsupported
 from ..graph.output_graph import OutputGraph
-from ..guards.sources import AttrSource, GlobalSource, ItemSource, Source
+from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable, constant
 from ..variables.builder import is_literal, is_trusted_module, wrap
 from .binding import bind_arguments
@@ -353,7 +353,11 @@ class Frame:
                 cell_source = ItemSource(AttrSource(fn_source, "__closure__"), i)
                 cells.append(Cell(LazyValue(value, AttrSource(cell_source, "cell_contents")), cell, cell_source))
             else:
-                cells.append(Cell(wrap(self, value, None), cell))
+                # no path to the function (a method found on a class): the cell itself is the
+                # source, so its contents are guarded and changes to them replayed on each call
+                name = fn.__code__.co_freevars[i]
+                contents = AttrSource(FixedObjectSource(cell, f"cell {name} of {fn.__qualname__}"), "cell_contents")
+                cells.append(Cell(LazyValue(value, contents), cell))
             self.tracked_cells[id(cell)] = cells[-1]
         return tuple(cells)
 
