@@ -271,3 +271,59 @@ def test_closure_value_of_a_method_is_guarded(backend):
     assert torch.equal(compiled(ones(0), obj), ones(0) * 5)
     assert torch.equal(compiled(ones(0), obj), ones(0) * 5)
     assert cnt.frame_count == 2
+
+
+_events: list = []
+
+
+def _guarded_gen(n):
+    try:
+        yield from range(n)
+    finally:
+        _events.append("finally")
+
+
+def _plain_gen(n):
+    yield from range(n)
+
+
+def _break_out_of_generator(x):
+    _events.clear()
+    for i in _guarded_gen(5):
+        if i == 1:
+            break
+    return x + 1, list(_events)
+
+
+def _generator_dropped(x):
+    _events.clear()
+    g = _guarded_gen(3)
+    first = next(g)
+    del g
+    return x + first, list(_events)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_break_out_of_generator, _generator_dropped])
+def test_generator_dropped_inside_try_runs_its_finally(backend, fn):
+    """The `finally` runs when the generator is dropped, before the function reads `_events`: the
+    frame runs eagerly, with a warning naming the generator."""
+    with pytest.warns(stenograph.StenographWarning, match="generator _guarded_gen is left suspended"):
+        cnt = compare(fn, lambda i: (ones(i),), backend, calls=3)
+    assert cnt.frame_count == 0
+
+
+def _generators_finished_or_without_cleanup(x):
+    _events.clear()
+    total = sum(_guarded_gen(3))  # runs to the end: its finally runs inside the trace
+    for i in _plain_gen(5):  # dropped unfinished, but closing it runs nothing
+        if i == 2:
+            break
+    return x + total + i, list(_events)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generators_finished_or_without_cleanup_stay_in_the_graph(backend):
+    shapes = [(3,), (3,), (2, 2)]
+    cnt = compare(_generators_finished_or_without_cleanup, lambda i: (torch.ones(shapes[i]),), backend, calls=3)
+    assert cnt.frame_count == 2  # the second call compiles nothing, the new shape compiles again

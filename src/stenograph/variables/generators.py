@@ -61,3 +61,19 @@ class GeneratorVariable(IteratorVariable):
         while (item := self.next(tx)) is not None:
             values.append(item)
         return values
+
+
+def needs_close(generator: GeneratorVariable) -> bool:
+    """Whether closing (or dropping) the generator now would run code of its own: it started, did
+    not finish, and is suspended where an exception handler of its code (`try`, `with`) applies,
+    other than 3.12's implicit StopIteration guard around every generator body."""
+    from ..interpreter.exceptions import handler_for
+
+    frame = generator.frame
+    if generator.done or frame.current is None:
+        return False
+    entry = handler_for(frame.code, frame.current.offset)
+    if entry is None:
+        return False
+    target = frame.instructions[frame.index_of_offset[entry.target]]
+    return not (target.opname == "CALL_INTRINSIC_1" and target.argrepr == "INTRINSIC_STOPITERATION_ERROR")
