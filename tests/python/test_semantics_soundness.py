@@ -278,6 +278,14 @@ _events: list = []
 
 def _guarded_gen(n):
     try:
+        for i in range(n):  # noqa: UP028 (a plain loop is traced; `yield from` is not yet)
+            yield i
+    finally:
+        _events.append("finally")
+
+
+def _guarded_gen_run_for_real(n):
+    try:
         yield from range(n)
     finally:
         _events.append("finally")
@@ -303,12 +311,28 @@ def _generator_dropped(x):
     return x + first, list(_events)
 
 
+def _break_out_of_untraced_generator(x):
+    _events.clear()
+    for i in _guarded_gen_run_for_real(5):
+        if i == 1:
+            break
+    return x + 1, list(_events)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fn", [_break_out_of_generator, _generator_dropped])
-def test_generator_dropped_inside_try_runs_its_finally(backend, fn):
+@pytest.mark.parametrize(
+    "fn, why",
+    [
+        (_break_out_of_generator, "generator _guarded_gen is left suspended"),
+        (_generator_dropped, "generator _guarded_gen is left suspended"),
+        # a generator run for real would be dropped by resumed code, which holds it too long
+        (_break_out_of_untraced_generator, "generator _guarded_gen_run_for_real has try/with cleanup"),
+    ],
+)
+def test_generator_dropped_inside_try_runs_its_finally(backend, fn, why):
     """The `finally` runs when the generator is dropped, before the function reads `_events`: the
     frame runs eagerly, with a warning naming the generator."""
-    with pytest.warns(stenograph.StenographWarning, match="generator _guarded_gen is left suspended"):
+    with pytest.warns(stenograph.StenographWarning, match=why):
         cnt = compare(fn, lambda i: (ones(i),), backend, calls=3)
     assert cnt.frame_count == 0
 

@@ -8,6 +8,7 @@ live at a graph break makes the break impossible (the frame then runs eagerly).
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING
 
 from ..errors import Unsupported
@@ -63,6 +64,22 @@ class GeneratorVariable(IteratorVariable):
         return values
 
 
+def _is_stop_iteration_guard(code: types.CodeType, target: int) -> bool:
+    """3.12 wraps every generator body in a handler turning StopIteration into RuntimeError."""
+    from ..interpreter.frame import decode
+
+    decoded = decode(code)
+    inst = decoded.instructions[decoded.index_of_offset[target]]
+    return inst.opname == "CALL_INTRINSIC_1" and inst.argrepr == "INTRINSIC_STOPITERATION_ERROR"
+
+
+def has_cleanup(code: types.CodeType) -> bool:
+    """Whether a generator's code has a `try` or `with` block (code that closing it may run)."""
+    from ..bytecode.instructions import exception_entries
+
+    return any(not _is_stop_iteration_guard(code, e.target) for e in exception_entries(code))
+
+
 def needs_close(generator: GeneratorVariable) -> bool:
     """Whether closing (or dropping) the generator now would run code of its own: it started, did
     not finish, and is suspended where an exception handler of its code (`try`, `with`) applies,
@@ -73,7 +90,4 @@ def needs_close(generator: GeneratorVariable) -> bool:
     if generator.done or frame.current is None:
         return False
     entry = handler_for(frame.code, frame.current.offset)
-    if entry is None:
-        return False
-    target = frame.instructions[frame.index_of_offset[entry.target]]
-    return not (target.opname == "CALL_INTRINSIC_1" and target.argrepr == "INTRINSIC_STOPITERATION_ERROR")
+    return entry is not None and not _is_stop_iteration_guard(frame.code, entry.target)
