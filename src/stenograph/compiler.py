@@ -31,6 +31,7 @@ from .interpreter.frame import Cell, Frame, LazyValue, decode
 from .shapes.dynamic import DynamicPolicy
 from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
+from .variables.generators import has_cleanup
 from .variables.global_contexts import close_abandoned
 from .verify import verify_on_first_call
 
@@ -141,8 +142,12 @@ def compile_frame(
                 )
             break
         except Unsupported as reason:
-            # a generator whose body cannot be traced is run for real instead (its call breaks)
+            # a generator whose body cannot be traced is run for real instead (its call breaks),
+            # unless it has cleanup code: resumed code would drop it (and run that) too late
             if fullgraph or reason.generator_code is None or reason.generator_code in eager_generators:
+                raise
+            if has_cleanup(reason.generator_code):
+                reason.reason += f" (and generator {reason.generator_code.co_qualname} has try/with cleanup)"
                 raise
             eager_generators.add(reason.generator_code)
             graph_module.clear()

@@ -24,6 +24,7 @@ from ..variables.containers import (
     SetVariable,
     SliceVariable,
     TupleVariable,
+    iterate,
 )
 from ..variables.functions import NestedFunctionVariable
 from ..variables.tensor import TensorVariable
@@ -608,12 +609,7 @@ def _jump_or_pop(f: Frame, inst: dis.Instruction) -> None:
 
 @op("GET_ITER")
 def _get_iter(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    if isinstance(value, ListVariable):
-        # a list iterator reads the live list: items appended during the loop are visited
-        f.push(IteratorVariable(value.items))
-        return
-    f.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(f)))
+    f.push(iterate(f, f.pop()))
 
 
 @op("FOR_ITER")
@@ -621,7 +617,7 @@ def _for_iter(f: Frame, inst: dis.Instruction) -> None:
     iterator = f.stack[-1]
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported(f"for loop over {iterator.describe()}")
-    item = iterator.next()
+    item = iterator.next(f)
     if item is not None:
         f.push(item)
         return

@@ -10,7 +10,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
-from .base import Variable, constant
+from .base import ConstantVariable, Variable, constant
 from .containers import ListVariable, SequenceVariable, SetVariable, SizeVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
@@ -261,6 +261,12 @@ def _same_object(a: Variable, b: Variable) -> bool | None:
     ia, ib = _identity(a), _identity(b)
     if ia is not None and ib is not None:
         return ia is ib
+    # one object reached twice, once wrapped as a constant (a default value) and once as an
+    # object (through a source): identity of the real objects
+    if ia is not None and isinstance(b, ConstantVariable):
+        return b.value is ia
+    if ib is not None and isinstance(a, ConstantVariable):
+        return a.value is ib
     if (ia is not None or a.is_constant()) and isinstance(b, TensorVariable):
         return False
     if (ib is not None or b.is_constant()) and isinstance(a, TensorVariable):
