@@ -18,7 +18,8 @@ graphs each compiler handed to Inductor. Inductor's caches stay on (a fresh cach
 process unless TORCHINDUCTOR_CACHE_DIR is set), so first-call times are only indicative: the
 second compiler may reuse kernels of the first. `--profile` adds, per compiler, the CUDA kernels
 per call, their GPU time per call, the host time per call (from the call until it returns, with
-an idle GPU) and, for stenograph, the time of its guard function per call.
+an idle GPU) and, for stenograph, the time of its guard function per call; `--no-guard-variant`
+also times stenograph with its guard skipped, which shows how much of a gap the guards make.
 
     python benchmarks/gpu_models.py --device cuda --models bert,llama,vit,resnet50 --settings bf16
     python benchmarks/gpu_models.py --device cpu --small --models convnet,bert,llama --rounds 3
@@ -282,6 +283,27 @@ def stenograph_guard_us(compiled: Any, step: Callable[[], Any], calls: int = 50)
     return spent[0] / calls * 1e6
 
 
+def without_guard(compiled: Any, step: Callable[[], Any]) -> Callable[[], Any] | None:
+    """`step` with stenograph's guard function replaced by `True` for the call (diagnostic only:
+    what stenograph would cost if its guards were free)."""
+    from stenograph.inspection import _cache_of
+
+    entries = _cache_of(compiled).entries
+    if len(entries) != 1:
+        return None
+    entry = entries[0]
+    guard = entry.guard
+
+    def unguarded() -> Any:
+        entry.guard = lambda *args, **kwargs: True
+        try:
+            return step()
+        finally:
+            entry.guard = guard
+
+    return unguarded
+
+
 def max_diff(a: Any, b: Any) -> float:
     return float((first_tensor(a).float() - first_tensor(b).float()).abs().max())
 
@@ -312,6 +334,10 @@ def run_case(name: str, setting: str, mode: str, opts: argparse.Namespace) -> di
     with torch.no_grad():
         reference = case.model(*case.inputs)
         diffs = {c: max_diff(compiled[c](*case.inputs), reference) for c in compiled} if setting != "train" else {}
+    if opts.no_guard_variant:
+        unguarded = without_guard(compiled["stenograph"], steps["stenograph"])
+        if unguarded is not None:
+            steps["stenograph, no guard"] = unguarded
     for step in steps.values():
         for _ in range(opts.warmup):
             step()
@@ -324,6 +350,8 @@ def run_case(name: str, setting: str, mode: str, opts: argparse.Namespace) -> di
         "first_s_tc": first["torch.compile"][0], "first_s_steno": first["stenograph"][0],
         "compiled_first": order[0], "max_diff": diffs,
     }
+    if "stenograph, no guard" in medians:
+        row["steno_noguard_ms"] = medians["stenograph, no guard"]
     if opts.profile:
         row["profile"] = {c: profile(s, opts.device) for c, s in steps.items()}
         row["profile"]["stenograph"]["guard_us"] = stenograph_guard_us(compiled["stenograph"], steps["stenograph"])
@@ -337,6 +365,9 @@ def print_row(r: dict[str, Any]) -> None:
         f"{r['first_s_steno']:7.1f}/{r['first_s_tc']:<7.1f}",
         flush=True,
     )
+    if "steno_noguard_ms" in r:
+        print(f"{'':10}stenograph without its guard: {r['steno_noguard_ms']:.3f} ms, "
+              f"tc/st {r['tc_ms'] / r['steno_noguard_ms']:.3f}", flush=True)
     for compiler, p in r.get("profile", {}).items():
         parts = [f"host {p['host_us']:.0f} us"]
         if "gpu_us" in p:
@@ -363,6 +394,8 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--profile", action="store_true", help="kernels, GPU and host time per call")
+    p.add_argument("--no-guard-variant", action="store_true",
+                   help="also time stenograph with its guard function skipped (diagnostic)")
     p.add_argument("--json", default=None, help="append one JSON line per case to this file")
     opts = p.parse_args()
     opts.case_index = 0
