@@ -227,7 +227,8 @@ def _reference(model: _Holder, x):
 
 
 def test_replaced_submodule_is_followed(cnt):
-    """Replacing a submodule (model.fc = nn.Linear(...)) makes the result follow the new one."""
+    """Replacing a submodule (model.fc = nn.Linear(...)) makes the result follow the new one
+    (its parameters are graph inputs)."""
     model = _Holder()
     compiled = stenograph.compile(model, backend=cnt)
     x = torch.randn(3, 4)
@@ -237,7 +238,7 @@ def test_replaced_submodule_is_followed(cnt):
     second = compiled(x)
     assert_same(second, _reference(model, x))
     assert not torch.allclose(first, second)
-    assert cnt.frame_count == 2
+    assert cnt.frame_count == 1  # the new Linear has the old one's class and shapes: same code
 
 
 def test_replaced_parameter_is_followed(cnt):
