@@ -25,11 +25,13 @@ from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
 from .graph.pyfunc import signature_only
+from .guards.guard_set import same_literal
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
 from .shapes.dynamic import DynamicPolicy
 from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
+from .variables.generators import has_cleanup
 from .variables.global_contexts import close_abandoned
 from .verify import verify_on_first_call
 
@@ -51,6 +53,20 @@ class CacheEntry:
     # weak references that drop this entry when a guarded object dies (set by the cache)
     watchers: list = field(default_factory=list, repr=False)
     compile_id: Any = None  # events.CompileId, set when the entry is published
+    # the compiled function's defaults: `guard` and `fn` bind missing arguments to these, so a
+    # function of the same code with other defaults must not use this entry
+    defaults: tuple | None = field(default=None, repr=False)
+    kwdefaults: dict | None = field(default=None, repr=False)
+
+    def same_defaults(self, defaults: tuple | None, kwdefaults: dict | None) -> bool:
+        """Whether a function with these defaults behaves like the one compiled: the same
+        objects, or literals equal in type and value (-0.0 is not 0.0)."""
+        mine, theirs = self.kwdefaults or {}, kwdefaults or {}
+        return (
+            _same_items(self.defaults or (), defaults or ())
+            and mine.keys() == theirs.keys()
+            and _same_items(tuple(mine.values()), tuple(theirs[k] for k in mine))
+        )
 
     def failure_reason(self, args: tuple, kwargs: dict) -> str | None:
         """The first check that fails for these arguments (built on demand: misses only)."""
@@ -67,6 +83,13 @@ class CacheEntry:
         return self.fn.__stenograph_source__
 
 
+def _same_items(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(
+        x is y or (type(x) in _LITERAL_TYPES and same_literal(x, y)) for x, y in zip(a, b)
+    )
+
+
+_LITERAL_TYPES = frozenset({int, float, bool, str, bytes, complex, tuple, type(None)})
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
@@ -119,8 +142,12 @@ def compile_frame(
                 )
             break
         except Unsupported as reason:
-            # a generator whose body cannot be traced is run for real instead (its call breaks)
+            # a generator whose body cannot be traced is run for real instead (its call breaks),
+            # unless it has cleanup code: resumed code would drop it (and run that) too late
             if fullgraph or reason.generator_code is None or reason.generator_code in eager_generators:
+                raise
+            if has_cleanup(reason.generator_code):
+                reason.reason += f" (and generator {reason.generator_code.co_qualname} has try/with cleanup)"
                 raise
             eager_generators.add(reason.generator_code)
             graph_module.clear()
@@ -143,7 +170,10 @@ def compile_frame(
     capture_seconds = time.perf_counter() - start - backend_seconds
     gm = graph_module[0] if graph_module else None
     like = signature_only(fn)
-    return CacheEntry(guard, transformed, gm, output.guards, code, label, capture_seconds, backend_seconds, like=like)
+    return CacheEntry(
+        guard, transformed, gm, output.guards, code, label, capture_seconds, backend_seconds, like=like,
+        defaults=fn.__defaults__, kwdefaults=fn.__kwdefaults__,
+    )
 
 
 def _trace(

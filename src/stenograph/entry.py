@@ -17,6 +17,7 @@ from . import config, events
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import ConstraintViolation, StenographError, Unsupported
 from .graph.pyfunc import with_closure
+from .graph.resume import dynamic_arguments
 from .module_hooks import has_global_forward_hooks, has_module_hooks
 from .shapes.dynamic import DynamicPolicy
 
@@ -33,13 +34,13 @@ class FrameCache:
         self.backend = backend  # kept alive so the cache key's id stays unique
         self.backend_name = backend_name
         self.entries: list[CacheEntry] = []
-        self.policy = DynamicPolicy(None)
+        self.policy = DynamicPolicy(None, dynamic_arguments(code))
         self.eager_reason: str | None = None
         self.recompile_reasons: list[str] = []
 
     def clear(self) -> None:
         self.entries.clear()
-        self.policy = DynamicPolicy(self.policy.dynamic)
+        self.policy = DynamicPolicy(self.policy.dynamic, self.policy.from_data)
         self.eager_reason = None
         self.recompile_reasons.clear()
 
@@ -160,7 +161,16 @@ def entry_wrapper(
         cache.policy.dynamic = dynamic
     entries = cache.entries
     miss = cache.miss
-    if fn.__code__.co_freevars:
+    if fn.__defaults__ or fn.__kwdefaults__:
+        # functions of one code object may differ in defaults: each entry says which it takes
+        prefix = (fn.__closure__,) if fn.__code__.co_freevars else ()
+        dispatch = functools.partial(_dispatch_by_defaults, entries, miss, fullgraph, fn, prefix)
+
+        def compiled(*args: Any, **kwargs: Any) -> Any:
+            result = dispatch(*args, **kwargs)
+            return result.run() if type(result) is Continue else result
+
+    elif fn.__code__.co_freevars:
         closure = fn.__closure__
         dispatch = functools.partial(closure_dispatcher(fn, backend, backend_name, fullgraph), closure)
 
@@ -198,6 +208,22 @@ def entry_wrapper(
     return compiled
 
 
+def _dispatch_by_defaults(
+    entries: list[CacheEntry], miss: Any, fullgraph: bool, fn: types.FunctionType, prefix: tuple, /,
+    *args: Any, **kwargs: Any,
+) -> Any:
+    """The lookup for a function with defaults: an entry is tried only if it was compiled with
+    the same defaults (the same tuple, or equal literals), since its guard and code bind missing
+    arguments to the defaults they were compiled with."""
+    d, k = fn.__defaults__, fn.__kwdefaults__
+    for entry in entries:
+        if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
+            *prefix, *args, **kwargs
+        ):
+            return entry.fn(*prefix, *args, **kwargs)
+    return miss(fn, prefix, args, kwargs, fullgraph)
+
+
 def closure_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, fullgraph: bool = False) -> Any:
     """Guarded dispatch for code with free variables, taking the closure as first argument.
 
@@ -225,9 +251,13 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
     closure. A graph break that calls a closure it received (a decorator's wrapper, say) goes
     through this, so cached code never calls the closure of the call it was compiled for."""
     by_closure = closure_dispatcher(fn, backend, backend_name)
+    cache = cache_for(fn.__code__, backend, backend_name)
 
     def call(f: types.FunctionType, *args: Any, **kwargs: Any) -> Any:
-        result = by_closure(f.__closure__, *args, **kwargs)
+        if f.__defaults__ or f.__kwdefaults__:
+            result = _dispatch_by_defaults(cache.entries, cache.miss, False, f, (f.__closure__,), *args, **kwargs)
+        else:
+            result = by_closure(f.__closure__, *args, **kwargs)
         return result.run() if type(result) is Continue else result
 
     return call

@@ -33,6 +33,8 @@ def takes_argument(kind: str) -> bool:
     return kind in ("value", "iter")
 
 _codes: dict[tuple, types.CodeType] = {}
+# resume code -> source names of its arguments that are symbolic from the first compile
+_dynamic: dict[types.CodeType, set[str]] = {}
 _wrappers: dict[tuple, Any] = {}
 # resume code -> the code it continues
 _origins: dict[types.CodeType, types.CodeType] = {}
@@ -82,6 +84,7 @@ def resume_function(
     backend: Any,
     backend_name: str,
     compiled: bool = True,
+    dynamic: tuple[str, ...] = (),
 ) -> Any:
     """What a graph break tail-calls: the entry wrapper's dispatcher of `fn`'s resume function
     at `offset` (created once), or the plain resume function when not `compiled` (exception
@@ -89,10 +92,16 @@ def resume_function(
 
     For code with free variables the result takes the closure as its first argument
     (`entry.closure_dispatcher`), so it serves every closure of the code and keeps none alive.
+
+    `dynamic` names arguments (`__stack0`, a local) holding Python numbers read from tensor
+    data (`.item()`, `.tolist()`) or symbolic in the breaking frame: they are graph inputs of
+    the resume function from its first compile, not constants that each new value recompiles.
     """
     from ..entry import closure_dispatcher, entry_wrapper
 
     code = resume_code(fn.__code__, offset, kinds, live)
+    if dynamic:
+        _dynamic.setdefault(code, set()).update(f"L[{name!r}]" for name in dynamic)
     key = (code, id(backend), compiled)
     found = _wrappers.get(key)
     if found is None:
@@ -121,8 +130,15 @@ def origin_of(code: types.CodeType) -> types.CodeType | None:
     return _origins.get(code)
 
 
+def dynamic_arguments(code: types.CodeType) -> set[str]:
+    """The source names `resume_function` was told are dynamic for this resume code (a live set:
+    a later break resuming at the same place may add to it)."""
+    return _dynamic.setdefault(code, set()) if code in _origins else set()
+
+
 def clear() -> None:
     _codes.clear()
+    _dynamic.clear()
     _wrappers.clear()
     _origins.clear()
     _offset_maps.clear()

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .. import config
-from ..guards.sources import ItemSource, LocalSource, ModuleMemberSource, Source
+from ..guards.sources import AttrSource, ClassSource, ItemSource, LocalSource, ModuleMemberSource, Source
 
 _DYNAMIC_ATTR = "_stenograph_dynamic_dims"
 _MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
@@ -60,9 +60,12 @@ def marked_bounds(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
 
 def may_be_dynamic(source: Source, is_tensor: bool) -> bool:
     """Parameters and buffers stay static (like torch.compile), and so do ints read from object
-    attributes (configs, `self.heads`): only the frame's own arguments and their items vary."""
+    attributes (configs, `self.heads`): only the frame's own arguments and their items vary,
+    and class attributes (`Registry.count += 1` changes one on every call)."""
     if is_tensor:
         return not (isinstance(source, ModuleMemberSource) and source.table in ("_parameters", "_buffers"))
+    if isinstance(source, AttrSource) and isinstance(source.parent, ClassSource):
+        return True
     while isinstance(source, ItemSource):
         source = source.parent
     return isinstance(source, LocalSource)
@@ -71,8 +74,11 @@ def may_be_dynamic(source: Source, is_tensor: bool) -> bool:
 class DynamicPolicy:
     """Decides, per input, what is symbolic; one per frame cache (so per code object)."""
 
-    def __init__(self, dynamic: bool | None) -> None:
+    def __init__(self, dynamic: bool | None, from_data: set[str] | None = None) -> None:
         self.dynamic = dynamic  # compile(dynamic=...): None automatic, True all, False never
+        # numbers read from tensor data (a resume function's `.item()` result), and the items of
+        # such lists: dynamic from the start, since their value changes from call to call
+        self.from_data = from_data if from_data is not None else set()
         self.sizes: dict[str, list[int | None]] = {}  # source name -> sizes (None: dynamic)
         self.ints: dict[str, int | float | None] = {}  # source name -> value (None: dynamic)
         # float arguments the backend asked to see as constants (see backends/float_restart.py)
@@ -110,6 +116,8 @@ class DynamicPolicy:
             return False
         if self.dynamic is True:
             return True
+        if self.from_data and self._read_from_data(name):
+            return True
         if name not in self.ints:
             self.ints[name] = value
         elif config.automatic_dynamic_shapes and self.ints[name] is not None and self.ints[name] != value:
@@ -121,6 +129,10 @@ class DynamicPolicy:
         new = set(names) - self.specialised
         self.specialised |= new
         return bool(new)
+
+    def _read_from_data(self, name: str) -> bool:
+        root = name.split("[", 2)
+        return len(root) > 1 and f"{root[0]}[{root[1]}" in self.from_data
 
     def describe(self) -> dict[str, Any]:
         dims = {k: [i for i, s in enumerate(v) if s is None] for k, v in self.sizes.items()}

@@ -104,6 +104,8 @@ class ConstantVariable(Variable):
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
+            if self.source is not None:  # `hasattr` answers False: guard that it stays so
+                tx.output.guards.attribute_absent(self.source, self.value, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}") from e
         if callable(attr):
             from .functions import ConstantMethodVariable

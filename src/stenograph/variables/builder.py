@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import math
 import sys
 import types
 import weakref
@@ -103,12 +104,13 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         type(value) in (int, float)
         and source is not None
         and policy is not None
+        and (type(value) is int or math.isfinite(value) and value != 0.0)
         and may_be_dynamic(source, is_tensor=False)
         and policy.int_is_dynamic(source.name(), value)
     ):
         guards.type_match(source, value)
         if type(value) is float:
-            guards.finite_float(source)
+            guards.ordinary_float(source)
         return tx.output.symbolic_input(value, source)
     if is_literal(value) and source is not None and type(value) in (int, float, str, bool):
         return GuardedOnUseConstant(value, source, lambda: guards.constant_match(source, value))
@@ -118,7 +120,10 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         return ConstantVariable(value, source) if source is not None else constant(value)
     if isinstance(value, torch.nn.Module):
         if source is not None:
-            guards.id_match(source, value)
+            # by class, not identity: instances of one class share compiled code, their
+            # parameters and buffers being graph inputs; what the trace reads of the module
+            # (attributes, members, hooks, training flag) is guarded where it is read
+            guards.type_match(source, value)
         return NNModuleVariable(value, source)
     if isinstance(value, types.ModuleType):
         if source is not None:
@@ -165,7 +170,10 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         self_var = wrap(tx, value.__self__, self_source)
         if not isinstance(value.__func__, types.FunctionType):
             raise Unsupported(f"bound method of {type(value.__func__).__name__}")
-        return UserMethodVariable(value.__func__, self_var, source)
+        fn_source = AttrSource(source, "__func__") if source is not None else None
+        if fn_source is not None:
+            wrap(tx, value.__func__, fn_source)  # guards the function like any other
+        return UserMethodVariable(value.__func__, self_var, source, fn_source=fn_source)
     if isinstance(value, functools.partial):
         return _wrap_partial(tx, value, source)
     if is_namedtuple_class(type(value)):

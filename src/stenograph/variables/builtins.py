@@ -16,7 +16,16 @@ import torch
 from ..errors import Unsupported
 from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
-from .containers import DictVariable, IteratorVariable, ListVariable, SequenceVariable, TupleVariable
+from .containers import (
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    ReversedListIteratorVariable,
+    SequenceVariable,
+    TupleVariable,
+    iterate,
+)
+from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -85,6 +94,45 @@ _REFUSED = {
 
 _handler = handler_registry(_HANDLERS)
 
+# the keyword arguments each handled builtin accepts; any other keyword is refused by name (a
+# handler must never drop one silently, e.g. `zip(strict=True)`)
+_KEYWORDS: dict[Any, frozenset[str]] = {
+    enumerate: frozenset({"start"}),
+    zip: frozenset({"strict"}),
+    sum: frozenset({"start"}),
+    min: frozenset({"key", "default"}),
+    max: frozenset({"key", "default"}),
+    sorted: frozenset({"key", "reverse"}),
+    int: frozenset({"base"}),
+    str: frozenset({"object", "encoding", "errors"}),
+}
+# (fewest, most) positional arguments the handled builtins model
+_ARITY: dict[Any, tuple[int, int]] = {
+    iter: (1, 1),
+    next: (1, 2),
+    reversed: (1, 1),
+    len: (1, 1),
+    isinstance: (2, 2),
+    getattr: (2, 3),
+    hasattr: (2, 2),
+    setattr: (3, 3),
+    delattr: (2, 2),
+    tuple: (0, 1),
+    list: (0, 1),
+    set: (0, 1),
+    frozenset: (0, 1),
+    enumerate: (1, 2),
+    sum: (1, 2),
+    map: (2, 1 << 30),
+    filter: (2, 2),
+    sorted: (1, 1),
+    abs: (1, 1),
+    all: (1, 1),
+    any: (1, 1),
+    callable: (1, 1),
+    dict: (0, 1),
+}
+
 
 class BuiltinVariable(HandledFunctionVariable):
     def describe(self) -> str:
@@ -106,9 +154,10 @@ class BuiltinVariable(HandledFunctionVariable):
             )
         handler = _HANDLERS.get(self.fn)
         if handler is not None:
+            _check_signature(self.fn, args, kwargs)
             return handler(tx, self.fn, args, kwargs)
         if self.fn in _PURE and all(a.is_constant() for a in [*args, *kwargs.values()]):
-            return _fold(self.fn, args, kwargs)
+            return _fold(tx, self.fn, args, kwargs)
         raise Unsupported(
             f"builtin {getattr(self.fn, '__name__', self.fn)} with {', '.join(a.describe() for a in args)}"
         )
@@ -128,11 +177,25 @@ class BuiltinVariable(HandledFunctionVariable):
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "builtin")
 
-def _fold(fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _check_signature(fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> None:
+    """Refuse a call whose arguments the handler does not model (eager raises or handles them)."""
+    name = getattr(fn, "__name__", fn)
+    if fn is not dict:
+        unknown = set(kwargs) - _KEYWORDS.get(fn, frozenset())
+        if unknown:
+            raise Unsupported(f"{name}() with keyword argument(s) {', '.join(sorted(unknown))}")
+    fewest, most = _ARITY.get(fn, (0, 1 << 30))
+    if not fewest <= len(args) <= most:
+        raise Unsupported(f"{name}() with {len(args)} positional argument(s)")
+
+
+def _fold(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     try:
         result = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
     except Exception as e:
-        raise Unsupported(f"{fn.__name__}() on constants raised {type(e).__name__}: {e}") from e
+        from ..interpreter.exceptions import raise_python_error
+
+        raise_python_error(tx, e)
     if isinstance(result, (map, filter, zip, enumerate, reversed)) or type(result).__name__.endswith("iterator"):
         result = list(result)
         return IteratorVariable([constant(r) for r in result])
@@ -187,7 +250,7 @@ def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
         if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):
             return obj.getattr(tx, "__str__" if fn is str else "__repr__").call(tx, [], {})
     if all(a.is_constant() for a in [*args, *kwargs.values()]):
-        return _fold(fn, args, kwargs)
+        return _fold(tx, fn, args, kwargs)
     raise Unsupported(f"{fn.__name__}() of {', '.join(a.describe() for a in args)}")
 
 
@@ -292,26 +355,37 @@ def _range(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]
 
 @_handler(enumerate)
 def _enumerate(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    start = args[1].as_constant() if len(args) > 1 else kwargs.get("start", constant(0)).as_constant()
-    return IteratorVariable([TupleVariable([constant(i), v]) for i, v in enumerate(args[0].unpack(tx), start)])
+    start = args[1] if len(args) > 1 else kwargs.get("start", constant(0))
+    if not isinstance(start.as_constant(), int) or isinstance(start.as_constant(), bool):
+        raise Unsupported(f"enumerate() with start={start.describe()}")
+    items = args[0].unpack(tx)
+    return IteratorVariable([TupleVariable([constant(i), v]) for i, v in enumerate(items, start.as_constant())])
 
 
 @_handler(zip)
 def _zip(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     columns = [a.unpack(tx) for a in args]
-    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
+    rows = [TupleVariable(list(row)) for row in zip(*columns)]
+    failure = None
+    if kwargs.get("strict", constant(False)).truth(tx):
+        # the message CPython gives for these lengths, raised once the loop reaches the end
+        try:
+            list(zip(*[range(len(c)) for c in columns], strict=True))
+        except ValueError as e:
+            failure = (ValueError, str(e))
+    return IteratorVariable(rows, failure)
 
 
 @_handler(reversed)
 def _reversed(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if isinstance(args[0], ListVariable):
+        return ReversedListIteratorVariable(args[0])
     return IteratorVariable(list(reversed(args[0].unpack(tx))))
 
 
 @_handler(iter)
 def _iter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    if isinstance(args[0], IteratorVariable):
-        return args[0]
-    return IteratorVariable(args[0].unpack(tx))
+    return iterate(tx, args[0])
 
 
 @_handler(next)
@@ -319,7 +393,7 @@ def _next(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
     it = args[0]
     if not isinstance(it, IteratorVariable):
         raise Unsupported(f"next() on {it.describe()}")
-    item = it.next()
+    item = it.next(tx)
     if item is None:
         if len(args) > 1:
             return args[1]
@@ -354,16 +428,31 @@ def _sum(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 
 @_handler(min, max)
 def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from ..interpreter.exceptions import raise_python_error
+
+    if len(args) > 1 and "default" in kwargs:
+        raise Unsupported(f"{fn.__name__}() with several arguments and default=")
     items = args[0].unpack(tx) if len(args) == 1 else list(args)
-    if all(i.is_constant() for i in items) and not kwargs:
-        return constant(fn(i.as_constant() for i in items))
-    if set(kwargs) <= {"key", "default"} and items:
-        key_fn = kwargs.get("key")
-        keys = [key_fn.call(tx, [i], {}) if key_fn is not None else i for i in items]
-        if all(k.is_constant() for k in keys):
-            values = [k.as_constant() for k in keys]
-            return items[values.index(fn(values))]  # the first extreme item, as CPython returns
-    if len(items) == 2 and not kwargs and any(isinstance(i, TensorVariable) for i in items):
+    key_fn = kwargs.get("key")
+    if key_fn is not None and key_fn.is_constant() and key_fn.as_constant() is None:
+        key_fn = None
+    if not items:
+        if "default" in kwargs:
+            return kwargs["default"]
+        try:
+            fn([])
+        except ValueError as e:
+            raise_python_error(tx, e)
+    keys = [key_fn.call(tx, [i], {}) if key_fn is not None else i for i in items]
+    if all(k.is_constant() for k in keys):
+        values = [k.as_constant() for k in keys]
+        try:
+            # the index of the first extreme item, compared exactly as CPython compares them
+            best = fn(range(len(values)), key=values.__getitem__)
+        except Exception as e:
+            raise_python_error(tx, e)
+        return items[best]
+    if len(items) == 2 and key_fn is None and any(isinstance(i, TensorVariable) for i in items):
         raise Unsupported(
             f"{fn.__name__}() of tensors compares their values",
             hint=f"use torch.{'minimum' if fn is min else 'maximum'}",
@@ -384,14 +473,22 @@ def _number(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
         raise Unsupported(f"{fn.__name__}(tensor) reads the tensor's value", hint="keep the value as a tensor")
     if fn is bool and args:
         return constant(args[0].truth(tx))
-    return _fold(fn, args, kwargs)
+    if fn in (int, float) and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
+        # a symbolic number stays symbolic (int() truncates): no guard on its value
+        kind = args[0].python_type()
+        if kind is fn:
+            return args[0]
+        if kind in (int, float):
+            convert = torch.sym_int if fn is int else torch.sym_float
+            return tx.output.call("call_function", convert, args, {}, f"{fn.__name__}()")
+    return _fold(tx, fn, args, kwargs)
 
 
 @_handler(all, any)
 def _allany(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     stop_on = fn is any  # any() stops at the first true item, all() at the first false one
-    iterator = args[0] if isinstance(args[0], IteratorVariable) else IteratorVariable(args[0].unpack(tx))
-    while (item := iterator.next()) is not None:
+    iterator = iterate(tx, args[0])
+    while (item := iterator.next(tx)) is not None:
         if item.truth(tx) == stop_on:
             return constant(stop_on)
     return constant(not stop_on)

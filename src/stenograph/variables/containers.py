@@ -67,7 +67,7 @@ class DictViewVariable(Variable):
         if name == "__len__" and not args:
             return constant(len(self.dict_var.items))
         if name == "__iter__" and not args:
-            return IteratorVariable(self.unpack(tx))
+            return iterate(tx, self)
         if name == "__reversed__" and not args:
             return IteratorVariable(self.unpack(tx)[::-1])
         if self.kind == "keys" and name in ("__and__", "__or__", "__sub__", "__xor__", "isdisjoint"):
@@ -350,31 +350,168 @@ class DictVariable(Variable):
         if name == "__len__" and not args:
             return constant(len(self.items))
         if name == "__iter__" and not args:
-            return IteratorVariable(self.unpack(tx))
+            return iterate(tx, self)
         raise Unsupported(f"method {name!r} of {self.describe()}")
 
 
 class IteratorVariable(Variable):
-    """An iterator over a known list of items (from GET_ITER on a tracked iterable)."""
+    """An iterator over a known list of items (from GET_ITER on a tracked iterable).
 
-    def __init__(self, items: list[Variable]) -> None:
+    `failure`, when set, is the exception (class, message) raised once the items run out, as
+    `zip(..., strict=True)` raises only when it reaches the shortest argument's end.
+    """
+
+    def __init__(self, items: list[Variable], failure: tuple[type[BaseException], str] | None = None) -> None:
         self.items = items
         self.index = 0
+        self.failure = failure
 
     def describe(self) -> str:
         return "iterator"
 
-    def next(self) -> Variable | None:
+    def next(self, tx: Frame) -> Variable | None:
+        """The next item, or None when exhausted."""
         if self.index >= len(self.items):
+            if self.failure is not None:
+                from ..interpreter.exceptions import raise_new
+
+                raise raise_new(tx, *self.failure)
             return None
         item = self.items[self.index]
         self.index += 1
         return item
 
     def unpack(self, tx: Frame) -> list[Variable]:
-        rest = self.items[self.index :]
-        self.index = len(self.items)
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
         return rest
+
+    def iterated(self) -> Variable | None:
+        """The mutable container this iterator reads live, if any (a break must not copy it)."""
+        return None
+
+    def may_raise(self) -> bool:
+        """Whether a later step raises (a tuple of the remaining items would not)."""
+        return self.failure is not None
+
+
+class ListIteratorVariable(IteratorVariable):
+    """`iter(list)`: reads the live list at each step, as CPython's list iterator does, so items
+    appended or removed during the loop are seen."""
+
+    def __init__(self, list_var: ListVariable) -> None:
+        self.list_var = list_var
+        self.index = 0
+        self.failure = None
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        return self.list_var.items
+
+    def iterated(self) -> Variable | None:
+        return self.list_var
+
+
+class ReversedListIteratorVariable(IteratorVariable):
+    """`reversed(list)`: walks the live list from the end by index, as CPython's does."""
+
+    def __init__(self, list_var: ListVariable) -> None:
+        self.list_var = list_var
+        self.position = len(list_var.items) - 1
+        self.index = 0
+        self.failure = None
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        """The items still to come (for a graph break, which passes them on as a tuple)."""
+        live = self.list_var.items
+        return live[self.position :: -1] if 0 <= self.position < len(live) else []
+
+    def next(self, tx: Frame) -> Variable | None:
+        live = self.list_var.items
+        if 0 <= self.position < len(live):
+            self.position -= 1
+            return live[self.position + 1]
+        self.position = -1
+        return None
+
+    def iterated(self) -> Variable | None:
+        return self.list_var
+
+
+class LiveContainerIteratorVariable(IteratorVariable):
+    """Iteration over a dict (keys, values or items) or a set, reading it live.
+
+    As in CPython, a change of size during the loop raises RuntimeError at the next step; a
+    same-size change of the keys (which CPython answers depending on its hash-table layout) is
+    refused instead of guessed.
+    """
+
+    def __init__(self, container: DictVariable | SetVariable, kind: str) -> None:
+        self.container = container
+        self.kind = kind  # "keys", "values", "items" (dicts) or "set"
+        self.keys = self._keys()
+        self.size = len(self.keys)
+        self.index = 0
+        self.failure = None
+
+    def _keys(self) -> list[Any]:
+        if isinstance(self.container, SetVariable):
+            return list(set(self.container.members))
+        return list(self.container.items)
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        return [self._item(k) for k in self.keys] if self._keys() == self.keys else []
+
+    def _item(self, key: Any) -> Variable:
+        container = self.container
+        if isinstance(container, SetVariable):
+            return container.members[key]
+        tracker = constant(key) if _is_literal(key) else ConstantVariable(key)
+        if self.kind == "keys":
+            return tracker
+        if self.kind == "values":
+            return container.items[key]
+        return TupleVariable([tracker, container.items[key]])
+
+    def next(self, tx: Frame) -> Variable | None:
+        current = self._keys()
+        if len(current) != self.size:
+            from ..interpreter.exceptions import raise_new
+
+            self.size = -1  # CPython's iterator keeps failing once it has failed
+            what = "Set" if isinstance(self.container, SetVariable) else "dictionary"
+            raise raise_new(tx, RuntimeError, f"{what} changed size during iteration")
+        if current != self.keys:
+            raise Unsupported(f"the keys of {self.container.describe()} changed during iteration")
+        if self.index >= len(self.keys):
+            return None
+        self.index += 1
+        return self._item(self.keys[self.index - 1])
+
+    def iterated(self) -> Variable | None:
+        return self.container
+
+    def may_raise(self) -> bool:
+        return self._keys() != self.keys or self.size < 0
+
+
+def iterate(tx: Frame, value: Variable) -> IteratorVariable:
+    """`iter(value)`: lists, dicts, dict views and sets are read live; other iterables are
+    unpacked into a known list of items."""
+    if isinstance(value, IteratorVariable):
+        return value
+    if isinstance(value, ListVariable):
+        return ListIteratorVariable(value)
+    if isinstance(value, DictVariable):
+        return LiveContainerIteratorVariable(value, "keys")
+    if isinstance(value, DictViewVariable):
+        return LiveContainerIteratorVariable(value.dict_var, value.kind)
+    if isinstance(value, SetVariable):
+        return LiveContainerIteratorVariable(value, "set")
+    return IteratorVariable(value.unpack(tx))
 
 
 def _is_literal(value: Any) -> bool:
@@ -399,6 +536,11 @@ class SliceVariable(Variable):
 
 def sort_items(tx: Frame, items: list[Variable], kwargs: dict[str, Variable]) -> list[Variable]:
     """`sorted(items, key=..., reverse=...)` when the sort keys are constants."""
+    from ..interpreter.exceptions import raise_python_error
+
+    unknown = set(kwargs) - {"key", "reverse"}
+    if unknown:
+        raise Unsupported(f"sorting with keyword argument(s) {', '.join(sorted(unknown))}")
     key_fn = kwargs.get("key")
     reverse = kwargs.get("reverse", constant(False)).as_constant()
     if key_fn is None or key_fn.is_constant() and key_fn.as_constant() is None:
@@ -407,7 +549,12 @@ def sort_items(tx: Frame, items: list[Variable], kwargs: dict[str, Variable]) ->
         keys = [key_fn.call(tx, [item], {}) for item in items]
     if not all(k.is_constant() for k in keys):
         raise Unsupported("sorting by keys that are not constants (tensor values?)")
-    order = sorted(range(len(items)), key=lambda i: keys[i].as_constant(), reverse=reverse)
+    values = [k.as_constant() for k in keys]
+    try:
+        # the indices sorted as CPython sorts the keys themselves (stable, reverse keeps ties in order)
+        order = sorted(range(len(items)), key=values.__getitem__, reverse=reverse)
+    except Exception as e:
+        raise_python_error(tx, e)
     return [items[i] for i in order]
 
 

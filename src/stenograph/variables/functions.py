@@ -207,10 +207,19 @@ def _existing_cell(rebuild: Any, cell: Any) -> str:
 class UserMethodVariable(Variable):
     """A Python function bound to a tracked object (`self` is a tracker)."""
 
-    def __init__(self, fn: types.FunctionType, self_var: Variable, source: Source | None = None) -> None:
+    def __init__(
+        self,
+        fn: types.FunctionType,
+        self_var: Variable,
+        source: Source | None = None,
+        *,
+        fn_source: Source | None = None,
+    ) -> None:
         self.fn = fn
         self.self_var = self_var
         self.source = source
+        # where the function itself is reached (its defaults and cells are guarded through it)
+        self.fn_source = fn_source
 
     def python_type(self) -> type:
         return types.MethodType
@@ -219,14 +228,14 @@ class UserMethodVariable(Variable):
         return f"method {self.fn.__qualname__}"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return UserFunctionVariable(self.fn).call(tx, [self.self_var, *args], kwargs)
+        return UserFunctionVariable(self.fn, self.fn_source).call(tx, [self.self_var, *args], kwargs)
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         if name == "__func__":
-            return UserFunctionVariable(self.fn)
+            return UserFunctionVariable(self.fn, self.fn_source)
         if name == "__self__":
             return self.self_var
-        return UserFunctionVariable(self.fn).getattr(tx, name)
+        return UserFunctionVariable(self.fn, self.fn_source).getattr(tx, name)
 
     def reconstruct(self, rebuild: Any) -> str:
         method = rebuild.writer.bind(types.MethodType, "MethodType")

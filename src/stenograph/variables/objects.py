@@ -17,6 +17,7 @@ from ..errors import Unsupported
 from ..guards.sources import AttrSource, ModuleMemberSource
 from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
 from .base import Variable, constant
+from .functions import UserFunctionVariable, UserMethodVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -29,27 +30,26 @@ _WALKS = frozenset(
 
 
 def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Variable | None:
-    """Class-level attribute `name` seen through `obj`: methods bind, properties run."""
+    """Class-level attribute `name` seen through `obj`: methods bind, properties run.
+
+    The class attribute is guarded on the class (`Op.go` replaced recompiles), and, for anything
+    but a data descriptor, the instance `__dict__` is guarded not to shadow it (`op.go = ...`).
+    """
     from .builder import wrap
-    from .functions import UserFunctionVariable, UserMethodVariable
+    from .instances import class_attr_source, function_from_class, guard_not_shadowed, pending_class_attribute
 
     if name == "__class__":
         from .instances import class_variable
 
         return class_variable(type(obj))
-    cls_attr = inspect.getattr_static(type(obj), name, _MISSING)
+    cls = type(obj)
+    pending = pending_class_attribute(tx, cls, name)
+    if pending is not None:
+        guard_not_shadowed(tx, obj_var, name)
+        return pending
+    cls_attr = inspect.getattr_static(cls, name, _MISSING)
     if cls_attr is _MISSING:
         return None
-    if isinstance(cls_attr, property):
-        if cls_attr.fget is None:
-            raise Unsupported(f"property {name!r} has no getter")
-        return UserFunctionVariable(cls_attr.fget).call(tx, [obj_var], {})
-    if isinstance(cls_attr, staticmethod):
-        return wrap(tx, cls_attr.__func__, None)
-    if isinstance(cls_attr, classmethod):
-        return UserMethodVariable(cls_attr.__func__, constant(type(obj)))
-    if isinstance(cls_attr, types.FunctionType):
-        return UserMethodVariable(cls_attr, obj_var)
     if isinstance(cls_attr, types.MemberDescriptorType) and obj_var.source is not None:
         # a __slots__ attribute: read like an instance attribute, guarded through its source
         try:
@@ -62,9 +62,22 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
             f"dynamic attribute access through {type(obj).__qualname__}.__dict__",
             hint="use getattr(obj, name): attribute lookups are traced and guarded",
         )
-    if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, (int, float, str, bool, tuple)):
+    known = (property, staticmethod, classmethod, types.FunctionType, int, float, str, bool, tuple)
+    if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
         raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
-    return wrap(tx, cls_attr, None)
+    source = class_attr_source(tx, cls, name, cls_attr)
+    if isinstance(cls_attr, property):
+        if cls_attr.fget is None:
+            raise Unsupported(f"property {name!r} has no getter")
+        return UserFunctionVariable(cls_attr.fget, AttrSource(source, "fget")).call(tx, [obj_var], {})
+    guard_not_shadowed(tx, obj_var, name)
+    if isinstance(cls_attr, staticmethod):
+        return function_from_class(tx, cls_attr.__func__, source)
+    if isinstance(cls_attr, classmethod):
+        return UserMethodVariable(cls_attr.__func__, constant(cls), fn_source=source)
+    if isinstance(cls_attr, types.FunctionType):
+        return UserMethodVariable(cls_attr, obj_var, fn_source=source)
+    return wrap(tx, cls_attr, source)
 
 
 class UserObjectVariable(Variable):
@@ -133,9 +146,16 @@ class UserObjectVariable(Variable):
             try:
                 value = getattr(obj, name)
             except AttributeError:
-                raise Unsupported(f"{self.describe()} has no attribute {name!r}") from None
+                raise self._missing(tx, name) from None
             return wrap(tx, value, AttrSource(self.source, name))
-        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        raise self._missing(tx, name)
+
+    def _missing(self, tx: Frame, name: str) -> Unsupported:
+        """The error for an attribute the object lacks; `hasattr` and `getattr` with a default
+        turn it into an answer, so the absence is guarded (setting it later recompiles)."""
+        if self.source is not None:
+            tx.output.guards.attribute_absent(self.source, self.value_object, name)
+        return Unsupported(f"{self.describe()} has no attribute {name!r}")
 
 
     # -- protocols written in Python on the object's class ---------------------------------------
@@ -197,6 +217,10 @@ class NNModuleVariable(UserObjectVariable):
             members = module.__dict__.get(table)
             if members is not None and name in members:
                 return wrap(tx, members[name], ModuleMemberSource(self.source, table, name))
+        if cls_attr is not _MISSING and name != "__class__":
+            # compiled code is shared by the class's instances: one with its own `name` (a
+            # replaced `forward`) must not run it
+            tx.output.guards.no_instance_attr(self.source, name)
         if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
             from .containers import BoundMethodVariable
 
@@ -204,7 +228,7 @@ class NNModuleVariable(UserObjectVariable):
         resolved = _resolve_class_attr(tx, self, module, name)
         if resolved is not None:
             return resolved
-        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        raise self._missing(tx, name)
 
     def _guard_no_hooks(self, tx: Frame) -> None:
         module = self.value_object
@@ -221,33 +245,54 @@ class NNModuleVariable(UserObjectVariable):
         self._guard_no_hooks(tx)
         if has_global_forward_hooks():
             raise Unsupported("global nn.Module forward hooks are registered")
+        tx.output.guards.state_query(has_global_forward_hooks, "has_global_forward_hooks", False)
         forward = self.getattr(tx, "forward")
         return forward.call(tx, args, kwargs)
 
     def _walk(self, tx: Frame, name: str) -> Variable:
         """`modules()`, `named_modules()`, `parameters()`, `named_parameters()`, `buffers()`,
         `named_buffers()`, `named_children()`: the real module tree walked now, each member
-        wrapped with its source (the tree's shape is guarded by the identity guards on it)."""
+        wrapped with its source. What the walk saw is guarded: the keys of every table it read,
+        the empty (None) slots, and which members are one object reached twice."""
         from .builder import wrap
         from .containers import ListVariable, TupleVariable
 
         assert self.source is not None
+        guards = tx.output.guards
         modules: list[tuple[str, Any, Source]] = []
-        seen: set[int] = set()
+        first_source: dict[int, Source] = {}
+
+        def table_of(module: Any, source: Source, table: str) -> list[tuple[str, Any, Source]]:
+            entries = module.__dict__.get(table) or {}
+            guards.dict_keys_match(AttrSource(source, table), entries)
+            found = []
+            for key, value in entries.items():
+                member_source = ModuleMemberSource(source, table, key)
+                if value is None:
+                    guards.constant_match(member_source, None)
+                else:
+                    found.append((key, value, member_source))
+            return found
+
+        def first_time(value: Any, source: Source) -> bool:
+            seen = first_source.get(id(value))
+            if seen is None:
+                first_source[id(value)] = source
+                return True
+            guards.same_object(source, seen)
+            return False
 
         def visit(prefix: str, module: Any, source: Source, depth: int) -> None:
-            if id(module) in seen:
+            if not first_time(module, source):
                 return
-            seen.add(id(module))
             modules.append((prefix, module, source))
             if name == "named_children" and depth == 1:
                 return
-            for key, child in (module.__dict__.get("_modules") or {}).items():
-                if child is not None:
-                    child_source = ModuleMemberSource(source, "_modules", key)
-                    visit(f"{prefix}.{key}" if prefix else key, child, child_source, depth + 1)
+            for key, child, child_source in table_of(module, source, "_modules"):
+                visit(f"{prefix}.{key}" if prefix else key, child, child_source, depth + 1)
 
         visit("", self.value_object, self.source, 0)
+        guards.all_distinct([source for _, _, source in modules])
         entries: list[tuple[str, Variable]] = []
         if name in ("modules", "named_modules"):
             entries = [(p, wrap(tx, m, s)) for p, m, s in modules]
@@ -255,14 +300,13 @@ class NNModuleVariable(UserObjectVariable):
             entries = [(p, wrap(tx, m, s)) for p, m, s in modules[1:]]
         else:
             table = "_parameters" if name.endswith("parameters") else "_buffers"
-            members: set[int] = set()
+            first_source.clear()
             for prefix, module, source in modules:
-                for key, value in (module.__dict__.get(table) or {}).items():
-                    if value is None or id(value) in members:
-                        continue
-                    members.add(id(value))
-                    full = f"{prefix}.{key}" if prefix else key
-                    entries.append((full, wrap(tx, value, ModuleMemberSource(source, table, key))))
+                for key, value, member_source in table_of(module, source, table):
+                    if first_time(value, member_source):
+                        full = f"{prefix}.{key}" if prefix else key
+                        entries.append((full, wrap(tx, value, member_source)))
+            guards.all_distinct([v.source for _, v in entries if v.source is not None])
         if name.startswith("named_"):
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
         return ListVariable([v for _, v in entries])
@@ -348,13 +392,8 @@ class NNModuleVariable(UserObjectVariable):
         if name in _WALKS and not kwargs and not args and self.source is not None:
             return self._walk(tx, name)
         if name == "children" and not args and self.source is not None:
-            return ListVariable(
-                [
-                    wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))
-                    for k, m in self._members(tx, "_modules")
-                    if m is not None
-                ]
-            )
+            named = self._walk(tx, "named_children")
+            return ListVariable([pair.items[1] for pair in named.items])
         if name == "__len__":
             return constant(self.length(tx))
         if name == "__getitem__" and len(args) == 1:
@@ -382,12 +421,15 @@ class PythonModuleVariable(Variable):
         from .builder import is_trusted_module, wrap
 
         module = self.value_object
+        trusted = is_trusted_module(module.__name__)
         try:
             value = getattr(module, name)
         except AttributeError:
+            if self.source is not None and not trusted:
+                tx.output.guards.attribute_absent(self.source, module, name)
             raise Unsupported(f"module {module.__name__} has no attribute {name!r}") from None
         # torch's own namespaces are not monkeypatched at run time: no guard on their members
-        source = None if is_trusted_module(module.__name__) or self.source is None else AttrSource(self.source, name)
+        source = None if trusted or self.source is None else AttrSource(self.source, name)
         return wrap(tx, value, source)
 
     def reconstruct(self, rebuild: Any) -> str:

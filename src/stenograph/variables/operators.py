@@ -10,7 +10,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
-from .base import Variable, constant
+from .base import ConstantVariable, Variable, constant
 from .containers import ListVariable, SequenceVariable, SetVariable, SizeVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
@@ -114,6 +114,7 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         # identity-based equality of non-constant objects (modules, functions, user objects)
         same = _same_object(a, b)
         if same is not None:
+            guard_identity(tx, a, b, same)
             return constant(same if op is operator.eq else not same)
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
 
@@ -172,11 +173,40 @@ def unary(tx: Frame, op: Any, a: Variable) -> Variable:
 
 
 def is_same(tx: Frame, a: Variable, b: Variable) -> bool:
-    """`a is b` decided at trace time."""
+    """`a is b` decided at trace time, and guarded so that later calls decide it alike."""
     same = _same_object(a, b)
     if same is None:
         raise Unsupported(f"`is` between {a.describe()} and {b.describe()}")
+    guard_identity(tx, a, b, same)
     return same
+
+
+def guard_identity(tx: Frame, a: Variable, b: Variable, same: bool) -> None:
+    """Guard the answer of `a is b` on the operands that come from the frame: two sources are
+    checked against each other, one source against the other operand's object (a sentinel
+    default, None). Objects created while tracing are new on every call and need nothing."""
+    if a is b or _made_while_tracing(a) or _made_while_tracing(b):
+        return
+    guards = tx.output.guards
+    if a.source is not None and b.source is not None:
+        if same:
+            guards.same_object(a.source, b.source)
+        else:
+            guards.distinct_objects(a.source, b.source)
+        return
+    for var, other in ((a, b), (b, a)):
+        if var.source is None or isinstance(var, TensorVariable) and other.is_constant():
+            continue  # a tensor input's guard already fixes its type
+        if other.is_constant():
+            target = other.as_constant()
+        else:
+            target = _identity(other)
+            if target is None:
+                continue  # a value computed in the graph: never an outside object
+        if same:
+            guards.id_match(var.source, target)
+        else:
+            guards.not_identical(var.source, target)
 
 
 def contains(tx: Frame, item: Variable, container: Variable) -> bool:
@@ -198,7 +228,9 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
         return item.as_constant() in container.as_constant()
     for candidate in container.unpack(tx):
         same = _same_object(item, candidate)
-        if same is None and item.is_constant() and candidate.is_constant():
+        if same is not None:
+            guard_identity(tx, item, candidate, same)
+        elif item.is_constant() and candidate.is_constant():
             same = item.as_constant() == candidate.as_constant()
         if same:
             return True
@@ -229,6 +261,12 @@ def _same_object(a: Variable, b: Variable) -> bool | None:
     ia, ib = _identity(a), _identity(b)
     if ia is not None and ib is not None:
         return ia is ib
+    # one object reached twice, once wrapped as a constant (a default value) and once as an
+    # object (through a source): identity of the real objects
+    if ia is not None and isinstance(b, ConstantVariable):
+        return b.value is ia
+    if ib is not None and isinstance(a, ConstantVariable):
+        return a.value is ib
     if (ia is not None or a.is_constant()) and isinstance(b, TensorVariable):
         return False
     if (ib is not None or b.is_constant()) and isinstance(a, TensorVariable):
