@@ -212,6 +212,26 @@ def test_attribute_added_to_class_argument_later(counter):
     assert counter.frame_count == 2
 
 
+class _Slots:
+    __slots__ = ("a", "b")
+
+
+def test_unset_slot_set_later(counter):
+    s = _Slots()
+    s.a = 1
+    fn = stenograph.compile(_has_k_slot, backend=counter)
+    _check(fn, _has_k_slot, X, s)
+    _check(fn, _has_k_slot, X, s)
+    assert counter.frame_count == 1
+    s.b = 2
+    _check(fn, _has_k_slot, X, s)
+    assert counter.frame_count == 2
+
+
+def _has_k_slot(x, s):
+    return x + s.b if hasattr(s, "b") else x - 1
+
+
 # -- 3. class attributes -------------------------------------------------------------------------
 
 
@@ -375,6 +395,57 @@ def test_module_forward_replaced_on_class(counter):
     assert counter.frame_count == 1
     Local.forward = lambda self, x: x - 1
     assert_same(fn(X, m), (X - 1) * 2)
+    assert counter.frame_count == 2
+
+
+def _dunders(x, a, b):
+    return x * (a + b) + len(a)
+
+
+def _equal_or_not(x, a, b):
+    return x + 1 if a == b else x - 1
+
+
+@pytest.mark.parametrize("what", ["__add__", "__len__", "__init__"])
+def test_dunder_replaced_on_class(counter, what):
+    class Num:
+        def __init__(self, v=1):
+            self.v = v
+
+        def __add__(self, other):
+            return self.v + other.v
+
+        def __len__(self):
+            return 2
+
+    def made_inside(x):
+        return _dunders(x, Num(), Num())
+
+    fn = stenograph.compile(made_inside, backend=counter)
+    _check(fn, made_inside, X)
+    _check(fn, made_inside, X)
+    assert counter.frame_count == 1
+    replacement = {
+        "__add__": lambda self, other: self.v - other.v + 5,
+        "__len__": lambda self: 7,
+        "__init__": lambda self, v=3: setattr(self, "v", v),
+    }[what]
+    setattr(Num, what, replacement)
+    _check(fn, made_inside, X)
+    assert counter.frame_count == 2
+
+
+def test_eq_added_to_class_later(counter):
+    class Plain:
+        pass
+
+    one, two = Plain(), Plain()
+    fn = stenograph.compile(_equal_or_not, backend=counter)
+    _check(fn, _equal_or_not, X, one, two)
+    _check(fn, _equal_or_not, X, one, two)
+    assert counter.frame_count == 1
+    Plain.__eq__ = lambda self, other: True
+    _check(fn, _equal_or_not, X, one, two)
     assert counter.frame_count == 2
 
 

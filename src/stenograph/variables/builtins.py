@@ -181,7 +181,7 @@ def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 
     if len(args) == 1 and not kwargs and not args[0].is_constant():
         obj = args[0]
-        dunder = python_dunder(obj, "__str__" if fn is str else "__repr__")
+        dunder = python_dunder(tx, obj, "__str__" if fn is str else "__repr__")
         if dunder is not None:
             return tx.inline_call(dunder, [obj], {}, closure=None)
         if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):

@@ -55,6 +55,7 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
         try:
             value = getattr(obj, name)
         except AttributeError:
+            tx.output.guards.attribute_absent(obj_var.source, obj, name)
             raise Unsupported(f"{type(obj).__qualname__} object has no attribute {name!r} (unset slot)") from None
         return wrap(tx, value, AttrSource(obj_var.source, name))
     if name == "__dict__":
@@ -164,7 +165,7 @@ class UserObjectVariable(Variable):
         from .instances import python_dunder
 
         self._use()
-        fn = python_dunder(self, name)
+        fn = python_dunder(tx, self, name)
         if fn is None:
             raise Unsupported(f"{self.describe()} has no Python {name} (implemented in C or missing)")
         return tx.inline_call(fn, [self, *args], {}, closure=None)
@@ -181,7 +182,7 @@ class UserObjectVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         from .instances import python_dunder
 
-        fn = python_dunder(self, "__call__")
+        fn = python_dunder(tx, self, "__call__")
         if fn is None:
             raise Unsupported(f"call of {self.describe()}")
         return tx.inline_call(fn, [self, *args], kwargs, closure=None)
