@@ -449,6 +449,46 @@ def test_eq_added_to_class_later(counter):
     assert counter.frame_count == 2
 
 
+class _Stack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList()
+
+    def forward(self, x):
+        if self.layers:
+            return x + 1
+        return x - 1
+
+
+def test_empty_module_list_is_false(counter):
+    m = _Stack()
+    fn = stenograph.compile(m, backend=counter)
+    assert_same(fn(X), X - 1)
+    assert_same(fn(X), X - 1)
+    assert counter.frame_count == 1
+    m.layers.append(nn.Identity())
+    assert_same(fn(X), X + 1)
+    assert counter.frame_count == 2
+
+
+def _truthy(x, o):
+    return x + 1 if o else x - 1
+
+
+def test_len_added_to_class_later(counter):
+    class Plain:
+        pass
+
+    o = Plain()
+    fn = stenograph.compile(_truthy, backend=counter)
+    _check(fn, _truthy, X, o)
+    _check(fn, _truthy, X, o)
+    assert counter.frame_count == 1
+    Plain.__len__ = lambda self: 0
+    _check(fn, _truthy, X, o)
+    assert counter.frame_count == 2
+
+
 # -- 5. class attribute writes -------------------------------------------------------------------
 
 
