@@ -123,6 +123,40 @@ def test_membership_by_identity_is_guarded(counter):
     assert counter.frame_count == 2
 
 
+def _optional_int(x, n=None):
+    if n is None:
+        return x - 1
+    return x * 2
+
+
+def test_is_none_on_an_int_does_not_specialise_its_value(counter):
+    fn = stenograph.compile(_optional_int, backend=counter)
+    for n in (1, 2, 3):
+        _check(fn, _optional_int, X, n)
+    assert counter.frame_count == 1
+    _check(fn, _optional_int, X, None)
+    _check(fn, _optional_int, X)
+    assert counter.frame_count == 2
+
+
+def _is_callable(x, o):
+    return x + 1 if callable(o) else x - 1
+
+
+class _CallMe:
+    def __call__(self):
+        return 1
+
+
+def test_callable_is_guarded(counter):
+    fn = stenograph.compile(_is_callable, backend=counter)
+    _check(fn, _is_callable, X, _Thing())
+    _check(fn, _is_callable, X, _Thing())
+    assert counter.frame_count == 1
+    _check(fn, _is_callable, X, _CallMe())
+    assert counter.frame_count == 2
+
+
 # -- 2. absence ----------------------------------------------------------------------------------
 
 

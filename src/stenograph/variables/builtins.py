@@ -236,6 +236,8 @@ def _callable(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variab
         return constant(True)
     if args[0].is_constant():
         return constant(callable(args[0].as_constant()))
+    if args[0].source is not None:
+        args[0].python_type()  # installs the type guard the answer depends on
     return constant(callable(getattr(args[0], "value_object", None)))
 
 
