@@ -165,10 +165,27 @@ def entry_wrapper(
         # functions of one code object may differ in defaults: each entry says which it takes
         prefix = (fn.__closure__,) if fn.__code__.co_freevars else ()
         dispatch = functools.partial(_dispatch_by_defaults, entries, miss, fullgraph, fn, prefix)
+        if prefix:
 
-        def compiled(*args: Any, **kwargs: Any) -> Any:
-            result = dispatch(*args, **kwargs)
-            return result.run() if type(result) is Continue else result
+            def compiled(*args: Any, **kwargs: Any) -> Any:
+                result = dispatch(*args, **kwargs)
+                return result.run() if type(result) is Continue else result
+
+        else:
+
+            def compiled(*args: Any, **kwargs: Any) -> Any:
+                # the lookup of `_dispatch_by_defaults` written out (every call's path)
+                d = fn.__defaults__
+                k = fn.__kwdefaults__
+                for entry in entries:
+                    if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
+                        *args, **kwargs
+                    ):
+                        result = entry.fn(*args, **kwargs)
+                        break
+                else:
+                    result = miss(fn, (), args, kwargs, fullgraph)
+                return result.run() if type(result) is Continue else result
 
     elif fn.__code__.co_freevars:
         closure = fn.__closure__

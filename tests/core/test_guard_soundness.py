@@ -123,6 +123,40 @@ def test_membership_by_identity_is_guarded(counter):
     assert counter.frame_count == 2
 
 
+def _optional_int(x, n=None):
+    if n is None:
+        return x - 1
+    return x * 2
+
+
+def test_is_none_on_an_int_does_not_specialise_its_value(counter):
+    fn = stenograph.compile(_optional_int, backend=counter)
+    for n in (1, 2, 3):
+        _check(fn, _optional_int, X, n)
+    assert counter.frame_count == 1
+    _check(fn, _optional_int, X, None)
+    _check(fn, _optional_int, X)
+    assert counter.frame_count == 2
+
+
+def _is_callable(x, o):
+    return x + 1 if callable(o) else x - 1
+
+
+class _CallMe:
+    def __call__(self):
+        return 1
+
+
+def test_callable_is_guarded(counter):
+    fn = stenograph.compile(_is_callable, backend=counter)
+    _check(fn, _is_callable, X, _Thing())
+    _check(fn, _is_callable, X, _Thing())
+    assert counter.frame_count == 1
+    _check(fn, _is_callable, X, _CallMe())
+    assert counter.frame_count == 2
+
+
 # -- 2. absence ----------------------------------------------------------------------------------
 
 
@@ -210,6 +244,26 @@ def test_attribute_added_to_class_argument_later(counter):
     Fresh.k = 1
     _check(fn, _class_has_k, X, Fresh)
     assert counter.frame_count == 2
+
+
+class _Slots:
+    __slots__ = ("a", "b")
+
+
+def test_unset_slot_set_later(counter):
+    s = _Slots()
+    s.a = 1
+    fn = stenograph.compile(_has_k_slot, backend=counter)
+    _check(fn, _has_k_slot, X, s)
+    _check(fn, _has_k_slot, X, s)
+    assert counter.frame_count == 1
+    s.b = 2
+    _check(fn, _has_k_slot, X, s)
+    assert counter.frame_count == 2
+
+
+def _has_k_slot(x, s):
+    return x + s.b if hasattr(s, "b") else x - 1
 
 
 # -- 3. class attributes -------------------------------------------------------------------------
@@ -375,6 +429,97 @@ def test_module_forward_replaced_on_class(counter):
     assert counter.frame_count == 1
     Local.forward = lambda self, x: x - 1
     assert_same(fn(X, m), (X - 1) * 2)
+    assert counter.frame_count == 2
+
+
+def _dunders(x, a, b):
+    return x * (a + b) + len(a)
+
+
+def _equal_or_not(x, a, b):
+    return x + 1 if a == b else x - 1
+
+
+@pytest.mark.parametrize("what", ["__add__", "__len__", "__init__"])
+def test_dunder_replaced_on_class(counter, what):
+    class Num:
+        def __init__(self, v=1):
+            self.v = v
+
+        def __add__(self, other):
+            return self.v + other.v
+
+        def __len__(self):
+            return 2
+
+    def made_inside(x):
+        return _dunders(x, Num(), Num())
+
+    fn = stenograph.compile(made_inside, backend=counter)
+    _check(fn, made_inside, X)
+    _check(fn, made_inside, X)
+    assert counter.frame_count == 1
+    replacement = {
+        "__add__": lambda self, other: self.v - other.v + 5,
+        "__len__": lambda self: 7,
+        "__init__": lambda self, v=3: setattr(self, "v", v),
+    }[what]
+    setattr(Num, what, replacement)
+    _check(fn, made_inside, X)
+    assert counter.frame_count == 2
+
+
+def test_eq_added_to_class_later(counter):
+    class Plain:
+        pass
+
+    one, two = Plain(), Plain()
+    fn = stenograph.compile(_equal_or_not, backend=counter)
+    _check(fn, _equal_or_not, X, one, two)
+    _check(fn, _equal_or_not, X, one, two)
+    assert counter.frame_count == 1
+    Plain.__eq__ = lambda self, other: True
+    _check(fn, _equal_or_not, X, one, two)
+    assert counter.frame_count == 2
+
+
+class _Stack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList()
+
+    def forward(self, x):
+        if self.layers:
+            return x + 1
+        return x - 1
+
+
+def test_empty_module_list_is_false(counter):
+    m = _Stack()
+    fn = stenograph.compile(m, backend=counter)
+    assert_same(fn(X), X - 1)
+    assert_same(fn(X), X - 1)
+    assert counter.frame_count == 1
+    m.layers.append(nn.Identity())
+    assert_same(fn(X), X + 1)
+    assert counter.frame_count == 2
+
+
+def _truthy(x, o):
+    return x + 1 if o else x - 1
+
+
+def test_len_added_to_class_later(counter):
+    class Plain:
+        pass
+
+    o = Plain()
+    fn = stenograph.compile(_truthy, backend=counter)
+    _check(fn, _truthy, X, o)
+    _check(fn, _truthy, X, o)
+    assert counter.frame_count == 1
+    Plain.__len__ = lambda self: 0
+    _check(fn, _truthy, X, o)
     assert counter.frame_count == 2
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import Unsupported
 from ..variables import operators
-from ..variables.base import NULL, NullVariable, Variable, constant
+from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
 from ..variables.containers import (
     DictVariable,
     IteratorVariable,
@@ -585,6 +585,10 @@ def _pop_jump(when: Callable[[Frame, Variable], bool]) -> Handler:
 
 def _is_none(f: Frame, v: Variable) -> bool:
     """`v is None` for the jumps of `if x is None` (guarded like the `is` operator)."""
+    if isinstance(v, GuardedOnUseConstant):
+        # an int, float, str or bool argument: `is None` needs no guard on its value
+        f.output.guards.not_identical(v.source, None)
+        return False
     if v.is_constant():
         return v.as_constant() is None
     operators.guard_identity(f, v, constant(None), False)

@@ -244,7 +244,7 @@ def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 
     if len(args) == 1 and not kwargs and not args[0].is_constant():
         obj = args[0]
-        dunder = python_dunder(obj, "__str__" if fn is str else "__repr__")
+        dunder = python_dunder(tx, obj, "__str__" if fn is str else "__repr__")
         if dunder is not None:
             return tx.inline_call(dunder, [obj], {}, closure=None)
         if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):
@@ -299,6 +299,8 @@ def _callable(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variab
         return constant(True)
     if args[0].is_constant():
         return constant(callable(args[0].as_constant()))
+    if args[0].source is not None:
+        args[0].python_type()  # installs the type guard the answer depends on
     return constant(callable(getattr(args[0], "value_object", None)))
 
 

@@ -213,6 +213,7 @@ def instantiate(tx: Frame, cls: type, args: list[Variable], kwargs: dict[str, Va
     obj = NewObjectVariable(cls, DictVariable({}, python_class=base) if issubclass(base, dict) else None)
     init, owner = _class_lookup(cls, "__init__")
     if isinstance(init, types.FunctionType):
+        class_attr_source(tx, cls, "__init__", init)  # replacing __init__ recompiles
         tx.inline_call(init, [obj, *args], kwargs, closure=None)
     else:
         BaseMethodVariable(obj, owner or object, "__init__").call(tx, args, kwargs)
@@ -286,14 +287,14 @@ class NewObjectVariable(Variable):
 
     def _dunder(self, tx: Frame, name: str, args: list[Variable]) -> Variable | None:
         """Call the class's `name` if it is written in Python (None when it is not)."""
-        attr, _ = _class_lookup(self.cls, name)
-        if isinstance(attr, types.FunctionType):
+        attr = python_dunder(tx, self, name)
+        if attr is not None:
             return tx.inline_call(attr, [self, *args], {}, closure=None)
         return None
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        attr, _ = _class_lookup(self.cls, "__call__")
-        if isinstance(attr, types.FunctionType):
+        attr = python_dunder(tx, self, "__call__")
+        if attr is not None:
             return tx.inline_call(attr, [self, *args], kwargs, closure=None)
         raise Unsupported(f"call of {self.describe()}, whose class has no __call__")
 
@@ -494,8 +495,12 @@ def class_variable(cls: type) -> Variable:
     return UserClassVariable(cls) if is_user_class(cls) else constant(cls)
 
 
-def python_dunder(var: Variable, name: str) -> types.FunctionType | None:
-    """The Python function implementing dunder `name` for a user object's tracker, if any."""
+def python_dunder(tx: Frame, var: Variable, name: str) -> types.FunctionType | None:
+    """The Python function implementing dunder `name` for a user object's tracker, if any.
+
+    Either answer is guarded on the class: a dunder added, replaced or removed later recompiles.
+    """
+    from ..guards.sources import AttrSource, ClassSource
     from .objects import UserObjectVariable
 
     if isinstance(var, NewObjectVariable):
@@ -505,7 +510,20 @@ def python_dunder(var: Variable, name: str) -> types.FunctionType | None:
     else:
         return None
     attr, _ = _class_lookup(cls, name)
-    return attr if isinstance(attr, types.FunctionType) else None
+    guards = tx.output.guards
+    if attr is _MISSING:
+        guards.attribute_absent(ClassSource(cls), cls, name)
+        return None
+    if isinstance(attr, types.FunctionType):
+        class_attr_source(tx, cls, name, attr)
+        return attr
+    if attr is None or isinstance(attr, _C_METHODS):
+        # inherited from a builtin (object.__eq__): the same object on every read
+        guards.id_match(AttrSource(ClassSource(cls), name), getattr(cls, name))
+    return None
+
+
+_C_METHODS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType)
 
 
 def zero_arg_super(tx: Frame) -> SuperVariable:

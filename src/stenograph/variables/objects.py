@@ -55,6 +55,7 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
         try:
             value = getattr(obj, name)
         except AttributeError:
+            tx.output.guards.attribute_absent(obj_var.source, obj, name)
             raise Unsupported(f"{type(obj).__qualname__} object has no attribute {name!r} (unset slot)") from None
         return wrap(tx, value, AttrSource(obj_var.source, name))
     if name == "__dict__":
@@ -78,6 +79,26 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
     if isinstance(cls_attr, types.FunctionType):
         return UserMethodVariable(cls_attr, obj_var, fn_source=source)
     return wrap(tx, cls_attr, source)
+
+
+def _object_truth(tx: Frame, var: Variable) -> bool:
+    """`bool(obj)` for an outside object: its class's Python `__bool__` or `__len__` inlined, or
+    True when it has neither (guarded: a class that gains one later recompiles)."""
+    from ..guards.sources import ClassSource
+    from .instances import class_attr_source
+
+    obj = var.value_object  # type: ignore[attr-defined]
+    cls = type(obj)
+    for name in ("__bool__", "__len__"):
+        attr = inspect.getattr_static(cls, name, _MISSING)
+        if attr is _MISSING:
+            tx.output.guards.attribute_absent(ClassSource(cls), cls, name)
+            continue
+        if not isinstance(attr, types.FunctionType):
+            raise Unsupported(f"truth value of {var.describe()}, whose class defines {name} in C")
+        class_attr_source(tx, cls, name, attr)
+        return tx.inline_call(attr, [var], {}, closure=None).truth(tx)
+    return True
 
 
 class UserObjectVariable(Variable):
@@ -104,10 +125,7 @@ class UserObjectVariable(Variable):
 
     def truth(self, tx: Frame) -> bool:
         self._use()
-        cls = type(self.value_object)
-        if hasattr(cls, "__bool__") or hasattr(cls, "__len__"):
-            raise Unsupported(f"truth value of {self.describe()}, whose class defines __bool__/__len__")
-        return True
+        return _object_truth(tx, self)
 
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
         """Attribute writes are replayed on the real object after the graph."""
@@ -164,7 +182,7 @@ class UserObjectVariable(Variable):
         from .instances import python_dunder
 
         self._use()
-        fn = python_dunder(self, name)
+        fn = python_dunder(tx, self, name)
         if fn is None:
             raise Unsupported(f"{self.describe()} has no Python {name} (implemented in C or missing)")
         return tx.inline_call(fn, [self, *args], {}, closure=None)
@@ -181,7 +199,7 @@ class UserObjectVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         from .instances import python_dunder
 
-        fn = python_dunder(self, "__call__")
+        fn = python_dunder(tx, self, "__call__")
         if fn is None:
             raise Unsupported(f"call of {self.describe()}")
         return tx.inline_call(fn, [self, *args], kwargs, closure=None)
@@ -200,7 +218,7 @@ class NNModuleVariable(UserObjectVariable):
         return f"module {type(self.value_object).__qualname__}"
 
     def truth(self, tx: Frame) -> bool:
-        return True
+        return _object_truth(tx, self)  # an empty ModuleList or Sequential is false
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         from .builder import wrap

@@ -143,7 +143,7 @@ def _user_dunder(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable | Non
     if names is None:
         return None
     for obj, other, name in ((a, b, names[0]), (b, a, names[1])):
-        fn = python_dunder(obj, name)
+        fn = python_dunder(tx, obj, name)
         if fn is not None:
             result = tx.inline_call(fn, [obj, other], {}, closure=None)
             if not (result.is_constant() and result.as_constant() is NotImplemented):
@@ -221,7 +221,7 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
         return container.contains(tx, item)
     from .instances import python_dunder
 
-    dunder = python_dunder(container, "__contains__")
+    dunder = python_dunder(tx, container, "__contains__")
     if dunder is not None:
         return tx.inline_call(dunder, [container, item], {}, closure=None).truth(tx)
     if container.is_constant() and item.is_constant():
