@@ -279,3 +279,44 @@ def test_compile_inside_user_modes_keeps_them():
         assert_same(compiled(x), _pointwise(x))
         assert _torch_state() == inside
     assert cnt.frame_count == 1
+
+
+# -- stenograph's own API inside compiled code ---------------------------------------------------
+
+
+def _triple(t):
+    return t * 3
+
+
+def _uses_the_api(x):
+    y = x + 1
+    inner = stenograph.compile(_triple, backend="eager")
+    stenograph.mark_dynamic(y, 0)
+    return inner(y) - 1
+
+
+def test_api_called_inside_compiled_code_runs_as_plain_python(cnt):
+    """No warning (the suite fails on one): each API call is a graph break, run eagerly."""
+    compiled = stenograph.compile(_uses_the_api, backend=cnt)
+    x = torch.randn(3)
+    assert_same(compiled(x), _uses_the_api(x))
+    assert cnt.frame_count == 2  # `x + 1`, then `inner(y) - 1` with `inner` inlined
+    assert_same(compiled(x), _uses_the_api(x))
+    assert cnt.frame_count == 2
+    x64 = torch.randn(3, dtype=torch.float64)
+    assert_same(compiled(x64), _uses_the_api(x64))
+    assert cnt.frame_count == 4
+
+
+def test_reset_called_inside_compiled_code(cnt):
+    def fn(x):
+        y = x * 2
+        stenograph.reset()
+        return y + 1
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = torch.randn(2)
+    assert_same(compiled(x), fn(x))
+    assert cnt.frame_count == 2
+    assert_same(compiled(x), fn(x))  # the reset dropped the entries: both parts compile again
+    assert cnt.frame_count == 4
