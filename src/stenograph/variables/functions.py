@@ -65,6 +65,7 @@ _NOT_TRACED = frozenset({
     "logging", "pdb", "bdb", "cmd", "warnings", "traceback", "inspect", "threading", "multiprocessing",
     "subprocess", "os", "sys", "io", "socket", "unittest", "pytest", "_pytest", "numpy", "pandas",
     "asyncio", "tqdm", "time", "random", "builtins", "code", "faulthandler", "gc", "weakref",
+    "stenograph",  # its own API (compile, reset, mark_dynamic) is runtime machinery, not model code
 })
 
 
