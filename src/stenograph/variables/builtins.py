@@ -7,6 +7,7 @@ their name so the user sees exactly what stopped capture.
 
 from __future__ import annotations
 
+import abc
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -262,6 +263,10 @@ def _len(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 def _isinstance(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj, classes = args
     cls = classes.as_constant()
+    for c in cls if isinstance(cls, tuple) else (cls,):
+        check = getattr(type(c), "__instancecheck__", None)
+        if check is not None and check is not type.__instancecheck__ and not isinstance(c, abc.ABCMeta):
+            raise Unsupported(f"isinstance() with {c!r}, whose metaclass defines __instancecheck__")
     value_type = obj.python_type()
     if isinstance(obj, TensorVariable):
         # a FakeTensor must answer like the real tensor

@@ -118,8 +118,10 @@ class SequenceVariable(Variable):
         if isinstance(index, int):
             try:
                 return self.items[index]
-            except IndexError:
-                raise Unsupported(f"index {index} out of range for {self.describe()}") from None
+            except IndexError as e:
+                from ..interpreter.exceptions import raise_python_error
+
+                raise_python_error(tx, type(e)(f"{self.python_class.__name__} index out of range"))
         raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
 
     def clone(self, items: list[Variable]) -> SequenceVariable:

@@ -109,7 +109,9 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         try:
             return constant(op(a.as_constant(), b.as_constant()))
         except Exception as e:
-            raise Unsupported(f"{op.__name__} on constants raised {type(e).__name__}: {e}") from e
+            from ..interpreter.exceptions import raise_python_error
+
+            raise_python_error(tx, e)
     if op in (operator.eq, operator.ne):
         # identity-based equality of non-constant objects (modules, functions, user objects)
         same = _same_object(a, b)
