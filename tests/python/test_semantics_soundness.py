@@ -509,3 +509,48 @@ def test_errors_caught_recompile_when_the_input_no_longer_raises(backend):
     texts = ["abc", "abc", "12"]
     cnt = compare(_errors_caught, lambda i: (ones(i), texts[i], [1]), backend, calls=3)
     assert cnt.frame_count == 2
+
+
+def _lazy_builtins(x, d, items):
+    called = []
+
+    def double(v):
+        called.append(v)
+        return v * 2
+
+    m = map(double, [1, 2, 3])
+    first = next(m)
+    seen_after_first = list(called)
+    values = []
+    for i, (_, v) in enumerate(d.items()):
+        d["b"] = 50  # enumerate reads the dict as the loop goes
+        values.append((i, v))
+    sums = []
+    for a, b in zip(items, [10, 20, 30, 40]):
+        if len(items) < 4:
+            items.append(a)
+        sums.append(a + b)
+    kept = list(filter(lambda v: v > 1, items)), list(filter(None, [0, 1, 2]))
+    return x + first, seen_after_first, list(m), values, sums, kept
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_map_filter_zip_enumerate_are_lazy(backend):
+    cnt = compare(_lazy_builtins, lambda i: (ones(i), {"a": 1, "b": 2}, [1, 2]), backend, calls=2)
+    assert cnt.frame_count == 1
+    cnt = compare(_lazy_builtins, lambda i: (ones(i), {"a": 1, "b": 2}, [1, 2 + i]), backend, calls=2)
+    assert cnt.frame_count == 2  # a new list item compiles again
+
+
+def _map_across_break(x):
+    it = map(lambda v: v * 2, [1, 2])
+    first = next(it)
+    print("break")
+    return x + first, list(it)
+
+
+def test_map_live_at_a_graph_break_runs_eagerly():
+    """The rest of a map() would call its function outside the trace's order: loud eager run."""
+    with pytest.warns(stenograph.StenographWarning, match="map"):
+        cnt = compare(_map_across_break, lambda i: (ones(i),), "eager")
+    assert cnt.frame_count == 0

@@ -20,6 +20,7 @@ from .base import ConstantVariable, HandledFunctionVariable, Variable, constant,
 from .containers import (
     DictVariable,
     IteratorVariable,
+    LazyIteratorVariable,
     ListVariable,
     ReversedListIteratorVariable,
     SequenceVariable,
@@ -362,22 +363,13 @@ def _enumerate(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Varia
     start = args[1] if len(args) > 1 else kwargs.get("start", constant(0))
     if not isinstance(start.as_constant(), int) or isinstance(start.as_constant(), bool):
         raise Unsupported(f"enumerate() with start={start.describe()}")
-    items = args[0].unpack(tx)
-    return IteratorVariable([TupleVariable([constant(i), v]) for i, v in enumerate(items, start.as_constant())])
+    return LazyIteratorVariable("enumerate", [iterate(tx, args[0])], count=start.as_constant())
 
 
 @_handler(zip)
 def _zip(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    columns = [a.unpack(tx) for a in args]
-    rows = [TupleVariable(list(row)) for row in zip(*columns)]
-    failure = None
-    if kwargs.get("strict", constant(False)).truth(tx):
-        # the message CPython gives for these lengths, raised once the loop reaches the end
-        try:
-            list(zip(*[range(len(c)) for c in columns], strict=True))
-        except ValueError as e:
-            failure = (ValueError, str(e))
-    return IteratorVariable(rows, failure)
+    strict = kwargs.get("strict", constant(False)).truth(tx)
+    return LazyIteratorVariable("zip", [iterate(tx, a) for a in args], strict=strict)
 
 
 @_handler(reversed)
@@ -409,16 +401,15 @@ def _next(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
 
 @_handler(map)
 def _map(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    mapped, columns = args[0], [a.unpack(tx) for a in args[1:]]
-    return IteratorVariable([mapped.call(tx, list(row), {}) for row in zip(*columns)])
+    return LazyIteratorVariable("map", [iterate(tx, a) for a in args[1:]], args[0])
 
 
 @_handler(filter)
 def _filter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    predicate, items = args[0], args[1].unpack(tx)
+    predicate = args[0]
     if predicate.is_constant() and predicate.as_constant() is None:
-        return IteratorVariable([i for i in items if i.truth(tx)])
-    return IteratorVariable([i for i in items if predicate.call(tx, [i], {}).truth(tx)])
+        return LazyIteratorVariable("filter", [iterate(tx, args[1])])
+    return LazyIteratorVariable("filter", [iterate(tx, args[1])], predicate)
 
 
 @_handler(sum)

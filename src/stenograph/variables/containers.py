@@ -500,6 +500,85 @@ class LiveContainerIteratorVariable(IteratorVariable):
         return self._keys() != self.keys or self.size < 0
 
 
+class LazyIteratorVariable(IteratorVariable):
+    """`map`, `filter`, `zip` and `enumerate`: each step pulls from the underlying iterators only
+    when the consumer asks, as CPython does, so a mapped function's side effects interleave with
+    the loop body and a container changed meanwhile is read as it is now."""
+
+    def __init__(
+        self, kind: str, sources: list[IteratorVariable], fn: Variable | None = None, *, count: int = 0,
+        strict: bool = False,
+    ) -> None:
+        self.kind = kind  # "map", "filter", "zip" or "enumerate"
+        self.sources = sources
+        self.fn = fn
+        self.count = count
+        self.strict = strict
+        self.done = not sources
+        self.index = 0
+        self.failure = None
+
+    def next(self, tx: Frame) -> Variable | None:
+        if self.done:
+            return None
+        if self.kind == "filter":
+            while (item := self.sources[0].next(tx)) is not None:
+                keep = item if self.fn is None else self.fn.call(tx, [item], {})
+                if keep.truth(tx):
+                    return item
+            self.done = True
+            return None
+        row = []
+        for i, source in enumerate(self.sources):
+            item = source.next(tx)
+            if item is None:
+                self.done = True
+                if self.strict:
+                    self._check_lengths(tx, i)
+                return None
+            row.append(item)
+        if self.kind == "map":
+            assert self.fn is not None
+            return self.fn.call(tx, row, {})
+        if self.kind == "enumerate":
+            self.count += 1
+            return TupleVariable([constant(self.count - 1), row[0]])
+        return TupleVariable(row)
+
+    def _check_lengths(self, tx: Frame, exhausted: int) -> None:
+        """`zip(strict=True)` reached the end of argument `exhausted`: CPython's ValueError."""
+        from ..interpreter.exceptions import raise_new
+
+        def message(i: int, how: str) -> str:
+            return f"zip() argument {i + 1} is {how} than argument{' ' if i == 1 else 's 1-'}{i}"
+
+        if exhausted > 0:
+            raise raise_new(tx, ValueError, message(exhausted, "shorter"))
+        for i, source in enumerate(self.sources[1:], 1):
+            if source.next(tx) is not None:
+                raise raise_new(tx, ValueError, message(i, "longer"))
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        """What is left, for a graph break: only zip/enumerate of known items can say it."""
+        if self.kind in ("map", "filter"):
+            raise Unsupported(f"a {self.kind}() object is live at a graph break and calls a function per item")
+        if self.done:
+            return []
+        rest = [source.items[source.index :] for source in self.sources]
+        if self.kind == "enumerate":
+            return [TupleVariable([constant(self.count + i), v]) for i, v in enumerate(rest[0])]
+        return [TupleVariable(list(row)) for row in zip(*rest)]
+
+    def iterated(self) -> Variable | None:
+        return next((c for s in self.sources if (c := s.iterated()) is not None), None)
+
+    def may_raise(self) -> bool:
+        if any(s.may_raise() for s in self.sources):
+            return True
+        return self.strict and not self.done and len({len(s.items) - s.index for s in self.sources}) > 1
+
+
 def iterate(tx: Frame, value: Variable) -> IteratorVariable:
     """`iter(value)`: lists, dicts, dict views and sets are read live; other iterables are
     unpacked into a known list of items."""
