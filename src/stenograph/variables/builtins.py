@@ -236,7 +236,7 @@ def _delattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
 def _set(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     from .containers import SetVariable
 
-    return SetVariable.from_items(tx, args[0].unpack(tx) if args else [], fn)
+    return SetVariable.of(tx, args[0], fn) if args else SetVariable({}, fn)
 
 
 @_handler(str, repr)

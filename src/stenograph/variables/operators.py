@@ -96,12 +96,12 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
             return a
         return a.clone(a.items * b.as_constant())
     if isinstance(a, SetVariable) and plain in _SET_METHODS:
-        method = _SET_METHODS[plain]
+        if not (isinstance(b, SetVariable) or b.is_constant() and isinstance(b.as_constant(), (set, frozenset))):
+            raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
         if op is not plain:  # |=, &=, -=: update in place
-            result = a.call_method(tx, method, [b], {})
-            a.members = result.members if isinstance(result, SetVariable) else a.members
+            a.call_method(tx, _SET_METHODS[plain][1], [b], {})
             return a
-        return a.call_method(tx, method, [b], {})
+        return a.call_method(tx, _SET_METHODS[plain][0], [b], {})
     user = _user_dunder(tx, op, a, b)
     if user is not None:
         return user
@@ -120,7 +120,11 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
 
 
-_SET_METHODS = {operator.or_: "union", operator.and_: "intersection", operator.sub: "difference"}
+_SET_METHODS = {
+    operator.or_: ("union", "__ior__"),
+    operator.and_: ("intersection", "__iand__"),
+    operator.sub: ("difference", "__isub__"),
+}
 _DUNDERS = {
     operator.add: ("__add__", "__radd__"),
     operator.sub: ("__sub__", "__rsub__"),
