@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -351,3 +352,241 @@ def test_generators_finished_or_without_cleanup_stay_in_the_graph(backend):
     shapes = [(3,), (3,), (2, 2)]
     cnt = compare(_generators_finished_or_without_cleanup, lambda i: (torch.ones(shapes[i]),), backend, calls=3)
     assert cnt.frame_count == 2  # the second call compiles nothing, the new shape compiles again
+
+
+# -- 4. the audit: Python semantics of builtins, operators and exceptions -------------------------
+
+
+class _Meta(type):
+    def __instancecheck__(cls, instance):
+        return True
+
+
+class _AnythingGoes(metaclass=_Meta):
+    pass
+
+
+def _instancecheck(x):
+    return isinstance(x, _AnythingGoes), isinstance(3, (_AnythingGoes, str)), x + 1
+
+
+class _Parity:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, _Parity) and self.v % 2 == other.v % 2
+
+    def __hash__(self):
+        return self.v % 2
+
+
+def _user_keys(x, d):
+    return d.get(_Parity(3)), _Parity(1) in d, x + 1
+
+
+def test_user_eq_and_hash_on_dict_keys_run_eagerly():
+    """Keys whose class defines __eq__/__hash__ in Python are not modelled: loud eager run."""
+    with pytest.warns(stenograph.StenographWarning, match="non-constant keys"):
+        cnt = compare(_user_keys, lambda i: (ones(i), {_Parity(1): "odd", _Parity(2): "even"}), "eager")
+    assert cnt.frame_count == 0
+
+
+def _equal_keys(x):
+    d = {1: "a", 1.0: "b", True: "c"}  # noqa: F601 (equal keys are the point)
+    s = {0, 0.0, False}  # noqa: B033
+    return d, s, x + 1
+
+
+def _sorted_min_max(x, items):
+    return (
+        sorted(items, key=lambda v: -v, reverse=True),
+        sorted(items, reverse=True),
+        sorted([(1, "b"), (1, "a"), (0, "c")], key=lambda p: p[0], reverse=True),
+        min(items, default=-1),
+        max([], default=7),
+        max(items, key=lambda v: -v),
+        min([3, 1, 1.0, -1], key=abs),
+        max(1, 3, 2),
+        x,
+    )
+
+
+def _empty_max(x):
+    try:
+        return max([]), x
+    except ValueError as e:
+        return e.args, x + 1
+
+
+def _enumerate_setdefault_pop(x, d, items):
+    a = d.setdefault("k", [])
+    a.append(1)
+    counted = list(enumerate(items, start=5)), list(enumerate(items, -2))
+    return counted, d.pop("zz", 9), d.pop("k"), d.setdefault("q"), d, x
+
+
+def _formatting(x, f):
+    return (
+        "{} {}".format(x.shape, x.shape[0]),  # noqa: UP032 (str.format is what is tested)
+        "%s" % (x.shape,),  # noqa: UP031
+        repr(x.size()),
+        f"{f!r:>10}|{f:.3f}|{f!s}|{f:+e}|{x.shape!r}|{x.dtype}|{3:05d}|{'ab'!a}|{f=}",
+        x + 1,
+    )
+
+
+def _numbers(x, a, b, s):
+    return (
+        divmod(a, b),
+        round(a / 7, 2),
+        (round(2.5), round(3.5), round(-0.5), round(1234.5, -2), round(a)),
+        (int(s), float(s + ".5"), int("0x1f", 16), int("  12 "), float("-inf")),
+        (2**a, (2**63) * a, a * 10**30 // 7, -(2**64) % 1000),
+        (a // b, a % b, -a // b, -a % b, a // -b, a % -b, 7.5 // -2, 7.5 % -2, -7.5 % 2),
+        (-0.0 + 0.0, 0.0 * -1, str(-0.0), math.copysign(1.0, -0.0 * a), math.copysign(1.0, 0.0 * b)),
+        x,
+    )
+
+
+def _errors_caught(x, s, items):
+    caught = []
+    for attempt in (lambda: int(s), lambda: 1 / 0, lambda: items[10], lambda: "abc".index("z"), lambda: {}["k"]):
+        try:
+            attempt()
+        except (ValueError, ZeroDivisionError, IndexError, KeyError) as e:
+            caught.append((type(e).__name__, e.args, str(e)))
+    return x + len(caught), caught
+
+
+class _WithArgs(Exception):
+    def __init__(self, a, b):
+        super().__init__(a, b)
+        self.a = a
+
+
+def _raise_with_args(v):
+    raise _WithArgs("bad", v)
+
+
+def _inlined_raise_caught(x, v):
+    try:
+        _raise_with_args(v)
+    except _WithArgs as e:
+        return x + 1, e.args, e.a, str(e), repr(e)
+
+
+def _inlined_raise_uncaught(x, v):
+    _raise_with_args(v)
+    return x
+
+
+_CASES = {
+    # name: (function, arguments of call i, graphs over 2 calls)
+    "instancecheck": (_instancecheck, lambda i: (ones(i),), 1),  # isinstance() breaks the graph
+    "equal_keys": (_equal_keys, lambda i: (ones(i),), 1),
+    "sorted_min_max": (_sorted_min_max, lambda i: (ones(i), [3, 1, 2, 5]), 0),
+    "empty_max": (_empty_max, lambda i: (ones(i),), 1),
+    "enumerate_setdefault_pop": (_enumerate_setdefault_pop, lambda i: (ones(i), {"a": 1}, ["p", "q"]), 0),
+    "formatting": (_formatting, lambda i: (ones(i), 1.5), 1),
+    "numbers": (_numbers, lambda i: (ones(i), 17, -5, "10"), 0),
+    "errors_caught": (_errors_caught, lambda i: (ones(i), "abc", [1]), 1),
+    "inlined_raise_caught": (_inlined_raise_caught, lambda i: (ones(i), 4), 1),
+    "inlined_raise_uncaught": (_inlined_raise_uncaught, lambda i: (ones(i), 4), 0),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", list(_CASES))
+def test_python_semantics_match_eager(backend, case):
+    fn, make_args, graphs = _CASES[case]
+    cnt = compare(fn, make_args, backend)
+    assert cnt.frame_count == graphs
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_errors_caught_recompile_when_the_input_no_longer_raises(backend):
+    texts = ["abc", "abc", "12"]
+    cnt = compare(_errors_caught, lambda i: (ones(i), texts[i], [1]), backend, calls=3)
+    assert cnt.frame_count == 2
+
+
+def _lazy_builtins(x, d, items):
+    called = []
+
+    def double(v):
+        called.append(v)
+        return v * 2
+
+    m = map(double, [1, 2, 3])
+    first = next(m)
+    seen_after_first = list(called)
+    values = []
+    for i, (_, v) in enumerate(d.items()):
+        d["b"] = 50  # enumerate reads the dict as the loop goes
+        values.append((i, v))
+    sums = []
+    for a, b in zip(items, [10, 20, 30, 40]):
+        if len(items) < 4:
+            items.append(a)
+        sums.append(a + b)
+    kept = list(filter(lambda v: v > 1, items)), list(filter(None, [0, 1, 2]))
+    return x + first, seen_after_first, list(m), values, sums, kept
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_map_filter_zip_enumerate_are_lazy(backend):
+    cnt = compare(_lazy_builtins, lambda i: (ones(i), {"a": 1, "b": 2}, [1, 2]), backend, calls=2)
+    assert cnt.frame_count == 1
+    cnt = compare(_lazy_builtins, lambda i: (ones(i), {"a": 1, "b": 2}, [1, 2 + i]), backend, calls=2)
+    assert cnt.frame_count == 2  # a new list item compiles again
+
+
+def _map_across_break(x):
+    it = map(lambda v: v * 2, [1, 2])
+    first = next(it)
+    print("break")
+    return x + first, list(it)
+
+
+def test_map_live_at_a_graph_break_runs_eagerly():
+    """The rest of a map() would call its function outside the trace's order: loud eager run."""
+    with pytest.warns(stenograph.StenographWarning, match="map"):
+        cnt = compare(_map_across_break, lambda i: (ones(i),), "eager")
+    assert cnt.frame_count == 0
+
+
+_WORDS = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "kiwi", "lemon", "mango"]
+
+
+def _set_orders(x, s):
+    a = set(_WORDS[:6])
+    b = {w for w in _WORDS[3:]}
+    c, d, e = a | b, a & b, a - b
+    a |= {"zz", "yy"}
+    a -= {"apple"}
+    g = frozenset(_WORDS[:4]) | a
+    seen = [w for w in s]  # the caller's set, unchanged so far: its own order
+    s.add("new1")
+    s.discard(_WORDS[0])
+    return x + len(seen), list(a), list(b), list(c), list(d), list(e), list(g), seen
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sets_of_strings_iterate_in_eager_order(backend):
+    """String hashes are random per process: a set's order depends on its table's history, which
+    the trace replays with real set operations. The caller's set keeps its order after the call."""
+    cnt = compare(lambda x, s: (_set_orders(x, s), list(s)), lambda i: (ones(i), set(_WORDS[2:7])), backend, 2)
+    assert cnt.frame_count == 1
+
+
+def _iterate_changed_input_set(x, s):
+    s.add("new")
+    return x + 1, list(s)
+
+
+def test_iterating_a_changed_input_set_breaks():
+    """After a change, an input set's order depends on its table's history, unknown to the trace:
+    the iteration runs eagerly (graph break) and the result is eager's."""
+    cnt = compare(_iterate_changed_input_set, lambda i: (ones(i), set(_WORDS)), "eager")
+    assert cnt.frame_count == 1

@@ -195,7 +195,7 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     if type(value) is set and all(is_literal(m) for m in value):
         if source is not None:
             guards.set_members_match(source, value)
-        return tx.output.register_container(value, SetVariable({m: constant(m) for m in value}, source=source))
+        return tx.output.register_container(value, SetVariable.from_frame(value, source))
     if type(value) is weakref.ref:
         if source is not None:
             guards.type_match(source, value)

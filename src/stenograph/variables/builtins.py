@@ -7,6 +7,7 @@ their name so the user sees exactly what stopped capture.
 
 from __future__ import annotations
 
+import abc
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from .base import ConstantVariable, HandledFunctionVariable, Variable, constant,
 from .containers import (
     DictVariable,
     IteratorVariable,
+    LazyIteratorVariable,
     ListVariable,
     ReversedListIteratorVariable,
     SequenceVariable,
@@ -235,7 +237,7 @@ def _delattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
 def _set(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     from .containers import SetVariable
 
-    return SetVariable.from_items(tx, args[0].unpack(tx) if args else [], fn)
+    return SetVariable.of(tx, args[0], fn) if args else SetVariable({}, fn)
 
 
 @_handler(str, repr)
@@ -263,6 +265,10 @@ def _len(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 def _isinstance(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj, classes = args
     cls = classes.as_constant()
+    for c in cls if isinstance(cls, tuple) else (cls,):
+        check = getattr(type(c), "__instancecheck__", None)
+        if check is not None and check is not type.__instancecheck__ and not isinstance(c, abc.ABCMeta):
+            raise Unsupported(f"isinstance() with {c!r}, whose metaclass defines __instancecheck__")
     value_type = obj.python_type()
     if isinstance(obj, TensorVariable):
         # a FakeTensor must answer like the real tensor
@@ -360,22 +366,13 @@ def _enumerate(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Varia
     start = args[1] if len(args) > 1 else kwargs.get("start", constant(0))
     if not isinstance(start.as_constant(), int) or isinstance(start.as_constant(), bool):
         raise Unsupported(f"enumerate() with start={start.describe()}")
-    items = args[0].unpack(tx)
-    return IteratorVariable([TupleVariable([constant(i), v]) for i, v in enumerate(items, start.as_constant())])
+    return LazyIteratorVariable("enumerate", [iterate(tx, args[0])], count=start.as_constant())
 
 
 @_handler(zip)
 def _zip(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    columns = [a.unpack(tx) for a in args]
-    rows = [TupleVariable(list(row)) for row in zip(*columns)]
-    failure = None
-    if kwargs.get("strict", constant(False)).truth(tx):
-        # the message CPython gives for these lengths, raised once the loop reaches the end
-        try:
-            list(zip(*[range(len(c)) for c in columns], strict=True))
-        except ValueError as e:
-            failure = (ValueError, str(e))
-    return IteratorVariable(rows, failure)
+    strict = kwargs.get("strict", constant(False)).truth(tx)
+    return LazyIteratorVariable("zip", [iterate(tx, a) for a in args], strict=strict)
 
 
 @_handler(reversed)
@@ -407,16 +404,15 @@ def _next(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
 
 @_handler(map)
 def _map(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    mapped, columns = args[0], [a.unpack(tx) for a in args[1:]]
-    return IteratorVariable([mapped.call(tx, list(row), {}) for row in zip(*columns)])
+    return LazyIteratorVariable("map", [iterate(tx, a) for a in args[1:]], args[0])
 
 
 @_handler(filter)
 def _filter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    predicate, items = args[0], args[1].unpack(tx)
+    predicate = args[0]
     if predicate.is_constant() and predicate.as_constant() is None:
-        return IteratorVariable([i for i in items if i.truth(tx)])
-    return IteratorVariable([i for i in items if predicate.call(tx, [i], {}).truth(tx)])
+        return LazyIteratorVariable("filter", [iterate(tx, args[1])])
+    return LazyIteratorVariable("filter", [iterate(tx, args[1])], predicate)
 
 
 @_handler(sum)

@@ -259,9 +259,14 @@ class ConstantMethodVariable(Variable):
         args = [ListVariable(a.unpack(tx)) if isinstance(a, IteratorVariable) else a for a in args]
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported(f"{self.describe()} with non-constant arguments")
-        result = getattr(self.obj, self.name)(
-            *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}
-        )
+        try:
+            result = getattr(self.obj, self.name)(
+                *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}
+            )
+        except Exception as e:
+            from ..interpreter.exceptions import raise_python_error
+
+            raise_python_error(tx, e)
         return constant(result)
 
 

@@ -50,8 +50,10 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
     cls_attr = inspect.getattr_static(cls, name, _MISSING)
     if cls_attr is _MISSING:
         return None
-    if isinstance(cls_attr, types.MemberDescriptorType) and obj_var.source is not None:
-        # a __slots__ attribute: read like an instance attribute, guarded through its source
+    is_exception_field = isinstance(cls_attr, types.GetSetDescriptorType) and isinstance(obj, BaseException)
+    if (isinstance(cls_attr, types.MemberDescriptorType) or is_exception_field) and obj_var.source is not None:
+        # a __slots__ attribute or an exception's `args` / `__cause__`: read like an instance
+        # attribute, guarded through its source
         try:
             value = getattr(obj, name)
         except AttributeError:
