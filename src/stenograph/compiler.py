@@ -58,6 +58,12 @@ class CacheEntry:
     defaults: tuple | None = field(default=None, repr=False)
     kwdefaults: dict | None = field(default=None, repr=False)
 
+    def takes_defaults_of(self, fn: Any) -> bool:
+        """Whether this entry may run a call of `fn`: compiled with the same defaults tuple and
+        dict, or with equal literals (its guard and code bind missing arguments to them)."""
+        d, k = fn.__defaults__, fn.__kwdefaults__
+        return self.defaults is d and self.kwdefaults is k or self.same_defaults(d, k)
+
     def same_defaults(self, defaults: tuple | None, kwdefaults: dict | None) -> bool:
         """Whether a function with these defaults behaves like the one compiled: the same
         objects, or literals equal in type and value (-0.0 is not 0.0)."""

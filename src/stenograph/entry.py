@@ -63,7 +63,7 @@ class FrameCache:
         or by another thread meanwhile) or `fn` itself, eagerly."""
         full = prefix + args
         for entry in self.entries:
-            if entry.guard(*full, **kwargs):
+            if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
                 return entry.fn, full
         if self.eager_reason is not None:
             return fn, args
@@ -257,11 +257,8 @@ def _dispatch_by_defaults(
     """The lookup for a function with defaults: an entry is tried only if it was compiled with
     the same defaults (the same tuple, or equal literals), since its guard and code bind missing
     arguments to the defaults they were compiled with."""
-    d, k = fn.__defaults__, fn.__kwdefaults__
     for entry in entries:
-        if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
-            *prefix, *args, **kwargs
-        ):
+        if entry.takes_defaults_of(fn) and entry.guard(*prefix, *args, **kwargs):
             return entry.fn(*prefix, *args, **kwargs)
     return miss(fn, prefix, args, kwargs, fullgraph)
 
