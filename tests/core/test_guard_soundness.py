@@ -585,6 +585,22 @@ def test_class_attribute_write_seen_by_instance_read(counter, monkeypatch):
     assert counter.frame_count == 1
 
 
+def _assign_method(x, op):
+    Op.go = lambda self, x: x + 5
+    return op.go(x)
+
+
+def test_method_assigned_to_class_inside(counter, monkeypatch):
+    """A function written to a class in the frame binds as a method when read through an
+    instance (the read breaks the graph rather than calling it unbound)."""
+    monkeypatch.setattr(Op, "go", Op.go)
+    fn = stenograph.compile(_assign_method, backend=counter)
+    assert_same(fn(X, Op()), X + 5)
+    monkeypatch.setattr(Op, "go", lambda self, x: x + 1)
+    assert_same(fn(X, Op()), X + 5)
+    assert counter.frame_count == 1  # one graph, after the break at the read
+
+
 # -- 6. signed zeros and nan ---------------------------------------------------------------------
 
 
