@@ -157,6 +157,21 @@ def test_callable_is_guarded(counter):
     assert counter.frame_count == 2
 
 
+def _position(x, opt, options):
+    return x * options.index(opt)
+
+
+def test_list_index_by_identity_is_guarded(counter):
+    a, b = _Thing(), _Thing()
+    options = [a, b]
+    fn = stenograph.compile(_position, backend=counter)
+    _check(fn, _position, X, b, options)
+    _check(fn, _position, X, b, options)
+    assert counter.frame_count == 1
+    _check(fn, _position, X, a, options)
+    assert counter.frame_count == 2
+
+
 # -- 2. absence ----------------------------------------------------------------------------------
 
 
