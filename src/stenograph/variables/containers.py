@@ -135,7 +135,7 @@ class SequenceVariable(Variable):
             from .operators import same_or_equal
 
             for i, item in enumerate(self.items):
-                if same_or_equal(args[0], item):
+                if same_or_equal(tx, args[0], item):
                     return constant(i)
             from ..interpreter.exceptions import raise_new
 

@@ -245,9 +245,11 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
     return False
 
 
-def same_or_equal(a: Variable, b: Variable) -> bool:
+def same_or_equal(tx: Frame, a: Variable, b: Variable) -> bool:
     """`a is b or a == b` as `list.index` / `in` decide it, for trackers known while tracing."""
     same = _same_object(a, b)
+    if same is not None:
+        guard_identity(tx, a, b, same)
     if same:
         return True
     if a.is_constant() and b.is_constant():
