@@ -270,3 +270,151 @@ def test_children_walk_sees_a_module_where_none_was(cnt):
             return x
 
     _two_instances_check(cnt, Slots(filled=False), Slots(filled=True), torch.randn(3, 4))
+
+
+# -- classes that change how a module is called or read ------------------------------------------
+
+
+class Doubled(nn.Module):
+    """Its own __call__ around nn.Module's."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) + 1
+
+    def __call__(self, x):
+        return super().__call__(x) * 2
+
+
+def test_a_module_class_with_its_own_call_runs_it(cnt):
+    module = Doubled()
+    compiled = stenograph.compile(module, backend=cnt)
+    x = torch.randn(3, 4)
+    _run_and_compare(compiled, copy.deepcopy(module), module, x)
+    torch.testing.assert_close(compiled(x), module(x))
+    assert cnt.frame_count == 1
+
+
+def test_a_submodule_with_its_own_call_runs_it(cnt):
+    def f(layer, x):
+        return layer(x) - 1
+
+    compiled = stenograph.compile(f, backend=cnt)
+    layers = [Doubled(), Doubled()]
+    x = torch.randn(3, 4)
+    for layer in layers:
+        torch.testing.assert_close(compiled(layer, x), f(layer, x))
+    assert cnt.frame_count == 1
+
+
+def test_a_module_with_its_own_getattribute_is_read_for_real(cnt):
+    class Answer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k = 1
+
+        def __getattribute__(self, name):
+            return 5 if name == "k" else super().__getattribute__(name)
+
+        def forward(self, x):
+            return x * self.k
+
+    def f(module, x):
+        return module(x) + 1
+
+    x = torch.randn(3)
+    torch.testing.assert_close(stenograph.compile(f, backend=cnt)(Answer(), x), f(Answer(), x))
+    # the call breaks; forward breaks again reading `k`: `+ 1` and `x * k` are the graphs
+    assert cnt.frame_count == 2
+
+
+def test_a_module_with_its_own_getattr_is_read_for_real(cnt):
+    class Renamed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def __getattr__(self, name):
+            if name == "lin":
+                return torch.tanh
+            return super().__getattr__(name)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    module = Renamed()
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(stenograph.compile(module, backend=cnt)(x), module(x))
+    assert cnt.frame_count == 1  # reading `lin` breaks; the call after it is the graph
+
+
+# -- torch.nn modules without parameters created by the traced code -------------------------------
+
+
+def test_loss_and_activation_modules_made_in_forward_are_traced(cnt):
+    def f(x, y):
+        loss_fct = nn.CrossEntropyLoss(ignore_index=1)
+        act = nn.GELU(approximate="tanh")
+        return loss_fct(act(x), y)
+
+    compiled = stenograph.compile(f, backend=cnt)
+    y = torch.tensor([0, 1, 2, 1])
+    for seed in range(2):
+        x = torch.randn(4, 3, generator=torch.Generator().manual_seed(seed), requires_grad=True)
+        x_ref = x.detach().clone().requires_grad_(True)
+        out, expected = compiled(x, y), f(x_ref, y)
+        torch.testing.assert_close(out, expected)
+        out.backward()
+        expected.backward()
+        torch.testing.assert_close(x.grad, x_ref.grad)
+    assert cnt.frame_count == 1
+
+    def run(fn):
+        fn(torch.randn(4, 3), y)
+
+    assert helpers.count_torch_graphs(f, run) == 1
+
+
+def test_a_module_made_in_forward_crosses_a_break_as_a_new_equal_module(cnt, capsys):
+    def f(x):
+        act = nn.LeakyReLU(0.3)
+        print("between")
+        return act(x), act
+
+    x = torch.randn(5)
+    out, act = stenograph.compile(f, backend=cnt)(x)
+    expected, _ = f(x)
+    torch.testing.assert_close(out, expected)
+    assert type(act) is nn.LeakyReLU and act.negative_slope == 0.3
+    assert capsys.readouterr().out == "between\nbetween\n"
+    assert cnt.frame_count == 1
+
+
+def test_a_module_with_parameters_made_in_forward_runs_eagerly_with_the_same_rng(cnt):
+    def f(x):
+        return nn.Linear(3, 3)(x) + torch.rand(3)
+
+    x = torch.randn(2, 3)
+    torch.manual_seed(0)
+    out = stenograph.compile(f, backend=cnt)(x)
+    after = torch.rand(1)
+    torch.manual_seed(0)
+    torch.testing.assert_close(out, f(x))
+    torch.testing.assert_close(after, torch.rand(1))
+    assert cnt.frame_count == 1  # the call breaks; `+ torch.rand(3)` after it is the graph
+
+
+def test_a_module_made_from_a_runtime_value_runs_eagerly(cnt):
+    def f(x, slope):
+        return nn.LeakyReLU(slope)(x) * 2
+
+    x = torch.randn(5)
+    compiled = stenograph.compile(f, backend=cnt)
+    for slope in (0.1, 0.2):
+        torch.testing.assert_close(compiled(x, slope), f(x, slope))
+    # 0.1: one graph with the module made while tracing; 0.2 makes `slope` a symbolic input, so the
+    # module cannot be made while tracing: a break at its creation, and `* 2` after it
+    assert cnt.frame_count == 2

@@ -45,7 +45,14 @@ from .functions import (
     is_tensor_method,
 )
 from .instances import UserClassVariable, is_user_class
-from .objects import GlobalsDictVariable, NNModuleVariable, PythonModuleVariable, UserObjectVariable, WeakrefVariable
+from .objects import (
+    GlobalsDictVariable,
+    NNModuleVariable,
+    PythonModuleVariable,
+    TorchModuleClassVariable,
+    UserObjectVariable,
+    WeakrefVariable,
+)
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -152,6 +159,8 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             return TorchClassVariable(value, source)
         if is_user_class(value):
             return UserClassVariable(value, source)
+        if issubclass(value, torch.nn.Module) and value.__module__.startswith("torch.nn.modules."):
+            return TorchModuleClassVariable(value, source)
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None:

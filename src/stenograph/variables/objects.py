@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -16,7 +17,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ModuleMemberSource
 from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
-from .base import Variable, constant
+from .base import ConstantVariable, Variable, constant
 from .functions import UserFunctionVariable, UserMethodVariable
 
 if TYPE_CHECKING:
@@ -228,6 +229,8 @@ class NNModuleVariable(UserObjectVariable):
         module = self.value_object
         if self.source is None:
             raise Unsupported(f"attribute {name!r} of a module created while tracing")
+        if type(module).__getattribute__ is not object.__getattribute__:
+            raise Unsupported(f"{self.describe()} defines __getattribute__")
         cls_attr = inspect.getattr_static(type(module), name, _MISSING)
         if isinstance(cls_attr, property):
             return _resolve_class_attr(tx, self, module, name)  # type: ignore[return-value]
@@ -236,6 +239,8 @@ class NNModuleVariable(UserObjectVariable):
         for table in ("_parameters", "_buffers", "_modules"):
             members = module.__dict__.get(table)
             if members is not None and name in members:
+                if type(module).__getattr__ is not torch.nn.Module.__getattr__:
+                    raise Unsupported(f"{self.describe()} defines its own __getattr__ (reading {name!r})")
                 return wrap(tx, members[name], ModuleMemberSource(self.source, table, name))
         if cls_attr is not _MISSING and name != "__class__":
             # compiled code is shared by the class's instances: one with its own `name` (a
@@ -262,7 +267,14 @@ class NNModuleVariable(UserObjectVariable):
             tx.output.guards.falsy(AttrSource(self.source, table), "no module hooks")
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        self._guard_no_hooks(tx)
+        custom_call = inspect.getattr_static(type(self.value_object), "__call__")
+        if custom_call is not torch.nn.Module.__call__:
+            # the class's own __call__ (it may call super().__call__, i.e. nn.Module's)
+            if not isinstance(custom_call, types.FunctionType):
+                raise Unsupported(f"{self.describe()} has a __call__ stenograph cannot read")
+            return tx.inline_call(custom_call, [self, *args], kwargs, closure=None)
+        if self.source is not None:  # (a module made while tracing has none)
+            self._guard_no_hooks(tx)
         if has_global_forward_hooks():
             raise Unsupported("global nn.Module forward hooks are registered")
         tx.output.guards.state_query(has_global_forward_hooks, "has_global_forward_hooks", False)
@@ -419,6 +431,74 @@ class NNModuleVariable(UserObjectVariable):
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         return super().call_method(tx, name, args, kwargs)
+
+
+class TorchModuleClassVariable(ConstantVariable):
+    """A `torch.nn` module class (`nn.CrossEntropyLoss`): a constant that can also be called."""
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return NewModuleVariable.create(self.value, args, kwargs)
+
+
+class NewModuleVariable(NNModuleVariable):
+    """A torch.nn module without parameters or buffers (a loss, an activation) that the traced
+    code creates from constant arguments, as HF models make `CrossEntropyLoss()` in `forward`.
+
+    It is made for real while tracing (creating one has no effect outside it) and its attributes
+    are constants; where it must exist outside the graph, a new one is made with the same
+    arguments, which cannot be told apart from the one eager code would have made.
+    """
+
+    def __init__(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        super().__init__(module, None)
+        self.args = args
+        self.kwargs = kwargs
+
+    @staticmethod
+    def create(cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> NewModuleVariable:
+        name = cls.__qualname__
+        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported(f"creating module {name} from values known only when the code runs")
+        values = tuple(a.as_constant() for a in args)
+        keywords = {k: v.as_constant() for k, v in kwargs.items()}
+        try:
+            # the RNG is restored: a constructor that initialises weights must not draw from it
+            with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+                warnings.simplefilter("error")
+                module = cls(*values, **keywords)
+        except Exception as e:
+            raise Unsupported(f"creating module {name} raised {type(e).__name__}: {e}") from e
+        members = [*module._parameters.values(), *module._buffers.values(), *module._modules.values()]
+        if any(m is not None for m in members):
+            raise Unsupported(f"creating module {name}, which has parameters, buffers or submodules")
+        return NewModuleVariable(module, values, keywords)
+
+    def describe(self) -> str:
+        return f"module {type(self.value_object).__qualname__} created while tracing"
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        from .builder import is_literal
+
+        module = self.value_object
+        cls_attr = inspect.getattr_static(type(module), name, _MISSING)
+        if isinstance(cls_attr, property):
+            return _resolve_class_attr(tx, self, module, name)  # type: ignore[return-value]
+        for table in (module.__dict__, module._parameters, module._buffers, module._modules):
+            if name in table:
+                value = table[name]
+                if not is_literal(value):
+                    raise Unsupported(f"attribute {name!r} of {self.describe()} is not a constant")
+                return constant(value)
+        resolved = _resolve_class_attr(tx, self, module, name)
+        if resolved is None:
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        return resolved
+
+    def reconstruct(self, rebuild: Any) -> str:
+        cls = rebuild.writer.bind(type(self.value_object), "cls")
+        args = [rebuild.constant(a) for a in self.args]
+        args += [f"{k}={rebuild.constant(v)}" for k, v in self.kwargs.items()]
+        return rebuild.build_object(self, f"{cls}({', '.join(args)})", lambda name: [])
 
 
 class PythonModuleVariable(Variable):
