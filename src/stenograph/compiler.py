@@ -25,6 +25,7 @@ from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
 from .graph.pyfunc import signature_only
+from .graph.resume import frame_name
 from .guards.guard_set import same_literal
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
@@ -100,7 +101,7 @@ _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYN
 
 
 def frame_label(code: types.CodeType) -> str:
-    return f"{code.co_qualname} at {code.co_filename}:{code.co_firstlineno}"
+    return f"{frame_name(code)} at {code.co_filename}:{code.co_firstlineno}"
 
 
 def compile_frame(

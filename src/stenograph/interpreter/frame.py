@@ -9,9 +9,9 @@ that shares this frame's `OutputGraph`, so one graph spans the whole call tree.
 from __future__ import annotations
 
 import dis
-import functools
 import linecache
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +70,20 @@ class Cell:
             tx.output.side_effects.attribute_written(self._ref, "cell_contents", value)
 
 
-@functools.cache
+_stores: weakref.WeakKeyDictionary[types.CodeType, dict[str, int]] = weakref.WeakKeyDictionary()
+
+
 def _cell_stores(code: types.CodeType, name: str) -> int:
+    """`_count_cell_stores`, remembered while `code` lives."""
+    counts = _stores.get(code)
+    if counts is None:
+        counts = _stores[code] = {}
+    if name not in counts:
+        counts[name] = _count_cell_stores(code, name)
+    return counts[name]
+
+
+def _count_cell_stores(code: types.CodeType, name: str) -> int:
     """How many times cell variable `name` of `code` may be assigned: the count of its
     STORE_DEREF/DELETE_DEREF instructions, or 2 ("many") if one sits in a loop or in a nested
     function that shares the cell."""
@@ -123,7 +135,8 @@ class DecodedCode:
     index_of_offset: dict[int, int]
 
 
-_decoded: dict[types.CodeType, DecodedCode] = {}
+# weak: a decoded code object goes when the code does
+_decoded: weakref.WeakKeyDictionary[types.CodeType, DecodedCode] = weakref.WeakKeyDictionary()
 
 
 def decode(code: types.CodeType) -> DecodedCode:
@@ -131,8 +144,6 @@ def decode(code: types.CodeType) -> DecodedCode:
     if found is None:
         instructions = list(dis.get_instructions(code))
         found = DecodedCode(instructions, {inst.offset: i for i, inst in enumerate(instructions)})
-        if len(_decoded) > 4096:
-            _decoded.clear()
         _decoded[code] = found
     return found
 
