@@ -590,3 +590,48 @@ def test_iterating_a_changed_input_set_breaks():
     the iteration runs eagerly (graph break) and the result is eager's."""
     cnt = compare(_iterate_changed_input_set, lambda i: (ones(i), set(_WORDS)), "eager")
     assert cnt.frame_count == 1
+
+
+class _NoSuperInit(Exception):
+    def __init__(self, msg):
+        self.msg = msg
+
+
+def _exception_fields(x):
+    out = []
+    try:
+        raise _NoSuperInit("boom")
+    except _NoSuperInit as e:
+        out.append((e.args, str(e), e.msg))
+    try:
+        try:
+            raise ValueError("inner")
+        except ValueError as e:
+            raise TypeError("outer") from e
+    except TypeError as e:
+        out.append((str(e.__cause__), e.__suppress_context__, str(e.__context__)))
+    try:
+        try:
+            {}["k"]
+        except KeyError:
+            raise RuntimeError("while handling") from None
+    except RuntimeError as e:
+        out.append((e.__cause__, e.__suppress_context__, repr(e.__context__)))
+    try:
+        try:
+            raise ValueError("first")
+        except ValueError:
+            raise IndexError("second")  # noqa: B904 (implicit chaining is the point)
+    except IndexError as e:
+        out.append((str(e.__context__), e.__cause__, e.__suppress_context__))
+    try:
+        raise StopIteration(5)
+    except StopIteration as e:
+        out.append((e.value, e.args))
+    return x + len(out), out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exception_args_cause_and_context(backend):
+    cnt = compare(_exception_fields, lambda i: (ones(i),), backend)
+    assert cnt.frame_count == 1

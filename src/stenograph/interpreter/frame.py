@@ -204,6 +204,7 @@ class Frame:
                 try:
                     handler(self, inst)
                 except TracedException as exc:
+                    self._chain(exc)
                     if not unwind_to_handler(self, exc):
                         raise
         except TracedException as exc:
@@ -236,6 +237,19 @@ class Frame:
                     "whose cleanup runs when it is dropped",
                     hint="the frame runs eagerly; exhaust the generator or move the cleanup out of it",
                 )
+
+    def _chain(self, exc: TracedException) -> None:
+        """Where an exception is raised (the first frame to see it), it records the exception
+        being handled there as its `__context__`, as CPython does."""
+        if exc.chained:
+            return
+        exc.chained = True
+        frame: Frame | None = self
+        while frame is not None and not frame.handled:
+            frame = frame.parent
+        attrs = getattr(exc.value, "attrs", None)
+        if frame is not None and attrs is not None and frame.handled[-1] is not exc.value:
+            attrs.items["__context__"] = frame.handled[-1]
 
     def _annotate(self, e: Unsupported) -> None:
         filename = self.code.co_filename

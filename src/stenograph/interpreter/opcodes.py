@@ -671,9 +671,14 @@ def _raise(f: Frame, inst: dis.Instruction) -> None:
         if frame is None:
             raise Unsupported("bare raise outside an except block")
         raise TracedException(frame.handled[-1])
-    if inst.arg == 2:
-        f.pop()  # the cause (`raise X from Y`) is not tracked
-    raise TracedException(exception_value(f, f.pop()))
+    cause = f.pop() if inst.arg == 2 else None
+    exc = exception_value(f, f.pop())
+    if cause is not None:  # `raise X from Y`
+        if not (cause.is_constant() and cause.as_constant() is None):
+            cause = exception_value(f, cause)
+        exc.attrs.items["__cause__"] = cause
+        exc.attrs.items["__suppress_context__"] = constant(True)
+    raise TracedException(exc)
 
 
 @op("RERAISE")

@@ -416,6 +416,9 @@ def _filter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 def _sum(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     items = args[0].unpack(tx)
     total = args[1] if len(args) > 1 else kwargs.get("start", constant(0))
+    if all(i.is_constant() for i in [*items, total]):
+        # CPython's own sum (3.12 adds floats with compensated summation)
+        return _fold(tx, sum, [ListVariable(items), total], {})
     for item in items:
         total = operators.binary(tx, operator.add, total, item)
     return total
