@@ -635,3 +635,23 @@ def _exception_fields(x):
 def test_exception_args_cause_and_context(backend):
     cnt = compare(_exception_fields, lambda i: (ones(i),), backend)
     assert cnt.frame_count == 1
+
+
+class _Accumulator:
+    def add(self, v, store=[]):  # noqa: B006 (the shared mutable default is the point)
+        store.append(v)
+        return len(store)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutable_default_of_a_method_changes_every_call(backend):
+    """The default list lives on the function found through the class (no path from the frame):
+    each call appends to the real list and reads its new length."""
+    default = _Accumulator.add.__defaults__[0]
+    default.clear()
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(lambda x, a: x + a.add(1), backend=cnt)
+    results = [compiled(ones(0), _Accumulator()) for _ in range(3)]
+    assert [r[0].item() for r in results] == [2.0, 3.0, 4.0]
+    assert default == [1, 1, 1]
+    assert cnt.frame_count == 3  # its length is guarded: each call sees a new one

@@ -362,13 +362,18 @@ class Frame:
     def _wrap_defaults(
         self, fn: types.FunctionType, fn_source: Source | None
     ) -> tuple[tuple[Variable, ...], dict[str, Variable]]:
+        # a function reached without a source (a method found on a class) is its own source for
+        # defaults that can change (a mutable default list appended to on every call)
+        fixed = FixedObjectSource(fn, f"function {fn.__qualname__}")
         positional: list[Variable] = []
         for i, value in enumerate(fn.__defaults__ or ()):
-            source = ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None
+            base = fn_source or (None if is_literal(value) else fixed)
+            source = ItemSource(AttrSource(base, "__defaults__"), i) if base else None
             positional.append(constant(value) if is_literal(value) and source is None else wrap(self, value, source))
         keyword: dict[str, Variable] = {}
         for name, value in (fn.__kwdefaults__ or {}).items():
-            source = ItemSource(AttrSource(fn_source, "__kwdefaults__"), name) if fn_source else None
+            base = fn_source or (None if is_literal(value) else fixed)
+            source = ItemSource(AttrSource(base, "__kwdefaults__"), name) if base else None
             keyword[name] = constant(value) if is_literal(value) and source is None else wrap(self, value, source)
         return tuple(positional), keyword
 
