@@ -655,3 +655,40 @@ def test_mutable_default_of_a_method_changes_every_call(backend):
     assert [r[0].item() for r in results] == [2.0, 3.0, 4.0]
     assert default == [1, 1, 1]
     assert cnt.frame_count == 3  # its length is guarded: each call sees a new one
+
+
+def _list_errors(x, items):
+    caught = []
+
+    def assign():
+        items[10] = 0
+
+    def delete():
+        del items[-10]
+
+    for attempt in (
+        lambda: [].pop(),
+        lambda: items.pop(10),
+        lambda: items.remove(42),
+        lambda: items.index(42),
+        lambda: (1, 2).index(3),
+        assign,
+        delete,
+    ):
+        try:
+            attempt()
+        except (IndexError, ValueError) as e:
+            caught.append((type(e).__name__, str(e)))
+    items[::2] = [7, 8]
+    try:
+        items[::2] = [1]
+    except ValueError as e:
+        caught.append(str(e))
+    return x + len(caught), caught, items
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_list_method_errors_are_the_programs(backend):
+    """CPython's own error (type and message) reaches the program's except, in the graph."""
+    cnt = compare(_list_errors, lambda i: (ones(i), [3, 1, 2]), backend)
+    assert cnt.frame_count == 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
@@ -139,7 +139,11 @@ class SequenceVariable(Variable):
                     return constant(i)
             from ..interpreter.exceptions import raise_new
 
-            raise raise_new(tx, ValueError, f"{args[0].describe()} is not in {self.python_class.__name__}")
+            if not args[0].is_constant():
+                raise Unsupported(f"{self.python_class.__name__}.index() of a missing {args[0].describe()}")
+            if self.python_class is list:
+                raise raise_new(tx, ValueError, f"{args[0].as_constant()!r} is not in list")
+            raise raise_new(tx, ValueError, "tuple.index(x): x not in tuple")
         if name == "count" and not kwargs and len(args) == 1 and args[0].is_constant():
             wanted = args[0].as_constant()
             return constant(sum(1 for i in self.items if i.is_constant() and i.as_constant() == wanted))
@@ -198,8 +202,10 @@ class ListVariable(SequenceVariable):
             self.items.insert(args[0].as_constant(), args[1])
             return constant(None)
         if name == "pop" and len(args) <= 1 and not kwargs:
-            self._mutable(tx, "list.pop")
             index = args[0].as_constant() if args else -1
+            if not self.items or not -len(self.items) <= index < len(self.items):
+                _raise(tx, IndexError, "pop from empty list" if not self.items else "pop index out of range")
+            self._mutable(tx, "list.pop")
             return self.items.pop(index)
         if name == "copy" and not args:
             return ListVariable(self.items)
@@ -212,7 +218,11 @@ class ListVariable(SequenceVariable):
             self.items.clear()
             return constant(None)
         if name == "remove" and len(args) == 1:
-            index = self.call_method(tx, "index", args, {}).as_constant()
+            from .operators import same_or_equal
+
+            index = next((i for i, item in enumerate(self.items) if same_or_equal(args[0], item)), None)
+            if index is None:
+                _raise(tx, ValueError, "list.remove(x): x not in list")
             self._mutable(tx, "list.remove")
             del self.items[index]
             return constant(None)
@@ -223,16 +233,34 @@ class ListVariable(SequenceVariable):
         return super().call_method(tx, name, args, kwargs)
 
     def delitem(self, tx: Frame, key: Variable) -> None:
+        index = key.as_constant()
+        if isinstance(index, int) and not -len(self.items) <= index < len(self.items):
+            _raise(tx, IndexError, "list assignment index out of range")
         self._mutable(tx, "del list[...]")
-        del self.items[key.as_constant()]
+        del self.items[index]
 
     def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
-        self._mutable(tx, "list item assignment")
         index = key.as_constant()
+        if isinstance(index, int) and not -len(self.items) <= index < len(self.items):
+            _raise(tx, IndexError, "list assignment index out of range")
         if isinstance(index, slice):
-            self.items[index] = value.unpack(tx)
+            new_items = value.unpack(tx)
+            check = list(range(len(self.items)))
+            try:  # an extended slice of another length raises, before the list changes
+                check[index] = range(len(new_items))
+            except ValueError as e:
+                _raise(tx, ValueError, str(e))
+            self._mutable(tx, "list item assignment")
+            self.items[index] = new_items
         else:
+            self._mutable(tx, "list item assignment")
             self.items[index] = value
+
+
+def _raise(tx: Frame, cls: type[BaseException], message: str) -> NoReturn:
+    from ..interpreter.exceptions import raise_new
+
+    raise raise_new(tx, cls, message)
 
 
 class DictVariable(Variable):
@@ -333,6 +361,10 @@ class DictVariable(Variable):
                 return constant(None)
             if name == "move_to_end":
                 k = args[0].as_constant()
+                if k not in self.items:
+                    from ..interpreter.exceptions import raise_new
+
+                    raise raise_new(tx, KeyError, k)
                 value = self.items.pop(k)
                 last = kwargs.get("last", args[1] if len(args) > 1 else constant(True)).as_constant()
                 self.items = {k: value, **self.items} if not last else {**self.items, k: value}
