@@ -692,3 +692,22 @@ def test_list_method_errors_are_the_programs(backend):
     """CPython's own error (type and message) reaches the program's except, in the graph."""
     cnt = compare(_list_errors, lambda i: (ones(i), [3, 1, 2]), backend)
     assert cnt.frame_count == 1
+
+
+def _python_type_errors(x):
+    caught = []
+    for attempt in (lambda: len(5), lambda: abs("a"), lambda: range(1.5), lambda: {[1]: 2}, lambda: {[1]}):
+        try:
+            attempt()
+        except TypeError as e:
+            caught.append(str(e))
+    return x + len(caught), caught
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_type_errors_on_constants_and_unhashable_keys(backend):
+    """Unhashable keys break the graph at the call, which raises eagerly; the code resumed after
+    it reads str() of that real exception, which runs eagerly (with a warning): eager's errors."""
+    with pytest.warns(stenograph.StenographWarning, match="runs eagerly"):
+        cnt = compare(_python_type_errors, lambda i: (ones(i),), backend)
+    assert cnt.frame_count == 0

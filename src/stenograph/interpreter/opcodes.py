@@ -24,6 +24,7 @@ from ..variables.containers import (
     SetVariable,
     SliceVariable,
     TupleVariable,
+    dict_key,
     iterate,
 )
 from ..variables.functions import NestedFunctionVariable
@@ -381,7 +382,7 @@ def _build_list(f: Frame, inst: dis.Instruction) -> None:
 @op("BUILD_MAP")
 def _build_map(f: Frame, inst: dis.Instruction) -> None:
     flat = f.popn(2 * inst.arg)
-    f.push(DictVariable({flat[i].as_constant(): flat[i + 1] for i in range(0, len(flat), 2)}))
+    f.push(DictVariable({dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
 @op("BUILD_CONST_KEY_MAP")

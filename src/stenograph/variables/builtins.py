@@ -257,6 +257,8 @@ def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 
 @_handler(len)
 def _len(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if args[0].is_constant() and not isinstance(args[0], SequenceVariable):
+        return _fold(tx, len, args, {})
     return constant(args[0].length(tx))
 
 
@@ -355,7 +357,7 @@ def _dict(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
 
 @_handler(range)
 def _range(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return constant(range(*[a.as_constant() for a in args]))
+    return _fold(tx, range, args, {})
 
 
 @_handler(enumerate)
@@ -462,7 +464,7 @@ def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 def _abs(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if isinstance(args[0], TensorVariable):
         return tx.output.call("call_function", torch.abs, args, {}, "abs()")
-    return constant(abs(args[0].as_constant()))
+    return _fold(tx, abs, args, {})
 
 
 @_handler(bool, int, float)

@@ -257,6 +257,17 @@ class ListVariable(SequenceVariable):
             self.items[index] = value
 
 
+def dict_key(var: Variable) -> Any:
+    """A dict key or set member as the constant it is; an unhashable one is left to Python (the
+    instruction runs eagerly and raises its TypeError)."""
+    value = var.as_constant()
+    try:
+        hash(value)
+    except TypeError as e:
+        raise Unsupported(f"unhashable key {var.describe()}: {e}") from None
+    return value
+
+
 def _raise(tx: Frame, cls: type[BaseException], message: str) -> NoReturn:
     from ..interpreter.exceptions import raise_new
 
@@ -299,7 +310,7 @@ class DictVariable(Variable):
         return [constant(k) if _is_literal(k) else ConstantVariable(k) for k in self.items]
 
     def getitem(self, tx: Frame, key: Variable) -> Variable:
-        k = key.as_constant()
+        k = dict_key(key)
         if k not in self.items:
             from ..interpreter.exceptions import raise_new
 
@@ -309,26 +320,26 @@ class DictVariable(Variable):
     def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
         if self.source is not None:
             tx.output.side_effects.container_mutated(self)
-        self.items[key.as_constant()] = value
+        self.items[dict_key(key)] = value
 
     def delitem(self, tx: Frame, key: Variable) -> None:
         self.getitem(tx, key)
         if self.source is not None:
             tx.output.side_effects.container_mutated(self)
-        del self.items[key.as_constant()]
+        del self.items[dict_key(key)]
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name in ("items", "keys", "values") and not args:
             return DictViewVariable(self, name)
         if name in ("get", "__getitem__") and args and args[0].is_constant():
-            k = args[0].as_constant()
+            k = dict_key(args[0])
             if k in self.items:
                 return self.items[k]
             if name == "get":
                 return args[1] if len(args) > 1 else constant(None)
             return self.getitem(tx, args[0])
         if name == "__contains__" and len(args) == 1:
-            return constant(args[0].as_constant() in self.items)
+            return constant(dict_key(args[0]) in self.items)
         if name in ("update", "__setitem__", "pop", "setdefault", "clear", "move_to_end", "popitem", "__delitem__"):
             if self.source is not None:
                 tx.output.side_effects.container_mutated(self)
@@ -339,7 +350,7 @@ class DictVariable(Variable):
                 else:
                     for pair in other.unpack(tx):
                         k, v = pair.unpack(tx)
-                        self.items[k.as_constant()] = v
+                        self.items[dict_key(k)] = v
                 for k, v in kwargs.items():
                     self.items[k] = v
                 return constant(None)
@@ -347,7 +358,7 @@ class DictVariable(Variable):
                 self.setitem(tx, args[0], args[1])
                 return constant(None)
             if name == "pop":
-                k = args[0].as_constant()
+                k = dict_key(args[0])
                 if k in self.items:
                     return self.items.pop(k)
                 if len(args) > 1:
@@ -360,7 +371,7 @@ class DictVariable(Variable):
                 self.items.clear()
                 return constant(None)
             if name == "move_to_end":
-                k = args[0].as_constant()
+                k = dict_key(args[0])
                 if k not in self.items:
                     from ..interpreter.exceptions import raise_new
 
@@ -377,7 +388,7 @@ class DictVariable(Variable):
                 last = kwargs.get("last", args[0] if args else constant(True)).as_constant()
                 k = next(reversed(self.items)) if last else next(iter(self.items))
                 return TupleVariable([ConstantVariable(k), self.items.pop(k)])
-            k = args[0].as_constant()
+            k = dict_key(args[0])
             return self.items.setdefault(k, args[1] if len(args) > 1 else constant(None))
         if name == "copy" and not args:
             return DictVariable(self.items, python_class=self.python_class)
@@ -702,7 +713,7 @@ class SetVariable(Variable):
     @staticmethod
     def key_of(var: Variable) -> Any:
         if var.is_constant():
-            return var.as_constant()
+            return dict_key(var)
         identity = getattr(var, "value_object", None)
         if identity is None:
             raise Unsupported(f"set member {var.describe()} (only constants and fixed objects are tracked)")
