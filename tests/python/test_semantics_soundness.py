@@ -706,8 +706,29 @@ def _python_type_errors(x):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_type_errors_on_constants_and_unhashable_keys(backend):
-    """Unhashable keys break the graph at the call, which raises eagerly; the code resumed after
-    it reads str() of that real exception, which runs eagerly (with a warning): eager's errors."""
-    with pytest.warns(stenograph.StenographWarning, match="runs eagerly"):
+    """An unhashable key cannot be traced: the lambda building it runs eagerly (with a warning) and
+    raises the real TypeError, whose str() the resumed frame reads (type and args guarded)."""
+    with pytest.warns(stenograph.StenographWarning, match="unhashable key"):
         cnt = compare(_python_type_errors, lambda i: (ones(i),), backend)
-    assert cnt.frame_count == 0
+    assert cnt.frame_count == 1
+
+
+@stenograph.disable
+def _raises_eagerly(n):
+    raise ValueError("bad value", n)
+
+
+def _str_of_raised(x, n):
+    try:
+        _raises_eagerly(n)  # a graph break: the real ValueError reaches the resumed code
+    except ValueError as e:
+        return x + 1, str(e), repr(e), e.args
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_str_and_repr_of_a_real_exception(backend):
+    """The text of an exception raised by the eager part is read with its type and args guarded:
+    the same args reuse the graph, new ones compile again."""
+    values = [1, 1, 2]
+    cnt = compare(_str_of_raised, lambda i: (ones(i), values[i]), backend, calls=3)
+    assert cnt.frame_count == 2

@@ -250,9 +250,25 @@ def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
             return tx.inline_call(dunder, [obj], {}, closure=None)
         if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):
             return obj.getattr(tx, "__str__" if fn is str else "__repr__").call(tx, [], {})
+        real = getattr(obj, "value_object", None)
+        if isinstance(real, BaseException) and obj.source is not None:
+            return _exception_text(tx, fn, obj, real)
     if all(a.is_constant() for a in [*args, *kwargs.values()]):
         return _fold(tx, fn, args, kwargs)
     raise Unsupported(f"{fn.__name__}() of {', '.join(a.describe() for a in args)}")
+
+
+# C implementations whose text depends on the exception's type and args alone
+_ARGS_ONLY_TEXT = {BaseException.__str__, BaseException.__repr__, KeyError.__str__}
+
+
+def _exception_text(tx: Frame, fn: Any, obj: Variable, real: BaseException) -> Variable:
+    """str()/repr() of a real exception from the frame (one an eager part raised): computed now,
+    with its type and args guarded, when its class's text is the builtin one."""
+    if getattr(obj.python_type(), "__str__" if fn is str else "__repr__") not in _ARGS_ONLY_TEXT:
+        raise Unsupported(f"{fn.__name__}() of {obj.describe()}, whose class computes its own text")
+    obj.getattr(tx, "args").as_constant()  # guards each argument's value
+    return constant(fn(real))
 
 
 @_handler(len)
