@@ -27,6 +27,7 @@ class TracedException(Exception):
     def __init__(self, value: Variable) -> None:
         super().__init__(value.describe())
         self.value = value
+        self.chained = False  # `__context__` recorded (at the raise point)
 
 
 def raise_new(tx: Frame, cls: type[BaseException], *args: object) -> TracedException:

@@ -215,6 +215,7 @@ class Frame:
                 try:
                     handler(self, inst)
                 except TracedException as exc:
+                    self._chain(exc)
                     if not unwind_to_handler(self, exc):
                         raise
         except TracedException as exc:
@@ -247,6 +248,19 @@ class Frame:
                     "whose cleanup runs when it is dropped",
                     hint="the frame runs eagerly; exhaust the generator or move the cleanup out of it",
                 )
+
+    def _chain(self, exc: TracedException) -> None:
+        """Where an exception is raised (the first frame to see it), it records the exception
+        being handled there as its `__context__`, as CPython does."""
+        if exc.chained:
+            return
+        exc.chained = True
+        frame: Frame | None = self
+        while frame is not None and not frame.handled:
+            frame = frame.parent
+        attrs = getattr(exc.value, "attrs", None)
+        if frame is not None and attrs is not None and frame.handled[-1] is not exc.value:
+            attrs.items["__context__"] = frame.handled[-1]
 
     def _annotate(self, e: Unsupported) -> None:
         filename = self.code.co_filename
@@ -359,13 +373,18 @@ class Frame:
     def _wrap_defaults(
         self, fn: types.FunctionType, fn_source: Source | None
     ) -> tuple[tuple[Variable, ...], dict[str, Variable]]:
+        # a function reached without a source (a method found on a class) is its own source for
+        # defaults that can change (a mutable default list appended to on every call)
+        fixed = FixedObjectSource(fn, f"function {fn.__qualname__}")
         positional: list[Variable] = []
         for i, value in enumerate(fn.__defaults__ or ()):
-            source = ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None
+            base = fn_source or (None if is_literal(value) else fixed)
+            source = ItemSource(AttrSource(base, "__defaults__"), i) if base else None
             positional.append(constant(value) if is_literal(value) and source is None else wrap(self, value, source))
         keyword: dict[str, Variable] = {}
         for name, value in (fn.__kwdefaults__ or {}).items():
-            source = ItemSource(AttrSource(fn_source, "__kwdefaults__"), name) if fn_source else None
+            base = fn_source or (None if is_literal(value) else fixed)
+            source = ItemSource(AttrSource(base, "__kwdefaults__"), name) if base else None
             keyword[name] = constant(value) if is_literal(value) and source is None else wrap(self, value, source)
         return tuple(positional), keyword
 
