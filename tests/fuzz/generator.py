@@ -21,12 +21,14 @@ ALL_FEATURES = frozenset(
     {
         "arith",  # int / float arithmetic, -0.0, comparisons
         "int_augassign",  # `i *= n` on Python ints and floats (not only on tensors)
-        "float_change",  # the float argument changes value between calls (-0.0 and 0.0 too)
+        "float_change",  # the float argument changes value between calls
+        "signed_zero",  # the float argument is -0.0 in one call and 0.0 in another
         "nan",  # NaN passed as the float argument (with float_change)
         "branches",  # if/else on shapes and Python values
         "loops",  # for over range / list / dict items, while
         "containers",  # list / dict / tuple / set values, methods, comprehensions
         "list_pop",  # `v = lst.pop()` on the input list
+        "mutate_while_iterating",  # lst / d written inside a loop over them (dict size change raises)
         "closures",  # nested functions reading locals, nonlocal writes
         "classes",  # user class: instances, methods, attributes
         "class_writes",  # class attribute written inside f
@@ -53,6 +55,8 @@ DISABLED_BY_FINDINGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "item": ("F4: a float from .item() changing between calls, passed to a resume function", ("aot_eager",)),
     "inplace_identity": ("F5: `v = x.add_(1); v is x` is False compiled", ("eager", "aot_eager")),
     "external_class": ("F6: a class attribute changed outside f is not guarded (stale value)", ("eager", "aot_eager")),
+    "signed_zero": ("F10: a resume function compiled for s=-0.0 is reused for s=0.0", ("eager", "aot_eager")),
+    "mutate_while_iterating": ("F9, F11: lst/d changed inside a loop over them", ("eager", "aot_eager")),
     "list_pop": ("F8: `v = lst.pop(); G = v` raises IndexError after a recompile", ("eager", "aot_eager")),
     "try": ("F7: KeyError in resume_call: try/except in a loop, break in a resume function", ("eager", "aot_eager")),
 }
@@ -102,6 +106,7 @@ class _Gen:
         self.depth = 0
         self.in_closure = False
         self.lst_frozen = 0  # inside a loop over lst (or bounded by its length): no appends
+        self.iterating = 0  # inside a loop over lst or d: no writes to them (mutate_while_iterating)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -411,7 +416,9 @@ class _Gen:
             self.emit(f"for {v} in lst:")
             self.scope.vars[v] = "i"
         self.lst_frozen += 1
+        self.iterating += 1
         self.block(self.rng.randint(1, 2))
+        self.iterating -= 1
         self.lst_frozen -= 1
         self.scope.vars.pop(v, None)
 
@@ -429,6 +436,8 @@ class _Gen:
     def container_stmt(self) -> None:
         r = self.rng
         pick = r.randint(0, 9)
+        if self.iterating and not self.has("mutate_while_iterating") and pick in (0, 1, 2, 3, 7):
+            pick = 8
         if pick == 0 and not self.lst_frozen:
             self.emit(f"lst.append({self.expr_i(1)})")
         elif pick == 1:
@@ -618,9 +627,11 @@ class _Gen:
         ns = [r.randint(-2, 4)]
         ns += [ns[0], r.randint(-2, 4), r.randint(-2, 4)]
         floats = ["0.0", "-0.0", "1.5", "-2.5", "0.25"]
+        if not self.has("signed_zero"):  # keep one zero, the same in every call
+            floats.remove(r.choice(["0.0", "-0.0"]))
         if self.has("nan"):
             floats.append("float('nan')")
-        ss = [r.choice(floats[:5])]
+        ss = [r.choice(floats[:4])]
         ss += [ss[0], r.choice(floats), r.choice(floats)] if self.has("float_change") else [ss[0]] * 3
         flag0 = r.random() < 0.5
         flags = [flag0, flag0, flag0, not flag0]
