@@ -7,6 +7,7 @@ reads naturally.
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from collections.abc import Callable
 from typing import Any
@@ -150,9 +151,17 @@ class OptimizedModule(torch.nn.Module):
             raise TypeError(f"{type(mod).__qualname__}.forward is not a Python function")
         wrapper = _user_entry(forward, compiler, backend_name, fullgraph, dynamic)
         object.__setattr__(self, "_compiled_forward", wrapper)
+        call = inspect.getattr_static(type(mod), "__call__")
+        if call is not torch.nn.Module.__call__:
+            # the class's own __call__ is what calling the module runs: compile that
+            if not isinstance(call, types.FunctionType):
+                raise TypeError(f"{type(mod).__qualname__}.__call__ is not a Python function")
+            object.__setattr__(self, "_compiled_call", _user_entry(call, compiler, backend_name, fullgraph, dynamic))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._orig_mod
+        if "_compiled_call" in self.__dict__:
+            return self._compiled_call(mod, *args, **kwargs)
         if "forward" in mod.__dict__:
             # an instance-level forward replaces the class's: compile that instead, eagerly for now
             return mod(*args, **kwargs)

@@ -8,15 +8,17 @@ guard function with the caller's own arguments, then one call of its transformed
 from __future__ import annotations
 
 import functools
+import threading
 import types
 import warnings
 import weakref
 from typing import Any
 
-from . import config, events
+from . import config, events, torch_state
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import ConstraintViolation, StenographError, Unsupported
 from .graph.pyfunc import with_closure
+from .graph.resume import dynamic_arguments
 from .module_hooks import has_global_forward_hooks, has_module_hooks
 from .shapes.dynamic import DynamicPolicy
 
@@ -33,23 +35,42 @@ class FrameCache:
         self.backend = backend  # kept alive so the cache key's id stays unique
         self.backend_name = backend_name
         self.entries: list[CacheEntry] = []
-        self.policy = DynamicPolicy(None)
+        self.policy = DynamicPolicy(None, dynamic_arguments(code))
         self.eager_reason: str | None = None
         self.recompile_reasons: list[str] = []
+        self.owners: weakref.WeakSet = weakref.WeakSet()  # functions keeping it alive
 
     def clear(self) -> None:
         self.entries.clear()
-        self.policy = DynamicPolicy(self.policy.dynamic)
+        self.policy = DynamicPolicy(self.policy.dynamic, self.policy.from_data)
         self.eager_reason = None
         self.recompile_reasons.clear()
 
     def miss(self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool) -> Any:
-        """No entry's guards passed: compile a new entry, or run eagerly."""
+        """No entry's guards passed: compile a new entry, or run eagerly.
+
+        Compiles are serialised by `compile_lock`; a thread that waited looks again first, so
+        threads racing to make the same first call compile it once. The call itself runs
+        outside the lock.
+        """
+        with compile_lock:
+            target, call_args = self._resolve(fn, prefix, args, kwargs, fullgraph)
+        return target(*call_args, **kwargs)
+
+    def _resolve(
+        self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool
+    ) -> tuple[Any, tuple]:
+        """What runs this call, and with which positional arguments: an entry (compiled now
+        or by another thread meanwhile) or `fn` itself, eagerly."""
+        full = prefix + args
+        for entry in self.entries:
+            if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
+                return entry.fn, full
         if self.eager_reason is not None:
-            return fn(*args, **kwargs)
+            return fn, args
         label = frame_label(self.code)
         if self.entries:
-            reasons = [e.failure_reason(prefix + args, kwargs) for e in self.entries]
+            reasons = [e.failure_reason(full, kwargs) for e in self.entries]
             self.recompile_reasons.append(reasons[-1] or "unknown")
             events.publish(events.Recompile(self.code, label, reasons[-1] or "unknown", len(self.entries)))
             if len(self.entries) >= config.recompile_limit:
@@ -59,17 +80,18 @@ class FrameCache:
                     f"stenograph: {label} hit config.recompile_limit ({config.recompile_limit}); "
                     f"it runs eagerly from now on. Last guard failure: {reasons[-1]}",
                     StenographWarning,
-                    stacklevel=3,
+                    stacklevel=4,
                 )
-                return fn(*args, **kwargs)
+                return fn, args
         events.publish(events.CompileStarted(self.code, label, len(self.entries)))
         try:
-            entry = compile_frame(fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy)
+            with torch_state.preserved():
+                entry = compile_frame(fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy)
         except Unsupported as e:
             if fullgraph:
                 raise
             self._give_up(label, f"{e}")
-            return fn(*args, **kwargs)
+            return fn, args
         except ConstraintViolation:
             raise
         except Exception as e:
@@ -77,16 +99,16 @@ class FrameCache:
                 raise
             what = "" if isinstance(e, StenographError) else "internal error "
             self._give_up(label, f"{what}{type(e).__name__}: {e}")
-            return fn(*args, **kwargs)
+            return fn, args
         self.entries.append(entry)
         _watch(self, entry)
         events.publish(events.FrameCompiled(self.code, label, entry, len(self.entries)))
-        return entry.fn(*prefix, *args, **kwargs)
+        return entry.fn, full
 
     def _give_up(self, label: str, reason: str) -> None:
         self.eager_reason = reason
         events.publish(events.RunsEagerly(self.code, label, reason))
-        warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=4)
+        warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=5)
 
 
 def _watch(cache: FrameCache, entry: CacheEntry) -> None:
@@ -102,14 +124,33 @@ def _watch(cache: FrameCache, entry: CacheEntry) -> None:
     entry.watchers = [weakref.ref(obj, forget) for r in entry.guard_set.watched if (obj := r()) is not None]
 
 
-_caches: dict[tuple[types.CodeType, int], FrameCache] = {}
+# a registry, not an owner: a cache lives while a function compiled with it (which holds it in
+# `__stenograph_caches__`) or a wrapper or dispatcher of it does, so dropping the function
+# drops its entries and the globals they reference
+_caches: weakref.WeakValueDictionary[tuple[types.CodeType, int], FrameCache] = weakref.WeakValueDictionary()
+# held while a frame compiles and while caches are created (re-entrant: compiling may call
+# compiled code, and a backend may compile more); as torch.compile has
+compile_lock = threading.RLock()
+_OWNED = "__stenograph_caches__"
 
 
 def cache_for(code: types.CodeType, backend: Any, backend_name: str) -> FrameCache:
     key = (code, id(backend))
-    cache = _caches.get(key)
-    if cache is None:
-        cache = _caches[key] = FrameCache(code, backend, backend_name)
+    with compile_lock:
+        cache = _caches.get(key)
+        if cache is None:
+            cache = _caches[key] = FrameCache(code, backend, backend_name)
+    return cache
+
+
+def owned_cache(fn: types.FunctionType, backend: Any, backend_name: str) -> FrameCache:
+    """`fn`'s cache for `backend`, kept alive by `fn` itself (as long as `fn` lives, another
+    compile of it finds its entries; once it dies they go)."""
+    cache = cache_for(fn.__code__, backend, backend_name)
+    owned = fn.__dict__.setdefault(_OWNED, [])
+    if not any(c is cache for c in owned):
+        owned.append(cache)
+        cache.owners.add(fn)
     return cache
 
 
@@ -120,10 +161,14 @@ def all_caches() -> list[FrameCache]:
 def reset_caches() -> None:
     from .graph import resume  # resume functions' wrappers hold caches that must go too
 
-    for cache in _caches.values():
-        cache.clear()
-    _caches.clear()
-    resume.clear()
+    with compile_lock:
+        for cache in list(_caches.values()):
+            cache.clear()
+            for fn in list(cache.owners):  # a wrapper still alive keeps its cache; fn no longer
+                fn.__dict__[_OWNED] = [c for c in fn.__dict__.get(_OWNED, ()) if c is not cache]
+        _caches.clear()
+        _module_callers.clear()
+        resume.clear()
 
 
 class Continue:
@@ -155,7 +200,7 @@ def entry_wrapper(
     It carries `.dispatch`, the same lookup without running `Continue` chains, which is what
     transformed code tail-calls at graph breaks.
     """
-    cache = cache_for(fn.__code__, backend, backend_name)
+    cache = owned_cache(fn, backend, backend_name)
     if dynamic is not None:
         cache.policy.dynamic = dynamic
     entries = cache.entries
@@ -231,11 +276,8 @@ def _dispatch_by_defaults(
     """The lookup for a function with defaults: an entry is tried only if it was compiled with
     the same defaults (the same tuple, or equal literals), since its guard and code bind missing
     arguments to the defaults they were compiled with."""
-    d, k = fn.__defaults__, fn.__kwdefaults__
     for entry in entries:
-        if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
-            *prefix, *args, **kwargs
-        ):
+        if entry.takes_defaults_of(fn) and entry.guard(*prefix, *args, **kwargs):
             return entry.fn(*prefix, *args, **kwargs)
     return miss(fn, prefix, args, kwargs, fullgraph)
 
@@ -247,7 +289,7 @@ def closure_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, 
     that argument. Graph breaks tail-call resume functions of closures this way, passing the cells
     of the function that broke, so a cached resume target never carries another call's cells.
     """
-    cache = cache_for(fn.__code__, backend, backend_name)
+    cache = owned_cache(fn, backend, backend_name)
     entries = cache.entries
     miss = cache.miss
     own = fn.__closure__
@@ -279,7 +321,8 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
     return call
 
 
-_module_callers: dict[int, Any] = {}
+# backend id -> its module caller (which keeps the backend alive, so the id stays its own)
+_module_callers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
 def module_caller(backend: Any, backend_name: str) -> Any:
@@ -289,7 +332,7 @@ def module_caller(backend: Any, backend_name: str) -> Any:
     """
     found = _module_callers.get(id(backend))
     if found is not None:
-        return found[0]
+        return found
     forwards: dict[types.FunctionType, Any] = {}
 
     def call(module: Any, *args: Any, **kwargs: Any) -> Any:
@@ -302,6 +345,6 @@ def module_caller(backend: Any, backend_name: str) -> Any:
             wrapper = forwards[forward] = entry_wrapper(forward, backend, backend_name, False)
         return wrapper(module, *args, **kwargs)
 
-    _module_callers[id(backend)] = (call, backend)
+    _module_callers[id(backend)] = call
     return call
 

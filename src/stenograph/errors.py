@@ -37,6 +37,9 @@ class Unsupported(StenographError):
         self.break_index: int | None = None
         # (internal) the generator whose body raised it: that generator is then run for real
         self.generator_code = None
+        # (internal) the call differentiates with create_graph=True: the graph before the break
+        # runs as captured, since a backend's backward may not be differentiable again
+        self.twice_differentiable = False
         self.location = location
         self.source_line = source_line
         self.hint = hint
@@ -49,6 +52,11 @@ class Unsupported(StenographError):
             parts.append(f"  at {self.location}")
         if self.source_line:
             parts.append(f"    {self.source_line.strip()}")
+        # the inlined calls that led there, innermost first (the first entry is `location`)
+        for filename, line, name, text in self.user_stack[1:]:
+            parts.append(f"  called from {name} at {filename}:{line}")
+            if text:
+                parts.append(f"    {text.strip()}")
         if self.hint:
             parts.append(f"  hint: {self.hint}")
         return "\n".join(parts)

@@ -16,17 +16,20 @@ import dis
 import functools
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..bytecode.instructions import exception_entries
+from ..bytecode.resume import stack_arg_name
 from ..errors import Unsupported
 from ..variables.base import NullVariable, Variable
 from ..variables.containers import IteratorVariable
 from ..variables.contexts import ContextExitVariable
 from ..variables.operators import BINARY_OPS, COMPARE_OPS
+from ..variables.symbolic import SymNodeVariable
+from ..variables.tensor import TensorMethodVariable, TensorVariable
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
 from .resume import Origin, resume_function, takes_argument
 
@@ -41,6 +44,7 @@ class Slot:
     # "value"; "null"; "iter" (passed as a tuple, iterated by the resume prologue); "lasti:<offset>"
     kind: str
     expr: str = ""
+    dynamic: bool = False  # a number from tensor data: symbolic in the resume function
 
 
 _UNARY = {
@@ -86,6 +90,7 @@ class BreakWriter:
         self.writer = CodeWriter()
         self.rebuild = Reconstructor(self.writer)
         self.writer.namespace["___Continue"] = _continue_class()
+        self.dynamic_locals: set[str] = set()  # live locals holding symbolic numbers
 
     # -- the frame state ---------------------------------------------------------------------
 
@@ -104,7 +109,7 @@ class BreakWriter:
                 else:
                     slots.append(Slot("iter", f"({''.join(self.rebuild.expr(i) + ', ' for i in items)})"))
             else:
-                slots.append(Slot("value", self._evaluate(var)))
+                slots.append(Slot("value", self._evaluate(var), _is_dynamic_number(var)))
         return slots
 
     def _evaluate(self, var: Variable) -> str:
@@ -136,17 +141,33 @@ class BreakWriter:
     def _refuse_shared_iterators(self) -> None:
         """Iterators cross a break as tuples of their remaining items, one per reference: an
         iterator reachable twice (a loop over the local `it`, or `it2 = it`) would then be two
-        iterators, each advanced on its own. Such a frame runs eagerly instead."""
+        iterators, each advanced on its own. A loop over a list, dict or set that the code after
+        the break can still reach would no longer see that code's changes to it, and an iterator
+        due to raise (`zip(strict=True)` of unequal lengths, a dict that changed size) would not
+        raise. Such a frame runs eagerly instead."""
         seen: set[int] = set()
-        for var in [*self.frame.stack, *self.frame.locals.values()]:
-            if isinstance(var, IteratorVariable):
-                if id(var) in seen:
-                    raise Unsupported(
-                        "an iterator reachable by two names (e.g. a loop over a local iterator) "
-                        "cannot cross a graph break",
-                        hint="the frame runs eagerly; loop over the iterable itself",
-                    )
-                seen.add(id(var))
+        values = [*self.frame.stack, *self.frame.locals.values()]
+        values += [c.contents for c in self.frame.cells.values() if isinstance(c.contents, Variable)]
+        reachable = _containers_within([v for v in values if not isinstance(v, IteratorVariable)])
+        for var in values:
+            if not isinstance(var, IteratorVariable):
+                continue
+            if id(var) in seen:
+                raise Unsupported(
+                    "an iterator reachable by two names (e.g. a loop over a local iterator) "
+                    "cannot cross a graph break",
+                    hint="the frame runs eagerly; loop over the iterable itself",
+                )
+            seen.add(id(var))
+            iterated = var.iterated()
+            if var.may_raise():
+                raise Unsupported("an iterator about to raise cannot cross a break", hint="the frame runs eagerly")
+            if iterated is not None and (iterated.source is not None or id(iterated) in reachable):
+                raise Unsupported(
+                    f"a loop over {iterated.describe()}, which the code after the graph break can change, "
+                    "cannot cross the break",
+                    hint="the frame runs eagerly; loop over a copy (`list(...)`) to keep the graphs",
+                )
 
     def live_locals(self) -> list[tuple[str, str]]:
         from ..interpreter.frame import LazyValue
@@ -163,6 +184,8 @@ class BreakWriter:
                 live.append((name, self.writer.source(value.source)))
             else:
                 live.append((name, self._evaluate(value)))
+                if _is_dynamic_number(value):
+                    self.dynamic_locals.add(name)
         return live
 
     # -- resume calls ------------------------------------------------------------------------
@@ -173,10 +196,14 @@ class BreakWriter:
         runs uncompiled."""
         kinds = tuple(s.kind for s in slots)
         names = tuple(name for name, _ in live)
+        dynamic = tuple(stack_arg_name(i) for i, s in enumerate(slots) if s.dynamic and takes_argument(s.kind))
+        dynamic += tuple(name for name in names if name in self.dynamic_locals)
         origin = self.origin
         target_offset = offset if handler else origin.offset(offset)
         try:
-            resume = resume_function(origin.fn, target_offset, kinds, names, self.backend, self.backend_name)
+            resume = resume_function(
+                origin.fn, target_offset, kinds, names, self.backend, self.backend_name, dynamic=dynamic
+            )
         except NotImplementedError as e:
             raise Unsupported(f"cannot resume there: {e}") from e
         target = self.writer.bind(resume, "resume")
@@ -240,6 +267,8 @@ class BreakWriter:
         if isinstance(var, NestedFunctionVariable):
             wrap = self.writer.bind(entry.entry_wrapper, "entry_wrapper")
             backend = self.writer.bind(self.backend, "backend")
+            # each call wraps a new function object; this code keeps their shared cache alive
+            self.writer.bind(entry.cache_for(var.code, self.backend, self.backend_name), "cache")
             return f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False)"
         if isinstance(var, BuiltinVariable) and var.fn is globals:
             return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"
@@ -261,7 +290,7 @@ class BreakWriter:
         slots = self.stack_slots()
         live = self.live_locals()
         if frame.output.side_effects:  # take values read from inputs before the replay changes them
-            slots = [Slot(s.kind, self.rebuild.pin(s.expr)) if s.expr else s for s in slots]
+            slots = [replace(s, expr=self.rebuild.pin(s.expr)) if s.expr else s for s in slots]
             live = [(name, self.rebuild.pin(expr)) for name, expr in live]
         self.rebuild.replay(frame.output.side_effects)
         eager, continuations = self.instruction(slots)
@@ -300,9 +329,11 @@ class BreakWriter:
             args = values[len(values) - argc :]
             if isinstance(first, NullVariable):
                 fn = self.callable_expr(second)
+                result.dynamic = _reads_number_from_data(second, self.frame.stack[len(self.frame.stack) - argc :])
             else:
                 fn = self.callable_expr(first)
                 args = [values[-argc - 1], *args]
+                result.dynamic = _reads_number_from_data(first, self.frame.stack[len(self.frame.stack) - argc - 1 :])
             kw_names = self.frame.kw_names
             if kw_names:
                 positional, keywords = args[: len(args) - len(kw_names)], args[len(args) - len(kw_names) :]
@@ -382,6 +413,23 @@ class BreakWriter:
 _END = object()
 
 
+def _is_dynamic_number(var: Variable) -> bool:
+    """A symbolic int or float of the breaking frame: it stays symbolic in the resume function."""
+    return isinstance(var, SymNodeVariable) and var.python_type() in (int, float)
+
+
+def _reads_number_from_data(callee: Variable, args: list[Variable]) -> bool:
+    """`t.item()`, `t.tolist()`, `int(t)`, `float(t)`: the call's result is Python numbers read
+    from a tensor, new on every call."""
+    from ..variables.builtins import BuiltinVariable
+
+    if isinstance(callee, TensorMethodVariable):
+        return callee.name in ("item", "tolist") and not args
+    if isinstance(callee, BuiltinVariable) and callee.fn in (int, float):
+        return len(args) == 1 and isinstance(args[0], TensorVariable)
+    return False
+
+
 def _as_range(items: list[Variable]) -> range | None:
     """The remaining items of a loop over a range, as a range again (a short value to pass and
     to guard, instead of a tuple of every remaining number)."""
@@ -420,3 +468,23 @@ def _continue_class() -> Any:
 def can_break_at(inst: dis.Instruction) -> bool:
     return inst.opname in BREAKABLE
 
+
+def _containers_within(values: list[Variable]) -> set[int]:
+    """ids of the lists, dicts and sets among `values` and inside their tuples, lists and dicts."""
+    from ..variables.containers import DictVariable, SequenceVariable, SetVariable
+
+    found: set[int] = set()
+    pending = list(values)
+    while pending:
+        var = pending.pop()
+        if id(var) in found:
+            continue
+        if isinstance(var, (SequenceVariable, DictVariable, SetVariable)):
+            found.add(id(var))
+        if isinstance(var, SequenceVariable):
+            pending.extend(var.items)
+        elif isinstance(var, DictVariable):
+            pending.extend(var.items.values())
+        elif isinstance(var, SetVariable):
+            pending.extend(var.members.values())
+    return found

@@ -64,8 +64,13 @@ class SideEffects:
                 # the new contents may be read from the dict itself: evaluate them before clearing
                 emit(f"___d = {{{items}}}; {target}.clear(); {target}.update(___d)")
             elif isinstance(var, SetVariable):
+                # removals, then additions in program order: the set keeps its own table, so code
+                # iterating it afterwards sees eager's order (clear() would rebuild the table)
                 members = "".join(expr(v) + ", " for v in var.members.values())
-                emit(f"___d = ({members}); {target}.clear(); {target}.update(___d)")
+                emit(
+                    f"___d = ({members}); {target}.difference_update([___k for ___k in {target} if ___k not in ___d]); "
+                    f"{target}.update(___d)"
+                )
         for obj, name, value in self.attributes.values():
             emit(f"{expr(obj)}.{name} = {expr(value)}")
         for cls, name, value in self.class_attributes.values():

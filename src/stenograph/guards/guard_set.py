@@ -237,6 +237,20 @@ class GuardSet:
         self.type_match(source, value)
         self.add(RANK_VALUE, source, f"len({{v}}) == {len(value)}", f"len({source.name()}) == {len(value)}")
 
+    def no_instance_attr(self, source: Source, name: str) -> None:
+        """`name` is not in the object's `__dict__`: an attribute the trace took from the class
+        (a method, a class constant) is not shadowed by one set on this instance."""
+        self.add(RANK_ID, source, f"{name!r} not in {{v}}.__dict__", f"{source.name()}.{name} is the class's")
+
+    def all_distinct(self, sources: list[Source]) -> None:
+        """The objects at `sources` are pairwise distinct (one set of ids, not n² checks)."""
+        if len(sources) < 2:
+            return
+        ids = ", ".join(f"id(___S{k}___)" for k in range(len(sources)))
+        template = f"len({{{ids}}}) == {len(sources)}"
+        text = f"{sources[0].name()}, {sources[1].name()}, ... are {len(sources)} distinct objects"
+        self.checks.append(Check(RANK_SHAPE, sources[0], template, text, refs=[(s, "") for s in sources]))
+
     def falsy(self, source: Source, what: str) -> None:
         """The object is empty (e.g. a module's hook dict)."""
         self.add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})")

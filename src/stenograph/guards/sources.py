@@ -48,13 +48,13 @@ class Source:
 
 
 class GlobalsNamer:
-    """Gives each distinct globals dict (or class, for `ClassSource`) a short name (`___g0`,
+    """Gives each distinct globals dict (or class, or other fixed object) a short name (`___g0`,
     `___g1`) in generated code."""
 
     def __init__(self) -> None:
         self.dicts: dict[int, tuple[str, Any]] = {}
 
-    def name_for(self, globals_dict: dict | type) -> str:
+    def name_for(self, globals_dict: Any) -> str:
         entry = self.dicts.get(id(globals_dict))
         if entry is None:
             entry = (f"___g{len(self.dicts)}", globals_dict)
@@ -137,6 +137,28 @@ class ClosureSource(Source):
 
     def name(self) -> str:
         return f"closure[{self.var_name!r}]"
+
+
+@dataclass(frozen=True, eq=False)
+class FixedObjectSource(Source):
+    """One particular object, bound into the generated code by identity: the closure cell of a
+    function that is reached without a path of its own (a method found on an object's class),
+    whose identity the guards on that path already fix."""
+
+    obj: object
+    label: str
+
+    def expr(self, globals_names: GlobalsNamer) -> str:
+        return globals_names.name_for(self.obj)  # type: ignore[arg-type]
+
+    def name(self) -> str:
+        return f"<{self.label}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FixedObjectSource) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,16 @@ that shares this frame's `OutputGraph`, so one graph spans the whole call tree.
 from __future__ import annotations
 
 import dis
-import functools
 import linecache
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from .. import config
 from ..errors import Unsupported
 from ..graph.output_graph import OutputGraph
-from ..guards.sources import AttrSource, GlobalSource, ItemSource, Source
+from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable, constant
 from ..variables.builder import is_literal, is_trusted_module, wrap
 from .binding import bind_arguments
@@ -70,8 +70,20 @@ class Cell:
             tx.output.side_effects.attribute_written(self._ref, "cell_contents", value)
 
 
-@functools.cache
+_stores: weakref.WeakKeyDictionary[types.CodeType, dict[str, int]] = weakref.WeakKeyDictionary()
+
+
 def _cell_stores(code: types.CodeType, name: str) -> int:
+    """`_count_cell_stores`, remembered while `code` lives."""
+    counts = _stores.get(code)
+    if counts is None:
+        counts = _stores[code] = {}
+    if name not in counts:
+        counts[name] = _count_cell_stores(code, name)
+    return counts[name]
+
+
+def _count_cell_stores(code: types.CodeType, name: str) -> int:
     """How many times cell variable `name` of `code` may be assigned: the count of its
     STORE_DEREF/DELETE_DEREF instructions, or 2 ("many") if one sits in a loop or in a nested
     function that shares the cell."""
@@ -123,7 +135,8 @@ class DecodedCode:
     index_of_offset: dict[int, int]
 
 
-_decoded: dict[types.CodeType, DecodedCode] = {}
+# weak: a decoded code object goes when the code does
+_decoded: weakref.WeakKeyDictionary[types.CodeType, DecodedCode] = weakref.WeakKeyDictionary()
 
 
 def decode(code: types.CodeType) -> DecodedCode:
@@ -131,8 +144,6 @@ def decode(code: types.CodeType) -> DecodedCode:
     if found is None:
         instructions = list(dis.get_instructions(code))
         found = DecodedCode(instructions, {inst.offset: i for i, inst in enumerate(instructions)})
-        if len(_decoded) > 4096:
-            _decoded.clear()
         _decoded[code] = found
     return found
 
@@ -172,6 +183,8 @@ class Frame:
         self.handled: list[Variable] = []
         # one tracking Cell per real closure cell, shared by every inlined call in the trace
         self.tracked_cells: dict[int, Cell] = {} if parent is None else parent.tracked_cells
+        # every generator created in the trace (checked when the trace ends)
+        self.generators: list[Any] = [] if parent is None else parent.generators
         self.handlers = handlers_for_running_python()
         self.trusted = is_trusted_module(f_globals.get("__name__", ""))
         # the instruction before which to stop (the second trace of a frame with a graph break)
@@ -187,7 +200,7 @@ class Frame:
         try:
             while self.return_value is None:
                 if self.ip == stop:
-                    return None
+                    break
                 inst = instructions[self.ip]
                 self.current = inst
                 self.ip += 1
@@ -202,6 +215,7 @@ class Frame:
                 try:
                     handler(self, inst)
                 except TracedException as exc:
+                    self._chain(exc)
                     if not unwind_to_handler(self, exc):
                         raise
         except TracedException as exc:
@@ -216,7 +230,37 @@ class Frame:
             if self.parent is None and e.break_index is None:
                 e.break_index = self.ip - 1
             raise
+        if self.parent is None:
+            self._refuse_unclosed_generators()
         return self.return_value
+
+    def _refuse_unclosed_generators(self) -> None:
+        """The trace ends (return or graph break) with a generator suspended inside a `try` or
+        `with` block: eagerly, dropping it runs its `finally` / `__exit__` at the moment the last
+        reference goes, which neither the trace nor code resumed after a break (it holds
+        references longer) can place. The frame runs eagerly instead."""
+        from ..variables.generators import needs_close
+
+        for generator in self.generators:
+            if needs_close(generator):
+                raise Unsupported(
+                    f"generator {generator.frame.code.co_qualname} is left suspended inside a try/with block, "
+                    "whose cleanup runs when it is dropped",
+                    hint="the frame runs eagerly; exhaust the generator or move the cleanup out of it",
+                )
+
+    def _chain(self, exc: TracedException) -> None:
+        """Where an exception is raised (the first frame to see it), it records the exception
+        being handled there as its `__context__`, as CPython does."""
+        if exc.chained:
+            return
+        exc.chained = True
+        frame: Frame | None = self
+        while frame is not None and not frame.handled:
+            frame = frame.parent
+        attrs = getattr(exc.value, "attrs", None)
+        if frame is not None and attrs is not None and frame.handled[-1] is not exc.value:
+            attrs.items["__context__"] = frame.handled[-1]
 
     def _annotate(self, e: Unsupported) -> None:
         filename = self.code.co_filename
@@ -321,19 +365,26 @@ class Frame:
 
             if code in self.output.eager_generators:
                 raise Unsupported(f"generator {code.co_qualname} has a graph break in its body; it runs eagerly")
-            return GeneratorVariable(child)
+            generator = GeneratorVariable(child)
+            self.generators.append(generator)
+            return generator
         return child.run()
 
     def _wrap_defaults(
         self, fn: types.FunctionType, fn_source: Source | None
     ) -> tuple[tuple[Variable, ...], dict[str, Variable]]:
+        # a function reached without a source (a method found on a class) is its own source for
+        # defaults that can change (a mutable default list appended to on every call)
+        fixed = FixedObjectSource(fn, f"function {fn.__qualname__}")
         positional: list[Variable] = []
         for i, value in enumerate(fn.__defaults__ or ()):
-            source = ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None
+            base = fn_source or (None if is_literal(value) else fixed)
+            source = ItemSource(AttrSource(base, "__defaults__"), i) if base else None
             positional.append(constant(value) if is_literal(value) and source is None else wrap(self, value, source))
         keyword: dict[str, Variable] = {}
         for name, value in (fn.__kwdefaults__ or {}).items():
-            source = ItemSource(AttrSource(fn_source, "__kwdefaults__"), name) if fn_source else None
+            base = fn_source or (None if is_literal(value) else fixed)
+            source = ItemSource(AttrSource(base, "__kwdefaults__"), name) if base else None
             keyword[name] = constant(value) if is_literal(value) and source is None else wrap(self, value, source)
         return tuple(positional), keyword
 
@@ -353,7 +404,11 @@ class Frame:
                 cell_source = ItemSource(AttrSource(fn_source, "__closure__"), i)
                 cells.append(Cell(LazyValue(value, AttrSource(cell_source, "cell_contents")), cell, cell_source))
             else:
-                cells.append(Cell(wrap(self, value, None), cell))
+                # no path to the function (a method found on a class): the cell itself is the
+                # source, so its contents are guarded and changes to them replayed on each call
+                name = fn.__code__.co_freevars[i]
+                contents = AttrSource(FixedObjectSource(cell, f"cell {name} of {fn.__qualname__}"), "cell_contents")
+                cells.append(Cell(LazyValue(value, contents), cell))
             self.tracked_cells[id(cell)] = cells[-1]
         return tuple(cells)
 

@@ -24,6 +24,8 @@ from ..variables.containers import (
     SetVariable,
     SliceVariable,
     TupleVariable,
+    dict_key,
+    iterate,
 )
 from ..variables.functions import NestedFunctionVariable
 from ..variables.tensor import TensorVariable
@@ -380,7 +382,7 @@ def _build_list(f: Frame, inst: dis.Instruction) -> None:
 @op("BUILD_MAP")
 def _build_map(f: Frame, inst: dis.Instruction) -> None:
     flat = f.popn(2 * inst.arg)
-    f.push(DictVariable({flat[i].as_constant(): flat[i + 1] for i in range(0, len(flat), 2)}))
+    f.push(DictVariable({dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
 @op("BUILD_CONST_KEY_MAP")
@@ -612,12 +614,7 @@ def _jump_or_pop(f: Frame, inst: dis.Instruction) -> None:
 
 @op("GET_ITER")
 def _get_iter(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    if isinstance(value, ListVariable):
-        # a list iterator reads the live list: items appended during the loop are visited
-        f.push(IteratorVariable(value.items))
-        return
-    f.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(f)))
+    f.push(iterate(f, f.pop()))
 
 
 @op("FOR_ITER")
@@ -625,7 +622,7 @@ def _for_iter(f: Frame, inst: dis.Instruction) -> None:
     iterator = f.stack[-1]
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported(f"for loop over {iterator.describe()}")
-    item = iterator.next()
+    item = iterator.next(f)
     if item is not None:
         f.push(item)
         return
@@ -683,9 +680,14 @@ def _raise(f: Frame, inst: dis.Instruction) -> None:
         if frame is None:
             raise Unsupported("bare raise outside an except block")
         raise TracedException(frame.handled[-1])
-    if inst.arg == 2:
-        f.pop()  # the cause (`raise X from Y`) is not tracked
-    raise TracedException(exception_value(f, f.pop()))
+    cause = f.pop() if inst.arg == 2 else None
+    exc = exception_value(f, f.pop())
+    if cause is not None:  # `raise X from Y`
+        if not (cause.is_constant() and cause.as_constant() is None):
+            cause = exception_value(f, cause)
+        exc.attrs.items["__cause__"] = cause
+        exc.attrs.items["__suppress_context__"] = constant(True)
+    raise TracedException(exc)
 
 
 @op("RERAISE")

@@ -8,6 +8,7 @@ dimension (or int) becomes symbolic from then on, so further values reuse the gr
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -73,10 +74,15 @@ def may_be_dynamic(source: Source, is_tensor: bool) -> bool:
 class DynamicPolicy:
     """Decides, per input, what is symbolic; one per frame cache (so per code object)."""
 
-    def __init__(self, dynamic: bool | None) -> None:
+    def __init__(self, dynamic: bool | None, from_data: set[str] | None = None) -> None:
         self.dynamic = dynamic  # compile(dynamic=...): None automatic, True all, False never
+        # numbers read from tensor data (a resume function's `.item()` result), and the items of
+        # such lists: dynamic from the start, since their value changes from call to call
+        self.from_data = from_data if from_data is not None else set()
         self.sizes: dict[str, list[int | None]] = {}  # source name -> sizes (None: dynamic)
         self.ints: dict[str, int | float | None] = {}  # source name -> value (None: dynamic)
+        # float arguments the backend asked to see as constants (see backends/float_restart.py)
+        self.specialised: set[str] = set()
 
     def tensor_dims(self, name: str, t: torch.Tensor) -> list[bool]:
         """Which dimensions of input `t` (reached by source `name`) are symbolic in this trace."""
@@ -102,16 +108,31 @@ class DynamicPolicy:
         return dims
 
     def int_is_dynamic(self, name: str, value: int | float) -> bool:
-        """Whether an int or float argument is symbolic in this trace."""
-        if self.dynamic is False:
+        """Whether an int or float argument is symbolic in this trace (NaN and infinities never
+        are: a shape environment reasons about finite numbers only)."""
+        if self.dynamic is False or name in self.specialised:
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
             return False
         if self.dynamic is True:
+            return True
+        if self.from_data and self._read_from_data(name):
             return True
         if name not in self.ints:
             self.ints[name] = value
         elif config.automatic_dynamic_shapes and self.ints[name] is not None and self.ints[name] != value:
             self.ints[name] = None
         return self.ints[name] is None or not config.assume_static_by_default
+
+    def specialise(self, names: list[str]) -> bool:
+        """Make these arguments constants from now on; False when all of them already were."""
+        new = set(names) - self.specialised
+        self.specialised |= new
+        return bool(new)
+
+    def _read_from_data(self, name: str) -> bool:
+        root = name.split("[", 2)
+        return len(root) > 1 and f"{root[0]}[{root[1]}" in self.from_data
 
     def describe(self) -> dict[str, Any]:
         dims = {k: [i for i, s in enumerate(v) if s is None] for k, v in self.sizes.items()}

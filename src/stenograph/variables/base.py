@@ -116,7 +116,12 @@ class ConstantVariable(Variable):
     def getitem(self, tx: Frame, key: Variable) -> Variable:
         if not key.is_constant():
             raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
-        return constant(operator.getitem(self.value, key.as_constant()))
+        try:
+            return constant(operator.getitem(self.value, key.as_constant()))
+        except Exception as e:
+            from ..interpreter.exceptions import raise_python_error
+
+            raise_python_error(tx, e)
 
     def __repr__(self) -> str:
         return f"ConstantVariable({self.value!r})"

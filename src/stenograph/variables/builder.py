@@ -45,7 +45,14 @@ from .functions import (
     is_tensor_method,
 )
 from .instances import UserClassVariable, is_user_class
-from .objects import GlobalsDictVariable, NNModuleVariable, PythonModuleVariable, UserObjectVariable, WeakrefVariable
+from .objects import (
+    GlobalsDictVariable,
+    NNModuleVariable,
+    PythonModuleVariable,
+    TorchModuleClassVariable,
+    UserObjectVariable,
+    WeakrefVariable,
+)
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -120,7 +127,10 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         return ConstantVariable(value, source) if source is not None else constant(value)
     if isinstance(value, torch.nn.Module):
         if source is not None:
-            guards.id_match(source, value)
+            # by class, not identity: instances of one class share compiled code, their
+            # parameters and buffers being graph inputs; what the trace reads of the module
+            # (attributes, members, hooks, training flag) is guarded where it is read
+            guards.type_match(source, value)
         return NNModuleVariable(value, source)
     if isinstance(value, types.ModuleType):
         if source is not None:
@@ -149,6 +159,8 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             return TorchClassVariable(value, source)
         if is_user_class(value):
             return UserClassVariable(value, source)
+        if issubclass(value, torch.nn.Module) and value.__module__.startswith("torch.nn.modules."):
+            return TorchModuleClassVariable(value, source)
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None:
@@ -192,7 +204,7 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     if type(value) is set and all(is_literal(m) for m in value):
         if source is not None:
             guards.set_members_match(source, value)
-        return tx.output.register_container(value, SetVariable({m: constant(m) for m in value}, source=source))
+        return tx.output.register_container(value, SetVariable.from_frame(value, source))
     if type(value) is weakref.ref:
         if source is not None:
             guards.type_match(source, value)
@@ -210,6 +222,12 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             raise Unsupported("dict with non-constant keys")
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
         return tx.output.register_container(value, DictVariable(items, source, python_class=type(value)))
+    if isinstance(value, torch.autograd.graph.Node):
+        # a tensor's grad_fn, read eagerly at a graph break and handed to the resume function:
+        # opaque, compared by identity, guarded on its class (None or another node recompiles)
+        if source is not None:
+            guards.type_match(source, value)
+        return UserObjectVariable(value, source)
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
         raise Unsupported(
             f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "

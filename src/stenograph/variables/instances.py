@@ -216,6 +216,13 @@ def instantiate(tx: Frame, cls: type, args: list[Variable], kwargs: dict[str, Va
     if "__slots__" in cls.__dict__:
         raise Unsupported(f"instances of {cls.__qualname__}, which uses __slots__")
     obj = NewObjectVariable(cls, DictVariable({}, python_class=base) if issubclass(base, dict) else None)
+    if issubclass(cls, BaseException):
+        # what BaseException.__new__ sets, whether or not an __init__ calls the base one
+        fields = {"args": _tuple(args), "__cause__": constant(None), "__context__": constant(None)}
+        fields["__suppress_context__"] = constant(False)
+        if issubclass(cls, StopIteration):
+            fields["value"] = args[0] if args else constant(None)
+        obj.attrs.items.update(fields)
     init, owner = _class_lookup(cls, "__init__")
     if isinstance(init, types.FunctionType):
         class_attr_source(tx, cls, "__init__", init)  # replacing __init__ recompiles

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -16,7 +17,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ModuleMemberSource
 from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
-from .base import Variable, constant
+from .base import ConstantVariable, Variable, constant
 from .functions import UserFunctionVariable, UserMethodVariable
 
 if TYPE_CHECKING:
@@ -50,8 +51,10 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
     cls_attr = inspect.getattr_static(cls, name, _MISSING)
     if cls_attr is _MISSING:
         return None
-    if isinstance(cls_attr, types.MemberDescriptorType) and obj_var.source is not None:
-        # a __slots__ attribute: read like an instance attribute, guarded through its source
+    is_exception_field = isinstance(cls_attr, types.GetSetDescriptorType) and isinstance(obj, BaseException)
+    if (isinstance(cls_attr, types.MemberDescriptorType) or is_exception_field) and obj_var.source is not None:
+        # a __slots__ attribute or an exception's `args` / `__cause__`: read like an instance
+        # attribute, guarded through its source
         try:
             value = getattr(obj, name)
         except AttributeError:
@@ -226,6 +229,8 @@ class NNModuleVariable(UserObjectVariable):
         module = self.value_object
         if self.source is None:
             raise Unsupported(f"attribute {name!r} of a module created while tracing")
+        if type(module).__getattribute__ is not object.__getattribute__:
+            raise Unsupported(f"{self.describe()} defines __getattribute__")
         cls_attr = inspect.getattr_static(type(module), name, _MISSING)
         if isinstance(cls_attr, property):
             return _resolve_class_attr(tx, self, module, name)  # type: ignore[return-value]
@@ -234,7 +239,13 @@ class NNModuleVariable(UserObjectVariable):
         for table in ("_parameters", "_buffers", "_modules"):
             members = module.__dict__.get(table)
             if members is not None and name in members:
+                if type(module).__getattr__ is not torch.nn.Module.__getattr__:
+                    raise Unsupported(f"{self.describe()} defines its own __getattr__ (reading {name!r})")
                 return wrap(tx, members[name], ModuleMemberSource(self.source, table, name))
+        if cls_attr is not _MISSING and name != "__class__":
+            # compiled code is shared by the class's instances: one with its own `name` (a
+            # replaced `forward`) must not run it
+            tx.output.guards.no_instance_attr(self.source, name)
         if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
             from .containers import BoundMethodVariable
 
@@ -256,36 +267,64 @@ class NNModuleVariable(UserObjectVariable):
             tx.output.guards.falsy(AttrSource(self.source, table), "no module hooks")
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        self._guard_no_hooks(tx)
+        custom_call = inspect.getattr_static(type(self.value_object), "__call__")
+        if custom_call is not torch.nn.Module.__call__:
+            # the class's own __call__ (it may call super().__call__, i.e. nn.Module's)
+            if not isinstance(custom_call, types.FunctionType):
+                raise Unsupported(f"{self.describe()} has a __call__ stenograph cannot read")
+            return tx.inline_call(custom_call, [self, *args], kwargs, closure=None)
+        if self.source is not None:  # (a module made while tracing has none)
+            self._guard_no_hooks(tx)
         if has_global_forward_hooks():
             raise Unsupported("global nn.Module forward hooks are registered")
+        tx.output.guards.state_query(has_global_forward_hooks, "has_global_forward_hooks", False)
         forward = self.getattr(tx, "forward")
         return forward.call(tx, args, kwargs)
 
     def _walk(self, tx: Frame, name: str) -> Variable:
         """`modules()`, `named_modules()`, `parameters()`, `named_parameters()`, `buffers()`,
         `named_buffers()`, `named_children()`: the real module tree walked now, each member
-        wrapped with its source (the tree's shape is guarded by the identity guards on it)."""
+        wrapped with its source. What the walk saw is guarded: the keys of every table it read,
+        the empty (None) slots, and which members are one object reached twice."""
         from .builder import wrap
         from .containers import ListVariable, TupleVariable
 
         assert self.source is not None
+        guards = tx.output.guards
         modules: list[tuple[str, Any, Source]] = []
-        seen: set[int] = set()
+        first_source: dict[int, Source] = {}
+
+        def table_of(module: Any, source: Source, table: str) -> list[tuple[str, Any, Source]]:
+            entries = module.__dict__.get(table) or {}
+            guards.dict_keys_match(AttrSource(source, table), entries)
+            found = []
+            for key, value in entries.items():
+                member_source = ModuleMemberSource(source, table, key)
+                if value is None:
+                    guards.constant_match(member_source, None)
+                else:
+                    found.append((key, value, member_source))
+            return found
+
+        def first_time(value: Any, source: Source) -> bool:
+            seen = first_source.get(id(value))
+            if seen is None:
+                first_source[id(value)] = source
+                return True
+            guards.same_object(source, seen)
+            return False
 
         def visit(prefix: str, module: Any, source: Source, depth: int) -> None:
-            if id(module) in seen:
+            if not first_time(module, source):
                 return
-            seen.add(id(module))
             modules.append((prefix, module, source))
             if name == "named_children" and depth == 1:
                 return
-            for key, child in (module.__dict__.get("_modules") or {}).items():
-                if child is not None:
-                    child_source = ModuleMemberSource(source, "_modules", key)
-                    visit(f"{prefix}.{key}" if prefix else key, child, child_source, depth + 1)
+            for key, child, child_source in table_of(module, source, "_modules"):
+                visit(f"{prefix}.{key}" if prefix else key, child, child_source, depth + 1)
 
         visit("", self.value_object, self.source, 0)
+        guards.all_distinct([source for _, _, source in modules])
         entries: list[tuple[str, Variable]] = []
         if name in ("modules", "named_modules"):
             entries = [(p, wrap(tx, m, s)) for p, m, s in modules]
@@ -293,14 +332,13 @@ class NNModuleVariable(UserObjectVariable):
             entries = [(p, wrap(tx, m, s)) for p, m, s in modules[1:]]
         else:
             table = "_parameters" if name.endswith("parameters") else "_buffers"
-            members: set[int] = set()
+            first_source.clear()
             for prefix, module, source in modules:
-                for key, value in (module.__dict__.get(table) or {}).items():
-                    if value is None or id(value) in members:
-                        continue
-                    members.add(id(value))
-                    full = f"{prefix}.{key}" if prefix else key
-                    entries.append((full, wrap(tx, value, ModuleMemberSource(source, table, key))))
+                for key, value, member_source in table_of(module, source, table):
+                    if first_time(value, member_source):
+                        full = f"{prefix}.{key}" if prefix else key
+                        entries.append((full, wrap(tx, value, member_source)))
+            guards.all_distinct([v.source for _, v in entries if v.source is not None])
         if name.startswith("named_"):
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
         return ListVariable([v for _, v in entries])
@@ -386,18 +424,81 @@ class NNModuleVariable(UserObjectVariable):
         if name in _WALKS and not kwargs and not args and self.source is not None:
             return self._walk(tx, name)
         if name == "children" and not args and self.source is not None:
-            return ListVariable(
-                [
-                    wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))
-                    for k, m in self._members(tx, "_modules")
-                    if m is not None
-                ]
-            )
+            named = self._walk(tx, "named_children")
+            return ListVariable([pair.items[1] for pair in named.items])
         if name == "__len__":
             return constant(self.length(tx))
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         return super().call_method(tx, name, args, kwargs)
+
+
+class TorchModuleClassVariable(ConstantVariable):
+    """A `torch.nn` module class (`nn.CrossEntropyLoss`): a constant that can also be called."""
+
+    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return NewModuleVariable.create(self.value, args, kwargs)
+
+
+class NewModuleVariable(NNModuleVariable):
+    """A torch.nn module without parameters or buffers (a loss, an activation) that the traced
+    code creates from constant arguments, as HF models make `CrossEntropyLoss()` in `forward`.
+
+    It is made for real while tracing (creating one has no effect outside it) and its attributes
+    are constants; where it must exist outside the graph, a new one is made with the same
+    arguments, which cannot be told apart from the one eager code would have made.
+    """
+
+    def __init__(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        super().__init__(module, None)
+        self.args = args
+        self.kwargs = kwargs
+
+    @staticmethod
+    def create(cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> NewModuleVariable:
+        name = cls.__qualname__
+        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported(f"creating module {name} from values known only when the code runs")
+        values = tuple(a.as_constant() for a in args)
+        keywords = {k: v.as_constant() for k, v in kwargs.items()}
+        try:
+            # the RNG is restored: a constructor that initialises weights must not draw from it
+            with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+                warnings.simplefilter("error")
+                module = cls(*values, **keywords)
+        except Exception as e:
+            raise Unsupported(f"creating module {name} raised {type(e).__name__}: {e}") from e
+        members = [*module._parameters.values(), *module._buffers.values(), *module._modules.values()]
+        if any(m is not None for m in members):
+            raise Unsupported(f"creating module {name}, which has parameters, buffers or submodules")
+        return NewModuleVariable(module, values, keywords)
+
+    def describe(self) -> str:
+        return f"module {type(self.value_object).__qualname__} created while tracing"
+
+    def getattr(self, tx: Frame, name: str) -> Variable:
+        from .builder import is_literal
+
+        module = self.value_object
+        cls_attr = inspect.getattr_static(type(module), name, _MISSING)
+        if isinstance(cls_attr, property):
+            return _resolve_class_attr(tx, self, module, name)  # type: ignore[return-value]
+        for table in (module.__dict__, module._parameters, module._buffers, module._modules):
+            if name in table:
+                value = table[name]
+                if not is_literal(value):
+                    raise Unsupported(f"attribute {name!r} of {self.describe()} is not a constant")
+                return constant(value)
+        resolved = _resolve_class_attr(tx, self, module, name)
+        if resolved is None:
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        return resolved
+
+    def reconstruct(self, rebuild: Any) -> str:
+        cls = rebuild.writer.bind(type(self.value_object), "cls")
+        args = [rebuild.constant(a) for a in self.args]
+        args += [f"{k}={rebuild.constant(v)}" for k, v in self.kwargs.items()]
+        return rebuild.build_object(self, f"{cls}({', '.join(args)})", lambda name: [])
 
 
 class PythonModuleVariable(Variable):

@@ -10,7 +10,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
-from .base import Variable, constant
+from .base import ConstantVariable, Variable, constant
 from .containers import ListVariable, SequenceVariable, SetVariable, SizeVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
@@ -96,12 +96,12 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
             return a
         return a.clone(a.items * b.as_constant())
     if isinstance(a, SetVariable) and plain in _SET_METHODS:
-        method = _SET_METHODS[plain]
+        if not (isinstance(b, SetVariable) or b.is_constant() and isinstance(b.as_constant(), (set, frozenset))):
+            raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
         if op is not plain:  # |=, &=, -=: update in place
-            result = a.call_method(tx, method, [b], {})
-            a.members = result.members if isinstance(result, SetVariable) else a.members
+            a.call_method(tx, _SET_METHODS[plain][1], [b], {})
             return a
-        return a.call_method(tx, method, [b], {})
+        return a.call_method(tx, _SET_METHODS[plain][0], [b], {})
     user = _user_dunder(tx, op, a, b)
     if user is not None:
         return user
@@ -109,7 +109,9 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         try:
             return constant(op(a.as_constant(), b.as_constant()))
         except Exception as e:
-            raise Unsupported(f"{op.__name__} on constants raised {type(e).__name__}: {e}") from e
+            from ..interpreter.exceptions import raise_python_error
+
+            raise_python_error(tx, e)
     if op in (operator.eq, operator.ne):
         # identity-based equality of non-constant objects (modules, functions, user objects)
         same = _same_object(a, b)
@@ -119,7 +121,11 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
 
 
-_SET_METHODS = {operator.or_: "union", operator.and_: "intersection", operator.sub: "difference"}
+_SET_METHODS = {
+    operator.or_: ("union", "__ior__"),
+    operator.and_: ("intersection", "__iand__"),
+    operator.sub: ("difference", "__isub__"),
+}
 _DUNDERS = {
     operator.add: ("__add__", "__radd__"),
     operator.sub: ("__sub__", "__rsub__"),
@@ -263,6 +269,12 @@ def _same_object(a: Variable, b: Variable) -> bool | None:
     ia, ib = _identity(a), _identity(b)
     if ia is not None and ib is not None:
         return ia is ib
+    # one object reached twice, once wrapped as a constant (a default value) and once as an
+    # object (through a source): identity of the real objects
+    if ia is not None and isinstance(b, ConstantVariable):
+        return b.value is ia
+    if ib is not None and isinstance(a, ConstantVariable):
+        return a.value is ib
     if (ia is not None or a.is_constant()) and isinstance(b, TensorVariable):
         return False
     if (ib is not None or b.is_constant()) and isinstance(a, TensorVariable):
