@@ -33,6 +33,7 @@ ALL_FEATURES = frozenset(
         "classes",  # user class: instances, methods, attributes
         "class_writes",  # class attribute written inside f
         "globals",  # module globals read and written
+        "global_from_input",  # a global written from lst / d / obj state, which f may change later
         "external",  # globals changed outside f between calls
         "external_class",  # a class attribute changed outside f between calls
         "inplace",  # in-place tensor ops on the inputs
@@ -58,6 +59,7 @@ DISABLED_BY_FINDINGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "nan": ("F12: `if s + 1.5 > s:` compiled for s=0.25 takes the same branch for s=nan", ("eager", "aot_eager")),
     "signed_zero": ("F10: a resume function compiled for s=-0.0 is reused for s=0.0", ("eager", "aot_eager")),
     "mutate_while_iterating": ("F9, F11: lst/d changed inside a loop over them", ("eager", "aot_eager")),
+    "global_from_input": ("F8: `G = lst[0]; lst[0] = 9` leaves G == 9", ("eager", "aot_eager")),
     "container_pop": ("F8: `G = d['a']; d.pop('a')`: the global write reads d after the pop", ("eager", "aot_eager")),
     "try": ("F7: KeyError in resume_call: try/except in a loop, break in a resume function", ("eager", "aot_eager")),
 }
@@ -530,12 +532,19 @@ class _Gen:
             self.emit(f"G_COUNT += {r.randint(1, 2)}")
             self.writes_globals.add("G_COUNT")
         elif pick == 1:
-            self.emit(f"G_LOG.append({self.expr_i(1)})")
+            self.emit(f"G_LOG.append({self.global_value()})")
             self.uses_globals.add("G_LOG")
         else:
-            self.emit(f"G_INT = {self.expr_i(1)}")
+            self.emit(f"G_INT = {self.global_value()}")
             self.writes_globals.add("G_INT")
         self.stable = False
+
+    def global_value(self) -> str:
+        """An int for a global; read from the mutable inputs only with global_from_input."""
+        if self.has("global_from_input"):
+            return self.expr_i(1)
+        base = self.rng.choice(["n", "x.shape[0]", "len(lst)", str(self.rng.randint(0, 5))])
+        return f"{base} + {self.rng.randint(0, 3)}"
 
     def inplace(self) -> None:
         r = self.rng
