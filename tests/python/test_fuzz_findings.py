@@ -1,10 +1,12 @@
-"""Regressions found by the differential fuzzer (tests/fuzz, FINDINGS F1, F3, F8).
+"""Regressions found by the differential fuzzer (tests/fuzz, FINDINGS F1, F3, F7, F8).
 
 Each compares the compiled function with eager (results, arguments and globals afterwards, the
 RNG stream), with exact graph counts and a second identical call that compiles nothing.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -88,3 +90,31 @@ def test_global_written_from_a_container_the_frame_then_shrinks(backend):
             actual = compiled(x, mine), mine, G
             assert_same(actual, expected)
         assert cnt.frame_count == (1 if fn is _global_from_popped else 2)
+
+
+def _long_branch_after_two_breaks() -> Callable:
+    """`if bool(...)` in a resume function whose jump needs an EXTENDED_ARG prefix (its body is
+    longer than 255 code units): the resume offset after the call lands on that prefix (F7)."""
+    body = "".join(f"        a = a + {i}\n" for i in range(80))
+    source = (
+        "def f(x, s):\n"
+        "    a = 0\n"
+        "    if x.mean() > 0:\n"
+        "        a = 1\n"
+        "    if bool(torch.tensor(s) > 0):\n"
+        f"{body}"
+        "    return x + a\n"
+    )
+    namespace = {"torch": torch}
+    exec(source, namespace)
+    return namespace["f"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_break_before_a_jump_with_an_extended_argument(backend):
+    fn = _long_branch_after_two_breaks()
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(fn, backend=cnt)
+    for x, s in ((torch.ones(2), 1.0), (torch.ones(2), 1.0), (-torch.ones(2), -1.0)):
+        assert_same(compiled(x, s), fn(x, s))
+    assert cnt.frame_count == 5  # the frame and its resume functions, for both branches

@@ -10,6 +10,7 @@ import types
 import weakref
 from typing import Any
 
+from ..bytecode.instructions import decoded
 from ..bytecode.resume import (
     ITERATOR_FROM_TUPLE,
     NULL_STACK_ENTRY,
@@ -76,6 +77,7 @@ class Origin:
         code = fn.__code__
         original = origin_of(code)
         self.fn = fn
+        self.resume_code = code
         self.offsets: dict[int, int] | None = None
         if original is not None:
             if code not in _offset_maps:
@@ -90,7 +92,12 @@ class Origin:
         return self.fn.__code__
 
     def offset(self, offset: int) -> int:
-        return offset if self.offsets is None else self.offsets[offset]
+        if self.offsets is None:
+            return offset
+        if offset not in self.offsets:
+            # an offset computed past a call may land on an EXTENDED_ARG prefix of the next one
+            offset = decoded(self.resume_code).at(offset).offset
+        return self.offsets[offset]
 
 
 def resume_function(
