@@ -89,15 +89,19 @@ class GuardSet:
 
     def id_match(self, source: Source, value: Any) -> None:
         """`source` must be this very object; held weakly when it can be."""
+        expr, ref = self._held(value)
+        if ref is not None:
+            self.watched.append(ref)
+        self.add(RANK_ID, source, f"{{v}} is {expr}", f"{source.name()} is the same object")
+
+    def _held(self, value: Any) -> tuple[str, weakref.ref | None]:
+        """An expression for `value` in guard code: through a weak reference when the object
+        takes one (a guard must not keep it alive), else the object itself."""
         try:
             ref = weakref.ref(value)
         except TypeError:
-            name = self.bind(value, "obj")
-            self.add(RANK_ID, source, f"{{v}} is {name}", f"{source.name()} is the same object")
-            return
-        self.watched.append(ref)
-        name = self.bind(ref, "ref")
-        self.add(RANK_ID, source, f"{{v}} is {name}()", f"{source.name()} is the same object")
+            return self.bind(value, "obj"), None
+        return f"{self.bind(ref, 'ref')}()", ref
 
     def constant_match(self, source: Source, value: Any) -> None:
         """Specialisation on a Python constant: type and value must both match."""
@@ -140,14 +144,9 @@ class GuardSet:
         if value is None or value is True or value is False or value is Ellipsis:
             self.add(RANK_ID, source, f"{{v}} is not {value!r}", f"{source.name()} is not {value!r}")
             return
-        try:
-            ref = weakref.ref(value)
-        except TypeError:
-            name = self.bind(value, "obj")
-            self.add(RANK_ID, source, f"{{v}} is not {name}", f"{source.name()} is not {_short(value)}")
-            return
-        name = self.bind(ref, "ref")
-        self.add(RANK_ID, source, f"{{v}} is not {name}()", f"{source.name()} is not the same object")
+        expr, ref = self._held(value)
+        what = "the same object" if ref is not None else _short(value)
+        self.add(RANK_ID, source, f"{{v}} is not {expr}", f"{source.name()} is not {what}")
 
     def attribute_absent(self, source: Source, obj: Any, name: str) -> None:
         """`obj` (reached by `source`) has no attribute `name`: a `hasattr` or a `getattr`

@@ -108,8 +108,6 @@ def bind_class_attr(
     """`attr` (found on `owner` in `cls`'s MRO) read through instance `obj`: methods bind,
     properties run, builtin methods of modelled bases act on the tracker. The class attribute is
     guarded on `cls` (on `owner` for `super()`, whose lookup skips the classes before it)."""
-    from .builder import wrap
-    from .functions import UserFunctionVariable, UserMethodVariable
 
     if owner is not None and _is_builtin_class(owner) and callable(attr) and not isinstance(attr, types.FunctionType):
         return BaseMethodVariable(obj, owner, name)
@@ -118,16 +116,24 @@ def bind_class_attr(
     ):
         raise Unsupported(f"descriptor {name!r} ({type(attr).__name__}) of {cls.__qualname__}")
     source = class_attr_source(tx, owner if via_super and owner is not None else cls, name, attr)
+    return class_member(tx, obj, UserClassVariable(cls), attr, name, source)
+
+
+def class_member(tx: Frame, obj: Variable, cls_var: Variable, attr: Any, name: str, source: Source) -> Variable:
+    """Class attribute `attr` (guarded through `source`) read through instance `obj`: a property
+    runs, functions bind to `obj` (class methods to `cls_var`), anything else is its value."""
+    from ..guards.sources import AttrSource
+    from .builder import wrap
+    from .functions import UserFunctionVariable, UserMethodVariable
+
     if isinstance(attr, property):
         if attr.fget is None:
-            raise Unsupported(f"property {name!r} of {cls.__qualname__} has no getter")
-        from ..guards.sources import AttrSource
-
+            raise Unsupported(f"property {name!r} has no getter")
         return UserFunctionVariable(attr.fget, AttrSource(source, "fget")).call(tx, [obj], {})
     if isinstance(attr, staticmethod):
         return function_from_class(tx, attr.__func__, source)
     if isinstance(attr, classmethod):
-        return UserMethodVariable(attr.__func__, UserClassVariable(cls), fn_source=source)
+        return UserMethodVariable(attr.__func__, cls_var, fn_source=source)
     if isinstance(attr, types.FunctionType):
         return UserMethodVariable(attr, obj, fn_source=source)
     return wrap(tx, attr, source)

@@ -18,7 +18,6 @@ from ..errors import Unsupported
 from ..guards.sources import AttrSource, ModuleMemberSource
 from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
 from .base import ConstantVariable, Variable, constant
-from .functions import UserFunctionVariable, UserMethodVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -37,7 +36,7 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
     but a data descriptor, the instance `__dict__` is guarded not to shadow it (`op.go = ...`).
     """
     from .builder import wrap
-    from .instances import class_attr_source, function_from_class, guard_not_shadowed, pending_class_attribute
+    from .instances import class_attr_source, class_member, guard_not_shadowed, pending_class_attribute
 
     if name == "__class__":
         from .instances import class_variable
@@ -70,18 +69,9 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
     if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
         raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
     source = class_attr_source(tx, cls, name, cls_attr)
-    if isinstance(cls_attr, property):
-        if cls_attr.fget is None:
-            raise Unsupported(f"property {name!r} has no getter")
-        return UserFunctionVariable(cls_attr.fget, AttrSource(source, "fget")).call(tx, [obj_var], {})
-    guard_not_shadowed(tx, obj_var, name)
-    if isinstance(cls_attr, staticmethod):
-        return function_from_class(tx, cls_attr.__func__, source)
-    if isinstance(cls_attr, classmethod):
-        return UserMethodVariable(cls_attr.__func__, constant(cls), fn_source=source)
-    if isinstance(cls_attr, types.FunctionType):
-        return UserMethodVariable(cls_attr, obj_var, fn_source=source)
-    return wrap(tx, cls_attr, source)
+    if not isinstance(cls_attr, property):  # a property wins over the instance's __dict__
+        guard_not_shadowed(tx, obj_var, name)
+    return class_member(tx, obj_var, constant(cls), cls_attr, name, source)
 
 
 def _object_truth(tx: Frame, var: Variable) -> bool:
