@@ -18,16 +18,20 @@ import torch._guards
 import torch.fx
 
 from . import config, events
+from .backends.float_restart import SpecialiseFloats, float_restart_requests
+from .backends.lstm_training import lstm_training_decomposition
 from .errors import BackendCompilerFailed, StenographError, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
 from .graph.pyfunc import signature_only
+from .guards.guard_set import same_literal
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
 from .shapes.dynamic import DynamicPolicy
 from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
+from .variables.generators import has_cleanup
 from .variables.global_contexts import close_abandoned
 from .verify import verify_on_first_call
 
@@ -49,6 +53,20 @@ class CacheEntry:
     # weak references that drop this entry when a guarded object dies (set by the cache)
     watchers: list = field(default_factory=list, repr=False)
     compile_id: Any = None  # events.CompileId, set when the entry is published
+    # the compiled function's defaults: `guard` and `fn` bind missing arguments to these, so a
+    # function of the same code with other defaults must not use this entry
+    defaults: tuple | None = field(default=None, repr=False)
+    kwdefaults: dict | None = field(default=None, repr=False)
+
+    def same_defaults(self, defaults: tuple | None, kwdefaults: dict | None) -> bool:
+        """Whether a function with these defaults behaves like the one compiled: the same
+        objects, or literals equal in type and value (-0.0 is not 0.0)."""
+        mine, theirs = self.kwdefaults or {}, kwdefaults or {}
+        return (
+            _same_items(self.defaults or (), defaults or ())
+            and mine.keys() == theirs.keys()
+            and _same_items(tuple(mine.values()), tuple(theirs[k] for k in mine))
+        )
 
     def failure_reason(self, args: tuple, kwargs: dict) -> str | None:
         """The first check that fails for these arguments (built on demand: misses only)."""
@@ -65,6 +83,13 @@ class CacheEntry:
         return self.fn.__stenograph_source__
 
 
+def _same_items(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(
+        x is y or (type(x) in _LITERAL_TYPES and same_literal(x, y)) for x, y in zip(a, b)
+    )
+
+
+_LITERAL_TYPES = frozenset({int, float, bool, str, bytes, complex, tuple, type(None)})
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
@@ -117,10 +142,19 @@ def compile_frame(
                 )
             break
         except Unsupported as reason:
-            # a generator whose body cannot be traced is run for real instead (its call breaks)
+            # a generator whose body cannot be traced is run for real instead (its call breaks),
+            # unless it has cleanup code: resumed code would drop it (and run that) too late
             if fullgraph or reason.generator_code is None or reason.generator_code in eager_generators:
                 raise
+            if has_cleanup(reason.generator_code):
+                reason.reason += f" (and generator {reason.generator_code.co_qualname} has try/with cleanup)"
+                raise
             eager_generators.add(reason.generator_code)
+            graph_module.clear()
+        except SpecialiseFloats as request:
+            # the backend wants these floats as constants: trace again with them specialised
+            if policy is None or not policy.specialise([s.name() for s in request.sources]):
+                raise BackendCompilerFailed(backend_name, request) from request
             graph_module.clear()
         finally:
             close_abandoned()
@@ -136,7 +170,10 @@ def compile_frame(
     capture_seconds = time.perf_counter() - start - backend_seconds
     gm = graph_module[0] if graph_module else None
     like = signature_only(fn)
-    return CacheEntry(guard, transformed, gm, output.guards, code, label, capture_seconds, backend_seconds, like=like)
+    return CacheEntry(
+        guard, transformed, gm, output.guards, code, label, capture_seconds, backend_seconds, like=like,
+        defaults=fn.__defaults__, kwdefaults=fn.__kwdefaults__,
+    )
 
 
 def _trace(
@@ -178,7 +215,12 @@ def _compile_break(
         raise reason  # the second trace did not stop where the first one failed
     try:
         writer = BreakWriter(frame, index, fn, backend, backend_name)
-        compile_graph = _graph_compiler(output, backend, backend_name, label, timing, graph_module)
+        # a create_graph=True backward at the break differentiates this graph's backward again
+        graph_backend = backend
+        if reason.twice_differentiable:
+            graph_backend = _as_captured
+            reason.reason += " (create_graph=True: the graph before it runs as captured, differentiable twice)"
+        compile_graph = _graph_compiler(output, graph_backend, backend_name, label, timing, graph_module)
         transformed = writer.build(compile_graph, [i.source for i in output.inputs], label)
     except Unsupported as problem:
         reason.reason = f"{reason.reason} (and no graph break is possible there: {problem.reason})"
@@ -190,6 +232,11 @@ def _compile_break(
         )
     )
     return output, frame, transformed
+
+
+def _as_captured(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+    """Run a graph as captured: autograd records its ops one by one, differentiable twice."""
+    return gm.forward
 
 
 def _graph_compiler(
@@ -213,10 +260,12 @@ def _graph_compiler(
         # symbolic ints/floats go to the backend as the SymInt/SymFloat the trace used (as torch.compile
         # does): AOTAutograd would otherwise make a fresh symbol whose guards no entry checks
         example_inputs = [i.fake if is_symbolic(i.fake) else i.example for i in output.inputs]
+        float_sources = [i.source for i in output.inputs if isinstance(i.fake, torch.SymFloat)]
         t0 = time.perf_counter()
         try:
             # backends that re-trace (AOTAutograd, Inductor) find our fake mode and ShapeEnv here
-            with torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)):
+            with torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)), \
+                    lstm_training_decomposition(gm, example_inputs), float_restart_requests(float_sources):
                 compiled = backend(gm, example_inputs)
         except StenographError:
             raise

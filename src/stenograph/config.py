@@ -31,6 +31,9 @@ _DEFAULTS: dict[str, Any] = {
     "suppress_errors": True,
     # Tensor.item() becomes a graph value instead of a graph break
     "capture_scalar_outputs": False,
+    # ops whose output size depends on tensor data (nonzero, x[mask], unique, masked_select) are
+    # recorded with an unbacked size instead of breaking the graph
+    "capture_dynamic_output_shape_ops": False,
     # deepest inlining of user calls before the call runs as an opaque eager call
     "inline_depth_limit": 64,
 }

@@ -8,12 +8,13 @@ guard function with the caller's own arguments, then one call of its transformed
 from __future__ import annotations
 
 import functools
+import threading
 import types
 import warnings
 import weakref
 from typing import Any
 
-from . import config, events
+from . import config, events, torch_state
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import ConstraintViolation, StenographError, Unsupported
 from .graph.pyfunc import with_closure
@@ -45,12 +46,30 @@ class FrameCache:
         self.recompile_reasons.clear()
 
     def miss(self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool) -> Any:
-        """No entry's guards passed: compile a new entry, or run eagerly."""
+        """No entry's guards passed: compile a new entry, or run eagerly.
+
+        Compiles are serialised by `compile_lock`; a thread that waited looks again first, so
+        threads racing to make the same first call compile it once. The call itself runs
+        outside the lock.
+        """
+        with compile_lock:
+            target, call_args = self._resolve(fn, prefix, args, kwargs, fullgraph)
+        return target(*call_args, **kwargs)
+
+    def _resolve(
+        self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool
+    ) -> tuple[Any, tuple]:
+        """What runs this call, and with which positional arguments: an entry (compiled now
+        or by another thread meanwhile) or `fn` itself, eagerly."""
+        full = prefix + args
+        for entry in self.entries:
+            if entry.guard(*full, **kwargs):
+                return entry.fn, full
         if self.eager_reason is not None:
-            return fn(*args, **kwargs)
+            return fn, args
         label = frame_label(self.code)
         if self.entries:
-            reasons = [e.failure_reason(prefix + args, kwargs) for e in self.entries]
+            reasons = [e.failure_reason(full, kwargs) for e in self.entries]
             self.recompile_reasons.append(reasons[-1] or "unknown")
             events.publish(events.Recompile(self.code, label, reasons[-1] or "unknown", len(self.entries)))
             if len(self.entries) >= config.recompile_limit:
@@ -60,17 +79,18 @@ class FrameCache:
                     f"stenograph: {label} hit config.recompile_limit ({config.recompile_limit}); "
                     f"it runs eagerly from now on. Last guard failure: {reasons[-1]}",
                     StenographWarning,
-                    stacklevel=3,
+                    stacklevel=4,
                 )
-                return fn(*args, **kwargs)
+                return fn, args
         events.publish(events.CompileStarted(self.code, label, len(self.entries)))
         try:
-            entry = compile_frame(fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy)
+            with torch_state.preserved():
+                entry = compile_frame(fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy)
         except Unsupported as e:
             if fullgraph:
                 raise
             self._give_up(label, f"{e}")
-            return fn(*args, **kwargs)
+            return fn, args
         except ConstraintViolation:
             raise
         except Exception as e:
@@ -78,16 +98,16 @@ class FrameCache:
                 raise
             what = "" if isinstance(e, StenographError) else "internal error "
             self._give_up(label, f"{what}{type(e).__name__}: {e}")
-            return fn(*args, **kwargs)
+            return fn, args
         self.entries.append(entry)
         _watch(self, entry)
         events.publish(events.FrameCompiled(self.code, label, entry, len(self.entries)))
-        return entry.fn(*prefix, *args, **kwargs)
+        return entry.fn, full
 
     def _give_up(self, label: str, reason: str) -> None:
         self.eager_reason = reason
         events.publish(events.RunsEagerly(self.code, label, reason))
-        warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=4)
+        warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=5)
 
 
 def _watch(cache: FrameCache, entry: CacheEntry) -> None:
@@ -104,13 +124,17 @@ def _watch(cache: FrameCache, entry: CacheEntry) -> None:
 
 
 _caches: dict[tuple[types.CodeType, int], FrameCache] = {}
+# held while a frame compiles and while caches are created (re-entrant: compiling may call
+# compiled code, and a backend may compile more); as torch.compile has
+compile_lock = threading.RLock()
 
 
 def cache_for(code: types.CodeType, backend: Any, backend_name: str) -> FrameCache:
     key = (code, id(backend))
-    cache = _caches.get(key)
-    if cache is None:
-        cache = _caches[key] = FrameCache(code, backend, backend_name)
+    with compile_lock:
+        cache = _caches.get(key)
+        if cache is None:
+            cache = _caches[key] = FrameCache(code, backend, backend_name)
     return cache
 
 
@@ -121,10 +145,11 @@ def all_caches() -> list[FrameCache]:
 def reset_caches() -> None:
     from .graph import resume  # resume functions' wrappers hold caches that must go too
 
-    for cache in _caches.values():
-        cache.clear()
-    _caches.clear()
-    resume.clear()
+    with compile_lock:
+        for cache in _caches.values():
+            cache.clear()
+        _caches.clear()
+        resume.clear()
 
 
 class Continue:
@@ -161,7 +186,33 @@ def entry_wrapper(
         cache.policy.dynamic = dynamic
     entries = cache.entries
     miss = cache.miss
-    if fn.__code__.co_freevars:
+    if fn.__defaults__ or fn.__kwdefaults__:
+        # functions of one code object may differ in defaults: each entry says which it takes
+        prefix = (fn.__closure__,) if fn.__code__.co_freevars else ()
+        dispatch = functools.partial(_dispatch_by_defaults, entries, miss, fullgraph, fn, prefix)
+        if prefix:
+
+            def compiled(*args: Any, **kwargs: Any) -> Any:
+                result = dispatch(*args, **kwargs)
+                return result.run() if type(result) is Continue else result
+
+        else:
+
+            def compiled(*args: Any, **kwargs: Any) -> Any:
+                # the lookup of `_dispatch_by_defaults` written out (every call's path)
+                d = fn.__defaults__
+                k = fn.__kwdefaults__
+                for entry in entries:
+                    if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
+                        *args, **kwargs
+                    ):
+                        result = entry.fn(*args, **kwargs)
+                        break
+                else:
+                    result = miss(fn, (), args, kwargs, fullgraph)
+                return result.run() if type(result) is Continue else result
+
+    elif fn.__code__.co_freevars:
         closure = fn.__closure__
         dispatch = functools.partial(closure_dispatcher(fn, backend, backend_name, fullgraph), closure)
 
@@ -199,6 +250,22 @@ def entry_wrapper(
     return compiled
 
 
+def _dispatch_by_defaults(
+    entries: list[CacheEntry], miss: Any, fullgraph: bool, fn: types.FunctionType, prefix: tuple, /,
+    *args: Any, **kwargs: Any,
+) -> Any:
+    """The lookup for a function with defaults: an entry is tried only if it was compiled with
+    the same defaults (the same tuple, or equal literals), since its guard and code bind missing
+    arguments to the defaults they were compiled with."""
+    d, k = fn.__defaults__, fn.__kwdefaults__
+    for entry in entries:
+        if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
+            *prefix, *args, **kwargs
+        ):
+            return entry.fn(*prefix, *args, **kwargs)
+    return miss(fn, prefix, args, kwargs, fullgraph)
+
+
 def closure_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, fullgraph: bool = False) -> Any:
     """Guarded dispatch for code with free variables, taking the closure as first argument.
 
@@ -226,9 +293,13 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
     closure. A graph break that calls a closure it received (a decorator's wrapper, say) goes
     through this, so cached code never calls the closure of the call it was compiled for."""
     by_closure = closure_dispatcher(fn, backend, backend_name)
+    cache = cache_for(fn.__code__, backend, backend_name)
 
     def call(f: types.FunctionType, *args: Any, **kwargs: Any) -> Any:
-        result = by_closure(f.__closure__, *args, **kwargs)
+        if f.__defaults__ or f.__kwdefaults__:
+            result = _dispatch_by_defaults(cache.entries, cache.miss, False, f, (f.__closure__,), *args, **kwargs)
+        else:
+            result = by_closure(f.__closure__, *args, **kwargs)
         return result.run() if type(result) is Continue else result
 
     return call

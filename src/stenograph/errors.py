@@ -37,6 +37,9 @@ class Unsupported(StenographError):
         self.break_index: int | None = None
         # (internal) the generator whose body raised it: that generator is then run for real
         self.generator_code = None
+        # (internal) the call differentiates with create_graph=True: the graph before the break
+        # runs as captured, since a backend's backward may not be differentiable again
+        self.twice_differentiable = False
         self.location = location
         self.source_line = source_line
         self.hint = hint

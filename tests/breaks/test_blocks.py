@@ -89,7 +89,7 @@ def test_break_in_for_loop_over_range(cnt, capsys):
 
 def _collect(xs):
     outs = []
-    for t in xs:
+    for t in list(xs):
         u = t.relu()
         print("item", tuple(u.shape))
         outs.append(u * 2)
@@ -99,6 +99,8 @@ def _collect(xs):
 def test_break_in_loop_over_list_building_a_list(cnt, capsys):
     """A list built across breaks and a list iterator resumed mid-way: eager result every call.
 
+    The loop runs over a copy nobody else can reach, so its iterator crosses each break as the
+    tuple of its remaining items.
     Graphs: [relu] | [mul, relu] | [mul, relu] | [mul] = 4 (torch.compile: 0, frame skipped).
     """
     xs = [torch.randn(3), torch.randn(3), torch.randn(3)]
@@ -106,6 +108,27 @@ def test_break_in_loop_over_list_building_a_list(cnt, capsys):
     assert_matches_eager(_collect, fn, lambda i: (list(xs),), capsys, calls=3)
     assert cnt.frame_count == 4
     assert cnt.op_count == 6
+
+
+def _collect_growing(xs):
+    outs = []
+    for t in xs:
+        print("item", tuple(t.shape))
+        if len(xs) < 4:
+            xs.append(t + 1)
+        outs.append(t * 2)
+    return outs
+
+
+def test_break_in_loop_over_a_list_the_rest_can_change_runs_eagerly(cnt, capsys):
+    """A loop over the caller's list with a break inside: the code after the break may change the
+    list (here it appends), which a copy of the remaining items would not see. The frame runs
+    eagerly, with a warning saying why (torch.compile: 0 graphs too, the frame is skipped)."""
+    xs = [torch.randn(3), torch.randn(3)]
+    fn = stenograph.compile(_collect_growing, backend=cnt)
+    with pytest.warns(stenograph.StenographWarning, match="which the code after the graph break can change"):
+        assert_matches_eager(_collect_growing, fn, lambda i: (list(xs),), capsys, calls=3)
+    assert cnt.frame_count == 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ def list_over_range(x):
 
 
 def list_over_tensors(x, items):
-    return [x * t for t in items if print("keep", t.shape) is None]
+    return [x * t for t in tuple(items) if print("keep", t.shape) is None]
 
 
 def dict_and_set(x):

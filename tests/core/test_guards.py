@@ -33,7 +33,7 @@ def test_global_int_change(cnt, monkeypatch):
     assert_same(fn(x), x * 3)
     monkeypatch.setitem(globals(), "GLOBAL_MULTIPLIER", 2)
     assert_same(fn(x), x * 2)
-    assert cnt.frame_count >= 1
+    assert cnt.frame_count == 2
 
 
 def test_global_tensor_mutated_in_place(cnt):
@@ -48,7 +48,7 @@ def test_global_tensor_mutated_in_place(cnt):
         assert_same(fn(x), x - 6)
     finally:
         GLOBAL_TENSOR.fill_(1.0)
-    assert cnt.frame_count >= 1
+    assert cnt.frame_count == 1
 
 
 class _Scaled(nn.Module):
@@ -71,7 +71,7 @@ def test_module_attribute_change(cnt):
     compiled.scale = 4.0  # set through the wrapper: reaches the original module
     assert model.scale == 4.0
     assert_same(compiled(x), x * 4.0)
-    assert cnt.frame_count >= 1
+    assert cnt.frame_count == 3
 
 
 class _Dropper(nn.Module):
@@ -101,7 +101,7 @@ def test_training_flag_dropout(cnt):
     _assert_dropout_applied(compiled(x), x)
     compiled.eval()
     assert_same(compiled(x), x)
-    assert cnt.frame_count >= 1
+    assert cnt.frame_count == 2
 
 
 def test_training_flag_batchnorm(cnt):
@@ -117,7 +117,7 @@ def test_training_flag_batchnorm(cnt):
         assert_same(compiled(x), eager(x))
         for (name, b), (_, b_e) in zip(model.named_buffers(), eager.named_buffers()):
             torch.testing.assert_close(b, b_e, msg=lambda m, name=name: f"{name}: {m}")
-    assert cnt.frame_count >= 1
+    assert cnt.frame_count == 2
 
 
 def _branch_on_dtype(x):
@@ -139,7 +139,7 @@ def test_dtype_guard(cnt):
         out = fn(x)
         assert out.dtype == _branch_on_dtype(x).dtype
         assert_same(out, _branch_on_dtype(x))
-    assert cnt.frame_count >= 2
+    assert cnt.frame_count == 3
 
 
 def _branch_on_shape(x):
@@ -154,7 +154,7 @@ def test_shape_guard(cnt):
     for size in (4, 8, 3, 6, 4, 10):
         x = torch.randn(size)
         assert_same(fn(x), _branch_on_shape(x))
-    assert cnt.frame_count >= 2
+    assert cnt.frame_count == 3
 
 
 def _branch_on_requires_grad(x):
@@ -195,7 +195,7 @@ def test_grad_mode_guard_function(cnt):
     out = compiled(x)
     assert out.requires_grad
     assert_same(out, fn(x))
-    assert cnt.frame_count >= 1
+    assert cnt.frame_count == 2
 
 
 def test_grad_mode_guard_module(cnt):
@@ -210,7 +210,7 @@ def test_grad_mode_guard_module(cnt):
     assert out.requires_grad
     out.sum().backward()
     torch.testing.assert_close(model.bias.grad, torch.full((2,), 3.0))
-    assert cnt.frame_count >= 1
+    assert cnt.frame_count == 2
 
 
 class _Holder(nn.Module):
@@ -227,7 +227,8 @@ def _reference(model: _Holder, x):
 
 
 def test_replaced_submodule_is_followed(cnt):
-    """Replacing a submodule (model.fc = nn.Linear(...)) makes the result follow the new one."""
+    """Replacing a submodule (model.fc = nn.Linear(...)) makes the result follow the new one
+    (its parameters are graph inputs)."""
     model = _Holder()
     compiled = stenograph.compile(model, backend=cnt)
     x = torch.randn(3, 4)
@@ -237,7 +238,7 @@ def test_replaced_submodule_is_followed(cnt):
     second = compiled(x)
     assert_same(second, _reference(model, x))
     assert not torch.allclose(first, second)
-    assert cnt.frame_count >= 1
+    assert cnt.frame_count == 1  # the new Linear has the old one's class and shapes: same code
 
 
 def test_replaced_parameter_is_followed(cnt):
@@ -253,7 +254,7 @@ def test_replaced_parameter_is_followed(cnt):
     assert not torch.allclose(first, second)
     second.sum().backward()
     assert model.fc.weight.grad is not None
-    assert cnt.frame_count >= 1
+    assert cnt.frame_count == 1
 
 
 def test_parameter_updated_in_place_is_followed(cnt):
@@ -289,7 +290,7 @@ def test_default_dtype_guard(cnt):
     assert expected.dtype == torch.float64
     assert_same(out, expected)
     assert compiled(x).dtype == torch.float32
-    assert cnt.frame_count >= 1
+    assert cnt.frame_count == 2
 
 
 _W = torch.randn(2, 2)

@@ -37,8 +37,8 @@ def test_getitem_with_slices_ellipsis_none_and_tensor_indices(cnt):
     def args(i):
         return t(4, 5, seed=i), torch.tensor([0, 2]), torch.tensor([True, False, True, False])
 
-    # torch.compile breaks at the boolean-mask index (a data-dependent shape)
-    check(_indexing, args, cnt, torch_graphs=2)
+    # a boolean-mask index has a data-dependent shape: a graph break, as in torch.compile
+    check(_indexing, args, cnt, graphs=2)
 
 
 def _setitem(x, idx):
@@ -74,8 +74,8 @@ def _grad_and_dtypes(x):
 
 
 def test_requires_grad_and_conversions(cnt):
-    # torch.compile breaks at requires_grad_() on a tensor made in the graph
-    check(_grad_and_dtypes, lambda i: (t(3, seed=i, grad=True),), cnt, grads=True, torch_graphs=2)
+    # requires_grad_() runs eagerly between graphs, as in torch.compile
+    check(_grad_and_dtypes, lambda i: (t(3, seed=i, grad=True),), cnt, grads=True, graphs=2)
 
 
 def _random(x):

@@ -141,17 +141,33 @@ class BreakWriter:
     def _refuse_shared_iterators(self) -> None:
         """Iterators cross a break as tuples of their remaining items, one per reference: an
         iterator reachable twice (a loop over the local `it`, or `it2 = it`) would then be two
-        iterators, each advanced on its own. Such a frame runs eagerly instead."""
+        iterators, each advanced on its own. A loop over a list, dict or set that the code after
+        the break can still reach would no longer see that code's changes to it, and an iterator
+        due to raise (`zip(strict=True)` of unequal lengths, a dict that changed size) would not
+        raise. Such a frame runs eagerly instead."""
         seen: set[int] = set()
-        for var in [*self.frame.stack, *self.frame.locals.values()]:
-            if isinstance(var, IteratorVariable):
-                if id(var) in seen:
-                    raise Unsupported(
-                        "an iterator reachable by two names (e.g. a loop over a local iterator) "
-                        "cannot cross a graph break",
-                        hint="the frame runs eagerly; loop over the iterable itself",
-                    )
-                seen.add(id(var))
+        values = [*self.frame.stack, *self.frame.locals.values()]
+        values += [c.contents for c in self.frame.cells.values() if isinstance(c.contents, Variable)]
+        reachable = _containers_within([v for v in values if not isinstance(v, IteratorVariable)])
+        for var in values:
+            if not isinstance(var, IteratorVariable):
+                continue
+            if id(var) in seen:
+                raise Unsupported(
+                    "an iterator reachable by two names (e.g. a loop over a local iterator) "
+                    "cannot cross a graph break",
+                    hint="the frame runs eagerly; loop over the iterable itself",
+                )
+            seen.add(id(var))
+            iterated = var.iterated()
+            if var.may_raise():
+                raise Unsupported("an iterator about to raise cannot cross a break", hint="the frame runs eagerly")
+            if iterated is not None and (iterated.source is not None or id(iterated) in reachable):
+                raise Unsupported(
+                    f"a loop over {iterated.describe()}, which the code after the graph break can change, "
+                    "cannot cross the break",
+                    hint="the frame runs eagerly; loop over a copy (`list(...)`) to keep the graphs",
+                )
 
     def live_locals(self) -> list[tuple[str, str]]:
         from ..interpreter.frame import LazyValue
@@ -450,3 +466,23 @@ def _continue_class() -> Any:
 def can_break_at(inst: dis.Instruction) -> bool:
     return inst.opname in BREAKABLE
 
+
+def _containers_within(values: list[Variable]) -> set[int]:
+    """ids of the lists, dicts and sets among `values` and inside their tuples, lists and dicts."""
+    from ..variables.containers import DictVariable, SequenceVariable, SetVariable
+
+    found: set[int] = set()
+    pending = list(values)
+    while pending:
+        var = pending.pop()
+        if id(var) in found:
+            continue
+        if isinstance(var, (SequenceVariable, DictVariable, SetVariable)):
+            found.add(id(var))
+        if isinstance(var, SequenceVariable):
+            pending.extend(var.items)
+        elif isinstance(var, DictVariable):
+            pending.extend(var.items.values())
+        elif isinstance(var, SetVariable):
+            pending.extend(var.members.values())
+    return found

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
+from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ..errors import ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet
@@ -224,9 +225,19 @@ class OutputGraph:
         finally:
             _FAKE_LOG.disabled = False
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
-        return self.wrap_result(node, fake, describe)
+        # sizes or scalars the op made up (nonzero's length, item()) are bound to this node, so a
+        # backend that retraces the graph (AOTAutograd) knows where each unbacked symbol comes from
+        bindings = compute_unbacked_bindings(self.fake_mode.shape_env, fake)
+        if bindings:
+            node.meta["unbacked_bindings"] = bindings
+        return self.wrap_result(node, fake, describe, _tensor_arguments([*args, *kwargs.values()]))
 
-    def wrap_result(self, node: torch.fx.Node, fake: Any, describe: str) -> Variable:
+    def wrap_result(
+        self, node: torch.fx.Node, fake: Any, describe: str, arguments: dict[int, Variable] | None = None
+    ) -> Variable:
+        """The tracker for an operation's fake result. A tensor result that is one of the
+        operation's own tensor `arguments` (by id of the fake: `x.add_(1)`, `out=x`,
+        `x.contiguous()` of a contiguous x) is that argument's tracker, so `y is x` holds as in eager."""
         from ..variables.base import constant
         from ..variables.containers import SizeVariable
         from ..variables.symbolic import SymNodeVariable
@@ -236,6 +247,10 @@ class OutputGraph:
             return constant(None)  # an op run for its effect (item assignment, in-place init): keep it
         if isinstance(fake, torch.Tensor):
             node.meta["example_value"] = fake
+            same = (arguments or {}).get(id(fake))
+            if same is not None:
+                same.__dict__.pop("_size_nodes", None)  # an in-place op may have changed its shape
+                return same
             return TensorVariable(node, fake)
         if is_symbolic(fake):
             node.meta["example_value"] = fake
@@ -248,7 +263,7 @@ class OutputGraph:
             return SizeVariable([self._item(node, i, s) for i, s in enumerate(fake)])
         if isinstance(fake, (tuple, list)) and _is_traceable_structure(fake):
             node.meta["example_value"] = fake
-            return self._wrap_items(node, fake, describe)
+            return self._wrap_items(node, fake, describe, arguments)
         if isinstance(fake, (bool, int, float)):
             # a Python value computed from static metadata (x.dim(), x.numel(), x.size(0))
             self.graph.erase_node(node)
@@ -259,7 +274,9 @@ class OutputGraph:
         self.graph.erase_node(node)
         raise Unsupported(f"{describe} returned {type(fake).__name__}, which cannot be traced")
 
-    def _wrap_items(self, node: torch.fx.Node, fake: tuple | list, describe: str) -> Variable:
+    def _wrap_items(
+        self, node: torch.fx.Node, fake: tuple | list, describe: str, arguments: dict[int, Variable] | None
+    ) -> Variable:
         """A tuple/list result (e.g. `(output, None)`): each tensor or symbolic item becomes a
         `getitem` node, constants stay constants, nested tuples recurse."""
         from ..variables.base import constant
@@ -270,8 +287,8 @@ class OutputGraph:
             if isinstance(f, torch.Tensor) or is_symbolic(f) or isinstance(f, (tuple, list)):
                 item = self.graph.create_node("call_function", operator.getitem, (node, i), {})
                 item.meta["example_value"] = f
-                items.append(self._wrap_items(item, f, describe) if isinstance(f, (tuple, list)) else
-                             self.wrap_result(item, f, describe))
+                items.append(self._wrap_items(item, f, describe, arguments) if isinstance(f, (tuple, list)) else
+                             self.wrap_result(item, f, describe, arguments))
             else:
                 items.append(constant(f))
         if isinstance(fake, list):
@@ -348,6 +365,21 @@ def unwrap(var: Variable) -> tuple[Any, Any]:
         pairs = {k: unwrap(v) for k, v in var.items.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
     raise Unsupported(f"{var.describe()} cannot be passed to a tensor operation")
+
+
+def _tensor_arguments(args: list[Variable]) -> dict[int, Variable]:
+    """id of each tensor argument's fake -> its tracker (items of tuple/list arguments too)."""
+    from ..variables.containers import SequenceVariable
+    from ..variables.tensor import TensorVariable
+
+    found: dict[int, Variable] = {}
+    for arg in args:
+        if isinstance(arg, TensorVariable):
+            found.setdefault(id(arg.fake), arg)
+        elif isinstance(arg, SequenceVariable):
+            for key, var in _tensor_arguments(arg.items).items():
+                found.setdefault(key, var)
+    return found
 
 
 def _unwrap_all(args: list[Variable]) -> tuple[list[Any], list[Any]]:

@@ -21,6 +21,8 @@ class SideEffects:
     containers: dict[int, Variable] = field(default_factory=dict)
     # (id of object tracker, attribute) -> (object tracker, attribute, new value tracker)
     attributes: dict[tuple[int, str], tuple[Variable, str, Variable]] = field(default_factory=dict)
+    # (id of class, attribute) -> (class, attribute, new value tracker)
+    class_attributes: dict[tuple[int, str], tuple[type, str, Variable]] = field(default_factory=dict)
     # (id of globals dict, name) -> (globals dict, name, new value tracker)
     globals: dict[tuple[int, str], tuple[dict, str, Variable]] = field(default_factory=dict)
 
@@ -36,14 +38,20 @@ class SideEffects:
         found = self.attributes.get((id(obj), name))
         return None if found is None else found[2]
 
+    def class_attribute_written(self, cls: type, name: str, value: Variable) -> None:
+        key = (id(cls), name)
+        self.class_attributes.pop(key, None)
+        self.class_attributes[key] = (cls, name, value)
+
     def global_written(self, globals_dict: dict, name: str, value: Variable) -> None:
         self.globals[(id(globals_dict), name)] = (globals_dict, name, value)
 
     def __bool__(self) -> bool:
-        return bool(self.containers or self.attributes or self.globals)
+        return bool(self.containers or self.attributes or self.class_attributes or self.globals)
 
     def replay(self, expr: Any, emit: Any, global_name: Any) -> None:
-        """Emit the statements: `expr(var)` renders a tracker, `global_name(d)` a globals dict."""
+        """Emit the statements: `expr(var)` renders a tracker, `global_name(d)` a globals dict
+        or a class."""
         from ..variables.containers import DictVariable, ListVariable, SetVariable
 
         for var in self.containers.values():
@@ -56,10 +64,17 @@ class SideEffects:
                 # the new contents may be read from the dict itself: evaluate them before clearing
                 emit(f"___d = {{{items}}}; {target}.clear(); {target}.update(___d)")
             elif isinstance(var, SetVariable):
+                # removals, then additions in program order: the set keeps its own table, so code
+                # iterating it afterwards sees eager's order (clear() would rebuild the table)
                 members = "".join(expr(v) + ", " for v in var.members.values())
-                emit(f"___d = ({members}); {target}.clear(); {target}.update(___d)")
+                emit(
+                    f"___d = ({members}); {target}.difference_update([___k for ___k in {target} if ___k not in ___d]); "
+                    f"{target}.update(___d)"
+                )
         for obj, name, value in self.attributes.values():
             emit(f"{expr(obj)}.{name} = {expr(value)}")
+        for cls, name, value in self.class_attributes.values():
+            emit(f"{global_name(cls)}.{name} = {expr(value)}")
         for globals_dict, name, value in self.globals.values():
             emit(f"{global_name(globals_dict)}[{name!r}] = {expr(value)}")
 

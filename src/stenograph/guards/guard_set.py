@@ -111,11 +111,70 @@ class GuardSet:
         self.type_match(source, value)
         if isinstance(value, float) and math.isnan(value):
             self.add(RANK_VALUE, source, "{v} != {v}", f"{source.name()} is nan")
+        elif isinstance(value, float) and value == 0.0:
+            # 0.0 == -0.0, but math.copysign, atan2 and 1/x tell them apart
+            sign = self.bind(math.copysign, "fn")
+            self.add(
+                RANK_VALUE, source, f"{{v}} == 0.0 and {sign}(1.0, {{v}}) == {math.copysign(1.0, value)!r}",
+                f"{source.name()} == {value!r}",
+            )
+        elif _has_signed_zero_or_nan(value):
+            # a tuple or complex holding -0.0 or nan: `==` cannot tell those apart
+            same = self.bind(same_literal, "fn")
+            const = self.bind(value, "const")
+            self.add(RANK_VALUE, source, f"{same}({{v}}, {const})", f"{source.name()} == {_short(value)}")
         elif isinstance(value, (int, float, str, bytes, complex)) and _repr_roundtrips(value):
             self.add(RANK_VALUE, source, f"{{v}} == {value!r}", f"{source.name()} == {_short(value)}")
         else:
             name = self.bind(value, "const")
             self.add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {_short(value)}")
+
+    def ordinary_float(self, source: Source) -> None:
+        """A float made symbolic must stay finite and non-zero: symbolic arithmetic treats nan
+        as equal to itself and -0.0 as 0.0, so those values get an entry of their own."""
+        finite = self.bind(math.isfinite, "fn")
+        self.add(RANK_VALUE, source, f"{finite}({{v}}) and {{v}} != 0.0", f"{source.name()} is finite and non-zero")
+
+    def not_identical(self, source: Source, value: Any) -> None:
+        """`source` is not the object `value` (an `is` the trace decided False)."""
+        if value is None or value is True or value is False or value is Ellipsis:
+            self.add(RANK_ID, source, f"{{v}} is not {value!r}", f"{source.name()} is not {value!r}")
+            return
+        try:
+            ref = weakref.ref(value)
+        except TypeError:
+            name = self.bind(value, "obj")
+            self.add(RANK_ID, source, f"{{v}} is not {name}", f"{source.name()} is not {_short(value)}")
+            return
+        name = self.bind(ref, "ref")
+        self.add(RANK_ID, source, f"{{v}} is not {name}()", f"{source.name()} is not the same object")
+
+    def attribute_absent(self, source: Source, obj: Any, name: str) -> None:
+        """`obj` (reached by `source`) has no attribute `name`: a `hasattr` or a `getattr`
+        default the trace relied on. Setting it later, on the object or its class, recompiles."""
+        text = f"{source.name()} has no attribute {name!r}"
+        module_getattr = torch.nn.Module.__getattr__
+        cls = type(obj)
+        if isinstance(obj, torch.nn.Module) and cls.__getattr__ is module_getattr:
+            # Module.__getattr__ raises a formatted AttributeError (microseconds): look where it
+            # looks, and in the class dicts along the MRO, directly
+            parts = [f"{name!r} not in {{v}}.__dict__"]
+            parts += [f"{name!r} not in {{v}}.{table}" for table in ("_parameters", "_buffers", "_modules")]
+            parts += [f"{name!r} not in {self.bind(klass.__dict__, 'classdict')}" for klass in cls.__mro__]
+            self.add(RANK_VALUE, source, f"type({{v}}) is {self.bind(cls, 'type')} and " + " and ".join(parts), text)
+            return
+        if isinstance(obj, type) and type(obj).__getattribute__ is type.__getattribute__:
+            # hasattr on a class raises and catches inside (hundreds of ns): look in the dicts
+            # of its MRO and its metaclass's MRO instead
+            dicts = [klass.__dict__ for klass in (*obj.__mro__, *type(obj).__mro__)]
+            parts = [f"{name!r} not in {self.bind(d, 'classdict')}" for d in dicts]
+            self.add(RANK_VALUE, source, " and ".join(parts), text)
+            return
+        self.add(RANK_VALUE, source, f"not hasattr({{v}}, {name!r})", text)
+
+    def key_absent(self, source: Source, key: str, text: str) -> None:
+        """`key not in source` (an instance `__dict__` that must not shadow a class attribute)."""
+        self.add(RANK_VALUE, source, f"{key!r} not in {{v}}", text)
 
     def set_members_match(self, source: Source, value: set) -> None:
         """A set read from the frame: same type and members (compared with a frozen copy, since
@@ -177,11 +236,6 @@ class GuardSet:
     def length_match(self, source: Source, value: Any) -> None:
         self.type_match(source, value)
         self.add(RANK_VALUE, source, f"len({{v}}) == {len(value)}", f"len({source.name()}) == {len(value)}")
-
-    def no_instance_attr(self, source: Source, name: str) -> None:
-        """`name` is not in the object's `__dict__`: an attribute the trace took from the class
-        (a method, a class constant) is not shadowed by one set on this instance."""
-        self.add(RANK_ID, source, f"{name!r} not in {{v}}.__dict__", f"{source.name()}.{name} is the class's")
 
     def all_distinct(self, sources: list[Source]) -> None:
         """The objects at `sources` are pairwise distinct (one set of ids, not n² checks)."""
@@ -327,6 +381,29 @@ def _describe_actual(value: Any) -> str:
         )
     text = repr(value)
     return f" (got {text if len(text) < 80 else text[:77] + '...'})"
+
+
+def _has_signed_zero_or_nan(value: Any) -> bool:
+    if type(value) is float:
+        return value != value or value == 0.0
+    if type(value) is complex:
+        return _has_signed_zero_or_nan(value.real) or _has_signed_zero_or_nan(value.imag)
+    if type(value) is tuple:
+        return any(_has_signed_zero_or_nan(v) for v in value)
+    return False
+
+
+def same_literal(a: Any, b: Any) -> bool:
+    """`a == b` for literals, except that -0.0 differs from 0.0 and nan equals nan."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return (a != a and b != b) or (a == b and math.copysign(1.0, a) == math.copysign(1.0, b))
+    if type(a) is complex:
+        return same_literal(a.real, b.real) and same_literal(a.imag, b.imag)
+    if type(a) is tuple:
+        return len(a) == len(b) and all(same_literal(x, y) for x, y in zip(a, b))
+    return bool(a == b)
 
 
 def _repr_roundtrips(value: Any) -> bool:

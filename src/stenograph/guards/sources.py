@@ -3,13 +3,15 @@
 A source renders to a Python expression that is valid inside the generated guard and transformed
 functions. Those functions take the same parameters as the compiled function, so a local is
 reached by its own name; globals through the module's globals dict bound as `___g<N>`; closure
-cells through `___cells`. `name()` is the human form used in logs and error messages
-(`L['x']`, `G['cfg'].depth`, `L['self'].layers[3].weight`).
+cells through `___cells`; a class met while tracing through the class itself (`ClassSource`).
+`name()` is the human form used in logs and error messages (`L['x']`, `G['cfg'].depth`,
+`L['self'].layers[3].weight`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..graph.pyfunc import python_name
 
@@ -46,19 +48,20 @@ class Source:
 
 
 class GlobalsNamer:
-    """Gives each distinct globals dict a short name (`___g0`, `___g1`) in generated code."""
+    """Gives each distinct globals dict (or class, or other fixed object) a short name (`___g0`,
+    `___g1`) in generated code."""
 
     def __init__(self) -> None:
-        self.dicts: dict[int, tuple[str, dict]] = {}
+        self.dicts: dict[int, tuple[str, Any]] = {}
 
-    def name_for(self, globals_dict: dict) -> str:
+    def name_for(self, globals_dict: Any) -> str:
         entry = self.dicts.get(id(globals_dict))
         if entry is None:
             entry = (f"___g{len(self.dicts)}", globals_dict)
             self.dicts[id(globals_dict)] = entry
         return entry[0]
 
-    def bindings(self) -> dict[str, dict]:
+    def bindings(self) -> dict[str, Any]:
         return {name: d for name, d in self.dicts.values()}
 
 
@@ -98,6 +101,30 @@ class GlobalSource(Source):
         return hash((self.global_name, id(self.globals_dict)))
 
 
+@dataclass(frozen=True, eq=False)
+class ClassSource(Source):
+    """A class the trace looked into, reached as itself.
+
+    Its identity is fixed by other guards (the type guard of an instance, the identity guard of
+    a global); what this source adds is a way to guard the class's own attributes (`Cfg.k`,
+    `Op.go`) once per class, however many instances or names led to it.
+    """
+
+    cls: type
+
+    def expr(self, globals_names: GlobalsNamer) -> str:
+        return globals_names.name_for(self.cls)
+
+    def name(self) -> str:
+        return f"{self.cls.__module__}.{self.cls.__qualname__}"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClassSource) and other.cls is self.cls
+
+    def __hash__(self) -> int:
+        return hash(("class", id(self.cls)))
+
+
 @dataclass(frozen=True)
 class ClosureSource(Source):
     """The contents of cell `index` of the compiled function's closure."""
@@ -110,6 +137,28 @@ class ClosureSource(Source):
 
     def name(self) -> str:
         return f"closure[{self.var_name!r}]"
+
+
+@dataclass(frozen=True, eq=False)
+class FixedObjectSource(Source):
+    """One particular object, bound into the generated code by identity: the closure cell of a
+    function that is reached without a path of its own (a method found on an object's class),
+    whose identity the guards on that path already fix."""
+
+    obj: object
+    label: str
+
+    def expr(self, globals_names: GlobalsNamer) -> str:
+        return globals_names.name_for(self.obj)  # type: ignore[arg-type]
+
+    def name(self) -> str:
+        return f"<{self.label}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FixedObjectSource) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
 
 
 @dataclass(frozen=True)
@@ -185,8 +234,8 @@ class SourceRenderer:
         return self._bind(source, lines)
 
     def _bind(self, source: Source, lines: list[str]) -> str:
-        if isinstance(source, LocalSource):
-            return python_name(source.local_name)
+        if isinstance(source, (LocalSource, ClassSource)):
+            return source.expr(self.namer)  # already a plain name
         name = self.bound.get(source)
         if name is None:
             expr = self.render(source, lines)

@@ -10,7 +10,7 @@ the compiled frame itself becomes `Unsupported`, so the instruction runs eagerly
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from ..bytecode.instructions import ExceptionEntry, exception_entries
 from ..errors import Unsupported
@@ -33,6 +33,18 @@ def raise_new(tx: Frame, cls: type[BaseException], *args: object) -> TracedExcep
     from ..variables.instances import instantiate
 
     return TracedException(instantiate(tx, cls, [constant(a) for a in args], {}))
+
+
+def raise_python_error(tx: Frame, error: Exception) -> NoReturn:
+    """Raise, in the traced program, the error Python raised evaluating an operation on constants
+    (`int("x")`, `divmod(1, 0)`), so the program's `except` clauses see it as they would eagerly."""
+    from ..variables.instances import instantiate
+
+    try:
+        tracker = instantiate(tx, type(error), [constant(a) for a in error.args], {})
+    except Unsupported:
+        raise Unsupported(f"{type(error).__name__} raised on constants: {error}") from error
+    raise TracedException(tracker) from error
 
 
 def exception_value(tx: Frame, raised: Variable) -> Variable:

@@ -18,7 +18,7 @@ from typing import Any
 from .. import config
 from ..errors import Unsupported
 from ..graph.output_graph import OutputGraph
-from ..guards.sources import AttrSource, GlobalSource, ItemSource, Source
+from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable, constant
 from ..variables.builder import is_literal, is_trusted_module, wrap
 from .binding import bind_arguments
@@ -172,6 +172,8 @@ class Frame:
         self.handled: list[Variable] = []
         # one tracking Cell per real closure cell, shared by every inlined call in the trace
         self.tracked_cells: dict[int, Cell] = {} if parent is None else parent.tracked_cells
+        # every generator created in the trace (checked when the trace ends)
+        self.generators: list[Any] = [] if parent is None else parent.generators
         self.handlers = handlers_for_running_python()
         self.trusted = is_trusted_module(f_globals.get("__name__", ""))
         # the instruction before which to stop (the second trace of a frame with a graph break)
@@ -187,7 +189,7 @@ class Frame:
         try:
             while self.return_value is None:
                 if self.ip == stop:
-                    return None
+                    break
                 inst = instructions[self.ip]
                 self.current = inst
                 self.ip += 1
@@ -216,7 +218,24 @@ class Frame:
             if self.parent is None and e.break_index is None:
                 e.break_index = self.ip - 1
             raise
+        if self.parent is None:
+            self._refuse_unclosed_generators()
         return self.return_value
+
+    def _refuse_unclosed_generators(self) -> None:
+        """The trace ends (return or graph break) with a generator suspended inside a `try` or
+        `with` block: eagerly, dropping it runs its `finally` / `__exit__` at the moment the last
+        reference goes, which neither the trace nor code resumed after a break (it holds
+        references longer) can place. The frame runs eagerly instead."""
+        from ..variables.generators import needs_close
+
+        for generator in self.generators:
+            if needs_close(generator):
+                raise Unsupported(
+                    f"generator {generator.frame.code.co_qualname} is left suspended inside a try/with block, "
+                    "whose cleanup runs when it is dropped",
+                    hint="the frame runs eagerly; exhaust the generator or move the cleanup out of it",
+                )
 
     def _annotate(self, e: Unsupported) -> None:
         filename = self.code.co_filename
@@ -321,7 +340,9 @@ class Frame:
 
             if code in self.output.eager_generators:
                 raise Unsupported(f"generator {code.co_qualname} has a graph break in its body; it runs eagerly")
-            return GeneratorVariable(child)
+            generator = GeneratorVariable(child)
+            self.generators.append(generator)
+            return generator
         return child.run()
 
     def _wrap_defaults(
@@ -353,7 +374,11 @@ class Frame:
                 cell_source = ItemSource(AttrSource(fn_source, "__closure__"), i)
                 cells.append(Cell(LazyValue(value, AttrSource(cell_source, "cell_contents")), cell, cell_source))
             else:
-                cells.append(Cell(wrap(self, value, None), cell))
+                # no path to the function (a method found on a class): the cell itself is the
+                # source, so its contents are guarded and changes to them replayed on each call
+                name = fn.__code__.co_freevars[i]
+                contents = AttrSource(FixedObjectSource(cell, f"cell {name} of {fn.__qualname__}"), "cell_contents")
+                cells.append(Cell(LazyValue(value, contents), cell))
             self.tracked_cells[id(cell)] = cells[-1]
         return tuple(cells)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import Unsupported
 from ..variables import operators
-from ..variables.base import NULL, NullVariable, Variable, constant
+from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
 from ..variables.containers import (
     DictVariable,
     IteratorVariable,
@@ -24,6 +24,7 @@ from ..variables.containers import (
     SetVariable,
     SliceVariable,
     TupleVariable,
+    iterate,
 )
 from ..variables.functions import NestedFunctionVariable
 from ..variables.tensor import TensorVariable
@@ -583,7 +584,15 @@ def _pop_jump(when: Callable[[Frame, Variable], bool]) -> Handler:
 
 
 def _is_none(f: Frame, v: Variable) -> bool:
-    return v.is_constant() and v.as_constant() is None
+    """`v is None` for the jumps of `if x is None` (guarded like the `is` operator)."""
+    if isinstance(v, GuardedOnUseConstant):
+        # an int, float, str or bool argument: `is None` needs no guard on its value
+        f.output.guards.not_identical(v.source, None)
+        return False
+    if v.is_constant():
+        return v.as_constant() is None
+    operators.guard_identity(f, v, constant(None), False)
+    return False
 
 
 for _prefix in ("POP_JUMP_IF_", "POP_JUMP_FORWARD_IF_", "POP_JUMP_BACKWARD_IF_"):
@@ -604,12 +613,7 @@ def _jump_or_pop(f: Frame, inst: dis.Instruction) -> None:
 
 @op("GET_ITER")
 def _get_iter(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    if isinstance(value, ListVariable):
-        # a list iterator reads the live list: items appended during the loop are visited
-        f.push(IteratorVariable(value.items))
-        return
-    f.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(f)))
+    f.push(iterate(f, f.pop()))
 
 
 @op("FOR_ITER")
@@ -617,7 +621,7 @@ def _for_iter(f: Frame, inst: dis.Instruction) -> None:
     iterator = f.stack[-1]
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported(f"for loop over {iterator.describe()}")
-    item = iterator.next()
+    item = iterator.next(f)
     if item is not None:
         f.push(item)
         return

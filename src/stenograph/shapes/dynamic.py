@@ -8,12 +8,13 @@ dimension (or int) becomes symbolic from then on, so further values reuse the gr
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 from .. import config
-from ..guards.sources import ItemSource, LocalSource, ModuleMemberSource, Source
+from ..guards.sources import AttrSource, ClassSource, ItemSource, LocalSource, ModuleMemberSource, Source
 
 _DYNAMIC_ATTR = "_stenograph_dynamic_dims"
 _MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
@@ -59,9 +60,12 @@ def marked_bounds(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
 
 def may_be_dynamic(source: Source, is_tensor: bool) -> bool:
     """Parameters and buffers stay static (like torch.compile), and so do ints read from object
-    attributes (configs, `self.heads`): only the frame's own arguments and their items vary."""
+    attributes (configs, `self.heads`): only the frame's own arguments and their items vary,
+    and class attributes (`Registry.count += 1` changes one on every call)."""
     if is_tensor:
         return not (isinstance(source, ModuleMemberSource) and source.table in ("_parameters", "_buffers"))
+    if isinstance(source, AttrSource) and isinstance(source.parent, ClassSource):
+        return True
     while isinstance(source, ItemSource):
         source = source.parent
     return isinstance(source, LocalSource)
@@ -77,6 +81,8 @@ class DynamicPolicy:
         self.from_data = from_data if from_data is not None else set()
         self.sizes: dict[str, list[int | None]] = {}  # source name -> sizes (None: dynamic)
         self.ints: dict[str, int | float | None] = {}  # source name -> value (None: dynamic)
+        # float arguments the backend asked to see as constants (see backends/float_restart.py)
+        self.specialised: set[str] = set()
 
     def tensor_dims(self, name: str, t: torch.Tensor) -> list[bool]:
         """Which dimensions of input `t` (reached by source `name`) are symbolic in this trace."""
@@ -102,8 +108,11 @@ class DynamicPolicy:
         return dims
 
     def int_is_dynamic(self, name: str, value: int | float) -> bool:
-        """Whether an int or float argument is symbolic in this trace."""
-        if self.dynamic is False:
+        """Whether an int or float argument is symbolic in this trace (NaN and infinities never
+        are: a shape environment reasons about finite numbers only)."""
+        if self.dynamic is False or name in self.specialised:
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
             return False
         if self.dynamic is True:
             return True
@@ -114,6 +123,12 @@ class DynamicPolicy:
         elif config.automatic_dynamic_shapes and self.ints[name] is not None and self.ints[name] != value:
             self.ints[name] = None
         return self.ints[name] is None or not config.assume_static_by_default
+
+    def specialise(self, names: list[str]) -> bool:
+        """Make these arguments constants from now on; False when all of them already were."""
+        new = set(names) - self.specialised
+        self.specialised |= new
+        return bool(new)
 
     def _read_from_data(self, name: str) -> bool:
         root = name.split("[", 2)

@@ -26,6 +26,7 @@ from torch.fx.experimental.symbolic_shapes import (
     StatelessSymbolicContext,
 )
 
+from .. import config
 from ..guards.sources import Source
 
 DATA_DEPENDENT_ERRORS = (DataDependentOutputException, DynamicOutputShapeException, GuardOnDataDependentSymNode)
@@ -50,7 +51,10 @@ class ShapeSource(TorchSource):
 
 
 def new_fake_mode() -> FakeTensorMode:
-    return FakeTensorMode(allow_non_fake_inputs=False, shape_env=ShapeEnv())
+    # ops whose output size depends on tensor data (nonzero, x[mask]) raise
+    # DynamicOutputShapeException unless config.capture_dynamic_output_shape_ops: a graph break
+    shape_env = ShapeEnv(allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
+    return FakeTensorMode(allow_non_fake_inputs=False, shape_env=shape_env)
 
 
 def fakeify(

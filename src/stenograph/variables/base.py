@@ -104,6 +104,8 @@ class ConstantVariable(Variable):
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
+            if self.source is not None:  # `hasattr` answers False: guard that it stays so
+                tx.output.guards.attribute_absent(self.source, self.value, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}") from e
         if callable(attr):
             from .functions import ConstantMethodVariable
@@ -114,7 +116,12 @@ class ConstantVariable(Variable):
     def getitem(self, tx: Frame, key: Variable) -> Variable:
         if not key.is_constant():
             raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
-        return constant(operator.getitem(self.value, key.as_constant()))
+        try:
+            return constant(operator.getitem(self.value, key.as_constant()))
+        except Exception as e:
+            from ..interpreter.exceptions import raise_python_error
+
+            raise_python_error(tx, e)
 
     def __repr__(self) -> str:
         return f"ConstantVariable({self.value!r})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import math
 import sys
 import types
 import weakref
@@ -110,10 +111,13 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         type(value) in (int, float)
         and source is not None
         and policy is not None
+        and (type(value) is int or math.isfinite(value) and value != 0.0)
         and may_be_dynamic(source, is_tensor=False)
         and policy.int_is_dynamic(source.name(), value)
     ):
         guards.type_match(source, value)
+        if type(value) is float:
+            guards.ordinary_float(source)
         return tx.output.symbolic_input(value, source)
     if is_literal(value) and source is not None and type(value) in (int, float, str, bool):
         return GuardedOnUseConstant(value, source, lambda: guards.constant_match(source, value))
@@ -175,7 +179,10 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         self_var = wrap(tx, value.__self__, self_source)
         if not isinstance(value.__func__, types.FunctionType):
             raise Unsupported(f"bound method of {type(value.__func__).__name__}")
-        return UserMethodVariable(value.__func__, self_var, source)
+        fn_source = AttrSource(source, "__func__") if source is not None else None
+        if fn_source is not None:
+            wrap(tx, value.__func__, fn_source)  # guards the function like any other
+        return UserMethodVariable(value.__func__, self_var, source, fn_source=fn_source)
     if isinstance(value, functools.partial):
         return _wrap_partial(tx, value, source)
     if is_namedtuple_class(type(value)):
@@ -197,7 +204,7 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     if type(value) is set and all(is_literal(m) for m in value):
         if source is not None:
             guards.set_members_match(source, value)
-        return tx.output.register_container(value, SetVariable({m: constant(m) for m in value}, source=source))
+        return tx.output.register_container(value, SetVariable.from_frame(value, source))
     if type(value) is weakref.ref:
         if source is not None:
             guards.type_match(source, value)
@@ -215,6 +222,12 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             raise Unsupported("dict with non-constant keys")
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
         return tx.output.register_container(value, DictVariable(items, source, python_class=type(value)))
+    if isinstance(value, torch.autograd.graph.Node):
+        # a tensor's grad_fn, read eagerly at a graph break and handed to the resume function:
+        # opaque, compared by identity, guarded on its class (None or another node recompiles)
+        if source is not None:
+            guards.type_match(source, value)
+        return UserObjectVariable(value, source)
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
         raise Unsupported(
             f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "

@@ -7,6 +7,7 @@ their name so the user sees exactly what stopped capture.
 
 from __future__ import annotations
 
+import abc
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,16 @@ import torch
 from ..errors import Unsupported
 from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
-from .containers import DictVariable, IteratorVariable, ListVariable, SequenceVariable, TupleVariable
+from .containers import (
+    DictVariable,
+    IteratorVariable,
+    LazyIteratorVariable,
+    ListVariable,
+    ReversedListIteratorVariable,
+    SequenceVariable,
+    TupleVariable,
+    iterate,
+)
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 
@@ -86,6 +96,45 @@ _REFUSED = {
 
 _handler = handler_registry(_HANDLERS)
 
+# the keyword arguments each handled builtin accepts; any other keyword is refused by name (a
+# handler must never drop one silently, e.g. `zip(strict=True)`)
+_KEYWORDS: dict[Any, frozenset[str]] = {
+    enumerate: frozenset({"start"}),
+    zip: frozenset({"strict"}),
+    sum: frozenset({"start"}),
+    min: frozenset({"key", "default"}),
+    max: frozenset({"key", "default"}),
+    sorted: frozenset({"key", "reverse"}),
+    int: frozenset({"base"}),
+    str: frozenset({"object", "encoding", "errors"}),
+}
+# (fewest, most) positional arguments the handled builtins model
+_ARITY: dict[Any, tuple[int, int]] = {
+    iter: (1, 1),
+    next: (1, 2),
+    reversed: (1, 1),
+    len: (1, 1),
+    isinstance: (2, 2),
+    getattr: (2, 3),
+    hasattr: (2, 2),
+    setattr: (3, 3),
+    delattr: (2, 2),
+    tuple: (0, 1),
+    list: (0, 1),
+    set: (0, 1),
+    frozenset: (0, 1),
+    enumerate: (1, 2),
+    sum: (1, 2),
+    map: (2, 1 << 30),
+    filter: (2, 2),
+    sorted: (1, 1),
+    abs: (1, 1),
+    all: (1, 1),
+    any: (1, 1),
+    callable: (1, 1),
+    dict: (0, 1),
+}
+
 
 class BuiltinVariable(HandledFunctionVariable):
     def describe(self) -> str:
@@ -107,9 +156,10 @@ class BuiltinVariable(HandledFunctionVariable):
             )
         handler = _HANDLERS.get(self.fn)
         if handler is not None:
+            _check_signature(self.fn, args, kwargs)
             return handler(tx, self.fn, args, kwargs)
         if self.fn in _PURE and all(a.is_constant() for a in [*args, *kwargs.values()]):
-            return _fold(self.fn, args, kwargs)
+            return _fold(tx, self.fn, args, kwargs)
         raise Unsupported(
             f"builtin {getattr(self.fn, '__name__', self.fn)} with {', '.join(a.describe() for a in args)}"
         )
@@ -129,11 +179,25 @@ class BuiltinVariable(HandledFunctionVariable):
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "builtin")
 
-def _fold(fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _check_signature(fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> None:
+    """Refuse a call whose arguments the handler does not model (eager raises or handles them)."""
+    name = getattr(fn, "__name__", fn)
+    if fn is not dict:
+        unknown = set(kwargs) - _KEYWORDS.get(fn, frozenset())
+        if unknown:
+            raise Unsupported(f"{name}() with keyword argument(s) {', '.join(sorted(unknown))}")
+    fewest, most = _ARITY.get(fn, (0, 1 << 30))
+    if not fewest <= len(args) <= most:
+        raise Unsupported(f"{name}() with {len(args)} positional argument(s)")
+
+
+def _fold(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     try:
         result = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
     except Exception as e:
-        raise Unsupported(f"{fn.__name__}() on constants raised {type(e).__name__}: {e}") from e
+        from ..interpreter.exceptions import raise_python_error
+
+        raise_python_error(tx, e)
     if isinstance(result, (map, filter, zip, enumerate, reversed)) or type(result).__name__.endswith("iterator"):
         result = list(result)
         return IteratorVariable([constant(r) for r in result])
@@ -173,7 +237,7 @@ def _delattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
 def _set(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     from .containers import SetVariable
 
-    return SetVariable.from_items(tx, args[0].unpack(tx) if args else [], fn)
+    return SetVariable.of(tx, args[0], fn) if args else SetVariable({}, fn)
 
 
 @_handler(str, repr)
@@ -182,13 +246,13 @@ def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 
     if len(args) == 1 and not kwargs and not args[0].is_constant():
         obj = args[0]
-        dunder = python_dunder(obj, "__str__" if fn is str else "__repr__")
+        dunder = python_dunder(tx, obj, "__str__" if fn is str else "__repr__")
         if dunder is not None:
             return tx.inline_call(dunder, [obj], {}, closure=None)
         if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):
             return obj.getattr(tx, "__str__" if fn is str else "__repr__").call(tx, [], {})
     if all(a.is_constant() for a in [*args, *kwargs.values()]):
-        return _fold(fn, args, kwargs)
+        return _fold(tx, fn, args, kwargs)
     raise Unsupported(f"{fn.__name__}() of {', '.join(a.describe() for a in args)}")
 
 
@@ -201,6 +265,10 @@ def _len(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 def _isinstance(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj, classes = args
     cls = classes.as_constant()
+    for c in cls if isinstance(cls, tuple) else (cls,):
+        check = getattr(type(c), "__instancecheck__", None)
+        if check is not None and check is not type.__instancecheck__ and not isinstance(c, abc.ABCMeta):
+            raise Unsupported(f"isinstance() with {c!r}, whose metaclass defines __instancecheck__")
     value_type = obj.python_type()
     if isinstance(obj, TensorVariable):
         # a FakeTensor must answer like the real tensor
@@ -237,6 +305,8 @@ def _callable(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variab
         return constant(True)
     if args[0].is_constant():
         return constant(callable(args[0].as_constant()))
+    if args[0].source is not None:
+        args[0].python_type()  # installs the type guard the answer depends on
     return constant(callable(getattr(args[0], "value_object", None)))
 
 
@@ -293,26 +363,28 @@ def _range(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]
 
 @_handler(enumerate)
 def _enumerate(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    start = args[1].as_constant() if len(args) > 1 else kwargs.get("start", constant(0)).as_constant()
-    return IteratorVariable([TupleVariable([constant(i), v]) for i, v in enumerate(args[0].unpack(tx), start)])
+    start = args[1] if len(args) > 1 else kwargs.get("start", constant(0))
+    if not isinstance(start.as_constant(), int) or isinstance(start.as_constant(), bool):
+        raise Unsupported(f"enumerate() with start={start.describe()}")
+    return LazyIteratorVariable("enumerate", [iterate(tx, args[0])], count=start.as_constant())
 
 
 @_handler(zip)
 def _zip(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    columns = [a.unpack(tx) for a in args]
-    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
+    strict = kwargs.get("strict", constant(False)).truth(tx)
+    return LazyIteratorVariable("zip", [iterate(tx, a) for a in args], strict=strict)
 
 
 @_handler(reversed)
 def _reversed(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if isinstance(args[0], ListVariable):
+        return ReversedListIteratorVariable(args[0])
     return IteratorVariable(list(reversed(args[0].unpack(tx))))
 
 
 @_handler(iter)
 def _iter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    if isinstance(args[0], IteratorVariable):
-        return args[0]
-    return IteratorVariable(args[0].unpack(tx))
+    return iterate(tx, args[0])
 
 
 @_handler(next)
@@ -320,7 +392,7 @@ def _next(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
     it = args[0]
     if not isinstance(it, IteratorVariable):
         raise Unsupported(f"next() on {it.describe()}")
-    item = it.next()
+    item = it.next(tx)
     if item is None:
         if len(args) > 1:
             return args[1]
@@ -332,16 +404,15 @@ def _next(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
 
 @_handler(map)
 def _map(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    mapped, columns = args[0], [a.unpack(tx) for a in args[1:]]
-    return IteratorVariable([mapped.call(tx, list(row), {}) for row in zip(*columns)])
+    return LazyIteratorVariable("map", [iterate(tx, a) for a in args[1:]], args[0])
 
 
 @_handler(filter)
 def _filter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    predicate, items = args[0], args[1].unpack(tx)
+    predicate = args[0]
     if predicate.is_constant() and predicate.as_constant() is None:
-        return IteratorVariable([i for i in items if i.truth(tx)])
-    return IteratorVariable([i for i in items if predicate.call(tx, [i], {}).truth(tx)])
+        return LazyIteratorVariable("filter", [iterate(tx, args[1])])
+    return LazyIteratorVariable("filter", [iterate(tx, args[1])], predicate)
 
 
 @_handler(sum)
@@ -355,16 +426,31 @@ def _sum(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 
 @_handler(min, max)
 def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    from ..interpreter.exceptions import raise_python_error
+
+    if len(args) > 1 and "default" in kwargs:
+        raise Unsupported(f"{fn.__name__}() with several arguments and default=")
     items = args[0].unpack(tx) if len(args) == 1 else list(args)
-    if all(i.is_constant() for i in items) and not kwargs:
-        return constant(fn(i.as_constant() for i in items))
-    if set(kwargs) <= {"key", "default"} and items:
-        key_fn = kwargs.get("key")
-        keys = [key_fn.call(tx, [i], {}) if key_fn is not None else i for i in items]
-        if all(k.is_constant() for k in keys):
-            values = [k.as_constant() for k in keys]
-            return items[values.index(fn(values))]  # the first extreme item, as CPython returns
-    if len(items) == 2 and not kwargs and any(isinstance(i, TensorVariable) for i in items):
+    key_fn = kwargs.get("key")
+    if key_fn is not None and key_fn.is_constant() and key_fn.as_constant() is None:
+        key_fn = None
+    if not items:
+        if "default" in kwargs:
+            return kwargs["default"]
+        try:
+            fn([])
+        except ValueError as e:
+            raise_python_error(tx, e)
+    keys = [key_fn.call(tx, [i], {}) if key_fn is not None else i for i in items]
+    if all(k.is_constant() for k in keys):
+        values = [k.as_constant() for k in keys]
+        try:
+            # the index of the first extreme item, compared exactly as CPython compares them
+            best = fn(range(len(values)), key=values.__getitem__)
+        except Exception as e:
+            raise_python_error(tx, e)
+        return items[best]
+    if len(items) == 2 and key_fn is None and any(isinstance(i, TensorVariable) for i in items):
         raise Unsupported(
             f"{fn.__name__}() of tensors compares their values",
             hint=f"use torch.{'minimum' if fn is min else 'maximum'}",
@@ -393,14 +479,14 @@ def _number(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
         if kind in (int, float):
             convert = torch.sym_int if fn is int else torch.sym_float
             return tx.output.call("call_function", convert, args, {}, f"{fn.__name__}()")
-    return _fold(fn, args, kwargs)
+    return _fold(tx, fn, args, kwargs)
 
 
 @_handler(all, any)
 def _allany(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     stop_on = fn is any  # any() stops at the first true item, all() at the first false one
-    iterator = args[0] if isinstance(args[0], IteratorVariable) else IteratorVariable(args[0].unpack(tx))
-    while (item := iterator.next()) is not None:
+    iterator = iterate(tx, args[0])
+    while (item := iterator.next(tx)) is not None:
         if item.truth(tx) == stop_on:
             return constant(stop_on)
     return constant(not stop_on)

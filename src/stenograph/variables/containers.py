@@ -67,7 +67,7 @@ class DictViewVariable(Variable):
         if name == "__len__" and not args:
             return constant(len(self.dict_var.items))
         if name == "__iter__" and not args:
-            return IteratorVariable(self.unpack(tx))
+            return iterate(tx, self)
         if name == "__reversed__" and not args:
             return IteratorVariable(self.unpack(tx)[::-1])
         if self.kind == "keys" and name in ("__and__", "__or__", "__sub__", "__xor__", "isdisjoint"):
@@ -118,8 +118,10 @@ class SequenceVariable(Variable):
         if isinstance(index, int):
             try:
                 return self.items[index]
-            except IndexError:
-                raise Unsupported(f"index {index} out of range for {self.describe()}") from None
+            except IndexError as e:
+                from ..interpreter.exceptions import raise_python_error
+
+                raise_python_error(tx, type(e)(f"{self.python_class.__name__} index out of range"))
         raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
 
     def clone(self, items: list[Variable]) -> SequenceVariable:
@@ -350,31 +352,250 @@ class DictVariable(Variable):
         if name == "__len__" and not args:
             return constant(len(self.items))
         if name == "__iter__" and not args:
-            return IteratorVariable(self.unpack(tx))
+            return iterate(tx, self)
         raise Unsupported(f"method {name!r} of {self.describe()}")
 
 
 class IteratorVariable(Variable):
-    """An iterator over a known list of items (from GET_ITER on a tracked iterable)."""
+    """An iterator over a known list of items (from GET_ITER on a tracked iterable).
 
-    def __init__(self, items: list[Variable]) -> None:
+    `failure`, when set, is the exception (class, message) raised once the items run out, as
+    `zip(..., strict=True)` raises only when it reaches the shortest argument's end.
+    """
+
+    def __init__(self, items: list[Variable], failure: tuple[type[BaseException], str] | None = None) -> None:
         self.items = items
         self.index = 0
+        self.failure = failure
 
     def describe(self) -> str:
         return "iterator"
 
-    def next(self) -> Variable | None:
+    def next(self, tx: Frame) -> Variable | None:
+        """The next item, or None when exhausted."""
         if self.index >= len(self.items):
+            if self.failure is not None:
+                from ..interpreter.exceptions import raise_new
+
+                raise raise_new(tx, *self.failure)
             return None
         item = self.items[self.index]
         self.index += 1
         return item
 
     def unpack(self, tx: Frame) -> list[Variable]:
-        rest = self.items[self.index :]
-        self.index = len(self.items)
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
         return rest
+
+    def iterated(self) -> Variable | None:
+        """The mutable container this iterator reads live, if any (a break must not copy it)."""
+        return None
+
+    def may_raise(self) -> bool:
+        """Whether a later step raises (a tuple of the remaining items would not)."""
+        return self.failure is not None
+
+
+class ListIteratorVariable(IteratorVariable):
+    """`iter(list)`: reads the live list at each step, as CPython's list iterator does, so items
+    appended or removed during the loop are seen."""
+
+    def __init__(self, list_var: ListVariable) -> None:
+        self.list_var = list_var
+        self.index = 0
+        self.failure = None
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        return self.list_var.items
+
+    def iterated(self) -> Variable | None:
+        return self.list_var
+
+
+class ReversedListIteratorVariable(IteratorVariable):
+    """`reversed(list)`: walks the live list from the end by index, as CPython's does."""
+
+    def __init__(self, list_var: ListVariable) -> None:
+        self.list_var = list_var
+        self.position = len(list_var.items) - 1
+        self.index = 0
+        self.failure = None
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        """The items still to come (for a graph break, which passes them on as a tuple)."""
+        live = self.list_var.items
+        return live[self.position :: -1] if 0 <= self.position < len(live) else []
+
+    def next(self, tx: Frame) -> Variable | None:
+        live = self.list_var.items
+        if 0 <= self.position < len(live):
+            self.position -= 1
+            return live[self.position + 1]
+        self.position = -1
+        return None
+
+    def iterated(self) -> Variable | None:
+        return self.list_var
+
+
+class LiveContainerIteratorVariable(IteratorVariable):
+    """Iteration over a dict (keys, values or items) or a set, reading it live.
+
+    As in CPython, a change of size during the loop raises RuntimeError at the next step; a
+    same-size change of the keys (which CPython answers depending on its hash-table layout) is
+    refused instead of guessed.
+    """
+
+    def __init__(self, container: DictVariable | SetVariable, kind: str) -> None:
+        self.container = container
+        self.kind = kind  # "keys", "values", "items" (dicts) or "set"
+        self.keys = self._keys()
+        self.size = len(self.keys)
+        self.index = 0
+        self.failure = None
+
+    def _keys(self) -> list[Any]:
+        if isinstance(self.container, SetVariable):
+            return self.container._order()
+        return list(self.container.items)
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        return [self._item(k) for k in self.keys] if self._keys() == self.keys else []
+
+    def _item(self, key: Any) -> Variable:
+        container = self.container
+        if isinstance(container, SetVariable):
+            return container.members[key]
+        tracker = constant(key) if _is_literal(key) else ConstantVariable(key)
+        if self.kind == "keys":
+            return tracker
+        if self.kind == "values":
+            return container.items[key]
+        return TupleVariable([tracker, container.items[key]])
+
+    def _size(self) -> int:
+        container = self.container
+        return len(container.members) if isinstance(container, SetVariable) else len(container.items)
+
+    def next(self, tx: Frame) -> Variable | None:
+        if self._size() != self.size:
+            from ..interpreter.exceptions import raise_new
+
+            self.size = -1  # CPython's iterator keeps failing once it has failed
+            what = "Set" if isinstance(self.container, SetVariable) else "dictionary"
+            raise raise_new(tx, RuntimeError, f"{what} changed size during iteration")
+        if self._keys() != self.keys:
+            raise Unsupported(f"the keys of {self.container.describe()} changed during iteration")
+        if self.index >= len(self.keys):
+            return None
+        self.index += 1
+        return self._item(self.keys[self.index - 1])
+
+    def iterated(self) -> Variable | None:
+        return self.container
+
+    def may_raise(self) -> bool:
+        return self.size < 0 or self._size() != self.size or self._keys() != self.keys
+
+
+class LazyIteratorVariable(IteratorVariable):
+    """`map`, `filter`, `zip` and `enumerate`: each step pulls from the underlying iterators only
+    when the consumer asks, as CPython does, so a mapped function's side effects interleave with
+    the loop body and a container changed meanwhile is read as it is now."""
+
+    def __init__(
+        self, kind: str, sources: list[IteratorVariable], fn: Variable | None = None, *, count: int = 0,
+        strict: bool = False,
+    ) -> None:
+        self.kind = kind  # "map", "filter", "zip" or "enumerate"
+        self.sources = sources
+        self.fn = fn
+        self.count = count
+        self.strict = strict
+        self.done = not sources
+        self.index = 0
+        self.failure = None
+
+    def next(self, tx: Frame) -> Variable | None:
+        if self.done:
+            return None
+        if self.kind == "filter":
+            while (item := self.sources[0].next(tx)) is not None:
+                keep = item if self.fn is None else self.fn.call(tx, [item], {})
+                if keep.truth(tx):
+                    return item
+            self.done = True
+            return None
+        row = []
+        for i, source in enumerate(self.sources):
+            item = source.next(tx)
+            if item is None:
+                self.done = True
+                if self.strict:
+                    self._check_lengths(tx, i)
+                return None
+            row.append(item)
+        if self.kind == "map":
+            assert self.fn is not None
+            return self.fn.call(tx, row, {})
+        if self.kind == "enumerate":
+            self.count += 1
+            return TupleVariable([constant(self.count - 1), row[0]])
+        return TupleVariable(row)
+
+    def _check_lengths(self, tx: Frame, exhausted: int) -> None:
+        """`zip(strict=True)` reached the end of argument `exhausted`: CPython's ValueError."""
+        from ..interpreter.exceptions import raise_new
+
+        def message(i: int, how: str) -> str:
+            return f"zip() argument {i + 1} is {how} than argument{' ' if i == 1 else 's 1-'}{i}"
+
+        if exhausted > 0:
+            raise raise_new(tx, ValueError, message(exhausted, "shorter"))
+        for i, source in enumerate(self.sources[1:], 1):
+            if source.next(tx) is not None:
+                raise raise_new(tx, ValueError, message(i, "longer"))
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        """What is left, for a graph break: only zip/enumerate of known items can say it."""
+        if self.kind in ("map", "filter"):
+            raise Unsupported(f"a {self.kind}() object is live at a graph break and calls a function per item")
+        if self.done:
+            return []
+        rest = [source.items[source.index :] for source in self.sources]
+        if self.kind == "enumerate":
+            return [TupleVariable([constant(self.count + i), v]) for i, v in enumerate(rest[0])]
+        return [TupleVariable(list(row)) for row in zip(*rest)]
+
+    def iterated(self) -> Variable | None:
+        return next((c for s in self.sources if (c := s.iterated()) is not None), None)
+
+    def may_raise(self) -> bool:
+        if any(s.may_raise() for s in self.sources):
+            return True
+        return self.strict and not self.done and len({len(s.items) - s.index for s in self.sources}) > 1
+
+
+def iterate(tx: Frame, value: Variable) -> IteratorVariable:
+    """`iter(value)`: lists, dicts, dict views and sets are read live; other iterables are
+    unpacked into a known list of items."""
+    if isinstance(value, IteratorVariable):
+        return value
+    if isinstance(value, ListVariable):
+        return ListIteratorVariable(value)
+    if isinstance(value, DictVariable):
+        return LiveContainerIteratorVariable(value, "keys")
+    if isinstance(value, DictViewVariable):
+        return LiveContainerIteratorVariable(value.dict_var, value.kind)
+    if isinstance(value, SetVariable):
+        return LiveContainerIteratorVariable(value, "set")
+    return IteratorVariable(value.unpack(tx))
 
 
 def _is_literal(value: Any) -> bool:
@@ -399,6 +620,11 @@ class SliceVariable(Variable):
 
 def sort_items(tx: Frame, items: list[Variable], kwargs: dict[str, Variable]) -> list[Variable]:
     """`sorted(items, key=..., reverse=...)` when the sort keys are constants."""
+    from ..interpreter.exceptions import raise_python_error
+
+    unknown = set(kwargs) - {"key", "reverse"}
+    if unknown:
+        raise Unsupported(f"sorting with keyword argument(s) {', '.join(sorted(unknown))}")
     key_fn = kwargs.get("key")
     reverse = kwargs.get("reverse", constant(False)).as_constant()
     if key_fn is None or key_fn.is_constant() and key_fn.as_constant() is None:
@@ -407,21 +633,39 @@ def sort_items(tx: Frame, items: list[Variable], kwargs: dict[str, Variable]) ->
         keys = [key_fn.call(tx, [item], {}) for item in items]
     if not all(k.is_constant() for k in keys):
         raise Unsupported("sorting by keys that are not constants (tensor values?)")
-    order = sorted(range(len(items)), key=lambda i: keys[i].as_constant(), reverse=reverse)
+    values = [k.as_constant() for k in keys]
+    try:
+        # the indices sorted as CPython sorts the keys themselves (stable, reverse keeps ties in order)
+        order = sorted(range(len(items)), key=values.__getitem__, reverse=reverse)
+    except Exception as e:
+        raise_python_error(tx, e)
     return [items[i] for i in order]
 
 
 class SetVariable(Variable):
     """A set of constants (or of objects with a fixed identity) built while tracing.
 
-    Iteration follows the order of a real set of the same members, so code that iterates a set
-    sees what it would see eagerly.
+    `table` is a real set of the member keys, changed by the same operations the program performs
+    (element by element, set merge, dict merge), so its hash-table layout, and with it the order
+    in which code iterating the set sees the members, is the one eager execution has.
     """
 
-    def __init__(self, members: dict[Any, Variable], python_class: type = set, source: Source | None = None) -> None:
+    def __init__(
+        self,
+        members: dict[Any, Variable],
+        python_class: type = set,
+        source: Source | None = None,
+        table: set | None = None,
+    ) -> None:
         self.members = members  # hashable key (the constant or the object) -> tracker
         self.python_class = python_class
         self.source = source  # a set read from the frame: changes to it are side effects
+        self.table = set(members) if table is None else table
+        # a set read from the frame iterates in its own order (`fixed_order`) until the trace
+        # changes it; a copy of it does not keep its table layout, so after a change (and in the
+        # results of set operations on it) the iteration order is unknown and iterating is refused
+        self.fixed_order: list[Any] | None = None
+        self.layout_known = True
 
     @staticmethod
     def key_of(var: Variable) -> Any:
@@ -430,14 +674,33 @@ class SetVariable(Variable):
         identity = getattr(var, "value_object", None)
         if identity is None:
             raise Unsupported(f"set member {var.describe()} (only constants and fixed objects are tracked)")
+        cls = type(identity)
+        if cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__:
+            raise Unsupported(f"set member {var.describe()}, whose class defines __eq__ or __hash__")
         return _Identity(identity)
 
     @classmethod
     def from_items(cls, tx: Frame, items: list[Variable], python_class: type = set) -> SetVariable:
-        members: dict[Any, Variable] = {}
+        """`{a, b}` or `set(iterable)`: members added one by one, in order."""
+        result = cls({}, python_class)
         for item in items:
-            members.setdefault(cls.key_of(item), item)
-        return cls(members, python_class)
+            result._add(item)
+        return result
+
+    @classmethod
+    def of(cls, tx: Frame, value: Variable, python_class: type = set) -> SetVariable:
+        """`set(value)`: a set or dict argument is merged as a whole, as CPython does."""
+        if isinstance(value, (SetVariable, DictVariable)):
+            members, table = _as_table(tx, value)
+            result = cls(dict(members), python_class, table=set(table))
+            result.layout_known = not isinstance(value, SetVariable) or value.layout_known
+            return result
+        return cls.from_items(tx, value.unpack(tx), python_class)
+
+    def _add(self, item: Variable) -> None:
+        key = self.key_of(item)
+        self.members.setdefault(key, item)
+        self.table.add(key)
 
     def python_type(self) -> type:
         return self.python_class
@@ -449,10 +712,29 @@ class SetVariable(Variable):
         return all(v.is_constant() for v in self.members.values())
 
     def as_constant(self) -> Any:
-        return self.python_class(v.as_constant() for v in self.members.values())
+        return self.python_class(v.as_constant() for v in self._ordered())
+
+    @classmethod
+    def from_frame(cls, value: set, source: Source | None) -> SetVariable:
+        """A real set of constants read from the frame."""
+        result = cls({m: constant(m) for m in value}, source=source, table=value.copy())
+        result.fixed_order = list(value)
+        result.layout_known = False
+        return result
+
+    def _order(self) -> list[Any]:
+        if self.fixed_order is not None:
+            return self.fixed_order
+        if not self.layout_known:
+            raise Unsupported(
+                f"iterating {self.describe()} derived from a set of the frame the trace changed or combined: "
+                "its order depends on that set's hash-table history",
+                hint="iterate sorted(...) where order matters",
+            )
+        return list(self.table)
 
     def _ordered(self) -> list[Variable]:
-        return [self.members[k] for k in set(self.members)]
+        return [self.members[k] for k in self._order()]
 
     def unpack(self, tx: Frame) -> list[Variable]:
         return self._ordered()
@@ -469,61 +751,114 @@ class SetVariable(Variable):
     def getattr(self, tx: Frame, name: str) -> Variable:
         return _method_of(self, name)
 
-    def _other(self, tx: Frame, other: Variable) -> dict[Any, Variable]:
-        if isinstance(other, SetVariable):
-            return other.members
-        return SetVariable.from_items(tx, other.unpack(tx)).members
-
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        mutating = {"add", "discard", "remove", "update", "clear", "pop", "__ior__", "__iand__", "__isub__"}
+        mutating = {"add", "discard", "remove", "update", "clear", "__ior__", "__iand__", "__isub__"}
         if name in mutating and self.python_class is not set:
             raise Unsupported(f"{name} on a frozenset")
         if name in mutating and self.source is not None:
             tx.output.side_effects.container_mutated(self)
-        if name == "add":
-            self.members.setdefault(self.key_of(args[0]), args[0])
-        elif name in ("discard", "remove"):
+        if kwargs:
+            raise Unsupported(f"set.{name} with keyword arguments")
+        if name in mutating:
+            self.fixed_order = None
+        if name == "add" and len(args) == 1:
+            self._add(args[0])
+        elif name in ("discard", "remove") and len(args) == 1:
             key = self.key_of(args[0])
             if key not in self.members and name == "remove":
                 from ..interpreter.exceptions import raise_new
 
                 raise raise_new(tx, KeyError, key)
             self.members.pop(key, None)
-        elif name in ("update", "__ior__"):
-            for other in args:
-                for k, v in self._other(tx, other).items():
+            self.table.discard(key)
+        elif name in ("update", "__ior__", "__iand__", "__isub__"):
+            others = [_as_table(tx, other) for other in args]
+            for members, _ in others:
+                for k, v in members.items():
                     self.members.setdefault(k, v)
-        elif name == "clear":
+            tables = [table for _, table in others]
+            if name in ("update", "__ior__"):
+                self.table.update(*tables)
+            elif name == "__iand__":
+                self.table &= set(tables[0])
+            else:
+                self.table -= set(tables[0])
+            self.members = {k: self.members[k] for k in self.table}
+        elif name == "clear" and not args:
             self.members.clear()
-        elif name in ("union", "__or__", "intersection", "__and__", "difference", "__sub__", "copy"):
-            result = dict(self.members)
-            for other in args:
-                members = self._other(tx, other)
-                if name in ("union", "__or__"):
-                    for k, v in members.items():
-                        result.setdefault(k, v)
-                elif name in ("intersection", "__and__"):
-                    result = {k: v for k, v in result.items() if k in members}
-                else:
-                    result = {k: v for k, v in result.items() if k not in members}
-            return SetVariable(result, self.python_class)
-        elif name in ("issubset", "issuperset", "isdisjoint", "__eq__"):
-            mine, theirs = set(self.members), set(self._other(tx, args[0]))
+            self.table.clear()
+        elif name in _SET_RESULTS:
+            others = [_as_table(tx, other) for other in args]
+            members = dict(self.members)
+            for other_members, _ in others:
+                for k, v in other_members.items():
+                    members.setdefault(k, v)
+            # the real operation on the real tables: CPython's own result, in its own order
+            table = getattr(self.table, _SET_RESULTS[name])(*[t for _, t in others])
+            result = SetVariable({k: members[k] for k in table}, self.python_class, table=set(table))
+            result.layout_known = self.layout_known and all(
+                o.layout_known for o in args if isinstance(o, SetVariable)
+            )
+            return result
+        elif name in ("issubset", "issuperset", "isdisjoint", "__eq__") and len(args) == 1:
+            mine, theirs = set(self.members), set(_as_table(tx, args[0])[0])
             op = {"issubset": mine.issubset, "issuperset": mine.issuperset, "isdisjoint": mine.isdisjoint}
             return constant(mine == theirs if name == "__eq__" else op[name](theirs))
-        elif name == "__contains__":
+        elif name == "__contains__" and len(args) == 1:
             return constant(self.contains(tx, args[0]))
-        elif name == "__len__":
+        elif name == "__len__" and not args:
             return constant(len(self.members))
+        elif name == "__iter__" and not args:
+            return iterate(tx, self)
         else:
             raise Unsupported(f"method {name!r} of {self.describe()}")
         return constant(None)
 
     def reconstruct(self, rebuild: Any) -> str:
-        items = "".join(rebuild.expr(v) + ", " for v in self.members.values())
+        """A new set of the members added in iteration order; refused when that set would iterate
+        in another order than this one (its table had collisions resolved otherwise)."""
+        order = self._order()
+        rebuilt: set = set()
+        for key in order:
+            rebuilt.add(key)
+        if list(rebuilt) != order:
+            raise Unsupported(
+                f"{self.describe()} would iterate in another order once rebuilt outside the graph",
+                hint="the frame runs eagerly; sort the members where order matters",
+            )
+        items = "".join(rebuild.expr(v) + ", " for v in self._ordered())
         if self.python_class is set:
             return f"{{{items}}}" if items else "set()"
         return f"{rebuild.writer.bind(self.python_class, 'cls')}(({items}))"
+
+
+_SET_RESULTS = {
+    "union": "union",
+    "__or__": "union",
+    "intersection": "intersection",
+    "__and__": "intersection",
+    "difference": "difference",
+    "__sub__": "difference",
+    "copy": "copy",
+}
+
+
+def _as_table(tx: Frame, other: Variable) -> tuple[dict[Any, Variable], Any]:
+    """(key -> tracker, what a real set operation takes for it): a set's own table, a dict's keys
+    as a dict (merged as a whole), or any other iterable's keys as a list (added one by one)."""
+    if isinstance(other, SetVariable):
+        return other.members, other.table
+    if other.is_constant() and isinstance(other.as_constant(), (set, frozenset)):
+        value = other.as_constant()
+        return {k: constant(k) if _is_literal(k) else ConstantVariable(k) for k in value}, value
+    if isinstance(other, DictVariable):
+        keys = other.key_trackers()
+        return {SetVariable.key_of(k): k for k in keys}, dict.fromkeys(SetVariable.key_of(k) for k in keys)
+    items = other.unpack(tx)
+    members: dict[Any, Variable] = {}
+    for item in items:
+        members.setdefault(SetVariable.key_of(item), item)
+    return members, [SetVariable.key_of(i) for i in items]
 
 
 class _Identity:
@@ -533,7 +868,7 @@ class _Identity:
         self.obj = obj
 
     def __hash__(self) -> int:
-        return id(self.obj)
+        return hash(self.obj)  # the object's own (identity) hash: the real set's layout
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Identity) and other.obj is self.obj

@@ -10,7 +10,9 @@ import torch
 from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
 from .containers import SizeVariable
+from .double_backward import creates_graph
 from .tensor import TensorVariable
+from .tensor_effects import refuse_effect
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -34,7 +36,7 @@ class UserFunctionVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         from .. import api
 
-        refuse_untraced_library(self.fn)
+        refuse_untraced_library(self.fn, args, kwargs)
         if api.is_disabled(self.fn):
             raise Unsupported(
                 f"call to {self.fn.__qualname__}, which is marked stenograph.disable",
@@ -63,6 +65,7 @@ _NOT_TRACED = frozenset({
     "logging", "pdb", "bdb", "cmd", "warnings", "traceback", "inspect", "threading", "multiprocessing",
     "subprocess", "os", "sys", "io", "socket", "unittest", "pytest", "_pytest", "numpy", "pandas",
     "asyncio", "tqdm", "time", "random", "builtins", "code", "faulthandler", "gc", "weakref",
+    "stenograph",  # its own API (compile, reset, mark_dynamic) is runtime machinery, not model code
 })
 
 
@@ -79,6 +82,18 @@ _NOT_TRACED_TORCH = (
     "torch.func",
 )
 
+# autograd's entry points (`torch.autograd.grad`, `backward`, `Function.apply`, `autograd.functional`,
+# forward AD, saved-tensor hooks): they run a backward pass or build autograd nodes and hooks, which a
+# forward graph cannot hold. Only these modules: `torch.autograd.grad_mode` (no_grad and its kin) is
+# modelled by tracing.
+_NOT_TRACED_AUTOGRAD = frozenset({
+    "torch.autograd",
+    "torch.autograd.function",
+    "torch.autograd.functional",
+    "torch.autograd.forward_ad",
+    "torch.autograd.graph",
+})
+
 
 def untraced_library(fn: Any) -> str | None:
     """The library `fn` belongs to when it is one whose calls break the graph, else None."""
@@ -89,6 +104,8 @@ def untraced_library(fn: Any) -> str | None:
     for prefix in _NOT_TRACED_TORCH:
         if module == prefix or module.startswith(prefix + "."):
             return prefix
+    if module in _NOT_TRACED_AUTOGRAD:
+        return module
     return None
 
 
@@ -96,14 +113,16 @@ def is_untraced_library(fn: Any) -> bool:
     return untraced_library(fn) is not None
 
 
-def refuse_untraced_library(fn: types.FunctionType) -> None:
+def refuse_untraced_library(fn: types.FunctionType, args: list[Variable], kwargs: dict[str, Variable]) -> None:
     """Calls into untraced libraries break the graph at the user's call."""
     library = untraced_library(fn)
     if library is not None:
-        raise Unsupported(
+        reason = Unsupported(
             f"call to {fn.__module__}.{fn.__qualname__} ({library} is not traced)",
             hint=f"{library} runs eagerly at a graph break; move it out of the compiled function to keep one graph",
         )
+        reason.twice_differentiable = creates_graph(fn, args, kwargs)
+        raise reason
 
 
 class NestedFunctionVariable(Variable):
@@ -189,10 +208,19 @@ def _existing_cell(rebuild: Any, cell: Any) -> str:
 class UserMethodVariable(Variable):
     """A Python function bound to a tracked object (`self` is a tracker)."""
 
-    def __init__(self, fn: types.FunctionType, self_var: Variable, source: Source | None = None) -> None:
+    def __init__(
+        self,
+        fn: types.FunctionType,
+        self_var: Variable,
+        source: Source | None = None,
+        *,
+        fn_source: Source | None = None,
+    ) -> None:
         self.fn = fn
         self.self_var = self_var
         self.source = source
+        # where the function itself is reached (its defaults and cells are guarded through it)
+        self.fn_source = fn_source
 
     def python_type(self) -> type:
         return types.MethodType
@@ -201,14 +229,14 @@ class UserMethodVariable(Variable):
         return f"method {self.fn.__qualname__}"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return UserFunctionVariable(self.fn).call(tx, [self.self_var, *args], kwargs)
+        return UserFunctionVariable(self.fn, self.fn_source).call(tx, [self.self_var, *args], kwargs)
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         if name == "__func__":
-            return UserFunctionVariable(self.fn)
+            return UserFunctionVariable(self.fn, self.fn_source)
         if name == "__self__":
             return self.self_var
-        return UserFunctionVariable(self.fn).getattr(tx, name)
+        return UserFunctionVariable(self.fn, self.fn_source).getattr(tx, name)
 
     def reconstruct(self, rebuild: Any) -> str:
         method = rebuild.writer.bind(types.MethodType, "MethodType")
@@ -231,9 +259,14 @@ class ConstantMethodVariable(Variable):
         args = [ListVariable(a.unpack(tx)) if isinstance(a, IteratorVariable) else a for a in args]
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported(f"{self.describe()} with non-constant arguments")
-        result = getattr(self.obj, self.name)(
-            *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}
-        )
+        try:
+            result = getattr(self.obj, self.name)(
+                *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}
+            )
+        except Exception as e:
+            from ..interpreter.exceptions import raise_python_error
+
+            raise_python_error(tx, e)
         return constant(result)
 
 
@@ -342,6 +375,7 @@ class TorchOpVariable(Variable):
             return constant(args[0].fake.is_floating_point())
         if self.fn in (torch.numel,) and isinstance(args[0], TensorVariable):
             return constant(args[0].fake.numel())
+        refuse_effect(getattr(self.fn, "__name__", ""), f"{self.describe()}()")
         return tx.output.call("call_function", self.fn, args, kwargs, f"{self.describe()}()")
 
     def _query_state(self, tx: Frame) -> Variable:

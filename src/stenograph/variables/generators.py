@@ -8,6 +8,7 @@ live at a graph break makes the break impossible (the frame then runs eagerly).
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING
 
 from ..errors import Unsupported
@@ -33,6 +34,7 @@ class GeneratorVariable(IteratorVariable):
         self.frame = frame
         self.done = False
         self.index = 0
+        self.failure = None
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -41,7 +43,7 @@ class GeneratorVariable(IteratorVariable):
     def items(self) -> list[Variable]:  # type: ignore[override]
         raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
 
-    def next(self) -> Variable | None:
+    def next(self, tx: Frame) -> Variable | None:
         if self.done:
             return None
         try:
@@ -57,6 +59,35 @@ class GeneratorVariable(IteratorVariable):
 
     def unpack(self, tx: Frame) -> list[Variable]:
         values = []
-        while (item := self.next()) is not None:
+        while (item := self.next(tx)) is not None:
             values.append(item)
         return values
+
+
+def _is_stop_iteration_guard(code: types.CodeType, target: int) -> bool:
+    """3.12 wraps every generator body in a handler turning StopIteration into RuntimeError."""
+    from ..interpreter.frame import decode
+
+    decoded = decode(code)
+    inst = decoded.instructions[decoded.index_of_offset[target]]
+    return inst.opname == "CALL_INTRINSIC_1" and inst.argrepr == "INTRINSIC_STOPITERATION_ERROR"
+
+
+def has_cleanup(code: types.CodeType) -> bool:
+    """Whether a generator's code has a `try` or `with` block (code that closing it may run)."""
+    from ..bytecode.instructions import exception_entries
+
+    return any(not _is_stop_iteration_guard(code, e.target) for e in exception_entries(code))
+
+
+def needs_close(generator: GeneratorVariable) -> bool:
+    """Whether closing (or dropping) the generator now would run code of its own: it started, did
+    not finish, and is suspended where an exception handler of its code (`try`, `with`) applies,
+    other than 3.12's implicit StopIteration guard around every generator body."""
+    from ..interpreter.exceptions import handler_for
+
+    frame = generator.frame
+    if generator.done or frame.current is None:
+        return False
+    entry = handler_for(frame.code, frame.current.offset)
+    return entry is not None and not _is_stop_iteration_guard(frame.code, entry.target)

@@ -23,6 +23,7 @@ from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
 
 if TYPE_CHECKING:
+    from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
 _MISSING = object()
@@ -50,27 +51,91 @@ def _class_lookup(cls: type, name: str, after: type | None = None) -> tuple[Any,
     return _MISSING, None
 
 
-def bind_class_attr(tx: Frame, obj: Variable, cls: type, attr: Any, owner: type | None, name: str) -> Variable:
+def class_attr_source(tx: Frame, cls: type, name: str, attr: Any) -> Source:
+    """Guard that `cls.name`, as Python resolves it on the class, is still `attr`; the source
+    to wrap the value it gives with (a method's function, a property's getter, a plain value).
+
+    Functions, properties and the functions inside static and class methods are guarded by
+    identity (replacing a method recompiles); plain values get the value guards `wrap` gives
+    them. The source is rooted at the class itself, so the check runs once per class.
+    """
+    from ..guards.sources import AttrSource, ClassSource
+
+    source = AttrSource(ClassSource(cls), name)
+    guards = tx.output.guards
+    if isinstance(attr, classmethod):
+        source = AttrSource(source, "__func__")
+        guards.id_match(source, attr.__func__)
+    elif isinstance(attr, staticmethod):
+        guards.id_match(source, attr.__func__)
+    elif isinstance(attr, (types.FunctionType, property)):
+        guards.id_match(source, attr)
+    return source
+
+
+def guard_not_shadowed(tx: Frame, obj: Variable, name: str) -> None:
+    """Guard that the instance `__dict__` of `obj` (an outside object) does not hold `name`, so
+    the class attribute read through it stays the one Python finds (`op.go = ...` recompiles)."""
+    from ..guards.sources import AttrSource
+
+    real = getattr(obj, "value_object", None)
+    if obj.source is None or not isinstance(getattr(real, "__dict__", None), dict):
+        return
+    text = f"{obj.source.name()}.__dict__ lacks {name!r} (class attribute {type(real).__qualname__}.{name})"
+    tx.output.guards.key_absent(AttrSource(obj.source, "__dict__"), name, text)
+
+
+def pending_class_attribute(tx: Frame, cls: type, name: str) -> Variable | None:
+    """The value this trace wrote to `name` on `cls` or a class it inherits it from, if any."""
+    pending = tx.output.side_effects.class_attributes
+    for klass in cls.__mro__:
+        found = pending.get((id(klass), name))
+        if found is not None:
+            return found[2]
+        if name in klass.__dict__:
+            return None
+    return None
+
+
+def bind_class_attr(
+    tx: Frame, obj: Variable, cls: type, attr: Any, owner: type | None, name: str, *, via_super: bool = False
+) -> Variable:
     """`attr` (found on `owner` in `cls`'s MRO) read through instance `obj`: methods bind,
-    properties run, builtin methods of modelled bases act on the tracker."""
+    properties run, builtin methods of modelled bases act on the tracker. The class attribute is
+    guarded on `cls` (on `owner` for `super()`, whose lookup skips the classes before it)."""
     from .builder import wrap
     from .functions import UserFunctionVariable, UserMethodVariable
 
+    if owner is not None and _is_builtin_class(owner) and callable(attr) and not isinstance(attr, types.FunctionType):
+        return BaseMethodVariable(obj, owner, name)
+    if hasattr(type(attr), "__get__") and not isinstance(
+        attr, (types.FunctionType, property, staticmethod, classmethod, type, enum.Enum, *_CONSTANT_TYPES)
+    ):
+        raise Unsupported(f"descriptor {name!r} ({type(attr).__name__}) of {cls.__qualname__}")
+    source = class_attr_source(tx, owner if via_super and owner is not None else cls, name, attr)
     if isinstance(attr, property):
         if attr.fget is None:
             raise Unsupported(f"property {name!r} of {cls.__qualname__} has no getter")
-        return UserFunctionVariable(attr.fget).call(tx, [obj], {})
+        from ..guards.sources import AttrSource
+
+        return UserFunctionVariable(attr.fget, AttrSource(source, "fget")).call(tx, [obj], {})
     if isinstance(attr, staticmethod):
-        return wrap(tx, attr.__func__, None)
+        return function_from_class(tx, attr.__func__, source)
     if isinstance(attr, classmethod):
-        return UserMethodVariable(attr.__func__, UserClassVariable(cls))
+        return UserMethodVariable(attr.__func__, UserClassVariable(cls), fn_source=source)
     if isinstance(attr, types.FunctionType):
-        return UserMethodVariable(attr, obj)
-    if owner is not None and _is_builtin_class(owner) and callable(attr):
-        return BaseMethodVariable(obj, owner, name)
-    if hasattr(type(attr), "__get__") and not isinstance(attr, (type, enum.Enum, *_CONSTANT_TYPES)):
-        raise Unsupported(f"descriptor {name!r} ({type(attr).__name__}) of {cls.__qualname__}")
-    return wrap(tx, attr, None)
+        return UserMethodVariable(attr, obj, fn_source=source)
+    return wrap(tx, attr, source)
+
+
+def function_from_class(tx: Frame, fn: Any, source: Source) -> Variable:
+    """A function stored on a class (a static method), already guarded by identity: its tracker,
+    with the source its defaults and cells are read through when it is inlined."""
+    from .builder import wrap
+    from .functions import UserFunctionVariable
+
+    var = wrap(tx, fn, None)
+    return UserFunctionVariable(fn, source) if isinstance(var, UserFunctionVariable) else var
 
 
 _CONSTANT_TYPES = (int, float, str, bool, tuple, frozenset, type(None))
@@ -88,19 +153,39 @@ class UserClassVariable(ConstantVariable):
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         from .builder import wrap
-        from .functions import UserFunctionVariable, UserMethodVariable
+        from .functions import UserMethodVariable
 
         cls = self.value
+        pending = pending_class_attribute(tx, cls, name)
+        if pending is not None:
+            return pending
         attr, _owner = _class_lookup(cls, name)
-        if isinstance(attr, staticmethod):
-            return wrap(tx, attr.__func__, None)
-        if isinstance(attr, classmethod):
-            return UserMethodVariable(attr.__func__, self)
-        if isinstance(attr, types.FunctionType):
-            return UserFunctionVariable(attr)
+        if isinstance(attr, (staticmethod, classmethod, types.FunctionType)):
+            source = class_attr_source(tx, cls, name, attr)
+            if isinstance(attr, classmethod):
+                return UserMethodVariable(attr.__func__, self, fn_source=source)
+            return function_from_class(tx, attr.__func__ if isinstance(attr, staticmethod) else attr, source)
         if name == "__mro__" or name == "__bases__":
             return constant(getattr(cls, name))
+        is_plain = not hasattr(type(attr), "__get__") or isinstance(attr, (type, enum.Enum, *_CONSTANT_TYPES))
+        if attr is not _MISSING and is_plain and not (name.startswith("__") and name.endswith("__")):
+            return wrap(tx, attr, class_attr_source(tx, cls, name, attr))
+        if attr is _MISSING and not hasattr(cls, name):
+            from ..guards.sources import ClassSource
+
+            tx.output.guards.attribute_absent(ClassSource(cls), cls, name)
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
         return super().getattr(tx, name)
+
+    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+        """`Cls.name = value`: replayed on the class after the graph, like other attribute
+        writes; later reads in this trace see `value`."""
+        cls = self.value
+        if type(cls).__setattr__ is not type.__setattr__:
+            raise Unsupported(f"setting {name!r} on {self.describe()}, whose metaclass defines __setattr__")
+        if name.startswith("__") and name.endswith("__"):
+            raise Unsupported(f"setting special attribute {name!r} on {self.describe()}")
+        tx.output.side_effects.class_attribute_written(cls, name, value)
 
 
 def instantiate(tx: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
@@ -128,6 +213,7 @@ def instantiate(tx: Frame, cls: type, args: list[Variable], kwargs: dict[str, Va
     obj = NewObjectVariable(cls, DictVariable({}, python_class=base) if issubclass(base, dict) else None)
     init, owner = _class_lookup(cls, "__init__")
     if isinstance(init, types.FunctionType):
+        class_attr_source(tx, cls, "__init__", init)  # replacing __init__ recompiles
         tx.inline_call(init, [obj, *args], kwargs, closure=None)
     else:
         BaseMethodVariable(obj, owner or object, "__init__").call(tx, args, kwargs)
@@ -163,6 +249,9 @@ class NewObjectVariable(Variable):
         modelled_slot = owner is not None and _is_builtin_class(owner)
         if (modelled_slot or not is_data_descriptor) and name in self.attrs.items:
             return self.attrs.items[name]
+        pending = pending_class_attribute(tx, self.cls, name)
+        if pending is not None:
+            return pending
         if attr is not _MISSING:
             return bind_class_attr(tx, self, self.cls, attr, owner, name)
         hook, _ = _class_lookup(self.cls, "__getattr__")
@@ -198,14 +287,14 @@ class NewObjectVariable(Variable):
 
     def _dunder(self, tx: Frame, name: str, args: list[Variable]) -> Variable | None:
         """Call the class's `name` if it is written in Python (None when it is not)."""
-        attr, _ = _class_lookup(self.cls, name)
-        if isinstance(attr, types.FunctionType):
+        attr = python_dunder(tx, self, name)
+        if attr is not None:
             return tx.inline_call(attr, [self, *args], {}, closure=None)
         return None
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        attr, _ = _class_lookup(self.cls, "__call__")
-        if isinstance(attr, types.FunctionType):
+        attr = python_dunder(tx, self, "__call__")
+        if attr is not None:
             return tx.inline_call(attr, [self, *args], kwargs, closure=None)
         raise Unsupported(f"call of {self.describe()}, whose class has no __call__")
 
@@ -395,10 +484,10 @@ class SuperVariable(Variable):
 
             return UserMethodVariable(attr.__func__, self.obj)
         if isinstance(attr, types.FunctionType) or isinstance(attr, (property, staticmethod, classmethod)):
-            return bind_class_attr(tx, self.obj, obj_type, attr, owner, name)
+            return bind_class_attr(tx, self.obj, obj_type, attr, owner, name, via_super=True)
         if owner is not None and _is_builtin_class(owner):
             return BaseMethodVariable(self.obj, owner, name)
-        return bind_class_attr(tx, self.obj, obj_type, attr, owner, name)
+        return bind_class_attr(tx, self.obj, obj_type, attr, owner, name, via_super=True)
 
 
 def class_variable(cls: type) -> Variable:
@@ -406,8 +495,12 @@ def class_variable(cls: type) -> Variable:
     return UserClassVariable(cls) if is_user_class(cls) else constant(cls)
 
 
-def python_dunder(var: Variable, name: str) -> types.FunctionType | None:
-    """The Python function implementing dunder `name` for a user object's tracker, if any."""
+def python_dunder(tx: Frame, var: Variable, name: str) -> types.FunctionType | None:
+    """The Python function implementing dunder `name` for a user object's tracker, if any.
+
+    Either answer is guarded on the class: a dunder added, replaced or removed later recompiles.
+    """
+    from ..guards.sources import AttrSource, ClassSource
     from .objects import UserObjectVariable
 
     if isinstance(var, NewObjectVariable):
@@ -417,7 +510,20 @@ def python_dunder(var: Variable, name: str) -> types.FunctionType | None:
     else:
         return None
     attr, _ = _class_lookup(cls, name)
-    return attr if isinstance(attr, types.FunctionType) else None
+    guards = tx.output.guards
+    if attr is _MISSING:
+        guards.attribute_absent(ClassSource(cls), cls, name)
+        return None
+    if isinstance(attr, types.FunctionType):
+        class_attr_source(tx, cls, name, attr)
+        return attr
+    if attr is None or isinstance(attr, _C_METHODS):
+        # inherited from a builtin (object.__eq__): the same object on every read
+        guards.id_match(AttrSource(ClassSource(cls), name), getattr(cls, name))
+    return None
+
+
+_C_METHODS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType)
 
 
 def zero_arg_super(tx: Frame) -> SuperVariable:

@@ -18,6 +18,7 @@ from ..errors import Unsupported
 from ..guards.sources import AttrSource, ModuleMemberSource
 from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
 from .base import ConstantVariable, Variable, constant
+from .functions import UserFunctionVariable, UserMethodVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -30,32 +31,34 @@ _WALKS = frozenset(
 
 
 def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Variable | None:
-    """Class-level attribute `name` seen through `obj`: methods bind, properties run."""
+    """Class-level attribute `name` seen through `obj`: methods bind, properties run.
+
+    The class attribute is guarded on the class (`Op.go` replaced recompiles), and, for anything
+    but a data descriptor, the instance `__dict__` is guarded not to shadow it (`op.go = ...`).
+    """
     from .builder import wrap
-    from .functions import UserFunctionVariable, UserMethodVariable
+    from .instances import class_attr_source, function_from_class, guard_not_shadowed, pending_class_attribute
 
     if name == "__class__":
         from .instances import class_variable
 
         return class_variable(type(obj))
-    cls_attr = inspect.getattr_static(type(obj), name, _MISSING)
+    cls = type(obj)
+    pending = pending_class_attribute(tx, cls, name)
+    if pending is not None:
+        guard_not_shadowed(tx, obj_var, name)
+        return pending
+    cls_attr = inspect.getattr_static(cls, name, _MISSING)
     if cls_attr is _MISSING:
         return None
-    if isinstance(cls_attr, property):
-        if cls_attr.fget is None:
-            raise Unsupported(f"property {name!r} has no getter")
-        return UserFunctionVariable(cls_attr.fget).call(tx, [obj_var], {})
-    if isinstance(cls_attr, staticmethod):
-        return wrap(tx, cls_attr.__func__, None)
-    if isinstance(cls_attr, classmethod):
-        return UserMethodVariable(cls_attr.__func__, constant(type(obj)))
-    if isinstance(cls_attr, types.FunctionType):
-        return UserMethodVariable(cls_attr, obj_var)
-    if isinstance(cls_attr, types.MemberDescriptorType) and obj_var.source is not None:
-        # a __slots__ attribute: read like an instance attribute, guarded through its source
+    is_exception_field = isinstance(cls_attr, types.GetSetDescriptorType) and isinstance(obj, BaseException)
+    if (isinstance(cls_attr, types.MemberDescriptorType) or is_exception_field) and obj_var.source is not None:
+        # a __slots__ attribute or an exception's `args` / `__cause__`: read like an instance
+        # attribute, guarded through its source
         try:
             value = getattr(obj, name)
         except AttributeError:
+            tx.output.guards.attribute_absent(obj_var.source, obj, name)
             raise Unsupported(f"{type(obj).__qualname__} object has no attribute {name!r} (unset slot)") from None
         return wrap(tx, value, AttrSource(obj_var.source, name))
     if name == "__dict__":
@@ -63,9 +66,42 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
             f"dynamic attribute access through {type(obj).__qualname__}.__dict__",
             hint="use getattr(obj, name): attribute lookups are traced and guarded",
         )
-    if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, (int, float, str, bool, tuple)):
+    known = (property, staticmethod, classmethod, types.FunctionType, int, float, str, bool, tuple)
+    if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
         raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
-    return wrap(tx, cls_attr, None)
+    source = class_attr_source(tx, cls, name, cls_attr)
+    if isinstance(cls_attr, property):
+        if cls_attr.fget is None:
+            raise Unsupported(f"property {name!r} has no getter")
+        return UserFunctionVariable(cls_attr.fget, AttrSource(source, "fget")).call(tx, [obj_var], {})
+    guard_not_shadowed(tx, obj_var, name)
+    if isinstance(cls_attr, staticmethod):
+        return function_from_class(tx, cls_attr.__func__, source)
+    if isinstance(cls_attr, classmethod):
+        return UserMethodVariable(cls_attr.__func__, constant(cls), fn_source=source)
+    if isinstance(cls_attr, types.FunctionType):
+        return UserMethodVariable(cls_attr, obj_var, fn_source=source)
+    return wrap(tx, cls_attr, source)
+
+
+def _object_truth(tx: Frame, var: Variable) -> bool:
+    """`bool(obj)` for an outside object: its class's Python `__bool__` or `__len__` inlined, or
+    True when it has neither (guarded: a class that gains one later recompiles)."""
+    from ..guards.sources import ClassSource
+    from .instances import class_attr_source
+
+    obj = var.value_object  # type: ignore[attr-defined]
+    cls = type(obj)
+    for name in ("__bool__", "__len__"):
+        attr = inspect.getattr_static(cls, name, _MISSING)
+        if attr is _MISSING:
+            tx.output.guards.attribute_absent(ClassSource(cls), cls, name)
+            continue
+        if not isinstance(attr, types.FunctionType):
+            raise Unsupported(f"truth value of {var.describe()}, whose class defines {name} in C")
+        class_attr_source(tx, cls, name, attr)
+        return tx.inline_call(attr, [var], {}, closure=None).truth(tx)
+    return True
 
 
 class UserObjectVariable(Variable):
@@ -92,10 +128,7 @@ class UserObjectVariable(Variable):
 
     def truth(self, tx: Frame) -> bool:
         self._use()
-        cls = type(self.value_object)
-        if hasattr(cls, "__bool__") or hasattr(cls, "__len__"):
-            raise Unsupported(f"truth value of {self.describe()}, whose class defines __bool__/__len__")
-        return True
+        return _object_truth(tx, self)
 
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
         """Attribute writes are replayed on the real object after the graph."""
@@ -134,9 +167,16 @@ class UserObjectVariable(Variable):
             try:
                 value = getattr(obj, name)
             except AttributeError:
-                raise Unsupported(f"{self.describe()} has no attribute {name!r}") from None
+                raise self._missing(tx, name) from None
             return wrap(tx, value, AttrSource(self.source, name))
-        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        raise self._missing(tx, name)
+
+    def _missing(self, tx: Frame, name: str) -> Unsupported:
+        """The error for an attribute the object lacks; `hasattr` and `getattr` with a default
+        turn it into an answer, so the absence is guarded (setting it later recompiles)."""
+        if self.source is not None:
+            tx.output.guards.attribute_absent(self.source, self.value_object, name)
+        return Unsupported(f"{self.describe()} has no attribute {name!r}")
 
 
     # -- protocols written in Python on the object's class ---------------------------------------
@@ -145,7 +185,7 @@ class UserObjectVariable(Variable):
         from .instances import python_dunder
 
         self._use()
-        fn = python_dunder(self, name)
+        fn = python_dunder(tx, self, name)
         if fn is None:
             raise Unsupported(f"{self.describe()} has no Python {name} (implemented in C or missing)")
         return tx.inline_call(fn, [self, *args], {}, closure=None)
@@ -162,7 +202,7 @@ class UserObjectVariable(Variable):
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         from .instances import python_dunder
 
-        fn = python_dunder(self, "__call__")
+        fn = python_dunder(tx, self, "__call__")
         if fn is None:
             raise Unsupported(f"call of {self.describe()}")
         return tx.inline_call(fn, [self, *args], kwargs, closure=None)
@@ -181,7 +221,7 @@ class NNModuleVariable(UserObjectVariable):
         return f"module {type(self.value_object).__qualname__}"
 
     def truth(self, tx: Frame) -> bool:
-        return True
+        return _object_truth(tx, self)  # an empty ModuleList or Sequential is false
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         from .builder import wrap
@@ -202,18 +242,16 @@ class NNModuleVariable(UserObjectVariable):
                 if type(module).__getattr__ is not torch.nn.Module.__getattr__:
                     raise Unsupported(f"{self.describe()} defines its own __getattr__ (reading {name!r})")
                 return wrap(tx, members[name], ModuleMemberSource(self.source, table, name))
-        if cls_attr is not _MISSING and name != "__class__":
-            # compiled code is shared by the class's instances: one with its own `name` (a
-            # replaced `forward`) must not run it
-            tx.output.guards.no_instance_attr(self.source, name)
         if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
             from .containers import BoundMethodVariable
+            from .instances import guard_not_shadowed
 
+            guard_not_shadowed(tx, self, name)
             return BoundMethodVariable(self, name)
         resolved = _resolve_class_attr(tx, self, module, name)
         if resolved is not None:
             return resolved
-        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        raise self._missing(tx, name)
 
     def _guard_no_hooks(self, tx: Frame) -> None:
         module = self.value_object
@@ -481,12 +519,15 @@ class PythonModuleVariable(Variable):
         from .builder import is_trusted_module, wrap
 
         module = self.value_object
+        trusted = is_trusted_module(module.__name__)
         try:
             value = getattr(module, name)
         except AttributeError:
+            if self.source is not None and not trusted:
+                tx.output.guards.attribute_absent(self.source, module, name)
             raise Unsupported(f"module {module.__name__} has no attribute {name!r}") from None
         # torch's own namespaces are not monkeypatched at run time: no guard on their members
-        source = None if is_trusted_module(module.__name__) or self.source is None else AttrSource(self.source, name)
+        source = None if trusted or self.source is None else AttrSource(self.source, name)
         return wrap(tx, value, source)
 
     def reconstruct(self, rebuild: Any) -> str:

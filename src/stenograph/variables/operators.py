@@ -10,7 +10,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
-from .base import Variable, constant
+from .base import ConstantVariable, Variable, constant
 from .containers import ListVariable, SequenceVariable, SetVariable, SizeVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
@@ -96,12 +96,12 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
             return a
         return a.clone(a.items * b.as_constant())
     if isinstance(a, SetVariable) and plain in _SET_METHODS:
-        method = _SET_METHODS[plain]
+        if not (isinstance(b, SetVariable) or b.is_constant() and isinstance(b.as_constant(), (set, frozenset))):
+            raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
         if op is not plain:  # |=, &=, -=: update in place
-            result = a.call_method(tx, method, [b], {})
-            a.members = result.members if isinstance(result, SetVariable) else a.members
+            a.call_method(tx, _SET_METHODS[plain][1], [b], {})
             return a
-        return a.call_method(tx, method, [b], {})
+        return a.call_method(tx, _SET_METHODS[plain][0], [b], {})
     user = _user_dunder(tx, op, a, b)
     if user is not None:
         return user
@@ -109,17 +109,23 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         try:
             return constant(op(a.as_constant(), b.as_constant()))
         except Exception as e:
-            raise Unsupported(f"{op.__name__} on constants raised {type(e).__name__}: {e}") from e
+            from ..interpreter.exceptions import raise_python_error
+
+            raise_python_error(tx, e)
     if op in (operator.eq, operator.ne):
         # identity-based equality of non-constant objects (modules, functions, user objects)
         same = _same_object(a, b)
         if same is not None:
-            _guard_module_identity(tx, a, b, same)
+            guard_identity(tx, a, b, same)
             return constant(same if op is operator.eq else not same)
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
 
 
-_SET_METHODS = {operator.or_: "union", operator.and_: "intersection", operator.sub: "difference"}
+_SET_METHODS = {
+    operator.or_: ("union", "__ior__"),
+    operator.and_: ("intersection", "__iand__"),
+    operator.sub: ("difference", "__isub__"),
+}
 _DUNDERS = {
     operator.add: ("__add__", "__radd__"),
     operator.sub: ("__sub__", "__rsub__"),
@@ -143,7 +149,7 @@ def _user_dunder(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable | Non
     if names is None:
         return None
     for obj, other, name in ((a, b, names[0]), (b, a, names[1])):
-        fn = python_dunder(obj, name)
+        fn = python_dunder(tx, obj, name)
         if fn is not None:
             result = tx.inline_call(fn, [obj, other], {}, closure=None)
             if not (result.is_constant() and result.as_constant() is NotImplemented):
@@ -173,12 +179,40 @@ def unary(tx: Frame, op: Any, a: Variable) -> Variable:
 
 
 def is_same(tx: Frame, a: Variable, b: Variable) -> bool:
-    """`a is b` decided at trace time."""
+    """`a is b` decided at trace time, and guarded so that later calls decide it alike."""
     same = _same_object(a, b)
     if same is None:
         raise Unsupported(f"`is` between {a.describe()} and {b.describe()}")
-    _guard_module_identity(tx, a, b, same)
+    guard_identity(tx, a, b, same)
     return same
+
+
+def guard_identity(tx: Frame, a: Variable, b: Variable, same: bool) -> None:
+    """Guard the answer of `a is b` on the operands that come from the frame: two sources are
+    checked against each other, one source against the other operand's object (a sentinel
+    default, None). Objects created while tracing are new on every call and need nothing."""
+    if a is b or _made_while_tracing(a) or _made_while_tracing(b):
+        return
+    guards = tx.output.guards
+    if a.source is not None and b.source is not None:
+        if same:
+            guards.same_object(a.source, b.source)
+        else:
+            guards.distinct_objects(a.source, b.source)
+        return
+    for var, other in ((a, b), (b, a)):
+        if var.source is None or isinstance(var, TensorVariable) and other.is_constant():
+            continue  # a tensor input's guard already fixes its type
+        if other.is_constant():
+            target = other.as_constant()
+        else:
+            target = _identity(other)
+            if target is None:
+                continue  # a value computed in the graph: never an outside object
+        if same:
+            guards.id_match(var.source, target)
+        else:
+            guards.not_identical(var.source, target)
 
 
 def contains(tx: Frame, item: Variable, container: Variable) -> bool:
@@ -193,7 +227,7 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
         return container.contains(tx, item)
     from .instances import python_dunder
 
-    dunder = python_dunder(container, "__contains__")
+    dunder = python_dunder(tx, container, "__contains__")
     if dunder is not None:
         return tx.inline_call(dunder, [container, item], {}, closure=None).truth(tx)
     if container.is_constant() and item.is_constant():
@@ -201,8 +235,8 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
     for candidate in container.unpack(tx):
         same = _same_object(item, candidate)
         if same is not None:
-            _guard_module_identity(tx, item, candidate, same)
-        if same is None and item.is_constant() and candidate.is_constant():
+            guard_identity(tx, item, candidate, same)
+        elif item.is_constant() and candidate.is_constant():
             same = item.as_constant() == candidate.as_constant()
         if same:
             return True
@@ -233,6 +267,12 @@ def _same_object(a: Variable, b: Variable) -> bool | None:
     ia, ib = _identity(a), _identity(b)
     if ia is not None and ib is not None:
         return ia is ib
+    # one object reached twice, once wrapped as a constant (a default value) and once as an
+    # object (through a source): identity of the real objects
+    if ia is not None and isinstance(b, ConstantVariable):
+        return b.value is ia
+    if ib is not None and isinstance(a, ConstantVariable):
+        return a.value is ib
     if (ia is not None or a.is_constant()) and isinstance(b, TensorVariable):
         return False
     if (ib is not None or b.is_constant()) and isinstance(a, TensorVariable):
@@ -242,21 +282,6 @@ def _same_object(a: Variable, b: Variable) -> bool | None:
     if a.is_constant() != b.is_constant() and (ia is not None or ib is not None):
         return False
     return None
-
-
-def _guard_module_identity(tx: Frame, a: Variable, b: Variable, same: bool) -> None:
-    """Modules are guarded by class, not identity: whether two of them are one object, as the
-    trace decided, is guarded."""
-    from .objects import NNModuleVariable
-
-    if not (isinstance(a, NNModuleVariable) or isinstance(b, NNModuleVariable)):
-        return
-    if a.source is None or b.source is None or a.source == b.source:
-        return
-    if same:
-        tx.output.guards.same_object(a.source, b.source)
-    else:
-        tx.output.guards.distinct_objects(a.source, b.source)
 
 
 def _made_while_tracing(var: Variable) -> bool:

@@ -16,6 +16,8 @@ from .. import config
 from ..errors import Unsupported
 from .base import Variable, constant
 from .containers import SizeVariable
+from .double_backward import creates_graph
+from .tensor_effects import refuse_effect
 
 if TYPE_CHECKING:
     import torch.fx
@@ -69,8 +71,6 @@ _DATA_METHODS = {
     "__float__": "float(tensor) reads the tensor's value",
     "__index__": "using a tensor as an index reads its value",
     "data_ptr": "Tensor.data_ptr() is a memory address",
-    "backward": "Tensor.backward() runs autograd",
-    "register_hook": "Tensor.register_hook() installs a Python hook",
 }
 _DATA_HINT = "keep this out of the compiled function, or express it with tensor ops (torch.where)"
 
@@ -155,6 +155,8 @@ class TensorMethodVariable(Variable):
             return tx.output.call("call_method", "item", [self.tensor], {}, "Tensor.item()")
         if name in _DATA_METHODS:
             raise Unsupported(_DATA_METHODS[name], hint=_DATA_HINT)
+        double = name == "backward" and creates_graph(torch.Tensor.backward, [self.tensor, *args], kwargs)
+        refuse_effect(name, f"Tensor.{name}()", double)
         if name in _GUARDED_METADATA_METHODS and not args and not kwargs:
             result = getattr(self.tensor.fake, name)()
             if not _is_symbolic_result(result):

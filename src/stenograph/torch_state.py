@@ -1,0 +1,153 @@
+"""torch's global state as a compile found it, put back however the compile ended.
+
+Tracing enters real torch state: fake mode and the Python dispatcher around every traced op,
+grad mode and autocast for the blocks the code enters, a TracingContext for the backend. Each
+is left by a `with` or `finally` of its own, but an exception or a KeyboardInterrupt that lands
+inside one of those exits (FakeTensorMode's `__exit__` is several steps) would leave the state
+half restored for the rest of the process. The compile path therefore snapshots the state first
+and restores whatever differs when it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch._guards
+
+_C = torch._C
+_INFRA_KEYS = tuple(_C._TorchDispatchModeKey.__members__.values())
+_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "ipu", "mtia", "maia")
+
+
+_LOGGERS = ("torch._subclasses.fake_tensor",)  # silenced around each traced op
+
+
+def _autocast_devices() -> tuple[str, ...]:
+    devices = []
+    for device in _AUTOCAST_DEVICES:
+        try:
+            torch.is_autocast_enabled(device)
+            torch.get_autocast_dtype(device)
+        except Exception:  # noqa: BLE001 - a device type this build does not know
+            continue
+        devices.append(device)
+    return tuple(devices)
+
+
+_DEVICES = _autocast_devices()
+
+
+@dataclass
+class TorchState:
+    """One snapshot; `restore()` writes back only what changed since."""
+
+    grad: bool
+    default_dtype: torch.dtype
+    autocast: tuple[tuple[bool, torch.dtype], ...]
+    autocast_cache: bool
+    dispatch_stack: tuple[Any, ...]
+    function_stack: tuple[Any, ...]
+    infra_modes: tuple[Any, ...]
+    only_lift_cpu: bool
+    tracing_context: Any
+    loggers: tuple[bool, ...]
+
+    def restore(self) -> None:
+        """Write back what differs; an interrupt meanwhile restarts it, then is re-raised."""
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                self._restore()
+                break
+            except KeyboardInterrupt as e:
+                interrupted = e
+        if interrupted is not None:
+            raise interrupted
+
+    def _restore(self) -> None:
+        if _dispatch_stack() != self.dispatch_stack:
+            while _C._len_torch_dispatch_stack():
+                _C._pop_torch_dispatch_stack(None)
+            for mode in self.dispatch_stack:
+                _C._push_on_torch_dispatch_stack(mode)
+        if _function_stack() != self.function_stack:
+            while _C._len_torch_function_stack():
+                _C._pop_torch_function_stack()
+            for mode in self.function_stack:
+                _C._push_on_torch_function_stack(mode)
+        for key, mode in zip(_INFRA_KEYS, self.infra_modes):
+            if _C._get_dispatch_mode(key) is not mode:
+                _C._unset_dispatch_mode(key)
+                if mode is not None:
+                    _C._set_dispatch_mode(mode)
+        if _C._only_lift_cpu_tensors() != self.only_lift_cpu:
+            _C._set_only_lift_cpu_tensors(self.only_lift_cpu)
+        for device, (enabled, dtype) in zip(_DEVICES, self.autocast):
+            if torch.is_autocast_enabled(device) != enabled:
+                torch.set_autocast_enabled(device, enabled)
+            if torch.get_autocast_dtype(device) != dtype:
+                torch.set_autocast_dtype(device, dtype)
+        if torch.is_autocast_cache_enabled() != self.autocast_cache:
+            torch.set_autocast_cache_enabled(self.autocast_cache)
+        if torch.get_default_dtype() != self.default_dtype:
+            torch.set_default_dtype(self.default_dtype)
+        if torch.is_grad_enabled() != self.grad:
+            _C._set_grad_enabled(self.grad)
+        if torch._guards.TracingContext.try_get() is not self.tracing_context:
+            torch._guards._TLS.tracing_context = self.tracing_context
+        for name, disabled in zip(_LOGGERS, self.loggers):
+            logging.getLogger(name).disabled = disabled
+
+
+def _dispatch_stack() -> tuple[Any, ...]:
+    return tuple(_C._get_dispatch_stack_at(i) for i in range(_C._len_torch_dispatch_stack()))
+
+
+def _function_stack() -> tuple[Any, ...]:
+    return tuple(_C._get_function_stack_at(i) for i in range(_C._len_torch_function_stack()))
+
+
+class preserved:  # noqa: N801 - used as a context manager, like torch's own guards
+    """`with preserved():` restores the state (and the dispatch-key sets) when the block ends,
+    however it ends.
+
+    A class, not a generator: an interrupt must not land between leaving the block and the
+    restore. An exception first releases the frames it unwound, so RAII guards held in them
+    (`torch._C._DisableTorchDispatch` in a generator's frame that never finished) end now,
+    before the restore, not at some later garbage collection that would undo it.
+    """
+
+    def __enter__(self) -> None:
+        # the dispatch keys included/excluded in TLS: set back exactly by torch's own guard
+        self.keys = _C._PreserveDispatchKeyGuard()
+        self.keys.__enter__()
+        self.state = snapshot()
+
+    def __exit__(self, kind: type | None, error: BaseException | None, tb: types.TracebackType | None) -> None:
+        if tb is not None:
+            traceback.clear_frames(tb)
+        try:
+            self.state.restore()  # modes first: pushing and popping them flips the Python keys
+        finally:
+            self.keys.__exit__(None, None, None)
+
+
+def snapshot() -> TorchState:
+    """The state now (thread-local parts: this thread's)."""
+    return TorchState(
+        grad=torch.is_grad_enabled(),
+        default_dtype=torch.get_default_dtype(),
+        autocast=tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _DEVICES),
+        autocast_cache=torch.is_autocast_cache_enabled(),
+        dispatch_stack=_dispatch_stack(),
+        function_stack=_function_stack(),
+        infra_modes=tuple(_C._get_dispatch_mode(k) for k in _INFRA_KEYS),
+        only_lift_cpu=_C._only_lift_cpu_tensors(),
+        tracing_context=torch._guards.TracingContext.try_get(),
+        loggers=tuple(logging.getLogger(n).disabled for n in _LOGGERS),
+    )

@@ -1,0 +1,1 @@
+"""Differential fuzzer: generated programs run eagerly and compiled, every observable compared."""
