@@ -19,7 +19,9 @@ process unless TORCHINDUCTOR_CACHE_DIR is set), so first-call times are only ind
 second compiler may reuse kernels of the first. `--profile` adds, per compiler, the CUDA kernels
 per call, their GPU time per call, the host time per call (from the call until it returns, with
 an idle GPU) and, for stenograph, the time of its guard function per call; `--no-guard-variant`
-also times stenograph with its guard skipped, which shows how much of a gap the guards make.
+also times stenograph with its guard skipped, which shows how much of a gap the guards make;
+`--overhead` times each compiler's own per-call host cost (guards, argument passing, output
+rebuilding) with a backend that replays the first call's outputs, so that no kernel runs.
 
     python benchmarks/gpu_models.py --device cuda --models bert,llama,vit,resnet50 --settings bf16
     python benchmarks/gpu_models.py --device cpu --small --models convnet,bert,llama --rounds 3
@@ -304,6 +306,37 @@ def without_guard(compiled: Any, step: Callable[[], Any]) -> Callable[[], Any] |
     return unguarded
 
 
+def compiler_overhead_us(case: Case, setting: str, device: str, calls: int = 100, rounds: int = 7) -> dict[str, float]:
+    """Per-call host time of each compiler's own machinery (guards, argument passing, output
+    rebuilding): both compile the model with a backend whose compiled function returns the first
+    call's outputs, so no kernel runs after the first call. Median of `rounds`."""
+
+    def replay_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        outputs = gm(*example_inputs)
+        return lambda *args: outputs
+
+    stenograph.reset()
+    torch._dynamo.reset()
+    steps = {
+        "stenograph": make_step(stenograph.compile(case.model, backend=replay_backend), case, setting),
+        "torch.compile": make_step(torch.compile(case.model, backend=replay_backend), case, setting),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in steps}
+    for step in steps.values():
+        step()
+        step()
+    sync(device)
+    for _ in range(rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                step()
+            samples[name].append((time.perf_counter() - start) / calls * 1e6)
+    stenograph.reset()
+    torch._dynamo.reset()
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
 def max_diff(a: Any, b: Any) -> float:
     return float((first_tensor(a).float() - first_tensor(b).float()).abs().max())
 
@@ -355,6 +388,8 @@ def run_case(name: str, setting: str, mode: str, opts: argparse.Namespace) -> di
     if opts.profile:
         row["profile"] = {c: profile(s, opts.device) for c, s in steps.items()}
         row["profile"]["stenograph"]["guard_us"] = stenograph_guard_us(compiled["stenograph"], steps["stenograph"])
+    if opts.overhead and setting != "train":
+        row["overhead_us"] = compiler_overhead_us(case, setting, opts.device)
     return row
 
 
@@ -368,6 +403,10 @@ def print_row(r: dict[str, Any]) -> None:
     if "steno_noguard_ms" in r:
         print(f"{'':10}stenograph without its guard: {r['steno_noguard_ms']:.3f} ms, "
               f"tc/st {r['tc_ms'] / r['steno_noguard_ms']:.3f}", flush=True)
+    if "overhead_us" in r:
+        o = r["overhead_us"]
+        print(f"{'':10}compiler's own per-call host time (no kernels): stenograph {o['stenograph']:.0f} us, "
+              f"torch.compile {o['torch.compile']:.0f} us", flush=True)
     for compiler, p in r.get("profile", {}).items():
         parts = [f"host {p['host_us']:.0f} us"]
         if "gpu_us" in p:
@@ -396,6 +435,8 @@ def main() -> int:
     p.add_argument("--profile", action="store_true", help="kernels, GPU and host time per call")
     p.add_argument("--no-guard-variant", action="store_true",
                    help="also time stenograph with its guard function skipped (diagnostic)")
+    p.add_argument("--overhead", action="store_true",
+                   help="inference: also time each compiler's per-call machinery with a backend that runs nothing")
     p.add_argument("--json", default=None, help="append one JSON line per case to this file")
     opts = p.parse_args()
     opts.case_index = 0

@@ -25,6 +25,7 @@ from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
 from .graph.pyfunc import signature_only
+from .graph.resume import frame_name
 from .guards.guard_set import same_literal
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
@@ -57,6 +58,12 @@ class CacheEntry:
     # function of the same code with other defaults must not use this entry
     defaults: tuple | None = field(default=None, repr=False)
     kwdefaults: dict | None = field(default=None, repr=False)
+
+    def takes_defaults_of(self, fn: Any) -> bool:
+        """Whether this entry may run a call of `fn`: compiled with the same defaults tuple and
+        dict, or with equal literals (its guard and code bind missing arguments to them)."""
+        d, k = fn.__defaults__, fn.__kwdefaults__
+        return self.defaults is d and self.kwdefaults is k or self.same_defaults(d, k)
 
     def same_defaults(self, defaults: tuple | None, kwdefaults: dict | None) -> bool:
         """Whether a function with these defaults behaves like the one compiled: the same
@@ -94,7 +101,7 @@ _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYN
 
 
 def frame_label(code: types.CodeType) -> str:
-    return f"{code.co_qualname} at {code.co_filename}:{code.co_firstlineno}"
+    return f"{frame_name(code)} at {code.co_filename}:{code.co_firstlineno}"
 
 
 def compile_frame(

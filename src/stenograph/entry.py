@@ -38,6 +38,7 @@ class FrameCache:
         self.policy = DynamicPolicy(None, dynamic_arguments(code))
         self.eager_reason: str | None = None
         self.recompile_reasons: list[str] = []
+        self.owners: weakref.WeakSet = weakref.WeakSet()  # functions keeping it alive
 
     def clear(self) -> None:
         self.entries.clear()
@@ -63,7 +64,7 @@ class FrameCache:
         or by another thread meanwhile) or `fn` itself, eagerly."""
         full = prefix + args
         for entry in self.entries:
-            if entry.guard(*full, **kwargs):
+            if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
                 return entry.fn, full
         if self.eager_reason is not None:
             return fn, args
@@ -123,10 +124,14 @@ def _watch(cache: FrameCache, entry: CacheEntry) -> None:
     entry.watchers = [weakref.ref(obj, forget) for r in entry.guard_set.watched if (obj := r()) is not None]
 
 
-_caches: dict[tuple[types.CodeType, int], FrameCache] = {}
+# a registry, not an owner: a cache lives while a function compiled with it (which holds it in
+# `__stenograph_caches__`) or a wrapper or dispatcher of it does, so dropping the function
+# drops its entries and the globals they reference
+_caches: weakref.WeakValueDictionary[tuple[types.CodeType, int], FrameCache] = weakref.WeakValueDictionary()
 # held while a frame compiles and while caches are created (re-entrant: compiling may call
 # compiled code, and a backend may compile more); as torch.compile has
 compile_lock = threading.RLock()
+_OWNED = "__stenograph_caches__"
 
 
 def cache_for(code: types.CodeType, backend: Any, backend_name: str) -> FrameCache:
@@ -138,6 +143,17 @@ def cache_for(code: types.CodeType, backend: Any, backend_name: str) -> FrameCac
     return cache
 
 
+def owned_cache(fn: types.FunctionType, backend: Any, backend_name: str) -> FrameCache:
+    """`fn`'s cache for `backend`, kept alive by `fn` itself (as long as `fn` lives, another
+    compile of it finds its entries; once it dies they go)."""
+    cache = cache_for(fn.__code__, backend, backend_name)
+    owned = fn.__dict__.setdefault(_OWNED, [])
+    if not any(c is cache for c in owned):
+        owned.append(cache)
+        cache.owners.add(fn)
+    return cache
+
+
 def all_caches() -> list[FrameCache]:
     return list(_caches.values())
 
@@ -146,9 +162,12 @@ def reset_caches() -> None:
     from .graph import resume  # resume functions' wrappers hold caches that must go too
 
     with compile_lock:
-        for cache in _caches.values():
+        for cache in list(_caches.values()):
             cache.clear()
+            for fn in list(cache.owners):  # a wrapper still alive keeps its cache; fn no longer
+                fn.__dict__[_OWNED] = [c for c in fn.__dict__.get(_OWNED, ()) if c is not cache]
         _caches.clear()
+        _module_callers.clear()
         resume.clear()
 
 
@@ -181,7 +200,7 @@ def entry_wrapper(
     It carries `.dispatch`, the same lookup without running `Continue` chains, which is what
     transformed code tail-calls at graph breaks.
     """
-    cache = cache_for(fn.__code__, backend, backend_name)
+    cache = owned_cache(fn, backend, backend_name)
     if dynamic is not None:
         cache.policy.dynamic = dynamic
     entries = cache.entries
@@ -257,11 +276,8 @@ def _dispatch_by_defaults(
     """The lookup for a function with defaults: an entry is tried only if it was compiled with
     the same defaults (the same tuple, or equal literals), since its guard and code bind missing
     arguments to the defaults they were compiled with."""
-    d, k = fn.__defaults__, fn.__kwdefaults__
     for entry in entries:
-        if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
-            *prefix, *args, **kwargs
-        ):
+        if entry.takes_defaults_of(fn) and entry.guard(*prefix, *args, **kwargs):
             return entry.fn(*prefix, *args, **kwargs)
     return miss(fn, prefix, args, kwargs, fullgraph)
 
@@ -273,7 +289,7 @@ def closure_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, 
     that argument. Graph breaks tail-call resume functions of closures this way, passing the cells
     of the function that broke, so a cached resume target never carries another call's cells.
     """
-    cache = cache_for(fn.__code__, backend, backend_name)
+    cache = owned_cache(fn, backend, backend_name)
     entries = cache.entries
     miss = cache.miss
     own = fn.__closure__
@@ -305,7 +321,8 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
     return call
 
 
-_module_callers: dict[int, Any] = {}
+# backend id -> its module caller (which keeps the backend alive, so the id stays its own)
+_module_callers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
 def module_caller(backend: Any, backend_name: str) -> Any:
@@ -315,7 +332,7 @@ def module_caller(backend: Any, backend_name: str) -> Any:
     """
     found = _module_callers.get(id(backend))
     if found is not None:
-        return found[0]
+        return found
     forwards: dict[types.FunctionType, Any] = {}
 
     def call(module: Any, *args: Any, **kwargs: Any) -> Any:
@@ -328,6 +345,6 @@ def module_caller(backend: Any, backend_name: str) -> Any:
             wrapper = forwards[forward] = entry_wrapper(forward, backend, backend_name, False)
         return wrapper(module, *args, **kwargs)
 
-    _module_callers[id(backend)] = (call, backend)
+    _module_callers[id(backend)] = call
     return call
 

@@ -52,6 +52,11 @@ class Unsupported(StenographError):
             parts.append(f"  at {self.location}")
         if self.source_line:
             parts.append(f"    {self.source_line.strip()}")
+        # the inlined calls that led there, innermost first (the first entry is `location`)
+        for filename, line, name, text in self.user_stack[1:]:
+            parts.append(f"  called from {name} at {filename}:{line}")
+            if text:
+                parts.append(f"    {text.strip()}")
         if self.hint:
             parts.append(f"  hint: {self.hint}")
         return "\n".join(parts)

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from . import api, events
+from .graph.resume import frame_name
 
 
 @dataclass
@@ -86,7 +87,7 @@ def explain(fn: Callable, *deprecated_args: Any, **deprecated_kwargs: Any) -> Ca
             elif isinstance(event, events.FrameCompiled):
                 entry = event.entry
                 result.out_guards.extend(check.text for check in entry.guard_set.ordered())
-                times.append(f"{entry.code.co_qualname}: {entry.capture_seconds + entry.backend_seconds:.4f}s")
+                times.append(f"{frame_name(entry.code)}: {entry.capture_seconds + entry.backend_seconds:.4f}s")
 
         api.reset()
         events.subscribe(listen)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import entry as entry_module
+from .compiler import frame_label
 from .graph.resume import origin_of
 from .logs import readable_graph
 
@@ -73,7 +74,7 @@ def inspect(fn: Any) -> Inspection:
     cache = _cache_of(fn)
     result = Inspection()
     for frame_cache in [cache, *_resume_caches(cache)]:
-        frame = f"{frame_cache.code.co_qualname} at {frame_cache.code.co_filename}:{frame_cache.code.co_firstlineno}"
+        frame = frame_label(frame_cache.code)
         for entry in frame_cache.entries:
             result.entries.append(
                 EntryInfo(

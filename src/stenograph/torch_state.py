@@ -10,6 +10,7 @@ and restores whatever differs when it ends.
 
 from __future__ import annotations
 
+import gc
 import logging
 import traceback
 import types
@@ -18,6 +19,10 @@ from typing import Any
 
 import torch
 import torch._guards
+import torch._subclasses.meta_utils
+import torch.fx.experimental.symbolic_shapes
+import torch.fx.traceback
+import torch.utils._python_dispatch as python_dispatch
 
 _C = torch._C
 _INFRA_KEYS = tuple(_C._TorchDispatchModeKey.__members__.values())
@@ -25,6 +30,30 @@ _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "ipu", "mtia", "
 
 
 _LOGGERS = ("torch._subclasses.fake_tensor",)  # silenced around each traced op
+# thread-locals that torch's context managers set and reset: the ShapeEnv's `suppress_guards`
+# flag (left on, no later compile would record a shape guard), the TracingContext, ...
+_THREAD_LOCALS = (
+    torch.fx.experimental.symbolic_shapes.TLS,
+    torch._guards._TLS,
+    torch._subclasses.meta_utils.tls,
+)
+# module globals that dispatch modes and node-meta contexts set on enter and reset on exit
+_MODULE_FLAGS = tuple(
+    (module, name)
+    for module, names in (
+        (
+            python_dispatch,
+            (
+                "_is_in_torch_dispatch_mode",
+                "_is_in_non_infra_torch_dispatch_mode",
+                "_is_in_any_mode_without_ignore_compile_internals",
+            ),
+        ),
+        (torch.fx.traceback, ("should_preserve_node_meta", "current_meta", "current_replay_node")),
+    )
+    for name in names
+    if hasattr(module, name)
+)
 
 
 def _autocast_devices() -> tuple[str, ...]:
@@ -54,7 +83,8 @@ class TorchState:
     function_stack: tuple[Any, ...]
     infra_modes: tuple[Any, ...]
     only_lift_cpu: bool
-    tracing_context: Any
+    thread_locals: tuple[dict[str, Any], ...]
+    module_flags: tuple[Any, ...]
     loggers: tuple[bool, ...]
 
     def restore(self) -> None:
@@ -98,8 +128,17 @@ class TorchState:
             torch.set_default_dtype(self.default_dtype)
         if torch.is_grad_enabled() != self.grad:
             _C._set_grad_enabled(self.grad)
-        if torch._guards.TracingContext.try_get() is not self.tracing_context:
-            torch._guards._TLS.tracing_context = self.tracing_context
+        for tls, saved in zip(_THREAD_LOCALS, self.thread_locals):
+            if _thread_local_state(tls) != saved:
+                tls.__dict__.clear()
+                tls.__dict__.update(_copied(saved))
+        for (module, name), value in zip(_MODULE_FLAGS, self.module_flags):
+            if getattr(module, name) is not value:
+                setattr(module, name, value)
+        if hasattr(python_dispatch, "set_is_in_mode_without_ignore_compile_internals"):
+            python_dispatch.set_is_in_mode_without_ignore_compile_internals(
+                python_dispatch._is_in_any_mode_without_ignore_compile_internals
+            )
         for name, disabled in zip(_LOGGERS, self.loggers):
             logging.getLogger(name).disabled = disabled
 
@@ -131,10 +170,24 @@ class preserved:  # noqa: N801 - used as a context manager, like torch's own gua
     def __exit__(self, kind: type | None, error: BaseException | None, tb: types.TracebackType | None) -> None:
         if tb is not None:
             traceback.clear_frames(tb)
+        if error is not None and not isinstance(error, Exception):
+            # an interrupt can strand a guard in a cycle (a generator that never finished);
+            # collected later, its destructor would undo this restore, or clash with the
+            # next compile's fake mode (torch aborts: "one already exists")
+            gc.collect()
         try:
             self.state.restore()  # modes first: pushing and popping them flips the Python keys
         finally:
             self.keys.__exit__(None, None, None)
+
+
+def _thread_local_state(tls: Any) -> dict[str, Any]:
+    return _copied(tls.__dict__)
+
+
+def _copied(state: dict[str, Any]) -> dict[str, Any]:
+    """One level deep: the stacks these thread-locals hold are lists changed in place."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in state.items()}
 
 
 def snapshot() -> TorchState:
@@ -148,6 +201,7 @@ def snapshot() -> TorchState:
         function_stack=_function_stack(),
         infra_modes=tuple(_C._get_dispatch_mode(k) for k in _INFRA_KEYS),
         only_lift_cpu=_C._only_lift_cpu_tensors(),
-        tracing_context=torch._guards.TracingContext.try_get(),
+        thread_locals=tuple(_thread_local_state(t) for t in _THREAD_LOCALS),
+        module_flags=tuple(getattr(m, n) for m, n in _MODULE_FLAGS),
         loggers=tuple(logging.getLogger(n).disabled for n in _LOGGERS),
     )

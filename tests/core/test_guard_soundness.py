@@ -157,6 +157,21 @@ def test_callable_is_guarded(counter):
     assert counter.frame_count == 2
 
 
+def _position(x, opt, options):
+    return x * options.index(opt)
+
+
+def test_list_index_by_identity_is_guarded(counter):
+    a, b = _Thing(), _Thing()
+    options = [a, b]
+    fn = stenograph.compile(_position, backend=counter)
+    _check(fn, _position, X, b, options)
+    _check(fn, _position, X, b, options)
+    assert counter.frame_count == 1
+    _check(fn, _position, X, a, options)
+    assert counter.frame_count == 2
+
+
 # -- 2. absence ----------------------------------------------------------------------------------
 
 
@@ -583,6 +598,22 @@ def test_class_attribute_write_seen_by_instance_read(counter, monkeypatch):
     assert_same(fn(X, Counted()), X * 7)
     assert Counted.made == 7
     assert counter.frame_count == 1
+
+
+def _assign_method(x, op):
+    Op.go = lambda self, x: x + 5
+    return op.go(x)
+
+
+def test_method_assigned_to_class_inside(counter, monkeypatch):
+    """A function written to a class in the frame binds as a method when read through an
+    instance (the read breaks the graph rather than calling it unbound)."""
+    monkeypatch.setattr(Op, "go", Op.go)
+    fn = stenograph.compile(_assign_method, backend=counter)
+    assert_same(fn(X, Op()), X + 5)
+    monkeypatch.setattr(Op, "go", lambda self, x: x + 1)
+    assert_same(fn(X, Op()), X + 5)
+    assert counter.frame_count == 1  # one graph, after the break at the read
 
 
 # -- 6. signed zeros and nan ---------------------------------------------------------------------

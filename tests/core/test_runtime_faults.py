@@ -3,18 +3,26 @@ is interrupted or fails leaves torch's global state and stenograph's caches as t
 
 from __future__ import annotations
 
+import gc
+import re
 import sys
 import threading
+import traceback
+import weakref
 
 import pytest
 import torch
-from helpers import assert_same
+import torch.utils._python_dispatch as python_dispatch
+from helpers import assert_same, line_of
+from torch.fx.experimental import symbolic_shapes
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import stenograph
 from stenograph import entry
 from stenograph.errors import BackendCompilerFailed
+from stenograph.graph import resume
+from stenograph.interpreter import frame
 from stenograph.testing import CompileCounter, CompileCounterWithBackend
 
 # -- threads -----------------------------------------------------------------------------------
@@ -122,6 +130,9 @@ def _torch_state():
         "excluded": c._dispatch_tls_local_exclude_set().raw_repr(),
         "only_lift_cpu": c._only_lift_cpu_tensors(),
         "tracing_context": torch._guards.TracingContext.try_get(),
+        # left on by an interrupted `ShapeEnv.suppress_guards()`, later compiles drop shape guards
+        "suppress_guards": getattr(symbolic_shapes.TLS, "suppress_guards", False),
+        "in_dispatch_mode": python_dispatch._is_in_torch_dispatch_mode,
     }
 
 
@@ -247,6 +258,7 @@ def _state_changing_backend(gm, example_inputs):
     _Mode().__enter__()
     _FunctionMode().__enter__()
     torch._C._set_only_lift_cpu_tensors(True)
+    symbolic_shapes.ShapeEnv()._suppress_guards_enter()
     raise RuntimeError("backend failed")
 
 
@@ -320,3 +332,163 @@ def test_reset_called_inside_compiled_code(cnt):
     assert cnt.frame_count == 2
     assert_same(compiled(x), fn(x))  # the reset dropped the entries: both parts compile again
     assert cnt.frame_count == 4
+
+
+# -- names in tracebacks -----------------------------------------------------------------------
+
+
+def _raises_after_break(x, n):
+    y = x + 1
+    print("before the check")
+    if n > 2:
+        raise ValueError("n too large")
+    return y * n
+
+
+def _user_frames(call):
+    """(function name, line) of the traceback's frames in this file below `call`'s own."""
+    with pytest.raises(ValueError) as info:
+        call()
+    frames = [(f.name, f.lineno) for f in traceback.extract_tb(info.tb) if f.filename == __file__]
+    return frames[2:]  # _user_frames and the lambda
+
+
+def test_traceback_after_a_break_names_the_users_function(cnt, capsys):
+    x = torch.randn(2)
+    eager = _user_frames(lambda: _raises_after_break(x, 3))
+    compiled = stenograph.compile(_raises_after_break, backend=cnt)
+    assert _user_frames(lambda: compiled(x, 3)) == eager
+    assert eager == [("_raises_after_break", line_of(_raises_after_break, "raise ValueError"))]
+    graphs = cnt.frame_count
+    assert _user_frames(lambda: compiled(x, 3)) == eager
+    assert cnt.frame_count == graphs
+    assert_same(compiled(x, 1), _raises_after_break(x, 1))  # another path: the resume recompiles
+    assert cnt.frame_count == graphs + 1
+    assert capsys.readouterr().out == "before the check\n" * 5
+
+
+def test_resume_functions_keep_a_distinguishing_name_in_reports(cnt):
+    compiled = stenograph.compile(_raises_after_break, backend=cnt)
+    compiled(torch.randn(2), 1)
+    frames = [e.frame for e in stenograph.inspect(compiled).entries]
+    names = [f.split(" at ")[0] for f in frames]
+    assert len(names) == 2 and names[0] == "_raises_after_break"
+    assert re.fullmatch(r"__resume_at_\d+__raises_after_break", names[1])
+
+
+def _item_plus_one(t):
+    return t.item() + 1
+
+
+def _calls_helper(x):
+    y = x * 2
+    return _item_plus_one(y)
+
+
+def test_fullgraph_error_from_an_inlined_helper_names_the_call_site():
+    compiled = stenograph.compile(_calls_helper, backend="eager", fullgraph=True)
+    with pytest.raises(stenograph.Unsupported) as info:
+        compiled(torch.ones(1))
+    text = str(info.value)
+    helper_line = line_of(_item_plus_one, "t.item()")
+    call_line = line_of(_calls_helper, "_item_plus_one(y)")
+    assert f"at {__file__}:{helper_line}\n" in text
+    assert f"called from _calls_helper at {__file__}:{call_line}\n    return _item_plus_one(y)\n" in text
+
+
+# -- lifetime ----------------------------------------------------------------------------------
+
+_DYNAMIC_SOURCE = """
+import torch
+scale = torch.ones(2) * 2
+
+def f(x):
+    y = x + 1
+    print("|", end="")
+    return y * scale
+"""
+
+
+def _dynamic_function():
+    """A function whose module-like namespace nothing else references."""
+    namespace: dict = {}
+    exec(compile(_DYNAMIC_SOURCE, "<dynamic module>", "exec"), namespace)
+    return namespace["f"]
+
+
+def test_dropped_function_and_its_globals_are_freed(cnt, capsys):
+    fn = _dynamic_function()
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = torch.randn(2)
+    assert_same(compiled(x), (x + 1) * 2)
+    assert_same(compiled(x), (x + 1) * 2)
+    assert cnt.frame_count == 2  # before and after the print; the second call compiles nothing
+    assert_same(compiled(torch.randn(2, dtype=torch.float64)).dtype, torch.float64)
+    assert cnt.frame_count == 4
+    assert capsys.readouterr().out == "|||"
+    refs = [weakref.ref(o) for o in (fn, fn.__globals__["scale"], fn.__code__)]
+    assert len(entry.all_caches()) == 2  # the function's and its resume function's
+    cnt.clear()  # the counter's GraphModules reference the globals through their nodes' sources
+    del fn, compiled
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+    assert entry.all_caches() == []
+    assert len(resume._wrappers) == 0
+
+
+def test_function_alive_keeps_its_entries_when_the_wrapper_is_dropped(cnt):
+    x = torch.randn(3)
+    assert_same(stenograph.compile(_pointwise, backend=cnt)(x), _pointwise(x))
+    gc.collect()
+    assert_same(stenograph.compile(_pointwise, backend=cnt)(x), _pointwise(x))
+    assert cnt.frame_count == 1
+    y = torch.randn(3, 3)
+    assert_same(stenograph.compile(_pointwise, backend=cnt)(y), _pointwise(y))
+    assert cnt.frame_count == 2
+
+
+class _Inner(torch.nn.Module):
+    def forward(self, x):
+        print("", end="")  # breaks the caller at `self.inner(x)`: the module caller runs it
+        return torch.relu(x)
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _Inner()
+
+    def forward(self, x):
+        return self.inner(x) + 1
+
+
+def test_reset_releases_the_backend(capsys):
+    backend = CompileCounter()
+    model = _Outer()
+    compiled = stenograph.compile(model, backend=backend)
+    x = torch.randn(4)
+    assert_same(compiled(x), model(x))
+    assert_same(compiled(x), model(x))
+    assert backend.frame_count == 2  # the submodule's relu, the caller's + 1
+    assert len(entry._module_callers) == 1
+    ref = weakref.ref(backend)
+    del compiled, backend
+    gc.collect()
+    assert ref() is not None  # the classes' forwards keep their entries, which use it
+    stenograph.reset()
+    gc.collect()
+    assert ref() is None
+
+
+def test_decoded_and_resume_code_are_not_pinned(cnt, capsys):
+    fn = _dynamic_function()
+    stenograph.compile(fn, backend=cnt)(torch.randn(2))
+    assert cnt.frame_count == 2
+    resume_codes = [r for r in list(resume._names) if resume.origin_of(r) is fn.__code__]
+    assert len(resume_codes) == 1
+    refs = [weakref.ref(fn.__code__), weakref.ref(resume_codes[0])]
+    assert fn.__code__ in frame._decoded
+    cnt.clear()
+    del fn, resume_codes
+    gc.collect()
+    assert [r() for r in refs] == [None, None]

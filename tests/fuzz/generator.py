@@ -21,16 +21,19 @@ ALL_FEATURES = frozenset(
     {
         "arith",  # int / float arithmetic, -0.0, comparisons
         "int_augassign",  # `i *= n` on Python ints and floats (not only on tensors)
-        "float_change",  # the float argument changes value between calls (-0.0 and 0.0 too)
+        "float_change",  # the float argument changes value between calls
+        "signed_zero",  # the float argument is -0.0 in one call and 0.0 in another
         "nan",  # NaN passed as the float argument (with float_change)
         "branches",  # if/else on shapes and Python values
         "loops",  # for over range / list / dict items, while
         "containers",  # list / dict / tuple / set values, methods, comprehensions
-        "list_pop",  # `v = lst.pop()` on the input list
+        "container_pop",  # `lst.pop()` / `d.pop(k, None)` on the input list / dict
+        "mutate_while_iterating",  # lst / d written inside a loop over them (dict size change raises)
         "closures",  # nested functions reading locals, nonlocal writes
         "classes",  # user class: instances, methods, attributes
         "class_writes",  # class attribute written inside f
         "globals",  # module globals read and written
+        "global_from_input",  # a global written from lst / d / obj state, which f may change later
         "external",  # globals changed outside f between calls
         "external_class",  # a class attribute changed outside f between calls
         "inplace",  # in-place tensor ops on the inputs
@@ -53,7 +56,11 @@ DISABLED_BY_FINDINGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "item": ("F4: a float from .item() changing between calls, passed to a resume function", ("aot_eager",)),
     "inplace_identity": ("F5: `v = x.add_(1); v is x` is False compiled", ("eager", "aot_eager")),
     "external_class": ("F6: a class attribute changed outside f is not guarded (stale value)", ("eager", "aot_eager")),
-    "list_pop": ("F8: `v = lst.pop(); G = v` raises IndexError after a recompile", ("eager", "aot_eager")),
+    "nan": ("F12: `if s + 1.5 > s:` compiled for s=0.25 takes the same branch for s=nan", ("eager", "aot_eager")),
+    "signed_zero": ("F10: a resume function compiled for s=-0.0 is reused for s=0.0", ("eager", "aot_eager")),
+    "mutate_while_iterating": ("F9, F11: lst/d changed inside a loop over them", ("eager", "aot_eager")),
+    "global_from_input": ("F8: `G = lst[0]; lst[0] = 9` leaves G == 9", ("eager", "aot_eager")),
+    "container_pop": ("F8: `G = d['a']; d.pop('a')`: the global write reads d after the pop", ("eager", "aot_eager")),
     "try": ("F7: KeyError in resume_call: try/except in a loop, break in a resume function", ("eager", "aot_eager")),
 }
 
@@ -102,6 +109,7 @@ class _Gen:
         self.depth = 0
         self.in_closure = False
         self.lst_frozen = 0  # inside a loop over lst (or bounded by its length): no appends
+        self.iterating = 0  # inside a loop over lst or d: no writes to them (mutate_while_iterating)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -411,7 +419,9 @@ class _Gen:
             self.emit(f"for {v} in lst:")
             self.scope.vars[v] = "i"
         self.lst_frozen += 1
+        self.iterating += 1
         self.block(self.rng.randint(1, 2))
+        self.iterating -= 1
         self.lst_frozen -= 1
         self.scope.vars.pop(v, None)
 
@@ -429,6 +439,8 @@ class _Gen:
     def container_stmt(self) -> None:
         r = self.rng
         pick = r.randint(0, 9)
+        if self.iterating and not self.has("mutate_while_iterating") and pick in (0, 1, 2, 3, 7):
+            pick = 8
         if pick == 0 and not self.lst_frozen:
             self.emit(f"lst.append({self.expr_i(1)})")
         elif pick == 1:
@@ -438,7 +450,7 @@ class _Gen:
             self.depth -= 1
         elif pick == 2:
             self.emit(f"d[{r.choice(['a', 'b', 'z'])!r}] = {self.expr_i(1)}")
-        elif pick == 3 and self.has("list_pop"):
+        elif pick == 3 and self.has("container_pop"):
             name = self.new()
             self.emit(f"{name} = lst.pop() if lst else {self.expr_i(1)}")
             self.scope.vars[name] = "i"
@@ -459,7 +471,7 @@ class _Gen:
             out = self.new()
             self.emit(f"{out} = {r.choice([f'torch.stack({name}).sum(0)', f'sum({name})', f'{name}[-1]'])}")
             self.scope.vars[out] = "T"
-        elif pick == 7:
+        elif pick == 7 and self.has("container_pop"):
             self.emit(f"d.pop({r.choice(['a', 'b'])!r}, None)")
         elif pick == 8:
             name = self.new()
@@ -520,12 +532,19 @@ class _Gen:
             self.emit(f"G_COUNT += {r.randint(1, 2)}")
             self.writes_globals.add("G_COUNT")
         elif pick == 1:
-            self.emit(f"G_LOG.append({self.expr_i(1)})")
+            self.emit(f"G_LOG.append({self.global_value()})")
             self.uses_globals.add("G_LOG")
         else:
-            self.emit(f"G_INT = {self.expr_i(1)}")
+            self.emit(f"G_INT = {self.global_value()}")
             self.writes_globals.add("G_INT")
         self.stable = False
+
+    def global_value(self) -> str:
+        """An int for a global; read from the mutable inputs only with global_from_input."""
+        if self.has("global_from_input"):
+            return self.expr_i(1)
+        base = self.rng.choice(["n", "x.shape[0]", "len(lst)", str(self.rng.randint(0, 5))])
+        return f"{base} + {self.rng.randint(0, 3)}"
 
     def inplace(self) -> None:
         r = self.rng
@@ -618,9 +637,11 @@ class _Gen:
         ns = [r.randint(-2, 4)]
         ns += [ns[0], r.randint(-2, 4), r.randint(-2, 4)]
         floats = ["0.0", "-0.0", "1.5", "-2.5", "0.25"]
+        if not self.has("signed_zero"):  # keep one zero, the same in every call
+            floats.remove(r.choice(["0.0", "-0.0"]))
         if self.has("nan"):
             floats.append("float('nan')")
-        ss = [r.choice(floats[:5])]
+        ss = [r.choice(floats[:4])]
         ss += [ss[0], r.choice(floats), r.choice(floats)] if self.has("float_change") else [ss[0]] * 3
         flag0 = r.random() < 0.5
         flags = [flag0, flag0, flag0, not flag0]
@@ -633,9 +654,7 @@ class _Gen:
         ov = [r.randint(0, 3)] * 2 + [r.randint(0, 3), r.randint(0, 3)]
         opts = ["_MISSING", "_MISSING", "None", "3"] if self.has("sentinel") else ["_MISSING"] * 4
         tseeds = [self.seed % 1000, self.seed % 1000, self.seed % 1000 + 1, self.seed % 1000 + 2]
-        ext = self.has("external")
-        if ext or self.has("external_class"):
-            self.stable = False
+        ext = self.has("external")  # changes before calls 2 and 3: calls 0 and 1 still match
         mod = [
             f"# fuzz program, seed {self.seed}",
             "import math",

@@ -1,6 +1,6 @@
 """Shrinks a mismatching program: drops statements of f (and returned values) while it still fails.
 
-`python -m tests.fuzz.reduce --seed N --backend eager` prints the smallest program found that
+`python -m tests.fuzz.reduce --seed N --backend eager` (or `--file prog.py`) prints the smallest program found that
 still gives a mismatch of the same kind (same backend, same first words of the difference).
 """
 
@@ -83,13 +83,17 @@ def shrink(program: Program, backend: str, kind: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.fuzz.reduce", description=__doc__)
-    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--file", help="shrink this program instead of the seed's")
     parser.add_argument("--backend", default="eager")
     parser.add_argument("--kind", help="mismatch kind to keep (default: the first one seen)")
     parser.add_argument("--all-features", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     program = generate(args.seed, ALL_FEATURES if args.all_features else default_features(args.backend))
+    if args.file:
+        with open(args.file) as handle:
+            program = dataclasses.replace(program, source=handle.read(), stable=False)
     mismatches, _ = check_program(program, (args.backend,))
     if not mismatches:
         print("no mismatch")

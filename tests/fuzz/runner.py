@@ -151,7 +151,7 @@ def same(a: Any, b: Any, path: str) -> str | None:
         return None
     if isinstance(b, float):
         if not isinstance(a, float):
-            return f"{path}: {a!r} != {b!r}"
+            return f"{path}: {_short(a)} != {b!r}"
         if math.isnan(b) and math.isnan(a):
             return None
         if a == b == 0.0 and math.copysign(1.0, a) != math.copysign(1.0, b):
@@ -159,9 +159,11 @@ def same(a: Any, b: Any, path: str) -> str | None:
         if not math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6):
             return f"{path}: {a!r} != {b!r}"
         return None
+    if isinstance(b, tuple) and isinstance(a, tuple) and b and a and isinstance(b[0], str) and a[0] != b[0]:
+        return f"{path}: {_short(a)} != {_short(b)}"  # snapshots of different kinds (alias / tensor / ...)
     if isinstance(b, (tuple, list)):
         if type(a) is not type(b) or len(a) != len(b):
-            return f"{path}: {a!r} != {b!r}"
+            return f"{path}: {_short(a)} != {_short(b)}"
         for i, (x, y) in enumerate(zip(a, b)):
             diff = same(x, y, f"{path}.{i}")
             if diff:
@@ -169,15 +171,20 @@ def same(a: Any, b: Any, path: str) -> str | None:
         return None
     if isinstance(b, dict):
         if not isinstance(a, dict) or list(a) != list(b):
-            return f"{path}: {a!r} != {b!r}"
+            return f"{path}: {_short(a)} != {_short(b)}"
         for k in b:
             diff = same(a[k], b[k], f"{path}[{k!r}]")
             if diff:
                 return diff
         return None
     if type(a) is not type(b) or a != b:
-        return f"{path}: {a!r} != {b!r}"
+        return f"{path}: {_short(a)} != {_short(b)}"
     return None
+
+
+def _short(value: Any) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def run(program: Program, backend: str | None) -> Run:

@@ -590,3 +590,145 @@ def test_iterating_a_changed_input_set_breaks():
     the iteration runs eagerly (graph break) and the result is eager's."""
     cnt = compare(_iterate_changed_input_set, lambda i: (ones(i), set(_WORDS)), "eager")
     assert cnt.frame_count == 1
+
+
+class _NoSuperInit(Exception):
+    def __init__(self, msg):
+        self.msg = msg
+
+
+def _exception_fields(x):
+    out = []
+    try:
+        raise _NoSuperInit("boom")
+    except _NoSuperInit as e:
+        out.append((e.args, str(e), e.msg))
+    try:
+        try:
+            raise ValueError("inner")
+        except ValueError as e:
+            raise TypeError("outer") from e
+    except TypeError as e:
+        out.append((str(e.__cause__), e.__suppress_context__, str(e.__context__)))
+    try:
+        try:
+            {}["k"]
+        except KeyError:
+            raise RuntimeError("while handling") from None
+    except RuntimeError as e:
+        out.append((e.__cause__, e.__suppress_context__, repr(e.__context__)))
+    try:
+        try:
+            raise ValueError("first")
+        except ValueError:
+            raise IndexError("second")  # noqa: B904 (implicit chaining is the point)
+    except IndexError as e:
+        out.append((str(e.__context__), e.__cause__, e.__suppress_context__))
+    try:
+        raise StopIteration(5)
+    except StopIteration as e:
+        out.append((e.value, e.args))
+    return x + len(out), out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exception_args_cause_and_context(backend):
+    cnt = compare(_exception_fields, lambda i: (ones(i),), backend)
+    assert cnt.frame_count == 1
+
+
+class _Accumulator:
+    def add(self, v, store=[]):  # noqa: B006 (the shared mutable default is the point)
+        store.append(v)
+        return len(store)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutable_default_of_a_method_changes_every_call(backend):
+    """The default list lives on the function found through the class (no path from the frame):
+    each call appends to the real list and reads its new length."""
+    default = _Accumulator.add.__defaults__[0]
+    default.clear()
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(lambda x, a: x + a.add(1), backend=cnt)
+    results = [compiled(ones(0), _Accumulator()) for _ in range(3)]
+    assert [r[0].item() for r in results] == [2.0, 3.0, 4.0]
+    assert default == [1, 1, 1]
+    assert cnt.frame_count == 3  # its length is guarded: each call sees a new one
+
+
+def _list_errors(x, items):
+    caught = []
+
+    def assign():
+        items[10] = 0
+
+    def delete():
+        del items[-10]
+
+    for attempt in (
+        lambda: [].pop(),
+        lambda: items.pop(10),
+        lambda: items.remove(42),
+        lambda: items.index(42),
+        lambda: (1, 2).index(3),
+        assign,
+        delete,
+    ):
+        try:
+            attempt()
+        except (IndexError, ValueError) as e:
+            caught.append((type(e).__name__, str(e)))
+    items[::2] = [7, 8]
+    try:
+        items[::2] = [1]
+    except ValueError as e:
+        caught.append(str(e))
+    return x + len(caught), caught, items
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_list_method_errors_are_the_programs(backend):
+    """CPython's own error (type and message) reaches the program's except, in the graph."""
+    cnt = compare(_list_errors, lambda i: (ones(i), [3, 1, 2]), backend)
+    assert cnt.frame_count == 1
+
+
+def _python_type_errors(x):
+    caught = []
+    for attempt in (lambda: len(5), lambda: abs("a"), lambda: range(1.5), lambda: {[1]: 2}, lambda: {[1]}):
+        try:
+            attempt()
+        except TypeError as e:
+            caught.append(str(e))
+    return x + len(caught), caught
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_type_errors_on_constants_and_unhashable_keys(backend):
+    """An unhashable key cannot be traced: the lambda building it runs eagerly (with a warning) and
+    raises the real TypeError, whose str() the resumed frame reads (type and args guarded)."""
+    with pytest.warns(stenograph.StenographWarning, match="unhashable key"):
+        cnt = compare(_python_type_errors, lambda i: (ones(i),), backend)
+    assert cnt.frame_count == 1
+
+
+@stenograph.disable
+def _raises_eagerly(n):
+    raise ValueError("bad value", n)
+
+
+def _str_of_raised(x, n):
+    try:
+        _raises_eagerly(n)  # a graph break: the real ValueError reaches the resumed code
+    except ValueError as e:
+        return x + 1, str(e), repr(e), e.args
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_str_and_repr_of_a_real_exception(backend):
+    """The text of an exception raised by the eager part is read with its type and args guarded:
+    the same args reuse the graph, new ones compile again."""
+    values = [1, 1, 2]
+    cnt = compare(_str_of_raised, lambda i: (ones(i), values[i]), backend, calls=3)
+    assert cnt.frame_count == 2

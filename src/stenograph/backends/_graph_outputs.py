@@ -5,6 +5,10 @@ output must be a tuple"), and it hands back a list even for a tuple. Captured gr
 any of those, so backends built on it compile a copy of the graph that returns the flattened
 leaves and rebuild the structure that the graph's own `forward` would return around each call.
 The caller's GraphModule is left untouched (other backends and test recorders hold it).
+
+A random draw whose result the program never uses is an output of the copy too (dropped by the
+wrapper): AOTAutograd would remove it as dead code, and the global generator would then not
+advance as it does in eager.
 """
 
 from __future__ import annotations
@@ -15,6 +19,25 @@ from typing import Any
 import torch.fx
 
 __all__ = ["with_flat_tuple_output"]
+
+# torch functions and tensor methods that draw from the global generator
+_RANDOM_DRAWS = frozenset(
+    "rand randn randint rand_like randn_like randint_like randperm bernoulli multinomial normal poisson "
+    "uniform_ normal_ bernoulli_ random_ exponential_ geometric_ cauchy_ log_normal_ "
+    "dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout rrelu".split()
+)
+
+
+def _unused_random_draws(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    found = []
+    for node in graph.nodes:
+        if node.users or node.op not in ("call_function", "call_method"):
+            continue
+        name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        if name in _RANDOM_DRAWS:
+            found.append(node)
+    return found
+
 
 # A spec is ("leaf",), ("const", value), ("seq", rebuild, children) or ("dict", keys, children).
 _Spec = tuple[Any, ...]
@@ -60,7 +83,9 @@ def with_flat_tuple_output(
     out = gm.graph.output_node().args[0]
     leaves: list[Any] = []
     spec = _flatten(out, leaves)
-    if spec[0] == "seq" and spec[1] is tuple and all(c[0] == "leaf" for c in spec[2]):
+    kept = len(leaves)
+    leaves += _unused_random_draws(gm.graph)
+    if kept == len(leaves) and spec[0] == "seq" and spec[1] is tuple and all(c[0] == "leaf" for c in spec[2]):
 
         def restore_tuple(fn: Callable[..., Any]) -> Callable[..., Any]:
             def call(*args: Any) -> Any:
@@ -78,7 +103,7 @@ def with_flat_tuple_output(
 
     def restore(fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any) -> Any:
-            return _unflatten(spec, iter(fn(*args)))
+            return _unflatten(spec, iter(fn(*args)[:kept]))
 
         return call
 

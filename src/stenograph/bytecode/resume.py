@@ -252,8 +252,10 @@ def build_resume_code(
     prologue.append(_bc.Instr("JUMP_FORWARD", label, location=at_target))
 
     new = _bc.Bytecode(prologue + body)
-    new.name = resume_code_name(code, offset)
-    new.qualname = new.name
+    # named like the original, so tracebacks through it read like eager ones; the registry of
+    # resume code (graph/resume.py) keeps the distinguishing `resume_code_name` for logs
+    new.name = code.co_name
+    new.qualname = code.co_qualname
     new.filename = code.co_filename
     new.first_lineno = code.co_firstlineno
     new.docstring = None

@@ -267,6 +267,8 @@ class BreakWriter:
         if isinstance(var, NestedFunctionVariable):
             wrap = self.writer.bind(entry.entry_wrapper, "entry_wrapper")
             backend = self.writer.bind(self.backend, "backend")
+            # each call wraps a new function object; this code keeps their shared cache alive
+            self.writer.bind(entry.cache_for(var.code, self.backend, self.backend_name), "cache")
             return f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False)"
         if isinstance(var, BuiltinVariable) and var.fn is globals:
             return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"

@@ -171,7 +171,7 @@ class Reconstructor:
         """Mutations of outside objects, after the graph (dropped when the user turned
         `config.replay_side_effects` off, as torch.compile does)."""
         if config.replay_side_effects:
-            side_effects.replay(self.expr, self.writer.post.append, self.writer.namer.name_for)
+            side_effects.replay(self.expr, self.writer.post.append, self.writer.namer.name_for, self.pin)
 
     def set_grad_mode(self, mode: bool, initial: bool) -> None:
         """The graph ends in the grad mode it started in; switch the real mode where the traced

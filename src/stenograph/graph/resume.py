@@ -7,6 +7,7 @@ with the frame's backend, so it is compiled on its first call and cached like an
 from __future__ import annotations
 
 import types
+import weakref
 from typing import Any
 
 from ..bytecode.resume import (
@@ -15,6 +16,7 @@ from ..bytecode.resume import (
     LastiStackEntry,
     build_resume_code,
     original_offsets,
+    resume_code_name,
 )
 from .pyfunc import with_closure
 
@@ -32,23 +34,38 @@ def _stack_entry(kind: str) -> object:
 def takes_argument(kind: str) -> bool:
     return kind in ("value", "iter")
 
-_codes: dict[tuple, types.CodeType] = {}
+# None of these keeps a code object alive: an entry goes when the code it is about dies, and a
+# dispatcher when no transformed code calls it any more.
+# code -> (offset, stack kinds, live locals) -> resume code
+_codes: weakref.WeakKeyDictionary[types.CodeType, dict[tuple, types.CodeType]] = weakref.WeakKeyDictionary()
+_wrappers: weakref.WeakValueDictionary[tuple, Any] = weakref.WeakValueDictionary()
 # resume code -> source names of its arguments that are symbolic from the first compile
-_dynamic: dict[types.CodeType, set[str]] = {}
-_wrappers: dict[tuple, Any] = {}
+_dynamic: weakref.WeakKeyDictionary[types.CodeType, set[str]] = weakref.WeakKeyDictionary()
 # resume code -> the code it continues
-_origins: dict[types.CodeType, types.CodeType] = {}
-_offset_maps: dict[types.CodeType, dict[int, int] | None] = {}
+_origins: weakref.WeakKeyDictionary[types.CodeType, weakref.ref] = weakref.WeakKeyDictionary()
+_offset_maps: weakref.WeakKeyDictionary[types.CodeType, dict[int, int] | None] = weakref.WeakKeyDictionary()
+# resume code -> its name in logs and reports (`__resume_at_48_f`; its co_name is the original's)
+_names: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
 
 
 def resume_code(code: types.CodeType, offset: int, kinds: tuple[str, ...], live: tuple[str, ...]) -> types.CodeType:
-    key = (code, offset, kinds, live)
-    found = _codes.get(key)
+    key = (offset, kinds, live)
+    built = _codes.get(code)
+    found = None if built is None else built.get(key)
     if found is None:
         stack = [_stack_entry(k) for k in kinds]
-        found = _codes[key] = build_resume_code(code, offset, stack, list(live))
-        _origins[found] = code
+        found = build_resume_code(code, offset, stack, list(live))
+        _origins[found] = weakref.ref(code)
+        _names[found] = resume_code_name(code, offset)
+        # last: an interrupt before this leaves no half-registered code
+        _codes.setdefault(code, {})[key] = found
     return found
+
+
+def frame_name(code: types.CodeType) -> str:
+    """How logs and reports name the frame of `code`: `__resume_at_<offset>_<name>` for resume
+    code, which otherwise looks like the function it continues."""
+    return _names.get(code, code.co_qualname)
 
 
 class Origin:
@@ -57,7 +74,7 @@ class Origin:
 
     def __init__(self, fn: types.FunctionType) -> None:
         code = fn.__code__
-        original = _origins.get(code)
+        original = origin_of(code)
         self.fn = fn
         self.offsets: dict[int, int] | None = None
         if original is not None:
@@ -127,7 +144,8 @@ def _with_cells(resume: types.FunctionType) -> Any:
 
 def origin_of(code: types.CodeType) -> types.CodeType | None:
     """The code a resume function's code continues (None for any other code)."""
-    return _origins.get(code)
+    ref = _origins.get(code)
+    return None if ref is None else ref()
 
 
 def dynamic_arguments(code: types.CodeType) -> set[str]:
@@ -142,3 +160,4 @@ def clear() -> None:
     _wrappers.clear()
     _origins.clear()
     _offset_maps.clear()
+    _names.clear()

@@ -49,34 +49,39 @@ class SideEffects:
     def __bool__(self) -> bool:
         return bool(self.containers or self.attributes or self.class_attributes or self.globals)
 
-    def replay(self, expr: Any, emit: Any, global_name: Any) -> None:
+    def replay(self, expr: Any, emit: Any, global_name: Any, pin: Any) -> None:
         """Emit the statements: `expr(var)` renders a tracker, `global_name(d)` a globals dict
-        or a class."""
+        or a class, `pin(e)` takes `e`'s value into a local. Every new value is taken before the
+        first change, since it may be read from an object that another change alters
+        (`G = d["a"]; d.pop("a")`)."""
         from ..variables.containers import DictVariable, ListVariable, SetVariable
 
+        changes: list[str] = []
         for var in self.containers.values():
             assert var.source is not None
             target = expr(_SourceOnly(var))
             if isinstance(var, ListVariable):
-                emit(f"{target}[:] = [{', '.join(expr(i) for i in var.items)}]")
+                items = pin(f"[{', '.join(expr(i) for i in var.items)}]")
+                changes.append(f"{target}[:] = {items}")
             elif isinstance(var, DictVariable):
-                items = ", ".join(f"{expr(_key(k))}: {expr(v)}" for k, v in var.items.items())
-                # the new contents may be read from the dict itself: evaluate them before clearing
-                emit(f"___d = {{{items}}}; {target}.clear(); {target}.update(___d)")
+                items = pin("{" + ", ".join(f"{expr(_key(k))}: {expr(v)}" for k, v in var.items.items()) + "}")
+                changes.append(f"{target}.clear(); {target}.update({items})")
             elif isinstance(var, SetVariable):
                 # removals, then additions in program order: the set keeps its own table, so code
                 # iterating it afterwards sees eager's order (clear() would rebuild the table)
-                members = "".join(expr(v) + ", " for v in var.members.values())
-                emit(
-                    f"___d = ({members}); {target}.difference_update([___k for ___k in {target} if ___k not in ___d]); "
-                    f"{target}.update(___d)"
+                members = pin("(" + "".join(expr(v) + ", " for v in var.members.values()) + ")")
+                changes.append(
+                    f"{target}.difference_update([___k for ___k in {target} if ___k not in {members}]); "
+                    f"{target}.update({members})"
                 )
         for obj, name, value in self.attributes.values():
-            emit(f"{expr(obj)}.{name} = {expr(value)}")
+            changes.append(f"{expr(obj)}.{name} = {pin(expr(value))}")
         for cls, name, value in self.class_attributes.values():
-            emit(f"{global_name(cls)}.{name} = {expr(value)}")
+            changes.append(f"{global_name(cls)}.{name} = {pin(expr(value))}")
         for globals_dict, name, value in self.globals.values():
-            emit(f"{global_name(globals_dict)}[{name!r}] = {expr(value)}")
+            changes.append(f"{global_name(globals_dict)}[{name!r}] = {pin(expr(value))}")
+        for line in changes:
+            emit(line)
 
 
 class _SourceOnly:

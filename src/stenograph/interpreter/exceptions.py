@@ -10,6 +10,7 @@ the compiled frame itself becomes `Unsupported`, so the instruction runs eagerly
 from __future__ import annotations
 
 import types
+import weakref
 from typing import TYPE_CHECKING, NoReturn
 
 from ..bytecode.instructions import ExceptionEntry, exception_entries
@@ -26,6 +27,7 @@ class TracedException(Exception):
     def __init__(self, value: Variable) -> None:
         super().__init__(value.describe())
         self.value = value
+        self.chained = False  # `__context__` recorded (at the raise point)
 
 
 def raise_new(tx: Frame, cls: type[BaseException], *args: object) -> TracedException:
@@ -60,7 +62,7 @@ def exception_value(tx: Frame, raised: Variable) -> Variable:
     raise Unsupported(f"raise of {raised.describe()}, which is not a traced exception")
 
 
-_tables: dict[types.CodeType, list[ExceptionEntry]] = {}
+_tables: weakref.WeakKeyDictionary[types.CodeType, list[ExceptionEntry]] = weakref.WeakKeyDictionary()
 
 
 def handler_for(code: types.CodeType, offset: int) -> ExceptionEntry | None:

@@ -9,9 +9,9 @@ that shares this frame's `OutputGraph`, so one graph spans the whole call tree.
 from __future__ import annotations
 
 import dis
-import functools
 import linecache
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +70,20 @@ class Cell:
             tx.output.side_effects.attribute_written(self._ref, "cell_contents", value)
 
 
-@functools.cache
+_stores: weakref.WeakKeyDictionary[types.CodeType, dict[str, int]] = weakref.WeakKeyDictionary()
+
+
 def _cell_stores(code: types.CodeType, name: str) -> int:
+    """`_count_cell_stores`, remembered while `code` lives."""
+    counts = _stores.get(code)
+    if counts is None:
+        counts = _stores[code] = {}
+    if name not in counts:
+        counts[name] = _count_cell_stores(code, name)
+    return counts[name]
+
+
+def _count_cell_stores(code: types.CodeType, name: str) -> int:
     """How many times cell variable `name` of `code` may be assigned: the count of its
     STORE_DEREF/DELETE_DEREF instructions, or 2 ("many") if one sits in a loop or in a nested
     function that shares the cell."""
@@ -123,7 +135,8 @@ class DecodedCode:
     index_of_offset: dict[int, int]
 
 
-_decoded: dict[types.CodeType, DecodedCode] = {}
+# weak: a decoded code object goes when the code does
+_decoded: weakref.WeakKeyDictionary[types.CodeType, DecodedCode] = weakref.WeakKeyDictionary()
 
 
 def decode(code: types.CodeType) -> DecodedCode:
@@ -131,8 +144,6 @@ def decode(code: types.CodeType) -> DecodedCode:
     if found is None:
         instructions = list(dis.get_instructions(code))
         found = DecodedCode(instructions, {inst.offset: i for i, inst in enumerate(instructions)})
-        if len(_decoded) > 4096:
-            _decoded.clear()
         _decoded[code] = found
     return found
 
@@ -204,6 +215,7 @@ class Frame:
                 try:
                     handler(self, inst)
                 except TracedException as exc:
+                    self._chain(exc)
                     if not unwind_to_handler(self, exc):
                         raise
         except TracedException as exc:
@@ -236,6 +248,19 @@ class Frame:
                     "whose cleanup runs when it is dropped",
                     hint="the frame runs eagerly; exhaust the generator or move the cleanup out of it",
                 )
+
+    def _chain(self, exc: TracedException) -> None:
+        """Where an exception is raised (the first frame to see it), it records the exception
+        being handled there as its `__context__`, as CPython does."""
+        if exc.chained:
+            return
+        exc.chained = True
+        frame: Frame | None = self
+        while frame is not None and not frame.handled:
+            frame = frame.parent
+        attrs = getattr(exc.value, "attrs", None)
+        if frame is not None and attrs is not None and frame.handled[-1] is not exc.value:
+            attrs.items["__context__"] = frame.handled[-1]
 
     def _annotate(self, e: Unsupported) -> None:
         filename = self.code.co_filename
@@ -348,13 +373,18 @@ class Frame:
     def _wrap_defaults(
         self, fn: types.FunctionType, fn_source: Source | None
     ) -> tuple[tuple[Variable, ...], dict[str, Variable]]:
+        # a function reached without a source (a method found on a class) is its own source for
+        # defaults that can change (a mutable default list appended to on every call)
+        fixed = FixedObjectSource(fn, f"function {fn.__qualname__}")
         positional: list[Variable] = []
         for i, value in enumerate(fn.__defaults__ or ()):
-            source = ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None
+            base = fn_source or (None if is_literal(value) else fixed)
+            source = ItemSource(AttrSource(base, "__defaults__"), i) if base else None
             positional.append(constant(value) if is_literal(value) and source is None else wrap(self, value, source))
         keyword: dict[str, Variable] = {}
         for name, value in (fn.__kwdefaults__ or {}).items():
-            source = ItemSource(AttrSource(fn_source, "__kwdefaults__"), name) if fn_source else None
+            base = fn_source or (None if is_literal(value) else fixed)
+            source = ItemSource(AttrSource(base, "__kwdefaults__"), name) if base else None
             keyword[name] = constant(value) if is_literal(value) and source is None else wrap(self, value, source)
         return tuple(positional), keyword
 

@@ -24,6 +24,7 @@ from ..variables.containers import (
     SetVariable,
     SliceVariable,
     TupleVariable,
+    dict_key,
     iterate,
 )
 from ..variables.functions import NestedFunctionVariable
@@ -381,7 +382,7 @@ def _build_list(f: Frame, inst: dis.Instruction) -> None:
 @op("BUILD_MAP")
 def _build_map(f: Frame, inst: dis.Instruction) -> None:
     flat = f.popn(2 * inst.arg)
-    f.push(DictVariable({flat[i].as_constant(): flat[i + 1] for i in range(0, len(flat), 2)}))
+    f.push(DictVariable({dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
 @op("BUILD_CONST_KEY_MAP")
@@ -679,9 +680,14 @@ def _raise(f: Frame, inst: dis.Instruction) -> None:
         if frame is None:
             raise Unsupported("bare raise outside an except block")
         raise TracedException(frame.handled[-1])
-    if inst.arg == 2:
-        f.pop()  # the cause (`raise X from Y`) is not tracked
-    raise TracedException(exception_value(f, f.pop()))
+    cause = f.pop() if inst.arg == 2 else None
+    exc = exception_value(f, f.pop())
+    if cause is not None:  # `raise X from Y`
+        if not (cause.is_constant() and cause.as_constant() is None):
+            cause = exception_value(f, cause)
+        exc.attrs.items["__cause__"] = cause
+        exc.attrs.items["__suppress_context__"] = constant(True)
+    raise TracedException(exc)
 
 
 @op("RERAISE")

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from .. import events
+from ..graph.resume import frame_name
 from ..guard_failures import GuardFailure
 from ..logs import readable_graph
 from .model import (
@@ -62,8 +63,9 @@ class Recorder:
     def _new_frame(self, event: events.CompileEvent) -> FrameRecord:
         assert event.compile_id is not None
         code = event.code
-        frame = FrameRecord(event.compile_id.frame, code.co_qualname, code.co_filename, code.co_firstlineno)
-        parent_name = resume_parent(code.co_name)
+        name = frame_name(code)
+        frame = FrameRecord(event.compile_id.frame, name, code.co_filename, code.co_firstlineno)
+        parent_name = resume_parent(name)
         if parent_name is not None:
             frame.resume_of = next(
                 (

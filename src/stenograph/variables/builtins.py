@@ -251,13 +251,31 @@ def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
             return tx.inline_call(dunder, [obj], {}, closure=None)
         if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):
             return obj.getattr(tx, "__str__" if fn is str else "__repr__").call(tx, [], {})
+        real = getattr(obj, "value_object", None)
+        if isinstance(real, BaseException) and obj.source is not None:
+            return _exception_text(tx, fn, obj, real)
     if all(a.is_constant() for a in [*args, *kwargs.values()]):
         return _fold(tx, fn, args, kwargs)
     raise Unsupported(f"{fn.__name__}() of {', '.join(a.describe() for a in args)}")
 
 
+# C implementations whose text depends on the exception's type and args alone
+_ARGS_ONLY_TEXT = {BaseException.__str__, BaseException.__repr__, KeyError.__str__}
+
+
+def _exception_text(tx: Frame, fn: Any, obj: Variable, real: BaseException) -> Variable:
+    """str()/repr() of a real exception from the frame (one an eager part raised): computed now,
+    with its type and args guarded, when its class's text is the builtin one."""
+    if getattr(obj.python_type(), "__str__" if fn is str else "__repr__") not in _ARGS_ONLY_TEXT:
+        raise Unsupported(f"{fn.__name__}() of {obj.describe()}, whose class computes its own text")
+    obj.getattr(tx, "args").as_constant()  # guards each argument's value
+    return constant(fn(real))
+
+
 @_handler(len)
 def _len(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if args[0].is_constant() and not isinstance(args[0], SequenceVariable):
+        return _fold(tx, len, args, {})
     return constant(args[0].length(tx))
 
 
@@ -358,7 +376,7 @@ def _dict(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
 
 @_handler(range)
 def _range(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return constant(range(*[a.as_constant() for a in args]))
+    return _fold(tx, range, args, {})
 
 
 @_handler(enumerate)
@@ -419,6 +437,9 @@ def _filter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 def _sum(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     items = args[0].unpack(tx)
     total = args[1] if len(args) > 1 else kwargs.get("start", constant(0))
+    if all(i.is_constant() for i in [*items, total]):
+        # CPython's own sum (3.12 adds floats with compensated summation)
+        return _fold(tx, sum, [ListVariable(items), total], {})
     for item in items:
         total = operators.binary(tx, operator.add, total, item)
     return total
@@ -462,7 +483,7 @@ def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 def _abs(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if isinstance(args[0], TensorVariable):
         return tx.output.call("call_function", torch.abs, args, {}, "abs()")
-    return constant(abs(args[0].as_constant()))
+    return _fold(tx, abs, args, {})
 
 
 @_handler(bool, int, float)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
@@ -135,11 +135,15 @@ class SequenceVariable(Variable):
             from .operators import same_or_equal
 
             for i, item in enumerate(self.items):
-                if same_or_equal(args[0], item):
+                if same_or_equal(tx, args[0], item):
                     return constant(i)
             from ..interpreter.exceptions import raise_new
 
-            raise raise_new(tx, ValueError, f"{args[0].describe()} is not in {self.python_class.__name__}")
+            if not args[0].is_constant():
+                raise Unsupported(f"{self.python_class.__name__}.index() of a missing {args[0].describe()}")
+            if self.python_class is list:
+                raise raise_new(tx, ValueError, f"{args[0].as_constant()!r} is not in list")
+            raise raise_new(tx, ValueError, "tuple.index(x): x not in tuple")
         if name == "count" and not kwargs and len(args) == 1 and args[0].is_constant():
             wanted = args[0].as_constant()
             return constant(sum(1 for i in self.items if i.is_constant() and i.as_constant() == wanted))
@@ -198,8 +202,10 @@ class ListVariable(SequenceVariable):
             self.items.insert(args[0].as_constant(), args[1])
             return constant(None)
         if name == "pop" and len(args) <= 1 and not kwargs:
-            self._mutable(tx, "list.pop")
             index = args[0].as_constant() if args else -1
+            if not self.items or not -len(self.items) <= index < len(self.items):
+                _raise(tx, IndexError, "pop from empty list" if not self.items else "pop index out of range")
+            self._mutable(tx, "list.pop")
             return self.items.pop(index)
         if name == "copy" and not args:
             return ListVariable(self.items)
@@ -212,7 +218,11 @@ class ListVariable(SequenceVariable):
             self.items.clear()
             return constant(None)
         if name == "remove" and len(args) == 1:
-            index = self.call_method(tx, "index", args, {}).as_constant()
+            from .operators import same_or_equal
+
+            index = next((i for i, item in enumerate(self.items) if same_or_equal(tx, args[0], item)), None)
+            if index is None:
+                _raise(tx, ValueError, "list.remove(x): x not in list")
             self._mutable(tx, "list.remove")
             del self.items[index]
             return constant(None)
@@ -223,16 +233,45 @@ class ListVariable(SequenceVariable):
         return super().call_method(tx, name, args, kwargs)
 
     def delitem(self, tx: Frame, key: Variable) -> None:
+        index = key.as_constant()
+        if isinstance(index, int) and not -len(self.items) <= index < len(self.items):
+            _raise(tx, IndexError, "list assignment index out of range")
         self._mutable(tx, "del list[...]")
-        del self.items[key.as_constant()]
+        del self.items[index]
 
     def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
-        self._mutable(tx, "list item assignment")
         index = key.as_constant()
+        if isinstance(index, int) and not -len(self.items) <= index < len(self.items):
+            _raise(tx, IndexError, "list assignment index out of range")
         if isinstance(index, slice):
-            self.items[index] = value.unpack(tx)
+            new_items = value.unpack(tx)
+            check = list(range(len(self.items)))
+            try:  # an extended slice of another length raises, before the list changes
+                check[index] = range(len(new_items))
+            except ValueError as e:
+                _raise(tx, ValueError, str(e))
+            self._mutable(tx, "list item assignment")
+            self.items[index] = new_items
         else:
+            self._mutable(tx, "list item assignment")
             self.items[index] = value
+
+
+def dict_key(var: Variable) -> Any:
+    """A dict key or set member as the constant it is; an unhashable one is left to Python (the
+    instruction runs eagerly and raises its TypeError)."""
+    value = var.as_constant()
+    try:
+        hash(value)
+    except TypeError as e:
+        raise Unsupported(f"unhashable key {var.describe()}: {e}") from None
+    return value
+
+
+def _raise(tx: Frame, cls: type[BaseException], message: str) -> NoReturn:
+    from ..interpreter.exceptions import raise_new
+
+    raise raise_new(tx, cls, message)
 
 
 class DictVariable(Variable):
@@ -271,7 +310,7 @@ class DictVariable(Variable):
         return [constant(k) if _is_literal(k) else ConstantVariable(k) for k in self.items]
 
     def getitem(self, tx: Frame, key: Variable) -> Variable:
-        k = key.as_constant()
+        k = dict_key(key)
         if k not in self.items:
             from ..interpreter.exceptions import raise_new
 
@@ -281,26 +320,26 @@ class DictVariable(Variable):
     def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
         if self.source is not None:
             tx.output.side_effects.container_mutated(self)
-        self.items[key.as_constant()] = value
+        self.items[dict_key(key)] = value
 
     def delitem(self, tx: Frame, key: Variable) -> None:
         self.getitem(tx, key)
         if self.source is not None:
             tx.output.side_effects.container_mutated(self)
-        del self.items[key.as_constant()]
+        del self.items[dict_key(key)]
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name in ("items", "keys", "values") and not args:
             return DictViewVariable(self, name)
         if name in ("get", "__getitem__") and args and args[0].is_constant():
-            k = args[0].as_constant()
+            k = dict_key(args[0])
             if k in self.items:
                 return self.items[k]
             if name == "get":
                 return args[1] if len(args) > 1 else constant(None)
             return self.getitem(tx, args[0])
         if name == "__contains__" and len(args) == 1:
-            return constant(args[0].as_constant() in self.items)
+            return constant(dict_key(args[0]) in self.items)
         if name in ("update", "__setitem__", "pop", "setdefault", "clear", "move_to_end", "popitem", "__delitem__"):
             if self.source is not None:
                 tx.output.side_effects.container_mutated(self)
@@ -311,7 +350,7 @@ class DictVariable(Variable):
                 else:
                     for pair in other.unpack(tx):
                         k, v = pair.unpack(tx)
-                        self.items[k.as_constant()] = v
+                        self.items[dict_key(k)] = v
                 for k, v in kwargs.items():
                     self.items[k] = v
                 return constant(None)
@@ -319,7 +358,7 @@ class DictVariable(Variable):
                 self.setitem(tx, args[0], args[1])
                 return constant(None)
             if name == "pop":
-                k = args[0].as_constant()
+                k = dict_key(args[0])
                 if k in self.items:
                     return self.items.pop(k)
                 if len(args) > 1:
@@ -332,7 +371,11 @@ class DictVariable(Variable):
                 self.items.clear()
                 return constant(None)
             if name == "move_to_end":
-                k = args[0].as_constant()
+                k = dict_key(args[0])
+                if k not in self.items:
+                    from ..interpreter.exceptions import raise_new
+
+                    raise raise_new(tx, KeyError, k)
                 value = self.items.pop(k)
                 last = kwargs.get("last", args[1] if len(args) > 1 else constant(True)).as_constant()
                 self.items = {k: value, **self.items} if not last else {**self.items, k: value}
@@ -345,7 +388,7 @@ class DictVariable(Variable):
                 last = kwargs.get("last", args[0] if args else constant(True)).as_constant()
                 k = next(reversed(self.items)) if last else next(iter(self.items))
                 return TupleVariable([ConstantVariable(k), self.items.pop(k)])
-            k = args[0].as_constant()
+            k = dict_key(args[0])
             return self.items.setdefault(k, args[1] if len(args) > 1 else constant(None))
         if name == "copy" and not args:
             return DictVariable(self.items, python_class=self.python_class)
@@ -670,7 +713,7 @@ class SetVariable(Variable):
     @staticmethod
     def key_of(var: Variable) -> Any:
         if var.is_constant():
-            return var.as_constant()
+            return dict_key(var)
         identity = getattr(var, "value_object", None)
         if identity is None:
             raise Unsupported(f"set member {var.describe()} (only constants and fixed objects are tracked)")

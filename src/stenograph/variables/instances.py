@@ -85,13 +85,18 @@ def guard_not_shadowed(tx: Frame, obj: Variable, name: str) -> None:
     tx.output.guards.key_absent(AttrSource(obj.source, "__dict__"), name, text)
 
 
-def pending_class_attribute(tx: Frame, cls: type, name: str) -> Variable | None:
+def pending_class_attribute(tx: Frame, cls: type, name: str, *, through_instance: bool = False) -> Variable | None:
     """The value this trace wrote to `name` on `cls` or a class it inherits it from, if any."""
+    from .functions import NestedFunctionVariable, UserFunctionVariable
+
     pending = tx.output.side_effects.class_attributes
     for klass in cls.__mro__:
         found = pending.get((id(klass), name))
         if found is not None:
-            return found[2]
+            value = found[2]
+            if through_instance and isinstance(value, (UserFunctionVariable, NestedFunctionVariable)):
+                raise Unsupported(f"method {name!r} assigned to class {cls.__qualname__} in the traced frame")
+            return value
         if name in klass.__dict__:
             return None
     return None
@@ -211,6 +216,13 @@ def instantiate(tx: Frame, cls: type, args: list[Variable], kwargs: dict[str, Va
     if "__slots__" in cls.__dict__:
         raise Unsupported(f"instances of {cls.__qualname__}, which uses __slots__")
     obj = NewObjectVariable(cls, DictVariable({}, python_class=base) if issubclass(base, dict) else None)
+    if issubclass(cls, BaseException):
+        # what BaseException.__new__ sets, whether or not an __init__ calls the base one
+        fields = {"args": _tuple(args), "__cause__": constant(None), "__context__": constant(None)}
+        fields["__suppress_context__"] = constant(False)
+        if issubclass(cls, StopIteration):
+            fields["value"] = args[0] if args else constant(None)
+        obj.attrs.items.update(fields)
     init, owner = _class_lookup(cls, "__init__")
     if isinstance(init, types.FunctionType):
         class_attr_source(tx, cls, "__init__", init)  # replacing __init__ recompiles
@@ -249,7 +261,7 @@ class NewObjectVariable(Variable):
         modelled_slot = owner is not None and _is_builtin_class(owner)
         if (modelled_slot or not is_data_descriptor) and name in self.attrs.items:
             return self.attrs.items[name]
-        pending = pending_class_attribute(tx, self.cls, name)
+        pending = pending_class_attribute(tx, self.cls, name, through_instance=True)
         if pending is not None:
             return pending
         if attr is not _MISSING:

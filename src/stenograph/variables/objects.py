@@ -44,7 +44,7 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
 
         return class_variable(type(obj))
     cls = type(obj)
-    pending = pending_class_attribute(tx, cls, name)
+    pending = pending_class_attribute(tx, cls, name, through_instance=True)
     if pending is not None:
         guard_not_shadowed(tx, obj_var, name)
         return pending

@@ -77,9 +77,11 @@ _INPLACE_TO_PLAIN = {
 
 def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     """`op(a, b)` for any two trackers."""
-    if isinstance(a, _GRAPH_VALUES) or isinstance(b, _GRAPH_VALUES):
-        return tx.output.call("call_function", op, [a, b], {}, f"operator {op.__name__}")
     plain = _INPLACE_TO_PLAIN.get(op, op)
+    if isinstance(a, _GRAPH_VALUES) or isinstance(b, _GRAPH_VALUES):
+        # only a tensor changes in place; `i *= n` on a number is `i = i * n`
+        graph_op = op if isinstance(a, TensorVariable) else plain
+        return tx.output.call("call_function", graph_op, [a, b], {}, f"operator {graph_op.__name__}")
     if plain is operator.add:
         # a constant tuple concatenated with a tracked one (e.g. `(-1,) + x.shape[1:]`)
         a, b = _as_sequence(a, b), _as_sequence(b, a)
@@ -245,9 +247,11 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
     return False
 
 
-def same_or_equal(a: Variable, b: Variable) -> bool:
+def same_or_equal(tx: Frame, a: Variable, b: Variable) -> bool:
     """`a is b or a == b` as `list.index` / `in` decide it, for trackers known while tracing."""
     same = _same_object(a, b)
+    if same is not None:
+        guard_identity(tx, a, b, same)
     if same:
         return True
     if a.is_constant() and b.is_constant():

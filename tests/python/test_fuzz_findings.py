@@ -1,0 +1,90 @@
+"""Regressions found by the differential fuzzer (tests/fuzz, FINDINGS F1, F3, F8).
+
+Each compares the compiled function with eager (results, arguments and globals afterwards, the
+RNG stream), with exact graph counts and a second identical call that compiles nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import assert_same
+
+import stenograph
+from stenograph.testing import CompileCounterWithBackend
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+def _scaled(x, n):
+    i = 1
+    i *= n  # an in-place operator on a number: `i = i * n`, with n symbolic after a change
+    return x + i
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inplace_operator_on_a_symbolic_number(backend):
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_scaled, backend=cnt)
+    x = torch.randn(3)
+    for n in (2, 3, 4, 4):
+        assert_same(compiled(x, n), _scaled(x, n))
+    assert cnt.frame_count == 2  # 2, then n symbolic from 3 on
+
+
+def _draws_unused(x):
+    unused = torch.rand(3)  # noqa: F841 - the draw still advances the generator
+    torch.randn(2).normal_()
+    return x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unused_random_draws_advance_the_generator(backend):
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_draws_unused, backend=cnt)
+    x = torch.zeros(2)
+    for _ in range(2):
+        torch.manual_seed(0)
+        expected = _draws_unused(x), torch.rand(4)
+        torch.manual_seed(0)
+        actual = compiled(x), torch.rand(4)
+        assert_same(actual, expected)
+    assert cnt.frame_count == 1
+
+
+G = 0
+
+
+def _global_from_popped(x, d):
+    global G
+    G = d.get("a", 0)
+    d.pop("a", None)
+    return x + 1
+
+
+def _global_from_list_pop(x, lst):
+    global G
+    v = lst.pop()
+    if x.size(1) % 2 == 0:
+        G = v
+    return x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_global_written_from_a_container_the_frame_then_shrinks(backend):
+    """The global's new value is taken before the container's change is replayed."""
+    global G
+    for fn, calls in (
+        (_global_from_popped, [(torch.zeros(1), {"a": 2}), (torch.zeros(1), {"a": 5})]),
+        (_global_from_list_pop, [(torch.randn(3, 5), [3, 1, 1]), (torch.randn(5, 6), [0, 2, 2])]),
+    ):
+        cnt = CompileCounterWithBackend(backend)
+        compiled = stenograph.compile(fn, backend=cnt)
+        for x, box in calls:
+            G = 0
+            mine, theirs = type(box)(box), type(box)(box)
+            expected = fn(x, theirs), theirs, G
+            G = 0
+            actual = compiled(x, mine), mine, G
+            assert_same(actual, expected)
+        assert cnt.frame_count == (1 if fn is _global_from_popped else 2)
