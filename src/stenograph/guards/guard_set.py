@@ -236,11 +236,6 @@ class GuardSet:
         self.type_match(source, value)
         self.add(RANK_VALUE, source, f"len({{v}}) == {len(value)}", f"len({source.name()}) == {len(value)}")
 
-    def no_instance_attr(self, source: Source, name: str) -> None:
-        """`name` is not in the object's `__dict__`: an attribute the trace took from the class
-        (a method, a class constant) is not shadowed by one set on this instance."""
-        self.add(RANK_ID, source, f"{name!r} not in {{v}}.__dict__", f"{source.name()}.{name} is the class's")
-
     def all_distinct(self, sources: list[Source]) -> None:
         """The objects at `sources` are pairwise distinct (one set of ids, not n² checks)."""
         if len(sources) < 2:

@@ -232,13 +232,11 @@ class NNModuleVariable(UserObjectVariable):
                 if type(module).__getattr__ is not torch.nn.Module.__getattr__:
                     raise Unsupported(f"{self.describe()} defines its own __getattr__ (reading {name!r})")
                 return wrap(tx, members[name], ModuleMemberSource(self.source, table, name))
-        if cls_attr is not _MISSING and name != "__class__":
-            # compiled code is shared by the class's instances: one with its own `name` (a
-            # replaced `forward`) must not run it
-            tx.output.guards.no_instance_attr(self.source, name)
         if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
             from .containers import BoundMethodVariable
+            from .instances import guard_not_shadowed
 
+            guard_not_shadowed(tx, self, name)
             return BoundMethodVariable(self, name)
         resolved = _resolve_class_attr(tx, self, module, name)
         if resolved is not None:
