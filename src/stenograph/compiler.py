@@ -169,6 +169,7 @@ def compile_frame(
     output.guards.shape_relations(
         shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs if i.symbolic])
     )
+    output.guard_mutated_tensors_distinct()
     for graph_input in output.inputs:
         graph_input.example = None  # entries must not keep user tensors alive
     output.guard_mutated_containers_distinct()

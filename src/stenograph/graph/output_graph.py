@@ -43,6 +43,7 @@ class GraphInput:
     # made symbolic when created (a later specialisation may turn its sizes back into ints, and
     # the shape guards must then check those ints)
     symbolic: bool = False
+    version: int = 0  # the fake tensor's version counter when created (in-place changes bump it)
 
 
 class OutputGraph:
@@ -90,6 +91,16 @@ class OutputGraph:
                 if other is not var and other.source is not None and type(other) is type(var):
                     self.guards.distinct_objects(var.source, other.source)
 
+    def guard_mutated_tensors_distinct(self) -> None:
+        """A graph that changes an input tensor in place was compiled for these tensors and this
+        sharing of storage (the backend's functional graph reads the others' values from before
+        the change): a call passing one tensor, or views of one, for two inputs compiles again."""
+        tensors = [i for i in self.inputs if isinstance(i.fake, torch.Tensor)]
+        if any(i.fake._version != i.version for i in tensors):
+            self.guards.all_distinct([i.source for i in tensors])
+            dense = [i for i in tensors if isinstance(i.example, torch.Tensor) and i.example.layout == torch.strided]
+            self.guards.storage_pattern([i.source for i in dense], [i.example for i in dense])
+
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
         """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""
         from ..variables.tensor import TensorVariable
@@ -134,7 +145,8 @@ class OutputGraph:
         node.meta["source"] = source.name()
         node.meta["stenograph_source"] = source  # backends read it (e.g. static inputs for CUDA graphs)
         symbolic = is_symbolic(fake) or (isinstance(fake, torch.Tensor) and has_symbols(fake))
-        self.inputs.append(GraphInput(source, node, example, fake, symbolic))
+        version = fake._version if isinstance(fake, torch.Tensor) else 0
+        self.inputs.append(GraphInput(source, node, example, fake, symbolic, version))
         return node
 
     def _apply_bounds(self, value: torch.Tensor, fake: torch.Tensor, source: Source) -> None:

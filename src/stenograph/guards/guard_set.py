@@ -245,6 +245,18 @@ class GuardSet:
         text = f"{sources[0].name()}, {sources[1].name()}, ... are {len(sources)} distinct objects"
         self.checks.append(Check(RANK_SHAPE, sources[0], template, text, refs=[(s, "") for s in sources]))
 
+    def storage_pattern(self, sources: list[Source], tensors: list[torch.Tensor]) -> None:
+        """Which of the tensors at `sources` share storage stays as in `tensors` (a graph that
+        changes an input in place was compiled for exactly this aliasing)."""
+        if len(sources) < 2:
+            return
+        fn = self.bind(storage_pattern, "storages")
+        pattern = storage_pattern(*tensors)
+        args = ", ".join(f"___S{k}___" for k in range(len(sources)))
+        template = f"{fn}({args}) == {pattern!r}"
+        text = f"{sources[0].name()}, {sources[1].name()}, ... share storage as {pattern!r} (the same index: shared)"
+        self.checks.append(Check(RANK_SHAPE, sources[0], template, text, refs=[(s, "") for s in sources]))
+
     def falsy(self, source: Source, what: str) -> None:
         """The object is empty (e.g. a module's hook dict)."""
         self.add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})")
@@ -410,3 +422,9 @@ def _repr_roundtrips(value: Any) -> bool:
         return eval(repr(value), {"__builtins__": {}}) == value  # noqa: S307 - repr of a literal
     except Exception:
         return False
+
+
+def storage_pattern(*tensors: torch.Tensor) -> tuple[int, ...]:
+    """For each tensor, the index of the first tensor with the same storage."""
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(t.untyped_storage().data_ptr(), i) for i, t in enumerate(tensors))
