@@ -57,6 +57,7 @@ DISABLED_BY_FINDINGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "inplace_identity": ("F5: `v = x.add_(1); v is x` is False compiled", ("eager", "aot_eager")),
     "external_class": ("F6: a class attribute changed outside f is not guarded (stale value)", ("eager", "aot_eager")),
     "nan": ("F12: `if s + 1.5 > s:` compiled for s=0.25 takes the same branch for s=nan", ("eager", "aot_eager")),
+    "sentinel": ("F13: `opt is _MISSING` stays True when opt=None is passed later", ("eager", "aot_eager")),
     "signed_zero": ("F10: a resume function compiled for s=-0.0 is reused for s=0.0", ("eager", "aot_eager")),
     "mutate_while_iterating": ("F9, F11: lst/d changed inside a loop over them", ("eager", "aot_eager")),
     "global_from_input": ("F8: `G = lst[0]; lst[0] = 9` leaves G == 9", ("eager", "aot_eager")),
