@@ -8,6 +8,9 @@ are inlined into the enclosing function (PEP 709); the same tests cover that lay
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import pytest
 import torch
 
@@ -75,10 +78,16 @@ def test_generator_expression(capsys) -> None:
 
 
 def test_nested_comprehensions_with_a_closure(capsys) -> None:
-    """The inner comprehension shares `i`, which the outer one assigns again: its resume function
-    cannot rebuild that cell, so that frame runs eagerly (one warning), with eager's output."""
+    """The inner comprehension shares `i`, which the outer one assigns again. On 3.11 its resume
+    function cannot rebuild that cell, so that frame runs eagerly (one warning); 3.12 inlines
+    comprehensions, so there is no comprehension frame and no warning. Eager's output either way."""
     compiled = stenograph.compile(nested_with_closure, backend="eager")
-    with pytest.warns(stenograph.StenographWarning, match="shares the variable 'i'"):
+    expected = (
+        pytest.warns(stenograph.StenographWarning, match="shares the variable 'i'")
+        if sys.version_info < (3, 12)
+        else contextlib.nullcontext()
+    )
+    with expected:
         assert_matches_eager(nested_with_closure, compiled, lambda i: (torch.ones(2) - i,), capsys)
 
 
