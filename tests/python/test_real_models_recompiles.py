@@ -94,7 +94,10 @@ MODELS = {"bert": _bert, "roberta": _roberta, "albert": _albert, "distilbert": _
 # graphs of the first call: one for the encoders (their loss and activation modules, made inside
 # forward, are traced); Whisper breaks where it calls `copy.deepcopy` on its config (deepcopy's
 # memo is keyed by `id()`), and each frame on the way to that call is a graph of its own
+# graphs of the first call with transformers 5.23 (the README's set-up); other versions differ in
+# model code (Whisper is 9 graphs with 5.17), so elsewhere only "nothing new" is checked
 FIRST_CALL_GRAPHS = {"bert": 1, "roberta": 1, "albert": 1, "distilbert": 1, "whisper": 5}
+_PINNED = transformers.__version__.startswith("5.23.")
 # expected eager fallbacks on the first call: Whisper deep-copies its config, and a `copy.deepcopy`
 # frame keeps its memo dict keyed by `id()`
 FIRST_CALL_WARNINGS = {"whisper": "deepcopy .* runs eagerly: dict with non-constant keys"}
@@ -140,7 +143,7 @@ def test_repeated_training_steps_compile_nothing_new(name, backend):
             actual = _step(compiled, inputs, call)
         _assert_same_step(actual, _step(reference, inputs, call))
         counts.append(cnt.frame_count)
-    assert counts == [FIRST_CALL_GRAPHS[name]] * 4
+    assert counts == [FIRST_CALL_GRAPHS[name] if _PINNED else counts[0]] * 4
     # new values of the same shapes: still nothing new
     for seed in (1, 2):
         _, new_inputs = MODELS[name](seed)
