@@ -6,8 +6,8 @@ any of those, so backends built on it compile a copy of the graph that returns t
 leaves and rebuild the structure that the graph's own `forward` would return around each call.
 The caller's GraphModule is left untouched (other backends and test recorders hold it).
 
-A random draw whose result the program never uses is an output of the copy too (dropped by the
-wrapper): AOTAutograd would remove it as dead code, and the global generator would then not
+A random draw whose result the output does not depend on is an output of the copy too (dropped
+by the wrapper): AOTAutograd would remove it as dead code, and the global generator would then not
 advance as it does in eager.
 """
 
@@ -29,9 +29,18 @@ _RANDOM_DRAWS = frozenset(
 
 
 def _unused_random_draws(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    """Random draws the output does not depend on (`torch.rand(3)` unused, or only fed to other
+    unused operations)."""
+    live: set[torch.fx.Node] = set()
+    pending = [graph.output_node()]
+    while pending:
+        node = pending.pop()
+        if node not in live:
+            live.add(node)
+            pending.extend(node.all_input_nodes)
     found = []
     for node in graph.nodes:
-        if node.users or node.op not in ("call_function", "call_method"):
+        if node in live or node.op not in ("call_function", "call_method"):
             continue
         name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
         if name in _RANDOM_DRAWS:
