@@ -48,22 +48,8 @@ ALL_FEATURES = frozenset(
     }
 )
 # feature -> (the FINDINGS.md entry it reproduces, the backends it is off for)
-DISABLED_BY_FINDINGS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "int_augassign": ("F1: `i *= n` with n symbolic: FX code `1 *= n` (SyntaxError)", ("eager", "aot_eager")),
-    "class_writes": ("F2: `C0.k += 1` inside f is done on the first call only", ("eager", "aot_eager")),
-    "rng_unused": ("F3: aot_eager drops a random draw whose result is unused", ("aot_eager",)),
-    "float_change": ("F4: a float argument turned symbolic: TensorifyScalarRestartAnalysis", ("aot_eager",)),
-    "item": ("F4: a float from .item() changing between calls, passed to a resume function", ("aot_eager",)),
-    "inplace_identity": ("F5: `v = x.add_(1); v is x` is False compiled", ("eager", "aot_eager")),
-    "external_class": ("F6: a class attribute changed outside f is not guarded (stale value)", ("eager", "aot_eager")),
-    "nan": ("F12: `if s + 1.5 > s:` compiled for s=0.25 takes the same branch for s=nan", ("eager", "aot_eager")),
-    "sentinel": ("F13: `opt is _MISSING` stays True when opt=None is passed later", ("eager", "aot_eager")),
-    "signed_zero": ("F10: a resume function compiled for s=-0.0 is reused for s=0.0", ("eager", "aot_eager")),
-    "mutate_while_iterating": ("F9, F11: lst/d changed inside a loop over them", ("eager", "aot_eager")),
-    "global_from_input": ("F8: `G = lst[0]; lst[0] = 9` leaves G == 9", ("eager", "aot_eager")),
-    "container_pop": ("F8: `G = d['a']; d.pop('a')`: the global write reads d after the pop", ("eager", "aot_eager")),
-    "try": ("F7: KeyError in resume_call: try/except in a loop, break in a resume function", ("eager", "aot_eager")),
-}
+# (empty: F1-F13 are fixed; FINDINGS.md keeps their reproducers)
+DISABLED_BY_FINDINGS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
 def default_features(backend: str) -> frozenset[str]:

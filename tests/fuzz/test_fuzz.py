@@ -35,7 +35,9 @@ def test_disabled_features_are_named_features():
     assert DISABLED_BY_FINDINGS.keys() <= ALL_FEATURES
     for reason, backends in DISABLED_BY_FINDINGS.values():
         assert reason.startswith("F") and set(backends) <= set(BACKENDS)
-    assert default_features("eager") < ALL_FEATURES
+    for backend in BACKENDS:
+        off = {feature for feature, (_, backends) in DISABLED_BY_FINDINGS.items() if backend in backends}
+        assert default_features(backend) == ALL_FEATURES - off
 
 
 def test_programs_are_well_formed_and_terminate():

@@ -38,21 +38,22 @@ def _draws_unused(x):
     unused = torch.rand(3)  # noqa: F841 - the draw still advances the generator
     torch.randn(2).normal_()
     torch.randn(x.shape).clamp(min=-1.0)  # used only by an operation whose result is unused
-    return x + 1
+    shaped = x.reshape(torch.randn(x.shape).shape)  # a draw whose size alone is used
+    return shaped + 1
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_unused_random_draws_advance_the_generator(backend):
     cnt = CompileCounterWithBackend(backend)
     compiled = stenograph.compile(_draws_unused, backend=cnt)
-    x = torch.zeros(2)
-    for _ in range(2):
+    for size in (2, 3, 4, 4):  # from 3 on the size is symbolic
+        x = torch.zeros(size)
         torch.manual_seed(0)
         expected = _draws_unused(x), torch.rand(4)
         torch.manual_seed(0)
         actual = compiled(x), torch.rand(4)
         assert_same(actual, expected)
-    assert cnt.frame_count == 1
+    assert cnt.frame_count == 2
 
 
 G = 0

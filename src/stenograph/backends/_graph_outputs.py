@@ -6,8 +6,8 @@ any of those, so backends built on it compile a copy of the graph that returns t
 leaves and rebuild the structure that the graph's own `forward` would return around each call.
 The caller's GraphModule is left untouched (other backends and test recorders hold it).
 
-A random draw whose result the output does not depend on is an output of the copy too (dropped
-by the wrapper): AOTAutograd would remove it as dead code, and the global generator would then not
+Every random draw is an output of the copy too (dropped by the wrapper): AOTAutograd would remove
+one whose value the result does not use as dead code, and the global generator would then not
 advance as it does in eager.
 """
 
@@ -28,19 +28,13 @@ _RANDOM_DRAWS = frozenset(
 )
 
 
-def _unused_random_draws(graph: torch.fx.Graph) -> list[torch.fx.Node]:
-    """Random draws the output does not depend on (`torch.rand(3)` unused, or only fed to other
-    unused operations)."""
-    live: set[torch.fx.Node] = set()
-    pending = [graph.output_node()]
-    while pending:
-        node = pending.pop()
-        if node not in live:
-            live.add(node)
-            pending.extend(node.all_input_nodes)
+def _random_draws(graph: torch.fx.Graph, outputs: list[Any]) -> list[torch.fx.Node]:
+    """Random draws that are not outputs already. Each one becomes an output even when the result
+    depends on it: it may depend on its size alone (`torch.randn(n).shape`), which AOTAutograd
+    reads from metadata before removing the draw."""
     found = []
     for node in graph.nodes:
-        if node in live or node.op not in ("call_function", "call_method"):
+        if node in outputs or node.op not in ("call_function", "call_method"):
             continue
         name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
         if name in _RANDOM_DRAWS:
@@ -93,7 +87,7 @@ def with_flat_tuple_output(
     leaves: list[Any] = []
     spec = _flatten(out, leaves)
     kept = len(leaves)
-    leaves += _unused_random_draws(gm.graph)
+    leaves += _random_draws(gm.graph, leaves)
     if kept == len(leaves) and spec[0] == "seq" and spec[1] is tuple and all(c[0] == "leaf" for c in spec[2]):
 
         def restore_tuple(fn: Callable[..., Any]) -> Callable[..., Any]:
