@@ -199,7 +199,8 @@ def _live_views(x, d):
     d["late"] = 3
     # `keys & {...}` is not modelled (a graph break, which a set of strings on the stack can make
     # impossible, depending on the process's string hashes): intersect a set made from the view
-    return x + len(keys), list(keys), sorted(values), [k for k, _ in items], "new" in keys, sorted(set(keys) & {"a", "z"})
+    common = sorted(set(keys) & {"a", "z"})
+    return x + len(keys), list(keys), sorted(values), [k for k, _ in items], "new" in keys, common
 
 
 def test_dict_views_are_live(cnt):
