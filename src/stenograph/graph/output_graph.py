@@ -97,9 +97,12 @@ class OutputGraph:
         the change): a call passing one tensor, or views of one, for two inputs compiles again."""
         tensors = [i for i in self.inputs if isinstance(i.fake, torch.Tensor)]
         if any(i.fake._version != i.version for i in tensors):
-            self.guards.all_distinct([i.source for i in tensors])
-            dense = [i for i in tensors if isinstance(i.example, torch.Tensor) and i.example.layout == torch.strided]
-            self.guards.storage_pattern([i.source for i in dense], [i.example for i in dense])
+            # one check per call: the storage pattern also tells one object passed twice apart;
+            # tensors without a plain storage (sparse, nested) are kept distinct by identity
+            dense = [isinstance(i.example, torch.Tensor) and i.example.layout == torch.strided for i in tensors]
+            plain = [i for i, d in zip(tensors, dense) if d]
+            self.guards.storage_pattern([i.source for i in plain], [i.example for i in plain])
+            self.guards.all_distinct([i.source for i, d in zip(tensors, dense) if not d])
 
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
         """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""
