@@ -37,7 +37,7 @@ from .variables.global_contexts import close_abandoned
 from .verify import verify_on_first_call
 
 
-@dataclass
+@dataclass(slots=True)
 class CacheEntry:
     """One compiled version of a code object: run `fn` when `guard` passes."""
 

@@ -27,6 +27,9 @@ class StenographWarning(UserWarning):
     """A frame runs eagerly (unsupported code, recompile limit, or an internal error)."""
 
 
+_OTHER_DEFAULTS = "the function's __defaults__/__kwdefaults__ differ from those compiled"
+
+
 class FrameCache:
     """Compiled entries of one code object for one backend, and its recompile state."""
 
@@ -70,7 +73,9 @@ class FrameCache:
             return fn, args
         label = frame_label(self.code)
         if self.entries:
-            reasons = [e.failure_reason(full, kwargs) for e in self.entries]
+            reasons = [
+                e.failure_reason(full, kwargs) if e.takes_defaults_of(fn) else _OTHER_DEFAULTS for e in self.entries
+            ]
             self.recompile_reasons.append(reasons[-1] or "unknown")
             events.publish(events.Recompile(self.code, label, reasons[-1] or "unknown", len(self.entries)))
             if len(self.entries) >= config.recompile_limit:
@@ -205,61 +210,43 @@ def entry_wrapper(
         cache.policy.dynamic = dynamic
     entries = cache.entries
     miss = cache.miss
-    if fn.__defaults__ or fn.__kwdefaults__:
-        # functions of one code object may differ in defaults: each entry says which it takes
-        prefix = (fn.__closure__,) if fn.__code__.co_freevars else ()
-        dispatch = functools.partial(_dispatch_by_defaults, entries, miss, fullgraph, fn, prefix)
-        if prefix:
+    # the closure travels as the first argument of guards and entries (one cache for all closures)
+    prefix = (fn.__closure__,) if fn.__code__.co_freevars else ()
+    dispatch = functools.partial(_dispatch_by_defaults, entries, miss, fullgraph, fn, prefix)
 
-            def compiled(*args: Any, **kwargs: Any) -> Any:
-                result = dispatch(*args, **kwargs)
-                return result.run() if type(result) is Continue else result
-
-        else:
-
-            def compiled(*args: Any, **kwargs: Any) -> Any:
-                # the lookup of `_dispatch_by_defaults` written out (every call's path)
-                d = fn.__defaults__
-                k = fn.__kwdefaults__
-                for entry in entries:
-                    if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
-                        *args, **kwargs
-                    ):
-                        result = entry.fn(*args, **kwargs)
-                        break
-                else:
-                    result = miss(fn, (), args, kwargs, fullgraph)
-                return result.run() if type(result) is Continue else result
-
-    elif fn.__code__.co_freevars:
-        closure = fn.__closure__
-        dispatch = functools.partial(closure_dispatcher(fn, backend, backend_name, fullgraph), closure)
+    # The lookup of `_dispatch_by_defaults` written out, once with the closure and once without
+    # (every call's path: splicing an empty prefix costs a third of the wrapper's time). Defaults
+    # are read on every call: the user may assign `__defaults__` after compiling, and an entry
+    # binds missing arguments to the defaults it was compiled with.
+    if prefix:
+        closure = prefix[0]
 
         def compiled(*args: Any, **kwargs: Any) -> Any:
-            # the lookup written out, not a call of `dispatch`: this is every call's path
+            d = fn.__defaults__
+            k = fn.__kwdefaults__
             for entry in entries:
-                if entry.guard(closure, *args, **kwargs):
+                if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
+                    closure, *args, **kwargs
+                ):
                     result = entry.fn(closure, *args, **kwargs)
                     break
             else:
-                result = miss(fn, (closure,), args, kwargs, fullgraph)
+                result = miss(fn, prefix, args, kwargs, fullgraph)
             return result.run() if type(result) is Continue else result
 
     else:
 
-        def dispatch(*args: Any, **kwargs: Any) -> Any:
-            for entry in entries:
-                if entry.guard(*args, **kwargs):
-                    return entry.fn(*args, **kwargs)
-            return miss(fn, (), args, kwargs, fullgraph)
-
         def compiled(*args: Any, **kwargs: Any) -> Any:
+            d = fn.__defaults__
+            k = fn.__kwdefaults__
             for entry in entries:
-                if entry.guard(*args, **kwargs):
+                if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
+                    *args, **kwargs
+                ):
                     result = entry.fn(*args, **kwargs)
                     break
             else:
-                result = miss(fn, (), args, kwargs, fullgraph)
+                result = miss(fn, prefix, args, kwargs, fullgraph)
             return result.run() if type(result) is Continue else result
 
     functools.update_wrapper(compiled, fn)

@@ -753,6 +753,49 @@ def test_defaults_reassigned_after_compiling(counter):
     assert counter.frame_count == 2
 
 
+def _scale(x, a):
+    return x * a
+
+
+def _scale_closure(k):
+    def g(x, a):
+        return x * a + k
+
+    return g
+
+
+@pytest.mark.parametrize("factory", [lambda: _scale, lambda: _scale_closure(3)], ids=["plain", "closure"])
+def test_defaults_given_after_compiling_a_function_without_any(counter, factory):
+    """A function compiled without defaults that gets some later: calls leaning on them compile
+    anew instead of feeding too few arguments to the old entry; removing them again reuses it."""
+    g = factory()
+    compiled = stenograph.compile(g, backend=counter)
+    _check(compiled, g, X, 2)
+    g.__defaults__ = (5,)
+    try:
+        _check(compiled, g, X)
+        _check(compiled, g, X, 2)
+        assert counter.frame_count == 2
+    finally:
+        g.__defaults__ = None
+    _check(compiled, g, X, 2)
+    assert counter.frame_count == 2
+    with pytest.raises(TypeError, match="missing 1 required positional argument"):
+        compiled(X)
+
+
+def test_one_code_with_and_without_defaults(counter):
+    """Two functions of one code object, one with a default: each call binds its own."""
+    plain = _make(1)
+    other = type(plain)(plain.__code__, plain.__globals__, "other", None, plain.__closure__)
+    c_plain, c_other = stenograph.compile(plain, backend=counter), stenograph.compile(other, backend=counter)
+    _check(c_plain, plain, X)
+    _check(c_other, other, X, 3)
+    _check(c_plain, plain, X)
+    with pytest.raises(TypeError):
+        c_other(X)
+
+
 def _sum_helpers(x):
     return HELPER_ONE(x) + HELPER_TWO(x)
 
