@@ -1,4 +1,4 @@
-"""Regressions found by the differential fuzzer (tests/fuzz, FINDINGS F1, F3, F7, F8, F14).
+"""Regressions found by the differential fuzzer (tests/fuzz, FINDINGS F1, F3, F7, F8, F14, F15).
 
 Each compares the compiled function with eager (results, arguments and globals afterwards, the
 RNG stream), with exact graph counts and a second identical call that compiles nothing.
