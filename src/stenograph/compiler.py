@@ -30,6 +30,7 @@ from .guards.guard_set import same_literal
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
 from .shapes.dynamic import DynamicPolicy
+from .shapes.exact_floats import exact_python_floats
 from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
 from .shapes.lifted import lift_aliased_input_symbols
@@ -290,6 +291,10 @@ def _graph_compiler(
             problem = TypeError(f"backend returned {type(compiled).__name__}, not a callable")
             raise BackendCompilerFailed(backend_name, problem)
         compiled = unlift(compiled)
+        # floats computed from Python numbers alone: as Python computes them (exact_floats.py)
+        exact = exact_python_floats(gm)
+        if exact is not None:
+            compiled = exact(compiled)
         if config.verify_correctness:
             compiled = verify_on_first_call(gm, compiled, backend_name)
         return compiled

@@ -1,4 +1,4 @@
-"""Regressions found by the differential fuzzer (tests/fuzz, FINDINGS F1, F3, F7, F8, F14, F15).
+"""Regressions found by the differential fuzzer (tests/fuzz, FINDINGS F1, F3, F7, F8, F14, F15, F16).
 
 Each compares the compiled function with eager (results, arguments and globals afterwards, the
 RNG stream), with exact graph counts and a second identical call that compiles nothing.
@@ -6,6 +6,7 @@ RNG stream), with exact graph counts and a second identical call that compiles n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
@@ -181,3 +182,35 @@ def test_views_that_overlap_where_the_compiled_ones_did_not(backend):
         actual = compiled(*mine), mine[0]._base
         assert_same(actual, expected)
     assert cnt.frame_count == 2
+
+
+class _Scale:
+    k = 2
+
+    def __init__(self, v):
+        self.v = v
+
+
+def _float_from_numbers(x, n, obj):
+    v1 = float(_Scale.k) * obj.v - _Scale.k
+    for _ in range(n):
+        v1 *= 0.0  # -0.0 for a negative v1
+    return x + 1, v1, -(v1 - v1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_results_keep_the_sign_of_zero(backend):
+    """A float computed from symbolic numbers only, returned to the caller (F16): a backend's
+    symbolic simplification turns `s * 0.0` into 0.0, so such floats are computed by Python."""
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_float_from_numbers, backend=cnt)
+    x = torch.randn(3)
+    try:
+        for n, v, k in [(0, 3, 2), (0, 2, 4), (1, 0, 4), (1, 0, 4), (1, 2, 3)]:
+            _Scale.k = k
+            actual, expected = compiled(x, n, _Scale(v)), _float_from_numbers(x, n, _Scale(v))
+            assert_same(actual, expected)
+            assert [math.copysign(1, f) for f in actual[1:]] == [math.copysign(1, f) for f in expected[1:]]
+    finally:
+        _Scale.k = 2
+    assert cnt.frame_count == 4  # constants; then k, v symbolic; n symbolic, loop guarded per n
