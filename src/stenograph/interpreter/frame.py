@@ -20,7 +20,8 @@ from ..errors import Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable, constant
-from ..variables.builder import is_literal, is_trusted_module, wrap
+from ..variables.builder import wrap
+from ..variables.trace_rules import is_literal, is_trusted_module
 from .binding import bind_arguments
 from .exceptions import TracedException, uncaught, unwind_to_handler
 

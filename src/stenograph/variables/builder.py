@@ -41,10 +41,8 @@ from .functions import (
     TorchOpVariable,
     UserFunctionVariable,
     UserMethodVariable,
-    is_graph_op,
-    is_tensor_method,
 )
-from .instances import UserClassVariable, is_user_class
+from .instances import UserClassVariable
 from .objects import (
     GlobalsDictVariable,
     NNModuleVariable,
@@ -53,38 +51,18 @@ from .objects import (
     UserObjectVariable,
     WeakrefVariable,
 )
+from .trace_rules import (
+    TORCH_CLASSES,
+    is_graph_op,
+    is_literal,
+    is_tensor_method,
+    is_torch_module_class,
+    is_user_class,
+)
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
-
-_LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
-_TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
-_TORCH_CLASSES = (
-    torch.Size,
-    torch.device,
-    torch.no_grad,
-    torch.enable_grad,
-    torch.set_grad_enabled,
-    torch.inference_mode,
-    torch.autocast,
-)
-
-
-def is_trusted_module(name: str) -> bool:
-    """Library modules whose members are not guarded (assumed not to change at run time)."""
-    return name == "torch" or name.startswith("torch.") or name in ("math", "operator", "builtins")
-
-
-def is_literal(value: Any) -> bool:
-    if isinstance(value, _LITERALS) or isinstance(value, _TORCH_CONSTANTS):
-        return True
-    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset):
-        return all(is_literal(v) for v in value)
-    if isinstance(value, (range, slice)):
-        return True
-    return False
-
 
 def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     """The tracker for `value`, guarded through `source` when there is one."""
@@ -155,11 +133,11 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     if isinstance(value, type):
         if source is not None:
             guards.id_match(source, value)
-        if value in _TORCH_CLASSES:
+        if value in TORCH_CLASSES:
             return TorchClassVariable(value, source)
         if is_user_class(value):
             return UserClassVariable(value, source)
-        if issubclass(value, torch.nn.Module) and value.__module__.startswith("torch.nn.modules."):
+        if is_torch_module_class(value):
             return TorchModuleClassVariable(value, source)
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):

@@ -29,70 +29,13 @@ from .containers import (
 )
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
+from .trace_rules import BUILTIN_PURE, BUILTIN_REFUSED
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 Handler = Callable[["Frame", Any, list[Variable], dict[str, Variable]], Variable]
 _HANDLERS: dict[Any, Handler] = {}
-
-# builtins with no effects: evaluated directly when every argument is a constant
-_PURE = {
-    abs,
-    all,
-    any,
-    bin,
-    bool,
-    chr,
-    complex,
-    divmod,
-    float,
-    format,
-    frozenset,
-    hash,
-    hex,
-    int,
-    len,
-    max,
-    min,
-    oct,
-    ord,
-    pow,
-    repr,
-    round,
-    slice,
-    sorted,
-    str,
-    sum,
-    tuple,
-    list,
-    dict,
-    set,
-    range,
-    reversed,
-    enumerate,
-    zip,
-    map,
-    filter,
-    isinstance,
-    issubclass,
-    type,
-    callable,
-    object,
-}
-_REFUSED = {
-    print: "call to print",
-    input: "call to input",
-    open: "call to open",
-    breakpoint: "call to breakpoint",
-    exec: "call to exec",
-    eval: "call to eval",
-    globals: "call to globals",
-    locals: "call to locals",
-    vars: "call to vars",
-    id: "call to id (object identity is not stable across calls)",
-}
-
 
 _handler = handler_registry(_HANDLERS)
 
@@ -149,16 +92,16 @@ class BuiltinVariable(HandledFunctionVariable):
         return super().as_constant()
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        if self.fn in _REFUSED:
+        if self.fn in BUILTIN_REFUSED:
             raise Unsupported(
-                _REFUSED[self.fn],
+                BUILTIN_REFUSED[self.fn],
                 hint="remove it from the compiled function or move it outside; graph breaks will run it eagerly",
             )
         handler = _HANDLERS.get(self.fn)
         if handler is not None:
             _check_signature(self.fn, args, kwargs)
             return handler(tx, self.fn, args, kwargs)
-        if self.fn in _PURE and all(a.is_constant() for a in [*args, *kwargs.values()]):
+        if self.fn in BUILTIN_PURE and all(a.is_constant() for a in [*args, *kwargs.values()]):
             return _fold(tx, self.fn, args, kwargs)
         raise Unsupported(
             f"builtin {getattr(self.fn, '__name__', self.fn)} with {', '.join(a.describe() for a in args)}"
@@ -522,7 +465,7 @@ def _sorted(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 
 def lookup(fn: Any) -> BuiltinVariable | None:
     """A tracker for a builtin function or type, if tracing knows it."""
-    if fn in _HANDLERS or fn in _PURE or fn in _REFUSED:
+    if fn in _HANDLERS or fn in BUILTIN_PURE or fn in BUILTIN_REFUSED:
         return BuiltinVariable(fn)
     return None
 

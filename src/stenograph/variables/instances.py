@@ -21,6 +21,7 @@ import torch
 
 from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
+from .trace_rules import is_literal, is_user_class
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -453,7 +454,7 @@ _DICT_READS = {"get", "keys", "values", "items", "__getitem__", "__contains__", 
 def _dict_view(tx: Frame, obj: Variable) -> Variable:
     """The contents of an outside dict subclass instance, read through its source (guarded)."""
     from ..guards.sources import ItemSource
-    from .builder import is_literal, wrap
+    from .builder import wrap
     from .containers import DictVariable
 
     real = obj.value_object  # type: ignore[attr-defined]
@@ -560,15 +561,6 @@ def dataclass_fields(tx: Frame, obj: Variable) -> Variable:
     """`dataclasses.fields(x)`: the Field objects are fixed per class, so a constant."""
     cls = obj.as_constant() if obj.is_constant() and isinstance(obj.as_constant(), type) else obj.python_type()
     return ConstantVariable(dataclasses.fields(cls))
-
-
-def is_user_class(value: type) -> bool:
-    """Classes whose instances may be created while tracing (not builtins, not torch's)."""
-    module = getattr(value, "__module__", "") or ""
-    if issubclass(value, BaseException):
-        return True  # exceptions are raised and caught inside traced code
-    return module != "builtins" and not (module == "torch" or module.startswith("torch."))
-
 
 
 class UnboundBaseMethodVariable(Variable):
