@@ -19,7 +19,7 @@ from .. import config
 from ..errors import Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
-from ..variables.base import Variable, constant
+from ..variables.base import Variable
 from ..variables.builder import wrap
 from ..variables.trace_rules import is_literal, is_trusted_module
 from .binding import bind_arguments
@@ -381,12 +381,12 @@ class Frame:
         for i, value in enumerate(fn.__defaults__ or ()):
             base = fn_source or (None if is_literal(value) else fixed)
             source = ItemSource(AttrSource(base, "__defaults__"), i) if base else None
-            positional.append(constant(value) if is_literal(value) and source is None else wrap(self, value, source))
+            positional.append(wrap(self, value, source))
         keyword: dict[str, Variable] = {}
         for name, value in (fn.__kwdefaults__ or {}).items():
             base = fn_source or (None if is_literal(value) else fixed)
             source = ItemSource(AttrSource(base, "__kwdefaults__"), name) if base else None
-            keyword[name] = constant(value) if is_literal(value) and source is None else wrap(self, value, source)
+            keyword[name] = wrap(self, value, source)
         return tuple(positional), keyword
 
     def _wrap_closure(self, fn: types.FunctionType, fn_source: Source | None) -> tuple[Cell, ...]:

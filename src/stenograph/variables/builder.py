@@ -1,5 +1,11 @@
 """Wrapping real values read from the frame into trackers, installing their guards.
 
+`wrap(tx, value, source)` is the one entry point that turns a Python value into a tracker (values
+read from the frame, globals, attributes, defaults, closure cells): it picks the tracker, in the
+order `trace_rules` documents, and installs the guards the choice depends on. Results of graph
+operations are made by `OutputGraph.wrap_result` (from fake values), constants computed while
+tracing by `base.constant`.
+
 This is where specialisation happens: a Python int becomes a constant guarded on its value, a
 tensor becomes a graph input guarded on its metadata, a module or function is guarded on its
 identity. A value wrapped without a source (read from torch's own namespaces, or computed while

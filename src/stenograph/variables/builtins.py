@@ -169,10 +169,7 @@ def _setattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
 
 @_handler(delattr)
 def _delattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    delattr_ = getattr(args[0], "delattr", None)
-    if delattr_ is None:
-        raise Unsupported(f"delattr on {args[0].describe()}")
-    delattr_(tx, args[1].as_constant())
+    args[0].delattr(tx, args[1].as_constant())
     return constant(None)
 
 
@@ -194,7 +191,7 @@ def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
             return tx.inline_call(dunder, [obj], {}, closure=None)
         if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):
             return obj.getattr(tx, "__str__" if fn is str else "__repr__").call(tx, [], {})
-        real = getattr(obj, "value_object", None)
+        real = obj.value_object
         if isinstance(real, BaseException) and obj.source is not None:
             return _exception_text(tx, fn, obj, real)
     if all(a.is_constant() for a in [*args, *kwargs.values()]):
@@ -268,7 +265,7 @@ def _callable(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variab
         return constant(callable(args[0].as_constant()))
     if args[0].source is not None:
         args[0].python_type()  # installs the type guard the answer depends on
-    return constant(callable(getattr(args[0], "value_object", None)))
+    return constant(callable(args[0].value_object))
 
 
 @_handler(getattr)

@@ -79,7 +79,7 @@ def guard_not_shadowed(tx: Frame, obj: Variable, name: str) -> None:
     the class attribute read through it stays the one Python finds (`op.go = ...` recompiles)."""
     from ..guards.sources import AttrSource
 
-    real = getattr(obj, "value_object", None)
+    real = obj.value_object
     if obj.source is None or not isinstance(getattr(real, "__dict__", None), dict):
         return
     text = f"{obj.source.name()}.__dict__ lacks {name!r} (class attribute {type(real).__qualname__}.{name})"
@@ -248,6 +248,9 @@ class NewObjectVariable(Variable):
         self.cls = cls
         self.attrs = DictVariable({})  # the instance __dict__
         self.items = items  # the dict contents, for dict subclasses
+
+    def made_while_tracing(self) -> bool:
+        return True
 
     def python_type(self) -> type:
         return self.cls
@@ -457,7 +460,7 @@ def _dict_view(tx: Frame, obj: Variable) -> Variable:
     from .builder import wrap
     from .containers import DictVariable
 
-    real = obj.value_object  # type: ignore[attr-defined]
+    real = obj.value_object
     if not all(is_literal(k) for k in real):
         raise Unsupported(f"{obj.describe()} has non-constant keys")
     tx.output.guards.dict_keys_match(obj.source, real)

@@ -80,7 +80,7 @@ def _object_truth(tx: Frame, var: Variable) -> bool:
     from ..guards.sources import ClassSource
     from .instances import class_attr_source
 
-    obj = var.value_object  # type: ignore[attr-defined]
+    obj = var.value_object
     cls = type(obj)
     for name in ("__bool__", "__len__"):
         attr = inspect.getattr_static(cls, name, _MISSING)

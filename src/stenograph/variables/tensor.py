@@ -61,6 +61,20 @@ class TensorVariable(Variable):
     def unpack(self, tx: Frame) -> list[Variable]:
         return [self.getitem(tx, constant(i)) for i in range(self.length(tx))]
 
+    def in_graph(self) -> bool:
+        return True
+
+    def unary_op(self, tx: Frame, op: Any) -> Variable | None:
+        if op is operator.not_:
+            raise Unsupported(f"`not` on {self.describe()} needs its value")
+        return tx.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
+
+    def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
+        tx.output.call("call_function", operator.setitem, [self, key, value], {}, "tensor item assignment")
+
+    def reconstruct(self, codegen: Any) -> str:
+        return codegen.graph_value(self.node)
+
     def getitem(self, tx: Frame, key: Variable) -> Variable:
         return tx.output.call("call_function", operator.getitem, [self, key], {}, "tensor indexing")
 

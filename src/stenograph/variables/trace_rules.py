@@ -19,9 +19,12 @@ The order in which `builder.wrap` consults these rules for a callable (the first
 6. Classes: `TORCH_CLASSES` are modelled by trackers of their own, `is_user_class` classes are
    instantiated while tracing, `is_torch_module_class` classes (torch.nn layers) are built while
    tracing; any other class is a constant.
-7. Python functions are inlined, unless `untraced_library` names the library they belong to
-   (`NOT_TRACED` top-level packages, `NOT_TRACED_TORCH` torch packages, `NOT_TRACED_AUTOGRAD`
-   modules): those calls break the graph and run eagerly.
+7. Python functions are inlined when called, unless `untraced_library` names the library they
+   belong to (`NOT_TRACED` top-level packages, `NOT_TRACED_TORCH` torch packages,
+   `NOT_TRACED_AUTOGRAD` modules): those calls break the graph and run eagerly (the break writer
+   asks the same rule to decide whether the callee is compiled as a frame of its own).
+8. Any other object read from the frame is a user object (attributes traced through its class);
+   a C callable unknown to these rules breaks.
 
 Values, not calls:
 
