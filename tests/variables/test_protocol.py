@@ -53,7 +53,7 @@ QUERIES = {
     "unary_op": ((None, operator.neg), None),
     "replay_mutation": (("target", str, str), None),
 }
-PROTOCOL = [*REFUSING, *QUERIES, "describe", "value_object", "source"]
+PROTOCOL = [*REFUSING, *QUERIES, "describe", "value_object", "attrs", "source"]
 
 
 class Opaque(Variable):
@@ -88,6 +88,7 @@ def test_query_defaults_answer_cannot(name: str) -> None:
 
 def test_identity_defaults() -> None:
     assert Opaque().value_object is None
+    assert Opaque().attrs is None
     assert Opaque().source is None
     assert Variable().describe() == "Variable"
 
@@ -107,8 +108,8 @@ class FakeCodegen:
     def graph_value(self, node: Any) -> str:
         return f"out[{node}]"
 
-    def build_once(self, var: Variable) -> str:
-        self.built.append(var)
+    def build_once(self, var: Variable, render) -> str:
+        self.built.append(render())
         return "built"
 
 
@@ -118,7 +119,8 @@ def test_reconstruct_of_constants_and_sequences() -> None:
     assert TupleVariable([constant(1), constant("a")]).reconstruct(codegen) == "(1, 'a', )"
     assert SizeVariable([constant(2)]).reconstruct(codegen) == "___Size((2, ))"
     items = ListVariable([constant(1)])
-    assert items.reconstruct(codegen) == "built" and codegen.built == [items]
+    assert items.reconstruct(codegen) == "built" and codegen.built == ["[1]"]
+    assert DictVariable({"k": constant(2)}).reconstruct(codegen) == "built" and codegen.built[1] == "{'k': 2}"
     iterator = IteratorVariable([constant(1), constant(2)])
     iterator.index = 1
     assert iterator.reconstruct(codegen) == "iter((2, ))"

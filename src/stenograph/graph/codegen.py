@@ -25,7 +25,6 @@ from .. import config
 from ..guards.guard_set import _repr_roundtrips
 from ..guards.sources import GlobalsNamer, SourceRenderer
 from ..variables.base import Variable
-from ..variables.containers import DictVariable, ListVariable
 from .pyfunc import make_function, parameter_list
 from .side_effects import SideEffects
 
@@ -109,17 +108,13 @@ class Reconstructor:
             self.outputs.append(node)
         return f"___out[{index}]"
 
-    def build_once(self, var: ListVariable | DictVariable) -> str:
-        """A list or dict made while tracing, built once into a temporary (aliases stay aliases)."""
+    def build_once(self, var: Variable, render: Callable[[], str]) -> str:
+        """A mutable value made while tracing (a list, a dict), built once into a temporary so
+        that aliases stay aliases; `render()` gives the expression that builds it."""
         name = self._built.get(id(var))
         if name is not None:
             return name
-        if isinstance(var, ListVariable):
-            value = f"[{', '.join(self.expr(i) for i in var.items)}]"
-        else:
-            value = "{" + ", ".join(f"{self.constant(k)}: {self.expr(v)}" for k, v in var.items.items()) + "}"
-            if var.python_class is not dict:
-                value = f"{self.writer.bind(var.python_class, 'cls')}({value})"
+        value = render()
         name = self.writer.temp("c")
         self.writer.post.append(f"{name} = {value}")
         self._built[id(var)] = name

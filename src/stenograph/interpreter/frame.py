@@ -259,7 +259,7 @@ class Frame:
         frame: Frame | None = self
         while frame is not None and not frame.handled:
             frame = frame.parent
-        attrs = getattr(exc.value, "attrs", None)
+        attrs = exc.value.attrs
         if frame is not None and attrs is not None and frame.handled[-1] is not exc.value:
             attrs.items["__context__"] = frame.handled[-1]
 

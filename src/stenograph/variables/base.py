@@ -35,6 +35,9 @@ class Variable:
     - `value_object`: the one real object the tracker stands for (a module, a function, a user
       object read from the frame), or None when it stands for no fixed object. Callers: identity
       (`is`, `==` of objects), set members, `callable()`, exception text. Default: None.
+    - `attrs`: the instance `__dict__` (a dict tracker) of an object made while tracing, or
+      None for a tracker that keeps none. Callers: attribute access, exception chaining.
+      Default: None.
     - `describe()`: a short text for messages. Default: the class name.
     - `python_type()`: `type(value)`. Callers: `isinstance`, `type()`. Default: Unsupported.
     - `is_constant()` / `as_constant()`: whether the value is a Python constant known now, and
@@ -77,7 +80,8 @@ class Variable:
     - `reconstruct(codegen)`: a Python expression that rebuilds the value at run time, for a
       value without a source (a graph output, a constant, a container built while tracing).
       `codegen` is `graph.codegen.Reconstructor`: `expr(var)` renders another tracker,
-      `constant(value)`, `graph_value(node)`, `build_once(var)`, `build_object(...)`, `writer`.
+      `constant(value)`, `graph_value(node)`, `build_once(var, render)`, `build_object(...)`,
+      `writer`.
       Caller: `Reconstructor.expr`. Default: Unsupported ("cannot be rebuilt").
     - `replay_mutation(target, expr, pin)`: for a container read from the frame and changed
       while tracing, the statement that gives the real object (rendered as `target`) its new
@@ -92,6 +96,7 @@ class Variable:
 
     source: Source | None = None
     value_object: Any = None
+    attrs: Any = None
 
     def python_type(self) -> type:
         raise Unsupported(f"type of {self.describe()} is unknown while tracing")

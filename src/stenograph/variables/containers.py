@@ -224,7 +224,7 @@ class ListVariable(SequenceVariable):
         return ListIteratorVariable(self)
 
     def reconstruct(self, codegen: Any) -> str:
-        return codegen.build_once(self)
+        return codegen.build_once(self, lambda: f"[{', '.join(codegen.expr(i) for i in self.items)}]")
 
     def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
         items = pin(f"[{', '.join(expr(i) for i in self.items)}]")
@@ -344,7 +344,13 @@ class DictVariable(Variable):
         return LiveContainerIteratorVariable(self, "keys")
 
     def reconstruct(self, codegen: Any) -> str:
-        return codegen.build_once(self)
+        def render() -> str:
+            value = "{" + ", ".join(f"{codegen.constant(k)}: {codegen.expr(v)}" for k, v in self.items.items()) + "}"
+            if self.python_class is not dict:
+                value = f"{codegen.writer.bind(self.python_class, 'cls')}({value})"
+            return value
+
+        return codegen.build_once(self, render)
 
     def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
         items = pin("{" + ", ".join(f"{expr(ConstantVariable(k))}: {expr(v)}" for k, v in self.items.items()) + "}")
