@@ -233,13 +233,9 @@ class BreakWriter:
         they are compiled as frames of their own."""
         from .. import api, entry
         from ..variables.builtins import BuiltinVariable
-        from ..variables.functions import (
-            NestedFunctionVariable,
-            UserFunctionVariable,
-            UserMethodVariable,
-            is_untraced_library,
-        )
+        from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
         from ..variables.objects import NNModuleVariable
+        from ..variables.trace_rules import is_untraced_library
 
         callee = getattr(var, "fn", None)
         compile_callee = (

@@ -19,8 +19,9 @@ from .. import config
 from ..errors import Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
-from ..variables.base import Variable, constant
-from ..variables.builder import is_literal, is_trusted_module, wrap
+from ..variables.base import Variable
+from ..variables.builder import wrap
+from ..variables.trace_rules import is_literal, is_trusted_module
 from .binding import bind_arguments
 from .exceptions import TracedException, uncaught, unwind_to_handler
 
@@ -258,7 +259,7 @@ class Frame:
         frame: Frame | None = self
         while frame is not None and not frame.handled:
             frame = frame.parent
-        attrs = getattr(exc.value, "attrs", None)
+        attrs = exc.value.attrs
         if frame is not None and attrs is not None and frame.handled[-1] is not exc.value:
             attrs.items["__context__"] = frame.handled[-1]
 
@@ -380,12 +381,12 @@ class Frame:
         for i, value in enumerate(fn.__defaults__ or ()):
             base = fn_source or (None if is_literal(value) else fixed)
             source = ItemSource(AttrSource(base, "__defaults__"), i) if base else None
-            positional.append(constant(value) if is_literal(value) and source is None else wrap(self, value, source))
+            positional.append(wrap(self, value, source))
         keyword: dict[str, Variable] = {}
         for name, value in (fn.__kwdefaults__ or {}).items():
             base = fn_source or (None if is_literal(value) else fixed)
             source = ItemSource(AttrSource(base, "__kwdefaults__"), name) if base else None
-            keyword[name] = constant(value) if is_literal(value) and source is None else wrap(self, value, source)
+            keyword[name] = wrap(self, value, source)
         return tuple(positional), keyword
 
     def _wrap_closure(self, fn: types.FunctionType, fn_source: Source | None) -> tuple[Cell, ...]:

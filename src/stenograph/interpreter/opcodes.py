@@ -28,7 +28,6 @@ from ..variables.containers import (
     iterate,
 )
 from ..variables.functions import NestedFunctionVariable
-from ..variables.tensor import TensorVariable
 from .exceptions import TracedException, exception_value, matches
 
 if TYPE_CHECKING:
@@ -228,11 +227,7 @@ def _import_from(f: Frame, inst: dis.Instruction) -> None:
 
 @op("DELETE_ATTR")
 def _delete_attr(f: Frame, inst: dis.Instruction) -> None:
-    obj = f.pop()
-    delattr_ = getattr(obj, "delattr", None)
-    if delattr_ is None:
-        raise Unsupported(f"deleting attribute {inst.argval!r} of {obj.describe()}")
-    delattr_(f, inst.argval)
+    f.pop().delattr(f, inst.argval)
 
 
 @op("LOAD_SUPER_ATTR", table=ONLY_312)
@@ -279,23 +274,14 @@ def _store_slice(f: Frame, inst: dis.Instruction) -> None:
 
 
 def _setitem(f: Frame, container: Variable, key: Variable, value: Variable) -> None:
-    if isinstance(container, TensorVariable):
-        f.output.call("call_function", operator.setitem, [container, key, value], {}, "tensor item assignment")
-        return
-    setitem = getattr(container, "setitem", None)
-    if setitem is None:
-        raise Unsupported(f"item assignment on {container.describe()}")
-    setitem(f, key, value)
+    container.setitem(f, key, value)  # a tensor records it in the graph
 
 
 @op("DELETE_SUBSCR")
 def _delete_subscr(f: Frame, inst: dis.Instruction) -> None:
     key = f.pop()
     container = f.pop()
-    delitem = getattr(container, "delitem", None)
-    if delitem is None:
-        raise Unsupported(f"item deletion on {container.describe()}")
-    delitem(f, key)
+    container.delitem(f, key)
 
 
 @op("BUILD_SLICE")

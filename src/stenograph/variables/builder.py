@@ -1,5 +1,11 @@
 """Wrapping real values read from the frame into trackers, installing their guards.
 
+`wrap(tx, value, source)` is the one entry point that turns a Python value into a tracker (values
+read from the frame, globals, attributes, defaults, closure cells): it picks the tracker, in the
+order `trace_rules` documents, and installs the guards the choice depends on. Results of graph
+operations are made by `OutputGraph.wrap_result` (from fake values), constants computed while
+tracing by `base.constant`.
+
 This is where specialisation happens: a Python int becomes a constant guarded on its value, a
 tensor becomes a graph input guarded on its metadata, a module or function is guarded on its
 identity. A value wrapped without a source (read from torch's own namespaces, or computed while
@@ -41,10 +47,8 @@ from .functions import (
     TorchOpVariable,
     UserFunctionVariable,
     UserMethodVariable,
-    is_graph_op,
-    is_tensor_method,
 )
-from .instances import UserClassVariable, is_user_class
+from .instances import UserClassVariable
 from .objects import (
     GlobalsDictVariable,
     NNModuleVariable,
@@ -53,38 +57,18 @@ from .objects import (
     UserObjectVariable,
     WeakrefVariable,
 )
+from .trace_rules import (
+    TORCH_CLASSES,
+    is_graph_op,
+    is_literal,
+    is_tensor_method,
+    is_torch_module_class,
+    is_user_class,
+)
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
-
-_LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
-_TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
-_TORCH_CLASSES = (
-    torch.Size,
-    torch.device,
-    torch.no_grad,
-    torch.enable_grad,
-    torch.set_grad_enabled,
-    torch.inference_mode,
-    torch.autocast,
-)
-
-
-def is_trusted_module(name: str) -> bool:
-    """Library modules whose members are not guarded (assumed not to change at run time)."""
-    return name == "torch" or name.startswith("torch.") or name in ("math", "operator", "builtins")
-
-
-def is_literal(value: Any) -> bool:
-    if isinstance(value, _LITERALS) or isinstance(value, _TORCH_CONSTANTS):
-        return True
-    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset):
-        return all(is_literal(v) for v in value)
-    if isinstance(value, (range, slice)):
-        return True
-    return False
-
 
 def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     """The tracker for `value`, guarded through `source` when there is one."""
@@ -155,11 +139,11 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     if isinstance(value, type):
         if source is not None:
             guards.id_match(source, value)
-        if value in _TORCH_CLASSES:
+        if value in TORCH_CLASSES:
             return TorchClassVariable(value, source)
         if is_user_class(value):
             return UserClassVariable(value, source)
-        if issubclass(value, torch.nn.Module) and value.__module__.startswith("torch.nn.modules."):
+        if is_torch_module_class(value):
             return TorchModuleClassVariable(value, source)
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):

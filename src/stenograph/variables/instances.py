@@ -21,6 +21,7 @@ import torch
 
 from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
+from .trace_rules import is_literal, is_user_class
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -78,7 +79,7 @@ def guard_not_shadowed(tx: Frame, obj: Variable, name: str) -> None:
     the class attribute read through it stays the one Python finds (`op.go = ...` recompiles)."""
     from ..guards.sources import AttrSource
 
-    real = getattr(obj, "value_object", None)
+    real = obj.value_object
     if obj.source is None or not isinstance(getattr(real, "__dict__", None), dict):
         return
     text = f"{obj.source.name()}.__dict__ lacks {name!r} (class attribute {type(real).__qualname__}.{name})"
@@ -247,6 +248,9 @@ class NewObjectVariable(Variable):
         self.cls = cls
         self.attrs = DictVariable({})  # the instance __dict__
         self.items = items  # the dict contents, for dict subclasses
+
+    def made_while_tracing(self) -> bool:
+        return True
 
     def python_type(self) -> type:
         return self.cls
@@ -453,10 +457,10 @@ _DICT_READS = {"get", "keys", "values", "items", "__getitem__", "__contains__", 
 def _dict_view(tx: Frame, obj: Variable) -> Variable:
     """The contents of an outside dict subclass instance, read through its source (guarded)."""
     from ..guards.sources import ItemSource
-    from .builder import is_literal, wrap
+    from .builder import wrap
     from .containers import DictVariable
 
-    real = obj.value_object  # type: ignore[attr-defined]
+    real = obj.value_object
     if not all(is_literal(k) for k in real):
         raise Unsupported(f"{obj.describe()} has non-constant keys")
     tx.output.guards.dict_keys_match(obj.source, real)
@@ -560,15 +564,6 @@ def dataclass_fields(tx: Frame, obj: Variable) -> Variable:
     """`dataclasses.fields(x)`: the Field objects are fixed per class, so a constant."""
     cls = obj.as_constant() if obj.is_constant() and isinstance(obj.as_constant(), type) else obj.python_type()
     return ConstantVariable(dataclasses.fields(cls))
-
-
-def is_user_class(value: type) -> bool:
-    """Classes whose instances may be created while tracing (not builtins, not torch's)."""
-    module = getattr(value, "__module__", "") or ""
-    if issubclass(value, BaseException):
-        return True  # exceptions are raised and caught inside traced code
-    return module != "builtins" and not (module == "torch" or module.startswith("torch."))
-
 
 
 class UnboundBaseMethodVariable(Variable):

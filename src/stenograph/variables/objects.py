@@ -80,7 +80,7 @@ def _object_truth(tx: Frame, var: Variable) -> bool:
     from ..guards.sources import ClassSource
     from .instances import class_attr_source
 
-    obj = var.value_object  # type: ignore[attr-defined]
+    obj = var.value_object
     cls = type(obj)
     for name in ("__bool__", "__len__"):
         attr = inspect.getattr_static(cls, name, _MISSING)
@@ -465,7 +465,7 @@ class NewModuleVariable(NNModuleVariable):
         return f"module {type(self.value_object).__qualname__} created while tracing"
 
     def getattr(self, tx: Frame, name: str) -> Variable:
-        from .builder import is_literal
+        from .trace_rules import is_literal
 
         module = self.value_object
         cls_attr = inspect.getattr_static(type(module), name, _MISSING)
@@ -506,7 +506,8 @@ class PythonModuleVariable(Variable):
         return True
 
     def getattr(self, tx: Frame, name: str) -> Variable:
-        from .builder import is_trusted_module, wrap
+        from .builder import wrap
+        from .trace_rules import is_trusted_module
 
         module = self.value_object
         trusted = is_trusted_module(module.__name__)

@@ -8,13 +8,14 @@ where the decision would come out the same.
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ..errors import Unsupported
-from .base import Variable
+from .base import Variable, constant
 
 if TYPE_CHECKING:
     import torch.fx
@@ -43,6 +44,14 @@ class SymNodeVariable(Variable):
 
     def truth(self, tx: Frame) -> bool:
         return self._decide(bool, "a branch on it")
+
+    def in_graph(self) -> bool:
+        return True
+
+    def unary_op(self, tx: Frame, op: Any) -> Variable | None:
+        if op is operator.not_:
+            return constant(not self.truth(tx))
+        return tx.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
 
     def _decide(self, kind: type, what: str) -> Any:
         try:
