@@ -396,43 +396,34 @@ def resume_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str) -
     return dispatch_closure
 
 
-def closure_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, fullgraph: bool = False) -> Any:
-    """Guarded dispatch for code with free variables, taking the closure as first argument.
+def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
+    """`call(f, *args)`: runs any function `f` made from `fn`'s code, compiled, with `f`'s own
+    closure. A graph break that calls a closure it received (a decorator's wrapper, say) goes
+    through this, so cached code never calls the closure of the call it was compiled for.
 
-    One cache serves every closure of the code: guards and transformed code read the cells from
-    that argument. Graph breaks tail-call resume functions of closures this way, passing the cells
-    of the function that broke, so a cached resume target never carries another call's cells.
+    One cache serves every closure of the code: guards and transformed code take the cells as
+    their first argument. Compiled code calls this (bound as a method), so it raises the
+    recursion limit by its own frame while it runs (`recursion`); the lookup is written out here
+    rather than called, so no other frame of stenograph's sits under the callee.
     """
     cache = owned_cache(fn, backend, backend_name)
     entries = cache.entries
     miss = cache.miss
     own = fn.__closure__
 
-    def dispatch(closure: tuple, *args: Any, **kwargs: Any) -> Any:
-        for entry in entries:
-            if entry.guard(closure, *args, **kwargs):
-                return entry.fn(closure, *args, **kwargs)
-        target = fn if closure is own else with_closure(fn, closure)
-        return miss(target, (closure,), args, kwargs, fullgraph)
-
-    return dispatch
-
-
-def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
-    """`call(f, *args)`: runs any function `f` made from `fn`'s code, compiled, with `f`'s own
-    closure. A graph break that calls a closure it received (a decorator's wrapper, say) goes
-    through this, so cached code never calls the closure of the call it was compiled for."""
-    by_closure = closure_dispatcher(fn, backend, backend_name)
-    cache = cache_for(fn.__code__, backend, backend_name)
-
     def call(f: types.FunctionType, *args: Any, **kwargs: Any) -> Any:
-        # compiled code calls this: it and the dispatcher it calls are off the recursion limit
-        added = lift(2)
+        added = lift(1)
         try:
-            if f.__defaults__ or f.__kwdefaults__:
-                result = _dispatch_by_defaults(cache.entries, cache.miss, False, f, (f.__closure__,), *args, **kwargs)
+            closure = f.__closure__
+            # an entry binds missing arguments to the defaults it was compiled with
+            plain = not (f.__defaults__ or f.__kwdefaults__)
+            for entry in entries:
+                if (plain or entry.takes_defaults_of(f)) and entry.guard(closure, *args, **kwargs):
+                    result = entry.fn(closure, *args, **kwargs)
+                    break
             else:
-                result = by_closure(f.__closure__, *args, **kwargs)
+                target = f if not plain else fn if closure is own else with_closure(fn, closure)
+                result = miss(target, (closure,), args, kwargs, False)
             return result.run() if type(result) is Continue else result
         finally:
             if added:

@@ -42,40 +42,31 @@ COMPILE_HEADROOM = 1500
 
 _lifted = [0]  # frames added now, all threads
 _owed = [0]  # frames added whose lowering Python refused (at the limit); settled by the next lower
-_shifters: dict[int, Iterator[None]] = {}
+_in_compile = [False]  # a compile's headroom is added
 
 
 def _shifter(k: int) -> Iterator[None]:
     """An endless iterator whose every `next` runs `setrecursionlimit(getrecursionlimit() + k)`
     in C, with no eval-loop check (so no thread switch) between the read and the write."""
-    found = _shifters.get(k)
-    if found is None:
-        get, add = sys.getrecursionlimit, operator.add
-        found = map(sys.setrecursionlimit, map(add, iter(get, None), itertools.repeat(k)))
-        if len(_shifters) < 64:  # k is one of a few constants; an owed amount may be any
-            _shifters[k] = found
-    return found
+    get = sys.getrecursionlimit
+    return map(sys.setrecursionlimit, map(operator.add, iter(get, None), itertools.repeat(k)))
 
 
-def _shift(k: int) -> bool:
-    """Add `k` to the limit; False if Python refused (called at the limit itself, or lowering
-    below the current depth)."""
-    try:
-        next(_shifter(k))
-    except RecursionError:
-        return False
-    return True
+# Made up front: every call below may fail at the limit itself (a builtin's call counts as a
+# level), so each is inside `try`, and the state changes after it are plain stores.
+_SHIFT = {k: _shifter(k) for k in (1, 2, -1, -2, COMPILE_HEADROOM, -COMPILE_HEADROOM)}
 
 
 def lift(k: int) -> int:
-    """Raise the limit by `k` frames (0 if that would pass `MAX_LIFT`). Returns what to `lower`."""
-    n = _lifted[0]
-    if n + k > MAX_LIFT:
+    """Raise the limit by `k` frames (1 or 2; 0 if that would pass `MAX_LIFT`, or at the limit
+    itself). Returns what to `lower`."""
+    if _lifted[0] + k > MAX_LIFT:
         return 0
-    _lifted[0] = n + k  # no call between the read and the write: atomic under the GIL
-    if not _shift(k):
-        _lifted[0] -= k
+    try:
+        next(_SHIFT[k])
+    except RecursionError:
         return 0
+    _lifted[0] += k  # no call in between: atomic under the GIL
     return k
 
 
@@ -83,33 +74,50 @@ def lower(k: int) -> None:
     """Undo `lift(k)`. At the limit itself (a `RecursionError` unwinding through a finally) Python
     refuses even this call's builtin; the amount is owed and the next `lower` up the stack pays."""
     _lifted[0] -= k
-    owed = _owed[0] + k
+    try:
+        next(_SHIFT[-k])
+    except RecursionError:
+        _owed[0] += k
+        return
+    if _owed[0]:
+        _pay()
+
+
+def _pay() -> None:
+    owed = _owed[0]
     _owed[0] = 0
-    if not _shift(-owed):
+    try:
+        next(_shifter(-owed))
+    except (RecursionError, ValueError):  # ValueError: the user set a limit below what we owe
         _owed[0] += owed
 
 
 def compile_headroom() -> int:
     """Raise the limit for a compile (the caller is a miss path, serialised by the compile lock;
     a compile nested in a compile gets no more). Returns what to `lower_headroom`."""
-    if _in_compile[0] or not _shift(COMPILE_HEADROOM):
+    if _in_compile[0]:
+        return 0
+    try:
+        next(_SHIFT[COMPILE_HEADROOM])
+    except RecursionError:
         return 0
     _in_compile[0] = True
     return COMPILE_HEADROOM
 
 
 def lower_headroom(k: int) -> None:
-    if k:
-        _in_compile[0] = False
-        owed = _owed[0] + k
-        _owed[0] = 0
-        if not _shift(-owed):
-            _owed[0] += owed
-
-
-_in_compile = [False]
+    if not k:
+        return
+    _in_compile[0] = False
+    try:
+        next(_SHIFT[-k])
+    except RecursionError:
+        _owed[0] += k
+        return
+    if _owed[0]:
+        _pay()
 
 
 def lifted() -> int:
     """Frames currently added to the limit (for tests and diagnostics)."""
-    return _lifted[0] + (COMPILE_HEADROOM if _in_compile[0] else 0)
+    return _lifted[0] + _owed[0] + (COMPILE_HEADROOM if _in_compile[0] else 0)
