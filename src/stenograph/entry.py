@@ -119,6 +119,8 @@ class FrameCache:
         except Exception as e:
             if fullgraph:
                 raise
+            if _out_of_depth(e) and not config.suppress_errors:
+                raise
             if _out_of_depth(e) and self.depth_failures < config.recompile_limit:
                 # not the frame's fault: deep in a recursion, the compile ran out of depth even
                 # with its headroom (the tracer's own wrapping may have made it `Unsupported`).
