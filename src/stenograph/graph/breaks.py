@@ -13,7 +13,6 @@ block and raises, the handler's resume function continues with the exception, as
 from __future__ import annotations
 
 import dis
-import functools
 import sys
 import types
 from dataclasses import dataclass, replace
@@ -245,16 +244,19 @@ class BreakWriter:
         )
         if isinstance(var, UserFunctionVariable) and compile_callee and var.fn.__closure__ and var.source is not None:
             # guards match such a function by its code: call the one this call has, with its cells
+            # bound as a method, not a partial: calling it is a plain Python call, which takes no
+            # C stack (a partial's does; a recursion through it would run out of that first)
             caller = self.writer.bind(entry.closure_caller(var.fn, self.backend, self.backend_name), "call")
             bound = self.writer.temp("m")
-            self.writer.post.append(f"{bound} = ___partial({caller}, {self._evaluate(var)})")
-            self.writer.namespace["___partial"] = functools.partial
+            self.writer.post.append(f"{bound} = ___MethodType({caller}, {self._evaluate(var)})")
+            self.writer.namespace["___MethodType"] = types.MethodType
             return bound
+        # `nested`: these wrappers raise the recursion limit by their own frame (entry.recursion)
         if isinstance(var, UserFunctionVariable) and compile_callee:
-            wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False)
+            wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False, nested=True)
             return self.writer.bind(wrapped, "call")
         if isinstance(var, UserMethodVariable) and compile_callee:
-            wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False)
+            wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False, nested=True)
             name = self.writer.bind(wrapped, "call")
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___MethodType({name}, {self._evaluate(var.self_var)})")
@@ -265,7 +267,7 @@ class BreakWriter:
             backend = self.writer.bind(self.backend, "backend")
             # each call wraps a new function object; this code keeps their shared cache alive
             self.writer.bind(entry.cache_for(var.code, self.backend, self.backend_name), "cache")
-            return f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False)"
+            return f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False, nested=True)"
         if isinstance(var, BuiltinVariable) and var.fn is globals:
             return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"
         if isinstance(var, BuiltinVariable) and var.fn in (locals, vars):
@@ -274,8 +276,8 @@ class BreakWriter:
             caller = self.writer.bind(entry.module_caller(self.backend, self.backend_name), "modcall")
             module = self._evaluate(var)
             bound = self.writer.temp("m")
-            self.writer.post.append(f"{bound} = ___partial({caller}, {module})")
-            self.writer.namespace["___partial"] = functools.partial
+            self.writer.post.append(f"{bound} = ___MethodType({caller}, {module})")
+            self.writer.namespace["___MethodType"] = types.MethodType
             return bound
         return self._evaluate(var)
 

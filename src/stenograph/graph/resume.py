@@ -110,18 +110,19 @@ def resume_function(
     compiled: bool = True,
     dynamic: tuple[str, ...] = (),
 ) -> Any:
-    """What a graph break tail-calls: the entry wrapper's dispatcher of `fn`'s resume function
-    at `offset` (created once), or the plain resume function when not `compiled` (exception
-    handlers: an exceptional path is not worth a compilation).
+    """What a graph break tail-calls: the guarded dispatcher of `fn`'s resume function at
+    `offset` (created once, `entry.resume_dispatcher`), or the plain resume function when not
+    `compiled` (exception handlers: an exceptional path is not worth a compilation). Either
+    takes the arguments as one tuple (`entry.Continue`).
 
-    For code with free variables the result takes the closure as its first argument
-    (`entry.closure_dispatcher`), so it serves every closure of the code and keeps none alive.
+    For code with free variables the tuple has the closure first, so the result serves every
+    closure of the code and keeps none alive.
 
     `dynamic` names arguments (`__stack0`, a local) holding Python numbers read from tensor
     data (`.item()`, `.tolist()`) or symbolic in the breaking frame: they are graph inputs of
     the resume function from its first compile, not constants that each new value recompiles.
     """
-    from ..entry import closure_dispatcher, entry_wrapper
+    from ..entry import resume_dispatcher
 
     code = resume_code(fn.__code__, offset, kinds, live)
     if dynamic:
@@ -132,19 +133,29 @@ def resume_function(
         # fresh cells: the cached function must not keep the breaking call's closure alive
         cells = tuple(types.CellType() for _ in code.co_freevars) if code.co_freevars else None
         resume = types.FunctionType(code, fn.__globals__, code.co_name, None, cells)
-        if code.co_freevars:
-            found = closure_dispatcher(resume, backend, backend_name) if compiled else _with_cells(resume)
+        if compiled:
+            found = resume_dispatcher(resume, backend, backend_name)
         else:
-            found = entry_wrapper(resume, backend, backend_name, False).dispatch if compiled else resume
+            found = _with_cells(resume) if code.co_freevars else _plain(resume)
         _wrappers[key] = found
     return found
+
+
+def _plain(resume: types.FunctionType) -> Any:
+    """The plain resume function, called as `Continue` calls a dispatcher: the arguments as one
+    tuple, one frame above the resume code (`Continue.run` counts it)."""
+
+    def call(args: tuple) -> Any:
+        return resume(*args)
+
+    return call
 
 
 def _with_cells(resume: types.FunctionType) -> Any:
     """The plain resume function of closure code, called with the closure first."""
 
-    def call(closure: tuple, *args: Any) -> Any:
-        return with_closure(resume, closure)(*args)
+    def call(args: tuple) -> Any:
+        return with_closure(resume, args[0])(*args[1:])
 
     return call
 

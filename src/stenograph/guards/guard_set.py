@@ -338,10 +338,14 @@ class GuardSet:
         return lines, namer
 
     def build(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
-        """The guard function: True when every check passes, False otherwise (never raises)."""
+        """The guard function: True when every check passes, False otherwise (never raises, but
+        for RecursionError: a check run out of depth deep in a recursion has not failed, and
+        taking it for a miss would compile a duplicate entry there)."""
         lines, namer = self.source_text(lambda index, value: "False")
         body = (
-            ["try:"] + ["    " + line for line in lines] + ["    return True", "except Exception:", "    return False"]
+            ["try:"]
+            + ["    " + line for line in lines]
+            + ["    return True", "except RecursionError:", "    raise", "except Exception:", "    return False"]
         )
         namespace = {**self.bindings, **namer.bindings(), **_SHAPE_GUARD_NAMES}
         return make_function("___guard", parameter_list(code), body, namespace, like=like, label=f"guard for {label}")
