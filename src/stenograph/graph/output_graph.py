@@ -56,6 +56,9 @@ class OutputGraph:
         self.guards = GuardSet()
         self.inputs: list[GraphInput] = []
         self._input_vars: dict[int, TensorVariable] = {}
+        # symbolic numbers by where they were read: a second read is the same input (all are
+        # read together when the graph is called)
+        self._symbolic_vars: dict[Source, Variable] = {}
         self._names: set[str] = set()
         # trackers of globals already read, by (id(globals dict), name)
         self.global_cache: dict[tuple[int, str], Variable] = {}
@@ -140,9 +143,13 @@ class OutputGraph:
         """A dynamic int or float argument: a SymInt/SymFloat placeholder the ShapeEnv guards."""
         from ..variables.symbolic import SymNodeVariable
 
+        known = self._symbolic_vars.get(source)
+        if known is not None:
+            return known
         fake = symbolic_number(self.fake_mode, value, source)
         node = self._placeholder(source, fake, value)
-        return SymNodeVariable(node, fake, source=source)
+        var = self._symbolic_vars[source] = SymNodeVariable(node, fake, source=source)
+        return var
 
     def _placeholder(self, source: Source, fake: Any, example: Any) -> torch.fx.Node:
         name = self._unique(_placeholder_name(source))
