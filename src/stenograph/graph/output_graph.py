@@ -19,7 +19,7 @@ import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
-from ..errors import ConstraintViolation, Unsupported
+from ..errors import BreakKind, ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet
 from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
@@ -232,6 +232,7 @@ class OutputGraph:
             raise Unsupported(
                 f"{describe} depends on tensor data ({type(e).__name__})",
                 hint="move data-dependent Python logic out of the compiled region, or use torch.where / torch.cond",
+                kind=BreakKind.DATA_DEPENDENT,
             ) from e
         except Unsupported:
             raise
