@@ -33,6 +33,7 @@ from .interpreter.frame import Cell, Frame, LazyValue, decode
 from .shapes.dynamic import DynamicPolicy
 from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
+from .shapes.lifted import lift_aliased_input_symbols
 from .variables.generators import has_cleanup
 from .variables.global_contexts import close_abandoned
 from .verify import verify_on_first_call
@@ -273,12 +274,16 @@ def _graph_compiler(
         # does): AOTAutograd would otherwise make a fresh symbol whose guards no entry checks
         example_inputs = [i.fake if is_symbolic(i.fake) else i.example for i in output.inputs]
         float_sources = [i.source for i in output.inputs if isinstance(i.fake, torch.SymFloat)]
+        # inputs that alias another input take their symbols along as inputs of their own (lifted.py)
+        backend_gm, backend_inputs, unlift = lift_aliased_input_symbols(
+            gm, example_inputs, [i.fake for i in output.inputs]
+        )
         t0 = time.perf_counter()
         try:
             # backends that re-trace (AOTAutograd, Inductor) find our fake mode and ShapeEnv here
             with torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)), \
                     lstm_training_decomposition(gm, example_inputs), float_restart_requests(float_sources):
-                compiled = backend(gm, example_inputs)
+                compiled = backend(backend_gm, backend_inputs)
         except StenographError:
             raise
         except Exception as e:
@@ -288,6 +293,7 @@ def _graph_compiler(
         if not callable(compiled):
             problem = TypeError(f"backend returned {type(compiled).__name__}, not a callable")
             raise BackendCompilerFailed(backend_name, problem)
+        compiled = unlift(compiled)
         if config.verify_correctness:
             compiled = verify_on_first_call(gm, compiled, backend_name)
         return compiled

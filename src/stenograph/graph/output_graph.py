@@ -20,7 +20,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ..errors import BreakKind, ConstraintViolation, Unsupported
-from ..guards.guard_set import GuardSet
+from ..guards.guard_set import GuardSet, storage_pattern
 from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
@@ -102,6 +102,14 @@ class OutputGraph:
             dense = [isinstance(i.example, torch.Tensor) and i.example.layout == torch.strided for i in tensors]
             plain = [i for i, d in zip(tensors, dense) if d]
             self.guards.storage_pattern([i.source for i in plain], [i.example for i in plain])
+            # and where in the storage each of those that share one starts: the backend's graph
+            # depends on whether they overlap (AOTAutograd merges overlapping ones into one base);
+            # the static tensor guard checks sizes and strides only, the shape guards check the
+            # offsets of symbolic inputs
+            pattern = storage_pattern(*[i.example for i in plain])
+            for k, i in enumerate(plain):
+                if pattern.count(pattern[k]) > 1 and not i.symbolic:
+                    self.guards.storage_offset_match(i.source, i.example.storage_offset())
             self.guards.all_distinct([i.source for i, d in zip(tensors, dense) if not d])
 
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:

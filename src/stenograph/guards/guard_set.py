@@ -272,6 +272,12 @@ class GuardSet:
         text = f"{sources[0].name()}, {sources[1].name()}, ... share storage as {pattern!r} (the same index: shared)"
         self.checks.append(Check(RANK_SHAPE, sources[0], template, text, refs=[(s, "") for s in sources]))
 
+    def storage_offset_match(self, source: Source, offset: int) -> None:
+        """The tensor at `source` starts at `offset` in its storage (inputs sharing a storage:
+        whether they overlap changes the backend's graph)."""
+        text = f"{source.name()}.storage_offset() == {offset}"
+        self._add(RANK_SHAPE, source, f"{{v}}.storage_offset() == {offset}", text)
+
     def falsy(self, source: Source, what: str) -> None:
         """The object is empty (e.g. a module's hook dict)."""
         self._add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})")
