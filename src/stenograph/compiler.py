@@ -20,12 +20,13 @@ import torch.fx
 from . import config, events
 from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
-from .errors import BackendCompilerFailed, StenographError, Unsupported
+from .errors import BackendCompilerFailed, BreakKind, StenographError, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
 from .graph.pyfunc import signature_only
 from .graph.resume import frame_name
+from .guards.failures import GuardFailure
 from .guards.guard_set import same_literal
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
@@ -77,7 +78,7 @@ class CacheEntry:
             and _same_items(tuple(mine.values()), tuple(theirs[k] for k in mine))
         )
 
-    def failure_reason(self, args: tuple, kwargs: dict) -> str | None:
+    def guard_failure(self, args: tuple, kwargs: dict) -> GuardFailure | None:
         """The first check that fails for these arguments (built on demand: misses only)."""
         if self._explainer is None:
             self._explainer = self.guard_set.build_explainer(self.code, self.like, self.label)
@@ -125,7 +126,9 @@ def compile_frame(
     code = fn.__code__
     label = frame_label(code)
     if code.co_flags & _GENERATOR_FLAGS:
-        raise Unsupported(f"{code.co_qualname} is a generator or coroutine function; it runs eagerly")
+        raise Unsupported(
+            f"{code.co_qualname} is a generator or coroutine function; it runs eagerly", kind=BreakKind.GENERATOR
+        )
     grad_mode = torch.is_grad_enabled()
     timing = {"backend": 0.0}
     graph_module: list[torch.fx.GraphModule] = []
@@ -227,7 +230,7 @@ def _compile_break(
         writer = BreakWriter(frame, index, fn, backend, backend_name)
         # a create_graph=True backward at the break differentiates this graph's backward again
         graph_backend = backend
-        if reason.twice_differentiable:
+        if reason.kind is BreakKind.TWICE_DIFFERENTIABLE:
             graph_backend = _as_captured
             reason.reason += " (create_graph=True: the graph before it runs as captured, differentiable twice)"
         compile_graph = _graph_compiler(output, graph_backend, backend_name, label, timing, graph_module)
@@ -238,7 +241,8 @@ def _compile_break(
     internal = "".join(traceback.format_tb(reason.__traceback__))
     events.publish(
         events.GraphBreak(
-            fn.__code__, label, reason.reason, list(reason.user_stack), reason.instruction or inst.opname, internal
+            fn.__code__, label, reason.reason, list(reason.user_stack), reason.instruction or inst.opname, internal,
+            kind=reason.kind,
         )
     )
     return output, frame, transformed

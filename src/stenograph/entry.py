@@ -16,9 +16,10 @@ from typing import Any
 
 from . import config, events, torch_state
 from .compiler import CacheEntry, compile_frame, frame_label
-from .errors import ConstraintViolation, StenographError, Unsupported
+from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
 from .graph.pyfunc import with_closure
 from .graph.resume import dynamic_arguments
+from .guards.failures import GuardFailure
 from .module_hooks import has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
@@ -28,7 +29,7 @@ class StenographWarning(UserWarning):
     """A frame runs eagerly (unsupported code, recompile limit, or an internal error)."""
 
 
-_OTHER_DEFAULTS = "the function's __defaults__/__kwdefaults__ differ from those compiled"
+_OTHER_DEFAULTS = GuardFailure("the function's __defaults__/__kwdefaults__ differ from those compiled")
 
 
 class FrameCache:
@@ -95,17 +96,20 @@ class FrameCache:
         full = prefix + args
         label = frame_label(self.code)
         if self.entries:
-            reasons = [
-                e.failure_reason(full, kwargs) if e.takes_defaults_of(fn) else _OTHER_DEFAULTS for e in self.entries
+            failures = [
+                e.guard_failure(full, kwargs) if e.takes_defaults_of(fn) else _OTHER_DEFAULTS for e in self.entries
             ]
-            self.recompile_reasons.append(reasons[-1] or "unknown")
-            events.publish(events.Recompile(self.code, label, reasons[-1] or "unknown", len(self.entries)))
+            failure = failures[-1] or GuardFailure("unknown")
+            self.recompile_reasons.append(failure.reason)
+            events.publish(events.Recompile(self.code, label, failure, len(self.entries)))
             if len(self.entries) >= config.recompile_limit:
                 self.eager_reason = f"recompile limit ({config.recompile_limit}) reached"
-                events.publish(events.RunsEagerly(self.code, label, self.eager_reason))
+                events.publish(
+                    events.RunsEagerly(self.code, label, self.eager_reason, events.EagerCause.RECOMPILE_LIMIT)
+                )
                 warnings.warn(
                     f"stenograph: {label} hit config.recompile_limit ({config.recompile_limit}); "
-                    f"it runs eagerly from now on. Last guard failure: {reasons[-1]}",
+                    f"it runs eagerly from now on. Last guard failure: {failures[-1] and failures[-1].reason}",
                     StenographWarning,
                     stacklevel=5,
                 )
@@ -134,21 +138,25 @@ class FrameCache:
                 )
                 return fn, args
             if isinstance(e, Unsupported):
-                self._give_up(label, f"{e}")
+                self._give_up(label, f"{e}", events.EagerCause.UNSUPPORTED, e.kind)
                 return fn, args
             if not config.suppress_errors:
                 raise
-            what = "" if isinstance(e, StenographError) else "internal error "
-            self._give_up(label, f"{what}{type(e).__name__}: {e}")
+            if isinstance(e, StenographError):
+                self._give_up(label, f"{type(e).__name__}: {e}", events.EagerCause.ERROR)
+            else:
+                self._give_up(label, f"internal error {type(e).__name__}: {e}", events.EagerCause.INTERNAL_ERROR)
             return fn, args
         self.entries.append(entry)
         _watch(self, entry)
         events.publish(events.FrameCompiled(self.code, label, entry, len(self.entries)))
         return entry.fn, full
 
-    def _give_up(self, label: str, reason: str) -> None:
+    def _give_up(
+        self, label: str, reason: str, cause: events.EagerCause, break_kind: BreakKind | None = None
+    ) -> None:
         self.eager_reason = reason
-        events.publish(events.RunsEagerly(self.code, label, reason))
+        events.publish(events.RunsEagerly(self.code, label, reason, cause, break_kind))
         warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=6)
 
 

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..bytecode.instructions import exception_entries
-from ..bytecode.resume import stack_arg_name
+from ..bytecode.resume import (
+    ITERATOR_FROM_TUPLE,
+    NULL_STACK_ENTRY,
+    VALUE_STACK_ENTRY,
+    LastiStackEntry,
+    SlotKind,
+    stack_arg_name,
+    takes_argument,
+)
 from ..errors import Unsupported
 from ..variables.base import NullVariable, Variable
 from ..variables.containers import IteratorVariable
@@ -30,7 +38,7 @@ from ..variables.operators import BINARY_OPS, COMPARE_OPS
 from ..variables.symbolic import SymNodeVariable
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
-from .resume import Origin, resume_function, takes_argument
+from .resume import Origin, resume_function
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -40,8 +48,9 @@ if TYPE_CHECKING:
 class Slot:
     """One value-stack entry of the frame at the break, as the resume function receives it."""
 
-    # "value"; "null"; "iter" (passed as a tuple, iterated by the resume prologue); "lasti:<offset>"
-    kind: str
+    # VALUE_STACK_ENTRY; NULL_STACK_ENTRY; ITERATOR_FROM_TUPLE (passed as a tuple, iterated by the
+    # resume prologue); LastiStackEntry(offset) (a handler's lasti, pushed by the prologue)
+    kind: SlotKind
     expr: str = ""
     dynamic: bool = False  # a number from tensor data: symbolic in the resume function
 
@@ -97,18 +106,18 @@ class BreakWriter:
         slots = []
         for var in self.frame.stack:
             if isinstance(var, NullVariable):
-                slots.append(Slot("null"))
+                slots.append(Slot(NULL_STACK_ENTRY))
             elif isinstance(var, ContextExitVariable):
-                slots.append(Slot("value", self._enter_context(var)))
+                slots.append(Slot(VALUE_STACK_ENTRY, self._enter_context(var)))
             elif isinstance(var, IteratorVariable):
                 items = var.items[var.index :]
                 as_range = _as_range(items)
                 if as_range is not None:
-                    slots.append(Slot("iter", repr(as_range)))
+                    slots.append(Slot(ITERATOR_FROM_TUPLE, repr(as_range)))
                 else:
-                    slots.append(Slot("iter", f"({''.join(self.rebuild.expr(i) + ', ' for i in items)})"))
+                    slots.append(Slot(ITERATOR_FROM_TUPLE, f"({''.join(self.rebuild.expr(i) + ', ' for i in items)})"))
             else:
-                slots.append(Slot("value", self._evaluate(var), _is_dynamic_number(var)))
+                slots.append(Slot(VALUE_STACK_ENTRY, self._evaluate(var), _is_dynamic_number(var)))
         return slots
 
     def _evaluate(self, var: Variable) -> str:
@@ -219,8 +228,8 @@ class BreakWriter:
             if entry.start <= offset < entry.end:
                 handler_slots = list(slots[: entry.depth])
                 if entry.lasti:
-                    handler_slots.append(Slot(f"lasti:{offset}"))
-                handler_slots.append(Slot("value", "___e"))
+                    handler_slots.append(Slot(LastiStackEntry(offset)))
+                handler_slots.append(Slot(VALUE_STACK_ENTRY, "___e"))
                 call = self.resume_call(entry.target, handler_slots, live, handler=True)
                 return ["except BaseException as ___e:", "    " + call]
         return None
@@ -315,8 +324,8 @@ class BreakWriter:
         inst, name = self.inst, self.inst.opname
         nxt = self.next_offset
         # a loop iterator travels to resume functions as a tuple; the instruction needs an iterator
-        values = [f"iter({s.expr})" if s.kind == "iter" else s.expr for s in slots]
-        result = Slot("value", "___r")
+        values = [f"iter({s.expr})" if s.kind is ITERATOR_FROM_TUPLE else s.expr for s in slots]
+        result = Slot(VALUE_STACK_ENTRY, "___r")
 
         def rest(n: int) -> list[Slot]:
             return slots[: len(slots) - n]
@@ -342,11 +351,11 @@ class BreakWriter:
             n = 2 + has_kwargs
             fn = self.callable_expr(self.frame.stack[-n])
             call_args = f"*{values[-n + 1]}" + (f", **{values[-1]}" if has_kwargs else "")
-            below_null = len(slots) > n and slots[-n - 1].kind == "null"
+            below_null = len(slots) > n and slots[-n - 1].kind is NULL_STACK_ENTRY
             return [f"___r = {fn}({call_args})"], [(None, nxt, [*rest(n + below_null), result])]
         if name in ("LOAD_ATTR", "LOAD_METHOD"):
             pushes_null = name == "LOAD_METHOD" or (name == "LOAD_ATTR" and _is_312() and inst.arg & 1)
-            new = [*rest(1), Slot("null"), result] if pushes_null else [*rest(1), result]
+            new = [*rest(1), Slot(NULL_STACK_ENTRY), result] if pushes_null else [*rest(1), result]
             return [f"___r = {values[-1]}.{inst.argval}"], [(None, nxt, new)]
         if name == "STORE_ATTR":
             return [f"{values[-1]}.{inst.argval} = {values[-2]}"], [(None, nxt, rest(2))]
@@ -375,13 +384,13 @@ class BreakWriter:
         if name == "UNPACK_SEQUENCE":
             names = [f"___r{i}" for i in range(inst.arg)]
             lines = [f"{', '.join(names)}{',' if inst.arg == 1 else ''} = {values[-1]}"]
-            return lines, [(None, nxt, [*rest(1), *[Slot("value", n) for n in reversed(names)]])]
+            return lines, [(None, nxt, [*rest(1), *[Slot(VALUE_STACK_ENTRY, n) for n in reversed(names)]])]
         if name == "STORE_GLOBAL":
             target = self.writer.namer.name_for(self.frame.f_globals)
             return [f"{target}[{inst.argval!r}] = {values[-1]}"], [(None, nxt, rest(1))]
         if name == "BEFORE_WITH":
             lines = [f"___x = {values[-1]}", "___r = type(___x).__enter__(___x)"]
-            exit_slot = Slot("value", "___MethodType(type(___x).__exit__, ___x)")
+            exit_slot = Slot(VALUE_STACK_ENTRY, "___MethodType(type(___x).__exit__, ___x)")
             self.writer.namespace["___MethodType"] = types.MethodType
             return lines, [(None, nxt, [*rest(1), exit_slot, result])]
         if name in _POP_JUMPS:

@@ -19,8 +19,8 @@ import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
-from ..errors import ConstraintViolation, Unsupported
-from ..guards.guard_set import RANK_SHAPE, GuardSet, storage_pattern
+from ..errors import BreakKind, ConstraintViolation, Unsupported
+from ..guards.guard_set import GuardSet, storage_pattern
 from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
@@ -112,9 +112,7 @@ class OutputGraph:
             pattern = storage_pattern(*[i.example for i in plain])
             for k, i in enumerate(plain):
                 if pattern.count(pattern[k]) > 1 and not i.symbolic:
-                    offset = i.example.storage_offset()
-                    text = f"{i.source.name()}.storage_offset() == {offset}"
-                    self.guards.add(RANK_SHAPE, i.source, f"{{v}}.storage_offset() == {offset}", text)
+                    self.guards.storage_offset_match(i.source, i.example.storage_offset())
             self.guards.all_distinct([i.source for i, d in zip(tensors, dense) if not d])
 
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
@@ -249,6 +247,7 @@ class OutputGraph:
             raise Unsupported(
                 f"{describe} depends on tensor data ({type(e).__name__})",
                 hint="move data-dependent Python logic out of the compiled region, or use torch.where / torch.cond",
+                kind=BreakKind.DATA_DEPENDENT,
             ) from e
         except Unsupported:
             raise

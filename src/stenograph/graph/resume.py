@@ -12,28 +12,12 @@ from typing import Any
 
 from ..bytecode.instructions import decoded
 from ..bytecode.resume import (
-    ITERATOR_FROM_TUPLE,
-    NULL_STACK_ENTRY,
-    LastiStackEntry,
+    SlotKind,
     build_resume_code,
     original_offsets,
     resume_code_name,
 )
 from .pyfunc import with_closure
-
-_VALUE = object()
-_KIND_TO_ENTRY = {"value": _VALUE, "null": NULL_STACK_ENTRY, "iter": ITERATOR_FROM_TUPLE}
-
-
-def _stack_entry(kind: str) -> object:
-    """Slot kinds: "value", "null", "iter" (a tuple to iterate) or "lasti:<offset>"."""
-    if kind.startswith("lasti:"):
-        return LastiStackEntry(int(kind.removeprefix("lasti:")))
-    return _KIND_TO_ENTRY[kind]
-
-
-def takes_argument(kind: str) -> bool:
-    return kind in ("value", "iter")
 
 # None of these keeps a code object alive: an entry goes when the code it is about dies, and a
 # dispatcher when no transformed code calls it any more.
@@ -49,13 +33,14 @@ _offset_maps: weakref.WeakKeyDictionary[types.CodeType, dict[int, int] | None] =
 _names: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
 
 
-def resume_code(code: types.CodeType, offset: int, kinds: tuple[str, ...], live: tuple[str, ...]) -> types.CodeType:
+def resume_code(
+    code: types.CodeType, offset: int, kinds: tuple[SlotKind, ...], live: tuple[str, ...]
+) -> types.CodeType:
     key = (offset, kinds, live)
     built = _codes.get(code)
     found = None if built is None else built.get(key)
     if found is None:
-        stack = [_stack_entry(k) for k in kinds]
-        found = build_resume_code(code, offset, stack, list(live))
+        found = build_resume_code(code, offset, list(kinds), list(live))
         _origins[found] = weakref.ref(code)
         _names[found] = resume_code_name(code, offset)
         # last: an interrupt before this leaves no half-registered code
@@ -103,7 +88,7 @@ class Origin:
 def resume_function(
     fn: types.FunctionType,
     offset: int,
-    kinds: tuple[str, ...],
+    kinds: tuple[SlotKind, ...],
     live: tuple[str, ...],
     backend: Any,
     backend_name: str,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import config
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable
@@ -347,7 +347,9 @@ class Frame:
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than config.inline_depth_limit ({config.inline_depth_limit})")
         if code.co_flags & (0x80 | 0x100 | 0x200):  # coroutine / async
-            raise Unsupported(f"call to coroutine or async generator function {code.co_qualname}")
+            raise Unsupported(
+                f"call to coroutine or async generator function {code.co_qualname}", kind=BreakKind.GENERATOR
+            )
         if defaults is None:
             defaults = self._wrap_defaults(fn, fn_source)
         bound = bind_arguments(code, args, kwargs, defaults[0], defaults[1], code.co_qualname)
@@ -365,7 +367,10 @@ class Frame:
             from ..variables.generators import GeneratorVariable
 
             if code in self.output.eager_generators:
-                raise Unsupported(f"generator {code.co_qualname} has a graph break in its body; it runs eagerly")
+                raise Unsupported(
+                    f"generator {code.co_qualname} has a graph break in its body; it runs eagerly",
+                    kind=BreakKind.GENERATOR,
+                )
             generator = GeneratorVariable(child)
             self.generators.append(generator)
             return generator

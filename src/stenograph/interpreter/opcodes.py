@@ -638,7 +638,7 @@ def _before_with(f: Frame, inst: dis.Instruction) -> None:
         exit_method = context.getattr(f, "__exit__")
         enter_method = context.getattr(f, "__enter__")
     except Unsupported as e:
-        raise Unsupported(f"`with` on {context.describe()}: {e.reason}") from e
+        raise Unsupported(f"`with` on {context.describe()}: {e.reason}", kind=e.kind) from e
     f.push(exit_method)
     f.push(enter_method.call(f, [], {}))
 

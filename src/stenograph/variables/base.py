@@ -12,7 +12,7 @@ import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -225,7 +225,7 @@ class ConstantVariable(Variable):
         except AttributeError as e:
             if self.source is not None:  # `hasattr` answers False: guard that it stays so
                 tx.output.guards.attribute_absent(self.source, self.value, name)
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}") from e
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE) from e
         if callable(attr):
             from .functions import ConstantMethodVariable
 

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from ..guards.guard_set import RANK_ID
 from ..guards.sources import ItemSource
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
@@ -152,9 +151,7 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             # to a resume function) is the same function; its cells and defaults are guarded
             # through their own sources where the inlined code reads them
             guards.type_match(source, value)
-            code = guards.bind(value.__code__, "code")
-            text = f"{source.name()}.__code__ is {value.__qualname__}'s"
-            guards.add(RANK_ID, source, f"{{v}}.__code__ is {code}", text)
+            guards.code_match(source, value)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType):
         from ..guards.sources import AttrSource
@@ -195,8 +192,7 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         return WeakrefVariable(value, source)
     if type(value) is dict and _is_module_globals(value):
         if source is not None:
-            held = guards.bind(value, "globals")
-            guards.add(RANK_ID, source, f"{{v}} is {held}", f"{source.name()} is the globals of {value['__name__']}")
+            guards.globals_match(source, value)
         return GlobalsDictVariable(value, source)
     if type(value) in (dict, collections.OrderedDict):
         if source is not None:

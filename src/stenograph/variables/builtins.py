@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
 from .containers import (
@@ -96,6 +96,7 @@ class BuiltinVariable(HandledFunctionVariable):
             raise Unsupported(
                 BUILTIN_REFUSED[self.fn],
                 hint="remove it from the compiled function or move it outside; graph breaks will run it eagerly",
+                kind=BreakKind.UNTRACED_CALL,
             )
         handler = _HANDLERS.get(self.fn)
         if handler is not None:
@@ -275,7 +276,7 @@ def _getattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
         try:
             return obj.getattr(tx, name)
         except Unsupported as e:
-            if "has no attribute" in str(e):
+            if e.kind is BreakKind.MISSING_ATTRIBUTE:
                 return args[2]
             raise
     return obj.getattr(tx, name)
@@ -287,7 +288,7 @@ def _hasattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
     try:
         obj.getattr(tx, name)
     except Unsupported as e:
-        if "has no attribute" in str(e):
+        if e.kind is BreakKind.MISSING_ATTRIBUTE:
             return constant(False)
         raise
     return constant(True)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from .base import ConstantVariable, Variable, constant
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ class BoundMethodVariable(Variable):
 
 def _method_of(var: Variable, name: str) -> Variable:
     if not callable(getattr(var.python_type(), name, None)):
-        raise Unsupported(f"{var.describe()} has no attribute {name!r}")
+        raise Unsupported(f"{var.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
     return BoundMethodVariable(var, name)
 
 

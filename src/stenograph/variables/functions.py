@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from .base import ConstantVariable, Variable, constant
 from .containers import SizeVariable
 from .double_backward import creates_graph
@@ -42,6 +42,7 @@ class UserFunctionVariable(Variable):
             raise Unsupported(
                 f"call to {self.fn.__qualname__}, which is marked stenograph.disable",
                 hint="disabled functions run eagerly",
+                kind=BreakKind.UNTRACED_CALL,
             )
         return tx.inline_call(self.fn, args, kwargs, closure=None, fn_source=self.source)
 
@@ -67,8 +68,8 @@ def refuse_untraced_library(fn: types.FunctionType, args: list[Variable], kwargs
         reason = Unsupported(
             f"call to {fn.__module__}.{fn.__qualname__} ({library} is not traced)",
             hint=f"{library} runs eagerly at a graph break; move it out of the compiled function to keep one graph",
+            kind=BreakKind.TWICE_DIFFERENTIABLE if creates_graph(fn, args, kwargs) else BreakKind.UNTRACED_CALL,
         )
-        reason.twice_differentiable = creates_graph(fn, args, kwargs)
         raise reason
 
 
@@ -344,7 +345,9 @@ class GraphBreakVariable(Variable):
         return "stenograph.graph_break"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        raise Unsupported("stenograph.graph_break() called", hint="remove the call to keep one graph")
+        raise Unsupported(
+            "stenograph.graph_break() called", hint="remove the call to keep one graph", kind=BreakKind.EXPLICIT
+        )
 
     def reconstruct(self, rebuild: Any) -> str:
         from .. import api

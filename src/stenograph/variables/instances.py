@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from .base import ConstantVariable, Variable, constant
 from .trace_rules import is_literal, is_user_class
 
@@ -186,7 +186,7 @@ class UserClassVariable(ConstantVariable):
             from ..guards.sources import ClassSource
 
             tx.output.guards.attribute_absent(ClassSource(cls), cls, name)
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return super().getattr(tx, name)
 
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
@@ -279,7 +279,7 @@ class NewObjectVariable(Variable):
         hook, _ = _class_lookup(self.cls, "__getattr__")
         if isinstance(hook, types.FunctionType):
             return tx.inline_call(hook, [self, constant(name)], {}, closure=None)
-        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
         hook, owner = _class_lookup(self.cls, "__setattr__")
@@ -500,7 +500,7 @@ class SuperVariable(Variable):
             raise Unsupported(f"super({self.cls.__qualname__}, obj): obj is not an instance")
         attr, owner = _class_lookup(obj_type, name, after=self.cls)
         if attr is _MISSING:
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         if isinstance(self.obj, UserClassVariable) and isinstance(attr, classmethod):
             from .functions import UserMethodVariable
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, ModuleMemberSource
 from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
 from .base import ConstantVariable, Variable, constant
@@ -58,7 +58,10 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
             value = getattr(obj, name)
         except AttributeError:
             tx.output.guards.attribute_absent(obj_var.source, obj, name)
-            raise Unsupported(f"{type(obj).__qualname__} object has no attribute {name!r} (unset slot)") from None
+            raise Unsupported(
+                f"{type(obj).__qualname__} object has no attribute {name!r} (unset slot)",
+                kind=BreakKind.MISSING_ATTRIBUTE,
+            ) from None
         return wrap(tx, value, AttrSource(obj_var.source, name))
     if name == "__dict__":
         raise Unsupported(
@@ -166,7 +169,7 @@ class UserObjectVariable(Variable):
         turn it into an answer, so the absence is guarded (setting it later recompiles)."""
         if self.source is not None:
             tx.output.guards.attribute_absent(self.source, self.value_object, name)
-        return Unsupported(f"{self.describe()} has no attribute {name!r}")
+        return Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
 
     # -- protocols written in Python on the object's class ---------------------------------------
@@ -479,7 +482,7 @@ class NewModuleVariable(NNModuleVariable):
                 return constant(value)
         resolved = _resolve_class_attr(tx, self, module, name)
         if resolved is None:
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return resolved
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -516,7 +519,9 @@ class PythonModuleVariable(Variable):
         except AttributeError:
             if self.source is not None and not trusted:
                 tx.output.guards.attribute_absent(self.source, module, name)
-            raise Unsupported(f"module {module.__name__} has no attribute {name!r}") from None
+            raise Unsupported(
+                f"module {module.__name__} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE
+            ) from None
         # torch's own namespaces are not monkeypatched at run time: no guard on their members
         source = None if trusted or self.source is None else AttrSource(self.source, name)
         return wrap(tx, value, source)

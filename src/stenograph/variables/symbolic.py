@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from .base import Variable, constant
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class SymNodeVariable(Variable):
             raise Unsupported(
                 f"{what} depends on tensor data ({self.node.name} comes from .item() or a data-dependent size)",
                 hint="keep the decision in tensor ops (torch.where), or move it out of the compiled function",
+                kind=BreakKind.DATA_DEPENDENT,
             ) from e
 
     def unpack(self, tx: Frame) -> list[Variable]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import config
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from .base import Variable, constant
 from .containers import SizeVariable
 from .double_backward import creates_graph
@@ -51,6 +51,7 @@ class TensorVariable(Variable):
         raise Unsupported(
             f"data-dependent branch on {self.describe()}: `if tensor` needs its value",
             hint=TENSOR_DATA_HINT,
+            kind=BreakKind.DATA_DEPENDENT,
         )
 
     def length(self, tx: Frame) -> int:
@@ -93,7 +94,7 @@ class TensorVariable(Variable):
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
         if not hasattr(torch.Tensor, name):
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
@@ -127,7 +128,7 @@ class TensorMethodVariable(Variable):
             # an unbacked symbol: usable in tensor ops; a Python decision on it still breaks
             return tx.output.call("call_method", "item", [self.tensor], {}, "Tensor.item()")
         if name in TENSOR_DATA_METHODS:
-            raise Unsupported(TENSOR_DATA_METHODS[name], hint=TENSOR_DATA_HINT)
+            raise Unsupported(TENSOR_DATA_METHODS[name], hint=TENSOR_DATA_HINT, kind=BreakKind.DATA_DEPENDENT)
         double = name == "backward" and creates_graph(torch.Tensor.backward, [self.tensor, *args], kwargs)
         refuse_effect(name, f"Tensor.{name}()", double)
         if name in TENSOR_GUARDED_METADATA_METHODS and not args and not kwargs:
