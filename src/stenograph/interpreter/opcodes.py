@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from ..errors import Unsupported
 from ..variables import operators
 from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
+from ..variables.builtins import BuiltinVariable
 from ..variables.containers import (
     DictVariable,
     IteratorVariable,
@@ -33,7 +34,7 @@ from ..variables.containers import (
     iterate,
 )
 from ..variables.functions import NestedFunctionVariable
-from ..variables.tensor import TensorVariable
+from ..variables.tensor import TensorMethodVariable, TensorVariable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
 from .exceptions import TracedException, exception_value, matches
 from .registry import Handler, OpcodeRegistry, running_version
@@ -593,9 +594,6 @@ def _kw_names(f: Frame, inst: dis.Instruction) -> None:
 def _reads_number_from_data(callee: Variable, args: list[Variable]) -> bool:
     """`t.item()`, `t.tolist()`, `int(t)`, `float(t)`: the call's result is Python numbers read
     from a tensor, new on every call."""
-    from ..variables.builtins import BuiltinVariable
-    from ..variables.tensor import TensorMethodVariable
-
     if isinstance(callee, TensorMethodVariable):
         return callee.name in ("item", "tolist") and not args
     if isinstance(callee, BuiltinVariable) and callee.fn in (int, float):
