@@ -85,6 +85,15 @@ def test_int_float_bool_str_on_constants(cnt):
     check(_conversions, lambda i: (t(3, seed=i),), cnt)
 
 
+def _text_of(x, name):
+    shown = ascii(name)  # guarded on the string's value, folded while tracing
+    return x + len(shown), shown, ascii([1.5, "é"])
+
+
+def test_ascii_on_constants(cnt):
+    check(_text_of, lambda i: (t(3, seed=i), "naïve"), cnt)
+
+
 def _math(x, dim):
     scale = 1.0 / math.sqrt(dim)
     return (

@@ -237,7 +237,7 @@ def is_torch_module_class(value: type) -> bool:
 
 # builtins with no effects: evaluated directly when every argument is a constant
 BUILTIN_PURE = frozenset({
-    abs, all, any, bin, bool, chr, complex, divmod, float, format, frozenset, hash, hex, int, len,
+    abs, all, any, ascii, bin, bool, chr, complex, divmod, float, format, frozenset, hash, hex, int, len,
     max, min, oct, ord, pow, repr, round, slice, sorted, str, sum, tuple, list, dict, set, range,
     reversed, enumerate, zip, map, filter, isinstance, issubclass, type, callable, object,
 })  # fmt: skip
