@@ -24,9 +24,10 @@ from .errors import BackendCompilerFailed, StenographError, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
-from .graph.pyfunc import signature_only
 from .graph.resume import frame_name
+from .graph.runtime import Runtime
 from .guards.guard_set import same_literal
+from .guards.pyfunc import signature_only
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Cell, Frame, LazyValue, decode
 from .shapes.dynamic import DynamicPolicy
@@ -112,12 +113,15 @@ def compile_frame(
     backend_name: str,
     fullgraph: bool = False,
     policy: DynamicPolicy | None = None,
+    *,
+    runtime: Runtime,
 ) -> CacheEntry:
     """Trace `fn(*args, **kwargs)` (a real call's arguments) and build a cache entry.
 
     A frame that meets an instruction it cannot capture is traced a second time up to that
     instruction, and gets a graph break there (unless `fullgraph`). Raises `Unsupported` when
-    neither works and `BackendCompilerFailed` when the backend raises.
+    neither works and `BackendCompilerFailed` when the backend raises. `runtime` is the entry
+    layer's wrappers, which a breaking frame's generated code calls.
     """
     start = time.perf_counter()
     code = fn.__code__
@@ -145,7 +149,7 @@ def compile_frame(
                 torch._C._set_grad_enabled(grad_mode)
                 output, frame, transformed = _compile_break(
                     fn, args, kwargs, reason, backend, backend_name, label, timing, graph_module, policy,
-                    eager_generators,
+                    eager_generators, runtime,
                 )
             break
         except Unsupported as reason:
@@ -211,6 +215,7 @@ def _compile_break(
     graph_module: list,
     policy: DynamicPolicy | None,
     eager_generators: set[types.CodeType],
+    runtime: Runtime,
 ) -> tuple[OutputGraph, Frame, types.FunctionType]:
     """Trace again up to the unsupported instruction and build the breaking transformed code."""
     index = reason.break_index
@@ -222,7 +227,7 @@ def _compile_break(
     if result is not None or frame.ip != index:
         raise reason  # the second trace did not stop where the first one failed
     try:
-        writer = BreakWriter(frame, index, fn, backend, backend_name)
+        writer = BreakWriter(frame, index, fn, backend, backend_name, runtime)
         # a create_graph=True backward at the break differentiates this graph's backward again
         graph_backend = backend
         if reason.twice_differentiable:

@@ -17,8 +17,9 @@ from typing import Any
 from . import config, events, torch_state
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import ConstraintViolation, StenographError, Unsupported
-from .graph.pyfunc import with_closure
 from .graph.resume import dynamic_arguments
+from .graph.runtime import Runtime
+from .guards.pyfunc import with_closure
 from .module_hooks import has_global_forward_hooks, has_module_hooks
 from .shapes.dynamic import DynamicPolicy
 
@@ -91,7 +92,9 @@ class FrameCache:
         events.publish(events.CompileStarted(self.code, label, len(self.entries)))
         try:
             with torch_state.preserved():
-                entry = compile_frame(fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy)
+                entry = compile_frame(
+                    fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy, runtime=RUNTIME
+                )
         except Unsupported as e:
             if fullgraph:
                 raise
@@ -335,3 +338,14 @@ def module_caller(backend: Any, backend_name: str) -> Any:
     _module_callers[id(backend)] = call
     return call
 
+
+
+# what generated code at a graph break calls: handed down to the compiler and the break writer
+RUNTIME = Runtime(
+    entry_wrapper=entry_wrapper,
+    closure_dispatcher=closure_dispatcher,
+    closure_caller=closure_caller,
+    module_caller=module_caller,
+    cache_for=cache_for,
+    continue_class=Continue,
+)

@@ -24,6 +24,7 @@ import torch
 from ..bytecode.instructions import exception_entries
 from ..bytecode.resume import stack_arg_name
 from ..errors import Unsupported
+from ..marks import is_disabled
 from ..variables.base import NullVariable, Variable
 from ..variables.containers import IteratorVariable
 from ..variables.contexts import ContextExitVariable
@@ -32,6 +33,7 @@ from ..variables.symbolic import SymNodeVariable
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
 from .resume import Origin, resume_function, takes_argument
+from .runtime import Runtime
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -75,7 +77,9 @@ BREAKABLE = {
 class BreakWriter:
     """Builds the transformed function of a frame that breaks at `frame.instructions[index]`."""
 
-    def __init__(self, frame: Frame, index: int, fn: types.FunctionType, backend: Any, backend_name: str) -> None:
+    def __init__(
+        self, frame: Frame, index: int, fn: types.FunctionType, backend: Any, backend_name: str, runtime: Runtime
+    ) -> None:
         self.frame = frame
         self.inst = frame.instructions[index]
         # a resume function that breaks again is resumed from the original code
@@ -87,9 +91,10 @@ class BreakWriter:
         self.fn = fn
         self.backend = backend
         self.backend_name = backend_name
+        self.runtime = runtime
         self.writer = CodeWriter()
         self.rebuild = Reconstructor(self.writer)
-        self.writer.namespace["___Continue"] = _continue_class()
+        self.writer.namespace["___Continue"] = runtime.continue_class
         self.dynamic_locals: set[str] = set()  # live locals holding symbolic numbers
 
     # -- the frame state ---------------------------------------------------------------------
@@ -202,7 +207,7 @@ class BreakWriter:
         target_offset = offset if handler else origin.offset(offset)
         try:
             resume = resume_function(
-                origin.fn, target_offset, kinds, names, self.backend, self.backend_name, dynamic=dynamic
+                origin.fn, target_offset, kinds, names, self.backend, self.backend_name, self.runtime, dynamic=dynamic
             )
         except NotImplementedError as e:
             raise Unsupported(f"cannot resume there: {e}") from e
@@ -231,7 +236,6 @@ class BreakWriter:
     def callable_expr(self, var: Variable) -> str:
         """A callable at the break: user functions and modules go through entry wrappers, so
         they are compiled as frames of their own."""
-        from .. import api, entry
         from ..variables.builtins import BuiltinVariable
         from ..variables.functions import (
             NestedFunctionVariable,
@@ -241,41 +245,42 @@ class BreakWriter:
         )
         from ..variables.objects import NNModuleVariable
 
+        runtime = self.runtime
         callee = getattr(var, "fn", None)
         compile_callee = (
-            not api.is_disabled(callee)
+            not is_disabled(callee)
             and not is_untraced_library(callee)
             and not (isinstance(callee, types.FunctionType) and callee.__code__.co_flags & 0x20)  # generator
         )
         if isinstance(var, UserFunctionVariable) and compile_callee and var.fn.__closure__ and var.source is not None:
             # guards match such a function by its code: call the one this call has, with its cells
-            caller = self.writer.bind(entry.closure_caller(var.fn, self.backend, self.backend_name), "call")
+            caller = self.writer.bind(runtime.closure_caller(var.fn, self.backend, self.backend_name), "call")
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___partial({caller}, {self._evaluate(var)})")
             self.writer.namespace["___partial"] = functools.partial
             return bound
         if isinstance(var, UserFunctionVariable) and compile_callee:
-            wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False)
+            wrapped = runtime.entry_wrapper(var.fn, self.backend, self.backend_name, False)
             return self.writer.bind(wrapped, "call")
         if isinstance(var, UserMethodVariable) and compile_callee:
-            wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False)
+            wrapped = runtime.entry_wrapper(var.fn, self.backend, self.backend_name, False)
             name = self.writer.bind(wrapped, "call")
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___MethodType({name}, {self._evaluate(var.self_var)})")
             self.writer.namespace["___MethodType"] = types.MethodType
             return bound
         if isinstance(var, NestedFunctionVariable):
-            wrap = self.writer.bind(entry.entry_wrapper, "entry_wrapper")
+            wrap = self.writer.bind(runtime.entry_wrapper, "entry_wrapper")
             backend = self.writer.bind(self.backend, "backend")
             # each call wraps a new function object; this code keeps their shared cache alive
-            self.writer.bind(entry.cache_for(var.code, self.backend, self.backend_name), "cache")
+            self.writer.bind(runtime.cache_for(var.code, self.backend, self.backend_name), "cache")
             return f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False)"
         if isinstance(var, BuiltinVariable) and var.fn is globals:
             return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"
         if isinstance(var, BuiltinVariable) and var.fn in (locals, vars):
             raise Unsupported(f"{var.fn.__name__}() would see the generated code's variables")
         if isinstance(var, NNModuleVariable):
-            caller = self.writer.bind(entry.module_caller(self.backend, self.backend_name), "modcall")
+            caller = self.writer.bind(runtime.module_caller(self.backend, self.backend_name), "modcall")
             module = self._evaluate(var)
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___partial({caller}, {module})")
@@ -457,12 +462,6 @@ def _after_loop(frame: Frame, target: int) -> int:
 
 def _is_312() -> bool:
     return sys.version_info >= (3, 12)
-
-
-def _continue_class() -> Any:
-    from ..entry import Continue
-
-    return Continue
 
 
 def can_break_at(inst: dis.Instruction) -> bool:

@@ -24,11 +24,11 @@ import torch
 from .. import config
 from ..errors import Unsupported
 from ..guards.guard_set import _repr_roundtrips
+from ..guards.pyfunc import make_function, parameter_list
 from ..guards.sources import GlobalsNamer, SourceRenderer
 from ..variables.base import ConstantVariable, Variable
 from ..variables.containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
 from ..variables.tensor import TensorVariable
-from .pyfunc import make_function, parameter_list
 from .side_effects import SideEffects
 
 

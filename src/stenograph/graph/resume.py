@@ -19,7 +19,8 @@ from ..bytecode.resume import (
     original_offsets,
     resume_code_name,
 )
-from .pyfunc import with_closure
+from ..guards.pyfunc import with_closure
+from .runtime import Runtime
 
 _VALUE = object()
 _KIND_TO_ENTRY = {"value": _VALUE, "null": NULL_STACK_ENTRY, "iter": ITERATOR_FROM_TUPLE}
@@ -107,6 +108,7 @@ def resume_function(
     live: tuple[str, ...],
     backend: Any,
     backend_name: str,
+    runtime: Runtime,
     compiled: bool = True,
     dynamic: tuple[str, ...] = (),
 ) -> Any:
@@ -115,14 +117,12 @@ def resume_function(
     handlers: an exceptional path is not worth a compilation).
 
     For code with free variables the result takes the closure as its first argument
-    (`entry.closure_dispatcher`), so it serves every closure of the code and keeps none alive.
+    (`runtime.closure_dispatcher`), so it serves every closure of the code and keeps none alive.
 
     `dynamic` names arguments (`__stack0`, a local) holding Python numbers read from tensor
     data (`.item()`, `.tolist()`) or symbolic in the breaking frame: they are graph inputs of
     the resume function from its first compile, not constants that each new value recompiles.
     """
-    from ..entry import closure_dispatcher, entry_wrapper
-
     code = resume_code(fn.__code__, offset, kinds, live)
     if dynamic:
         _dynamic.setdefault(code, set()).update(f"L[{name!r}]" for name in dynamic)
@@ -133,9 +133,9 @@ def resume_function(
         cells = tuple(types.CellType() for _ in code.co_freevars) if code.co_freevars else None
         resume = types.FunctionType(code, fn.__globals__, code.co_name, None, cells)
         if code.co_freevars:
-            found = closure_dispatcher(resume, backend, backend_name) if compiled else _with_cells(resume)
+            found = runtime.closure_dispatcher(resume, backend, backend_name) if compiled else _with_cells(resume)
         else:
-            found = entry_wrapper(resume, backend, backend_name, False).dispatch if compiled else resume
+            found = runtime.entry_wrapper(resume, backend, backend_name, False).dispatch if compiled else resume
         _wrappers[key] = found
     return found
 

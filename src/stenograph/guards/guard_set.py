@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..graph.pyfunc import make_function, parameter_list
+from .pyfunc import make_function, parameter_list
 from .sources import GlobalsNamer, Source, SourceRenderer
 
 # ranks: lower runs first

@@ -22,6 +22,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard_set import RANK_ID
 from ..guards.sources import ItemSource
+from ..marks import graph_break, is_allowed_in_graph, is_compiling
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import library
@@ -267,16 +268,15 @@ def _is_inert(value: Any) -> bool:
 
 def _special_callable(value: Any) -> Variable | None:
     """stenograph's own API functions and compiled wrappers met while tracing."""
-    from .. import api
     from .functions import FoldedCallVariable, GraphBreakVariable
 
     if not callable(value) or isinstance(value, (type, torch.nn.Module)):
         return None
-    if value is api.is_compiling or value is torch.compiler.is_compiling:
+    if value is is_compiling or value is torch.compiler.is_compiling:
         return FoldedCallVariable(value, True)
-    if value is api.graph_break:
+    if value is graph_break:
         return GraphBreakVariable()
-    if api.is_allowed_in_graph(value):
+    if is_allowed_in_graph(value):
         return TorchOpVariable(value)
     original = getattr(value, "__stenograph_original__", None)
     if isinstance(original, types.FunctionType):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
+from ..marks import graph_break, is_disabled
 from .base import ConstantVariable, Variable, constant
 from .containers import SizeVariable
 from .double_backward import creates_graph
@@ -34,10 +35,8 @@ class UserFunctionVariable(Variable):
         return f"function {self.fn.__qualname__}"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        from .. import api
-
         refuse_untraced_library(self.fn, args, kwargs)
-        if api.is_disabled(self.fn):
+        if is_disabled(self.fn):
             raise Unsupported(
                 f"call to {self.fn.__qualname__}, which is marked stenograph.disable",
                 hint="disabled functions run eagerly",
@@ -474,9 +473,7 @@ class GraphBreakVariable(Variable):
         raise Unsupported("stenograph.graph_break() called", hint="remove the call to keep one graph")
 
     def reconstruct(self, rebuild: Any) -> str:
-        from .. import api
-
-        return rebuild.writer.bind(api.graph_break, "fn")
+        return rebuild.writer.bind(graph_break, "fn")
 
 
 class PartialVariable(Variable):
