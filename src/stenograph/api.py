@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from . import entry
+from . import entry, process_state
 from .backends.call_marks import marking_calls, wants_call_marks
 from .backends.registry import resolve_backend
 from .errors import StenographError
@@ -250,8 +250,10 @@ def disable(fn: Callable | None = None, recursive: bool = True) -> Callable:
 
 
 def reset() -> None:
-    """Forget every compiled entry of every function (the next calls compile again)."""
-    entry.reset_caches()
+    """Forget every compiled entry of every function (the next calls compile again), and all
+    other process state registered in `process_state` (resume functions, module callers,
+    decoded code, event numbering)."""
+    process_state.clear_all()
 
 
 __all__ = [

@@ -132,10 +132,11 @@ def compile_frame(
     timing = {"backend": 0.0}
     graph_module: list[torch.fx.GraphModule] = []
     eager_generators: set[types.CodeType] = set()
+    traces: list[OutputGraph] = []  # every trace made, whose real contexts close at the end
     while True:
         try:
             try:
-                output, frame, result = _trace(fn, args, kwargs, None, policy, eager_generators)
+                output, frame, result = _trace(fn, args, kwargs, None, policy, eager_generators, traces)
                 compile_graph = _graph_compiler(output, backend, backend_name, label, timing, graph_module)
                 inputs = [i.source for i in output.inputs]
                 modes = (output.initial_grad_mode, torch.is_grad_enabled())
@@ -145,11 +146,11 @@ def compile_frame(
             except Unsupported as reason:
                 if fullgraph or reason.break_index is None:
                     raise
-                close_abandoned()
+                _close_abandoned(traces)
                 torch._C._set_grad_enabled(grad_mode)
                 output, frame, transformed = _compile_break(
                     fn, args, kwargs, reason, backend, backend_name, label, timing, graph_module, policy,
-                    eager_generators, runtime,
+                    eager_generators, traces, runtime,
                 )
             break
         except Unsupported as reason:
@@ -168,7 +169,7 @@ def compile_frame(
                 raise BackendCompilerFailed(backend_name, request) from request
             graph_module.clear()
         finally:
-            close_abandoned()
+            _close_abandoned(traces)
             torch._C._set_grad_enabled(grad_mode)
     output.guards.shape_relations(
         shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs if i.symbolic])
@@ -195,8 +196,10 @@ def _trace(
     stop_index: int | None,
     policy: DynamicPolicy | None,
     eager_generators: set[types.CodeType],
+    traces: list[OutputGraph],
 ) -> tuple[OutputGraph, Frame, Any]:
     output = OutputGraph(policy)
+    traces.append(output)
     output.eager_generators = eager_generators
     local_values, cells = _root_state(fn, args, kwargs)
     frame = Frame(fn.__code__, fn.__globals__, local_values, cells, output, stop_index=stop_index)
@@ -215,6 +218,7 @@ def _compile_break(
     graph_module: list,
     policy: DynamicPolicy | None,
     eager_generators: set[types.CodeType],
+    traces: list[OutputGraph],
     runtime: Runtime,
 ) -> tuple[OutputGraph, Frame, types.FunctionType]:
     """Trace again up to the unsupported instruction and build the breaking transformed code."""
@@ -223,7 +227,7 @@ def _compile_break(
     inst = decode(fn.__code__).instructions[index]
     if not can_break_at(inst):
         raise reason
-    output, frame, result = _trace(fn, args, kwargs, index, policy, eager_generators)
+    output, frame, result = _trace(fn, args, kwargs, index, policy, eager_generators, traces)
     if result is not None or frame.ip != index:
         raise reason  # the second trace did not stop where the first one failed
     try:
@@ -245,6 +249,13 @@ def _compile_break(
         )
     )
     return output, frame, transformed
+
+
+def _close_abandoned(traces: list[OutputGraph]) -> None:
+    """Exit the real contexts still open in `traces`, the newest trace first."""
+    for output in reversed(traces):
+        close_abandoned(output)
+    traces.clear()
 
 
 def _as_captured(gm: torch.fx.GraphModule, example_inputs: list) -> Any:

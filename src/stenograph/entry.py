@@ -14,7 +14,7 @@ import warnings
 import weakref
 from typing import Any
 
-from . import config, events, torch_state
+from . import config, events, process_state, torch_state
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import ConstraintViolation, StenographError, Unsupported
 from .graph.resume import dynamic_arguments
@@ -167,16 +167,15 @@ def all_caches() -> list[FrameCache]:
 
 
 def reset_caches() -> None:
-    from .graph import resume  # resume functions' wrappers hold caches that must go too
-
     with compile_lock:
         for cache in list(_caches.values()):
             cache.clear()
             for fn in list(cache.owners):  # a wrapper still alive keeps its cache; fn no longer
                 fn.__dict__[_OWNED] = [c for c in fn.__dict__.get(_OWNED, ()) if c is not cache]
         _caches.clear()
-        _module_callers.clear()
-        resume.clear()
+
+
+process_state.register("entry.caches", reset_caches, lambda: len(_caches))
 
 
 class Continue:
@@ -313,6 +312,7 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
 
 # backend id -> its module caller (which keeps the backend alive, so the id stays its own)
 _module_callers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+process_state.register_containers("entry.module_callers", _module_callers)
 
 
 def module_caller(backend: Any, backend_name: str) -> Any:

@@ -63,6 +63,8 @@ class OutputGraph:
         self._containers: dict[int, tuple[Any, Variable]] = {}  # lists/dicts/sets read from the frame
         # generator functions that are called for real (their body has a graph break)
         self.eager_generators: set = set()
+        # real contexts (inference mode, autocast) entered by the trace and not yet exited
+        self.open_contexts: list[Any] = []
         self.initial_grad_mode = torch.is_grad_enabled()
         self.guards.global_state()
 

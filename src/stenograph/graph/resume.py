@@ -10,6 +10,7 @@ import types
 import weakref
 from typing import Any
 
+from .. import process_state
 from ..bytecode.instructions import decoded
 from ..bytecode.resume import (
     ITERATOR_FROM_TUPLE,
@@ -161,10 +162,4 @@ def dynamic_arguments(code: types.CodeType) -> set[str]:
     return _dynamic.setdefault(code, set()) if code in _origins else set()
 
 
-def clear() -> None:
-    _codes.clear()
-    _dynamic.clear()
-    _wrappers.clear()
-    _origins.clear()
-    _offset_maps.clear()
-    _names.clear()
+process_state.register_containers("graph.resume", _codes, _dynamic, _wrappers, _origins, _offset_maps, _names)

@@ -13,6 +13,7 @@ import types
 import weakref
 from typing import TYPE_CHECKING, NoReturn
 
+from .. import process_state
 from ..bytecode.instructions import ExceptionEntry, exception_entries
 from ..errors import Unsupported
 from ..variables.base import Variable, constant
@@ -63,6 +64,7 @@ def exception_value(tx: Frame, raised: Variable) -> Variable:
 
 
 _tables: weakref.WeakKeyDictionary[types.CodeType, list[ExceptionEntry]] = weakref.WeakKeyDictionary()
+process_state.register_containers("interpreter.exception_tables", _tables)
 
 
 def handler_for(code: types.CodeType, offset: int) -> ExceptionEntry | None:

@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from .. import config
+from .. import config, process_state
 from ..errors import Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
@@ -71,6 +71,7 @@ class Cell:
 
 
 _stores: weakref.WeakKeyDictionary[types.CodeType, dict[str, int]] = weakref.WeakKeyDictionary()
+process_state.register_containers("interpreter.cell_stores", _stores)
 
 
 def _cell_stores(code: types.CodeType, name: str) -> int:
@@ -137,6 +138,7 @@ class DecodedCode:
 
 # weak: a decoded code object goes when the code does
 _decoded: weakref.WeakKeyDictionary[types.CodeType, DecodedCode] = weakref.WeakKeyDictionary()
+process_state.register_containers("interpreter.decoded", _decoded)
 
 
 def decode(code: types.CodeType) -> DecodedCode:

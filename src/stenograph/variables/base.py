@@ -12,6 +12,7 @@ import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .. import process_state
 from ..errors import Unsupported
 
 if TYPE_CHECKING:
@@ -195,6 +196,7 @@ NULL = NullVariable()
 
 _CACHE_LIMIT = 256
 _small_constants: dict[tuple[type, Any], ConstantVariable] = {}
+process_state.register_containers("variables.small_constants", _small_constants)
 
 
 def constant(value: Any) -> ConstantVariable:
