@@ -29,10 +29,11 @@ from .graph.runtime import Runtime
 from .guards.guard_set import same_literal
 from .guards.pyfunc import signature_only
 from .guards.sources import ClosureSource, LocalSource
-from .interpreter.frame import Cell, Frame, LazyValue, decode
+from .interpreter.frame import Frame, decode
 from .shapes.dynamic import DynamicPolicy
 from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
+from .variables.cells import Cell, LazyValue
 from .variables.generators import has_cleanup
 from .variables.global_contexts import close_abandoned
 from .verify import verify_on_first_call

@@ -26,6 +26,7 @@ from ..bytecode.resume import stack_arg_name
 from ..errors import Unsupported
 from ..marks import is_disabled
 from ..variables.base import NullVariable, Variable
+from ..variables.cells import LazyValue
 from ..variables.containers import IteratorVariable
 from ..variables.contexts import ContextExitVariable
 from ..variables.operators import BINARY_OPS, COMPARE_OPS
@@ -175,8 +176,6 @@ class BreakWriter:
                 )
 
     def live_locals(self) -> list[tuple[str, str]]:
-        from ..interpreter.frame import LazyValue
-
         live = []
         code = self.origin.code
         for name in dict.fromkeys(code.co_varnames + code.co_cellvars):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 from ..errors import Unsupported
 from ..variables import operators
 from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
+from ..variables.cells import Cell, CellVariable
 from ..variables.containers import (
     DictVariable,
     IteratorVariable,
@@ -149,8 +150,6 @@ def _load_deref(f: Frame, inst: dis.Instruction) -> None:
 
 @op("STORE_DEREF")
 def _store_deref(f: Frame, inst: dis.Instruction) -> None:
-    from .frame import Cell
-
     cell = f.cells.get(inst.argval)
     if cell is None:
         f.cells[inst.argval] = cell = Cell()
@@ -168,8 +167,6 @@ def _delete_deref(f: Frame, inst: dis.Instruction) -> None:
 
 @op("LOAD_CLOSURE")
 def _load_closure(f: Frame, inst: dis.Instruction) -> None:
-    from .frame import Cell, CellVariable
-
     cell = f.cells.get(inst.argval)
     if cell is None:
         f.cells[inst.argval] = cell = Cell()
@@ -537,8 +534,6 @@ def _call_function_ex(f: Frame, inst: dis.Instruction) -> None:
 
 @op("MAKE_FUNCTION")
 def _make_function(f: Frame, inst: dis.Instruction) -> None:
-    from .frame import CellVariable
-
     code = f.pop().as_constant()
     closure = None
     if inst.arg & 0x08:

@@ -27,6 +27,7 @@ from .containers import (
     TupleVariable,
     iterate,
 )
+from .exceptions import raise_new, raise_python_error
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 
@@ -195,8 +196,6 @@ def _fold(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
     try:
         result = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
     except Exception as e:
-        from ..interpreter.exceptions import raise_python_error
-
         raise_python_error(tx, e)
     if isinstance(result, (map, filter, zip, enumerate, reversed)) or type(result).__name__.endswith("iterator"):
         result = list(result)
@@ -414,7 +413,6 @@ def _next(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
     if item is None:
         if len(args) > 1:
             return args[1]
-        from ..interpreter.exceptions import raise_new
 
         raise raise_new(tx, StopIteration)
     return item
@@ -447,8 +445,6 @@ def _sum(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 
 @_handler(min, max)
 def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from ..interpreter.exceptions import raise_python_error
-
     if len(args) > 1 and "default" in kwargs:
         raise Unsupported(f"{fn.__name__}() with several arguments and default=")
     items = args[0].unpack(tx) if len(args) == 1 else list(args)

@@ -8,6 +8,7 @@ import torch
 
 from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
+from .exceptions import raise_new, raise_python_error
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -119,8 +120,6 @@ class SequenceVariable(Variable):
             try:
                 return self.items[index]
             except IndexError as e:
-                from ..interpreter.exceptions import raise_python_error
-
                 raise_python_error(tx, type(e)(f"{self.python_class.__name__} index out of range"))
         raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
 
@@ -137,8 +136,6 @@ class SequenceVariable(Variable):
             for i, item in enumerate(self.items):
                 if same_or_equal(tx, args[0], item):
                     return constant(i)
-            from ..interpreter.exceptions import raise_new
-
             if not args[0].is_constant():
                 raise Unsupported(f"{self.python_class.__name__}.index() of a missing {args[0].describe()}")
             if self.python_class is list:
@@ -269,8 +266,6 @@ def dict_key(var: Variable) -> Any:
 
 
 def _raise(tx: Frame, cls: type[BaseException], message: str) -> NoReturn:
-    from ..interpreter.exceptions import raise_new
-
     raise raise_new(tx, cls, message)
 
 
@@ -312,8 +307,6 @@ class DictVariable(Variable):
     def getitem(self, tx: Frame, key: Variable) -> Variable:
         k = dict_key(key)
         if k not in self.items:
-            from ..interpreter.exceptions import raise_new
-
             raise raise_new(tx, KeyError, k)
         return self.items[k]
 
@@ -373,8 +366,6 @@ class DictVariable(Variable):
             if name == "move_to_end":
                 k = dict_key(args[0])
                 if k not in self.items:
-                    from ..interpreter.exceptions import raise_new
-
                     raise raise_new(tx, KeyError, k)
                 value = self.items.pop(k)
                 last = kwargs.get("last", args[1] if len(args) > 1 else constant(True)).as_constant()
@@ -382,8 +373,6 @@ class DictVariable(Variable):
                 return constant(None)
             if name == "popitem":
                 if not self.items:
-                    from ..interpreter.exceptions import raise_new
-
                     raise raise_new(tx, KeyError, "popitem(): dictionary is empty")
                 last = kwargs.get("last", args[0] if args else constant(True)).as_constant()
                 k = next(reversed(self.items)) if last else next(iter(self.items))
@@ -418,8 +407,6 @@ class IteratorVariable(Variable):
         """The next item, or None when exhausted."""
         if self.index >= len(self.items):
             if self.failure is not None:
-                from ..interpreter.exceptions import raise_new
-
                 raise raise_new(tx, *self.failure)
             return None
         item = self.items[self.index]
@@ -527,8 +514,6 @@ class LiveContainerIteratorVariable(IteratorVariable):
 
     def next(self, tx: Frame) -> Variable | None:
         if self._size() != self.size:
-            from ..interpreter.exceptions import raise_new
-
             self.size = -1  # CPython's iterator keeps failing once it has failed
             what = "Set" if isinstance(self.container, SetVariable) else "dictionary"
             raise raise_new(tx, RuntimeError, f"{what} changed size during iteration")
@@ -593,8 +578,6 @@ class LazyIteratorVariable(IteratorVariable):
 
     def _check_lengths(self, tx: Frame, exhausted: int) -> None:
         """`zip(strict=True)` reached the end of argument `exhausted`: CPython's ValueError."""
-        from ..interpreter.exceptions import raise_new
-
         def message(i: int, how: str) -> str:
             return f"zip() argument {i + 1} is {how} than argument{' ' if i == 1 else 's 1-'}{i}"
 
@@ -663,8 +646,6 @@ class SliceVariable(Variable):
 
 def sort_items(tx: Frame, items: list[Variable], kwargs: dict[str, Variable]) -> list[Variable]:
     """`sorted(items, key=..., reverse=...)` when the sort keys are constants."""
-    from ..interpreter.exceptions import raise_python_error
-
     unknown = set(kwargs) - {"key", "reverse"}
     if unknown:
         raise Unsupported(f"sorting with keyword argument(s) {', '.join(sorted(unknown))}")
@@ -809,8 +790,6 @@ class SetVariable(Variable):
         elif name in ("discard", "remove") and len(args) == 1:
             key = self.key_of(args[0])
             if key not in self.members and name == "remove":
-                from ..interpreter.exceptions import raise_new
-
                 raise raise_new(tx, KeyError, key)
             self.members.pop(key, None)
             self.table.discard(key)

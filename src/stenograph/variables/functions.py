@@ -10,8 +10,10 @@ import torch
 from ..errors import Unsupported
 from ..marks import graph_break, is_disabled
 from .base import ConstantVariable, Variable, constant
+from .cells import LazyValue, RealCellVariable
 from .containers import SizeVariable
 from .double_backward import creates_graph
+from .exceptions import raise_python_error
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
 
@@ -175,8 +177,6 @@ class NestedFunctionVariable(Variable):
         create = f"{make}({code}, {globals_name}, {self.code.co_name!r}, None, {closure})"
 
         def fill(fn: str) -> list[str]:
-            from ..interpreter.frame import LazyValue
-
             lines = []
             for index, contents in copied:
                 lazy = isinstance(contents, LazyValue)
@@ -199,8 +199,6 @@ class NestedFunctionVariable(Variable):
 
 def _existing_cell(rebuild: Any, cell: Any) -> str:
     """An existing closure cell itself, reached the way the next call will reach its own."""
-    from ..interpreter.frame import RealCellVariable
-
     return rebuild.expr(RealCellVariable(cell, cell.root_index))
 
 
@@ -263,8 +261,6 @@ class ConstantMethodVariable(Variable):
                 *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}
             )
         except Exception as e:
-            from ..interpreter.exceptions import raise_python_error
-
             raise_python_error(tx, e)
         return constant(result)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
 from .containers import ListVariable, SequenceVariable, SetVariable, SizeVariable, TupleVariable
+from .exceptions import raise_python_error
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 
@@ -111,8 +112,6 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         try:
             return constant(op(a.as_constant(), b.as_constant()))
         except Exception as e:
-            from ..interpreter.exceptions import raise_python_error
-
             raise_python_error(tx, e)
     if op in (operator.eq, operator.ne):
         # identity-based equality of non-constant objects (modules, functions, user objects)
