@@ -360,30 +360,6 @@ def _placeholder_name(source: Source) -> str:
     return text
 
 
-def unwrap(var: Variable) -> tuple[Any, Any]:
-    """(fx argument, fake value) for a tracker passed to a graph operation."""
-    from ..variables.base import ConstantVariable
-    from ..variables.containers import DictVariable, SequenceVariable, SliceVariable
-    from ..variables.symbolic import SymNodeVariable
-    from ..variables.tensor import TensorVariable
-
-    if isinstance(var, (TensorVariable, SymNodeVariable)):
-        return var.node, var.fake
-    if isinstance(var, ConstantVariable):
-        return var.value, var.value
-    if isinstance(var, SequenceVariable):
-        pairs = [unwrap(item) for item in var.items]
-        kind = list if var.python_class is list else tuple
-        return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
-    if isinstance(var, SliceVariable):
-        pairs = [unwrap(p) for p in var.parts]
-        return slice(*(p[0] for p in pairs)), slice(*(p[1] for p in pairs))
-    if isinstance(var, DictVariable):
-        pairs = {k: unwrap(v) for k, v in var.items.items()}
-        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-    raise Unsupported(f"{var.describe()} cannot be passed to a tensor operation")
-
-
 def _tensor_arguments(args: list[Variable]) -> dict[int, Variable]:
     """id of each tensor argument's fake -> its tracker (items of tuple/list arguments too)."""
     from ..variables.containers import SequenceVariable
@@ -400,10 +376,14 @@ def _tensor_arguments(args: list[Variable]) -> dict[int, Variable]:
 
 
 def _unwrap_all(args: list[Variable]) -> tuple[list[Any], list[Any]]:
+    from ..variables.tensor import unwrap
+
     pairs = [unwrap(a) for a in args]
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
 def _unwrap_all_kw(kwargs: dict[str, Variable]) -> tuple[dict[str, Any], dict[str, Any]]:
+    from ..variables.tensor import unwrap
+
     pairs = {k: unwrap(v) for k, v in kwargs.items()}
     return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
