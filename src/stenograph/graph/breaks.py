@@ -26,9 +26,12 @@ from ..bytecode.resume import stack_arg_name
 from ..errors import Unsupported
 from ..marks import is_disabled
 from ..variables.base import NullVariable, Variable
+from ..variables.builtins import BuiltinVariable
 from ..variables.cells import LazyValue
-from ..variables.containers import IteratorVariable
+from ..variables.containers import DictVariable, IteratorVariable, SequenceVariable, SetVariable
 from ..variables.contexts import ContextExitVariable
+from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable, is_untraced_library
+from ..variables.objects import NNModuleVariable
 from ..variables.operators import BINARY_OPS, COMPARE_OPS
 from ..variables.symbolic import SymNodeVariable
 from ..variables.tensor import TensorMethodVariable, TensorVariable
@@ -235,15 +238,6 @@ class BreakWriter:
     def callable_expr(self, var: Variable) -> str:
         """A callable at the break: user functions and modules go through entry wrappers, so
         they are compiled as frames of their own."""
-        from ..variables.builtins import BuiltinVariable
-        from ..variables.functions import (
-            NestedFunctionVariable,
-            UserFunctionVariable,
-            UserMethodVariable,
-            is_untraced_library,
-        )
-        from ..variables.objects import NNModuleVariable
-
         runtime = self.runtime
         callee = getattr(var, "fn", None)
         compile_callee = (
@@ -425,8 +419,6 @@ def _is_dynamic_number(var: Variable) -> bool:
 def _reads_number_from_data(callee: Variable, args: list[Variable]) -> bool:
     """`t.item()`, `t.tolist()`, `int(t)`, `float(t)`: the call's result is Python numbers read
     from a tensor, new on every call."""
-    from ..variables.builtins import BuiltinVariable
-
     if isinstance(callee, TensorMethodVariable):
         return callee.name in ("item", "tolist") and not args
     if isinstance(callee, BuiltinVariable) and callee.fn in (int, float):
@@ -469,8 +461,6 @@ def can_break_at(inst: dis.Instruction) -> bool:
 
 def _containers_within(values: list[Variable]) -> set[int]:
     """ids of the lists, dicts and sets among `values` and inside their tuples, lists and dicts."""
-    from ..variables.containers import DictVariable, SequenceVariable, SetVariable
-
     found: set[int] = set()
     pending = list(values)
     while pending:

@@ -24,6 +24,10 @@ from ..guards.guard_set import GuardSet
 from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
+from ..variables.base import constant
+from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, StructSeqVariable, TupleVariable
+from ..variables.symbolic import SymNodeVariable
+from ..variables.tensor import TensorVariable, unwrap
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
@@ -108,8 +112,6 @@ class OutputGraph:
 
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
         """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""
-        from ..variables.tensor import TensorVariable
-
         known = self._input_vars.get(id(value))
         if known is not None:
             # the same tensor reached another way (tied weights, an argument passed twice)
@@ -130,8 +132,6 @@ class OutputGraph:
 
     def symbolic_input(self, value: int | float, source: Source) -> Variable:
         """A dynamic int or float argument: a SymInt/SymFloat placeholder the ShapeEnv guards."""
-        from ..variables.symbolic import SymNodeVariable
-
         fake = symbolic_number(self.fake_mode, value, source)
         node = self._placeholder(source, fake, value)
         return SymNodeVariable(node, fake, source=source)
@@ -172,9 +172,6 @@ class OutputGraph:
 
     def sym_size(self, tensor: TensorVariable, dim: int) -> Variable:
         """`x.size(dim)` of a tensor: a constant, or a graph value for a symbolic dimension."""
-        from ..variables.base import constant
-        from ..variables.symbolic import SymNodeVariable
-
         size = tensor.fake.shape[dim]
         if not isinstance(size, torch.SymInt):
             return constant(int(size))
@@ -255,11 +252,6 @@ class OutputGraph:
         """The tracker for an operation's fake result. A tensor result that is one of the
         operation's own tensor `arguments` (by id of the fake: `x.add_(1)`, `out=x`,
         `x.contiguous()` of a contiguous x) is that argument's tracker, so `y is x` holds as in eager."""
-        from ..variables.base import constant
-        from ..variables.containers import SizeVariable
-        from ..variables.symbolic import SymNodeVariable
-        from ..variables.tensor import TensorVariable
-
         if fake is None:
             return constant(None)  # an op run for its effect (item assignment, in-place init): keep it
         if isinstance(fake, torch.Tensor):
@@ -296,9 +288,6 @@ class OutputGraph:
     ) -> Variable:
         """A tuple/list result (e.g. `(output, None)`): each tensor or symbolic item becomes a
         `getitem` node, constants stay constants, nested tuples recurse."""
-        from ..variables.base import constant
-        from ..variables.containers import ListVariable, StructSeqVariable, TupleVariable
-
         items: list[Variable] = []
         for i, f in enumerate(fake):
             if isinstance(f, torch.Tensor) or is_symbolic(f) or isinstance(f, (tuple, list)):
@@ -315,9 +304,6 @@ class OutputGraph:
         return TupleVariable(items)
 
     def _item(self, node: torch.fx.Node, index: int, fake: Any) -> Variable:
-        from ..variables.base import constant
-        from ..variables.symbolic import SymNodeVariable
-
         if not is_symbolic(fake):
             return constant(fake)
         item = self.graph.create_node("call_function", operator.getitem, (node, index), {})
@@ -362,9 +348,6 @@ def _placeholder_name(source: Source) -> str:
 
 def _tensor_arguments(args: list[Variable]) -> dict[int, Variable]:
     """id of each tensor argument's fake -> its tracker (items of tuple/list arguments too)."""
-    from ..variables.containers import SequenceVariable
-    from ..variables.tensor import TensorVariable
-
     found: dict[int, Variable] = {}
     for arg in args:
         if isinstance(arg, TensorVariable):
@@ -376,14 +359,10 @@ def _tensor_arguments(args: list[Variable]) -> dict[int, Variable]:
 
 
 def _unwrap_all(args: list[Variable]) -> tuple[list[Any], list[Any]]:
-    from ..variables.tensor import unwrap
-
     pairs = [unwrap(a) for a in args]
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
 def _unwrap_all_kw(kwargs: dict[str, Variable]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from ..variables.tensor import unwrap
-
     pairs = {k: unwrap(v) for k, v in kwargs.items()}
     return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}

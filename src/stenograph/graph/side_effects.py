@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..variables.base import ConstantVariable
+from ..variables.containers import DictVariable, ListVariable, SetVariable
+
 if TYPE_CHECKING:
     from ..variables.base import Variable
 
@@ -54,8 +57,6 @@ class SideEffects:
         or a class, `pin(e)` takes `e`'s value into a local. Every new value is taken before the
         first change, since it may be read from an object that another change alters
         (`G = d["a"]; d.pop("a")`)."""
-        from ..variables.containers import DictVariable, ListVariable, SetVariable
-
         changes: list[str] = []
         for var in self.containers.values():
             assert var.source is not None
@@ -92,6 +93,4 @@ class _SourceOnly:
 
 
 def _key(value: Any) -> Variable:
-    from ..variables.base import ConstantVariable
-
     return ConstantVariable(value)

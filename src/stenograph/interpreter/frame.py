@@ -15,6 +15,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from .. import config, process_state
 from ..errors import Unsupported
 from ..graph.output_graph import OutputGraph
@@ -22,8 +24,10 @@ from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSo
 from ..variables.base import Variable, constant
 from ..variables.builder import is_literal, is_trusted_module, wrap
 from ..variables.cells import Cell, LazyValue
+from ..variables.generators import GeneratorVariable, needs_close
 from .binding import bind_arguments
 from .exceptions import TracedException, uncaught, unwind_to_handler
+from .opcodes import handlers_for_running_python
 
 
 @dataclass
@@ -59,8 +63,6 @@ class Frame:
         parent: Frame | None = None,
         stop_index: int | None = None,
     ) -> None:
-        from .opcodes import handlers_for_running_python
-
         self.code = code
         self.f_globals = f_globals
         self.locals = local_values
@@ -137,8 +139,6 @@ class Frame:
         `with` block: eagerly, dropping it runs its `finally` / `__exit__` at the moment the last
         reference goes, which neither the trace nor code resumed after a break (it holds
         references longer) can place. The frame runs eagerly instead."""
-        from ..variables.generators import needs_close
-
         for generator in self.generators:
             if needs_close(generator):
                 raise Unsupported(
@@ -259,7 +259,6 @@ class Frame:
                 cells[name] = cell
         child = Frame(code, fn.__globals__, dict(bound), cells, self.output, parent=self)
         if code.co_flags & 0x20:  # a generator: its body runs as it is iterated
-            from ..variables.generators import GeneratorVariable
 
             if code in self.output.eager_generators:
                 raise Unsupported(f"generator {code.co_qualname} has a graph break in its body; it runs eagerly")
@@ -313,6 +312,4 @@ class Frame:
 
 def _needs_source(value: Any) -> bool:
     """Values in trusted modules that still need a source to be used (tensors)."""
-    import torch
-
     return isinstance(value, torch.Tensor)

@@ -8,6 +8,7 @@ running interpreter is built once. Handlers take (frame, instruction) and mutate
 from __future__ import annotations
 
 import dis
+import importlib.util
 import operator
 import sys
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from ..errors import Unsupported
 from ..variables import operators
 from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
+from ..variables.builder import wrap
 from ..variables.cells import Cell, CellVariable
 from ..variables.containers import (
     DictVariable,
@@ -28,7 +30,10 @@ from ..variables.containers import (
     dict_key,
     iterate,
 )
+from ..variables.contexts import GradModeContextVariable
 from ..variables.functions import NestedFunctionVariable
+from ..variables.generators import Yielded
+from ..variables.instances import SuperVariable, UserClassVariable
 from ..variables.tensor import TensorVariable
 from .exceptions import TracedException, exception_value, matches
 
@@ -204,10 +209,6 @@ def _store_attr(f: Frame, inst: dis.Instruction) -> None:
 @op("IMPORT_NAME")
 def _import_name(f: Frame, inst: dis.Instruction) -> None:
     """`import m` of a module that is already imported: no code runs, so it is just a lookup."""
-    import importlib.util
-
-    from ..variables.builder import wrap
-
     fromlist = f.pop().as_constant()
     level = f.pop().as_constant()
     name = inst.argval
@@ -234,8 +235,6 @@ def _delete_attr(f: Frame, inst: dis.Instruction) -> None:
 
 @op("LOAD_SUPER_ATTR", table=ONLY_312)
 def _load_super_attr(f: Frame, inst: dis.Instruction) -> None:
-    from ..variables.instances import SuperVariable
-
     obj = f.pop()
     cls = f.pop()
     f.pop()  # the global `super`
@@ -635,8 +634,6 @@ def _end_for(f: Frame, inst: dis.Instruction) -> None:
 
 @op("BEFORE_WITH")
 def _before_with(f: Frame, inst: dis.Instruction) -> None:
-    from ..variables.contexts import GradModeContextVariable
-
     context = f.pop()
     if isinstance(context, GradModeContextVariable):
         f.push(context.enter(f))
@@ -654,8 +651,6 @@ def _before_with(f: Frame, inst: dis.Instruction) -> None:
 
 @op("WITH_EXCEPT_START")
 def _with_except_start(f: Frame, inst: dis.Instruction) -> None:
-    from ..variables.instances import UserClassVariable
-
     exit_method = f.stack[-4]
     value = f.stack[-1]
     f.push(exit_method.call(f, [UserClassVariable(value.python_type()), value, constant(None)], {}))
@@ -721,8 +716,6 @@ def _return_generator(f: Frame, inst: dis.Instruction) -> None:
 
 @op("YIELD_VALUE")
 def _yield_value(f: Frame, inst: dis.Instruction) -> None:
-    from ..variables.generators import Yielded
-
     value = f.pop()
     f.push(constant(None))  # what `next()` sends in when the generator resumes
     raise Yielded(value)

@@ -109,6 +109,7 @@ class ConstantVariable(Variable):
                 tx.output.guards.attribute_absent(self.source, self.value, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}") from e
         if callable(attr):
+            # cycle: variables.functions imports variables.base at module level
             from .functions import ConstantMethodVariable
 
             return ConstantMethodVariable(self.value, name)
@@ -120,6 +121,7 @@ class ConstantVariable(Variable):
         try:
             return constant(operator.getitem(self.value, key.as_constant()))
         except Exception as e:
+            # cycle: interpreter.exceptions imports variables.base at module level
             from ..interpreter.exceptions import raise_python_error
 
             raise_python_error(tx, e)

@@ -21,7 +21,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.guard_set import RANK_ID
-from ..guards.sources import ItemSource
+from ..guards.sources import AttrSource, ItemSource
 from ..marks import graph_break, is_allowed_in_graph, is_compiling
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
@@ -37,6 +37,9 @@ from .containers import (
     is_namedtuple_class,
 )
 from .functions import (
+    FoldedCallVariable,
+    GraphBreakVariable,
+    PartialVariable,
     TensorMethodRefVariable,
     TorchClassVariable,
     TorchOpVariable,
@@ -174,8 +177,6 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             guards.add(RANK_ID, source, f"{{v}}.__code__ is {code}", text)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType):
-        from ..guards.sources import AttrSource
-
         self_source = AttrSource(source, "__self__") if source is not None else None
         self_var = wrap(tx, value.__self__, self_source)
         if not isinstance(value.__func__, types.FunctionType):
@@ -242,9 +243,6 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
 
 
 def _wrap_partial(tx: Frame, value: functools.partial, source: Source | None) -> Variable:
-    from ..guards.sources import AttrSource
-    from .functions import PartialVariable
-
     def part(v: Any, *path: Any) -> Variable:
         if source is None:
             return wrap(tx, v, None)
@@ -268,8 +266,6 @@ def _is_inert(value: Any) -> bool:
 
 def _special_callable(value: Any) -> Variable | None:
     """stenograph's own API functions and compiled wrappers met while tracing."""
-    from .functions import FoldedCallVariable, GraphBreakVariable
-
     if not callable(value) or isinstance(value, (type, torch.nn.Module)):
         return None
     if value is is_compiling or value is torch.compiler.is_compiling:

@@ -24,10 +24,21 @@ from .containers import (
     ListVariable,
     ReversedListIteratorVariable,
     SequenceVariable,
+    SetVariable,
     TupleVariable,
     iterate,
+    sort_items,
 )
 from .exceptions import raise_new, raise_python_error
+from .functions import NestedFunctionVariable, TorchOpVariable, UserFunctionVariable, UserMethodVariable
+from .instances import (
+    NewObjectVariable,
+    SuperVariable,
+    UnboundBaseMethodVariable,
+    class_variable,
+    python_dunder,
+    zero_arg_super,
+)
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 
@@ -167,8 +178,6 @@ class BuiltinVariable(HandledFunctionVariable):
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         if self.fn in (object, dict) and name in _BASE_METHODS:
-            from .instances import UnboundBaseMethodVariable
-
             return UnboundBaseMethodVariable(self.fn, name)
         if isinstance(self.fn, type) and hasattr(self.fn, name):
             attr = getattr(self.fn, name)
@@ -208,8 +217,6 @@ _BASE_METHODS = {"__setattr__", "__getattribute__", "__delattr__", "__init__", "
 
 @_handler(super)
 def _super(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .instances import SuperVariable, zero_arg_super
-
     if not args:
         return zero_arg_super(tx)
     if len(args) == 2:
@@ -234,15 +241,11 @@ def _delattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
 
 @_handler(set, frozenset)
 def _set(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .containers import SetVariable
-
     return SetVariable.of(tx, args[0], fn) if args else SetVariable({}, fn)
 
 
 @_handler(str, repr)
 def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .instances import NewObjectVariable, python_dunder
-
     if len(args) == 1 and not kwargs and not args[0].is_constant():
         obj = args[0]
         dunder = python_dunder(tx, obj, "__str__" if fn is str else "__repr__")
@@ -301,8 +304,6 @@ def _tensor_isinstance(obj: TensorVariable, cls: Any) -> bool:
 
 @_handler(type)
 def _type(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .instances import class_variable
-
     if len(args) != 1:
         raise Unsupported("type() with three arguments creates a class")
     return class_variable(args[0].python_type())
@@ -310,13 +311,6 @@ def _type(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
 
 @_handler(callable)
 def _callable(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .functions import (
-        NestedFunctionVariable,
-        TorchOpVariable,
-        UserFunctionVariable,
-        UserMethodVariable,
-    )
-
     known = (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable, TorchOpVariable, BuiltinVariable)
     if isinstance(args[0], known):
         return constant(True)
@@ -511,8 +505,6 @@ def _allany(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 
 @_handler(sorted)
 def _sorted(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .containers import sort_items
-
     return ListVariable(sort_items(tx, args[0].unpack(tx), kwargs))
 
 

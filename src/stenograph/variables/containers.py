@@ -9,6 +9,8 @@ import torch
 from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
 from .exceptions import raise_new, raise_python_error
+from .instances import _MISSING, _class_lookup, bind_class_attr
+from .symbolic import SymNodeVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -110,8 +112,6 @@ class SequenceVariable(Variable):
         return bool(self.items)
 
     def getitem(self, tx: Frame, key: Variable) -> Variable:
-        from .symbolic import SymNodeVariable
-
         # a symbolic int used as an index is specialised (guarded to this value), as in eager
         index = key.as_constant() if key.is_constant() or isinstance(key, SymNodeVariable) else None
         if isinstance(index, slice):
@@ -131,6 +131,7 @@ class SequenceVariable(Variable):
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "index" and not kwargs and len(args) == 1:
+            # cycle: variables.operators imports variables.containers at module level
             from .operators import same_or_equal
 
             for i, item in enumerate(self.items):
@@ -215,6 +216,7 @@ class ListVariable(SequenceVariable):
             self.items.clear()
             return constant(None)
         if name == "remove" and len(args) == 1:
+            # cycle: variables.operators imports variables.containers at module level
             from .operators import same_or_equal
 
             index = next((i for i, item in enumerate(self.items) if same_or_equal(tx, args[0], item)), None)
@@ -944,8 +946,6 @@ class NamedTupleVariable(TupleVariable):
             return constant(fields)
         if name in ("_replace", "_asdict"):
             return BoundMethodVariable(self, name)
-        from .instances import _MISSING, _class_lookup, bind_class_attr
-
         attr, owner = _class_lookup(self.python_class, name)
         if attr is not _MISSING and owner is not tuple and owner is not object:
             return bind_class_attr(tx, self, self.python_class, attr, owner, name)

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
-from .containers import ListVariable, SequenceVariable, SetVariable, SizeVariable, TupleVariable
+from .containers import DictVariable, ListVariable, SequenceVariable, SetVariable, SizeVariable, TupleVariable
 from .exceptions import raise_python_error
+from .instances import NewObjectVariable, python_dunder
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 
@@ -144,8 +145,6 @@ _DUNDERS = {
 
 def _user_dunder(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable | None:
     """`a op b` through a dunder method written in Python on a user class (None if there is none)."""
-    from .instances import python_dunder
-
     names = _DUNDERS.get(_INPLACE_TO_PLAIN.get(op, op))
     if names is None:
         return None
@@ -220,14 +219,10 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
     """`item in container` decided at trace time."""
     if isinstance(container, TensorVariable) or isinstance(item, TensorVariable):
         raise Unsupported("`in` with a tensor needs its values")
-    from .containers import DictVariable
-
     if isinstance(container, DictVariable):
         return item.as_constant() in container.items
     if isinstance(container, SetVariable):
         return container.contains(tx, item)
-    from .instances import python_dunder
-
     dunder = python_dunder(tx, container, "__contains__")
     if dunder is not None:
         return tx.inline_call(dunder, [container, item], {}, closure=None).truth(tx)
@@ -289,9 +284,6 @@ def _same_object(a: Variable, b: Variable) -> bool | None:
 
 def _made_while_tracing(var: Variable) -> bool:
     """Objects created in the frame: their tracker is their identity."""
-    from .containers import DictVariable
-    from .instances import NewObjectVariable
-
     if isinstance(var, NewObjectVariable):
         return True
     return isinstance(var, (ListVariable, DictVariable, SetVariable)) and var.source is None

@@ -14,6 +14,7 @@ import torch
 
 from .. import config
 from ..errors import Unsupported
+from ..shapes.fake import is_symbolic
 from .base import ConstantVariable, Variable, constant
 from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
 from .double_backward import creates_graph
@@ -132,8 +133,6 @@ class TensorVariable(Variable):
 
 
 def _is_symbolic_result(result: object) -> bool:
-    from ..shapes.fake import is_symbolic
-
     if isinstance(result, (tuple, list)):
         return any(is_symbolic(r) for r in result)
     return is_symbolic(result)
