@@ -121,8 +121,8 @@ class ConstantVariable(Variable):
         try:
             return constant(operator.getitem(self.value, key.as_constant()))
         except Exception as e:
-            # cycle: interpreter.exceptions imports variables.base at module level
-            from ..interpreter.exceptions import raise_python_error
+            # cycle: variables.exceptions imports variables.base at module level
+            from .exceptions import raise_python_error
 
             raise_python_error(tx, e)
 
