@@ -339,7 +339,6 @@ def module_caller(backend: Any, backend_name: str) -> Any:
     return call
 
 
-
 # what generated code at a graph break calls: handed down to the compiler and the break writer
 RUNTIME = Runtime(
     entry_wrapper=entry_wrapper,
