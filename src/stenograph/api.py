@@ -251,8 +251,8 @@ def disable(fn: Callable | None = None, recursive: bool = True) -> Callable:
 
 def reset() -> None:
     """Forget every compiled entry of every function (the next calls compile again), and all
-    other process state registered in `process_state` (resume functions, module callers,
-    decoded code, event numbering)."""
+    other process state registered in `process_state` (resume functions, module callers, event
+    numbering). Memos derived from code objects (decoded instructions) are kept."""
     process_state.clear_all()
 
 

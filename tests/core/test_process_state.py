@@ -42,24 +42,21 @@ def _compile_and_run(cnt) -> tuple[object, torch.Tensor]:
 
 def test_registry_names_the_process_state() -> None:
     names = set(process_state.names())
-    for expected in (
-        "entry.caches",
-        "entry.module_callers",
-        "graph.resume",
-        "events.numbering",
-        "bytecode.decoded",
-        "interpreter.decoded",
-    ):
-        assert expected in names
+    assert {"entry.caches", "entry.module_callers", "graph.resume", "events.numbering"} <= names
+    memos = set(process_state.names(memos=True)) - names
+    assert {"bytecode.decoded", "interpreter.decoded", "interpreter.exception_tables"} <= memos
 
 
 def test_reset_empties_every_registration(cnt) -> None:
     compiled, _ = _compile_and_run(cnt)
-    held = {name: size for name, size in process_state.sizes().items() if size}
+    held = {name: size for name, size in process_state.sizes(memos=True).items() if size}
     for name in ("entry.caches", "entry.module_callers", "graph.resume", "bytecode.decoded"):
         assert held.get(name), f"{name} holds nothing after compiling: {held}"
     stenograph.reset()
     assert process_state.sizes() == dict.fromkeys(process_state.names(), 0)
+    assert process_state.sizes(memos=True)["bytecode.decoded"]  # memos survive a reset
+    process_state.clear_all(memos=True)
+    assert process_state.sizes(memos=True) == dict.fromkeys(process_state.names(memos=True), 0)
     assert compiled  # the compiled function and module are alive: reset empties their caches anyway
 
 

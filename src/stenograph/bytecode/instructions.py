@@ -311,7 +311,7 @@ class _DecodeCache:
 
 
 _cache = _DecodeCache(maxsize=2048)
-process_state.register_containers("bytecode.decoded", _cache)
+process_state.register_containers("bytecode.decoded", _cache, memo=True)
 
 
 def decoded(code: types.CodeType) -> DecodedCode:

@@ -37,7 +37,7 @@ def exception_value(tx: Frame, raised: Variable) -> Variable:
 
 
 _tables: weakref.WeakKeyDictionary[types.CodeType, list[ExceptionEntry]] = weakref.WeakKeyDictionary()
-process_state.register_containers("interpreter.exception_tables", _tables)
+process_state.register_containers("interpreter.exception_tables", _tables, memo=True)
 
 
 def handler_for(code: types.CodeType, offset: int) -> ExceptionEntry | None:

@@ -38,7 +38,7 @@ class DecodedCode:
 
 # weak: a decoded code object goes when the code does
 _decoded: weakref.WeakKeyDictionary[types.CodeType, DecodedCode] = weakref.WeakKeyDictionary()
-process_state.register_containers("interpreter.decoded", _decoded)
+process_state.register_containers("interpreter.decoded", _decoded, memo=True)
 
 
 def decode(code: types.CodeType) -> DecodedCode:

@@ -198,7 +198,7 @@ NULL = NullVariable()
 
 _CACHE_LIMIT = 256
 _small_constants: dict[tuple[type, Any], ConstantVariable] = {}
-process_state.register_containers("variables.small_constants", _small_constants)
+process_state.register_containers("variables.small_constants", _small_constants, memo=True)
 
 
 def constant(value: Any) -> ConstantVariable:

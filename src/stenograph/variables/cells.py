@@ -69,7 +69,7 @@ class Cell:
 
 
 _stores: weakref.WeakKeyDictionary[types.CodeType, dict[str, int]] = weakref.WeakKeyDictionary()
-process_state.register_containers("variables.cell_stores", _stores)
+process_state.register_containers("variables.cell_stores", _stores, memo=True)
 
 
 def _cell_stores(code: types.CodeType, name: str) -> int:
