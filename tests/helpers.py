@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from stenograph.testing import CompileCounter
+
 # ---------------------------------------------------------------------------------------------
 # comparison
 
@@ -24,25 +26,30 @@ _FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, f
 _BY_VALUE = (set, frozenset, enum.Enum, type, *_FUNCTIONS)
 
 
-def assert_same(actual: Any, expected: Any, path: str = "out", *, by_state: bool = False) -> None:
+def assert_same(
+    actual: Any, expected: Any, path: str = "out", *, by_state: bool = False, strides: bool = False
+) -> None:
     """Structural equality: same container types and keys, equal constants, close tensors.
 
-    Tensors must also agree on requires_grad (assert_close checks dtype, device and layout).
-    Anything else must be `==`, unless `by_state`: then modules compare by state_dict and public
-    attributes, and other objects with a `__dict__` (dict subclasses too) by their attributes.
+    Tensors must also agree on requires_grad (assert_close checks dtype, device and layout), and
+    on their strides when `strides`. Anything else must be `==`, unless `by_state`: then modules
+    compare by state_dict and public attributes, and other objects with a `__dict__` (dict
+    subclasses too) by their attributes.
     """
     assert type(actual) is type(expected), f"{path}: {type(actual)!r} != {type(expected)!r}"
     if isinstance(expected, torch.Tensor):
         torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
         assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
+        if strides:
+            assert actual.stride() == expected.stride(), f"{path}: strides {actual.stride()} != {expected.stride()}"
     elif isinstance(expected, (tuple, list)):
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
         for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, f"{path}[{i}]", by_state=by_state)
+            assert_same(a, e, f"{path}[{i}]", by_state=by_state, strides=strides)
     elif isinstance(expected, dict):
         assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
         for key in expected:
-            assert_same(actual[key], expected[key], f"{path}[{key!r}]", by_state=by_state)
+            assert_same(actual[key], expected[key], f"{path}[{key!r}]", by_state=by_state, strides=strides)
         if by_state and hasattr(expected, "__dict__"):
             assert_same(vars(actual), vars(expected), f"{path}.__dict__", by_state=by_state)
     elif by_state and isinstance(expected, torch.nn.Module):
@@ -102,19 +109,6 @@ def line_of(fn: Callable, needle: str, occurrence: int = 1) -> int:
 # torch.compile as a peer
 
 
-class TorchCounter:
-    """A torch.compile backend that counts the graphs it is given and runs each as is."""
-
-    def __init__(self) -> None:
-        self.frame_count = 0
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        self.frame_count += 1
-        self.graphs.append(gm)
-        return gm.forward
-
-
 def count_torch_graphs(fn: Callable, run: Callable[[Callable], object]) -> int:
     """Graphs that torch.compile(fn, backend=<counter>) hands over while `run(compiled)` calls it.
 
@@ -123,7 +117,7 @@ def count_torch_graphs(fn: Callable, run: Callable[[Callable], object]) -> int:
     import torch._dynamo
 
     torch._dynamo.reset()
-    counter = TorchCounter()
+    counter = CompileCounter()  # the same counting backend serves torch.compile
     compiled = torch.compile(fn, backend=counter)
     try:
         run(compiled)

@@ -2,13 +2,15 @@
 
 The layers, bottom to top (a module may import its own layer and any layer below it):
 
-    L0 leaves      errors, config, events, torch_state, module_hooks, guard_failures, marks,
-                   process_state: no stenograph imports but each other
+    L0 leaves      errors, config, torch_state, module_hooks, marks, process_state, recursion: no
+                   stenograph imports but each other
     L1 bytecode    decoding and assembling code objects, resume code
-    L2 guards      sources, guard sets, generated Python functions (pyfunc)
+    L2 guards      sources, guard sets, generated Python functions (pyfunc), guard failures
+                   (guards/failures.py); and events, whose records carry guard failures
     L3 shapes      fake tensors, ShapeEnv, dynamic-shape policy
-    L4 tracing     variables + interpreter + graph (mutual imports allowed: one symbolic-execution
-                   layer split by concern), and backends
+    L4 tracing     variables (with trace_rules) + interpreter (with the opcode registry and break
+                   renderings) + graph (mutual imports allowed: one symbolic-execution layer split
+                   by concern), and backends
     L5 compiler    compile_frame, verify
     L6 entry       the entry wrapper and its caches; hands its wrappers down as `graph.runtime.Runtime`
     L7 user-facing api, the package itself, explain, inspection, logs, testing, report, runner, demo,
@@ -31,11 +33,9 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "stenograph"
 
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(
-        ["errors", "config", "events", "torch_state", "module_hooks", "guard_failures", "marks", "process_state"], 0
-    ),
+    **dict.fromkeys(["errors", "config", "torch_state", "module_hooks", "marks", "process_state", "recursion"], 0),
     "bytecode": 1,
-    "guards": 2,
+    **dict.fromkeys(["guards", "events"], 2),
     "shapes": 3,
     **dict.fromkeys(["variables", "interpreter", "graph", "backends"], 4),
     **dict.fromkeys(["compiler", "verify"], 5),

@@ -13,13 +13,14 @@ from .api import (
 )
 from .backends.registry import list_backends, lookup_backend, register_backend
 from .entry import StenographWarning
-from .errors import ConstraintViolation, StenographError, Unsupported
+from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
 from .explain import ExplainOutput, explain
 from .inspection import inspect
 from .logs import set_logs
 from .shapes.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 
 __all__ = [
+    "BreakKind",
     "OptimizedModule",
     "StenographError",
     "StenographWarning",

@@ -20,19 +20,22 @@ import torch.fx
 from . import config, events
 from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
-from .errors import BackendCompilerFailed, StenographError, Unsupported
+from .errors import BackendCompilerFailed, BreakKind, StenographError, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
 from .graph.resume import frame_name
 from .graph.runtime import Runtime
+from .guards.failures import GuardFailure
 from .guards.guard_set import same_literal
 from .guards.pyfunc import signature_only
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Frame, decode
 from .shapes.dynamic import DynamicPolicy
+from .shapes.exact_floats import exact_python_floats
 from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
+from .shapes.lifted import lift_aliased_input_symbols
 from .variables.cells import Cell, LazyValue
 from .variables.generators import has_cleanup
 from .variables.global_contexts import close_abandoned
@@ -77,7 +80,7 @@ class CacheEntry:
             and _same_items(tuple(mine.values()), tuple(theirs[k] for k in mine))
         )
 
-    def failure_reason(self, args: tuple, kwargs: dict) -> str | None:
+    def guard_failure(self, args: tuple, kwargs: dict) -> GuardFailure | None:
         """The first check that fails for these arguments (built on demand: misses only)."""
         if self._explainer is None:
             self._explainer = self.guard_set.build_explainer(self.code, self.like, self.label)
@@ -128,7 +131,9 @@ def compile_frame(
     code = fn.__code__
     label = frame_label(code)
     if code.co_flags & _GENERATOR_FLAGS:
-        raise Unsupported(f"{code.co_qualname} is a generator or coroutine function; it runs eagerly")
+        raise Unsupported(
+            f"{code.co_qualname} is a generator or coroutine function; it runs eagerly", kind=BreakKind.GENERATOR
+        )
     grad_mode = torch.is_grad_enabled()
     timing = {"backend": 0.0}
     graph_module: list[torch.fx.GraphModule] = []
@@ -235,7 +240,7 @@ def _compile_break(
         writer = BreakWriter(frame, index, fn, backend, backend_name, runtime)
         # a create_graph=True backward at the break differentiates this graph's backward again
         graph_backend = backend
-        if reason.twice_differentiable:
+        if reason.kind is BreakKind.TWICE_DIFFERENTIABLE:
             graph_backend = _as_captured
             reason.reason += " (create_graph=True: the graph before it runs as captured, differentiable twice)"
         compile_graph = _graph_compiler(output, graph_backend, backend_name, label, timing, graph_module)
@@ -246,7 +251,8 @@ def _compile_break(
     internal = "".join(traceback.format_tb(reason.__traceback__))
     events.publish(
         events.GraphBreak(
-            fn.__code__, label, reason.reason, list(reason.user_stack), reason.instruction or inst.opname, internal
+            fn.__code__, label, reason.reason, list(reason.user_stack), reason.instruction or inst.opname, internal,
+            kind=reason.kind,
         )
     )
     return output, frame, transformed
@@ -286,12 +292,16 @@ def _graph_compiler(
         # does): AOTAutograd would otherwise make a fresh symbol whose guards no entry checks
         example_inputs = [i.fake if is_symbolic(i.fake) else i.example for i in output.inputs]
         float_sources = [i.source for i in output.inputs if isinstance(i.fake, torch.SymFloat)]
+        # inputs that alias another input take their symbols along as inputs of their own (lifted.py)
+        backend_gm, backend_inputs, unlift = lift_aliased_input_symbols(
+            gm, example_inputs, [i.fake for i in output.inputs]
+        )
         t0 = time.perf_counter()
         try:
             # backends that re-trace (AOTAutograd, Inductor) find our fake mode and ShapeEnv here
             with torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)), \
                     lstm_training_decomposition(gm, example_inputs), float_restart_requests(float_sources):
-                compiled = backend(gm, example_inputs)
+                compiled = backend(backend_gm, backend_inputs)
         except StenographError:
             raise
         except Exception as e:
@@ -301,6 +311,11 @@ def _graph_compiler(
         if not callable(compiled):
             problem = TypeError(f"backend returned {type(compiled).__name__}, not a callable")
             raise BackendCompilerFailed(backend_name, problem)
+        compiled = unlift(compiled)
+        # floats computed from Python numbers alone: as Python computes them (exact_floats.py)
+        exact = exact_python_floats(gm)
+        if exact is not None:
+            compiled = exact(compiled)
         if config.verify_correctness:
             compiled = verify_on_first_call(gm, compiled, backend_name)
         return compiled

@@ -16,11 +16,13 @@ from typing import Any
 
 from . import config, events, process_state, torch_state
 from .compiler import CacheEntry, compile_frame, frame_label
-from .errors import ConstraintViolation, StenographError, Unsupported
+from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
 from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
+from .guards.failures import GuardFailure
 from .guards.pyfunc import with_closure
 from .module_hooks import has_global_forward_hooks, has_module_hooks
+from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
 
 
@@ -28,7 +30,7 @@ class StenographWarning(UserWarning):
     """A frame runs eagerly (unsupported code, recompile limit, or an internal error)."""
 
 
-_OTHER_DEFAULTS = "the function's __defaults__/__kwdefaults__ differ from those compiled"
+_OTHER_DEFAULTS = GuardFailure("the function's __defaults__/__kwdefaults__ differ from those compiled")
 
 
 class FrameCache:
@@ -42,6 +44,7 @@ class FrameCache:
         self.policy = DynamicPolicy(None, dynamic_arguments(code))
         self.eager_reason: str | None = None
         self.recompile_reasons: list[str] = []
+        self.depth_failures = 0  # compiles that ran out of recursion depth (the call ran eagerly)
         self.owners: weakref.WeakSet = weakref.WeakSet()  # functions keeping it alive
 
     def clear(self) -> None:
@@ -49,17 +52,26 @@ class FrameCache:
         self.policy = DynamicPolicy(self.policy.dynamic, self.policy.from_data)
         self.eager_reason = None
         self.recompile_reasons.clear()
+        self.depth_failures = 0
 
-    def miss(self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool) -> Any:
+    def miss(
+        self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool, frames: int = 1
+    ) -> Any:
         """No entry's guards passed: compile a new entry, or run eagerly.
 
         Compiles are serialised by `compile_lock`; a thread that waited looks again first, so
         threads racing to make the same first call compile it once. The call itself runs
-        outside the lock.
+        outside the lock, with the recursion limit raised by `frames`: this frame's, and the
+        caller's when that is the entry wrapper user code called (`recursion`).
         """
         with compile_lock:
             target, call_args = self._resolve(fn, prefix, args, kwargs, fullgraph)
-        return target(*call_args, **kwargs)
+        added = lift(frames)
+        try:
+            return target(*call_args, **kwargs)
+        finally:
+            if added:
+                lower(added)
 
     def _resolve(
         self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool
@@ -72,21 +84,35 @@ class FrameCache:
                 return entry.fn, full
         if self.eager_reason is not None:
             return fn, args
+        # a miss deep in a recursion: the tracer and the backend get frames beyond the limit
+        headroom = compile_headroom()
+        try:
+            return self._compile(fn, prefix, args, kwargs, fullgraph)
+        finally:
+            lower_headroom(headroom)
+
+    def _compile(
+        self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool
+    ) -> tuple[Any, tuple]:
+        full = prefix + args
         label = frame_label(self.code)
         if self.entries:
-            reasons = [
-                e.failure_reason(full, kwargs) if e.takes_defaults_of(fn) else _OTHER_DEFAULTS for e in self.entries
+            failures = [
+                e.guard_failure(full, kwargs) if e.takes_defaults_of(fn) else _OTHER_DEFAULTS for e in self.entries
             ]
-            self.recompile_reasons.append(reasons[-1] or "unknown")
-            events.publish(events.Recompile(self.code, label, reasons[-1] or "unknown", len(self.entries)))
+            failure = failures[-1] or GuardFailure("unknown")
+            self.recompile_reasons.append(failure.reason)
+            events.publish(events.Recompile(self.code, label, failure, len(self.entries)))
             if len(self.entries) >= config.recompile_limit:
                 self.eager_reason = f"recompile limit ({config.recompile_limit}) reached"
-                events.publish(events.RunsEagerly(self.code, label, self.eager_reason))
+                events.publish(
+                    events.RunsEagerly(self.code, label, self.eager_reason, events.EagerCause.RECOMPILE_LIMIT)
+                )
                 warnings.warn(
                     f"stenograph: {label} hit config.recompile_limit ({config.recompile_limit}); "
-                    f"it runs eagerly from now on. Last guard failure: {reasons[-1]}",
+                    f"it runs eagerly from now on. Last guard failure: {failures[-1] and failures[-1].reason}",
                     StenographWarning,
-                    stacklevel=4,
+                    stacklevel=5,
                 )
                 return fn, args
         events.publish(events.CompileStarted(self.code, label, len(self.entries)))
@@ -95,28 +121,59 @@ class FrameCache:
                 entry = compile_frame(
                     fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy, runtime=RUNTIME
                 )
-        except Unsupported as e:
-            if fullgraph:
-                raise
-            self._give_up(label, f"{e}")
-            return fn, args
         except ConstraintViolation:
             raise
         except Exception as e:
-            if fullgraph or not config.suppress_errors:
+            if fullgraph:
                 raise
-            what = "" if isinstance(e, StenographError) else "internal error "
-            self._give_up(label, f"{what}{type(e).__name__}: {e}")
+            if _out_of_depth(e) and not config.suppress_errors:
+                raise
+            if _out_of_depth(e) and self.depth_failures < config.recompile_limit:
+                # not the frame's fault: deep in a recursion, the compile ran out of depth even
+                # with its headroom (the tracer's own wrapping may have made it `Unsupported`).
+                # This call runs eagerly, where it may fail as eager would; a shallower one compiles.
+                self.depth_failures += 1
+                warnings.warn(
+                    f"stenograph: compiling {label} ran out of recursion depth ({type(e).__name__}: {e}); "
+                    "this call runs eagerly",
+                    StenographWarning,
+                    stacklevel=6,
+                )
+                return fn, args
+            if isinstance(e, Unsupported):
+                self._give_up(label, f"{e}", events.EagerCause.UNSUPPORTED, e.kind)
+                return fn, args
+            if not config.suppress_errors:
+                raise
+            if isinstance(e, StenographError):
+                self._give_up(label, f"{type(e).__name__}: {e}", events.EagerCause.ERROR)
+            else:
+                self._give_up(label, f"internal error {type(e).__name__}: {e}", events.EagerCause.INTERNAL_ERROR)
             return fn, args
         self.entries.append(entry)
         _watch(self, entry)
         events.publish(events.FrameCompiled(self.code, label, entry, len(self.entries)))
         return entry.fn, full
 
-    def _give_up(self, label: str, reason: str) -> None:
+    def _give_up(
+        self, label: str, reason: str, cause: events.EagerCause, break_kind: BreakKind | None = None
+    ) -> None:
         self.eager_reason = reason
-        events.publish(events.RunsEagerly(self.code, label, reason))
-        warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=5)
+        events.publish(events.RunsEagerly(self.code, label, reason, cause, break_kind))
+        warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=6)
+
+
+def _out_of_depth(error: BaseException) -> bool:
+    """Whether `error` is, or was caused by, a RecursionError (the tracer's wrappers of internal
+    failures, `Unsupported` and `BackendCompilerFailed`, keep the original as cause)."""
+    seen = 0
+    current: BaseException | None = error
+    while current is not None and seen < 32:
+        if isinstance(current, RecursionError):
+            return True
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return False
 
 
 def _watch(cache: FrameCache, entry: CacheEntry) -> None:
@@ -183,7 +240,9 @@ class Continue:
 
     Returning it instead of calling the resume function keeps Python's stack flat when a frame
     breaks inside a loop (each iteration would otherwise nest one more call). The entry wrapper
-    that received it runs the chain (`run`); `fn` is a resume function's raw dispatcher.
+    that received it runs the chain (`run`); `fn` is a resume function's raw dispatcher, taking
+    `args` as one tuple (`resume_dispatcher`), always one Python frame above the resume code
+    (`run` raises the recursion limit by two for itself and it: `recursion`).
     """
 
     __slots__ = ("fn", "args")
@@ -193,19 +252,38 @@ class Continue:
         self.args = args
 
     def run(self) -> Any:
-        step: Any = self
-        while type(step) is Continue:
-            step = step.fn(*step.args)
-        return step
+        # this frame and the dispatcher it calls are not the user's: off the recursion limit
+        added = lift(2)
+        try:
+            step: Any = self
+            while type(step) is Continue:
+                # the tuple as one argument: a plain call, which CPython runs without a C-level
+                # frame (`f(*args)` takes one, and C stack is what 3.11 overflows, 3.12 limits)
+                step = step.fn(step.args)
+            return step
+        finally:
+            if added:
+                lower(added)
 
 
 def entry_wrapper(
-    fn: types.FunctionType, backend: Any, backend_name: str, fullgraph: bool, dynamic: bool | None = None
+    fn: types.FunctionType,
+    backend: Any,
+    backend_name: str,
+    fullgraph: bool,
+    dynamic: bool | None = None,
+    nested: bool = False,
 ) -> Any:
     """The callable that replaces `fn`: guarded dispatch to compiled entries.
 
     It carries `.dispatch`, the same lookup without running `Continue` chains, which is what
     transformed code tail-calls at graph breaks.
+
+    A `nested` wrapper is the one compiled code calls (a user function called at a graph break):
+    it raises the recursion limit by its own frame while it runs, so recursion through compiled
+    code reaches eager's depth (`recursion`). The one user code calls does not (one frame per
+    call from eager code, not per level), and stays as cheap as it was; its miss path, which
+    adds a frame, raises the limit for both.
     """
     cache = owned_cache(fn, backend, backend_name)
     if dynamic is not None:
@@ -233,7 +311,7 @@ def entry_wrapper(
                     result = entry.fn(closure, *args, **kwargs)
                     break
             else:
-                result = miss(fn, prefix, args, kwargs, fullgraph)
+                result = miss(fn, prefix, args, kwargs, fullgraph, 2)
             return result.run() if type(result) is Continue else result
 
     else:
@@ -248,13 +326,41 @@ def entry_wrapper(
                     result = entry.fn(*args, **kwargs)
                     break
             else:
-                result = miss(fn, prefix, args, kwargs, fullgraph)
+                result = miss(fn, prefix, args, kwargs, fullgraph, 2)
             return result.run() if type(result) is Continue else result
 
+    if nested:
+        compiled = _nested(fn, entries, miss, fullgraph, prefix)
     functools.update_wrapper(compiled, fn)
     compiled.__stenograph_original__ = fn  # type: ignore[attr-defined]
     compiled.__stenograph_cache__ = cache  # type: ignore[attr-defined]
     compiled.dispatch = dispatch  # type: ignore[attr-defined]
+    return compiled
+
+
+def _nested(fn: types.FunctionType, entries: list[CacheEntry], miss: Any, fullgraph: bool, prefix: tuple) -> Any:
+    """The entry wrapper compiled code calls: the lookup, with the recursion limit raised by
+    this frame while it runs (its miss path raises it by the miss frame only)."""
+
+    def compiled(*args: Any, **kwargs: Any) -> Any:
+        added = lift(1)
+        try:
+            full = prefix + args
+            d = fn.__defaults__
+            k = fn.__kwdefaults__
+            for entry in entries:
+                if (entry.defaults is d and entry.kwdefaults is k or entry.same_defaults(d, k)) and entry.guard(
+                    *full, **kwargs
+                ):
+                    result = entry.fn(*full, **kwargs)
+                    break
+            else:
+                result = miss(fn, prefix, args, kwargs, fullgraph)
+            return result.run() if type(result) is Continue else result
+        finally:
+            if added:
+                lower(added)
+
     return compiled
 
 
@@ -271,41 +377,69 @@ def _dispatch_by_defaults(
     return miss(fn, prefix, args, kwargs, fullgraph)
 
 
-def closure_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, fullgraph: bool = False) -> Any:
-    """Guarded dispatch for code with free variables, taking the closure as first argument.
+def resume_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
+    """What a graph break's `Continue` calls for resume function `fn`: `dispatch(args)`, the
+    guarded lookup taking the arguments as one tuple (the closure first, for code with free
+    variables: one cache serves every closure, as in `closure_caller`). Resume functions
+    have no defaults."""
+    cache = owned_cache(fn, backend, backend_name)
+    entries = cache.entries
+    miss = cache.miss
+    if not fn.__code__.co_freevars:
 
-    One cache serves every closure of the code: guards and transformed code read the cells from
-    that argument. Graph breaks tail-call resume functions of closures this way, passing the cells
-    of the function that broke, so a cached resume target never carries another call's cells.
+        def dispatch(args: tuple) -> Any:
+            for entry in entries:
+                if entry.guard(*args):
+                    return entry.fn(*args)
+            return miss(fn, (), args, {}, False)
+
+        return dispatch
+
+    own = fn.__closure__
+
+    def dispatch_closure(args: tuple) -> Any:
+        for entry in entries:
+            if entry.guard(*args):
+                return entry.fn(*args)
+        closure = args[0]
+        target = fn if closure is own else with_closure(fn, closure)
+        return miss(target, (closure,), args[1:], {}, False)
+
+    return dispatch_closure
+
+
+def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
+    """`call(f, *args)`: runs any function `f` made from `fn`'s code, compiled, with `f`'s own
+    closure. A graph break that calls a closure it received (a decorator's wrapper, say) goes
+    through this, so cached code never calls the closure of the call it was compiled for.
+
+    One cache serves every closure of the code: guards and transformed code take the cells as
+    their first argument. Compiled code calls this (bound as a method), so it raises the
+    recursion limit by its own frame while it runs (`recursion`); the lookup is written out here
+    rather than called, so no other frame of stenograph's sits under the callee.
     """
     cache = owned_cache(fn, backend, backend_name)
     entries = cache.entries
     miss = cache.miss
     own = fn.__closure__
 
-    def dispatch(closure: tuple, *args: Any, **kwargs: Any) -> Any:
-        for entry in entries:
-            if entry.guard(closure, *args, **kwargs):
-                return entry.fn(closure, *args, **kwargs)
-        target = fn if closure is own else with_closure(fn, closure)
-        return miss(target, (closure,), args, kwargs, fullgraph)
-
-    return dispatch
-
-
-def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
-    """`call(f, *args)`: runs any function `f` made from `fn`'s code, compiled, with `f`'s own
-    closure. A graph break that calls a closure it received (a decorator's wrapper, say) goes
-    through this, so cached code never calls the closure of the call it was compiled for."""
-    by_closure = closure_dispatcher(fn, backend, backend_name)
-    cache = cache_for(fn.__code__, backend, backend_name)
-
     def call(f: types.FunctionType, *args: Any, **kwargs: Any) -> Any:
-        if f.__defaults__ or f.__kwdefaults__:
-            result = _dispatch_by_defaults(cache.entries, cache.miss, False, f, (f.__closure__,), *args, **kwargs)
-        else:
-            result = by_closure(f.__closure__, *args, **kwargs)
-        return result.run() if type(result) is Continue else result
+        added = lift(1)
+        try:
+            closure = f.__closure__
+            # an entry binds missing arguments to the defaults it was compiled with
+            plain = not (f.__defaults__ or f.__kwdefaults__)
+            for entry in entries:
+                if (plain or entry.takes_defaults_of(f)) and entry.guard(closure, *args, **kwargs):
+                    result = entry.fn(closure, *args, **kwargs)
+                    break
+            else:
+                target = f if not plain else fn if closure is own else with_closure(fn, closure)
+                result = miss(target, (closure,), args, kwargs, False)
+            return result.run() if type(result) is Continue else result
+        finally:
+            if added:
+                lower(added)
 
     return call
 
@@ -319,6 +453,8 @@ def module_caller(backend: Any, backend_name: str) -> Any:
     """`call(module, *args)` running a module's compiled forward (hooks run eagerly around it).
 
     Used where a graph break calls a submodule: the submodule is compiled as its own frame.
+    It does not raise the recursion limit (`recursion`): its two frames (this one and the
+    forward's entry wrapper) stand for the two of `Module.__call__` that eager spends per call.
     """
     found = _module_callers.get(id(backend))
     if found is not None:
@@ -342,7 +478,7 @@ def module_caller(backend: Any, backend_name: str) -> Any:
 # what generated code at a graph break calls: handed down to the compiler and the break writer
 RUNTIME = Runtime(
     entry_wrapper=entry_wrapper,
-    closure_dispatcher=closure_dispatcher,
+    resume_dispatcher=resume_dispatcher,
     closure_caller=closure_caller,
     module_caller=module_caller,
     cache_for=cache_for,

@@ -7,9 +7,26 @@ a graph; outside `fullgraph=True` it never reaches the user (the frame runs eage
 
 from __future__ import annotations
 
+import enum
+
 
 class StenographError(Exception):
     """Base class of every error stenograph raises on purpose."""
+
+
+class BreakKind(enum.Enum):
+    """What a graph break met, as code branches on it and users filter by it (`Unsupported.kind`,
+    `events.GraphBreak.kind`, `explain()`'s `BreakReason.kind`); the reason text is for people."""
+
+    UNSUPPORTED = "unsupported"  # anything not named below
+    UNTRACED_CALL = "untraced call"  # print, a stenograph.disable'd function, an untraced library
+    DATA_DEPENDENT = "data-dependent"  # a Python value or decision from tensor data (.item(), `if t`)
+    MISSING_ATTRIBUTE = "missing attribute"  # the object lacks it: hasattr() is False, getattr() defaults
+    GENERATOR = "generator"  # a generator or coroutine that cannot be traced: it runs eagerly
+    # an eager call differentiating with create_graph=True: the graph before the break runs as
+    # captured, since a backend's backward may not be differentiable again
+    TWICE_DIFFERENTIABLE = "twice differentiable"
+    EXPLICIT = "explicit"  # stenograph.graph_break()
 
 
 class Unsupported(StenographError):
@@ -19,7 +36,8 @@ class Unsupported(StenographError):
     where a graph break can be placed; inlined calls report their call site.
 
     `reason` is the short cause ("call to print"), `location` is "file:line" in the user's code,
-    `source_line` the text of that line and `hint` what the user can do about it.
+    `source_line` the text of that line and `hint` what the user can do about it. `kind` says
+    what was met, for code (a `BreakKind`; the reason is for people).
     """
 
     def __init__(
@@ -31,15 +49,14 @@ class Unsupported(StenographError):
         hint: str = "",
         user_stack: list | None = None,
         instruction: str = "",
+        kind: BreakKind = BreakKind.UNSUPPORTED,
     ) -> None:
         self.reason = reason
+        self.kind = kind
         self.instruction = instruction
         self.break_index: int | None = None
         # (internal) the generator whose body raised it: that generator is then run for real
         self.generator_code = None
-        # (internal) the call differentiates with create_graph=True: the graph before the break
-        # runs as captured, since a backend's backward may not be differentiable again
-        self.twice_differentiable = False
         self.location = location
         self.source_line = source_line
         self.hint = hint

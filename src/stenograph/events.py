@@ -7,6 +7,7 @@ nothing here is on the per-call path of a compiled function (only on misses).
 
 from __future__ import annotations
 
+import enum
 import itertools
 import weakref
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import process_state
+from .errors import BreakKind
+from .guards.failures import GuardFailure
 
 
 @dataclass(frozen=True)
@@ -61,22 +64,40 @@ class GraphBreak(CompileEvent):
     user_stack: list  # [(filename, line, function name, source text)], innermost first
     instruction: str
     internal_stack: str = ""  # where stenograph decided to break (shown with config.verbose)
+    kind: BreakKind = BreakKind.UNSUPPORTED  # what the break met; `reason` says it for people
 
 
 @dataclass
 class Recompile(CompileEvent):
-    """No entry's guards passed: `reason` is the first failing check of the newest entry."""
+    """No entry's guards passed: `failure` is the first failing check of the newest entry (its
+    text and the new value); `reason` says it in one line."""
 
-    reason: str
+    failure: GuardFailure
     attempt: int
     previous: CompileId | None = field(default=None, init=False)  # the entry whose guard failed
+
+    @property
+    def reason(self) -> str:
+        return self.failure.reason
+
+
+class EagerCause(enum.Enum):
+    """Why a frame runs eagerly from now on (`RunsEagerly.cause`)."""
+
+    UNSUPPORTED = "unsupported"  # tracing met what it cannot capture (`Unsupported`)
+    RECOMPILE_LIMIT = "recompile limit"  # config.recompile_limit entries, and no guards passed
+    ERROR = "error"  # stenograph raised another of its errors (e.g. BackendCompilerFailed)
+    INTERNAL_ERROR = "internal error"  # any other exception while compiling (config.suppress_errors)
 
 
 @dataclass
 class RunsEagerly(CompileEvent):
-    """The frame gave up on compiling (unsupported code, recompile limit, internal error)."""
+    """The frame gave up on compiling (unsupported code, recompile limit, internal error):
+    `cause` says which, `reason` says it for people; `break_kind` is the `Unsupported`'s kind."""
 
     reason: str
+    cause: EagerCause
+    break_kind: BreakKind | None = None
 
 
 Subscriber = Callable[[CompileEvent], None]

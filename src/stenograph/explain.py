@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from . import api, events
+from .errors import BreakKind
 from .graph.resume import frame_name
 
 
@@ -22,6 +23,7 @@ class BreakReason:
     reason: str
     user_stack: list  # [(filename, line, function, source text)], innermost first
     instruction: str = ""
+    kind: BreakKind = BreakKind.UNSUPPORTED  # what the break met, to filter by (`reason` is for people)
 
     def __str__(self) -> str:
         lines = [self.reason]
@@ -83,7 +85,7 @@ def explain(fn: Callable, *deprecated_args: Any, **deprecated_kwargs: Any) -> Ca
 
         def listen(event: events.CompileEvent) -> None:
             if isinstance(event, events.GraphBreak):
-                result.break_reasons.append(BreakReason(event.reason, event.user_stack, event.instruction))
+                result.break_reasons.append(BreakReason(event.reason, event.user_stack, event.instruction, event.kind))
             elif isinstance(event, events.FrameCompiled):
                 entry = event.entry
                 result.out_guards.extend(check.text for check in entry.guard_set.ordered())

@@ -29,7 +29,6 @@ import torch
 
 from . import config, events
 from .errors import InvalidConfig
-from .guard_failures import GuardFailure
 
 NAMES: dict[str, str] = {
     "graph_code": "each captured graph's Python code",
@@ -143,7 +142,7 @@ def _on_event(event: events.CompileEvent) -> None:
         if log := _enabled("recompiles"):
             log.debug("%s", recompile_message(cid, event))
     elif isinstance(event, events.RunsEagerly):
-        name = "recompiles" if event.reason.startswith("recompile limit") else "graph_breaks"
+        name = "recompiles" if event.cause is events.EagerCause.RECOMPILE_LIMIT else "graph_breaks"
         if log := _enabled(name):
             log.debug("%s %s runs eagerly from now on: %s", cid, event.label, event.reason)
 
@@ -185,7 +184,7 @@ def graph_break_message(cid: str, event: events.GraphBreak) -> str:
 
 def recompile_message(cid: str, event: events.Recompile) -> str:
     previous = event.previous or "?"
-    failure = GuardFailure.parse(event.reason)
+    failure = event.failure
     text = [
         f"Recompiling {event.label} {cid}: the guards of [{previous}] failed",
         f"    failed guard (old value): {failure.check}",

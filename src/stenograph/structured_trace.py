@@ -22,8 +22,9 @@ import time
 from dataclasses import asdict
 from typing import Any, TextIO
 
+from .guards.failures import GuardFailure
 from .report import recorder as recording
-from .report.model import CompileRecord, FrameRecord
+from .report.model import CompileRecord, FrameRecord, failure_type
 
 ENV_VARS = ("STENOGRAPH_TRACE", "TORCH_TRACE")
 
@@ -93,8 +94,8 @@ class TraceWriter:
         elif what == "recompile":
             rec = record.recompile
             assert rec is not None
-            now = f" (got {rec.new_value})" if rec.new_value is not None else ""
-            self.artifact(first, "recompile_reasons", [f"{rec.failed}: {rec.check}{now}"])
+            reason = GuardFailure(rec.check, rec.new_value).reason
+            self.artifact(first, "recompile_reasons", [f"{rec.failed}: {reason}"])
             self.artifact(first, "stenograph_recompile", asdict(rec))
         elif what == "compiled":
             self._compiled(final, frame, record)
@@ -135,7 +136,7 @@ class TraceWriter:
             "stack_trace": [f"Line: {s[1]}, Name: {s[2]}, Filename: {s[0]}" for s in record.stack],
         }
         if record.failure is not None:
-            metrics["fail_type"] = failure_type(record.failure)
+            metrics["fail_type"] = failure_type(record.failure_cause)
             metrics["fail_reason"] = record.failure
             metrics["fail_user_frame_filename"] = frame.filename
             metrics["fail_user_frame_lineno"] = frame.firstlineno
@@ -168,14 +169,6 @@ def graph_break_text(record: CompileRecord) -> str:
         if text and str(text).strip():
             lines.append(f"    {str(text).strip()}")
     return "\n".join(lines)
-
-
-def failure_type(reason: str) -> str:
-    if reason.startswith("recompile limit"):
-        return "RecompileLimitExceeded"
-    if reason.startswith("internal error"):
-        return "InternalError"
-    return "Unsupported"
 
 
 _writer: TraceWriter | None = None

@@ -14,6 +14,7 @@ import math
 
 import pytest
 import torch
+from helpers import assert_same
 from torch import nn
 
 import stenograph
@@ -36,17 +37,7 @@ def _twins(*tensors):
 
 def _same(actual, expected, what="result"):
     """Values, shape, strides and requires_grad of every tensor in (nested) results."""
-    if isinstance(expected, torch.Tensor):
-        assert isinstance(actual, torch.Tensor), f"{what}: {actual!r} is not a tensor"
-        assert actual.shape == expected.shape and actual.stride() == expected.stride(), what
-        assert actual.requires_grad == expected.requires_grad, f"{what}: requires_grad"
-        torch.testing.assert_close(actual, expected, msg=lambda m: f"{what}: {m}")
-    elif isinstance(expected, (tuple, list)):
-        assert type(actual) is type(expected) and len(actual) == len(expected), what
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            _same(a, e, f"{what}[{i}]")
-    else:
-        assert actual == expected, f"{what}: {actual!r} != {expected!r}"
+    assert_same(actual, expected, what, strides=True)
 
 
 # -- 1. metadata-changing in-place methods on inputs ----------------------------------------------

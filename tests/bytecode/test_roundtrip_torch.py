@@ -11,6 +11,8 @@ from roundtrip_support import CodeRecorder, patch_module  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.modules import activation, batchnorm, conv, linear  # noqa: E402
 
+from stenograph.testing import same  # noqa: E402
+
 MODULES = [linear, conv, batchnorm, activation]
 
 
@@ -57,12 +59,6 @@ def _scenario() -> list:
     return out
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
-    return a == b
-
-
 def test_torch_layers_with_rebuilt_methods(monkeypatch):
     expected = _scenario()
     rebuilt = set()
@@ -72,7 +68,7 @@ def test_torch_layers_with_rebuilt_methods(monkeypatch):
     with CodeRecorder() as rec:
         actual = _scenario()
     assert len(actual) == len(expected)
-    mismatches = [i for i, (a, b) in enumerate(zip(actual, expected)) if not _same(a, b)]
+    mismatches = [i for i, (a, b) in enumerate(zip(actual, expected)) if not same(a, b, tol=0)]
     assert not mismatches
     ran = {c.co_qualname for c in rec.codes & rebuilt}
     for name in (

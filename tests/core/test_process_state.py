@@ -44,7 +44,12 @@ def test_registry_names_the_process_state() -> None:
     names = set(process_state.names())
     assert {"entry.caches", "entry.module_callers", "graph.resume", "events.numbering"} <= names
     memos = set(process_state.names(memos=True)) - names
-    assert {"bytecode.decoded", "interpreter.decoded", "interpreter.exception_tables"} <= memos
+    assert {
+        "bytecode.decoded",
+        "interpreter.decoded",
+        "interpreter.exception_tables",
+        "interpreter.opcode_tables",
+    } <= memos
 
 
 def test_reset_empties_every_registration(cnt) -> None:

@@ -19,7 +19,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import stenograph
-from stenograph import entry
+from stenograph import entry, recursion
 from stenograph.errors import BackendCompilerFailed
 from stenograph.graph import resume
 from stenograph.interpreter import frame
@@ -492,3 +492,263 @@ def test_decoded_and_resume_code_are_not_pinned(cnt, capsys):
     del fn, resume_codes
     gc.collect()
     assert [r() for r in refs] == [None, None]
+
+
+# -- recursion depth (issue 11) -------------------------------------------------------------------
+# stenograph's frames on a compiled call path raise the recursion limit by themselves while they
+# run (stenograph.recursion), so recursion through compiled code reaches eager's depth, infinite
+# recursion still ends in RecursionError, and the limit is the same after every call.
+
+
+def _deepest(fn, *args, hi=1500):
+    """The largest n for which fn(n, *args) returns (binary search), checking that the
+    recursion limit is the same after every call, returned or raised."""
+    limit = sys.getrecursionlimit()
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        try:
+            fn(mid, *args)
+            lo = mid
+        except RecursionError:
+            hi = mid - 1
+        assert sys.getrecursionlimit() == limit
+        assert recursion.lifted() == 0
+    return lo
+
+
+def _recursive_function(brk):
+    def f(n, x):
+        if n == 0:
+            return x
+        if brk:
+            print("", end="")  # a graph break at every level
+        return f(n - 1, x) + 1
+
+    return f
+
+
+class _Recursive(torch.nn.Module):
+    def __init__(self, brk):
+        super().__init__()
+        self.brk = brk
+
+    def rec(self, n, x):
+        if n == 0:
+            return x
+        if self.brk:
+            print("", end="")
+        return self.rec(n - 1, x) + 1
+
+    def forward(self, n, x):
+        return self.rec(n, x)
+
+
+def _make(case, brk, backend):
+    """(eager callable, compiled callable) for a recursion of kind `case`."""
+    if case == "function":
+        eager = _recursive_function(brk)
+        compiled_fn = _recursive_function(brk)
+        # the recursive call reads the name from the closure cell: point it at the compiled one
+        compiled = stenograph.compile(compiled_fn, backend=backend)
+        return eager, compiled
+    if case == "method":
+        return _Recursive(brk), stenograph.compile(_Recursive(brk), backend=backend)
+    k = torch.ones(1)
+
+    def closure():
+        def rec(n, x):
+            if n == 0:
+                return x * k
+            if brk:
+                print("", end="")
+            return rec(n - 1, x) + 1
+
+        return rec
+
+    return closure(), stenograph.compile(closure(), backend=backend)
+
+
+@pytest.mark.parametrize("brk", [False, True], ids=["no_break", "break"])
+@pytest.mark.parametrize("case", ["function", "method", "closure"])
+def test_compiled_recursion_reaches_eager_depth(case, brk):
+    cnt = CompileCounter()
+    eager, compiled = _make(case, brk, cnt)
+    x = torch.ones(2)
+    for n in (5, 50, 51, 200):  # a constant n, then a dynamic one, inlined up to the inline limit
+        assert_same(compiled(n, x), eager(n, x))
+    settled = cnt.frame_count
+    eager_depth = _deepest(eager, x)
+    compiled_depth = _deepest(compiled, x)
+    assert compiled_depth >= 0.97 * eager_depth, (eager_depth, compiled_depth)
+    if brk:  # (without breaks, levels inlined into one frame take no frames at all)
+        assert compiled_depth <= eager_depth + 2, (eager_depth, compiled_depth)
+    deepest = min(compiled_depth, eager_depth)
+    assert_same(compiled(deepest, x), eager(deepest, x))
+    # running out of depth (every probe past the deepest) compiled nothing more
+    assert cnt.frame_count == settled
+
+
+def test_compiled_recursion_reaches_eager_depth_aot_eager():
+    cnt = CompileCounterWithBackend("aot_eager")
+    eager, compiled = _make("function", True, cnt)
+    x = torch.ones(2)
+    for n in (5, 50, 51, 200):
+        assert_same(compiled(n, x), eager(n, x))
+    settled = cnt.frame_count
+    eager_depth = _deepest(eager, x)
+    compiled_depth = _deepest(compiled, x)
+    # the backend's runtime wrappers take a few frames of their own at the deepest level
+    assert 0.97 * eager_depth <= compiled_depth <= eager_depth + 2, (eager_depth, compiled_depth)
+    assert cnt.frame_count == settled
+
+
+def _endless_function(brk):
+    def f(n, x):
+        if brk:
+            print("", end="")
+        return f(n + 1, x) + 1
+
+    return f
+
+
+class _Endless(torch.nn.Module):
+    def rec(self, n, x):
+        print("", end="")
+        return self.rec(n + 1, x) + 1
+
+    def forward(self, n, x):
+        return self.rec(n, x)
+
+
+@pytest.mark.parametrize("limit", [None, 20000], ids=["default_limit", "limit_20000"])
+@pytest.mark.parametrize("case", ["function", "function_break", "method_break"])
+def test_infinite_recursion_still_raises_recursion_error(case, limit):
+    """Bounded raising: 3.11 runs stenograph's `f(*args)` calls on the C stack, which a limit
+    raised without bound would overflow (a crash) before RecursionError; eager raises at 20000."""
+    if case == "method_break":
+        eager, compiled = _Endless(), stenograph.compile(_Endless(), backend="eager")
+    else:
+        eager = _endless_function(case.endswith("break"))
+        compiled = stenograph.compile(_endless_function(case.endswith("break")), backend="eager")
+    x = torch.ones(2)
+    before = sys.getrecursionlimit()
+    if limit is not None:
+        sys.setrecursionlimit(limit)
+    try:
+        with pytest.raises(RecursionError, match="maximum recursion depth exceeded"):
+            eager(0, x)
+        with pytest.raises(RecursionError, match="maximum recursion depth exceeded"):
+            compiled(0, x)
+        assert sys.getrecursionlimit() == (limit or before)
+        assert recursion.lifted() == 0
+    finally:
+        sys.setrecursionlimit(before)
+
+
+class _Stop(BaseException):
+    """Like KeyboardInterrupt: not an Exception."""
+
+
+@pytest.mark.parametrize("error", [ValueError, _Stop])
+def test_recursion_limit_restored_when_a_deep_compiled_call_raises(cnt, error):
+    def f(n, x):
+        if n == 0:
+            raise error("bottom")
+        print("", end="")
+        return f(n - 1, x) + 1
+
+    compiled = stenograph.compile(f, backend=cnt)
+    limit = sys.getrecursionlimit()
+    for n in (3, 300):
+        with pytest.raises(error, match="bottom"):
+            compiled(n, torch.ones(2))
+        assert sys.getrecursionlimit() == limit
+        assert recursion.lifted() == 0
+
+
+def test_user_recursion_limit_set_inside_a_compiled_call_is_kept(cnt):
+    """Lowering is relative: a limit the user sets inside stays, less the frames stenograph had
+    added to the limit when it was set. Here the call is unknown C code, so the code after the
+    break runs eagerly: three (`Continue.run` and the dispatcher, the miss path's frame)."""
+
+    def f(x, new_limit):
+        sys.setrecursionlimit(new_limit)
+        return x + 1
+
+    compiled = stenograph.compile(f, backend=cnt)
+    before = sys.getrecursionlimit()
+    try:
+        with pytest.warns(stenograph.StenographWarning, match="unknown to stenograph"):  # runs eagerly
+            assert_same(compiled(torch.ones(2), before + 500), torch.ones(2) + 1)
+        assert sys.getrecursionlimit() == before + 500 - 3
+        assert recursion.lifted() == 0
+        assert_same(compiled(torch.ones(2), before + 600), torch.ones(2) + 1)
+        assert sys.getrecursionlimit() == before + 600 - 3
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def test_a_miss_deep_in_a_recursion_compiles(cnt):
+    """The compile gets its own headroom: a first call 60 frames below the limit traces (many
+    more frames) and installs its entries instead of running eagerly for good."""
+
+    def fn(x):
+        y = torch.sin(x) * 2
+        print("", end="")
+        return y.cos() + x
+
+    compiled = stenograph.compile(fn, backend=cnt)
+
+    def deep(n, x):
+        return compiled(x) if n == 0 else deep(n - 1, x)
+
+    here = len(traceback.extract_stack())
+    x = torch.randn(4)
+    limit = sys.getrecursionlimit()
+    assert_same(deep(limit - here - 60, x), fn(x))
+    assert cnt.frame_count == 2
+    assert sys.getrecursionlimit() == limit
+    assert recursion.lifted() == 0
+    assert_same(compiled(x), fn(x))
+    assert cnt.frame_count == 2
+
+
+def test_recursion_error_in_the_tracer_is_not_taken_for_the_program(cnt, monkeypatch):
+    """A compile that runs out of depth is not the frame's fault: with suppress_errors the call
+    runs eagerly with a warning (the frame is not given up: a later call compiles); without, the
+    error propagates. Constant folding does not turn the tracer's RecursionError into code that
+    raises it."""
+    from stenograph.errors import Unsupported
+    from stenograph.variables import exceptions
+
+    with pytest.raises(RecursionError):
+        exceptions.raise_python_error(None, RecursionError("deep"))
+
+    def fn(x):
+        return x + 1
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    real = entry.compile_frame
+    failures = [0]
+
+    def out_of_depth_once(*args, **kwargs):
+        if failures[0] < 1:
+            failures[0] += 1
+            try:
+                raise RecursionError("maximum recursion depth exceeded")
+            except RecursionError as e:
+                raise Unsupported("x + 1 raised RecursionError while tracing") from e
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(entry, "compile_frame", out_of_depth_once)
+    x = torch.ones(2)
+    with pytest.raises(Unsupported):
+        compiled(x)
+    failures[0] = 0
+    with stenograph.config.patch(suppress_errors=True):
+        with pytest.warns(stenograph.StenographWarning, match="ran out of recursion depth"):
+            assert_same(compiled(x), fn(x))
+        assert cnt.frame_count == 0
+        assert_same(compiled(x), fn(x))
+        assert cnt.frame_count == 1

@@ -1,4 +1,5 @@
-"""Helpers for the observability tests: running the CLI, decoding PNG screenshots."""
+"""Helpers for the observability tests: a function that breaks, running the CLI, decoding PNG
+screenshots."""
 
 from __future__ import annotations
 
@@ -8,7 +9,19 @@ import subprocess
 import sys
 import zlib
 
+import torch
+
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
+
+
+def breaking(x, n):
+    """Two graphs around a print; the second depends on `n` (a guard)."""
+    x = x * 2
+    print("between graphs")
+    x = torch.relu(x)
+    if n > 0:
+        return x + n
+    return x
 
 
 def run_cli(args: list[str], cwd: str, env: dict[str, str] | None = None, timeout: int = 300):

@@ -8,14 +8,7 @@ from torch import nn
 
 import stenograph
 
-
-def breaking(x, n):
-    x = x * 2
-    print("between graphs")
-    x = torch.relu(x)
-    if n > 0:
-        return x + n
-    return x
+from ._support import breaking
 
 
 def test_inspect_before_any_call_says_so():

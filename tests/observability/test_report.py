@@ -6,23 +6,16 @@ import re
 
 import pytest
 import torch
+from helpers import line_of
 
 import stenograph
 from stenograph import structured_trace
 from stenograph.report import from_trace, html, recorder
 from stenograph.report.model import CallStats, resume_parent
 
+from ._support import breaking
 
-def breaking(x, n):
-    x = x * 2
-    print("between graphs")
-    x = torch.relu(x)
-    if n > 0:
-        return x + n
-    return x
-
-
-BREAK_LINE = breaking.__code__.co_firstlineno + 2
+BREAK_LINE = line_of(breaking, "print(")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Regressions found by the differential fuzzer (tests/fuzz, FINDINGS F1, F3, F7, F8).
+"""Regressions found by the differential fuzzer (tests/fuzz, FINDINGS F1, F3, F7, F8, F14, F15, F16).
 
 Each compares the compiled function with eager (results, arguments and globals afterwards, the
 RNG stream), with exact graph counts and a second identical call that compiles nothing.
@@ -6,6 +6,7 @@ RNG stream), with exact graph counts and a second identical call that compiles n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
@@ -120,3 +121,96 @@ def test_break_before_a_jump_with_an_extended_argument(backend):
     for x, s in ((torch.ones(2), 1.0), (torch.ones(2), 1.0), (-torch.ones(2), -1.0)):
         assert_same(compiled(x, s), fn(x, s))
     assert cnt.frame_count == 5  # the frame and its resume functions, for both branches
+
+
+def _mutates_the_base_of_a_view(x, v):
+    x.mul_(2)  # v, a view of x, changes too
+    return v + 1
+
+
+def _view_kept_across_a_break(x):
+    v = x.reshape(-1).reshape(x.shape)  # a view of x, passed to the resume function with x
+    x.mul_(-1.0)
+    if v.sum() > -1.0:  # a graph break: the resume function changes x in place
+        x.mul_(-1.0)
+    return v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inputs_aliasing_a_changed_input_with_symbolic_sizes(backend):
+    """An input that is a view of another input the graph changes in place, with dynamic sizes
+    (F14): AOTAutograd rebuilds the view from one synthetic base by replaying its view function,
+    which needs the view's own size symbols as graph inputs."""
+    for fn, make_args, frames in (
+        (_mutates_the_base_of_a_view, lambda x: (x, x[1:]), 2),
+        (_mutates_the_base_of_a_view, lambda x: (x, x.t()), 2),
+        (_view_kept_across_a_break, lambda x: (x,), 4),
+        # two overlapping views of a base that is no input: AOTAutograd guards the base's size
+        (_add_to_one_of_two_views, lambda x: (x[:-1], x[1:]), 2),
+    ):
+        cnt = CompileCounterWithBackend(backend)
+        compiled = stenograph.compile(fn, backend=cnt)
+        for n in (2, 2, 3, 4, 4):  # from 3 on the sizes are symbolic
+            x = -torch.arange(n * 3.0).reshape(n, 3) - 1
+            mine, theirs = x.clone(), x.clone()
+            expected = fn(*make_args(theirs)), theirs
+            actual = compiled(*make_args(mine)), mine
+            assert_same(actual, expected)
+        assert cnt.frame_count == frames  # static, then symbolic (each resume function too)
+
+
+def _add_to_one_of_two_views(a, b):
+    a.add_(1)  # b shares a's storage: its values change too where the two overlap
+    return a + b.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_views_that_overlap_where_the_compiled_ones_did_not(backend):
+    """Two views of one storage with the sizes and strides of the compiled call, that overlap now
+    and did not then (F15): the graph's functional form depends on the overlap, so the storage
+    offsets are guarded."""
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_add_to_one_of_two_views, backend=cnt)
+    calls = (
+        lambda: (lambda base: (base[0], base[1]))(torch.arange(12.0).reshape(2, 2, 3)),  # apart
+        lambda: (lambda base: (base[:2], base[1:]))(torch.arange(9.0).reshape(3, 3)),  # overlapping
+        lambda: (lambda base: (base[:2], base[1:]))(torch.arange(9.0).reshape(3, 3)),
+    )
+    for make in calls:
+        mine, theirs = make(), make()
+        expected = _add_to_one_of_two_views(*theirs), theirs[0]._base
+        actual = compiled(*mine), mine[0]._base
+        assert_same(actual, expected)
+    assert cnt.frame_count == 2
+
+
+class _Scale:
+    k = 2
+
+    def __init__(self, v):
+        self.v = v
+
+
+def _float_from_numbers(x, n, obj):
+    v1 = float(_Scale.k) * obj.v - _Scale.k
+    for _ in range(n):
+        v1 *= 0.0  # -0.0 for a negative v1
+    return x + 1, v1, -(v1 - v1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_results_keep_the_sign_of_zero(backend):
+    """A float computed from symbolic numbers only, returned to the caller (F16): a backend's
+    symbolic simplification turns `s * 0.0` into 0.0, so such floats are computed by Python."""
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_float_from_numbers, backend=cnt)
+    x = torch.randn(3)
+    try:
+        for n, v, k in [(0, 3, 2), (0, 2, 4), (1, 0, 4), (1, 0, 4), (1, 2, 3)]:
+            _Scale.k = k
+            actual, expected = compiled(x, n, _Scale(v)), _float_from_numbers(x, n, _Scale(v))
+            assert_same(actual, expected)
+            assert [math.copysign(1, f) for f in actual[1:]] == [math.copysign(1, f) for f in expected[1:]]
+    finally:
+        _Scale.k = 2
+    assert cnt.frame_count == 4  # constants; then k, v symbolic; n symbolic, loop guarded per n

@@ -50,6 +50,29 @@ def test_seed_002_constant_then_symbolic_int(cnt):
     assert cnt.frame_count == 3
 
 
+class _Config:
+    k = 2
+
+
+def _reads_twice(x):
+    return x + _Config.k * _Config.k
+
+
+def test_number_read_twice_is_one_symbolic_input(cnt):
+    """A class attribute read twice in one frame is one SymInt placeholder (one symbol), not two."""
+    compiled = stenograph.compile(_reads_twice, backend=cnt)
+    x = torch.randn(3)
+    try:
+        for k in (2, 3, 5, 5):
+            _Config.k = k
+            torch.testing.assert_close(compiled(x), _reads_twice(x))
+    finally:
+        _Config.k = 2
+    assert cnt.frame_count == 2
+    symbolic = [p for p in _placeholders(cnt.graphs[1]) if isinstance(p.meta["example_value"], torch.SymInt)]
+    assert len(symbolic) == 1 and symbolic[0].meta["source"].endswith("_Config.k")
+
+
 def test_shape_change_makes_the_dimension_symbolic(cnt):
     """BEHAVIOUR 3: same size once, a new size recompiles with a symbolic size, a third size reuses."""
 

@@ -23,7 +23,9 @@ from .instructions import (
 from .resume import (
     ITERATOR_FROM_TUPLE,
     NULL_STACK_ENTRY,
+    VALUE_STACK_ENTRY,
     LastiStackEntry,
+    SlotKind,
     build_resume_code,
     describe_handler,
     resume_code_name,
@@ -40,6 +42,8 @@ __all__ = [
     "JUMP_OPCODES",
     "LastiStackEntry",
     "NULL_STACK_ENTRY",
+    "SlotKind",
+    "VALUE_STACK_ENTRY",
     "assemble",
     "build_resume_code",
     "decode",

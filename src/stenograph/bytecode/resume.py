@@ -78,6 +78,10 @@ NULL_STACK_ENTRY = _StackMarker("NULL_STACK_ENTRY")
 #: to come (a traced iterator has no real counterpart to pass); the prologue pushes `iter(arg)`.
 ITERATOR_FROM_TUPLE = _StackMarker("ITERATOR_FROM_TUPLE")
 
+#: Marks a stack slot that holds a plain value, passed as an argument (any object that is not
+#: one of the other markers or a `LastiStackEntry` means the same to `build_resume_code`).
+VALUE_STACK_ENTRY = _StackMarker("VALUE_STACK_ENTRY")
+
 
 @dataclass(frozen=True)
 class LastiStackEntry:
@@ -90,6 +94,16 @@ class LastiStackEntry:
     """
 
     offset: int
+
+
+#: How one stack slot at a graph break reaches its resume function, as `build_resume_code` reads
+#: it: `VALUE_STACK_ENTRY`, `NULL_STACK_ENTRY`, `ITERATOR_FROM_TUPLE` or `LastiStackEntry(offset)`.
+SlotKind = _StackMarker | LastiStackEntry
+
+
+def takes_argument(kind: SlotKind) -> bool:
+    """Whether a slot of this kind is passed to the resume function (NULL and lasti are pushed)."""
+    return kind is VALUE_STACK_ENTRY or kind is ITERATOR_FROM_TUPLE
 
 
 _PY312 = sys.version_info >= (3, 12)

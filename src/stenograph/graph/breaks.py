@@ -13,69 +13,40 @@ block and raises, the handler's resume function continues with the exception, as
 from __future__ import annotations
 
 import dis
-import functools
-import sys
 import types
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..bytecode.instructions import exception_entries
-from ..bytecode.resume import stack_arg_name
+from ..bytecode.resume import (
+    ITERATOR_FROM_TUPLE,
+    NULL_STACK_ENTRY,
+    VALUE_STACK_ENTRY,
+    LastiStackEntry,
+    stack_arg_name,
+    takes_argument,
+)
 from ..errors import Unsupported
+from ..interpreter.break_rendering import BreakSite, Rendered, Slot
+from ..interpreter.opcodes import renderings_for_running_python
 from ..marks import is_disabled
 from ..variables.base import NullVariable, Variable
 from ..variables.builtins import BuiltinVariable
 from ..variables.cells import LazyValue
 from ..variables.containers import DictVariable, IteratorVariable, SequenceVariable, SetVariable
 from ..variables.contexts import ContextExitVariable
-from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable, is_untraced_library
+from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
 from ..variables.objects import NNModuleVariable
-from ..variables.operators import BINARY_OPS, COMPARE_OPS
 from ..variables.symbolic import SymNodeVariable
-from ..variables.tensor import TensorMethodVariable, TensorVariable
+from ..variables.trace_rules import is_untraced_library
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
-from .resume import Origin, resume_function, takes_argument
+from .resume import Origin, resume_function
 from .runtime import Runtime
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
-
-
-@dataclass
-class Slot:
-    """One value-stack entry of the frame at the break, as the resume function receives it."""
-
-    # "value"; "null"; "iter" (passed as a tuple, iterated by the resume prologue); "lasti:<offset>"
-    kind: str
-    expr: str = ""
-    dynamic: bool = False  # a number from tensor data: symbolic in the resume function
-
-
-_UNARY = {
-    "UNARY_NEGATIVE": "-{0}",
-    "UNARY_POSITIVE": "+{0}",
-    "UNARY_INVERT": "~{0}",
-    "UNARY_NOT": "not {0}",
-}
-_POP_JUMPS = {
-    "POP_JUMP_IF_TRUE": "bool({0})",
-    "POP_JUMP_IF_FALSE": "not {0}",
-    "POP_JUMP_IF_NONE": "{0} is None",
-    "POP_JUMP_IF_NOT_NONE": "{0} is not None",
-}
-for _direction in ("FORWARD", "BACKWARD"):
-    for _kind, _test in list(_POP_JUMPS.items())[:4]:
-        _POP_JUMPS[_kind.replace("POP_JUMP_IF_", f"POP_JUMP_{_direction}_IF_")] = _test
-
-BREAKABLE = {
-    "CALL", "CALL_FUNCTION_EX", "LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "BINARY_SUBSCR",
-    "STORE_SUBSCR", "DELETE_SUBSCR", "BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP",
-    "GET_ITER", "FOR_ITER", "STORE_GLOBAL", "BEFORE_WITH", "UNPACK_SEQUENCE", "BINARY_SLICE",
-    "STORE_SLICE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", "RAISE_VARARGS", "FORMAT_VALUE",
-    *_UNARY, *_POP_JUMPS,
-}
 
 
 class BreakWriter:
@@ -107,18 +78,18 @@ class BreakWriter:
         slots = []
         for var in self.frame.stack:
             if isinstance(var, NullVariable):
-                slots.append(Slot("null"))
+                slots.append(Slot(NULL_STACK_ENTRY))
             elif isinstance(var, ContextExitVariable):
-                slots.append(Slot("value", self._enter_context(var)))
+                slots.append(Slot(VALUE_STACK_ENTRY, self._enter_context(var)))
             elif isinstance(var, IteratorVariable):
                 items = var.items[var.index :]
                 as_range = _as_range(items)
                 if as_range is not None:
-                    slots.append(Slot("iter", repr(as_range)))
+                    slots.append(Slot(ITERATOR_FROM_TUPLE, repr(as_range)))
                 else:
-                    slots.append(Slot("iter", f"({''.join(self.rebuild.expr(i) + ', ' for i in items)})"))
+                    slots.append(Slot(ITERATOR_FROM_TUPLE, f"({''.join(self.rebuild.expr(i) + ', ' for i in items)})"))
             else:
-                slots.append(Slot("value", self._evaluate(var), _is_dynamic_number(var)))
+                slots.append(Slot(VALUE_STACK_ENTRY, self._evaluate(var), _is_dynamic_number(var)))
         return slots
 
     def _evaluate(self, var: Variable) -> str:
@@ -227,8 +198,8 @@ class BreakWriter:
             if entry.start <= offset < entry.end:
                 handler_slots = list(slots[: entry.depth])
                 if entry.lasti:
-                    handler_slots.append(Slot(f"lasti:{offset}"))
-                handler_slots.append(Slot("value", "___e"))
+                    handler_slots.append(Slot(LastiStackEntry(offset)))
+                handler_slots.append(Slot(VALUE_STACK_ENTRY, "___e"))
                 call = self.resume_call(entry.target, handler_slots, live, handler=True)
                 return ["except BaseException as ___e:", "    " + call]
         return None
@@ -247,16 +218,19 @@ class BreakWriter:
         )
         if isinstance(var, UserFunctionVariable) and compile_callee and var.fn.__closure__ and var.source is not None:
             # guards match such a function by its code: call the one this call has, with its cells
+            # bound as a method, not a partial: calling it is a plain Python call, which takes no
+            # C stack (a partial's does; a recursion through it would run out of that first)
             caller = self.writer.bind(runtime.closure_caller(var.fn, self.backend, self.backend_name), "call")
             bound = self.writer.temp("m")
-            self.writer.post.append(f"{bound} = ___partial({caller}, {self._evaluate(var)})")
-            self.writer.namespace["___partial"] = functools.partial
+            self.writer.post.append(f"{bound} = ___MethodType({caller}, {self._evaluate(var)})")
+            self.writer.namespace["___MethodType"] = types.MethodType
             return bound
+        # `nested`: these wrappers raise the recursion limit by their own frame (`recursion`)
         if isinstance(var, UserFunctionVariable) and compile_callee:
-            wrapped = runtime.entry_wrapper(var.fn, self.backend, self.backend_name, False)
+            wrapped = runtime.entry_wrapper(var.fn, self.backend, self.backend_name, False, nested=True)
             return self.writer.bind(wrapped, "call")
         if isinstance(var, UserMethodVariable) and compile_callee:
-            wrapped = runtime.entry_wrapper(var.fn, self.backend, self.backend_name, False)
+            wrapped = runtime.entry_wrapper(var.fn, self.backend, self.backend_name, False, nested=True)
             name = self.writer.bind(wrapped, "call")
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___MethodType({name}, {self._evaluate(var.self_var)})")
@@ -267,7 +241,7 @@ class BreakWriter:
             backend = self.writer.bind(self.backend, "backend")
             # each call wraps a new function object; this code keeps their shared cache alive
             self.writer.bind(runtime.cache_for(var.code, self.backend, self.backend_name), "cache")
-            return f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False)"
+            return f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False, nested=True)"
         if isinstance(var, BuiltinVariable) and var.fn is globals:
             return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"
         if isinstance(var, BuiltinVariable) and var.fn in (locals, vars):
@@ -276,8 +250,8 @@ class BreakWriter:
             caller = self.writer.bind(runtime.module_caller(self.backend, self.backend_name), "modcall")
             module = self._evaluate(var)
             bound = self.writer.temp("m")
-            self.writer.post.append(f"{bound} = ___partial({caller}, {module})")
-            self.writer.namespace["___partial"] = functools.partial
+            self.writer.post.append(f"{bound} = ___MethodType({caller}, {module})")
+            self.writer.namespace["___MethodType"] = types.MethodType
             return bound
         return self._evaluate(var)
 
@@ -310,120 +284,28 @@ class BreakWriter:
         line = frame.line if frame.current is None else _line_of(self.inst, frame.line)
         return finish(self.writer, self.rebuild, input_sources, compile_graph, frame.code, self.fn, label, line)
 
-    def instruction(self, slots: list[Slot]) -> tuple[list[str], list[tuple[str | None, int, list[Slot]]]]:
-        """(eager lines, [(condition, resume offset, stack)]) for the break instruction."""
-        inst, name = self.inst, self.inst.opname
-        nxt = self.next_offset
-        # a loop iterator travels to resume functions as a tuple; the instruction needs an iterator
-        values = [f"iter({s.expr})" if s.kind == "iter" else s.expr for s in slots]
-        result = Slot("value", "___r")
-
-        def rest(n: int) -> list[Slot]:
-            return slots[: len(slots) - n]
-
-        if name == "CALL":
-            argc = inst.arg
-            first, second = self.frame.stack[-argc - 2], self.frame.stack[-argc - 1]
-            args = values[len(values) - argc :]
-            if isinstance(first, NullVariable):
-                fn = self.callable_expr(second)
-                result.dynamic = _reads_number_from_data(second, self.frame.stack[len(self.frame.stack) - argc :])
-            else:
-                fn = self.callable_expr(first)
-                args = [values[-argc - 1], *args]
-                result.dynamic = _reads_number_from_data(first, self.frame.stack[len(self.frame.stack) - argc - 1 :])
-            kw_names = self.frame.kw_names
-            if kw_names:
-                positional, keywords = args[: len(args) - len(kw_names)], args[len(args) - len(kw_names) :]
-                args = positional + [f"{k}={v}" for k, v in zip(kw_names, keywords)]
-            return [f"___r = {fn}({', '.join(args)})"], [(None, nxt, [*rest(argc + 2), result])]
-        if name == "CALL_FUNCTION_EX":
-            has_kwargs = inst.arg & 1
-            n = 2 + has_kwargs
-            fn = self.callable_expr(self.frame.stack[-n])
-            call_args = f"*{values[-n + 1]}" + (f", **{values[-1]}" if has_kwargs else "")
-            below_null = len(slots) > n and slots[-n - 1].kind == "null"
-            return [f"___r = {fn}({call_args})"], [(None, nxt, [*rest(n + below_null), result])]
-        if name in ("LOAD_ATTR", "LOAD_METHOD"):
-            pushes_null = name == "LOAD_METHOD" or (name == "LOAD_ATTR" and _is_312() and inst.arg & 1)
-            new = [*rest(1), Slot("null"), result] if pushes_null else [*rest(1), result]
-            return [f"___r = {values[-1]}.{inst.argval}"], [(None, nxt, new)]
-        if name == "STORE_ATTR":
-            return [f"{values[-1]}.{inst.argval} = {values[-2]}"], [(None, nxt, rest(2))]
-        if name == "BINARY_SUBSCR":
-            return [f"___r = {values[-2]}[{values[-1]}]"], [(None, nxt, [*rest(2), result])]
-        if name == "BINARY_SLICE":
-            return [f"___r = {values[-3]}[{values[-2]}:{values[-1]}]"], [(None, nxt, [*rest(3), result])]
-        if name == "STORE_SUBSCR":
-            return [f"{values[-2]}[{values[-1]}] = {values[-3]}"], [(None, nxt, rest(3))]
-        if name == "STORE_SLICE":
-            return [f"{values[-3]}[{values[-2]}:{values[-1]}] = {values[-4]}"], [(None, nxt, rest(4))]
-        if name == "DELETE_SUBSCR":
-            return [f"del {values[-2]}[{values[-1]}]"], [(None, nxt, rest(2))]
-        if name in ("BINARY_OP", "COMPARE_OP"):
-            fn = BINARY_OPS[inst.arg] if name == "BINARY_OP" else COMPARE_OPS[inst.argval]
-            op = self.writer.bind(fn, "op")
-            return [f"___r = {op}({values[-2]}, {values[-1]})"], [(None, nxt, [*rest(2), result])]
-        if name in ("IS_OP", "CONTAINS_OP"):
-            word = {"IS_OP": "is", "CONTAINS_OP": "in"}[name]
-            test = f"not {word}" if name == "CONTAINS_OP" and inst.arg else f"{word} not" if inst.arg else word
-            return [f"___r = {values[-2]} {test} {values[-1]}"], [(None, nxt, [*rest(2), result])]
-        if name in _UNARY:
-            return [f"___r = {_UNARY[name].format(values[-1])}"], [(None, nxt, [*rest(1), result])]
-        if name == "GET_ITER":
-            return [f"___r = iter({values[-1]})"], [(None, nxt, [*rest(1), result])]
-        if name == "UNPACK_SEQUENCE":
-            names = [f"___r{i}" for i in range(inst.arg)]
-            lines = [f"{', '.join(names)}{',' if inst.arg == 1 else ''} = {values[-1]}"]
-            return lines, [(None, nxt, [*rest(1), *[Slot("value", n) for n in reversed(names)]])]
-        if name == "STORE_GLOBAL":
-            target = self.writer.namer.name_for(self.frame.f_globals)
-            return [f"{target}[{inst.argval!r}] = {values[-1]}"], [(None, nxt, rest(1))]
-        if name == "BEFORE_WITH":
-            lines = [f"___x = {values[-1]}", "___r = type(___x).__enter__(___x)"]
-            exit_slot = Slot("value", "___MethodType(type(___x).__exit__, ___x)")
-            self.writer.namespace["___MethodType"] = types.MethodType
-            return lines, [(None, nxt, [*rest(1), exit_slot, result])]
-        if name in _POP_JUMPS:
-            test = _POP_JUMPS[name].format(values[-1])
-            return [f"___c = {test}"], [("___c", inst.argval, rest(1)), (None, nxt, rest(1))]
-        if name in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
-            test = "" if name == "JUMP_IF_TRUE_OR_POP" else "not "
-            return [f"___c = {test}{values[-1]}"], [("___c", inst.argval, slots), (None, nxt, rest(1))]
-        if name == "FORMAT_VALUE":
-            has_spec = bool(inst.arg & 0x04)
-            value = values[-2] if has_spec else values[-1]
-            conversion = {0: "{0}", 1: "str({0})", 2: "repr({0})", 3: "ascii({0})"}[inst.arg & 0x03]
-            spec = values[-1] if has_spec else "''"
-            popped = 2 if has_spec else 1
-            return [f"___r = format({conversion.format(value)}, {spec})"], [(None, nxt, [*rest(popped), result])]
-        if name == "RAISE_VARARGS" and inst.arg in (1, 2):
-            cause = f" from {values[-1]}" if inst.arg == 2 else ""
-            return [f"raise {values[-inst.arg]}{cause}"], []
-        if name == "FOR_ITER":
-            exhausted = _after_loop(self.frame, inst.argval)
-            self.writer.namespace["___END"] = _END
-            lines = [f"___r = next({values[-1]}, ___END)"]
-            return lines, [("___r is ___END", exhausted, rest(1)), (None, nxt, [*slots, result])]
-        raise Unsupported(f"a graph break at {name} is not supported")
-
-
-_END = object()
+    def instruction(self, slots: list[Slot]) -> Rendered:
+        """(eager lines, [(condition, resume offset, stack)]) for the break instruction, as its
+        opcode's registered rendering writes them (`interpreter/opcodes.py`)."""
+        inst = self.inst
+        rendering = renderings_for_running_python().get(inst.opname)
+        if rendering is None:
+            raise Unsupported(f"a graph break at {inst.opname} is not supported")
+        site = BreakSite(
+            frame=self.frame,
+            slots=slots,
+            next_offset=self.next_offset,
+            callable_expr=self.callable_expr,
+            bind=self.writer.bind,
+            namespace=self.writer.namespace,
+            globals_expr=lambda: self.writer.namer.name_for(self.frame.f_globals),
+        )
+        return rendering(site, inst)
 
 
 def _is_dynamic_number(var: Variable) -> bool:
     """A symbolic int or float of the breaking frame: it stays symbolic in the resume function."""
     return isinstance(var, SymNodeVariable) and var.python_type() in (int, float)
-
-
-def _reads_number_from_data(callee: Variable, args: list[Variable]) -> bool:
-    """`t.item()`, `t.tolist()`, `int(t)`, `float(t)`: the call's result is Python numbers read
-    from a tensor, new on every call."""
-    if isinstance(callee, TensorMethodVariable):
-        return callee.name in ("item", "tolist") and not args
-    if isinstance(callee, BuiltinVariable) and callee.fn in (int, float):
-        return len(args) == 1 and isinstance(args[0], TensorVariable)
-    return False
 
 
 def _as_range(items: list[Variable]) -> range | None:
@@ -443,20 +325,9 @@ def _line_of(inst: dis.Instruction, default: int) -> int:
     return positions.lineno if positions is not None and positions.lineno is not None else default
 
 
-def _after_loop(frame: Frame, target: int) -> int:
-    """Where an exhausted FOR_ITER continues (3.12 skips the END_FOR it jumps to)."""
-    index = frame.index_of_offset[target]
-    if frame.instructions[index].opname == "END_FOR":
-        return frame.instructions[index + 1].offset
-    return target
-
-
-def _is_312() -> bool:
-    return sys.version_info >= (3, 12)
-
-
 def can_break_at(inst: dis.Instruction) -> bool:
-    return inst.opname in BREAKABLE
+    """Whether the instruction's opcode has an eager rendering (it can break the graph)."""
+    return inst.opname in renderings_for_running_python()
 
 
 def _containers_within(values: list[Variable]) -> set[int]:

@@ -22,13 +22,10 @@ from typing import Any
 import torch
 
 from .. import config
-from ..errors import Unsupported
 from ..guards.guard_set import _repr_roundtrips
 from ..guards.pyfunc import make_function, parameter_list
 from ..guards.sources import GlobalsNamer, SourceRenderer
-from ..variables.base import ConstantVariable, Variable
-from ..variables.containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
-from ..variables.tensor import TensorVariable
+from ..variables.base import Variable
 from .side_effects import SideEffects
 
 
@@ -101,22 +98,7 @@ class Reconstructor:
     def expr(self, var: Variable) -> str:
         if var.source is not None:
             return self.writer.source(var.source)
-        if isinstance(var, TensorVariable):
-            return self.graph_value(var.node)
-        if isinstance(var, ConstantVariable):
-            return self.constant(var.value)
-        rebuilt = getattr(var, "reconstruct", None)
-        if rebuilt is not None:
-            return rebuilt(self)
-        if isinstance(var, SizeVariable):
-            return f"___Size(({''.join(self.expr(i) + ', ' for i in var.items)}))"
-        if isinstance(var, TupleVariable):
-            return f"({''.join(self.expr(i) + ', ' for i in var.items)})"
-        if isinstance(var, (ListVariable, DictVariable)):
-            return self._build_once(var)
-        if isinstance(var, IteratorVariable):
-            return f"iter(({''.join(self.expr(i) + ', ' for i in var.items[var.index :])}))"
-        raise Unsupported(f"{var.describe()} cannot be rebuilt outside the graph")
+        return var.reconstruct(self)
 
     def graph_value(self, node: torch.fx.Node) -> str:
         """A value computed by the graph: one of its outputs."""
@@ -126,16 +108,13 @@ class Reconstructor:
             self.outputs.append(node)
         return f"___out[{index}]"
 
-    def _build_once(self, var: ListVariable | DictVariable) -> str:
+    def build_once(self, var: Variable, render: Callable[[], str]) -> str:
+        """A mutable value made while tracing (a list, a dict), built once into a temporary so
+        that aliases stay aliases; `render()` gives the expression that builds it."""
         name = self._built.get(id(var))
         if name is not None:
             return name
-        if isinstance(var, ListVariable):
-            value = f"[{', '.join(self.expr(i) for i in var.items)}]"
-        else:
-            value = "{" + ", ".join(f"{self.constant(k)}: {self.expr(v)}" for k, v in var.items.items()) + "}"
-            if var.python_class is not dict:
-                value = f"{self.writer.bind(var.python_class, 'cls')}({value})"
+        value = render()
         name = self.writer.temp("c")
         self.writer.post.append(f"{name} = {value}")
         self._built[id(var)] = name

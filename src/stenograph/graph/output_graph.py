@@ -19,8 +19,8 @@ import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
-from ..errors import ConstraintViolation, Unsupported
-from ..guards.guard_set import GuardSet
+from ..errors import BreakKind, ConstraintViolation, Unsupported
+from ..guards.guard_set import GuardSet, storage_pattern
 from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
@@ -60,6 +60,9 @@ class OutputGraph:
         self.guards = GuardSet()
         self.inputs: list[GraphInput] = []
         self._input_vars: dict[int, TensorVariable] = {}
+        # symbolic numbers by where they were read: a second read is the same input (all are
+        # read together when the graph is called)
+        self._symbolic_vars: dict[Source, Variable] = {}
         self._names: set[str] = set()
         # trackers of globals already read, by (id(globals dict), name)
         self.global_cache: dict[tuple[int, str], Variable] = {}
@@ -108,6 +111,14 @@ class OutputGraph:
             dense = [isinstance(i.example, torch.Tensor) and i.example.layout == torch.strided for i in tensors]
             plain = [i for i, d in zip(tensors, dense) if d]
             self.guards.storage_pattern([i.source for i in plain], [i.example for i in plain])
+            # and where in the storage each of those that share one starts: the backend's graph
+            # depends on whether they overlap (AOTAutograd merges overlapping ones into one base);
+            # the static tensor guard checks sizes and strides only, the shape guards check the
+            # offsets of symbolic inputs
+            pattern = storage_pattern(*[i.example for i in plain])
+            for k, i in enumerate(plain):
+                if pattern.count(pattern[k]) > 1 and not i.symbolic:
+                    self.guards.storage_offset_match(i.source, i.example.storage_offset())
             self.guards.all_distinct([i.source for i, d in zip(tensors, dense) if not d])
 
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
@@ -132,9 +143,13 @@ class OutputGraph:
 
     def symbolic_input(self, value: int | float, source: Source) -> Variable:
         """A dynamic int or float argument: a SymInt/SymFloat placeholder the ShapeEnv guards."""
+        known = self._symbolic_vars.get(source)
+        if known is not None:
+            return known
         fake = symbolic_number(self.fake_mode, value, source)
         node = self._placeholder(source, fake, value)
-        return SymNodeVariable(node, fake, source=source)
+        var = self._symbolic_vars[source] = SymNodeVariable(node, fake, source=source)
+        return var
 
     def _placeholder(self, source: Source, fake: Any, example: Any) -> torch.fx.Node:
         name = self._unique(_placeholder_name(source))
@@ -231,6 +246,7 @@ class OutputGraph:
             raise Unsupported(
                 f"{describe} depends on tensor data ({type(e).__name__})",
                 hint="move data-dependent Python logic out of the compiled region, or use torch.where / torch.cond",
+                kind=BreakKind.DATA_DEPENDENT,
             ) from e
         except Unsupported:
             raise

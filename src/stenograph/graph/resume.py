@@ -13,29 +13,13 @@ from typing import Any
 from .. import process_state
 from ..bytecode.instructions import decoded
 from ..bytecode.resume import (
-    ITERATOR_FROM_TUPLE,
-    NULL_STACK_ENTRY,
-    LastiStackEntry,
+    SlotKind,
     build_resume_code,
     original_offsets,
     resume_code_name,
 )
 from ..guards.pyfunc import with_closure
 from .runtime import Runtime
-
-_VALUE = object()
-_KIND_TO_ENTRY = {"value": _VALUE, "null": NULL_STACK_ENTRY, "iter": ITERATOR_FROM_TUPLE}
-
-
-def _stack_entry(kind: str) -> object:
-    """Slot kinds: "value", "null", "iter" (a tuple to iterate) or "lasti:<offset>"."""
-    if kind.startswith("lasti:"):
-        return LastiStackEntry(int(kind.removeprefix("lasti:")))
-    return _KIND_TO_ENTRY[kind]
-
-
-def takes_argument(kind: str) -> bool:
-    return kind in ("value", "iter")
 
 # None of these keeps a code object alive: an entry goes when the code it is about dies, and a
 # dispatcher when no transformed code calls it any more.
@@ -51,13 +35,14 @@ _offset_maps: weakref.WeakKeyDictionary[types.CodeType, dict[int, int] | None] =
 _names: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
 
 
-def resume_code(code: types.CodeType, offset: int, kinds: tuple[str, ...], live: tuple[str, ...]) -> types.CodeType:
+def resume_code(
+    code: types.CodeType, offset: int, kinds: tuple[SlotKind, ...], live: tuple[str, ...]
+) -> types.CodeType:
     key = (offset, kinds, live)
     built = _codes.get(code)
     found = None if built is None else built.get(key)
     if found is None:
-        stack = [_stack_entry(k) for k in kinds]
-        found = build_resume_code(code, offset, stack, list(live))
+        found = build_resume_code(code, offset, list(kinds), list(live))
         _origins[found] = weakref.ref(code)
         _names[found] = resume_code_name(code, offset)
         # last: an interrupt before this leaves no half-registered code
@@ -105,7 +90,7 @@ class Origin:
 def resume_function(
     fn: types.FunctionType,
     offset: int,
-    kinds: tuple[str, ...],
+    kinds: tuple[SlotKind, ...],
     live: tuple[str, ...],
     backend: Any,
     backend_name: str,
@@ -113,12 +98,13 @@ def resume_function(
     compiled: bool = True,
     dynamic: tuple[str, ...] = (),
 ) -> Any:
-    """What a graph break tail-calls: the entry wrapper's dispatcher of `fn`'s resume function
-    at `offset` (created once), or the plain resume function when not `compiled` (exception
-    handlers: an exceptional path is not worth a compilation).
+    """What a graph break tail-calls: the guarded dispatcher of `fn`'s resume function at
+    `offset` (created once, `runtime.resume_dispatcher`), or the plain resume function when not
+    `compiled` (exception handlers: an exceptional path is not worth a compilation). Either
+    takes the arguments as one tuple (`entry.Continue`).
 
-    For code with free variables the result takes the closure as its first argument
-    (`runtime.closure_dispatcher`), so it serves every closure of the code and keeps none alive.
+    For code with free variables the tuple has the closure first, so the result serves every
+    closure of the code and keeps none alive.
 
     `dynamic` names arguments (`__stack0`, a local) holding Python numbers read from tensor
     data (`.item()`, `.tolist()`) or symbolic in the breaking frame: they are graph inputs of
@@ -133,19 +119,29 @@ def resume_function(
         # fresh cells: the cached function must not keep the breaking call's closure alive
         cells = tuple(types.CellType() for _ in code.co_freevars) if code.co_freevars else None
         resume = types.FunctionType(code, fn.__globals__, code.co_name, None, cells)
-        if code.co_freevars:
-            found = runtime.closure_dispatcher(resume, backend, backend_name) if compiled else _with_cells(resume)
+        if compiled:
+            found = runtime.resume_dispatcher(resume, backend, backend_name)
         else:
-            found = runtime.entry_wrapper(resume, backend, backend_name, False).dispatch if compiled else resume
+            found = _with_cells(resume) if code.co_freevars else _plain(resume)
         _wrappers[key] = found
     return found
+
+
+def _plain(resume: types.FunctionType) -> Any:
+    """The plain resume function, called as `Continue` calls a dispatcher: the arguments as one
+    tuple, one frame above the resume code (`Continue.run` counts it)."""
+
+    def call(args: tuple) -> Any:
+        return resume(*args)
+
+    return call
 
 
 def _with_cells(resume: types.FunctionType) -> Any:
     """The plain resume function of closure code, called with the closure first."""
 
-    def call(closure: tuple, *args: Any) -> Any:
-        return with_closure(resume, closure)(*args)
+    def call(args: tuple) -> Any:
+        return with_closure(resume, args[0])(*args[1:])
 
     return call
 

@@ -17,10 +17,11 @@ from typing import Any
 class Runtime:
     """The entry layer's callables, each taking `(…, backend, backend_name)` as in `entry`.
 
-    - `entry_wrapper(fn, backend, backend_name, fullgraph)`: the guarded, compiled `fn`; its
-      `.dispatch` is the lookup without running `Continue` chains.
-    - `closure_dispatcher(fn, backend, backend_name)`: dispatch for code with free variables,
-      taking the closure as first argument.
+    - `entry_wrapper(fn, backend, backend_name, fullgraph, nested=...)`: the guarded, compiled
+      `fn`; a `nested` one (what compiled code calls) raises the recursion limit by its own frame.
+    - `resume_dispatcher(fn, backend, backend_name)`: what `Continue` calls for resume function
+      `fn`: `dispatch(args)`, the guarded lookup taking the arguments as one tuple (the closure
+      first, for code with free variables).
     - `closure_caller(fn, backend, backend_name)`: `call(f, *args)` running any function made
       from `fn`'s code, compiled, with `f`'s own closure.
     - `module_caller(backend, backend_name)`: `call(module, *args)` running a module's compiled
@@ -31,7 +32,7 @@ class Runtime:
     """
 
     entry_wrapper: Any
-    closure_dispatcher: Any
+    resume_dispatcher: Any
     closure_caller: Any
     module_caller: Any
     cache_for: Any

@@ -11,9 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..variables.base import ConstantVariable
-from ..variables.containers import DictVariable, ListVariable, SetVariable
-
 if TYPE_CHECKING:
     from ..variables.base import Variable
 
@@ -60,21 +57,9 @@ class SideEffects:
         changes: list[str] = []
         for var in self.containers.values():
             assert var.source is not None
-            target = expr(_SourceOnly(var))
-            if isinstance(var, ListVariable):
-                items = pin(f"[{', '.join(expr(i) for i in var.items)}]")
-                changes.append(f"{target}[:] = {items}")
-            elif isinstance(var, DictVariable):
-                items = pin("{" + ", ".join(f"{expr(_key(k))}: {expr(v)}" for k, v in var.items.items()) + "}")
-                changes.append(f"{target}.clear(); {target}.update({items})")
-            elif isinstance(var, SetVariable):
-                # removals, then additions in program order: the set keeps its own table, so code
-                # iterating it afterwards sees eager's order (clear() would rebuild the table)
-                members = pin("(" + "".join(expr(v) + ", " for v in var.members.values()) + ")")
-                changes.append(
-                    f"{target}.difference_update([___k for ___k in {target} if ___k not in {members}]); "
-                    f"{target}.update({members})"
-                )
+            change = var.replay_mutation(expr(_SourceOnly(var)), expr, pin)
+            if change is not None:
+                changes.append(change)
         for obj, name, value in self.attributes.values():
             changes.append(f"{expr(obj)}.{name} = {pin(expr(value))}")
         for cls, name, value in self.class_attributes.values():
@@ -90,7 +75,3 @@ class _SourceOnly:
 
     def __init__(self, var: Variable) -> None:
         self.source = var.source
-
-
-def _key(value: Any) -> Variable:
-    return ConstantVariable(value)

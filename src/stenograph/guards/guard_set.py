@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .failures import GuardFailure
 from .pyfunc import make_function, parameter_list
 from .sources import GlobalsNamer, Source, SourceRenderer
 
@@ -63,7 +64,9 @@ class GuardSet:
         self.bindings[name] = obj
         return name
 
-    def add(self, rank: int, source: Source | None, template: str, text: str, other: Source | None = None) -> None:
+    def _add(self, rank: int, source: Source | None, template: str, text: str, other: Source | None = None) -> None:
+        """One check (once): templates are written only here, by the named kinds of guard below;
+        code elsewhere asks for a guard by its name."""
         key = (source, template, other)
         if key in self._seen:
             return
@@ -72,27 +75,39 @@ class GuardSet:
 
     def same_object(self, source: Source, other: Source) -> None:
         """Two sources reach one object (e.g. tied weights): the graph has one input for both."""
-        self.add(RANK_ID, source, "{v} is {w}", f"{source.name()} is {other.name()}", other)
+        self._add(RANK_ID, source, "{v} is {w}", f"{source.name()} is {other.name()}", other)
 
     def method_result(self, source: Source, method: str, value: bool | int) -> None:
         """`source.method()` answers `value` (tensor metadata outside the tensor guard)."""
-        self.add(RANK_VALUE, source, f"{{v}}.{method}() == {value!r}", f"{source.name()}.{method}() == {value!r}")
+        self._add(RANK_VALUE, source, f"{{v}}.{method}() == {value!r}", f"{source.name()}.{method}() == {value!r}")
 
     def distinct_objects(self, source: Source, other: Source) -> None:
-        self.add(RANK_ID, source, "{v} is not {w}", f"{source.name()} is not {other.name()}", other)
+        self._add(RANK_ID, source, "{v} is not {w}", f"{source.name()} is not {other.name()}", other)
 
     # -- kinds of guard -------------------------------------------------------------------------
 
     def type_match(self, source: Source, value: Any) -> None:
         name = self.bind(type(value), "type")
-        self.add(RANK_TYPE, source, f"type({{v}}) is {name}", f"type({source.name()}) is {type(value).__qualname__}")
+        self._add(RANK_TYPE, source, f"type({{v}}) is {name}", f"type({source.name()}) is {type(value).__qualname__}")
 
     def id_match(self, source: Source, value: Any) -> None:
         """`source` must be this very object; held weakly when it can be."""
         expr, ref = self._held(value)
         if ref is not None:
             self.watched.append(ref)
-        self.add(RANK_ID, source, f"{{v}} is {expr}", f"{source.name()} is the same object")
+        self._add(RANK_ID, source, f"{{v}} is {expr}", f"{source.name()} is the same object")
+
+    def code_match(self, source: Source, fn: types.FunctionType) -> None:
+        """The function at `source` runs `fn`'s code (a closure made anew on each call is the
+        same function: its cells and defaults are guarded through their own sources)."""
+        code = self.bind(fn.__code__, "code")
+        self._add(RANK_ID, source, f"{{v}}.__code__ is {code}", f"{source.name()}.__code__ is {fn.__qualname__}'s")
+
+    def globals_match(self, source: Source, module_globals: dict) -> None:
+        """`source` is this very globals dict of a module."""
+        held = self.bind(module_globals, "globals")
+        text = f"{source.name()} is the globals of {module_globals['__name__']}"
+        self._add(RANK_ID, source, f"{{v}} is {held}", text)
 
     def _held(self, value: Any) -> tuple[str, weakref.ref | None]:
         """An expression for `value` in guard code: through a weak reference when the object
@@ -106,19 +121,19 @@ class GuardSet:
     def constant_match(self, source: Source, value: Any) -> None:
         """Specialisation on a Python constant: type and value must both match."""
         if value is None or value is True or value is False or value is Ellipsis:
-            self.add(RANK_VALUE, source, f"{{v}} is {value!r}", f"{source.name()} is {value!r}")
+            self._add(RANK_VALUE, source, f"{{v}} is {value!r}", f"{source.name()} is {value!r}")
             return
         if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
             name = self.bind(value, "const")
-            self.add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {value!r}")
+            self._add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {value!r}")
             return
         self.type_match(source, value)
         if isinstance(value, float) and math.isnan(value):
-            self.add(RANK_VALUE, source, "{v} != {v}", f"{source.name()} is nan")
+            self._add(RANK_VALUE, source, "{v} != {v}", f"{source.name()} is nan")
         elif isinstance(value, float) and value == 0.0:
             # 0.0 == -0.0, but math.copysign, atan2 and 1/x tell them apart
             sign = self.bind(math.copysign, "fn")
-            self.add(
+            self._add(
                 RANK_VALUE, source, f"{{v}} == 0.0 and {sign}(1.0, {{v}}) == {math.copysign(1.0, value)!r}",
                 f"{source.name()} == {value!r}",
             )
@@ -126,27 +141,27 @@ class GuardSet:
             # a tuple or complex holding -0.0 or nan: `==` cannot tell those apart
             same = self.bind(same_literal, "fn")
             const = self.bind(value, "const")
-            self.add(RANK_VALUE, source, f"{same}({{v}}, {const})", f"{source.name()} == {_short(value)}")
+            self._add(RANK_VALUE, source, f"{same}({{v}}, {const})", f"{source.name()} == {_short(value)}")
         elif isinstance(value, (int, float, str, bytes, complex)) and _repr_roundtrips(value):
-            self.add(RANK_VALUE, source, f"{{v}} == {value!r}", f"{source.name()} == {_short(value)}")
+            self._add(RANK_VALUE, source, f"{{v}} == {value!r}", f"{source.name()} == {_short(value)}")
         else:
             name = self.bind(value, "const")
-            self.add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {_short(value)}")
+            self._add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {_short(value)}")
 
     def ordinary_float(self, source: Source) -> None:
         """A float made symbolic must stay finite and non-zero: symbolic arithmetic treats nan
         as equal to itself and -0.0 as 0.0, so those values get an entry of their own."""
         finite = self.bind(math.isfinite, "fn")
-        self.add(RANK_VALUE, source, f"{finite}({{v}}) and {{v}} != 0.0", f"{source.name()} is finite and non-zero")
+        self._add(RANK_VALUE, source, f"{finite}({{v}}) and {{v}} != 0.0", f"{source.name()} is finite and non-zero")
 
     def not_identical(self, source: Source, value: Any) -> None:
         """`source` is not the object `value` (an `is` the trace decided False)."""
         if value is None or value is True or value is False or value is Ellipsis:
-            self.add(RANK_ID, source, f"{{v}} is not {value!r}", f"{source.name()} is not {value!r}")
+            self._add(RANK_ID, source, f"{{v}} is not {value!r}", f"{source.name()} is not {value!r}")
             return
         expr, ref = self._held(value)
         what = "the same object" if ref is not None else _short(value)
-        self.add(RANK_ID, source, f"{{v}} is not {expr}", f"{source.name()} is not {what}")
+        self._add(RANK_ID, source, f"{{v}} is not {expr}", f"{source.name()} is not {what}")
 
     def attribute_absent(self, source: Source, obj: Any, name: str) -> None:
         """`obj` (reached by `source`) has no attribute `name`: a `hasattr` or a `getattr`
@@ -160,27 +175,27 @@ class GuardSet:
             parts = [f"{name!r} not in {{v}}.__dict__"]
             parts += [f"{name!r} not in {{v}}.{table}" for table in ("_parameters", "_buffers", "_modules")]
             parts += [f"{name!r} not in {self.bind(klass.__dict__, 'classdict')}" for klass in cls.__mro__]
-            self.add(RANK_VALUE, source, f"type({{v}}) is {self.bind(cls, 'type')} and " + " and ".join(parts), text)
+            self._add(RANK_VALUE, source, f"type({{v}}) is {self.bind(cls, 'type')} and " + " and ".join(parts), text)
             return
         if isinstance(obj, type) and type(obj).__getattribute__ is type.__getattribute__:
             # hasattr on a class raises and catches inside (hundreds of ns): look in the dicts
             # of its MRO and its metaclass's MRO instead
             dicts = [klass.__dict__ for klass in (*obj.__mro__, *type(obj).__mro__)]
             parts = [f"{name!r} not in {self.bind(d, 'classdict')}" for d in dicts]
-            self.add(RANK_VALUE, source, " and ".join(parts), text)
+            self._add(RANK_VALUE, source, " and ".join(parts), text)
             return
-        self.add(RANK_VALUE, source, f"not hasattr({{v}}, {name!r})", text)
+        self._add(RANK_VALUE, source, f"not hasattr({{v}}, {name!r})", text)
 
     def key_absent(self, source: Source, key: str, text: str) -> None:
         """`key not in source` (an instance `__dict__` that must not shadow a class attribute)."""
-        self.add(RANK_VALUE, source, f"{key!r} not in {{v}}", text)
+        self._add(RANK_VALUE, source, f"{key!r} not in {{v}}", text)
 
     def set_members_match(self, source: Source, value: set) -> None:
         """A set read from the frame: same type and members (compared with a frozen copy, since
         the set itself may change)."""
         self.type_match(source, value)
         members = self.bind(frozenset(value), "const")
-        self.add(RANK_VALUE, source, f"{{v}} == {members}", f"{source.name()} == {_short(value)}")
+        self._add(RANK_VALUE, source, f"{{v}} == {members}", f"{source.name()} == {_short(value)}")
 
     def tensor_match(self, source: Source, tensor: torch.Tensor, fake: torch.Tensor | None = None) -> None:
         """dtype, device, shape, stride and requires_grad of a tensor input.
@@ -214,7 +229,7 @@ class GuardSet:
         text = f"{source.name()}: {type(tensor).__name__} {tensor.dtype} {tensor.device} {shown} " + (
             f"requires_grad={tensor.requires_grad}"
         )
-        self.add(RANK_TENSOR, source, template, text)
+        self._add(RANK_TENSOR, source, template, text)
 
     def shape_relations(self, guards: list[tuple[str, list[tuple[Source, str]]]]) -> None:
         """Guards from the ShapeEnv: expressions over input sizes, with `___S<k>___` standing
@@ -230,11 +245,11 @@ class GuardSet:
         self.type_match(source, value)
         keys = tuple(value.keys())
         name = self.bind(keys, "keys")
-        self.add(RANK_VALUE, source, f"tuple({{v}}) == {name}", f"keys of {source.name()} == {keys!r}")
+        self._add(RANK_VALUE, source, f"tuple({{v}}) == {name}", f"keys of {source.name()} == {keys!r}")
 
     def length_match(self, source: Source, value: Any) -> None:
         self.type_match(source, value)
-        self.add(RANK_VALUE, source, f"len({{v}}) == {len(value)}", f"len({source.name()}) == {len(value)}")
+        self._add(RANK_VALUE, source, f"len({{v}}) == {len(value)}", f"len({source.name()}) == {len(value)}")
 
     def all_distinct(self, sources: list[Source]) -> None:
         """The objects at `sources` are pairwise distinct (one set of ids, not n² checks)."""
@@ -257,14 +272,20 @@ class GuardSet:
         text = f"{sources[0].name()}, {sources[1].name()}, ... share storage as {pattern!r} (the same index: shared)"
         self.checks.append(Check(RANK_SHAPE, sources[0], template, text, refs=[(s, "") for s in sources]))
 
+    def storage_offset_match(self, source: Source, offset: int) -> None:
+        """The tensor at `source` starts at `offset` in its storage (inputs sharing a storage:
+        whether they overlap changes the backend's graph)."""
+        text = f"{source.name()}.storage_offset() == {offset}"
+        self._add(RANK_SHAPE, source, f"{{v}}.storage_offset() == {offset}", text)
+
     def falsy(self, source: Source, what: str) -> None:
         """The object is empty (e.g. a module's hook dict)."""
-        self.add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})")
+        self._add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})")
 
     def global_state(self) -> None:
         """Grad mode and default dtype change what a graph computes."""
         grad = self.bind(torch.is_grad_enabled, "fn")
-        self.add(
+        self._add(
             RANK_GLOBAL_STATE,
             None,
             f"{grad}() is {torch.is_grad_enabled()}",
@@ -272,7 +293,7 @@ class GuardSet:
         )
         dd = self.bind(torch.get_default_dtype, "fn")
         dtype = self.bind(torch.get_default_dtype(), "dtype")
-        self.add(RANK_GLOBAL_STATE, None, f"{dd}() is {dtype}", f"default dtype is {torch.get_default_dtype()}")
+        self._add(RANK_GLOBAL_STATE, None, f"{dd}() is {dtype}", f"default dtype is {torch.get_default_dtype()}")
         self._autocast_state()
 
     def _autocast_state(self) -> None:
@@ -280,17 +301,17 @@ class GuardSet:
         any_on = torch._C._is_any_autocast_enabled()
         if not any_on:
             check = self.bind(torch._C._is_any_autocast_enabled, "fn")
-            self.add(RANK_GLOBAL_STATE, None, f"{check}() is False", "autocast is off")
+            self._add(RANK_GLOBAL_STATE, None, f"{check}() is False", "autocast is off")
             return
         enabled = self.bind(torch.is_autocast_enabled, "fn")
         get_dtype = self.bind(torch.get_autocast_dtype, "fn")
         for device in ("cpu", "cuda"):
             on = torch.is_autocast_enabled(device)
-            self.add(RANK_GLOBAL_STATE, None, f"{enabled}({device!r}) is {on}", f"autocast on {device} is {on}")
+            self._add(RANK_GLOBAL_STATE, None, f"{enabled}({device!r}) is {on}", f"autocast on {device} is {on}")
             if on:
                 dtype = torch.get_autocast_dtype(device)
                 name = self.bind(dtype, "dtype")
-                self.add(
+                self._add(
                     RANK_GLOBAL_STATE, None, f"{get_dtype}({device!r}) is {name}", f"autocast {device} dtype is {dtype}"
                 )
 
@@ -299,10 +320,10 @@ class GuardSet:
         give the same answer on each call."""
         call = f"{self.bind(fn, 'fn')}()"
         if value is None or isinstance(value, bool):
-            self.add(RANK_GLOBAL_STATE, None, f"{call} is {value!r}", f"{name}() is {value!r}")
+            self._add(RANK_GLOBAL_STATE, None, f"{call} is {value!r}", f"{name}() is {value!r}")
         else:
             expected = self.bind(value, "const")
-            self.add(RANK_GLOBAL_STATE, None, f"{call} == {expected}", f"{name}() == {_short(value)}")
+            self._add(RANK_GLOBAL_STATE, None, f"{call} == {expected}", f"{name}() == {_short(value)}")
 
     # -- code generation ------------------------------------------------------------------------
 
@@ -338,25 +359,30 @@ class GuardSet:
         return lines, namer
 
     def build(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
-        """The guard function: True when every check passes, False otherwise (never raises)."""
+        """The guard function: True when every check passes, False otherwise (never raises, but
+        for RecursionError: a check run out of depth deep in a recursion has not failed, and
+        taking it for a miss would compile a duplicate entry there)."""
         lines, namer = self.source_text(lambda index, value: "False")
         body = (
-            ["try:"] + ["    " + line for line in lines] + ["    return True", "except Exception:", "    return False"]
+            ["try:"]
+            + ["    " + line for line in lines]
+            + ["    return True", "except RecursionError:", "    raise", "except Exception:", "    return False"]
         )
         namespace = {**self.bindings, **namer.bindings(), **_SHAPE_GUARD_NAMES}
         return make_function("___guard", parameter_list(code), body, namespace, like=like, label=f"guard for {label}")
 
     def build_explainer(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
-        """A twin of the guard function returning the text of the first failing check, or None."""
+        """A twin of the guard function returning the first failing check as a `GuardFailure`
+        (its text and the value the call passed), or None."""
         checks = self.ordered()
-        lines, namer = self.source_text(lambda index, value: f"___checks[{index}] + ___actual({value})")
+        lines, namer = self.source_text(lambda index, value: f"___failure(___checks[{index}], ___actual({value}))")
         body = (
             ["try:"]
             + ["    " + line for line in lines]
             + [
                 "    return None",
                 "except Exception as e:",
-                "    return f'{type(e).__name__} while checking guards: {e}'",
+                "    return ___failure(f'{type(e).__name__} while checking guards: {e}', None)",
             ]
         )
         namespace = {
@@ -364,6 +390,7 @@ class GuardSet:
             **namer.bindings(),
             "___checks": [c.text for c in checks],
             "___actual": _describe_actual,
+            "___failure": GuardFailure,
             **_SHAPE_GUARD_NAMES,
         }
         return make_function(
@@ -381,17 +408,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _describe_actual(value: Any) -> str:
-    """The value a failing check saw, for recompile reasons ("expected ...; got ...")."""
+def _describe_actual(value: Any) -> str | None:
+    """The value a failing check saw, for recompile reasons (None: none to show)."""
     if value is None:
-        return ""
+        return None
     if isinstance(value, torch.Tensor):
         return (
-            f" (got {type(value).__name__} {value.dtype} {value.device} size={list(value.shape)} "
-            f"stride={list(value.stride())} requires_grad={value.requires_grad})"
+            f"{type(value).__name__} {value.dtype} {value.device} size={list(value.shape)} "
+            f"stride={list(value.stride())} requires_grad={value.requires_grad}"
         )
     text = repr(value)
-    return f" (got {text if len(text) < 80 else text[:77] + '...'})"
+    return text if len(text) < 80 else text[:77] + "..."
 
 
 def _has_signed_zero_or_nan(value: Any) -> bool:

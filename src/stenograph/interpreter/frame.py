@@ -18,13 +18,14 @@ from typing import Any
 import torch
 
 from .. import config, process_state
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
-from ..variables.base import Variable, constant
-from ..variables.builder import is_literal, is_trusted_module, wrap
+from ..variables.base import Variable
+from ..variables.builder import wrap
 from ..variables.cells import Cell, LazyValue
 from ..variables.generators import GeneratorVariable, needs_close
+from ..variables.trace_rules import is_literal, is_trusted_module
 from .binding import bind_arguments
 from .exceptions import TracedException, uncaught, unwind_to_handler
 from .opcodes import handlers_for_running_python
@@ -156,7 +157,7 @@ class Frame:
         frame: Frame | None = self
         while frame is not None and not frame.handled:
             frame = frame.parent
-        attrs = getattr(exc.value, "attrs", None)
+        attrs = exc.value.attrs
         if frame is not None and attrs is not None and frame.handled[-1] is not exc.value:
             attrs.items["__context__"] = frame.handled[-1]
 
@@ -244,7 +245,9 @@ class Frame:
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than config.inline_depth_limit ({config.inline_depth_limit})")
         if code.co_flags & (0x80 | 0x100 | 0x200):  # coroutine / async
-            raise Unsupported(f"call to coroutine or async generator function {code.co_qualname}")
+            raise Unsupported(
+                f"call to coroutine or async generator function {code.co_qualname}", kind=BreakKind.GENERATOR
+            )
         if defaults is None:
             defaults = self._wrap_defaults(fn, fn_source)
         bound = bind_arguments(code, args, kwargs, defaults[0], defaults[1], code.co_qualname)
@@ -261,7 +264,10 @@ class Frame:
         if code.co_flags & 0x20:  # a generator: its body runs as it is iterated
 
             if code in self.output.eager_generators:
-                raise Unsupported(f"generator {code.co_qualname} has a graph break in its body; it runs eagerly")
+                raise Unsupported(
+                    f"generator {code.co_qualname} has a graph break in its body; it runs eagerly",
+                    kind=BreakKind.GENERATOR,
+                )
             generator = GeneratorVariable(child)
             self.generators.append(generator)
             return generator
@@ -277,12 +283,12 @@ class Frame:
         for i, value in enumerate(fn.__defaults__ or ()):
             base = fn_source or (None if is_literal(value) else fixed)
             source = ItemSource(AttrSource(base, "__defaults__"), i) if base else None
-            positional.append(constant(value) if is_literal(value) and source is None else wrap(self, value, source))
+            positional.append(wrap(self, value, source))
         keyword: dict[str, Variable] = {}
         for name, value in (fn.__kwdefaults__ or {}).items():
             base = fn_source or (None if is_literal(value) else fixed)
             source = ItemSource(AttrSource(base, "__kwdefaults__"), name) if base else None
-            keyword[name] = constant(value) if is_literal(value) and source is None else wrap(self, value, source)
+            keyword[name] = wrap(self, value, source)
         return tuple(positional), keyword
 
     def _wrap_closure(self, fn: types.FunctionType, fn_source: Source | None) -> tuple[Cell, ...]:

@@ -1,8 +1,12 @@
-"""Opcode handlers, one function per instruction, collected into per-version tables.
+"""Opcode handlers, one function per instruction, each registered for the Python versions it
+applies to (`registry.py`).
 
-`COMMON` holds handlers whose semantics are the same on 3.11 and 3.12; `ONLY_311` and `ONLY_312`
-hold the instructions that exist (or behave differently) on one version. The table for the
-running interpreter is built once. Handlers take (frame, instruction) and mutate the frame.
+`@op(name, ..., min_ver=, max_ver=, eager=)` adds one row per name: the handler executes the
+instruction symbolically (it takes (frame, instruction) and mutates the frame); `eager`, for an
+instruction that can break the graph, writes the Python that runs it for real at the break
+(`break_rendering.py`). Rows without `min_ver` start at the oldest supported version, rows without
+`max_ver` apply to every later one. An instruction whose behaviour changed between versions has
+one row per behaviour. The table for the running interpreter is built once.
 """
 
 from __future__ import annotations
@@ -11,14 +15,18 @@ import dis
 import importlib.util
 import operator
 import sys
+import types
 from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, TypeVar
 
+from .. import process_state
+from ..bytecode.resume import NULL_STACK_ENTRY, VALUE_STACK_ENTRY
 from ..errors import Unsupported
 from ..variables import operators
 from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
 from ..variables.builder import wrap
+from ..variables.builtins import BuiltinVariable
 from ..variables.cells import Cell, CellVariable
 from ..variables.containers import (
     DictVariable,
@@ -34,42 +42,87 @@ from ..variables.contexts import GradModeContextVariable
 from ..variables.functions import NestedFunctionVariable
 from ..variables.generators import Yielded
 from ..variables.instances import SuperVariable, UserClassVariable
-from ..variables.tensor import TensorVariable
+from ..variables.tensor import TensorMethodVariable, TensorVariable
+from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
 from .exceptions import TracedException, exception_value, matches
+from .registry import Handler, OpcodeRegistry, running_version
 
 if TYPE_CHECKING:
     from .frame import Frame
 
-Handler = Callable[["Frame", dis.Instruction], None]
 H = TypeVar("H")
-COMMON: dict[str, Handler] = {}
-ONLY_311: dict[str, Handler] = {}
-ONLY_312: dict[str, Handler] = {}
-
-
-def op(*names: str, table: dict[str, Handler] = COMMON) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        for name in names:
-            table[name] = fn
-        return fn
-
-    return register
+REGISTRY = OpcodeRegistry()
+op = REGISTRY.register
 
 
 @cache
 def handlers_for_running_python() -> dict[str, Handler]:
-    version = sys.version_info[:2]
-    if version == (3, 11):
-        return {**COMMON, **ONLY_311}
-    if version == (3, 12):
-        return {**COMMON, **ONLY_312}
-    raise Unsupported(f"Python {version[0]}.{version[1]} is not supported yet (3.11 and 3.12 are)")
+    """opname -> handler on the running Python (the interpreter's dispatch table)."""
+    return REGISTRY.handlers(running_version())
+
+
+@cache
+def renderings_for_running_python() -> dict[str, Rendering]:
+    """opname -> eager rendering of the instructions that can break the graph on the running Python."""
+    return REGISTRY.renderings(running_version())
+
+
+_RUNNING_TABLES = (handlers_for_running_python, renderings_for_running_python)
+
+
+def _clear_running_tables() -> None:
+    for table in _RUNNING_TABLES:
+        table.cache_clear()
+
+
+# derived from the registry alone: a reset keeps them (built again on their next use if cleared)
+process_state.register(
+    "interpreter.opcode_tables",
+    _clear_running_tables,
+    lambda: sum(table.cache_info().currsize for table in _RUNNING_TABLES),
+    memo=True,
+)
+
+
+# -- eager renderings shared by several opcodes -------------------------------------------------
+
+
+def _assigns(template: str, pops: int) -> Rendering:
+    """`___r = <template>`: the instruction consumes the top `pops` entries (`{0}` is the deepest
+    of them) and pushes its result; `{argval}` is the instruction's argument value."""
+
+    def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
+        expr = template.format(*site.values[len(site.values) - pops :], argval=inst.argval)
+        return [f"___r = {expr}"], [(None, site.next_offset, [*site.rest(pops), result()])]
+
+    return render
+
+
+def _performs(template: str, pops: int) -> Rendering:
+    """A statement consuming the top `pops` entries (`{0}` the deepest) and pushing nothing."""
+
+    def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
+        line = template.format(*site.values[len(site.values) - pops :], argval=inst.argval)
+        return [line], [(None, site.next_offset, site.rest(pops))]
+
+    return render
+
+
+def _jumps_if(test: str) -> Rendering:
+    """A conditional jump popping its operand (`{0}`): the resume at the target when `test` holds."""
+
+    def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
+        line = f"___c = {test.format(site.values[-1])}"
+        return [line], [("___c", inst.argval, site.rest(1)), (None, site.next_offset, site.rest(1))]
+
+    return render
 
 
 # -- no-ops -------------------------------------------------------------------------------------
 
 
-@op("NOP", "RESUME", "CACHE", "EXTENDED_ARG", "PRECALL", "MAKE_CELL", "COPY_FREE_VARS")
+@op("NOP", "RESUME", "CACHE", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS")
+@op("PRECALL", max_ver=(3, 11))
 def _nop(f: Frame, inst: dis.Instruction) -> None:
     return None
 
@@ -105,12 +158,13 @@ def _load_const(f: Frame, inst: dis.Instruction) -> None:
     f.push(constant(inst.argval))
 
 
-@op("LOAD_FAST", "LOAD_FAST_CHECK")
+@op("LOAD_FAST")
+@op("LOAD_FAST_CHECK", min_ver=(3, 12))
 def _load_fast(f: Frame, inst: dis.Instruction) -> None:
     f.push(f.load_local(inst.argval))
 
 
-@op("LOAD_FAST_AND_CLEAR", table=ONLY_312)
+@op("LOAD_FAST_AND_CLEAR", min_ver=(3, 12))
 def _load_fast_and_clear(f: Frame, inst: dis.Instruction) -> None:
     if inst.argval in f.locals:
         value = f.load_local(inst.argval)
@@ -141,14 +195,19 @@ def _load_global(f: Frame, inst: dis.Instruction) -> None:
     f.push(f.load_global(inst.argval))
 
 
-@op("STORE_GLOBAL")
+def _store_global_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    return [f"{site.globals_expr()}[{inst.argval!r}] = {site.values[-1]}"], [(None, site.next_offset, site.rest(1))]
+
+
+@op("STORE_GLOBAL", eager=_store_global_eager)
 def _store_global(f: Frame, inst: dis.Instruction) -> None:
     value = f.pop()
     f.output.side_effects.global_written(f.f_globals, inst.argval, value)
     f.output.global_cache[(id(f.f_globals), inst.argval)] = value
 
 
-@op("LOAD_DEREF", "LOAD_CLASSDEREF")
+@op("LOAD_DEREF")
+@op("LOAD_CLASSDEREF", max_ver=(3, 11))
 def _load_deref(f: Frame, inst: dis.Instruction) -> None:
     f.push(f.load_cell(inst.argval))
 
@@ -179,7 +238,17 @@ def _load_closure(f: Frame, inst: dis.Instruction) -> None:
     f.push(CellVariable(cell))
 
 
-@op("LOAD_ATTR", table=ONLY_312)
+def _loads_attr(pushes_null: Callable[[dis.Instruction], bool]) -> Rendering:
+    """`___r = obj.name`, pushing a NULL below the result where the instruction does."""
+
+    def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
+        new = [*site.rest(1), Slot(NULL_STACK_ENTRY), result()] if pushes_null(inst) else [*site.rest(1), result()]
+        return [f"___r = {site.values[-1]}.{inst.argval}"], [(None, site.next_offset, new)]
+
+    return render
+
+
+@op("LOAD_ATTR", min_ver=(3, 12), eager=_loads_attr(lambda inst: bool(inst.arg & 1)))
 def _load_attr_312(f: Frame, inst: dis.Instruction) -> None:
     obj = f.pop()
     if inst.arg & 1:
@@ -187,19 +256,19 @@ def _load_attr_312(f: Frame, inst: dis.Instruction) -> None:
     f.push(obj.getattr(f, inst.argval))
 
 
-@op("LOAD_ATTR", table=ONLY_311)
+@op("LOAD_ATTR", max_ver=(3, 11), eager=_loads_attr(lambda inst: False))
 def _load_attr_311(f: Frame, inst: dis.Instruction) -> None:
     f.push(f.pop().getattr(f, inst.argval))
 
 
-@op("LOAD_METHOD", table=ONLY_311)
+@op("LOAD_METHOD", max_ver=(3, 11), eager=_loads_attr(lambda inst: True))
 def _load_method(f: Frame, inst: dis.Instruction) -> None:
     obj = f.pop()
     f.push(NULL)
     f.push(obj.getattr(f, inst.argval))
 
 
-@op("STORE_ATTR")
+@op("STORE_ATTR", eager=_performs("{1}.{argval} = {0}", 2))
 def _store_attr(f: Frame, inst: dis.Instruction) -> None:
     obj = f.pop()
     value = f.pop()
@@ -226,14 +295,10 @@ def _import_from(f: Frame, inst: dis.Instruction) -> None:
 
 @op("DELETE_ATTR")
 def _delete_attr(f: Frame, inst: dis.Instruction) -> None:
-    obj = f.pop()
-    delattr_ = getattr(obj, "delattr", None)
-    if delattr_ is None:
-        raise Unsupported(f"deleting attribute {inst.argval!r} of {obj.describe()}")
-    delattr_(f, inst.argval)
+    f.pop().delattr(f, inst.argval)
 
 
-@op("LOAD_SUPER_ATTR", table=ONLY_312)
+@op("LOAD_SUPER_ATTR", min_ver=(3, 12))
 def _load_super_attr(f: Frame, inst: dis.Instruction) -> None:
     obj = f.pop()
     cls = f.pop()
@@ -244,21 +309,21 @@ def _load_super_attr(f: Frame, inst: dis.Instruction) -> None:
     f.push(attr)
 
 
-@op("BINARY_SUBSCR")
+@op("BINARY_SUBSCR", eager=_assigns("{0}[{1}]", 2))
 def _binary_subscr(f: Frame, inst: dis.Instruction) -> None:
     key = f.pop()
     container = f.pop()
     f.push(container.getitem(f, key))
 
 
-@op("BINARY_SLICE", table=ONLY_312)
+@op("BINARY_SLICE", min_ver=(3, 12), eager=_assigns("{0}[{1}:{2}]", 3))
 def _binary_slice(f: Frame, inst: dis.Instruction) -> None:
     end, start = f.pop(), f.pop()
     container = f.pop()
     f.push(container.getitem(f, _make_slice([start, end])))
 
 
-@op("STORE_SUBSCR")
+@op("STORE_SUBSCR", eager=_performs("{1}[{2}] = {0}", 3))
 def _store_subscr(f: Frame, inst: dis.Instruction) -> None:
     key = f.pop()
     container = f.pop()
@@ -266,7 +331,7 @@ def _store_subscr(f: Frame, inst: dis.Instruction) -> None:
     _setitem(f, container, key, value)
 
 
-@op("STORE_SLICE", table=ONLY_312)
+@op("STORE_SLICE", min_ver=(3, 12), eager=_performs("{1}[{2}:{3}] = {0}", 4))
 def _store_slice(f: Frame, inst: dis.Instruction) -> None:
     end, start = f.pop(), f.pop()
     container = f.pop()
@@ -275,23 +340,14 @@ def _store_slice(f: Frame, inst: dis.Instruction) -> None:
 
 
 def _setitem(f: Frame, container: Variable, key: Variable, value: Variable) -> None:
-    if isinstance(container, TensorVariable):
-        f.output.call("call_function", operator.setitem, [container, key, value], {}, "tensor item assignment")
-        return
-    setitem = getattr(container, "setitem", None)
-    if setitem is None:
-        raise Unsupported(f"item assignment on {container.describe()}")
-    setitem(f, key, value)
+    container.setitem(f, key, value)  # a tensor records it in the graph
 
 
-@op("DELETE_SUBSCR")
+@op("DELETE_SUBSCR", eager=_performs("del {0}[{1}]", 2))
 def _delete_subscr(f: Frame, inst: dis.Instruction) -> None:
     key = f.pop()
     container = f.pop()
-    delitem = getattr(container, "delitem", None)
-    if delitem is None:
-        raise Unsupported(f"item deletion on {container.describe()}")
-    delitem(f, key)
+    container.delitem(f, key)
 
 
 @op("BUILD_SLICE")
@@ -308,21 +364,36 @@ def _make_slice(parts: list[Variable]) -> Variable:
 # -- operators ----------------------------------------------------------------------------------
 
 
-@op("BINARY_OP")
+def _operator_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    """`___r = op(a, b)` with the operator function of BINARY_OP or COMPARE_OP bound by name."""
+    fn = operators.BINARY_OPS[inst.arg] if inst.opname == "BINARY_OP" else operators.COMPARE_OPS[inst.argval]
+    name = site.bind(fn, "op")
+    values = site.values
+    return [f"___r = {name}({values[-2]}, {values[-1]})"], [(None, site.next_offset, [*site.rest(2), result()])]
+
+
+@op("BINARY_OP", eager=_operator_eager)
 def _binary_op(f: Frame, inst: dis.Instruction) -> None:
     b = f.pop()
     a = f.pop()
     f.push(operators.binary(f, operators.BINARY_OPS[inst.arg], a, b))
 
 
-@op("COMPARE_OP")
+@op("COMPARE_OP", eager=_operator_eager)
 def _compare_op(f: Frame, inst: dis.Instruction) -> None:
     b = f.pop()
     a = f.pop()
     f.push(operators.binary(f, operators.COMPARE_OPS[inst.argval], a, b))
 
 
-@op("IS_OP")
+def _is_or_contains_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    word = {"IS_OP": "is", "CONTAINS_OP": "in"}[inst.opname]
+    test = f"not {word}" if inst.opname == "CONTAINS_OP" and inst.arg else f"{word} not" if inst.arg else word
+    values = site.values
+    return [f"___r = {values[-2]} {test} {values[-1]}"], [(None, site.next_offset, [*site.rest(2), result()])]
+
+
+@op("IS_OP", eager=_is_or_contains_eager)
 def _is_op(f: Frame, inst: dis.Instruction) -> None:
     b = f.pop()
     a = f.pop()
@@ -330,27 +401,34 @@ def _is_op(f: Frame, inst: dis.Instruction) -> None:
     f.push(constant(same != bool(inst.arg)))
 
 
-@op("CONTAINS_OP")
+@op("CONTAINS_OP", eager=_is_or_contains_eager)
 def _contains_op(f: Frame, inst: dis.Instruction) -> None:
     container = f.pop()
     item = f.pop()
     f.push(constant(operators.contains(f, item, container) != bool(inst.arg)))
 
 
-_UNARY = {
-    "UNARY_NEGATIVE": operator.neg,
-    "UNARY_POSITIVE": operator.pos,
-    "UNARY_INVERT": operator.invert,
-    "UNARY_NOT": operator.not_,
-}
+@op("UNARY_NEGATIVE", eager=_assigns("-{0}", 1))
+def _unary_negative(f: Frame, inst: dis.Instruction) -> None:
+    f.push(operators.unary(f, operator.neg, f.pop()))
 
 
-@op(*_UNARY)
-def _unary(f: Frame, inst: dis.Instruction) -> None:
-    f.push(operators.unary(f, _UNARY[inst.opname], f.pop()))
+@op("UNARY_POSITIVE", max_ver=(3, 11), eager=_assigns("+{0}", 1))
+def _unary_positive(f: Frame, inst: dis.Instruction) -> None:
+    f.push(operators.unary(f, operator.pos, f.pop()))
 
 
-@op("CALL_INTRINSIC_1", table=ONLY_312)
+@op("UNARY_INVERT", eager=_assigns("~{0}", 1))
+def _unary_invert(f: Frame, inst: dis.Instruction) -> None:
+    f.push(operators.unary(f, operator.invert, f.pop()))
+
+
+@op("UNARY_NOT", eager=_assigns("not {0}", 1))
+def _unary_not(f: Frame, inst: dis.Instruction) -> None:
+    f.push(operators.unary(f, operator.not_, f.pop()))
+
+
+@op("CALL_INTRINSIC_1", min_ver=(3, 12))
 def _call_intrinsic_1(f: Frame, inst: dis.Instruction) -> None:
     if inst.argval == "INTRINSIC_UNARY_POSITIVE" or inst.arg == 5:
         f.push(operators.unary(f, operator.pos, f.pop()))
@@ -445,12 +523,18 @@ def _dict_update(f: Frame, inst: dis.Instruction) -> None:
     target.call_method(f, "update", [value], {})
 
 
-@op("LIST_TO_TUPLE", table=ONLY_311)
+@op("LIST_TO_TUPLE", max_ver=(3, 11))
 def _list_to_tuple(f: Frame, inst: dis.Instruction) -> None:
     f.push(TupleVariable(f.pop().unpack(f)))
 
 
-@op("UNPACK_SEQUENCE")
+def _unpack_sequence_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    names = [f"___r{i}" for i in range(inst.arg)]
+    lines = [f"{', '.join(names)}{',' if inst.arg == 1 else ''} = {site.values[-1]}"]
+    return lines, [(None, site.next_offset, [*site.rest(1), *[Slot(VALUE_STACK_ENTRY, n) for n in reversed(names)]])]
+
+
+@op("UNPACK_SEQUENCE", eager=_unpack_sequence_eager)
 def _unpack_sequence(f: Frame, inst: dis.Instruction) -> None:
     items = f.pop().unpack(f)
     if len(items) != inst.arg:
@@ -468,7 +552,18 @@ def _unpack_ex(f: Frame, inst: dis.Instruction) -> None:
     f.stack.extend(reversed([*items[:before], star, *items[len(items) - after :]]))
 
 
-@op("FORMAT_VALUE")
+def _format_value_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    values = site.values
+    has_spec = bool(inst.arg & 0x04)
+    value = values[-2] if has_spec else values[-1]
+    conversion = {0: "{0}", 1: "str({0})", 2: "repr({0})", 3: "ascii({0})"}[inst.arg & 0x03]
+    spec = values[-1] if has_spec else "''"
+    popped = 2 if has_spec else 1
+    line = f"___r = format({conversion.format(value)}, {spec})"
+    return [line], [(None, site.next_offset, [*site.rest(popped), result()])]
+
+
+@op("FORMAT_VALUE", max_ver=(3, 12), eager=_format_value_eager)
 def _format_value(f: Frame, inst: dis.Instruction) -> None:
     spec = f.pop().as_constant() if inst.arg & 0x04 else ""
     value = f.pop()
@@ -493,12 +588,41 @@ def _build_string(f: Frame, inst: dis.Instruction) -> None:
 # -- calls --------------------------------------------------------------------------------------
 
 
-@op("KW_NAMES")
+@op("KW_NAMES", max_ver=(3, 12))
 def _kw_names(f: Frame, inst: dis.Instruction) -> None:
     f.kw_names = f.code.co_consts[inst.arg]
 
 
-@op("CALL")
+def _reads_number_from_data(callee: Variable, args: list[Variable]) -> bool:
+    """`t.item()`, `t.tolist()`, `int(t)`, `float(t)`: the call's result is Python numbers read
+    from a tensor, new on every call."""
+    if isinstance(callee, TensorMethodVariable):
+        return callee.name in ("item", "tolist") and not args
+    if isinstance(callee, BuiltinVariable) and callee.fn in (int, float):
+        return len(args) == 1 and isinstance(args[0], TensorVariable)
+    return False
+
+
+def _call_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    stack, values = site.frame.stack, site.values
+    argc = inst.arg
+    first, second = stack[-argc - 2], stack[-argc - 1]
+    args = values[len(values) - argc :]
+    if isinstance(first, NullVariable):
+        fn = site.callable_expr(second)
+        dynamic = _reads_number_from_data(second, stack[len(stack) - argc :])
+    else:
+        fn = site.callable_expr(first)
+        args = [values[-argc - 1], *args]
+        dynamic = _reads_number_from_data(first, stack[len(stack) - argc - 1 :])
+    kw_names = site.frame.kw_names
+    if kw_names:
+        positional, keywords = args[: len(args) - len(kw_names)], args[len(args) - len(kw_names) :]
+        args = positional + [f"{k}={v}" for k, v in zip(kw_names, keywords)]
+    return [f"___r = {fn}({', '.join(args)})"], [(None, site.next_offset, [*site.rest(argc + 2), result(dynamic)])]
+
+
+@op("CALL", eager=_call_eager)
 def _call(f: Frame, inst: dis.Instruction) -> None:
     argc = inst.arg
     args = f.popn(argc)
@@ -517,7 +641,17 @@ def _call(f: Frame, inst: dis.Instruction) -> None:
     f.push(fn.call(f, args, kwargs))
 
 
-@op("CALL_FUNCTION_EX")
+def _call_function_ex_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    values, slots = site.values, site.slots
+    has_kwargs = inst.arg & 1
+    n = 2 + has_kwargs
+    fn = site.callable_expr(site.frame.stack[-n])
+    call_args = f"*{values[-n + 1]}" + (f", **{values[-1]}" if has_kwargs else "")
+    below_null = len(slots) > n and slots[-n - 1].kind is NULL_STACK_ENTRY
+    return [f"___r = {fn}({call_args})"], [(None, site.next_offset, [*site.rest(n + below_null), result()])]
+
+
+@op("CALL_FUNCTION_EX", eager=_call_function_ex_eager)
 def _call_function_ex(f: Frame, inst: dis.Instruction) -> None:
     kwargs_var = f.pop() if inst.arg & 1 else DictVariable({})
     args_var = f.pop()
@@ -557,7 +691,7 @@ def _return_value(f: Frame, inst: dis.Instruction) -> None:
     f.return_value = f.pop()
 
 
-@op("RETURN_CONST", table=ONLY_312)
+@op("RETURN_CONST", min_ver=(3, 12))
 def _return_const(f: Frame, inst: dis.Instruction) -> None:
     f.return_value = constant(inst.argval)
 
@@ -565,17 +699,10 @@ def _return_const(f: Frame, inst: dis.Instruction) -> None:
 # -- control flow -------------------------------------------------------------------------------
 
 
-@op("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP")
+@op("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
+@op("JUMP", min_ver=(3, 12))
 def _jump(f: Frame, inst: dis.Instruction) -> None:
     f.jump_to(inst.argval)
-
-
-def _pop_jump(when: Callable[[Frame, Variable], bool]) -> Handler:
-    def handler(f: Frame, inst: dis.Instruction) -> None:
-        if when(f, f.pop()):
-            f.jump_to(inst.argval)
-
-    return handler
 
 
 def _is_none(f: Frame, v: Variable) -> bool:
@@ -590,14 +717,46 @@ def _is_none(f: Frame, v: Variable) -> bool:
     return False
 
 
-for _prefix in ("POP_JUMP_IF_", "POP_JUMP_FORWARD_IF_", "POP_JUMP_BACKWARD_IF_"):
-    COMMON[_prefix + "TRUE"] = _pop_jump(lambda f, v: v.truth(f))
-    COMMON[_prefix + "FALSE"] = _pop_jump(lambda f, v: not v.truth(f))
-    COMMON[_prefix + "NONE"] = _pop_jump(_is_none)
-    COMMON[_prefix + "NOT_NONE"] = _pop_jump(lambda f, v: not _is_none(f, v))
+@op("POP_JUMP_IF_TRUE", min_ver=(3, 12), eager=_jumps_if("bool({0})"))
+@op("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", max_ver=(3, 11), eager=_jumps_if("bool({0})"))
+def _pop_jump_if_true(f: Frame, inst: dis.Instruction) -> None:
+    if f.pop().truth(f):
+        f.jump_to(inst.argval)
 
 
-@op("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", table=ONLY_311)
+@op("POP_JUMP_IF_FALSE", min_ver=(3, 12), eager=_jumps_if("not {0}"))
+@op("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", max_ver=(3, 11), eager=_jumps_if("not {0}"))
+def _pop_jump_if_false(f: Frame, inst: dis.Instruction) -> None:
+    if not f.pop().truth(f):
+        f.jump_to(inst.argval)
+
+
+@op("POP_JUMP_IF_NONE", min_ver=(3, 12), eager=_jumps_if("{0} is None"))
+@op("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", max_ver=(3, 11), eager=_jumps_if("{0} is None"))
+def _pop_jump_if_none(f: Frame, inst: dis.Instruction) -> None:
+    if _is_none(f, f.pop()):
+        f.jump_to(inst.argval)
+
+
+@op("POP_JUMP_IF_NOT_NONE", min_ver=(3, 12), eager=_jumps_if("{0} is not None"))
+@op(
+    "POP_JUMP_FORWARD_IF_NOT_NONE",
+    "POP_JUMP_BACKWARD_IF_NOT_NONE",
+    max_ver=(3, 11),
+    eager=_jumps_if("{0} is not None"),
+)
+def _pop_jump_if_not_none(f: Frame, inst: dis.Instruction) -> None:
+    if not _is_none(f, f.pop()):
+        f.jump_to(inst.argval)
+
+
+def _jump_or_pop_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    test = "" if inst.opname == "JUMP_IF_TRUE_OR_POP" else "not "
+    line = f"___c = {test}{site.values[-1]}"
+    return [line], [("___c", inst.argval, site.slots), (None, site.next_offset, site.rest(1))]
+
+
+@op("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", max_ver=(3, 11), eager=_jump_or_pop_eager)
 def _jump_or_pop(f: Frame, inst: dis.Instruction) -> None:
     value = f.stack[-1]
     if value.truth(f) == (inst.opname == "JUMP_IF_TRUE_OR_POP"):
@@ -606,33 +765,71 @@ def _jump_or_pop(f: Frame, inst: dis.Instruction) -> None:
         f.pop()
 
 
-@op("GET_ITER")
+@op("GET_ITER", eager=_assigns("iter({0})", 1))
 def _get_iter(f: Frame, inst: dis.Instruction) -> None:
     f.push(iterate(f, f.pop()))
 
 
-@op("FOR_ITER")
-def _for_iter(f: Frame, inst: dis.Instruction) -> None:
+def _next_item(f: Frame) -> Variable | None:
+    """FOR_ITER's step: the next item pushed (the item), or the exhausted iterator popped (None)."""
     iterator = f.stack[-1]
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported(f"for loop over {iterator.describe()}")
     item = iterator.next(f)
     if item is not None:
         f.push(item)
-        return
+        return item
     f.pop()
-    f.jump_to(inst.argval)
-    target = f.instructions[f.ip]
-    if target.opname == "END_FOR":  # 3.12: exhausting the loop skips END_FOR
-        f.ip += 1
+    return None
 
 
-@op("END_FOR", table=ONLY_312)
+_END = object()  # what `next(it, ___END)` returns for an exhausted iterator at a break
+
+
+def _for_iter_eager(skips_end_for: bool) -> Rendering:
+    """`___r = next(it, ___END)`, resuming after the loop when the iterator is exhausted."""
+
+    def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
+        exhausted = inst.argval
+        if skips_end_for:
+            index = site.frame.index_of_offset[exhausted]
+            if site.frame.instructions[index].opname == "END_FOR":
+                exhausted = site.frame.instructions[index + 1].offset
+        site.namespace["___END"] = _END
+        lines = [f"___r = next({site.values[-1]}, ___END)"]
+        return lines, [("___r is ___END", exhausted, site.rest(1)), (None, site.next_offset, [*site.slots, result()])]
+
+    return render
+
+
+@op("FOR_ITER", max_ver=(3, 11), eager=_for_iter_eager(skips_end_for=False))
+def _for_iter_311(f: Frame, inst: dis.Instruction) -> None:
+    if _next_item(f) is None:
+        f.jump_to(inst.argval)
+
+
+@op("FOR_ITER", min_ver=(3, 12), eager=_for_iter_eager(skips_end_for=True))
+def _for_iter_312(f: Frame, inst: dis.Instruction) -> None:
+    """An exhausted iterator jumps to the END_FOR after the loop, and skips it."""
+    if _next_item(f) is None:
+        f.jump_to(inst.argval)
+        if f.instructions[f.ip].opname == "END_FOR":
+            f.ip += 1
+
+
+@op("END_FOR", min_ver=(3, 12))
 def _end_for(f: Frame, inst: dis.Instruction) -> None:
     f.popn(2)
 
 
-@op("BEFORE_WITH")
+def _before_with_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    lines = [f"___x = {site.values[-1]}", "___r = type(___x).__enter__(___x)"]
+    exit_slot = Slot(VALUE_STACK_ENTRY, "___MethodType(type(___x).__exit__, ___x)")
+    site.namespace["___MethodType"] = types.MethodType
+    return lines, [(None, site.next_offset, [*site.rest(1), exit_slot, result()])]
+
+
+@op("BEFORE_WITH", eager=_before_with_eager)
 def _before_with(f: Frame, inst: dis.Instruction) -> None:
     context = f.pop()
     if isinstance(context, GradModeContextVariable):
@@ -644,7 +841,7 @@ def _before_with(f: Frame, inst: dis.Instruction) -> None:
         exit_method = context.getattr(f, "__exit__")
         enter_method = context.getattr(f, "__enter__")
     except Unsupported as e:
-        raise Unsupported(f"`with` on {context.describe()}: {e.reason}") from e
+        raise Unsupported(f"`with` on {context.describe()}: {e.reason}", kind=e.kind) from e
     f.push(exit_method)
     f.push(enter_method.call(f, [], {}))
 
@@ -661,7 +858,14 @@ def _load_assertion_error(f: Frame, inst: dis.Instruction) -> None:
     f.push(constant(AssertionError))
 
 
-@op("RAISE_VARARGS")
+def _raise_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    if inst.arg not in (1, 2):
+        raise Unsupported(f"a graph break at {inst.opname} is not supported")
+    cause = f" from {site.values[-1]}" if inst.arg == 2 else ""
+    return [f"raise {site.values[-inst.arg]}{cause}"], []
+
+
+@op("RAISE_VARARGS", eager=_raise_eager)
 def _raise(f: Frame, inst: dis.Instruction) -> None:
     if inst.arg == 0:
         frame: Frame | None = f

@@ -21,6 +21,7 @@ from .model import (
     NodeRecord,
     RecompileRecord,
     Session,
+    failure_cause,
 )
 
 _PREFIX = re.compile(r"^[VIWEC]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} \d+ [^:]+:\d+\] ")
@@ -117,6 +118,7 @@ def _metrics(record: CompileRecord, metrics: dict[str, Any]) -> None:
     record.start_time = metrics.get("start_time") or 0.0
     if metrics.get("fail_type"):
         record.failure = metrics.get("fail_reason")
+        record.failure_cause = failure_cause(metrics["fail_type"])
         return
     backend = metrics.get("backend_compile_time_s")
     total = metrics.get("entire_frame_compile_time_s")

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..events import EagerCause
+
 
 @dataclass
 class NodeRecord:
@@ -92,6 +94,21 @@ class CallStats:
         return self.first_s
 
 
+# torch.compile's `fail_type` of a compilation that gave up (in the structured trace); any other
+# cause is "Unsupported"
+FAIL_TYPES = {EagerCause.RECOMPILE_LIMIT: "RecompileLimitExceeded", EagerCause.INTERNAL_ERROR: "InternalError"}
+
+
+def failure_type(cause: EagerCause | None) -> str:
+    """The structured trace's `fail_type` for a cause."""
+    return FAIL_TYPES.get(cause, "Unsupported") if cause is not None else "Unsupported"
+
+
+def failure_cause(fail_type: str) -> EagerCause:
+    """The cause a trace's `fail_type` stands for ("Unsupported" and unknown names: unsupported)."""
+    return next((cause for cause, name in FAIL_TYPES.items() if name == fail_type), EagerCause.UNSUPPORTED)
+
+
 @dataclass
 class CompileRecord:
     """One compilation `[frame/recompile]` of a frame: a cache entry, or a failure."""
@@ -106,6 +123,7 @@ class CompileRecord:
     graph_break: BreakRecord | None = None
     recompile: RecompileRecord | None = None
     failure: str | None = None
+    failure_cause: EagerCause | None = None  # why it runs eagerly, with `failure` the text
     capture_s: float | None = None
     backend_s: float | None = None
     calls: CallStats = field(default_factory=CallStats)

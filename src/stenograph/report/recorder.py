@@ -21,7 +21,6 @@ import torch
 
 from .. import events
 from ..graph.resume import frame_name
-from ..guard_failures import GuardFailure
 from ..logs import readable_graph
 from .model import (
     BreakRecord,
@@ -88,7 +87,7 @@ class Recorder:
             record.graph_break = break_record(event)
             what = "graph_break"
         elif isinstance(event, events.Recompile):
-            failure = GuardFailure.parse(event.reason)
+            failure = event.failure
             record.recompile = RecompileRecord(str(event.previous or "?"), failure.check, failure.new_value)
             what = "recompile"
         elif isinstance(event, events.FrameCompiled):
@@ -98,6 +97,7 @@ class Recorder:
             what = "compiled"
         elif isinstance(event, events.RunsEagerly):
             record.failure = event.reason
+            record.failure_cause = event.cause
             what = "failed"
         else:
             return

@@ -48,12 +48,18 @@ def shape_guards(shape_env: ShapeEnv, inputs: list[tuple[Any, Source]]) -> list[
 
 
 def _resolve(src: Any) -> tuple[Source, str]:
+    """(our source, the text after it): an input, a size/stride/offset of it, or of its `_base` (a
+    view input's base is fakeified with symbols of its own, which AOTAutograd may guard on)."""
     if isinstance(src, ShapeSource):
         return src.source, ""
     base = getattr(src, "base", None)
     prop = getattr(src, "prop", None)
-    if isinstance(base, ShapeSource) and prop is not None:
-        suffix = _PROPERTY_SUFFIX[prop.name]
+    if base is not None and prop is not None:
+        source, prefix = _resolve(base)
         index = getattr(src, "idx", None)
-        return base.source, suffix + (f"[{index}]" if index is not None else "")
+        return source, prefix + _PROPERTY_SUFFIX[prop.name] + (f"[{index}]" if index is not None else "")
+    member = getattr(src, "member", None)
+    if base is not None and member == "_base":
+        source, prefix = _resolve(base)
+        return source, f"{prefix}._base"
     raise NotImplementedError(f"shape guard on an unknown source {src!r}")

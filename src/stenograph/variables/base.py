@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import process_state
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -21,9 +21,83 @@ if TYPE_CHECKING:
 
 
 class Variable:
-    """A symbolic Python value."""
+    """A symbolic Python value: the protocol every tracker implements.
+
+    The interpreter, the operators, the builtins and the code generator use a tracker only
+    through the methods below. Each has a default here: an operation a tracker cannot model
+    raises `Unsupported` naming the tracker (`describe()`), which becomes a graph break; a query
+    that may have no answer returns None ("cannot"), and the caller falls back to the next rule.
+    A subclass overrides what its kind of value supports, nothing else.
+
+    Identity and type
+
+    - `source`: how to reach the value from the frame (None for values made while tracing).
+      Callers: guards, the code generator (a value with a source is re-read through it).
+    - `value_object`: the one real object the tracker stands for (a module, a function, a user
+      object read from the frame), or None when it stands for no fixed object. Callers: identity
+      (`is`, `==` of objects), set members, `callable()`, exception text. Default: None.
+    - `attrs`: the instance `__dict__` (a dict tracker) of an object made while tracing, or
+      None for a tracker that keeps none. Callers: attribute access, exception chaining.
+      Default: None.
+    - `describe()`: a short text for messages. Default: the class name.
+    - `python_type()`: `type(value)`. Callers: `isinstance`, `type()`. Default: Unsupported.
+    - `is_constant()` / `as_constant()`: whether the value is a Python constant known now, and
+      that constant. Callers: everything that folds. Default: False / Unsupported.
+    - `made_while_tracing()`: whether the object was created by the traced code (its tracker
+      is its identity; no guard is needed to compare it). Callers: operators (`is`, `==`).
+      Default: False.
+    - `in_graph()`: whether the value is computed by the graph (a tensor, a symbolic number), so
+      that operators on it are recorded as graph nodes. Callers: operators. Default: False.
+
+    Operations (`tx` is the frame being traced)
+
+    - `getattr(tx, name)` / `setattr(tx, name, value)` / `delattr(tx, name)`: LOAD_ATTR,
+      STORE_ATTR, DELETE_ATTR and the builtins of the same names. Default: Unsupported.
+    - `call(tx, args, kwargs)`: a call of the value. Default: Unsupported.
+    - `call_method(tx, name, args, kwargs)`: `value.name(*args, **kwargs)`. Default:
+      `getattr(tx, name).call(...)`.
+    - `getitem(tx, key)` / `setitem(tx, key, value)` / `delitem(tx, key)`: BINARY_SUBSCR,
+      STORE_SUBSCR, DELETE_SUBSCR (and slices). Default: Unsupported.
+    - `contains(tx, item)`: `item in value` when the tracker answers it directly (dicts, sets);
+      None lets `operators.contains` try `__contains__` and iteration. Default: None.
+    - `binary_op(tx, op, plain, other)`: `value op other` for the left operand's own kind
+      (sequence concatenation and repetition, set algebra); `plain` is `op` without its in-place
+      form. None lets `operators.binary` go on (user dunders, constants, identity). Default: None.
+    - `unary_op(tx, op)`: `op(value)` for values that record it (tensors, symbolic numbers);
+      None lets `operators.unary` go on (`not` by truth, constants). Default: None.
+    - `truth(tx)`: `bool(value)` for a branch. Default: Unsupported.
+    - `length(tx)`: `len(value)`. Default: the length of `unpack`.
+
+    Iteration
+
+    - `unpack(tx)`: every item, for unpacking, `*args` and iterating a value with no iterator of
+      its own. Default: Unsupported.
+    - `get_iter(tx)`: the iterator GET_ITER and `iter()` make. Containers return iterators that
+      read them live; iterators return themselves. Default: an iterator over `unpack(tx)`.
+    - `next(tx)`: the next item of an iterator, None when it is exhausted. Default: Unsupported.
+
+    Code generation (after the trace)
+
+    - `reconstruct(codegen)`: a Python expression that rebuilds the value at run time, for a
+      value without a source (a graph output, a constant, a container built while tracing).
+      `codegen` is `graph.codegen.Reconstructor`: `expr(var)` renders another tracker,
+      `constant(value)`, `graph_value(node)`, `build_once(var, render)`, `build_object(...)`,
+      `writer`.
+      Caller: `Reconstructor.expr`. Default: Unsupported ("cannot be rebuilt").
+    - `replay_mutation(target, expr, pin)`: for a container read from the frame and changed
+      while tracing, the statement that gives the real object (rendered as `target`) its new
+      contents; `expr` renders a tracker, `pin` takes a value into a local first. Caller:
+      `graph.side_effects.SideEffects.replay`. Default: None (nothing to replay).
+
+    Trackers are made from Python values by `builder.wrap(tx, value, source)`, the one entry
+    point that picks the tracker and installs guards (`trace_rules` holds its policy); results
+    of graph operations are made by `OutputGraph.wrap_result`, and constants computed while
+    tracing by `constant(value)`.
+    """
 
     source: Source | None = None
+    value_object: Any = None
+    attrs: Any = None
 
     def python_type(self) -> type:
         raise Unsupported(f"type of {self.describe()} is unknown while tracing")
@@ -31,13 +105,19 @@ class Variable:
     def describe(self) -> str:
         return type(self).__name__
 
-    # -- constants --------------------------------------------------------------------------------
+    # -- constants and identity ---------------------------------------------------------------
 
     def is_constant(self) -> bool:
         return False
 
     def as_constant(self) -> Any:
         raise Unsupported(f"{self.describe()} is not a Python constant")
+
+    def made_while_tracing(self) -> bool:
+        return False
+
+    def in_graph(self) -> bool:
+        return False
 
     # -- operations -------------------------------------------------------------------------------
 
@@ -47,15 +127,32 @@ class Variable:
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
         raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
 
+    def delattr(self, tx: Frame, name: str) -> None:
+        raise Unsupported(f"deleting attribute {name!r} of {self.describe()}")
+
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(f"call of {self.describe()}")
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return self.getattr(tx, name).call(tx, args, kwargs)
 
-    def unpack(self, tx: Frame) -> list[Variable]:
-        """The items when iterated (for unpacking, `for` loops and `*args`)."""
-        raise Unsupported(f"iteration over {self.describe()}")
+    def getitem(self, tx: Frame, key: Variable) -> Variable:
+        raise Unsupported(f"indexing {self.describe()}")
+
+    def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
+        raise Unsupported(f"item assignment on {self.describe()}")
+
+    def delitem(self, tx: Frame, key: Variable) -> None:
+        raise Unsupported(f"item deletion on {self.describe()}")
+
+    def contains(self, tx: Frame, item: Variable) -> bool | None:
+        return None
+
+    def binary_op(self, tx: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
+        return None
+
+    def unary_op(self, tx: Frame, op: Any) -> Variable | None:
+        return None
 
     def truth(self, tx: Frame) -> bool:
         """`bool(value)` for branches; data-dependent values refuse."""
@@ -64,8 +161,28 @@ class Variable:
     def length(self, tx: Frame) -> int:
         return len(self.unpack(tx))
 
-    def getitem(self, tx: Frame, key: Variable) -> Variable:
-        raise Unsupported(f"indexing {self.describe()}")
+    # -- iteration ----------------------------------------------------------------------------------
+
+    def unpack(self, tx: Frame) -> list[Variable]:
+        """The items when iterated (for unpacking, `for` loops and `*args`)."""
+        raise Unsupported(f"iteration over {self.describe()}")
+
+    def get_iter(self, tx: Frame) -> Variable:
+        # cycle: variables.containers imports variables.base at module level
+        from .containers import IteratorVariable
+
+        return IteratorVariable(self.unpack(tx))
+
+    def next(self, tx: Frame) -> Variable | None:
+        raise Unsupported(f"next() of {self.describe()}")
+
+    # -- code generation ------------------------------------------------------------------------
+
+    def reconstruct(self, codegen: Any) -> str:
+        raise Unsupported(f"{self.describe()} cannot be rebuilt outside the graph")
+
+    def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
+        return None
 
 
 class ConstantVariable(Variable):
@@ -91,6 +208,9 @@ class ConstantVariable(Variable):
     def truth(self, tx: Frame) -> bool:
         return bool(self.value)
 
+    def reconstruct(self, codegen: Any) -> str:
+        return codegen.constant(self.value)
+
     def unpack(self, tx: Frame) -> list[Variable]:
         try:
             items = list(self.value)
@@ -107,7 +227,7 @@ class ConstantVariable(Variable):
         except AttributeError as e:
             if self.source is not None:  # `hasattr` answers False: guard that it stays so
                 tx.output.guards.attribute_absent(self.source, self.value, name)
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}") from e
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE) from e
         if callable(attr):
             # cycle: variables.functions imports variables.base at module level
             from .functions import ConstantMethodVariable

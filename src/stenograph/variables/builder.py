@@ -1,5 +1,11 @@
 """Wrapping real values read from the frame into trackers, installing their guards.
 
+`wrap(tx, value, source)` is the one entry point that turns a Python value into a tracker (values
+read from the frame, globals, attributes, defaults, closure cells): it picks the tracker, in the
+order `trace_rules` documents, and installs the guards the choice depends on. Results of graph
+operations are made by `OutputGraph.wrap_result` (from fake values), constants computed while
+tracing by `base.constant`.
+
 This is where specialisation happens: a Python int becomes a constant guarded on its value, a
 tensor becomes a graph input guarded on its metadata, a module or function is guarded on its
 identity. A value wrapped without a source (read from torch's own namespaces, or computed while
@@ -20,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from ..guards.guard_set import RANK_ID
 from ..guards.sources import AttrSource, ItemSource
 from ..marks import graph_break, is_allowed_in_graph, is_compiling
 from ..shapes.dynamic import may_be_dynamic
@@ -45,10 +50,8 @@ from .functions import (
     TorchOpVariable,
     UserFunctionVariable,
     UserMethodVariable,
-    is_graph_op,
-    is_tensor_method,
 )
-from .instances import UserClassVariable, is_user_class
+from .instances import UserClassVariable
 from .objects import (
     GlobalsDictVariable,
     NNModuleVariable,
@@ -57,38 +60,18 @@ from .objects import (
     UserObjectVariable,
     WeakrefVariable,
 )
+from .trace_rules import (
+    TORCH_CLASSES,
+    is_graph_op,
+    is_literal,
+    is_tensor_method,
+    is_torch_module_class,
+    is_user_class,
+)
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
-
-_LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
-_TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
-_TORCH_CLASSES = (
-    torch.Size,
-    torch.device,
-    torch.no_grad,
-    torch.enable_grad,
-    torch.set_grad_enabled,
-    torch.inference_mode,
-    torch.autocast,
-)
-
-
-def is_trusted_module(name: str) -> bool:
-    """Library modules whose members are not guarded (assumed not to change at run time)."""
-    return name == "torch" or name.startswith("torch.") or name in ("math", "operator", "builtins")
-
-
-def is_literal(value: Any) -> bool:
-    if isinstance(value, _LITERALS) or isinstance(value, _TORCH_CONSTANTS):
-        return True
-    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset):
-        return all(is_literal(v) for v in value)
-    if isinstance(value, (range, slice)):
-        return True
-    return False
-
 
 def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     """The tracker for `value`, guarded through `source` when there is one."""
@@ -159,11 +142,11 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     if isinstance(value, type):
         if source is not None:
             guards.id_match(source, value)
-        if value in _TORCH_CLASSES:
+        if value in TORCH_CLASSES:
             return TorchClassVariable(value, source)
         if is_user_class(value):
             return UserClassVariable(value, source)
-        if issubclass(value, torch.nn.Module) and value.__module__.startswith("torch.nn.modules."):
+        if is_torch_module_class(value):
             return TorchModuleClassVariable(value, source)
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
@@ -172,9 +155,7 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             # to a resume function) is the same function; its cells and defaults are guarded
             # through their own sources where the inlined code reads them
             guards.type_match(source, value)
-            code = guards.bind(value.__code__, "code")
-            text = f"{source.name()}.__code__ is {value.__qualname__}'s"
-            guards.add(RANK_ID, source, f"{{v}}.__code__ is {code}", text)
+            guards.code_match(source, value)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType):
         self_source = AttrSource(source, "__self__") if source is not None else None
@@ -213,8 +194,7 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         return WeakrefVariable(value, source)
     if type(value) is dict and _is_module_globals(value):
         if source is not None:
-            held = guards.bind(value, "globals")
-            guards.add(RANK_ID, source, f"{{v}} is {held}", f"{source.name()} is the globals of {value['__name__']}")
+            guards.globals_match(source, value)
         return GlobalsDictVariable(value, source)
     if type(value) in (dict, collections.OrderedDict):
         if source is not None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
 from .containers import (
@@ -41,70 +41,13 @@ from .instances import (
 )
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
+from .trace_rules import BUILTIN_PURE, BUILTIN_REFUSED
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 Handler = Callable[["Frame", Any, list[Variable], dict[str, Variable]], Variable]
 _HANDLERS: dict[Any, Handler] = {}
-
-# builtins with no effects: evaluated directly when every argument is a constant
-_PURE = {
-    abs,
-    all,
-    any,
-    bin,
-    bool,
-    chr,
-    complex,
-    divmod,
-    float,
-    format,
-    frozenset,
-    hash,
-    hex,
-    int,
-    len,
-    max,
-    min,
-    oct,
-    ord,
-    pow,
-    repr,
-    round,
-    slice,
-    sorted,
-    str,
-    sum,
-    tuple,
-    list,
-    dict,
-    set,
-    range,
-    reversed,
-    enumerate,
-    zip,
-    map,
-    filter,
-    isinstance,
-    issubclass,
-    type,
-    callable,
-    object,
-}
-_REFUSED = {
-    print: "call to print",
-    input: "call to input",
-    open: "call to open",
-    breakpoint: "call to breakpoint",
-    exec: "call to exec",
-    eval: "call to eval",
-    globals: "call to globals",
-    locals: "call to locals",
-    vars: "call to vars",
-    id: "call to id (object identity is not stable across calls)",
-}
-
 
 _handler = handler_registry(_HANDLERS)
 
@@ -161,16 +104,17 @@ class BuiltinVariable(HandledFunctionVariable):
         return super().as_constant()
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        if self.fn in _REFUSED:
+        if self.fn in BUILTIN_REFUSED:
             raise Unsupported(
-                _REFUSED[self.fn],
+                BUILTIN_REFUSED[self.fn],
                 hint="remove it from the compiled function or move it outside; graph breaks will run it eagerly",
+                kind=BreakKind.UNTRACED_CALL,
             )
         handler = _HANDLERS.get(self.fn)
         if handler is not None:
             _check_signature(self.fn, args, kwargs)
             return handler(tx, self.fn, args, kwargs)
-        if self.fn in _PURE and all(a.is_constant() for a in [*args, *kwargs.values()]):
+        if self.fn in BUILTIN_PURE and all(a.is_constant() for a in [*args, *kwargs.values()]):
             return _fold(tx, self.fn, args, kwargs)
         raise Unsupported(
             f"builtin {getattr(self.fn, '__name__', self.fn)} with {', '.join(a.describe() for a in args)}"
@@ -232,10 +176,7 @@ def _setattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
 
 @_handler(delattr)
 def _delattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    delattr_ = getattr(args[0], "delattr", None)
-    if delattr_ is None:
-        raise Unsupported(f"delattr on {args[0].describe()}")
-    delattr_(tx, args[1].as_constant())
+    args[0].delattr(tx, args[1].as_constant())
     return constant(None)
 
 
@@ -253,7 +194,7 @@ def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
             return tx.inline_call(dunder, [obj], {}, closure=None)
         if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):
             return obj.getattr(tx, "__str__" if fn is str else "__repr__").call(tx, [], {})
-        real = getattr(obj, "value_object", None)
+        real = obj.value_object
         if isinstance(real, BaseException) and obj.source is not None:
             return _exception_text(tx, fn, obj, real)
     if all(a.is_constant() for a in [*args, *kwargs.values()]):
@@ -318,7 +259,7 @@ def _callable(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variab
         return constant(callable(args[0].as_constant()))
     if args[0].source is not None:
         args[0].python_type()  # installs the type guard the answer depends on
-    return constant(callable(getattr(args[0], "value_object", None)))
+    return constant(callable(args[0].value_object))
 
 
 @_handler(getattr)
@@ -328,7 +269,7 @@ def _getattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
         try:
             return obj.getattr(tx, name)
         except Unsupported as e:
-            if "has no attribute" in str(e):
+            if e.kind is BreakKind.MISSING_ATTRIBUTE:
                 return args[2]
             raise
     return obj.getattr(tx, name)
@@ -340,7 +281,7 @@ def _hasattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
     try:
         obj.getattr(tx, name)
     except Unsupported as e:
-        if "has no attribute" in str(e):
+        if e.kind is BreakKind.MISSING_ATTRIBUTE:
             return constant(False)
         raise
     return constant(True)
@@ -510,7 +451,7 @@ def _sorted(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 
 def lookup(fn: Any) -> BuiltinVariable | None:
     """A tracker for a builtin function or type, if tracing knows it."""
-    if fn in _HANDLERS or fn in _PURE or fn in _REFUSED:
+    if fn in _HANDLERS or fn in BUILTIN_PURE or fn in BUILTIN_REFUSED:
         return BuiltinVariable(fn)
     return None
 

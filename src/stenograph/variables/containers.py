@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from .base import ConstantVariable, Variable, constant
 from .exceptions import raise_new, raise_python_error
 from .instances import _MISSING, _class_lookup, bind_class_attr
@@ -35,7 +37,7 @@ class BoundMethodVariable(Variable):
 
 def _method_of(var: Variable, name: str) -> Variable:
     if not callable(getattr(var.python_type(), name, None)):
-        raise Unsupported(f"{var.describe()} has no attribute {name!r}")
+        raise Unsupported(f"{var.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
     return BoundMethodVariable(var, name)
 
 
@@ -62,6 +64,9 @@ class DictViewVariable(Variable):
 
     def length(self, tx: Frame) -> int:
         return len(self.dict_var.items)
+
+    def get_iter(self, tx: Frame) -> Variable:
+        return LiveContainerIteratorVariable(self.dict_var, self.kind)
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         return _method_of(self, name)
@@ -126,6 +131,18 @@ class SequenceVariable(Variable):
     def clone(self, items: list[Variable]) -> SequenceVariable:
         return type(self)(items)
 
+    def binary_op(self, tx: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
+        """Concatenation with another tracked sequence, repetition by a constant."""
+        if isinstance(other, SequenceVariable) and plain is operator.add:
+            if self.python_class is other.python_class or (
+                isinstance(self, TupleVariable) and isinstance(other, TupleVariable)
+            ):
+                cls = SizeVariable if isinstance(self, SizeVariable) else type(self)
+                return cls([*self.items, *other.items])
+        if plain is operator.mul and other.is_constant():
+            return self.clone(self.items * other.as_constant())
+        return None
+
     def getattr(self, tx: Frame, name: str) -> Variable:
         return _method_of(self, name)
 
@@ -155,6 +172,9 @@ class SequenceVariable(Variable):
 class TupleVariable(SequenceVariable):
     python_class = tuple
 
+    def reconstruct(self, codegen: Any) -> str:
+        return f"({''.join(codegen.expr(i) + ', ' for i in self.items)})"
+
 
 class SizeVariable(TupleVariable):
     """A `torch.Size`: a tuple of (for now static) ints."""
@@ -166,6 +186,9 @@ class SizeVariable(TupleVariable):
 
     def clone(self, items: list[Variable]) -> SequenceVariable:
         return SizeVariable(items)
+
+    def reconstruct(self, codegen: Any) -> str:
+        return f"___Size(({''.join(codegen.expr(i) + ', ' for i in self.items)}))"
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "numel" and not args and not kwargs and self.is_constant():
@@ -181,6 +204,29 @@ class ListVariable(SequenceVariable):
 
     def clone(self, items: list[Variable]) -> SequenceVariable:
         return ListVariable(items)
+
+    def made_while_tracing(self) -> bool:
+        return self.source is None
+
+    def binary_op(self, tx: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
+        # `+=` extends and `*=` repeats the list itself (other names for it see the change)
+        if op is operator.iadd and isinstance(other, SequenceVariable):
+            self.call_method(tx, "extend", [other], {})
+            return self
+        if op is operator.imul and other.is_constant():
+            self.setitem(tx, constant(slice(None)), ListVariable(self.items * other.as_constant()))
+            return self
+        return super().binary_op(tx, op, plain, other)
+
+    def get_iter(self, tx: Frame) -> Variable:
+        return ListIteratorVariable(self)
+
+    def reconstruct(self, codegen: Any) -> str:
+        return codegen.build_once(self, lambda: f"[{', '.join(codegen.expr(i) for i in self.items)}]")
+
+    def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
+        items = pin(f"[{', '.join(expr(i) for i in self.items)}]")
+        return f"{target}[:] = {items}"
 
     def _mutable(self, tx: Frame, what: str) -> None:
         if self.source is not None:
@@ -284,6 +330,28 @@ class DictVariable(Variable):
 
     def describe(self) -> str:
         return f"{self.python_class.__name__} of {len(self.items)}"
+
+    def made_while_tracing(self) -> bool:
+        return self.source is None
+
+    def contains(self, tx: Frame, item: Variable) -> bool | None:
+        return item.as_constant() in self.items
+
+    def get_iter(self, tx: Frame) -> Variable:
+        return LiveContainerIteratorVariable(self, "keys")
+
+    def reconstruct(self, codegen: Any) -> str:
+        def render() -> str:
+            value = "{" + ", ".join(f"{codegen.constant(k)}: {codegen.expr(v)}" for k, v in self.items.items()) + "}"
+            if self.python_class is not dict:
+                value = f"{codegen.writer.bind(self.python_class, 'cls')}({value})"
+            return value
+
+        return codegen.build_once(self, render)
+
+    def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
+        items = pin("{" + ", ".join(f"{expr(ConstantVariable(k))}: {expr(v)}" for k, v in self.items.items()) + "}")
+        return f"{target}.clear(); {target}.update({items})"
 
     def is_constant(self) -> bool:
         return all(v.is_constant() for v in self.items.values())
@@ -404,6 +472,12 @@ class IteratorVariable(Variable):
 
     def describe(self) -> str:
         return "iterator"
+
+    def get_iter(self, tx: Frame) -> Variable:
+        return self
+
+    def reconstruct(self, codegen: Any) -> str:
+        return f"iter(({''.join(codegen.expr(i) + ', ' for i in self.items[self.index :])}))"
 
     def next(self, tx: Frame) -> Variable | None:
         """The next item, or None when exhausted."""
@@ -612,18 +686,8 @@ class LazyIteratorVariable(IteratorVariable):
 
 def iterate(tx: Frame, value: Variable) -> IteratorVariable:
     """`iter(value)`: lists, dicts, dict views and sets are read live; other iterables are
-    unpacked into a known list of items."""
-    if isinstance(value, IteratorVariable):
-        return value
-    if isinstance(value, ListVariable):
-        return ListIteratorVariable(value)
-    if isinstance(value, DictVariable):
-        return LiveContainerIteratorVariable(value, "keys")
-    if isinstance(value, DictViewVariable):
-        return LiveContainerIteratorVariable(value.dict_var, value.kind)
-    if isinstance(value, SetVariable):
-        return LiveContainerIteratorVariable(value, "set")
-    return IteratorVariable(value.unpack(tx))
+    unpacked into a known list of items (`Variable.get_iter`)."""
+    return value.get_iter(tx)  # type: ignore[return-value]
 
 
 def _is_literal(value: Any) -> bool:
@@ -697,7 +761,7 @@ class SetVariable(Variable):
     def key_of(var: Variable) -> Any:
         if var.is_constant():
             return dict_key(var)
-        identity = getattr(var, "value_object", None)
+        identity = var.value_object
         if identity is None:
             raise Unsupported(f"set member {var.describe()} (only constants and fixed objects are tracked)")
         cls = type(identity)
@@ -771,8 +835,38 @@ class SetVariable(Variable):
     def truth(self, tx: Frame) -> bool:
         return bool(self.members)
 
-    def contains(self, tx: Frame, item: Variable) -> bool:
+    def contains(self, tx: Frame, item: Variable) -> bool | None:
         return self.key_of(item) in self.members
+
+    def made_while_tracing(self) -> bool:
+        return self.source is None
+
+    def get_iter(self, tx: Frame) -> Variable:
+        return LiveContainerIteratorVariable(self, "set")
+
+    def binary_op(self, tx: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
+        """`|`, `&`, `-` and their in-place forms, with another set."""
+        methods = _SET_OPERATORS.get(plain)
+        if methods is None:
+            return None
+        is_set = isinstance(other, SetVariable) or (
+            other.is_constant() and isinstance(other.as_constant(), (set, frozenset))
+        )
+        if not is_set:
+            raise Unsupported(f"operator {op.__name__} on {self.describe()} and {other.describe()}")
+        if op is not plain:  # |=, &=, -=: update in place
+            self.call_method(tx, methods[1], [other], {})
+            return self
+        return self.call_method(tx, methods[0], [other], {})
+
+    def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
+        # removals, then additions in program order: the set keeps its own table, so code
+        # iterating it afterwards sees eager's order (clear() would rebuild the table)
+        members = pin("(" + "".join(expr(v) + ", " for v in self.members.values()) + ")")
+        return (
+            f"{target}.difference_update([___k for ___k in {target} if ___k not in {members}]); "
+            f"{target}.update({members})"
+        )
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         return _method_of(self, name)
@@ -856,6 +950,12 @@ class SetVariable(Variable):
         return f"{rebuild.writer.bind(self.python_class, 'cls')}(({items}))"
 
 
+# `a op b` on sets: (method for the new set, method for the in-place form)
+_SET_OPERATORS = {
+    operator.or_: ("union", "__ior__"),
+    operator.and_: ("intersection", "__iand__"),
+    operator.sub: ("difference", "__isub__"),
+}
 _SET_RESULTS = {
     "union": "union",
     "__or__": "union",

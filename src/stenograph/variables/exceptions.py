@@ -35,7 +35,14 @@ def raise_new(tx: Frame, cls: type[BaseException], *args: object) -> TracedExcep
 
 def raise_python_error(tx: Frame, error: Exception) -> NoReturn:
     """Raise, in the traced program, the error Python raised evaluating an operation on constants
-    (`int("x")`, `divmod(1, 0)`), so the program's `except` clauses see it as they would eagerly."""
+    (`int("x")`, `divmod(1, 0)`), so the program's `except` clauses see it as they would eagerly.
+
+    A RecursionError is the tracer's own (it ran out of depth evaluating the operation), not the
+    program's: it propagates, and the entry wrapper's miss path tells it from a frame it cannot
+    compile (`entry._out_of_depth`) instead of compiling code that raises it."""
+    if isinstance(error, RecursionError):
+        raise error
+
     try:
         tracker = instantiate(tx, type(error), [constant(a) for a in error.args], {})
     except Unsupported:

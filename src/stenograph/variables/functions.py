@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource
 from ..marks import graph_break, is_disabled
 from .base import ConstantVariable, Variable, constant
@@ -20,6 +20,7 @@ from .exceptions import raise_python_error
 from .global_contexts import is_global_context_class, make_global_context
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
+from .trace_rules import is_state_reader, trace_constant, untraced_library
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -46,6 +47,7 @@ class UserFunctionVariable(Variable):
             raise Unsupported(
                 f"call to {self.fn.__qualname__}, which is marked stenograph.disable",
                 hint="disabled functions run eagerly",
+                kind=BreakKind.UNTRACED_CALL,
             )
         return tx.inline_call(self.fn, args, kwargs, closure=None, fn_source=self.source)
 
@@ -64,60 +66,6 @@ class UserFunctionVariable(Variable):
         return rebuild.writer.bind(self.fn, "fn")
 
 
-# libraries whose functions run eagerly at a graph break instead of being inlined: they do I/O,
-# debugging, process or interpreter introspection, or live outside torch (numpy)
-_NOT_TRACED = frozenset({
-    "logging", "pdb", "bdb", "cmd", "warnings", "traceback", "inspect", "threading", "multiprocessing",
-    "subprocess", "os", "sys", "io", "socket", "unittest", "pytest", "_pytest", "numpy", "pandas",
-    "asyncio", "tqdm", "time", "random", "builtins", "code", "faulthandler", "gc", "weakref",
-    "stenograph",  # its own API (compile, reset, mark_dynamic) is runtime machinery, not model code
-})
-
-
-# torch packages that are runtime machinery rather than model code: optimizers (stateful, decorated
-# to run outside compilers), the compiler front end's own helpers, and function transforms
-# (`torch.func.grad`, `torch.vmap`: interpreter stacks that tracing does not model)
-_NOT_TRACED_TORCH = (
-    "torch._dynamo",
-    "torch._compile",
-    "torch.optim",
-    "torch.utils.data",
-    "torch.distributed",
-    "torch._functorch",
-    "torch.func",
-)
-
-# autograd's entry points (`torch.autograd.grad`, `backward`, `Function.apply`, `autograd.functional`,
-# forward AD, saved-tensor hooks): they run a backward pass or build autograd nodes and hooks, which a
-# forward graph cannot hold. Only these modules: `torch.autograd.grad_mode` (no_grad and its kin) is
-# modelled by tracing.
-_NOT_TRACED_AUTOGRAD = frozenset({
-    "torch.autograd",
-    "torch.autograd.function",
-    "torch.autograd.functional",
-    "torch.autograd.forward_ad",
-    "torch.autograd.graph",
-})
-
-
-def untraced_library(fn: Any) -> str | None:
-    """The library `fn` belongs to when it is one whose calls break the graph, else None."""
-    module = getattr(fn, "__module__", None) or ""
-    top = module.split(".")[0]
-    if top in _NOT_TRACED:
-        return top
-    for prefix in _NOT_TRACED_TORCH:
-        if module == prefix or module.startswith(prefix + "."):
-            return prefix
-    if module in _NOT_TRACED_AUTOGRAD:
-        return module
-    return None
-
-
-def is_untraced_library(fn: Any) -> bool:
-    return untraced_library(fn) is not None
-
-
 def refuse_untraced_library(fn: types.FunctionType, args: list[Variable], kwargs: dict[str, Variable]) -> None:
     """Calls into untraced libraries break the graph at the user's call."""
     library = untraced_library(fn)
@@ -125,8 +73,8 @@ def refuse_untraced_library(fn: types.FunctionType, args: list[Variable], kwargs
         reason = Unsupported(
             f"call to {fn.__module__}.{fn.__qualname__} ({library} is not traced)",
             hint=f"{library} runs eagerly at a graph break; move it out of the compiled function to keep one graph",
+            kind=BreakKind.TWICE_DIFFERENTIABLE if creates_graph(fn, args, kwargs) else BreakKind.UNTRACED_CALL,
         )
-        reason.twice_differentiable = creates_graph(fn, args, kwargs)
         raise reason
 
 
@@ -272,76 +220,6 @@ class ConstantMethodVariable(Variable):
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.constant(self.obj)}.{self.name}"
 
-_TORCH_OP_MODULES = (
-    "torch.nn.functional",
-    "torch.functional",
-    "torch.nn.init",
-    "torch._C._nn",
-    "torch._C._fft",
-    "torch._C._linalg",
-    "torch._C._special",
-    "torch._C._nested",
-    "torch.fft",
-    "torch.linalg",
-    "torch.special",
-)
-
-
-def _trace_constant(fn: Any) -> Any:
-    """Functions of global state or no state at all, answered at trace time (guards cover it)."""
-    return {
-        torch.is_grad_enabled: torch.is_grad_enabled,
-        torch.get_default_dtype: torch.get_default_dtype,
-        torch.is_autocast_enabled: torch.is_autocast_enabled,
-        torch.jit.is_scripting: lambda *_: False,
-        torch.jit.is_tracing: lambda *_: False,
-        torch._C._get_tracing_state: lambda *_: None,
-        torch.is_inference_mode_enabled: torch.is_inference_mode_enabled,
-    }.get(fn)
-
-
-_STATEFUL_TORCH = {
-    "manual_seed",
-    "seed",
-    "set_grad_enabled",
-    "set_default_dtype",
-    "set_default_device",
-    "use_deterministic_algorithms",
-    "set_printoptions",
-    "save",
-    "load",
-    "set_num_threads",
-    "set_rng_state",
-    "get_rng_state",
-    "initial_seed",
-    "synchronize",
-}
-
-
-def is_graph_op(value: Any) -> bool:
-    """Whether calling `value` should be recorded as one graph node."""
-    if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-        return True
-    name = getattr(value, "__name__", "")
-    if name in _STATEFUL_TORCH:
-        return False
-    module = getattr(value, "__module__", None) or ""
-    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
-        owner = getattr(value, "__self__", None)
-        owner_name = getattr(owner, "__name__", "") if owner is not None else ""
-        return module.startswith("torch") or owner_name.startswith("torch._C")
-    if isinstance(value, types.FunctionType):
-        return module in _TORCH_OP_MODULES
-    return False
-
-
-def is_tensor_method(value: Any) -> bool:
-    """`torch.Tensor.add` and friends, called through the class."""
-    if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
-        return getattr(value, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
-    return isinstance(value, types.FunctionType) and getattr(value, "__module__", "") == "torch._tensor"
-
-
 class TorchOpVariable(Variable):
     """A torch function: calling it records a `call_function` node (or folds a constant)."""
 
@@ -358,7 +236,7 @@ class TorchOpVariable(Variable):
         return f"{module}.{getattr(self.fn, '__name__', self.fn)}"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        folded = _trace_constant(self.fn)
+        folded = trace_constant(self.fn)
         if folded is not None and all(a.is_constant() for a in [*args, *kwargs.values()]):
             return constant(folded(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
         if not args and not kwargs and isinstance(self.fn, types.BuiltinFunctionType):
@@ -384,7 +262,7 @@ class TorchOpVariable(Variable):
         eagerly at a graph break.
         """
         describe = f"{self.describe()}()"
-        if getattr(self.fn, "__name__", "").lstrip("_").startswith(_STATE_READER_PREFIXES):
+        if is_state_reader(self.fn):
             value = self.fn()
             if isinstance(value, (bool, int, float, str, torch.dtype, torch.device)) or value is None:
                 tx.output.guards.state_query(self.fn, self.describe(), value)
@@ -396,10 +274,6 @@ class TorchOpVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
-
-
-#: Names of torch C functions that only read state, safe to ask again in a guard.
-_STATE_READER_PREFIXES = ("get_", "is_", "are_", "has_", "len_")
 
 
 class TensorMethodRefVariable(Variable):
@@ -465,7 +339,9 @@ class GraphBreakVariable(Variable):
         return "stenograph.graph_break"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        raise Unsupported("stenograph.graph_break() called", hint="remove the call to keep one graph")
+        raise Unsupported(
+            "stenograph.graph_break() called", hint="remove the call to keep one graph", kind=BreakKind.EXPLICIT
+        )
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(graph_break, "fn")

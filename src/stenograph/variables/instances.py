@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .base import ConstantVariable, Variable, constant
 from .objects import UserObjectVariable
+from .trace_rules import is_literal, is_user_class
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -76,7 +77,7 @@ def class_attr_source(tx: Frame, cls: type, name: str, attr: Any) -> Source:
 def guard_not_shadowed(tx: Frame, obj: Variable, name: str) -> None:
     """Guard that the instance `__dict__` of `obj` (an outside object) does not hold `name`, so
     the class attribute read through it stays the one Python finds (`op.go = ...` recompiles)."""
-    real = getattr(obj, "value_object", None)
+    real = obj.value_object
     if obj.source is None or not isinstance(getattr(real, "__dict__", None), dict):
         return
     text = f"{obj.source.name()}.__dict__ lacks {name!r} (class attribute {type(real).__qualname__}.{name})"
@@ -187,7 +188,7 @@ class UserClassVariable(ConstantVariable):
             return wrap(tx, attr, class_attr_source(tx, cls, name, attr))
         if attr is _MISSING and not hasattr(cls, name):
             tx.output.guards.attribute_absent(ClassSource(cls), cls, name)
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return super().getattr(tx, name)
 
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
@@ -252,6 +253,9 @@ class NewObjectVariable(Variable):
         self.attrs = DictVariable({})  # the instance __dict__
         self.items = items  # the dict contents, for dict subclasses
 
+    def made_while_tracing(self) -> bool:
+        return True
+
     def python_type(self) -> type:
         return self.cls
 
@@ -279,7 +283,7 @@ class NewObjectVariable(Variable):
         hook, _ = _class_lookup(self.cls, "__getattr__")
         if isinstance(hook, types.FunctionType):
             return tx.inline_call(hook, [self, constant(name)], {}, closure=None)
-        raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+        raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
         hook, owner = _class_lookup(self.cls, "__setattr__")
@@ -459,10 +463,10 @@ def _dict_view(tx: Frame, obj: Variable) -> Variable:
     """The contents of an outside dict subclass instance, read through its source (guarded)."""
     # cycles: variables.builder imports variables.instances at module level; variables.containers imports
     # variables.instances at module level
-    from .builder import is_literal, wrap
+    from .builder import wrap
     from .containers import DictVariable
 
-    real = obj.value_object  # type: ignore[attr-defined]
+    real = obj.value_object
     if not all(is_literal(k) for k in real):
         raise Unsupported(f"{obj.describe()} has non-constant keys")
     tx.output.guards.dict_keys_match(obj.source, real)
@@ -503,7 +507,7 @@ class SuperVariable(Variable):
             raise Unsupported(f"super({self.cls.__qualname__}, obj): obj is not an instance")
         attr, owner = _class_lookup(obj_type, name, after=self.cls)
         if attr is _MISSING:
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         if isinstance(self.obj, UserClassVariable) and isinstance(attr, classmethod):
             # cycle: variables.functions -> variables.containers -> variables.instances
             from .functions import UserMethodVariable
@@ -565,15 +569,6 @@ def dataclass_fields(tx: Frame, obj: Variable) -> Variable:
     """`dataclasses.fields(x)`: the Field objects are fixed per class, so a constant."""
     cls = obj.as_constant() if obj.is_constant() and isinstance(obj.as_constant(), type) else obj.python_type()
     return ConstantVariable(dataclasses.fields(cls))
-
-
-def is_user_class(value: type) -> bool:
-    """Classes whose instances may be created while tracing (not builtins, not torch's)."""
-    module = getattr(value, "__module__", "") or ""
-    if issubclass(value, BaseException):
-        return True  # exceptions are raised and caught inside traced code
-    return module != "builtins" and not (module == "torch" or module.startswith("torch."))
-
 
 
 class UnboundBaseMethodVariable(Variable):

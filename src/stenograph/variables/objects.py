@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, ClassSource, GlobalSource, ModuleMemberSource, WeakrefTargetSource
 from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
 from .base import ConstantVariable, Variable, constant
+from .trace_rules import is_literal, is_trusted_module
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -61,7 +62,10 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
             value = getattr(obj, name)
         except AttributeError:
             tx.output.guards.attribute_absent(obj_var.source, obj, name)
-            raise Unsupported(f"{type(obj).__qualname__} object has no attribute {name!r} (unset slot)") from None
+            raise Unsupported(
+                f"{type(obj).__qualname__} object has no attribute {name!r} (unset slot)",
+                kind=BreakKind.MISSING_ATTRIBUTE,
+            ) from None
         return wrap(tx, value, AttrSource(obj_var.source, name))
     if name == "__dict__":
         raise Unsupported(
@@ -83,7 +87,7 @@ def _object_truth(tx: Frame, var: Variable) -> bool:
     # cycle: variables.instances imports variables.objects at module level
     from .instances import class_attr_source
 
-    obj = var.value_object  # type: ignore[attr-defined]
+    obj = var.value_object
     cls = type(obj)
     for name in ("__bool__", "__len__"):
         attr = inspect.getattr_static(cls, name, _MISSING)
@@ -170,7 +174,7 @@ class UserObjectVariable(Variable):
         turn it into an answer, so the absence is guarded (setting it later recompiles)."""
         if self.source is not None:
             tx.output.guards.attribute_absent(self.source, self.value_object, name)
-        return Unsupported(f"{self.describe()} has no attribute {name!r}")
+        return Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
 
     # -- protocols written in Python on the object's class ---------------------------------------
@@ -481,9 +485,6 @@ class NewModuleVariable(NNModuleVariable):
         return f"module {type(self.value_object).__qualname__} created while tracing"
 
     def getattr(self, tx: Frame, name: str) -> Variable:
-        # cycle: variables.builder imports variables.objects at module level
-        from .builder import is_literal
-
         module = self.value_object
         cls_attr = inspect.getattr_static(type(module), name, _MISSING)
         if isinstance(cls_attr, property):
@@ -496,7 +497,7 @@ class NewModuleVariable(NNModuleVariable):
                 return constant(value)
         resolved = _resolve_class_attr(tx, self, module, name)
         if resolved is None:
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return resolved
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -524,7 +525,7 @@ class PythonModuleVariable(Variable):
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         # cycle: variables.builder imports variables.objects at module level
-        from .builder import is_trusted_module, wrap
+        from .builder import wrap
 
         module = self.value_object
         trusted = is_trusted_module(module.__name__)
@@ -533,7 +534,9 @@ class PythonModuleVariable(Variable):
         except AttributeError:
             if self.source is not None and not trusted:
                 tx.output.guards.attribute_absent(self.source, module, name)
-            raise Unsupported(f"module {module.__name__} has no attribute {name!r}") from None
+            raise Unsupported(
+                f"module {module.__name__} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE
+            ) from None
         # torch's own namespaces are not monkeypatched at run time: no guard on their members
         source = None if trusted or self.source is None else AttrSource(self.source, name)
         return wrap(tx, value, source)

@@ -11,14 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
-from .containers import DictVariable, ListVariable, SequenceVariable, SetVariable, SizeVariable, TupleVariable
+from .containers import SequenceVariable, TupleVariable
 from .exceptions import raise_python_error
-from .instances import NewObjectVariable, python_dunder
-from .symbolic import SymNodeVariable
+from .instances import python_dunder
 from .tensor import TensorVariable
-
-# trackers whose operators become graph nodes
-_GRAPH_VALUES = (TensorVariable, SymNodeVariable)
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -80,32 +76,16 @@ _INPLACE_TO_PLAIN = {
 def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     """`op(a, b)` for any two trackers."""
     plain = _INPLACE_TO_PLAIN.get(op, op)
-    if isinstance(a, _GRAPH_VALUES) or isinstance(b, _GRAPH_VALUES):
+    if a.in_graph() or b.in_graph():
         # only a tensor changes in place; `i *= n` on a number is `i = i * n`
         graph_op = op if isinstance(a, TensorVariable) else plain
         return tx.output.call("call_function", graph_op, [a, b], {}, f"operator {graph_op.__name__}")
     if plain is operator.add:
         # a constant tuple concatenated with a tracked one (e.g. `(-1,) + x.shape[1:]`)
         a, b = _as_sequence(a, b), _as_sequence(b, a)
-    if isinstance(a, SequenceVariable) and isinstance(b, SequenceVariable) and plain is operator.add:
-        if isinstance(a, ListVariable) and op is operator.iadd:
-            a.call_method(tx, "extend", [b], {})
-            return a
-        if a.python_class is b.python_class or isinstance(a, TupleVariable) and isinstance(b, TupleVariable):
-            cls = SizeVariable if isinstance(a, SizeVariable) else type(a)
-            return cls([*a.items, *b.items])
-    if isinstance(a, SequenceVariable) and b.is_constant() and plain is operator.mul:
-        if isinstance(a, ListVariable) and op is operator.imul:
-            a.setitem(tx, constant(slice(None)), ListVariable(a.items * b.as_constant()))
-            return a
-        return a.clone(a.items * b.as_constant())
-    if isinstance(a, SetVariable) and plain in _SET_METHODS:
-        if not (isinstance(b, SetVariable) or b.is_constant() and isinstance(b.as_constant(), (set, frozenset))):
-            raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
-        if op is not plain:  # |=, &=, -=: update in place
-            a.call_method(tx, _SET_METHODS[plain][1], [b], {})
-            return a
-        return a.call_method(tx, _SET_METHODS[plain][0], [b], {})
+    own = a.binary_op(tx, op, plain, b)  # sequences and sets
+    if own is not None:
+        return own
     user = _user_dunder(tx, op, a, b)
     if user is not None:
         return user
@@ -123,11 +103,6 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
 
 
-_SET_METHODS = {
-    operator.or_: ("union", "__ior__"),
-    operator.and_: ("intersection", "__iand__"),
-    operator.sub: ("difference", "__isub__"),
-}
 _DUNDERS = {
     operator.add: ("__add__", "__radd__"),
     operator.sub: ("__sub__", "__rsub__"),
@@ -165,12 +140,9 @@ def _as_sequence(var: Variable, other: Variable) -> Variable:
 
 
 def unary(tx: Frame, op: Any, a: Variable) -> Variable:
-    if isinstance(a, SymNodeVariable) and op is operator.not_:
-        return constant(not a.truth(tx))
-    if isinstance(a, _GRAPH_VALUES):
-        if op is operator.not_:
-            raise Unsupported(f"`not` on {a.describe()} needs its value")
-        return tx.output.call("call_function", op, [a], {}, f"operator {op.__name__}")
+    own = a.unary_op(tx, op)  # tensors and symbolic numbers
+    if own is not None:
+        return own
     if op is operator.not_:
         return constant(not a.truth(tx))
     if a.is_constant():
@@ -219,10 +191,9 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
     """`item in container` decided at trace time."""
     if isinstance(container, TensorVariable) or isinstance(item, TensorVariable):
         raise Unsupported("`in` with a tensor needs its values")
-    if isinstance(container, DictVariable):
-        return item.as_constant() in container.items
-    if isinstance(container, SetVariable):
-        return container.contains(tx, item)
+    answer = container.contains(tx, item)  # dicts and sets
+    if answer is not None:
+        return answer
     dunder = python_dunder(tx, container, "__contains__")
     if dunder is not None:
         return tx.inline_call(dunder, [container, item], {}, closure=None).truth(tx)
@@ -284,11 +255,9 @@ def _same_object(a: Variable, b: Variable) -> bool | None:
 
 def _made_while_tracing(var: Variable) -> bool:
     """Objects created in the frame: their tracker is their identity."""
-    if isinstance(var, NewObjectVariable):
-        return True
-    return isinstance(var, (ListVariable, DictVariable, SetVariable)) and var.source is None
+    return var.made_while_tracing()
 
 
 def _identity(var: Variable) -> Any:
     """The real object a tracker stands for, when it stands for one fixed object."""
-    return getattr(var, "value_object", None)
+    return var.value_object

@@ -8,13 +8,14 @@ where the decision would come out the same.
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from ..errors import Unsupported
-from .base import Variable
+from ..errors import BreakKind, Unsupported
+from .base import Variable, constant
 
 if TYPE_CHECKING:
     import torch.fx
@@ -44,6 +45,14 @@ class SymNodeVariable(Variable):
     def truth(self, tx: Frame) -> bool:
         return self._decide(bool, "a branch on it")
 
+    def in_graph(self) -> bool:
+        return True
+
+    def unary_op(self, tx: Frame, op: Any) -> Variable | None:
+        if op is operator.not_:
+            return constant(not self.truth(tx))
+        return tx.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
+
     def _decide(self, kind: type, what: str) -> Any:
         try:
             return kind(self.fake)
@@ -51,6 +60,7 @@ class SymNodeVariable(Variable):
             raise Unsupported(
                 f"{what} depends on tensor data ({self.node.name} comes from .item() or a data-dependent size)",
                 hint="keep the decision in tensor ops (torch.where), or move it out of the compiled function",
+                kind=BreakKind.DATA_DEPENDENT,
             ) from e
 
     def unpack(self, tx: Frame) -> list[Variable]:

@@ -13,68 +13,27 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import config
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from ..shapes.fake import is_symbolic
 from .base import ConstantVariable, Variable, constant
 from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
 from .double_backward import creates_graph
 from .symbolic import SymNodeVariable
 from .tensor_effects import refuse_effect
+from .trace_rules import (
+    TENSOR_DATA_HINT,
+    TENSOR_DATA_METHODS,
+    TENSOR_GUARDED_METADATA_METHODS,
+    TENSOR_METADATA,
+    TENSOR_METADATA_METHODS,
+    TENSOR_PROPERTIES,
+)
 
 if TYPE_CHECKING:
     import torch.fx
 
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
-
-# attributes answered from metadata, as constants
-_METADATA = {
-    "dtype",
-    "device",
-    "ndim",
-    "requires_grad",
-    "is_cuda",
-    "is_cpu",
-    "is_sparse",
-    "is_quantized",
-    "layout",
-    "is_meta",
-    "is_mps",
-    "is_nested",
-    "itemsize",
-}
-# attributes that are tensors computed from the tensor: recorded as getattr nodes
-_TENSOR_PROPERTIES = {"T", "mT", "H", "mH", "real", "imag"}
-# methods answered from metadata without a node
-_METADATA_METHODS = {
-    "size",
-    "dim",
-    "ndimension",
-    "numel",
-    "nelement",
-    "stride",
-    "is_contiguous",
-    "is_floating_point",
-    "is_complex",
-    "element_size",
-    "get_device",
-    "__len__",
-    "is_signed",
-}
-# metadata the tensor guards do not cover: answered from metadata, guarded when read from an input
-_GUARDED_METADATA_METHODS = {"storage_offset", "is_conj", "is_neg", "is_inference"}
-# methods whose result is the tensor's data in Python form
-_DATA_METHODS = {
-    "item": "Tensor.item() reads the tensor's value",
-    "tolist": "Tensor.tolist() reads the tensor's values",
-    "numpy": "Tensor.numpy() leaves torch",
-    "__bool__": "bool(tensor) reads the tensor's value",
-    "__int__": "int(tensor) reads the tensor's value",
-    "__float__": "float(tensor) reads the tensor's value",
-    "__index__": "using a tensor as an index reads its value",
-    "data_ptr": "Tensor.data_ptr() is a memory address",
-}
-_DATA_HINT = "keep this out of the compiled function, or express it with tensor ops (torch.where)"
 
 
 class TensorVariable(Variable):
@@ -93,7 +52,8 @@ class TensorVariable(Variable):
     def truth(self, tx: Frame) -> bool:
         raise Unsupported(
             f"data-dependent branch on {self.describe()}: `if tensor` needs its value",
-            hint=_DATA_HINT,
+            hint=TENSOR_DATA_HINT,
+            kind=BreakKind.DATA_DEPENDENT,
         )
 
     def length(self, tx: Frame) -> int:
@@ -104,6 +64,20 @@ class TensorVariable(Variable):
     def unpack(self, tx: Frame) -> list[Variable]:
         return [self.getitem(tx, constant(i)) for i in range(self.length(tx))]
 
+    def in_graph(self) -> bool:
+        return True
+
+    def unary_op(self, tx: Frame, op: Any) -> Variable | None:
+        if op is operator.not_:
+            raise Unsupported(f"`not` on {self.describe()} needs its value")
+        return tx.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
+
+    def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
+        tx.output.call("call_function", operator.setitem, [self, key, value], {}, "tensor item assignment")
+
+    def reconstruct(self, codegen: Any) -> str:
+        return codegen.graph_value(self.node)
+
     def getitem(self, tx: Frame, key: Variable) -> Variable:
         return tx.output.call("call_function", operator.getitem, [self, key], {}, "tensor indexing")
 
@@ -111,9 +85,9 @@ class TensorVariable(Variable):
         fake = self.fake
         if name == "shape":
             return SizeVariable([tx.output.sym_size(self, d) for d in range(fake.dim())])
-        if name in _METADATA:
+        if name in TENSOR_METADATA:
             return constant(getattr(fake, name))
-        if name in _TENSOR_PROPERTIES:
+        if name in TENSOR_PROPERTIES:
             return tx.output.call("call_function", getattr, [self, constant(name)], {}, f"Tensor.{name}")
         if name == "data":
             return tx.output.call("call_method", "detach", [self], {}, "Tensor.data")
@@ -122,7 +96,7 @@ class TensorVariable(Variable):
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
         if not hasattr(torch.Tensor, name):
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
     def setattr(self, tx: Frame, name: str, value: Variable) -> None:
@@ -153,17 +127,17 @@ class TensorMethodVariable(Variable):
         if name == "item" and not args and not kwargs and config.capture_scalar_outputs:
             # an unbacked symbol: usable in tensor ops; a Python decision on it still breaks
             return tx.output.call("call_method", "item", [self.tensor], {}, "Tensor.item()")
-        if name in _DATA_METHODS:
-            raise Unsupported(_DATA_METHODS[name], hint=_DATA_HINT)
+        if name in TENSOR_DATA_METHODS:
+            raise Unsupported(TENSOR_DATA_METHODS[name], hint=TENSOR_DATA_HINT, kind=BreakKind.DATA_DEPENDENT)
         double = name == "backward" and creates_graph(torch.Tensor.backward, [self.tensor, *args], kwargs)
         refuse_effect(name, f"Tensor.{name}()", double)
-        if name in _GUARDED_METADATA_METHODS and not args and not kwargs:
+        if name in TENSOR_GUARDED_METADATA_METHODS and not args and not kwargs:
             result = getattr(self.tensor.fake, name)()
             if not _is_symbolic_result(result):
                 if self.tensor.source is not None:
                     tx.output.guards.method_result(self.tensor.source, name, result)
                 return constant(result)
-        if name in _METADATA_METHODS:
+        if name in TENSOR_METADATA_METHODS:
             if name == "size" and not kwargs:
                 if not args:
                     return self.tensor.getattr(tx, "shape")

@@ -10,7 +10,7 @@ metadata change on graph inputs.
 
 from __future__ import annotations
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 
 __all__ = ["EFFECT_METHODS", "refuse_effect"]
 
@@ -40,6 +40,6 @@ def refuse_effect(name: str, describe: str, twice_differentiable: bool = False) 
         reason = Unsupported(
             f"{describe} {why}; it runs eagerly between graphs",
             hint="move it out of the compiled function to keep one graph",
+            kind=BreakKind.TWICE_DIFFERENTIABLE if twice_differentiable else BreakKind.UNSUPPORTED,
         )
-        reason.twice_differentiable = twice_differentiable
         raise reason

@@ -1,0 +1,308 @@
+"""Trace policy: which callables are traced, recorded, folded, modelled or left to Python.
+
+Every decision about *what to do with a value met while tracing* that depends only on the value
+(its module, its name, its type) is a table or a predicate here; the trackers and the builder ask
+this module instead of keeping lists of their own. Nothing here builds trackers or installs guards.
+
+The order in which `builder.wrap` consults these rules for a callable (the first that answers wins):
+
+1. stenograph's own marks: `allow_in_graph` (a graph op), `is_compiling` (folded), `graph_break`.
+2. `is_literal`: numbers, strings, dtypes, devices, ranges, slices and tuples of them are constants.
+3. Library handlers (`math`, ...) and `BUILTIN_PURE` / `BUILTIN_REFUSED` builtins are modelled by
+   handler tables in `library.py` / `builtins.py`; a refused builtin breaks with its reason.
+4. `is_graph_op`: torch operators (ATen overloads, torch C functions, Python functions of the
+   `TORCH_OP_MODULES`) become one `call_function` node, unless they are `STATEFUL_TORCH`
+   (global RNG, grad mode, printing, I/O), which are never graph ops. `trace_constant` answers a few
+   state readers at trace time, and `is_state_reader` decides which zero-argument C functions may be
+   asked for real.
+5. `is_tensor_method`: `torch.Tensor.add` taken from the class is called with the tensor first.
+6. Classes: `TORCH_CLASSES` are modelled by trackers of their own, `is_user_class` classes are
+   instantiated while tracing, `is_torch_module_class` classes (torch.nn layers) are built while
+   tracing; any other class is a constant.
+7. Python functions are inlined when called, unless `untraced_library` names the library they
+   belong to (`NOT_TRACED` top-level packages, `NOT_TRACED_TORCH` torch packages,
+   `NOT_TRACED_AUTOGRAD` modules): those calls break the graph and run eagerly (the break writer
+   asks the same rule to decide whether the callee is compiled as a frame of its own).
+8. Any other object read from the frame is a user object (attributes traced through its class);
+   a C callable unknown to these rules breaks.
+
+Values, not calls:
+
+- `is_trusted_module`: globals read from these modules (torch, math, operator, builtins) are not
+  guarded, being assumed not to change at run time.
+- Tensor attributes: `TENSOR_METADATA` / `TENSOR_METADATA_METHODS` are answered from fake-tensor
+  metadata as constants (`TENSOR_GUARDED_METADATA_METHODS` with a guard when read from an input),
+  `TENSOR_PROPERTIES` are recorded as graph nodes, `TENSOR_DATA_METHODS` need real values and break.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+# -- constants ------------------------------------------------------------------------------------
+
+LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
+TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
+def is_literal(value: Any) -> bool:
+    """Values that are Python constants while tracing (compared by value, guarded by value)."""
+    if isinstance(value, LITERALS) or isinstance(value, TORCH_CONSTANTS):
+        return True
+    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset):
+        return all(is_literal(v) for v in value)
+    if isinstance(value, (range, slice)):
+        return True
+    return False
+
+
+def is_trusted_module(name: str) -> bool:
+    """Library modules whose members are not guarded (assumed not to change at run time)."""
+    return name == "torch" or name.startswith("torch.") or name in ("math", "operator", "builtins")
+
+
+# -- libraries that are not traced ----------------------------------------------------------------
+
+# libraries whose functions run eagerly at a graph break instead of being inlined: they do I/O,
+# debugging, process or interpreter introspection, or live outside torch (numpy)
+NOT_TRACED = frozenset({
+    "logging", "pdb", "bdb", "cmd", "warnings", "traceback", "inspect", "threading", "multiprocessing",
+    "subprocess", "os", "sys", "io", "socket", "unittest", "pytest", "_pytest", "numpy", "pandas",
+    "asyncio", "tqdm", "time", "random", "builtins", "code", "faulthandler", "gc", "weakref",
+    "stenograph",  # its own API (compile, reset, mark_dynamic) is runtime machinery, not model code
+})  # fmt: skip
+
+# torch packages that are runtime machinery rather than model code: optimizers (stateful, decorated
+# to run outside compilers), the compiler front end's own helpers, and function transforms
+# (`torch.func.grad`, `torch.vmap`: interpreter stacks that tracing does not model)
+NOT_TRACED_TORCH = (
+    "torch._dynamo",
+    "torch._compile",
+    "torch.optim",
+    "torch.utils.data",
+    "torch.distributed",
+    "torch._functorch",
+    "torch.func",
+)
+
+# autograd's entry points (`torch.autograd.grad`, `backward`, `Function.apply`, `autograd.functional`,
+# forward AD, saved-tensor hooks): they run a backward pass or build autograd nodes and hooks, which a
+# forward graph cannot hold. Only these modules: `torch.autograd.grad_mode` (no_grad and its kin) is
+# modelled by tracing.
+NOT_TRACED_AUTOGRAD = frozenset({
+    "torch.autograd",
+    "torch.autograd.function",
+    "torch.autograd.functional",
+    "torch.autograd.forward_ad",
+    "torch.autograd.graph",
+})  # fmt: skip
+
+
+def untraced_library(fn: Any) -> str | None:
+    """The library `fn` belongs to when it is one whose calls break the graph, else None."""
+    module = getattr(fn, "__module__", None) or ""
+    top = module.split(".")[0]
+    if top in NOT_TRACED:
+        return top
+    for prefix in NOT_TRACED_TORCH:
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix
+    if module in NOT_TRACED_AUTOGRAD:
+        return module
+    return None
+
+
+def is_untraced_library(fn: Any) -> bool:
+    return untraced_library(fn) is not None
+
+
+# -- torch functions: graph ops, state, constants -------------------------------------------------
+
+# Python modules whose plain functions are recorded as one node instead of being inlined
+TORCH_OP_MODULES = (
+    "torch.nn.functional",
+    "torch.functional",
+    "torch.nn.init",
+    "torch._C._nn",
+    "torch._C._fft",
+    "torch._C._linalg",
+    "torch._C._special",
+    "torch._C._nested",
+    "torch.fft",
+    "torch.linalg",
+    "torch.special",
+)
+
+# torch functions of global state (RNG, grad mode, defaults, threads, printing, files): never a
+# graph op, whatever module they live in
+STATEFUL_TORCH = frozenset({
+    "manual_seed",
+    "seed",
+    "set_grad_enabled",
+    "set_default_dtype",
+    "set_default_device",
+    "use_deterministic_algorithms",
+    "set_printoptions",
+    "save",
+    "load",
+    "set_num_threads",
+    "set_rng_state",
+    "get_rng_state",
+    "initial_seed",
+    "synchronize",
+})  # fmt: skip
+
+
+def is_graph_op(value: Any) -> bool:
+    """Whether calling `value` should be recorded as one graph node."""
+    if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    name = getattr(value, "__name__", "")
+    if name in STATEFUL_TORCH:
+        return False
+    module = getattr(value, "__module__", None) or ""
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        owner = getattr(value, "__self__", None)
+        owner_name = getattr(owner, "__name__", "") if owner is not None else ""
+        return module.startswith("torch") or owner_name.startswith("torch._C")
+    if isinstance(value, types.FunctionType):
+        return module in TORCH_OP_MODULES
+    return False
+
+
+def is_tensor_method(value: Any) -> bool:
+    """`torch.Tensor.add` and friends, called through the class."""
+    if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return getattr(value, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
+    return isinstance(value, types.FunctionType) and getattr(value, "__module__", "") == "torch._tensor"
+
+
+_TRACE_CONSTANTS: dict[Any, Any] = {
+    torch.is_grad_enabled: torch.is_grad_enabled,
+    torch.get_default_dtype: torch.get_default_dtype,
+    torch.is_autocast_enabled: torch.is_autocast_enabled,
+    torch.jit.is_scripting: lambda *_: False,
+    torch.jit.is_tracing: lambda *_: False,
+    torch._C._get_tracing_state: lambda *_: None,
+    torch.is_inference_mode_enabled: torch.is_inference_mode_enabled,
+}
+
+
+def trace_constant(fn: Any) -> Any:
+    """For functions of global state or no state at all, the function that answers them at trace
+    time (guards cover the state); None for others."""
+    return _TRACE_CONSTANTS.get(fn)
+
+
+#: Names of torch C functions that only read state, safe to ask again in a guard.
+STATE_READER_PREFIXES = ("get_", "is_", "are_", "has_", "len_")
+
+
+def is_state_reader(fn: Any) -> bool:
+    """A torch C function called with no arguments that only reads global state."""
+    return getattr(fn, "__name__", "").lstrip("_").startswith(STATE_READER_PREFIXES)
+
+
+# -- classes --------------------------------------------------------------------------------------
+
+# torch classes with trackers of their own (sizes, devices, grad-mode and autocast contexts)
+TORCH_CLASSES = (
+    torch.Size,
+    torch.device,
+    torch.no_grad,
+    torch.enable_grad,
+    torch.set_grad_enabled,
+    torch.inference_mode,
+    torch.autocast,
+)
+
+
+def is_user_class(value: type) -> bool:
+    """Classes whose instances may be created while tracing (not builtins, not torch's)."""
+    module = getattr(value, "__module__", "") or ""
+    if issubclass(value, BaseException):
+        return True  # exceptions are raised and caught inside traced code
+    return module != "builtins" and not (module == "torch" or module.startswith("torch."))
+
+
+def is_torch_module_class(value: type) -> bool:
+    """torch.nn's own layer classes, built while tracing like user classes are."""
+    return issubclass(value, torch.nn.Module) and value.__module__.startswith("torch.nn.modules.")
+
+
+# -- builtins -------------------------------------------------------------------------------------
+
+# builtins with no effects: evaluated directly when every argument is a constant
+BUILTIN_PURE = frozenset({
+    abs, all, any, bin, bool, chr, complex, divmod, float, format, frozenset, hash, hex, int, len,
+    max, min, oct, ord, pow, repr, round, slice, sorted, str, sum, tuple, list, dict, set, range,
+    reversed, enumerate, zip, map, filter, isinstance, issubclass, type, callable, object,
+})  # fmt: skip
+
+# builtins with effects outside the program: the call breaks the graph, with this reason
+BUILTIN_REFUSED = {
+    print: "call to print",
+    input: "call to input",
+    open: "call to open",
+    breakpoint: "call to breakpoint",
+    exec: "call to exec",
+    eval: "call to eval",
+    globals: "call to globals",
+    locals: "call to locals",
+    vars: "call to vars",
+    id: "call to id (object identity is not stable across calls)",
+}
+
+# -- tensor attributes and methods ----------------------------------------------------------------
+
+# attributes answered from metadata, as constants
+TENSOR_METADATA = frozenset({
+    "dtype",
+    "device",
+    "ndim",
+    "requires_grad",
+    "is_cuda",
+    "is_cpu",
+    "is_sparse",
+    "is_quantized",
+    "layout",
+    "is_meta",
+    "is_mps",
+    "is_nested",
+    "itemsize",
+})  # fmt: skip
+# attributes that are tensors computed from the tensor: recorded as getattr nodes
+TENSOR_PROPERTIES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+# methods answered from metadata without a node
+TENSOR_METADATA_METHODS = frozenset({
+    "size",
+    "dim",
+    "ndimension",
+    "numel",
+    "nelement",
+    "stride",
+    "is_contiguous",
+    "is_floating_point",
+    "is_complex",
+    "element_size",
+    "get_device",
+    "__len__",
+    "is_signed",
+})  # fmt: skip
+# metadata the tensor guards do not cover: answered from metadata, guarded when read from an input
+TENSOR_GUARDED_METADATA_METHODS = frozenset({"storage_offset", "is_conj", "is_neg", "is_inference"})
+# methods whose result is the tensor's data in Python form: they break the graph with this reason
+TENSOR_DATA_METHODS = {
+    "item": "Tensor.item() reads the tensor's value",
+    "tolist": "Tensor.tolist() reads the tensor's values",
+    "numpy": "Tensor.numpy() leaves torch",
+    "__bool__": "bool(tensor) reads the tensor's value",
+    "__int__": "int(tensor) reads the tensor's value",
+    "__float__": "float(tensor) reads the tensor's value",
+    "__index__": "using a tensor as an index reads its value",
+    "data_ptr": "Tensor.data_ptr() is a memory address",
+}
+TENSOR_DATA_HINT = "keep this out of the compiled function, or express it with tensor ops (torch.where)"
