@@ -12,7 +12,7 @@ transformer_block.py) in three loops:
 
 Each (loop, compiler) runs in a process of its own: the trees and the generation counter they read
 are per process, so in one process each compiler's calls would change what the other's trees do.
-Compilers: eager; stenograph; stenograph-no-marks (stenograph with `stenograph.backends.call_marks`
+Compilers: eager; stenograph; stenograph-no-marks (stenograph with `stenograph.config.cudagraph_call_marks`
 switched off, to show what the marks are worth); torch.compile. All compile in `--mode`
 (reduce-overhead or max-autotune). Inductor's on-disk caches stay on, so in max-autotune a later
 process may reuse an earlier one's autotuning: first-call times there are no fair comparison.
@@ -56,10 +56,9 @@ def build(compiler: str, model: torch.nn.Module, mode: str) -> Callable:
     if compiler == "torch.compile":
         return torch.compile(model, mode=mode)
     import stenograph
-    from stenograph.backends import call_marks
 
     if compiler == "stenograph-no-marks":
-        call_marks.ENABLED = False
+        stenograph.config.cudagraph_call_marks = False
     return stenograph.compile(model, mode=mode)
 
 

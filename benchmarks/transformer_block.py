@@ -47,7 +47,6 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 import stenograph  # noqa: E402
-from stenograph.backends import inductor as steno_inductor  # noqa: E402
 
 ALL_MODES = ["default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune"]
 
@@ -282,7 +281,7 @@ def main() -> None:
     eager_all: list[float] = []
     for index, mode in enumerate(modes):
         reset_all()
-        steno_inductor.MARK_STATIC_INPUTS = True
+        stenograph.config.mark_static_inputs = True
         compiled: dict[str, Callable] = {}
         first: dict[str, float] = {}
         makers = {
@@ -299,13 +298,13 @@ def main() -> None:
                 warm_cache.add((mode, name))
             print(f"  [{mode}] {name}: first call {first[name]:.2f} s{' (warm caches)' if warm else ''}", flush=True)
         if mode in opts.no_static_hint.split(","):
-            steno_inductor.MARK_STATIC_INPUTS = False
+            stenograph.config.mark_static_inputs = False
             # a separate function object, so it gets its own cache entry and its own compile
             base = stenograph.compile(model.forward.__func__, mode=mode)
             fn = lambda t, base=base: base(model, t)  # noqa: E731
             first["stenograph, no static hint"] = first_call_s(fn, x, opts.device)
             compiled["stenograph, no static hint"] = fn
-            steno_inductor.MARK_STATIC_INPUTS = True
+            stenograph.config.mark_static_inputs = True
         fns = {"eager": model, **compiled}
         paths: dict | None = {} if opts.count_tree_paths and cuda else None
         medians = measure(fns, x, opts.device, iters, rounds, warmup, paths)

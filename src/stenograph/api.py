@@ -14,13 +14,12 @@ from typing import Any
 
 import torch
 
-from . import entry
+from . import entry, process_state
 from .backends.call_marks import marking_calls, wants_call_marks
 from .backends.registry import resolve_backend
 from .errors import StenographError
+from .marks import allow_in_graph, graph_break, is_compiling, mark_disabled
 from .module_hooks import has_module_hooks
-
-_DISABLED_ATTR = "__stenograph_disabled__"
 
 
 def _resolve_backend(backend: Any, mode: str | None, options: dict | None) -> tuple[Any, str]:
@@ -246,48 +245,15 @@ def disable(fn: Callable | None = None, recursive: bool = True) -> Callable:
     def eager(*args: Any, **kwargs: Any) -> Any:
         return original(*args, **kwargs)
 
-    setattr(eager, _DISABLED_ATTR, True)
+    mark_disabled(eager)
     return eager
 
 
-def is_disabled(fn: Any) -> bool:
-    return bool(getattr(fn, _DISABLED_ATTR, False))
-
-
 def reset() -> None:
-    """Forget every compiled entry of every function (the next calls compile again)."""
-    entry.reset_caches()
-
-
-def is_compiling() -> bool:
-    """True while stenograph traces (folded to True inside graphs); False when code runs."""
-    return False
-
-
-_allowed_in_graph: set[Callable] = set()
-
-
-def allow_in_graph(fn: Callable) -> Callable:
-    """Record calls of `fn` as one opaque graph node instead of tracing into it.
-
-    `fn` must take and return tensors (and Python constants) and run on fake tensors.
-    """
-    if not callable(fn):
-        raise TypeError(f"allow_in_graph() needs a callable, got {type(fn).__qualname__}")
-    _allowed_in_graph.add(fn)
-    return fn
-
-
-def is_allowed_in_graph(fn: Any) -> bool:
-    try:
-        return fn in _allowed_in_graph
-    except TypeError:
-        return False
-
-
-def graph_break() -> None:
-    """Forces a graph break where it is called (runs as a no-op in eager code)."""
-    return None
+    """Forget every compiled entry of every function (the next calls compile again), and all
+    other process state registered in `process_state` (resume functions, module callers, event
+    numbering). Memos derived from code objects (decoded instructions) are kept."""
+    process_state.clear_all()
 
 
 __all__ = [

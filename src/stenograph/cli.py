@@ -33,15 +33,15 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from .demo import main as demo
+        from .demo import main as demo  # optional: each subcommand imports only what it runs
 
         demo(backend=args.backend, report_path=args.report)
         return 0
     if args.command == "run":
-        from .runner import run_script
+        from .runner import run_script  # optional: each subcommand imports only what it runs
 
         return run_script(args.script, args.args, args.report)
-    from .report import load_trace, write
+    from .report import load_trace, write  # optional: each subcommand imports only what it runs
 
     try:
         session = load_trace(args.trace)

@@ -24,17 +24,19 @@ from .errors import BackendCompilerFailed, BreakKind, StenographError, Unsupport
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
-from .graph.pyfunc import signature_only
 from .graph.resume import frame_name
+from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
 from .guards.guard_set import same_literal
+from .guards.pyfunc import signature_only
 from .guards.sources import ClosureSource, LocalSource
-from .interpreter.frame import Cell, Frame, LazyValue, decode
+from .interpreter.frame import Frame, decode
 from .shapes.dynamic import DynamicPolicy
 from .shapes.exact_floats import exact_python_floats
 from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
 from .shapes.lifted import lift_aliased_input_symbols
+from .variables.cells import Cell, LazyValue
 from .variables.generators import has_cleanup
 from .variables.global_contexts import close_abandoned
 from .verify import verify_on_first_call
@@ -115,12 +117,15 @@ def compile_frame(
     backend_name: str,
     fullgraph: bool = False,
     policy: DynamicPolicy | None = None,
+    *,
+    runtime: Runtime,
 ) -> CacheEntry:
     """Trace `fn(*args, **kwargs)` (a real call's arguments) and build a cache entry.
 
     A frame that meets an instruction it cannot capture is traced a second time up to that
     instruction, and gets a graph break there (unless `fullgraph`). Raises `Unsupported` when
-    neither works and `BackendCompilerFailed` when the backend raises.
+    neither works and `BackendCompilerFailed` when the backend raises. `runtime` is the entry
+    layer's wrappers, which a breaking frame's generated code calls.
     """
     start = time.perf_counter()
     code = fn.__code__
@@ -133,10 +138,11 @@ def compile_frame(
     timing = {"backend": 0.0}
     graph_module: list[torch.fx.GraphModule] = []
     eager_generators: set[types.CodeType] = set()
+    traces: list[OutputGraph] = []  # every trace made, whose real contexts close at the end
     while True:
         try:
             try:
-                output, frame, result = _trace(fn, args, kwargs, None, policy, eager_generators)
+                output, frame, result = _trace(fn, args, kwargs, None, policy, eager_generators, traces)
                 compile_graph = _graph_compiler(output, backend, backend_name, label, timing, graph_module)
                 inputs = [i.source for i in output.inputs]
                 modes = (output.initial_grad_mode, torch.is_grad_enabled())
@@ -146,11 +152,11 @@ def compile_frame(
             except Unsupported as reason:
                 if fullgraph or reason.break_index is None:
                     raise
-                close_abandoned()
+                _close_abandoned(traces)
                 torch._C._set_grad_enabled(grad_mode)
                 output, frame, transformed = _compile_break(
                     fn, args, kwargs, reason, backend, backend_name, label, timing, graph_module, policy,
-                    eager_generators,
+                    eager_generators, traces, runtime,
                 )
             break
         except Unsupported as reason:
@@ -169,7 +175,7 @@ def compile_frame(
                 raise BackendCompilerFailed(backend_name, request) from request
             graph_module.clear()
         finally:
-            close_abandoned()
+            _close_abandoned(traces)
             torch._C._set_grad_enabled(grad_mode)
     output.guards.shape_relations(
         shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs if i.symbolic])
@@ -196,8 +202,10 @@ def _trace(
     stop_index: int | None,
     policy: DynamicPolicy | None,
     eager_generators: set[types.CodeType],
+    traces: list[OutputGraph],
 ) -> tuple[OutputGraph, Frame, Any]:
     output = OutputGraph(policy)
+    traces.append(output)
     output.eager_generators = eager_generators
     local_values, cells = _root_state(fn, args, kwargs)
     frame = Frame(fn.__code__, fn.__globals__, local_values, cells, output, stop_index=stop_index)
@@ -216,6 +224,8 @@ def _compile_break(
     graph_module: list,
     policy: DynamicPolicy | None,
     eager_generators: set[types.CodeType],
+    traces: list[OutputGraph],
+    runtime: Runtime,
 ) -> tuple[OutputGraph, Frame, types.FunctionType]:
     """Trace again up to the unsupported instruction and build the breaking transformed code."""
     index = reason.break_index
@@ -223,11 +233,11 @@ def _compile_break(
     inst = decode(fn.__code__).instructions[index]
     if not can_break_at(inst):
         raise reason
-    output, frame, result = _trace(fn, args, kwargs, index, policy, eager_generators)
+    output, frame, result = _trace(fn, args, kwargs, index, policy, eager_generators, traces)
     if result is not None or frame.ip != index:
         raise reason  # the second trace did not stop where the first one failed
     try:
-        writer = BreakWriter(frame, index, fn, backend, backend_name)
+        writer = BreakWriter(frame, index, fn, backend, backend_name, runtime)
         # a create_graph=True backward at the break differentiates this graph's backward again
         graph_backend = backend
         if reason.kind is BreakKind.TWICE_DIFFERENTIABLE:
@@ -246,6 +256,13 @@ def _compile_break(
         )
     )
     return output, frame, transformed
+
+
+def _close_abandoned(traces: list[OutputGraph]) -> None:
+    """Exit the real contexts still open in `traces`, the newest trace first."""
+    for output in reversed(traces):
+        close_abandoned(output)
+    traces.clear()
 
 
 def _as_captured(gm: torch.fx.GraphModule, example_inputs: list) -> Any:

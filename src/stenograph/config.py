@@ -36,6 +36,12 @@ _DEFAULTS: dict[str, Any] = {
     "capture_dynamic_output_shape_ops": False,
     # deepest inlining of user calls before the call runs as an opaque eager call
     "inline_depth_limit": 64,
+    # benchmark switches, off only to measure what they are worth:
+    # Inductor is told which graph inputs are parameters/buffers (static for CUDA graphs)
+    "mark_static_inputs": True,
+    # entries compiled for CUDA graphs advance the CUDA-graph trees' call counter per call
+    # (benchmarks/cudagraph_loops.py)
+    "cudagraph_call_marks": True,
 }
 
 _ALIASES = {"cache_size_limit": "recompile_limit"}

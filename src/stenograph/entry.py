@@ -14,12 +14,13 @@ import warnings
 import weakref
 from typing import Any
 
-from . import config, events, torch_state
+from . import config, events, process_state, torch_state
 from .compiler import CacheEntry, compile_frame, frame_label
 from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
-from .graph.pyfunc import with_closure
 from .graph.resume import dynamic_arguments
+from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
+from .guards.pyfunc import with_closure
 from .module_hooks import has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
@@ -117,7 +118,9 @@ class FrameCache:
         events.publish(events.CompileStarted(self.code, label, len(self.entries)))
         try:
             with torch_state.preserved():
-                entry = compile_frame(fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy)
+                entry = compile_frame(
+                    fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy, runtime=RUNTIME
+                )
         except ConstraintViolation:
             raise
         except Exception as e:
@@ -221,16 +224,15 @@ def all_caches() -> list[FrameCache]:
 
 
 def reset_caches() -> None:
-    from .graph import resume  # resume functions' wrappers hold caches that must go too
-
     with compile_lock:
         for cache in list(_caches.values()):
             cache.clear()
             for fn in list(cache.owners):  # a wrapper still alive keeps its cache; fn no longer
                 fn.__dict__[_OWNED] = [c for c in fn.__dict__.get(_OWNED, ()) if c is not cache]
         _caches.clear()
-        _module_callers.clear()
-        resume.clear()
+
+
+process_state.register("entry.caches", reset_caches, lambda: len(_caches))
 
 
 class Continue:
@@ -378,7 +380,7 @@ def _dispatch_by_defaults(
 def resume_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
     """What a graph break's `Continue` calls for resume function `fn`: `dispatch(args)`, the
     guarded lookup taking the arguments as one tuple (the closure first, for code with free
-    variables: one cache serves every closure, as in `closure_dispatcher`). Resume functions
+    variables: one cache serves every closure, as in `closure_caller`). Resume functions
     have no defaults."""
     cache = owned_cache(fn, backend, backend_name)
     entries = cache.entries
@@ -444,6 +446,7 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
 
 # backend id -> its module caller (which keeps the backend alive, so the id stays its own)
 _module_callers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+process_state.register_containers("entry.module_callers", _module_callers)
 
 
 def module_caller(backend: Any, backend_name: str) -> Any:
@@ -471,3 +474,13 @@ def module_caller(backend: Any, backend_name: str) -> Any:
     _module_callers[id(backend)] = call
     return call
 
+
+# what generated code at a graph break calls: handed down to the compiler and the break writer
+RUNTIME = Runtime(
+    entry_wrapper=entry_wrapper,
+    resume_dispatcher=resume_dispatcher,
+    closure_caller=closure_caller,
+    module_caller=module_caller,
+    cache_for=cache_for,
+    continue_class=Continue,
+)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import process_state
 from .errors import BreakKind
 from .guards.failures import GuardFailure
 
@@ -121,6 +122,17 @@ _current: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _built: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _opened: weakref.WeakSet = weakref.WeakSet()
 _frame_counter = itertools.count()
+
+
+def _clear_numbering() -> None:
+    # the frame counter goes on: a report or trace recording across a reset keeps its ids apart
+    for table in (_frame_ids, _counts, _current, _built, _opened):
+        table.clear()
+
+
+process_state.register(
+    "events.numbering", _clear_numbering, lambda: sum(map(len, (_frame_ids, _counts, _current, _built, _opened)))
+)
 
 
 def publish(event: CompileEvent) -> None:

@@ -11,7 +11,6 @@ import torch
 from torch._dynamo.mutation_guard import GenerationTracker
 
 import stenograph
-from stenograph.backends import call_marks
 
 
 def passthrough(x):
@@ -71,7 +70,7 @@ def test_global_inductor_config_counts() -> None:
 
 def test_other_backends_never_mark(monkeypatch: pytest.MonkeyPatch) -> None:
     assert generations_used(stenograph.compile(passthrough, backend="eager"), torch.ones(2)) == 0
-    monkeypatch.setattr(call_marks, "ENABLED", False)
+    monkeypatch.setattr(stenograph.config, "cudagraph_call_marks", False)
     assert generations_used(stenograph.compile(passthrough, mode="reduce-overhead"), torch.ones(2)) == 0
 
 

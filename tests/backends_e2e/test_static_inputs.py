@@ -97,7 +97,6 @@ def test_graph_without_parameters_is_left_alone():
 def test_inductor_backend_marks_before_compile_fx(monkeypatch, enabled):
     import torch._inductor.compile_fx as compile_fx_mod
 
-    from stenograph.backends import inductor as inductor_mod
 
     seen = []
 
@@ -106,7 +105,7 @@ def test_inductor_backend_marks_before_compile_fx(monkeypatch, enabled):
         return gm.forward
 
     monkeypatch.setattr(compile_fx_mod, "compile_fx", fake_compile_fx)
-    monkeypatch.setattr(inductor_mod, "MARK_STATIC_INPUTS", enabled)
+    monkeypatch.setattr(stenograph.config, "mark_static_inputs", enabled)
     model = SmallCNN().eval()
     x = torch.randn(2, 3, 8, 8)
     torch.testing.assert_close(stenograph.compile(model)(x), model(x))

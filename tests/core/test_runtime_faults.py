@@ -720,7 +720,7 @@ def test_recursion_error_in_the_tracer_is_not_taken_for_the_program(cnt, monkeyp
     error propagates. Constant folding does not turn the tracer's RecursionError into code that
     raises it."""
     from stenograph.errors import Unsupported
-    from stenograph.interpreter import exceptions
+    from stenograph.variables import exceptions
 
     with pytest.raises(RecursionError):
         exceptions.raise_python_error(None, RecursionError("deep"))

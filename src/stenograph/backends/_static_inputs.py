@@ -30,6 +30,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from ..guards.sources import ModuleMemberSource
+
 __all__ = ["mark_static_inputs", "static_input_indices"]
 
 _MARK = "_dynamo_static_input_type"
@@ -37,8 +39,6 @@ _MARK = "_dynamo_static_input_type"
 
 def static_input_indices(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[int]:
     """Positions of the placeholders that are module parameters or buffers."""
-    from ..guards.sources import ModuleMemberSource
-
     found = []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, node in enumerate(placeholders):
@@ -76,6 +76,7 @@ def mark_static_inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> l
 
 def _reader_agrees(gm: torch.fx.GraphModule, n_inputs: int, indices: list[int]) -> bool:
     try:
+        # slow optional import (torch._inductor / AOTAutograd): loaded on first use
         from torch._functorch._aot_autograd.frontend_utils import _try_get_metadata_from_dynamo
 
         _, static = _try_get_metadata_from_dynamo(gm, {}.keys(), n_inputs, [])

@@ -21,16 +21,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ENABLED", "marking_calls", "wants_call_marks"]
+from .. import config
 
-#: Switch off only to measure what the marks are worth (benchmarks/cudagraph_loops.py).
-ENABLED = True
+__all__ = ["marking_calls", "wants_call_marks"]
 
 
 def wants_call_marks(compiler: Any) -> bool:
     """True for a backend that compiles with Inductor's CUDA graphs (its mode, options or config)."""
     patches = getattr(compiler, "config_patches", None)
-    if not ENABLED or patches is None:
+    if not config.cudagraph_call_marks or patches is None:
         return False
     if "triton.cudagraphs" in patches:
         return bool(patches["triton.cudagraphs"])

@@ -181,6 +181,7 @@ def _cudagraph_compiler(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
 def cudagraphs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     """Compile `gm` with AOTAutograd, replaying its forward and backward as CUDA graphs."""
     _require_cuda()
+    # slow optional import (torch._inductor / AOTAutograd): loaded on first use
     from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_compiler
 
     compiler = make_boxed_compiler(_cudagraph_compiler)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import config
 from ._static_inputs import mark_static_inputs
 from .modes import resolve_mode
 
@@ -21,17 +22,13 @@ if TYPE_CHECKING:
 
 __all__ = ["inductor", "inductor_backend"]
 
-#: Tell Inductor which inputs are parameters/buffers; off only to measure what the hint is worth.
-MARK_STATIC_INPUTS = True
-
-
 def _compile(
     gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any]
 ) -> Callable[..., Any]:
     # Imported here: torch._inductor takes seconds to import and most programs never need it.
     from torch._inductor.compile_fx import compile_fx
 
-    if MARK_STATIC_INPUTS:
+    if config.mark_static_inputs:
         # parameters/buffers are static for CUDA graphs, as under torch.compile (_static_inputs.py)
         mark_static_inputs(gm, example_inputs)
     return compile_fx(gm, example_inputs, config_patches=dict(patches))

@@ -37,6 +37,7 @@ BOTH_MODE_AND_OPTIONS = (
 
 
 def _mode_table(dynamic: bool | None = None) -> dict[str, dict[str, Any]]:
+    # slow optional import (torch._inductor / AOTAutograd): loaded on first use
     from torch._inductor import list_mode_options
 
     table = dict(list_mode_options(None, dynamic))
@@ -53,6 +54,7 @@ def valid_modes() -> list[str]:
 
 def _check_option(key: Any, value: Any, current: dict[str, Any]) -> str:
     """Validate one `options` entry against torch._inductor.config; return its canonical name."""
+    # slow optional import (torch._inductor / AOTAutograd): loaded on first use
     from torch._inductor import config
 
     if not isinstance(key, str):
@@ -96,6 +98,7 @@ def resolve_mode(
     if options is not None:
         if not isinstance(options, dict):
             raise InvalidBackend(f"options must be a dict, got {type(options).__name__}")
+        # slow optional import (torch._inductor / AOTAutograd): loaded on first use
         from torch._inductor import config
 
         current = config.get_config_copy()

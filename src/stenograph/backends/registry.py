@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from ..errors import InvalidBackend
+from . import inductor
+from .modes import BOTH_MODE_AND_OPTIONS
 
 if TYPE_CHECKING:
     import torch.fx
@@ -322,13 +324,10 @@ def resolve_backend(
     other backend receives them as keyword arguments (`mode` only when it is not "default").
     """
     if mode is not None and options is not None:
-        from .modes import BOTH_MODE_AND_OPTIONS
-
         raise InvalidBackend(BOTH_MODE_AND_OPTIONS)
     fn = lookup_backend(backend)
     if mode is None and options is None:
         return fn
-    from . import inductor
 
     if fn is inductor.inductor:
         return inductor.inductor_backend(mode=mode, options=options)

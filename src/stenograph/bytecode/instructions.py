@@ -28,6 +28,8 @@ import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from .. import process_state
+
 __all__ = [
     "DecodedCode",
     "ExceptionEntry",
@@ -309,6 +311,7 @@ class _DecodeCache:
 
 
 _cache = _DecodeCache(maxsize=2048)
+process_state.register_containers("bytecode.decoded", _cache, memo=True)
 
 
 def decoded(code: types.CodeType) -> DecodedCode:

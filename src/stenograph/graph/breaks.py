@@ -31,12 +31,19 @@ from ..bytecode.resume import (
 from ..errors import Unsupported
 from ..interpreter.break_rendering import BreakSite, Rendered, Slot
 from ..interpreter.opcodes import renderings_for_running_python
+from ..marks import is_disabled
 from ..variables.base import NullVariable, Variable
-from ..variables.containers import IteratorVariable
+from ..variables.builtins import BuiltinVariable
+from ..variables.cells import LazyValue
+from ..variables.containers import DictVariable, IteratorVariable, SequenceVariable, SetVariable
 from ..variables.contexts import ContextExitVariable
+from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
+from ..variables.objects import NNModuleVariable
 from ..variables.symbolic import SymNodeVariable
+from ..variables.trace_rules import is_untraced_library
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
 from .resume import Origin, resume_function
+from .runtime import Runtime
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -45,7 +52,9 @@ if TYPE_CHECKING:
 class BreakWriter:
     """Builds the transformed function of a frame that breaks at `frame.instructions[index]`."""
 
-    def __init__(self, frame: Frame, index: int, fn: types.FunctionType, backend: Any, backend_name: str) -> None:
+    def __init__(
+        self, frame: Frame, index: int, fn: types.FunctionType, backend: Any, backend_name: str, runtime: Runtime
+    ) -> None:
         self.frame = frame
         self.inst = frame.instructions[index]
         # a resume function that breaks again is resumed from the original code
@@ -57,9 +66,10 @@ class BreakWriter:
         self.fn = fn
         self.backend = backend
         self.backend_name = backend_name
+        self.runtime = runtime
         self.writer = CodeWriter()
         self.rebuild = Reconstructor(self.writer)
-        self.writer.namespace["___Continue"] = _continue_class()
+        self.writer.namespace["___Continue"] = runtime.continue_class
         self.dynamic_locals: set[str] = set()  # live locals holding symbolic numbers
 
     # -- the frame state ---------------------------------------------------------------------
@@ -140,8 +150,6 @@ class BreakWriter:
                 )
 
     def live_locals(self) -> list[tuple[str, str]]:
-        from ..interpreter.frame import LazyValue
-
         live = []
         code = self.origin.code
         for name in dict.fromkeys(code.co_varnames + code.co_cellvars):
@@ -172,7 +180,7 @@ class BreakWriter:
         target_offset = offset if handler else origin.offset(offset)
         try:
             resume = resume_function(
-                origin.fn, target_offset, kinds, names, self.backend, self.backend_name, dynamic=dynamic
+                origin.fn, target_offset, kinds, names, self.backend, self.backend_name, self.runtime, dynamic=dynamic
             )
         except NotImplementedError as e:
             raise Unsupported(f"cannot resume there: {e}") from e
@@ -201,15 +209,10 @@ class BreakWriter:
     def callable_expr(self, var: Variable) -> str:
         """A callable at the break: user functions and modules go through entry wrappers, so
         they are compiled as frames of their own."""
-        from .. import api, entry
-        from ..variables.builtins import BuiltinVariable
-        from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
-        from ..variables.objects import NNModuleVariable
-        from ..variables.trace_rules import is_untraced_library
-
+        runtime = self.runtime
         callee = getattr(var, "fn", None)
         compile_callee = (
-            not api.is_disabled(callee)
+            not is_disabled(callee)
             and not is_untraced_library(callee)
             and not (isinstance(callee, types.FunctionType) and callee.__code__.co_flags & 0x20)  # generator
         )
@@ -217,34 +220,34 @@ class BreakWriter:
             # guards match such a function by its code: call the one this call has, with its cells
             # bound as a method, not a partial: calling it is a plain Python call, which takes no
             # C stack (a partial's does; a recursion through it would run out of that first)
-            caller = self.writer.bind(entry.closure_caller(var.fn, self.backend, self.backend_name), "call")
+            caller = self.writer.bind(runtime.closure_caller(var.fn, self.backend, self.backend_name), "call")
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___MethodType({caller}, {self._evaluate(var)})")
             self.writer.namespace["___MethodType"] = types.MethodType
             return bound
-        # `nested`: these wrappers raise the recursion limit by their own frame (entry.recursion)
+        # `nested`: these wrappers raise the recursion limit by their own frame (`recursion`)
         if isinstance(var, UserFunctionVariable) and compile_callee:
-            wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False, nested=True)
+            wrapped = runtime.entry_wrapper(var.fn, self.backend, self.backend_name, False, nested=True)
             return self.writer.bind(wrapped, "call")
         if isinstance(var, UserMethodVariable) and compile_callee:
-            wrapped = entry.entry_wrapper(var.fn, self.backend, self.backend_name, False, nested=True)
+            wrapped = runtime.entry_wrapper(var.fn, self.backend, self.backend_name, False, nested=True)
             name = self.writer.bind(wrapped, "call")
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___MethodType({name}, {self._evaluate(var.self_var)})")
             self.writer.namespace["___MethodType"] = types.MethodType
             return bound
         if isinstance(var, NestedFunctionVariable):
-            wrap = self.writer.bind(entry.entry_wrapper, "entry_wrapper")
+            wrap = self.writer.bind(runtime.entry_wrapper, "entry_wrapper")
             backend = self.writer.bind(self.backend, "backend")
             # each call wraps a new function object; this code keeps their shared cache alive
-            self.writer.bind(entry.cache_for(var.code, self.backend, self.backend_name), "cache")
+            self.writer.bind(runtime.cache_for(var.code, self.backend, self.backend_name), "cache")
             return f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False, nested=True)"
         if isinstance(var, BuiltinVariable) and var.fn is globals:
             return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"
         if isinstance(var, BuiltinVariable) and var.fn in (locals, vars):
             raise Unsupported(f"{var.fn.__name__}() would see the generated code's variables")
         if isinstance(var, NNModuleVariable):
-            caller = self.writer.bind(entry.module_caller(self.backend, self.backend_name), "modcall")
+            caller = self.writer.bind(runtime.module_caller(self.backend, self.backend_name), "modcall")
             module = self._evaluate(var)
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___MethodType({caller}, {module})")
@@ -322,12 +325,6 @@ def _line_of(inst: dis.Instruction, default: int) -> int:
     return positions.lineno if positions is not None and positions.lineno is not None else default
 
 
-def _continue_class() -> Any:
-    from ..entry import Continue
-
-    return Continue
-
-
 def can_break_at(inst: dis.Instruction) -> bool:
     """Whether the instruction's opcode has an eager rendering (it can break the graph)."""
     return inst.opname in renderings_for_running_python()
@@ -335,8 +332,6 @@ def can_break_at(inst: dis.Instruction) -> bool:
 
 def _containers_within(values: list[Variable]) -> set[int]:
     """ids of the lists, dicts and sets among `values` and inside their tuples, lists and dicts."""
-    from ..variables.containers import DictVariable, SequenceVariable, SetVariable
-
     found: set[int] = set()
     pending = list(values)
     while pending:

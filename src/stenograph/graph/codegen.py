@@ -23,9 +23,9 @@ import torch
 
 from .. import config
 from ..guards.guard_set import _repr_roundtrips
+from ..guards.pyfunc import make_function, parameter_list
 from ..guards.sources import GlobalsNamer, SourceRenderer
 from ..variables.base import Variable
-from .pyfunc import make_function, parameter_list
 from .side_effects import SideEffects
 
 

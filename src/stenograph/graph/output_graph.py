@@ -24,6 +24,10 @@ from ..guards.guard_set import GuardSet, storage_pattern
 from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
+from ..variables.base import constant
+from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, StructSeqVariable, TupleVariable
+from ..variables.symbolic import SymNodeVariable
+from ..variables.tensor import TensorVariable, unwrap
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
@@ -66,6 +70,8 @@ class OutputGraph:
         self._containers: dict[int, tuple[Any, Variable]] = {}  # lists/dicts/sets read from the frame
         # generator functions that are called for real (their body has a graph break)
         self.eager_generators: set = set()
+        # real contexts (inference mode, autocast) entered by the trace and not yet exited
+        self.open_contexts: list[Any] = []
         self.initial_grad_mode = torch.is_grad_enabled()
         self.guards.global_state()
 
@@ -117,8 +123,6 @@ class OutputGraph:
 
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
         """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""
-        from ..variables.tensor import TensorVariable
-
         known = self._input_vars.get(id(value))
         if known is not None:
             # the same tensor reached another way (tied weights, an argument passed twice)
@@ -139,8 +143,6 @@ class OutputGraph:
 
     def symbolic_input(self, value: int | float, source: Source) -> Variable:
         """A dynamic int or float argument: a SymInt/SymFloat placeholder the ShapeEnv guards."""
-        from ..variables.symbolic import SymNodeVariable
-
         known = self._symbolic_vars.get(source)
         if known is not None:
             return known
@@ -185,9 +187,6 @@ class OutputGraph:
 
     def sym_size(self, tensor: TensorVariable, dim: int) -> Variable:
         """`x.size(dim)` of a tensor: a constant, or a graph value for a symbolic dimension."""
-        from ..variables.base import constant
-        from ..variables.symbolic import SymNodeVariable
-
         size = tensor.fake.shape[dim]
         if not isinstance(size, torch.SymInt):
             return constant(int(size))
@@ -269,11 +268,6 @@ class OutputGraph:
         """The tracker for an operation's fake result. A tensor result that is one of the
         operation's own tensor `arguments` (by id of the fake: `x.add_(1)`, `out=x`,
         `x.contiguous()` of a contiguous x) is that argument's tracker, so `y is x` holds as in eager."""
-        from ..variables.base import constant
-        from ..variables.containers import SizeVariable
-        from ..variables.symbolic import SymNodeVariable
-        from ..variables.tensor import TensorVariable
-
         if fake is None:
             return constant(None)  # an op run for its effect (item assignment, in-place init): keep it
         if isinstance(fake, torch.Tensor):
@@ -310,9 +304,6 @@ class OutputGraph:
     ) -> Variable:
         """A tuple/list result (e.g. `(output, None)`): each tensor or symbolic item becomes a
         `getitem` node, constants stay constants, nested tuples recurse."""
-        from ..variables.base import constant
-        from ..variables.containers import ListVariable, StructSeqVariable, TupleVariable
-
         items: list[Variable] = []
         for i, f in enumerate(fake):
             if isinstance(f, torch.Tensor) or is_symbolic(f) or isinstance(f, (tuple, list)):
@@ -329,9 +320,6 @@ class OutputGraph:
         return TupleVariable(items)
 
     def _item(self, node: torch.fx.Node, index: int, fake: Any) -> Variable:
-        from ..variables.base import constant
-        from ..variables.symbolic import SymNodeVariable
-
         if not is_symbolic(fake):
             return constant(fake)
         item = self.graph.create_node("call_function", operator.getitem, (node, index), {})
@@ -374,35 +362,8 @@ def _placeholder_name(source: Source) -> str:
     return text
 
 
-def unwrap(var: Variable) -> tuple[Any, Any]:
-    """(fx argument, fake value) for a tracker passed to a graph operation."""
-    from ..variables.base import ConstantVariable
-    from ..variables.containers import DictVariable, SequenceVariable, SliceVariable
-    from ..variables.symbolic import SymNodeVariable
-    from ..variables.tensor import TensorVariable
-
-    if isinstance(var, (TensorVariable, SymNodeVariable)):
-        return var.node, var.fake
-    if isinstance(var, ConstantVariable):
-        return var.value, var.value
-    if isinstance(var, SequenceVariable):
-        pairs = [unwrap(item) for item in var.items]
-        kind = list if var.python_class is list else tuple
-        return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
-    if isinstance(var, SliceVariable):
-        pairs = [unwrap(p) for p in var.parts]
-        return slice(*(p[0] for p in pairs)), slice(*(p[1] for p in pairs))
-    if isinstance(var, DictVariable):
-        pairs = {k: unwrap(v) for k, v in var.items.items()}
-        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-    raise Unsupported(f"{var.describe()} cannot be passed to a tensor operation")
-
-
 def _tensor_arguments(args: list[Variable]) -> dict[int, Variable]:
     """id of each tensor argument's fake -> its tracker (items of tuple/list arguments too)."""
-    from ..variables.containers import SequenceVariable
-    from ..variables.tensor import TensorVariable
-
     found: dict[int, Variable] = {}
     for arg in args:
         if isinstance(arg, TensorVariable):

@@ -10,6 +10,7 @@ import types
 import weakref
 from typing import Any
 
+from .. import process_state
 from ..bytecode.instructions import decoded
 from ..bytecode.resume import (
     SlotKind,
@@ -17,7 +18,8 @@ from ..bytecode.resume import (
     original_offsets,
     resume_code_name,
 )
-from .pyfunc import with_closure
+from ..guards.pyfunc import with_closure
+from .runtime import Runtime
 
 # None of these keeps a code object alive: an entry goes when the code it is about dies, and a
 # dispatcher when no transformed code calls it any more.
@@ -92,11 +94,12 @@ def resume_function(
     live: tuple[str, ...],
     backend: Any,
     backend_name: str,
+    runtime: Runtime,
     compiled: bool = True,
     dynamic: tuple[str, ...] = (),
 ) -> Any:
     """What a graph break tail-calls: the guarded dispatcher of `fn`'s resume function at
-    `offset` (created once, `entry.resume_dispatcher`), or the plain resume function when not
+    `offset` (created once, `runtime.resume_dispatcher`), or the plain resume function when not
     `compiled` (exception handlers: an exceptional path is not worth a compilation). Either
     takes the arguments as one tuple (`entry.Continue`).
 
@@ -107,8 +110,6 @@ def resume_function(
     data (`.item()`, `.tolist()`) or symbolic in the breaking frame: they are graph inputs of
     the resume function from its first compile, not constants that each new value recompiles.
     """
-    from ..entry import resume_dispatcher
-
     code = resume_code(fn.__code__, offset, kinds, live)
     if dynamic:
         _dynamic.setdefault(code, set()).update(f"L[{name!r}]" for name in dynamic)
@@ -119,7 +120,7 @@ def resume_function(
         cells = tuple(types.CellType() for _ in code.co_freevars) if code.co_freevars else None
         resume = types.FunctionType(code, fn.__globals__, code.co_name, None, cells)
         if compiled:
-            found = resume_dispatcher(resume, backend, backend_name)
+            found = runtime.resume_dispatcher(resume, backend, backend_name)
         else:
             found = _with_cells(resume) if code.co_freevars else _plain(resume)
         _wrappers[key] = found
@@ -157,10 +158,4 @@ def dynamic_arguments(code: types.CodeType) -> set[str]:
     return _dynamic.setdefault(code, set()) if code in _origins else set()
 
 
-def clear() -> None:
-    _codes.clear()
-    _dynamic.clear()
-    _wrappers.clear()
-    _origins.clear()
-    _offset_maps.clear()
-    _names.clear()
+process_state.register_containers("graph.resume", _codes, _dynamic, _wrappers, _origins, _offset_maps, _names)

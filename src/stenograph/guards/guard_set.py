@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from ..graph.pyfunc import make_function, parameter_list
 from .failures import GuardFailure
+from .pyfunc import make_function, parameter_list
 from .sources import GlobalsNamer, Source, SourceRenderer
 
 # ranks: lower runs first

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..graph.pyfunc import python_name
+from .pyfunc import python_name
 
 
 class Source:

@@ -1,65 +1,32 @@
 """Python exceptions raised by the traced program, unwound through the symbolic frames.
 
 A `raise`, a failed dict lookup or an exhausted `next()` in the traced code is not a problem of
-stenograph's: it is program behaviour. It travels as `TracedException` (carrying the exception's
-tracker) up the chain of inlined frames; each frame consults its code's exception table, as
-CPython does, and jumps to the handler when one covers the instruction. An exception that leaves
-the compiled frame itself becomes `Unsupported`, so the instruction runs eagerly and raises there.
+stenograph's: it is program behaviour. It travels as `TracedException` (defined with the trackers
+that raise it, `variables/exceptions.py`) up the chain of inlined frames; each frame consults its
+code's exception table, as CPython does, and jumps to the handler when one covers the
+instruction. An exception that leaves the compiled frame itself becomes `Unsupported`, so the
+instruction runs eagerly and raises there.
 """
 
 from __future__ import annotations
 
 import types
 import weakref
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
+from .. import process_state
 from ..bytecode.instructions import ExceptionEntry, exception_entries
 from ..errors import Unsupported
 from ..variables.base import Variable, constant
+from ..variables.exceptions import TracedException
+from ..variables.instances import NewObjectVariable, instantiate
 
 if TYPE_CHECKING:
     from .frame import Frame
 
 
-class TracedException(Exception):
-    """The traced program raised `value` (a tracker of an exception instance)."""
-
-    def __init__(self, value: Variable) -> None:
-        super().__init__(value.describe())
-        self.value = value
-        self.chained = False  # `__context__` recorded (at the raise point)
-
-
-def raise_new(tx: Frame, cls: type[BaseException], *args: object) -> TracedException:
-    """A TracedException for `cls(*args)` with constant arguments, ready to raise."""
-    from ..variables.instances import instantiate
-
-    return TracedException(instantiate(tx, cls, [constant(a) for a in args], {}))
-
-
-def raise_python_error(tx: Frame, error: Exception) -> NoReturn:
-    """Raise, in the traced program, the error Python raised evaluating an operation on constants
-    (`int("x")`, `divmod(1, 0)`), so the program's `except` clauses see it as they would eagerly.
-
-    A RecursionError is the tracer's own (it ran out of depth evaluating the operation), not the
-    program's: it propagates, and the entry wrapper's miss path tells it from a frame it cannot
-    compile (`entry._out_of_depth`) instead of compiling code that raises it."""
-    from ..variables.instances import instantiate
-
-    if isinstance(error, RecursionError):
-        raise error
-
-    try:
-        tracker = instantiate(tx, type(error), [constant(a) for a in error.args], {})
-    except Unsupported:
-        raise Unsupported(f"{type(error).__name__} raised on constants: {error}") from error
-    raise TracedException(tracker) from error
-
-
 def exception_value(tx: Frame, raised: Variable) -> Variable:
     """What `raise X` raises: an instance, or a new instance when X is a class."""
-    from ..variables.instances import NewObjectVariable, instantiate
-
     if raised.is_constant() and isinstance(raised.as_constant(), type):
         cls = raised.as_constant()
         if issubclass(cls, BaseException):
@@ -70,6 +37,7 @@ def exception_value(tx: Frame, raised: Variable) -> Variable:
 
 
 _tables: weakref.WeakKeyDictionary[types.CodeType, list[ExceptionEntry]] = weakref.WeakKeyDictionary()
+process_state.register_containers("interpreter.exception_tables", _tables, memo=True)
 
 
 def handler_for(code: types.CodeType, offset: int) -> ExceptionEntry | None:

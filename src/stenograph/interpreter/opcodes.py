@@ -12,6 +12,7 @@ one row per behaviour. The table for the running interpreter is built once.
 from __future__ import annotations
 
 import dis
+import importlib.util
 import operator
 import sys
 import types
@@ -19,11 +20,14 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, TypeVar
 
+from .. import process_state
 from ..bytecode.resume import NULL_STACK_ENTRY, VALUE_STACK_ENTRY
 from ..errors import Unsupported
 from ..variables import operators
 from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
+from ..variables.builder import wrap
 from ..variables.builtins import BuiltinVariable
+from ..variables.cells import Cell, CellVariable
 from ..variables.containers import (
     DictVariable,
     IteratorVariable,
@@ -34,7 +38,10 @@ from ..variables.containers import (
     dict_key,
     iterate,
 )
+from ..variables.contexts import GradModeContextVariable
 from ..variables.functions import NestedFunctionVariable
+from ..variables.generators import Yielded
+from ..variables.instances import SuperVariable, UserClassVariable
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
 from .exceptions import TracedException, exception_value, matches
@@ -58,6 +65,23 @@ def handlers_for_running_python() -> dict[str, Handler]:
 def renderings_for_running_python() -> dict[str, Rendering]:
     """opname -> eager rendering of the instructions that can break the graph on the running Python."""
     return REGISTRY.renderings(running_version())
+
+
+_RUNNING_TABLES = (handlers_for_running_python, renderings_for_running_python)
+
+
+def _clear_running_tables() -> None:
+    for table in _RUNNING_TABLES:
+        table.cache_clear()
+
+
+# derived from the registry alone: a reset keeps them (built again on their next use if cleared)
+process_state.register(
+    "interpreter.opcode_tables",
+    _clear_running_tables,
+    lambda: sum(table.cache_info().currsize for table in _RUNNING_TABLES),
+    memo=True,
+)
 
 
 # -- eager renderings shared by several opcodes -------------------------------------------------
@@ -190,8 +214,6 @@ def _load_deref(f: Frame, inst: dis.Instruction) -> None:
 
 @op("STORE_DEREF")
 def _store_deref(f: Frame, inst: dis.Instruction) -> None:
-    from .frame import Cell
-
     cell = f.cells.get(inst.argval)
     if cell is None:
         f.cells[inst.argval] = cell = Cell()
@@ -209,8 +231,6 @@ def _delete_deref(f: Frame, inst: dis.Instruction) -> None:
 
 @op("LOAD_CLOSURE")
 def _load_closure(f: Frame, inst: dis.Instruction) -> None:
-    from .frame import Cell, CellVariable
-
     cell = f.cells.get(inst.argval)
     if cell is None:
         f.cells[inst.argval] = cell = Cell()
@@ -258,10 +278,6 @@ def _store_attr(f: Frame, inst: dis.Instruction) -> None:
 @op("IMPORT_NAME")
 def _import_name(f: Frame, inst: dis.Instruction) -> None:
     """`import m` of a module that is already imported: no code runs, so it is just a lookup."""
-    import importlib.util
-
-    from ..variables.builder import wrap
-
     fromlist = f.pop().as_constant()
     level = f.pop().as_constant()
     name = inst.argval
@@ -284,8 +300,6 @@ def _delete_attr(f: Frame, inst: dis.Instruction) -> None:
 
 @op("LOAD_SUPER_ATTR", min_ver=(3, 12))
 def _load_super_attr(f: Frame, inst: dis.Instruction) -> None:
-    from ..variables.instances import SuperVariable
-
     obj = f.pop()
     cls = f.pop()
     f.pop()  # the global `super`
@@ -653,8 +667,6 @@ def _call_function_ex(f: Frame, inst: dis.Instruction) -> None:
 
 @op("MAKE_FUNCTION")
 def _make_function(f: Frame, inst: dis.Instruction) -> None:
-    from .frame import CellVariable
-
     code = f.pop().as_constant()
     closure = None
     if inst.arg & 0x08:
@@ -819,8 +831,6 @@ def _before_with_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 @op("BEFORE_WITH", eager=_before_with_eager)
 def _before_with(f: Frame, inst: dis.Instruction) -> None:
-    from ..variables.contexts import GradModeContextVariable
-
     context = f.pop()
     if isinstance(context, GradModeContextVariable):
         f.push(context.enter(f))
@@ -838,8 +848,6 @@ def _before_with(f: Frame, inst: dis.Instruction) -> None:
 
 @op("WITH_EXCEPT_START")
 def _with_except_start(f: Frame, inst: dis.Instruction) -> None:
-    from ..variables.instances import UserClassVariable
-
     exit_method = f.stack[-4]
     value = f.stack[-1]
     f.push(exit_method.call(f, [UserClassVariable(value.python_type()), value, constant(None)], {}))
@@ -912,8 +920,6 @@ def _return_generator(f: Frame, inst: dis.Instruction) -> None:
 
 @op("YIELD_VALUE")
 def _yield_value(f: Frame, inst: dis.Instruction) -> None:
-    from ..variables.generators import Yielded
-
     value = f.pop()
     f.push(constant(None))  # what `next()` sends in when the generator resumes
     raise Yielded(value)

@@ -181,6 +181,7 @@ def time_calls(entry: Any, stats: CallStats) -> None:
 
 def _version() -> str:
     try:
+        # slow to import (importlib.metadata scans installed distributions); needed once per report
         from importlib.metadata import version
 
         return version("stenograph")

@@ -12,6 +12,7 @@ import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .. import process_state
 from ..errors import BreakKind, Unsupported
 
 if TYPE_CHECKING:
@@ -167,6 +168,7 @@ class Variable:
         raise Unsupported(f"iteration over {self.describe()}")
 
     def get_iter(self, tx: Frame) -> Variable:
+        # cycle: variables.containers imports variables.base at module level
         from .containers import IteratorVariable
 
         return IteratorVariable(self.unpack(tx))
@@ -227,6 +229,7 @@ class ConstantVariable(Variable):
                 tx.output.guards.attribute_absent(self.source, self.value, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE) from e
         if callable(attr):
+            # cycle: variables.functions imports variables.base at module level
             from .functions import ConstantMethodVariable
 
             return ConstantMethodVariable(self.value, name)
@@ -238,7 +241,8 @@ class ConstantVariable(Variable):
         try:
             return constant(operator.getitem(self.value, key.as_constant()))
         except Exception as e:
-            from ..interpreter.exceptions import raise_python_error
+            # cycle: variables.exceptions imports variables.base at module level
+            from .exceptions import raise_python_error
 
             raise_python_error(tx, e)
 
@@ -314,6 +318,7 @@ NULL = NullVariable()
 
 _CACHE_LIMIT = 256
 _small_constants: dict[tuple[type, Any], ConstantVariable] = {}
+process_state.register_containers("variables.small_constants", _small_constants, memo=True)
 
 
 def constant(value: Any) -> ConstantVariable:

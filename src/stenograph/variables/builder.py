@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from ..guards.sources import ItemSource
+from ..guards.sources import AttrSource, ItemSource
+from ..marks import graph_break, is_allowed_in_graph, is_compiling
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import library
@@ -41,6 +42,9 @@ from .containers import (
     is_namedtuple_class,
 )
 from .functions import (
+    FoldedCallVariable,
+    GraphBreakVariable,
+    PartialVariable,
     TensorMethodRefVariable,
     TorchClassVariable,
     TorchOpVariable,
@@ -154,8 +158,6 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             guards.code_match(source, value)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType):
-        from ..guards.sources import AttrSource
-
         self_source = AttrSource(source, "__self__") if source is not None else None
         self_var = wrap(tx, value.__self__, self_source)
         if not isinstance(value.__func__, types.FunctionType):
@@ -221,9 +223,6 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
 
 
 def _wrap_partial(tx: Frame, value: functools.partial, source: Source | None) -> Variable:
-    from ..guards.sources import AttrSource
-    from .functions import PartialVariable
-
     def part(v: Any, *path: Any) -> Variable:
         if source is None:
             return wrap(tx, v, None)
@@ -247,16 +246,13 @@ def _is_inert(value: Any) -> bool:
 
 def _special_callable(value: Any) -> Variable | None:
     """stenograph's own API functions and compiled wrappers met while tracing."""
-    from .. import api
-    from .functions import FoldedCallVariable, GraphBreakVariable
-
     if not callable(value) or isinstance(value, (type, torch.nn.Module)):
         return None
-    if value is api.is_compiling or value is torch.compiler.is_compiling:
+    if value is is_compiling or value is torch.compiler.is_compiling:
         return FoldedCallVariable(value, True)
-    if value is api.graph_break:
+    if value is graph_break:
         return GraphBreakVariable()
-    if api.is_allowed_in_graph(value):
+    if is_allowed_in_graph(value):
         return TorchOpVariable(value)
     original = getattr(value, "__stenograph_original__", None)
     if isinstance(original, types.FunctionType):

@@ -24,8 +24,20 @@ from .containers import (
     ListVariable,
     ReversedListIteratorVariable,
     SequenceVariable,
+    SetVariable,
     TupleVariable,
     iterate,
+    sort_items,
+)
+from .exceptions import raise_new, raise_python_error
+from .functions import NestedFunctionVariable, TorchOpVariable, UserFunctionVariable, UserMethodVariable
+from .instances import (
+    NewObjectVariable,
+    SuperVariable,
+    UnboundBaseMethodVariable,
+    class_variable,
+    python_dunder,
+    zero_arg_super,
 )
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
@@ -110,8 +122,6 @@ class BuiltinVariable(HandledFunctionVariable):
 
     def getattr(self, tx: Frame, name: str) -> Variable:
         if self.fn in (object, dict) and name in _BASE_METHODS:
-            from .instances import UnboundBaseMethodVariable
-
             return UnboundBaseMethodVariable(self.fn, name)
         if isinstance(self.fn, type) and hasattr(self.fn, name):
             attr = getattr(self.fn, name)
@@ -139,8 +149,6 @@ def _fold(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
     try:
         result = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
     except Exception as e:
-        from ..interpreter.exceptions import raise_python_error
-
         raise_python_error(tx, e)
     if isinstance(result, (map, filter, zip, enumerate, reversed)) or type(result).__name__.endswith("iterator"):
         result = list(result)
@@ -153,8 +161,6 @@ _BASE_METHODS = {"__setattr__", "__getattribute__", "__delattr__", "__init__", "
 
 @_handler(super)
 def _super(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .instances import SuperVariable, zero_arg_super
-
     if not args:
         return zero_arg_super(tx)
     if len(args) == 2:
@@ -176,15 +182,11 @@ def _delattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
 
 @_handler(set, frozenset)
 def _set(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .containers import SetVariable
-
     return SetVariable.of(tx, args[0], fn) if args else SetVariable({}, fn)
 
 
 @_handler(str, repr)
 def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .instances import NewObjectVariable, python_dunder
-
     if len(args) == 1 and not kwargs and not args[0].is_constant():
         obj = args[0]
         dunder = python_dunder(tx, obj, "__str__" if fn is str else "__repr__")
@@ -243,8 +245,6 @@ def _tensor_isinstance(obj: TensorVariable, cls: Any) -> bool:
 
 @_handler(type)
 def _type(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .instances import class_variable
-
     if len(args) != 1:
         raise Unsupported("type() with three arguments creates a class")
     return class_variable(args[0].python_type())
@@ -252,13 +252,6 @@ def _type(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
 
 @_handler(callable)
 def _callable(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .functions import (
-        NestedFunctionVariable,
-        TorchOpVariable,
-        UserFunctionVariable,
-        UserMethodVariable,
-    )
-
     known = (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable, TorchOpVariable, BuiltinVariable)
     if isinstance(args[0], known):
         return constant(True)
@@ -355,7 +348,6 @@ def _next(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable])
     if item is None:
         if len(args) > 1:
             return args[1]
-        from ..interpreter.exceptions import raise_new
 
         raise raise_new(tx, StopIteration)
     return item
@@ -388,8 +380,6 @@ def _sum(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 
 @_handler(min, max)
 def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from ..interpreter.exceptions import raise_python_error
-
     if len(args) > 1 and "default" in kwargs:
         raise Unsupported(f"{fn.__name__}() with several arguments and default=")
     items = args[0].unpack(tx) if len(args) == 1 else list(args)
@@ -456,8 +446,6 @@ def _allany(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 
 @_handler(sorted)
 def _sorted(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .containers import sort_items
-
     return ListVariable(sort_items(tx, args[0].unpack(tx), kwargs))
 
 

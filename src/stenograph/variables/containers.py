@@ -10,6 +10,9 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from .base import ConstantVariable, Variable, constant
+from .exceptions import raise_new, raise_python_error
+from .instances import _MISSING, _class_lookup, bind_class_attr
+from .symbolic import SymNodeVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -114,8 +117,6 @@ class SequenceVariable(Variable):
         return bool(self.items)
 
     def getitem(self, tx: Frame, key: Variable) -> Variable:
-        from .symbolic import SymNodeVariable
-
         # a symbolic int used as an index is specialised (guarded to this value), as in eager
         index = key.as_constant() if key.is_constant() or isinstance(key, SymNodeVariable) else None
         if isinstance(index, slice):
@@ -124,8 +125,6 @@ class SequenceVariable(Variable):
             try:
                 return self.items[index]
             except IndexError as e:
-                from ..interpreter.exceptions import raise_python_error
-
                 raise_python_error(tx, type(e)(f"{self.python_class.__name__} index out of range"))
         raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
 
@@ -149,13 +148,12 @@ class SequenceVariable(Variable):
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "index" and not kwargs and len(args) == 1:
+            # cycle: variables.operators imports variables.containers at module level
             from .operators import same_or_equal
 
             for i, item in enumerate(self.items):
                 if same_or_equal(tx, args[0], item):
                     return constant(i)
-            from ..interpreter.exceptions import raise_new
-
             if not args[0].is_constant():
                 raise Unsupported(f"{self.python_class.__name__}.index() of a missing {args[0].describe()}")
             if self.python_class is list:
@@ -264,6 +262,7 @@ class ListVariable(SequenceVariable):
             self.items.clear()
             return constant(None)
         if name == "remove" and len(args) == 1:
+            # cycle: variables.operators imports variables.containers at module level
             from .operators import same_or_equal
 
             index = next((i for i, item in enumerate(self.items) if same_or_equal(tx, args[0], item)), None)
@@ -315,8 +314,6 @@ def dict_key(var: Variable) -> Any:
 
 
 def _raise(tx: Frame, cls: type[BaseException], message: str) -> NoReturn:
-    from ..interpreter.exceptions import raise_new
-
     raise raise_new(tx, cls, message)
 
 
@@ -380,8 +377,6 @@ class DictVariable(Variable):
     def getitem(self, tx: Frame, key: Variable) -> Variable:
         k = dict_key(key)
         if k not in self.items:
-            from ..interpreter.exceptions import raise_new
-
             raise raise_new(tx, KeyError, k)
         return self.items[k]
 
@@ -441,8 +436,6 @@ class DictVariable(Variable):
             if name == "move_to_end":
                 k = dict_key(args[0])
                 if k not in self.items:
-                    from ..interpreter.exceptions import raise_new
-
                     raise raise_new(tx, KeyError, k)
                 value = self.items.pop(k)
                 last = kwargs.get("last", args[1] if len(args) > 1 else constant(True)).as_constant()
@@ -450,8 +443,6 @@ class DictVariable(Variable):
                 return constant(None)
             if name == "popitem":
                 if not self.items:
-                    from ..interpreter.exceptions import raise_new
-
                     raise raise_new(tx, KeyError, "popitem(): dictionary is empty")
                 last = kwargs.get("last", args[0] if args else constant(True)).as_constant()
                 k = next(reversed(self.items)) if last else next(iter(self.items))
@@ -492,8 +483,6 @@ class IteratorVariable(Variable):
         """The next item, or None when exhausted."""
         if self.index >= len(self.items):
             if self.failure is not None:
-                from ..interpreter.exceptions import raise_new
-
                 raise raise_new(tx, *self.failure)
             return None
         item = self.items[self.index]
@@ -601,8 +590,6 @@ class LiveContainerIteratorVariable(IteratorVariable):
 
     def next(self, tx: Frame) -> Variable | None:
         if self._size() != self.size:
-            from ..interpreter.exceptions import raise_new
-
             self.size = -1  # CPython's iterator keeps failing once it has failed
             what = "Set" if isinstance(self.container, SetVariable) else "dictionary"
             raise raise_new(tx, RuntimeError, f"{what} changed size during iteration")
@@ -667,8 +654,6 @@ class LazyIteratorVariable(IteratorVariable):
 
     def _check_lengths(self, tx: Frame, exhausted: int) -> None:
         """`zip(strict=True)` reached the end of argument `exhausted`: CPython's ValueError."""
-        from ..interpreter.exceptions import raise_new
-
         def message(i: int, how: str) -> str:
             return f"zip() argument {i + 1} is {how} than argument{' ' if i == 1 else 's 1-'}{i}"
 
@@ -727,8 +712,6 @@ class SliceVariable(Variable):
 
 def sort_items(tx: Frame, items: list[Variable], kwargs: dict[str, Variable]) -> list[Variable]:
     """`sorted(items, key=..., reverse=...)` when the sort keys are constants."""
-    from ..interpreter.exceptions import raise_python_error
-
     unknown = set(kwargs) - {"key", "reverse"}
     if unknown:
         raise Unsupported(f"sorting with keyword argument(s) {', '.join(sorted(unknown))}")
@@ -903,8 +886,6 @@ class SetVariable(Variable):
         elif name in ("discard", "remove") and len(args) == 1:
             key = self.key_of(args[0])
             if key not in self.members and name == "remove":
-                from ..interpreter.exceptions import raise_new
-
                 raise raise_new(tx, KeyError, key)
             self.members.pop(key, None)
             self.table.discard(key)
@@ -1065,8 +1046,6 @@ class NamedTupleVariable(TupleVariable):
             return constant(fields)
         if name in ("_replace", "_asdict"):
             return BoundMethodVariable(self, name)
-        from .instances import _MISSING, _class_lookup, bind_class_attr
-
         attr, owner = _class_lookup(self.python_class, name)
         if attr is not _MISSING and owner is not tuple and owner is not object:
             return bind_class_attr(tx, self, self.python_class, attr, owner, name)

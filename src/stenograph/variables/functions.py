@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import BreakKind, Unsupported
+from ..guards.sources import AttrSource
+from ..marks import graph_break, is_disabled
 from .base import ConstantVariable, Variable, constant
-from .containers import SizeVariable
+from .cells import LazyValue, RealCellVariable
+from .containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
+from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
+from .exceptions import raise_python_error
+from .global_contexts import is_global_context_class, make_global_context
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
 from .trace_rules import is_state_reader, trace_constant, untraced_library
@@ -35,10 +42,8 @@ class UserFunctionVariable(Variable):
         return f"function {self.fn.__qualname__}"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        from .. import api
-
         refuse_untraced_library(self.fn, args, kwargs)
-        if api.is_disabled(self.fn):
+        if is_disabled(self.fn):
             raise Unsupported(
                 f"call to {self.fn.__qualname__}, which is marked stenograph.disable",
                 hint="disabled functions run eagerly",
@@ -50,7 +55,7 @@ class UserFunctionVariable(Variable):
         if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__", "__defaults__", "__kwdefaults__"):
             return ConstantVariable(getattr(self.fn, name))
         if name in getattr(self.fn, "__dict__", {}):  # function attributes (`__wrapped__`, flags)
-            from ..guards.sources import AttrSource
+            # cycle: variables.builder imports variables.functions at module level
             from .builder import wrap
 
             source = AttrSource(self.source, name) if self.source is not None else None
@@ -124,8 +129,6 @@ class NestedFunctionVariable(Variable):
         create = f"{make}({code}, {globals_name}, {self.code.co_name!r}, None, {closure})"
 
         def fill(fn: str) -> list[str]:
-            from ..interpreter.frame import LazyValue
-
             lines = []
             for index, contents in copied:
                 lazy = isinstance(contents, LazyValue)
@@ -148,8 +151,6 @@ class NestedFunctionVariable(Variable):
 
 def _existing_cell(rebuild: Any, cell: Any) -> str:
     """An existing closure cell itself, reached the way the next call will reach its own."""
-    from ..interpreter.frame import RealCellVariable
-
     return rebuild.expr(RealCellVariable(cell, cell.root_index))
 
 
@@ -201,8 +202,6 @@ class ConstantMethodVariable(Variable):
         return f"method {type(self.obj).__name__}.{self.name}"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        from .containers import IteratorVariable, ListVariable
-
         # an iterator argument (`",".join(str(i) for i in xs)`) is consumed into a list first
         args = [ListVariable(a.unpack(tx)) if isinstance(a, IteratorVariable) else a for a in args]
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
@@ -212,8 +211,6 @@ class ConstantMethodVariable(Variable):
                 *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}
             )
         except Exception as e:
-            from ..interpreter.exceptions import raise_python_error
-
             raise_python_error(tx, e)
         return constant(result)
 
@@ -303,9 +300,6 @@ class TorchClassVariable(ConstantVariable):
     """torch classes whose construction is modelled: torch.Size, torch.device, grad-mode contexts."""
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        from .contexts import grad_mode_class, make_grad_context
-        from .global_contexts import is_global_context_class, make_global_context
-
         if grad_mode_class(self.value):
             return make_grad_context(tx, self.value, args, kwargs)
         if is_global_context_class(self.value):
@@ -350,9 +344,7 @@ class GraphBreakVariable(Variable):
         )
 
     def reconstruct(self, rebuild: Any) -> str:
-        from .. import api
-
-        return rebuild.writer.bind(api.graph_break, "fn")
+        return rebuild.writer.bind(graph_break, "fn")
 
 
 class PartialVariable(Variable):
@@ -374,8 +366,6 @@ class PartialVariable(Variable):
         return PartialVariable(fn, args, kwargs)
 
     def python_type(self) -> type:
-        import functools
-
         return functools.partial
 
     def describe(self) -> str:
@@ -385,8 +375,6 @@ class PartialVariable(Variable):
         return self.fn.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
 
     def getattr(self, tx: Frame, name: str) -> Variable:
-        from .containers import DictVariable, TupleVariable
-
         if name == "func":
             return self.fn
         if name == "args":
@@ -396,8 +384,6 @@ class PartialVariable(Variable):
         return super().getattr(tx, name)
 
     def reconstruct(self, rebuild: Any) -> str:
-        import functools
-
         partial = rebuild.writer.bind(functools.partial, "partial")
         parts = [rebuild.expr(self.fn), *[rebuild.expr(a) for a in self.args]]
         parts += [f"{k}={rebuild.expr(v)}" for k, v in self.kwargs.items()]

@@ -11,7 +11,9 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING
 
+from ..bytecode.instructions import exception_entries
 from ..errors import Unsupported
+from ..interpreter.exceptions import handler_for
 from .base import Variable
 from .containers import IteratorVariable
 
@@ -66,6 +68,7 @@ class GeneratorVariable(IteratorVariable):
 
 def _is_stop_iteration_guard(code: types.CodeType, target: int) -> bool:
     """3.12 wraps every generator body in a handler turning StopIteration into RuntimeError."""
+    # cycle: interpreter.frame imports variables.generators at module level
     from ..interpreter.frame import decode
 
     decoded = decode(code)
@@ -75,8 +78,6 @@ def _is_stop_iteration_guard(code: types.CodeType, target: int) -> bool:
 
 def has_cleanup(code: types.CodeType) -> bool:
     """Whether a generator's code has a `try` or `with` block (code that closing it may run)."""
-    from ..bytecode.instructions import exception_entries
-
     return any(not _is_stop_iteration_guard(code, e.target) for e in exception_entries(code))
 
 
@@ -84,8 +85,6 @@ def needs_close(generator: GeneratorVariable) -> bool:
     """Whether closing (or dropping) the generator now would run code of its own: it started, did
     not finish, and is suspended where an exception handler of its code (`try`, `with`) applies,
     other than 3.12's implicit StopIteration guard around every generator body."""
-    from ..interpreter.exceptions import handler_for
-
     frame = generator.frame
     if generator.done or frame.current is None:
         return False

@@ -3,7 +3,8 @@
 Both change global dispatch state that fake tensors must see (autocast changes result dtypes),
 so entering one while tracing enters the real context for the rest of the trace, and records
 torch's own enter/exit functions as graph nodes so the compiled graph switches at the same
-points. Contexts entered by a trace that stops early are closed by `close_abandoned()`. A graph
+points. The real contexts a trace entered are listed on its `OutputGraph` (`open_contexts`);
+those of a trace that stops early are closed by `close_abandoned(output)`. A graph
 break inside such a block is not possible (the frame then runs eagerly).
 """
 
@@ -19,6 +20,7 @@ from ..errors import Unsupported
 from .base import Variable, constant
 
 if TYPE_CHECKING:
+    from ..graph.output_graph import OutputGraph
     from ..interpreter.frame import Frame
 
 # class -> (enter function, exit function, parameter names of the enter function)
@@ -31,7 +33,6 @@ _KINDS: dict[type, tuple[Any, Any, tuple[str, ...]]] = {
     ),
 }
 _DEFAULTS = {"mode": True, "dtype": None, "enabled": True, "cache_enabled": None}
-_open: list[Any] = []
 
 
 def is_global_context_class(value: Any) -> bool:
@@ -49,10 +50,10 @@ def make_global_context(cls: type, args: list[Variable], kwargs: dict[str, Varia
     return GlobalContextVariable(cls, plain)
 
 
-def close_abandoned() -> None:
+def close_abandoned(output: OutputGraph) -> None:
     """Exit, innermost first, the real contexts of a trace that ended inside their blocks."""
-    while _open:
-        _open.pop().__exit__(None, None, None)
+    while output.open_contexts:
+        output.open_contexts.pop().__exit__(None, None, None)
 
 
 class GlobalContextVariable(Variable):
@@ -90,12 +91,13 @@ class _ContextMethod(Variable):
         graph = tx.output.graph
         if self.name == "__enter__":
             ctx.real = enter(*ctx.args)
-            _open.append(ctx.real)
+            tx.output.open_contexts.append(ctx.real)
             ctx.node = graph.create_node("call_function", enter, ctx.args, {})
             return constant(None)
-        if ctx.real is None or not _open or _open[-1] is not ctx.real:
+        open_contexts = tx.output.open_contexts
+        if ctx.real is None or not open_contexts or open_contexts[-1] is not ctx.real:
             raise Unsupported(f"{self.describe()} out of order")
-        _open.pop()
+        open_contexts.pop()
         exit_(ctx.real)
         graph.create_node("call_function", exit_, (ctx.node,), {})
         return constant(False)

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
+from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .base import ConstantVariable, Variable, constant
+from .objects import UserObjectVariable
 from .trace_rules import is_literal, is_user_class
 
 if TYPE_CHECKING:
@@ -60,8 +62,6 @@ def class_attr_source(tx: Frame, cls: type, name: str, attr: Any) -> Source:
     identity (replacing a method recompiles); plain values get the value guards `wrap` gives
     them. The source is rooted at the class itself, so the check runs once per class.
     """
-    from ..guards.sources import AttrSource, ClassSource
-
     source = AttrSource(ClassSource(cls), name)
     guards = tx.output.guards
     if isinstance(attr, classmethod):
@@ -77,8 +77,6 @@ def class_attr_source(tx: Frame, cls: type, name: str, attr: Any) -> Source:
 def guard_not_shadowed(tx: Frame, obj: Variable, name: str) -> None:
     """Guard that the instance `__dict__` of `obj` (an outside object) does not hold `name`, so
     the class attribute read through it stays the one Python finds (`op.go = ...` recompiles)."""
-    from ..guards.sources import AttrSource
-
     real = obj.value_object
     if obj.source is None or not isinstance(getattr(real, "__dict__", None), dict):
         return
@@ -88,6 +86,7 @@ def guard_not_shadowed(tx: Frame, obj: Variable, name: str) -> None:
 
 def pending_class_attribute(tx: Frame, cls: type, name: str, *, through_instance: bool = False) -> Variable | None:
     """The value this trace wrote to `name` on `cls` or a class it inherits it from, if any."""
+    # cycle: variables.functions -> variables.containers -> variables.instances
     from .functions import NestedFunctionVariable, UserFunctionVariable
 
     pending = tx.output.side_effects.class_attributes
@@ -123,7 +122,8 @@ def bind_class_attr(
 def class_member(tx: Frame, obj: Variable, cls_var: Variable, attr: Any, name: str, source: Source) -> Variable:
     """Class attribute `attr` (guarded through `source`) read through instance `obj`: a property
     runs, functions bind to `obj` (class methods to `cls_var`), anything else is its value."""
-    from ..guards.sources import AttrSource
+    # cycles: variables.builder imports variables.instances at module level; variables.functions ->
+    # variables.containers -> variables.instances
     from .builder import wrap
     from .functions import UserFunctionVariable, UserMethodVariable
 
@@ -143,6 +143,8 @@ def class_member(tx: Frame, obj: Variable, cls_var: Variable, attr: Any, name: s
 def function_from_class(tx: Frame, fn: Any, source: Source) -> Variable:
     """A function stored on a class (a static method), already guarded by identity: its tracker,
     with the source its defaults and cells are read through when it is inlined."""
+    # cycles: variables.builder imports variables.instances at module level; variables.functions ->
+    # variables.containers -> variables.instances
     from .builder import wrap
     from .functions import UserFunctionVariable
 
@@ -164,6 +166,8 @@ class UserClassVariable(ConstantVariable):
         return instantiate(tx, self.value, args, kwargs)
 
     def getattr(self, tx: Frame, name: str) -> Variable:
+        # cycles: variables.builder imports variables.instances at module level; variables.functions ->
+        # variables.containers -> variables.instances
         from .builder import wrap
         from .functions import UserMethodVariable
 
@@ -183,8 +187,6 @@ class UserClassVariable(ConstantVariable):
         if attr is not _MISSING and is_plain and not (name.startswith("__") and name.endswith("__")):
             return wrap(tx, attr, class_attr_source(tx, cls, name, attr))
         if attr is _MISSING and not hasattr(cls, name):
-            from ..guards.sources import ClassSource
-
             tx.output.guards.attribute_absent(ClassSource(cls), cls, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return super().getattr(tx, name)
@@ -202,6 +204,7 @@ class UserClassVariable(ConstantVariable):
 
 def instantiate(tx: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`cls(*args, **kwargs)` while tracing."""
+    # cycle: variables.containers imports variables.instances at module level
     from .containers import DictVariable, NamedTupleVariable, is_namedtuple_class
 
     if issubclass(cls, enum.Enum):
@@ -243,6 +246,7 @@ class NewObjectVariable(Variable):
     """An instance of a user class created while tracing."""
 
     def __init__(self, cls: type, items: Variable | None = None) -> None:
+        # cycle: variables.containers imports variables.instances at module level
         from .containers import DictVariable
 
         self.cls = cls
@@ -444,6 +448,7 @@ class BaseMethodVariable(Variable):
             if name == "__contains__":
                 return obj.items.call_method(tx, "__contains__", args, {})
             if name == "__iter__":
+                # cycle: variables.containers imports variables.instances at module level
                 from .containers import IteratorVariable
 
                 return IteratorVariable(obj.items.unpack(tx))
@@ -456,7 +461,8 @@ _DICT_READS = {"get", "keys", "values", "items", "__getitem__", "__contains__", 
 
 def _dict_view(tx: Frame, obj: Variable) -> Variable:
     """The contents of an outside dict subclass instance, read through its source (guarded)."""
-    from ..guards.sources import ItemSource
+    # cycles: variables.builder imports variables.instances at module level; variables.containers imports
+    # variables.instances at module level
     from .builder import wrap
     from .containers import DictVariable
 
@@ -469,6 +475,7 @@ def _dict_view(tx: Frame, obj: Variable) -> Variable:
 
 
 def _tuple(items: list[Variable]) -> Variable:
+    # cycle: variables.containers imports variables.instances at module level
     from .containers import TupleVariable
 
     return TupleVariable(items)
@@ -502,6 +509,7 @@ class SuperVariable(Variable):
         if attr is _MISSING:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         if isinstance(self.obj, UserClassVariable) and isinstance(attr, classmethod):
+            # cycle: variables.functions -> variables.containers -> variables.instances
             from .functions import UserMethodVariable
 
             return UserMethodVariable(attr.__func__, self.obj)
@@ -522,9 +530,6 @@ def python_dunder(tx: Frame, var: Variable, name: str) -> types.FunctionType | N
 
     Either answer is guarded on the class: a dunder added, replaced or removed later recompiles.
     """
-    from ..guards.sources import AttrSource, ClassSource
-    from .objects import UserObjectVariable
-
     if isinstance(var, NewObjectVariable):
         cls = var.cls
     elif isinstance(var, UserObjectVariable) and not isinstance(var.value_object, torch.nn.Module):

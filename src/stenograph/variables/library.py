@@ -21,8 +21,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
+from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
 from .containers import DictVariable, IteratorVariable, TupleVariable
+from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from .instances import dataclass_fields, instantiate
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -95,8 +98,6 @@ _BINARY = [
 
 def _binary(fn: Any) -> Handler:
     def handler(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        from . import operators
-
         return operators.binary(tx, fn, args[0], args[1])
 
     return handler
@@ -108,8 +109,6 @@ for _fn in _BINARY:
 
 def _unary_of(fn: Any) -> Handler:
     def handler(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        from . import operators
-
         return operators.unary(tx, fn, args[0])
 
     return handler
@@ -126,15 +125,11 @@ def _getitem(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Va
 
 @_handler(operator.contains)
 def _contains(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from . import operators
-
     return constant(operators.contains(tx, args[1], args[0]))
 
 
 def _is_of(negate: bool) -> Handler:
     def handler(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        from . import operators
-
         return constant(operators.is_same(tx, args[0], args[1]) != negate)
 
     return handler
@@ -204,8 +199,6 @@ def _islice(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Var
 
 @_handler(itertools.accumulate)
 def _accumulate(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from . import operators
-
     fn = args[1] if len(args) > 1 else kwargs.get("func")
     items = args[0].unpack(tx)
     initial = kwargs.get("initial")
@@ -266,8 +259,6 @@ def _starmap(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Va
 
 @_handler(functools.partial)
 def _partial(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .functions import PartialVariable
-
     if not args:
         raise Unsupported("functools.partial() without a function")
     return PartialVariable.make(args[0], args[1:], kwargs)
@@ -288,8 +279,6 @@ def _reduce(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Var
 
 @_handler(dataclasses.fields)
 def _fields(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .instances import dataclass_fields
-
     return dataclass_fields(tx, args[0])
 
 
@@ -302,8 +291,6 @@ def _is_dataclass(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) 
 
 @_handler(dataclasses.replace)
 def _replace(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    from .instances import instantiate
-
     obj = args[0]
     cls = obj.python_type()
     changes = dict(kwargs)
@@ -316,8 +303,6 @@ def _replace(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Va
 @_handler(inspect.signature)
 def _signature(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`inspect.signature(f)` of a function known while tracing: a constant."""
-    from .functions import UserFunctionVariable, UserMethodVariable
-
     target = args[0]
     if isinstance(target, UserFunctionVariable):
         real: Any = target.fn

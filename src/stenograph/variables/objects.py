@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
-from ..guards.sources import AttrSource, ModuleMemberSource
+from ..guards.sources import AttrSource, ClassSource, GlobalSource, ModuleMemberSource, WeakrefTargetSource
 from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
 from .base import ConstantVariable, Variable, constant
+from .trace_rules import is_literal, is_trusted_module
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -35,10 +36,13 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
     The class attribute is guarded on the class (`Op.go` replaced recompiles), and, for anything
     but a data descriptor, the instance `__dict__` is guarded not to shadow it (`op.go = ...`).
     """
+    # cycles: variables.builder imports variables.objects at module level; variables.instances imports
+    # variables.objects at module level
     from .builder import wrap
     from .instances import class_attr_source, class_member, guard_not_shadowed, pending_class_attribute
 
     if name == "__class__":
+        # cycle: variables.instances imports variables.objects at module level
         from .instances import class_variable
 
         return class_variable(type(obj))
@@ -80,7 +84,7 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
 def _object_truth(tx: Frame, var: Variable) -> bool:
     """`bool(obj)` for an outside object: its class's Python `__bool__` or `__len__` inlined, or
     True when it has neither (guarded: a class that gains one later recompiles)."""
-    from ..guards.sources import ClassSource
+    # cycle: variables.instances imports variables.objects at module level
     from .instances import class_attr_source
 
     obj = var.value_object
@@ -137,6 +141,7 @@ class UserObjectVariable(Variable):
         tx.output.side_effects.attribute_written(self, name, value)
 
     def getattr(self, tx: Frame, name: str) -> Variable:
+        # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
         self._use()
@@ -175,6 +180,7 @@ class UserObjectVariable(Variable):
     # -- protocols written in Python on the object's class ---------------------------------------
 
     def _dunder(self, tx: Frame, name: str, args: list[Variable]) -> Variable:
+        # cycle: variables.instances imports variables.objects at module level
         from .instances import python_dunder
 
         self._use()
@@ -193,6 +199,7 @@ class UserObjectVariable(Variable):
         return self._dunder(tx, "__iter__", []).unpack(tx)
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        # cycle: variables.instances imports variables.objects at module level
         from .instances import python_dunder
 
         fn = python_dunder(tx, self, "__call__")
@@ -217,6 +224,7 @@ class NNModuleVariable(UserObjectVariable):
         return _object_truth(tx, self)  # an empty ModuleList or Sequential is false
 
     def getattr(self, tx: Frame, name: str) -> Variable:
+        # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
         module = self.value_object
@@ -236,6 +244,8 @@ class NNModuleVariable(UserObjectVariable):
                     raise Unsupported(f"{self.describe()} defines its own __getattr__ (reading {name!r})")
                 return wrap(tx, members[name], ModuleMemberSource(self.source, table, name))
         if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
+            # cycles: variables.containers -> variables.instances -> variables.objects; variables.instances imports
+            # variables.objects at module level
             from .containers import BoundMethodVariable
             from .instances import guard_not_shadowed
 
@@ -277,6 +287,8 @@ class NNModuleVariable(UserObjectVariable):
         `named_buffers()`, `named_children()`: the real module tree walked now, each member
         wrapped with its source. What the walk saw is guarded: the keys of every table it read,
         the empty (None) slots, and which members are one object reached twice."""
+        # cycles: variables.builder imports variables.objects at module level; variables.containers ->
+        # variables.instances -> variables.objects
         from .builder import wrap
         from .containers import ListVariable, TupleVariable
 
@@ -343,6 +355,7 @@ class NNModuleVariable(UserObjectVariable):
         return list(entries.items())
 
     def unpack(self, tx: Frame) -> list[Variable]:
+        # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
         module = self.value_object
@@ -375,12 +388,14 @@ class NNModuleVariable(UserObjectVariable):
         raise Unsupported(f"len() of {self.describe()}")
 
     def getitem(self, tx: Frame, key: Variable) -> Variable:
+        # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
         module = self.value_object
         k = key.as_constant()
         assert self.source is not None
         if isinstance(module, torch.nn.ModuleList) and isinstance(k, slice):
+            # cycle: variables.containers -> variables.instances -> variables.objects
             from .containers import ListVariable
 
             names = [name for name, _ in self._members(tx, "_modules")][k]
@@ -399,6 +414,8 @@ class NNModuleVariable(UserObjectVariable):
         raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
 
     def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        # cycles: variables.builder imports variables.objects at module level; variables.containers ->
+        # variables.instances -> variables.objects
         from .builder import wrap
         from .containers import ListVariable, TupleVariable
 
@@ -468,8 +485,6 @@ class NewModuleVariable(NNModuleVariable):
         return f"module {type(self.value_object).__qualname__} created while tracing"
 
     def getattr(self, tx: Frame, name: str) -> Variable:
-        from .trace_rules import is_literal
-
         module = self.value_object
         cls_attr = inspect.getattr_static(type(module), name, _MISSING)
         if isinstance(cls_attr, property):
@@ -509,8 +524,8 @@ class PythonModuleVariable(Variable):
         return True
 
     def getattr(self, tx: Frame, name: str) -> Variable:
+        # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
-        from .trace_rules import is_trusted_module
 
         module = self.value_object
         trusted = is_trusted_module(module.__name__)
@@ -548,7 +563,7 @@ class GlobalsDictVariable(Variable):
         return True
 
     def getitem(self, tx: Frame, key: Variable) -> Variable:
-        from ..guards.sources import GlobalSource
+        # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
         name = key.as_constant()
@@ -587,7 +602,7 @@ class WeakrefVariable(Variable):
         return "weak reference"
 
     def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        from ..guards.sources import WeakrefTargetSource
+        # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
         if args or kwargs:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
 from .containers import SequenceVariable, TupleVariable
+from .exceptions import raise_python_error
+from .instances import python_dunder
 from .tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -91,8 +93,6 @@ def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         try:
             return constant(op(a.as_constant(), b.as_constant()))
         except Exception as e:
-            from ..interpreter.exceptions import raise_python_error
-
             raise_python_error(tx, e)
     if op in (operator.eq, operator.ne):
         # identity-based equality of non-constant objects (modules, functions, user objects)
@@ -120,8 +120,6 @@ _DUNDERS = {
 
 def _user_dunder(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable | None:
     """`a op b` through a dunder method written in Python on a user class (None if there is none)."""
-    from .instances import python_dunder
-
     names = _DUNDERS.get(_INPLACE_TO_PLAIN.get(op, op))
     if names is None:
         return None
@@ -196,8 +194,6 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
     answer = container.contains(tx, item)  # dicts and sets
     if answer is not None:
         return answer
-    from .instances import python_dunder
-
     dunder = python_dunder(tx, container, "__contains__")
     if dunder is not None:
         return tx.inline_call(dunder, [container, item], {}, closure=None).truth(tx)

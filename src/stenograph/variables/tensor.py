@@ -14,9 +14,11 @@ import torch
 
 from .. import config
 from ..errors import BreakKind, Unsupported
-from .base import Variable, constant
-from .containers import SizeVariable
+from ..shapes.fake import is_symbolic
+from .base import ConstantVariable, Variable, constant
+from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
 from .double_backward import creates_graph
+from .symbolic import SymNodeVariable
 from .tensor_effects import refuse_effect
 from .trace_rules import (
     TENSOR_DATA_HINT,
@@ -105,8 +107,6 @@ class TensorVariable(Variable):
 
 
 def _is_symbolic_result(result: object) -> bool:
-    from ..shapes.fake import is_symbolic
-
     if isinstance(result, (tuple, list)):
         return any(is_symbolic(r) for r in result)
     return is_symbolic(result)
@@ -138,8 +138,6 @@ class TensorMethodVariable(Variable):
                     tx.output.guards.method_result(self.tensor.source, name, result)
                 return constant(result)
         if name in TENSOR_METADATA_METHODS:
-            from ..graph.output_graph import unwrap
-
             if name == "size" and not kwargs:
                 if not args:
                     return self.tensor.getattr(tx, "shape")
@@ -159,3 +157,22 @@ class TensorMethodVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.expr(self.tensor)}.{self.name}"
+
+
+def unwrap(var: Variable) -> tuple[Any, Any]:
+    """(fx argument, fake value) for a tracker passed to a graph operation."""
+    if isinstance(var, (TensorVariable, SymNodeVariable)):
+        return var.node, var.fake
+    if isinstance(var, ConstantVariable):
+        return var.value, var.value
+    if isinstance(var, SequenceVariable):
+        pairs = [unwrap(item) for item in var.items]
+        kind = list if var.python_class is list else tuple
+        return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
+    if isinstance(var, SliceVariable):
+        pairs = [unwrap(p) for p in var.parts]
+        return slice(*(p[0] for p in pairs)), slice(*(p[1] for p in pairs))
+    if isinstance(var, DictVariable):
+        pairs = {k: unwrap(v) for k, v in var.items.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    raise Unsupported(f"{var.describe()} cannot be passed to a tensor operation")

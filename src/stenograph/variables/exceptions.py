@@ -1,0 +1,50 @@
+"""Python exceptions raised by the traced program, as trackers raise them.
+
+A `raise`, a failed dict lookup or an exhausted `next()` in the traced code is not a problem of
+stenograph's: it is program behaviour. It travels as `TracedException` (carrying the exception's
+tracker) up the chain of inlined frames, where the interpreter unwinds it (`interpreter/
+exceptions.py`). Trackers raise it for errors the traced program would see (`raise_new`,
+`raise_python_error`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NoReturn
+
+from ..errors import Unsupported
+from .base import Variable, constant
+from .instances import instantiate
+
+if TYPE_CHECKING:
+    from ..interpreter.frame import Frame
+
+
+class TracedException(Exception):
+    """The traced program raised `value` (a tracker of an exception instance)."""
+
+    def __init__(self, value: Variable) -> None:
+        super().__init__(value.describe())
+        self.value = value
+        self.chained = False  # `__context__` recorded (at the raise point)
+
+
+def raise_new(tx: Frame, cls: type[BaseException], *args: object) -> TracedException:
+    """A TracedException for `cls(*args)` with constant arguments, ready to raise."""
+    return TracedException(instantiate(tx, cls, [constant(a) for a in args], {}))
+
+
+def raise_python_error(tx: Frame, error: Exception) -> NoReturn:
+    """Raise, in the traced program, the error Python raised evaluating an operation on constants
+    (`int("x")`, `divmod(1, 0)`), so the program's `except` clauses see it as they would eagerly.
+
+    A RecursionError is the tracer's own (it ran out of depth evaluating the operation), not the
+    program's: it propagates, and the entry wrapper's miss path tells it from a frame it cannot
+    compile (`entry._out_of_depth`) instead of compiling code that raises it."""
+    if isinstance(error, RecursionError):
+        raise error
+
+    try:
+        tracker = instantiate(tx, type(error), [constant(a) for a in error.args], {})
+    except Unsupported:
+        raise Unsupported(f"{type(error).__name__} raised on constants: {error}") from error
+    raise TracedException(tracker) from error
