@@ -8,9 +8,11 @@ PIP_INSTALL = $(PY) -m pip install -q torch==2.13.0 -e '.[test]'
 install:
 	$(PIP_INSTALL)
 
-# The CI test command: everything but tests marked slow (inductor compiles, real models).
+# The CI test command: lint, the format check, and everything but tests marked slow (inductor
+# compiles, real models).
 test: install
 	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff format --check src tests benchmarks
 	$(PY) -m pytest -q -m "not slow"
 
 # Every test, slow ones included.

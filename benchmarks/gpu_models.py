@@ -90,8 +90,9 @@ def build(name: str, small: bool, device: str) -> Case:
         from transformers import BertConfig, BertModel
 
         if small:
-            cfg = BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
-                             vocab_size=1000)
+            cfg = BertConfig(
+                num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=1000
+            )
             batch, seq = 2, 16
         else:
             cfg, batch, seq = BertConfig(), 8, 256
@@ -101,12 +102,24 @@ def build(name: str, small: bool, device: str) -> Case:
         from transformers import LlamaConfig, LlamaModel
 
         if small:
-            cfg = LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                              num_key_value_heads=4, vocab_size=1000)
+            cfg = LlamaConfig(
+                num_hidden_layers=2,
+                hidden_size=64,
+                intermediate_size=128,
+                num_attention_heads=4,
+                num_key_value_heads=4,
+                vocab_size=1000,
+            )
             batch, seq = 2, 16
         else:
-            cfg = LlamaConfig(num_hidden_layers=4, hidden_size=1024, intermediate_size=2816, num_attention_heads=16,
-                              num_key_value_heads=16, vocab_size=32000)
+            cfg = LlamaConfig(
+                num_hidden_layers=4,
+                hidden_size=1024,
+                intermediate_size=2816,
+                num_attention_heads=16,
+                num_key_value_heads=16,
+                vocab_size=32000,
+            )
             batch, seq = 4, 512
         ids = torch.randint(0, cfg.vocab_size, (batch, seq), device=device)
         return Case(LlamaModel(cfg), (ids,), f"HF Llama {cfg.num_hidden_layers}x{cfg.hidden_size}, {batch}x{seq}")
@@ -209,7 +222,7 @@ def rounds_median(steps: dict[str, Callable[[], Any]], device: str, rounds: int,
     samples: dict[str, list[float]] = {name: [] for name in steps}
     names = list(steps)
     for r in range(rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             step = steps[name]
             sync(device)
             start = time.perf_counter()
@@ -376,12 +389,20 @@ def run_case(name: str, setting: str, mode: str, opts: argparse.Namespace) -> di
             step()
     medians = rounds_median(steps, opts.device, opts.rounds, opts.iters)
     row: dict[str, Any] = {
-        "model": name, "description": case.description, "setting": setting, "mode": mode,
-        "eager_ms": medians["eager"], "tc_ms": medians["torch.compile"], "steno_ms": medians["stenograph"],
+        "model": name,
+        "description": case.description,
+        "setting": setting,
+        "mode": mode,
+        "eager_ms": medians["eager"],
+        "tc_ms": medians["torch.compile"],
+        "steno_ms": medians["stenograph"],
         "ratio": medians["torch.compile"] / medians["stenograph"],
-        "graphs_tc": first["torch.compile"][1], "graphs_steno": first["stenograph"][1],
-        "first_s_tc": first["torch.compile"][0], "first_s_steno": first["stenograph"][0],
-        "compiled_first": order[0], "max_diff": diffs,
+        "graphs_tc": first["torch.compile"][1],
+        "graphs_steno": first["stenograph"][1],
+        "first_s_tc": first["torch.compile"][0],
+        "first_s_steno": first["stenograph"][0],
+        "compiled_first": order[0],
+        "max_diff": diffs,
     }
     if "stenograph, no guard" in medians:
         row["steno_noguard_ms"] = medians["stenograph, no guard"]
@@ -401,12 +422,18 @@ def print_row(r: dict[str, Any]) -> None:
         flush=True,
     )
     if "steno_noguard_ms" in r:
-        print(f"{'':10}stenograph without its guard: {r['steno_noguard_ms']:.3f} ms, "
-              f"tc/st {r['tc_ms'] / r['steno_noguard_ms']:.3f}", flush=True)
+        print(
+            f"{'':10}stenograph without its guard: {r['steno_noguard_ms']:.3f} ms, "
+            f"tc/st {r['tc_ms'] / r['steno_noguard_ms']:.3f}",
+            flush=True,
+        )
     if "overhead_us" in r:
         o = r["overhead_us"]
-        print(f"{'':10}compiler's own per-call host time (no kernels): stenograph {o['stenograph']:.0f} us, "
-              f"torch.compile {o['torch.compile']:.0f} us", flush=True)
+        print(
+            f"{'':10}compiler's own per-call host time (no kernels): stenograph {o['stenograph']:.0f} us, "
+            f"torch.compile {o['torch.compile']:.0f} us",
+            flush=True,
+        )
     for compiler, p in r.get("profile", {}).items():
         parts = [f"host {p['host_us']:.0f} us"]
         if "gpu_us" in p:
@@ -433,10 +460,16 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--profile", action="store_true", help="kernels, GPU and host time per call")
-    p.add_argument("--no-guard-variant", action="store_true",
-                   help="also time stenograph with its guard function skipped (diagnostic)")
-    p.add_argument("--overhead", action="store_true",
-                   help="inference: also time each compiler's per-call machinery with a backend that runs nothing")
+    p.add_argument(
+        "--no-guard-variant",
+        action="store_true",
+        help="also time stenograph with its guard function skipped (diagnostic)",
+    )
+    p.add_argument(
+        "--overhead",
+        action="store_true",
+        help="inference: also time each compiler's per-call machinery with a backend that runs nothing",
+    )
     p.add_argument("--json", default=None, help="append one JSON line per case to this file")
     opts = p.parse_args()
     opts.case_index = 0
@@ -446,8 +479,11 @@ def main() -> int:
                 p.error(f"unknown {item!r}; valid: {', '.join(valid)}")
     torch.set_float32_matmul_precision("high")
     device_name = torch.cuda.get_device_name() if opts.device == "cuda" else platform.machine()
-    print(f"python {platform.python_version()}, torch {torch.__version__}, {opts.device} ({device_name}); "
-          f"median of {opts.rounds} rounds x {opts.iters} calls", flush=True)
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__}, {opts.device} ({device_name}); "
+        f"median of {opts.rounds} rounds x {opts.iters} calls",
+        flush=True,
+    )
     print("command: python " + " ".join(sys.argv), flush=True)
     print(HEADER, flush=True)
     rows = []

@@ -40,8 +40,11 @@ class SmallConvNet(nn.Module):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
         self.block = nn.Sequential(
-            nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
-            nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
+            nn.Conv2d(16, 16, 3, padding=1, bias=False),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.Conv2d(16, 16, 3, padding=1, bias=False),
+            nn.BatchNorm2d(16),
         )
         self.head = nn.Linear(16, 10)
 
@@ -58,8 +61,9 @@ def make_model(name: str, device: str) -> tuple[nn.Module, tuple]:
     if name == "bert":
         from transformers import BertConfig, BertModel
 
-        cfg = BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
-                         vocab_size=1000)
+        cfg = BertConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=1000
+        )
         return BertModel(cfg).to(device), (torch.randint(0, 1000, (2, 16), device=device),)
     raise SystemExit(f"unknown model {name}")
 
@@ -103,13 +107,15 @@ class Recorder:
 
         ops = collections.Counter(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
         kw = {k: v for k, v in kwargs.items() if k not in ("get_decomp_fn", "compile_region_name")}
-        self.inner.append({
-            "kwargs": kw,
-            "n_inputs": len(example_inputs),
-            "ops": ops,
-            "config": inductor_config.get_config_copy(),
-            "grad": torch.is_grad_enabled(),
-        })
+        self.inner.append(
+            {
+                "kwargs": kw,
+                "n_inputs": len(example_inputs),
+                "ops": ops,
+                "config": inductor_config.get_config_copy(),
+                "grad": torch.is_grad_enabled(),
+            }
+        )
         return compile_fx_inner(gm, example_inputs, **kwargs)
 
 
@@ -183,8 +189,10 @@ def main() -> int:
             if repr(a_["config"].get(k)) != repr(b_["config"].get(k)):
                 print(f"  inner[{j}] config {k}: {a_['config'].get(k)!r:.80} vs {b_['config'].get(k)!r:.80}")
         if a_["ops"] != b_["ops"]:
-            print(f"  inner[{j}] ATen ops differ: only torch.compile {dict(a_['ops'] - b_['ops'])}, "
-                  f"only stenograph {dict(b_['ops'] - a_['ops'])}")
+            print(
+                f"  inner[{j}] ATen ops differ: only torch.compile {dict(a_['ops'] - b_['ops'])}, "
+                f"only stenograph {dict(b_['ops'] - a_['ops'])}"
+            )
     if len(tc.inner) != len(st.inner):
         print(f"  inner compiles: {len(tc.inner)} vs {len(st.inner)}")
     if tc.layout != st.layout:

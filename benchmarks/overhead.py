@@ -70,8 +70,10 @@ def main() -> None:
         ("3-layer MLP, batch 1", mlp, (torch.randn(1, 64),)),
         ("20 tensor arguments", twenty_args, tuple(torch.randn(4) for _ in range(20))),
     ]
-    print(f"python {platform.python_version()}, torch {torch.__version__}, {platform.machine()}, "
-          f"{torch.get_num_threads()} threads; median of {opts.repeat} x {opts.calls} calls")
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__}, {platform.machine()}, "
+        f"{torch.get_num_threads()} threads; median of {opts.repeat} x {opts.calls} calls"
+    )
     header = (
         f"{'case':24} {'eager us':>9} {'steno us':>9} {'torch.compile us':>17} "
         f"{'steno added':>12} {'tc added':>9} {'added ratio':>12}"
@@ -90,8 +92,7 @@ def main() -> None:
         steno_added, tc_added = steno_us - eager_us, tc_us - eager_us
         ratio = steno_added / tc_added if tc_added > 0 else float("nan")
         print(
-            f"{name:24} {eager_us:9.2f} {steno_us:9.2f} {tc_us:17.2f} "
-            f"{steno_added:12.2f} {tc_added:9.2f} {ratio:12.2f}"
+            f"{name:24} {eager_us:9.2f} {steno_us:9.2f} {tc_us:17.2f} {steno_added:12.2f} {tc_added:9.2f} {ratio:12.2f}"
         )
     print("added = compiled minus eager per call; added ratio = stenograph added / torch.compile added (< 1 is better)")
 

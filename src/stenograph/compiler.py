@@ -96,9 +96,7 @@ class CacheEntry:
 
 
 def _same_items(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(
-        x is y or (type(x) in _LITERAL_TYPES and same_literal(x, y)) for x, y in zip(a, b)
-    )
+    return len(a) == len(b) and all(x is y or (type(x) in _LITERAL_TYPES and same_literal(x, y)) for x, y in zip(a, b))
 
 
 _LITERAL_TYPES = frozenset({int, float, bool, str, bytes, complex, tuple, type(None)})
@@ -155,8 +153,19 @@ def compile_frame(
                 _close_abandoned(traces)
                 torch._C._set_grad_enabled(grad_mode)
                 output, frame, transformed = _compile_break(
-                    fn, args, kwargs, reason, backend, backend_name, label, timing, graph_module, policy,
-                    eager_generators, traces, runtime,
+                    fn,
+                    args,
+                    kwargs,
+                    reason,
+                    backend,
+                    backend_name,
+                    label,
+                    timing,
+                    graph_module,
+                    policy,
+                    eager_generators,
+                    traces,
+                    runtime,
                 )
             break
         except Unsupported as reason:
@@ -190,8 +199,17 @@ def compile_frame(
     gm = graph_module[0] if graph_module else None
     like = signature_only(fn)
     return CacheEntry(
-        guard, transformed, gm, output.guards, code, label, capture_seconds, backend_seconds, like=like,
-        defaults=fn.__defaults__, kwdefaults=fn.__kwdefaults__,
+        guard,
+        transformed,
+        gm,
+        output.guards,
+        code,
+        label,
+        capture_seconds,
+        backend_seconds,
+        like=like,
+        defaults=fn.__defaults__,
+        kwdefaults=fn.__kwdefaults__,
     )
 
 
@@ -251,7 +269,12 @@ def _compile_break(
     internal = "".join(traceback.format_tb(reason.__traceback__))
     events.publish(
         events.GraphBreak(
-            fn.__code__, label, reason.reason, list(reason.user_stack), reason.instruction or inst.opname, internal,
+            fn.__code__,
+            label,
+            reason.reason,
+            list(reason.user_stack),
+            reason.instruction or inst.opname,
+            internal,
             kind=reason.kind,
         )
     )
@@ -299,8 +322,11 @@ def _graph_compiler(
         t0 = time.perf_counter()
         try:
             # backends that re-trace (AOTAutograd, Inductor) find our fake mode and ShapeEnv here
-            with torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)), \
-                    lstm_training_decomposition(gm, example_inputs), float_restart_requests(float_sources):
+            with (
+                torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)),
+                lstm_training_decomposition(gm, example_inputs),
+                float_restart_requests(float_sources),
+            ):
                 compiled = backend(backend_gm, backend_inputs)
         except StenographError:
             raise

@@ -155,9 +155,7 @@ class FrameCache:
         events.publish(events.FrameCompiled(self.code, label, entry, len(self.entries)))
         return entry.fn, full
 
-    def _give_up(
-        self, label: str, reason: str, cause: events.EagerCause, break_kind: BreakKind | None = None
-    ) -> None:
+    def _give_up(self, label: str, reason: str, cause: events.EagerCause, break_kind: BreakKind | None = None) -> None:
         self.eager_reason = reason
         events.publish(events.RunsEagerly(self.code, label, reason, cause, break_kind))
         warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=6)
@@ -365,8 +363,14 @@ def _nested(fn: types.FunctionType, entries: list[CacheEntry], miss: Any, fullgr
 
 
 def _dispatch_by_defaults(
-    entries: list[CacheEntry], miss: Any, fullgraph: bool, fn: types.FunctionType, prefix: tuple, /,
-    *args: Any, **kwargs: Any,
+    entries: list[CacheEntry],
+    miss: Any,
+    fullgraph: bool,
+    fn: types.FunctionType,
+    prefix: tuple,
+    /,
+    *args: Any,
+    **kwargs: Any,
 ) -> Any:
     """The lookup for a function with defaults: an entry is tried only if it was compiled with
     the same defaults (the same tuple, or equal literals), since its guard and code bind missing

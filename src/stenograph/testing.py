@@ -112,9 +112,7 @@ def same(
             return False
         return _same_tensor(a, b, tol, equal_nan, exact_dtype)
     if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-        if isinstance(a, list) != isinstance(b, list) or isinstance(a, tuple) != isinstance(
-            b, tuple
-        ):
+        if isinstance(a, list) != isinstance(b, list) or isinstance(a, tuple) != isinstance(b, tuple):
             return False
         if (hasattr(a, "_fields") or hasattr(b, "_fields")) and type(a) is not type(b):
             return False
@@ -136,9 +134,7 @@ def same(
     return type(a) is type(b) and a == b
 
 
-def _same_tensor(
-    a: torch.Tensor, b: torch.Tensor, tol: float, equal_nan: bool, exact_dtype: bool
-) -> bool:
+def _same_tensor(a: torch.Tensor, b: torch.Tensor, tol: float, equal_nan: bool, exact_dtype: bool) -> bool:
     if a.shape != b.shape or a.device != b.device:
         return False
     if exact_dtype and a.dtype != b.dtype:

@@ -55,8 +55,7 @@ def _compare(expected: Any, actual: Any, backend_name: str) -> None:
             ok = e == a
         if not ok:
             raise VerificationFailed(
-                f"backend {backend_name!r} differs from eager at output {i}: "
-                f"expected {_short(e)}, got {_short(a)}"
+                f"backend {backend_name!r} differs from eager at output {i}: expected {_short(e)}, got {_short(a)}"
             )
 
 

@@ -65,9 +65,7 @@ def test_mode_must_be_a_string() -> None:
 def test_mode_and_options_together_raise_like_torch_compile() -> None:
     with pytest.raises(InvalidBackend) as info:
         resolve_mode("default", {"max_autotune": True})
-    assert str(info.value) == (
-        "Either mode or options can be specified, but both can't be specified at the same time."
-    )
+    assert str(info.value) == ("Either mode or options can be specified, but both can't be specified at the same time.")
     with pytest.raises(InvalidBackend, match="Either mode or options"):
         resolve_mode("default", {})
 

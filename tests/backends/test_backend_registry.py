@@ -172,9 +172,7 @@ def test_importing_stenograph_imports_no_compiler() -> None:
         print(heavy)
         """
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
@@ -199,10 +197,7 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
 
     def set_eps(**mapping: str) -> None:
-        eps[:] = [
-            importlib.metadata.EntryPoint(name, value, ENTRY_POINT_GROUP)
-            for name, value in mapping.items()
-        ]
+        eps[:] = [importlib.metadata.EntryPoint(name, value, ENTRY_POINT_GROUP) for name, value in mapping.items()]
 
     return set_eps, calls
 
@@ -300,12 +295,9 @@ def test_entry_point_from_a_real_dist_info(monkeypatch: pytest.MonkeyPatch, tmp_
     _write_module(site, "steno_demo_backend", "def demo(gm, inputs):\n    return gm.forward\n")
     dist_info = site / "steno_demo_backend-0.1.dist-info"
     dist_info.mkdir()
-    (dist_info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: steno-demo-backend\nVersion: 0.1\n"
-    )
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: steno-demo-backend\nVersion: 0.1\n")
     (dist_info / "entry_points.txt").write_text(
-        f"[{ENTRY_POINT_GROUP}]\ndemo = steno_demo_backend:demo\n"
-        "demo_broken = steno_demo_backend:missing_attr\n"
+        f"[{ENTRY_POINT_GROUP}]\ndemo = steno_demo_backend:demo\ndemo_broken = steno_demo_backend:missing_attr\n"
     )
     monkeypatch.syspath_prepend(str(site))
 
@@ -316,9 +308,7 @@ def test_entry_point_from_a_real_dist_info(monkeypatch: pytest.MonkeyPatch, tmp_
         lookup_backend("demo_broken")
 
 
-def test_two_distributions_with_one_name_warn(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_two_distributions_with_one_name_warn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.syspath_prepend(str(tmp_path))
     _write_module(tmp_path, "steno_ext_dup", "def a(gm, i):\n    return gm.forward\n")
     eps = [

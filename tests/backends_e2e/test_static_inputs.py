@@ -97,7 +97,6 @@ def test_graph_without_parameters_is_left_alone():
 def test_inductor_backend_marks_before_compile_fx(monkeypatch, enabled):
     import torch._inductor.compile_fx as compile_fx_mod
 
-
     seen = []
 
     def fake_compile_fx(gm, example_inputs, config_patches=None):

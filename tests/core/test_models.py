@@ -145,9 +145,7 @@ def test_python_arithmetic_on_constants_is_folded(cnt):
         k = (((3 + 4) * 2 // 3 - 2**3 % 5) / 4.0 + (6 & 3 | 8) - (1 << 2) + (7 ^ 2) - -1.5) * 0.5
         return x * k
 
-    expected_k = (
-        ((3 + 4) * 2 // 3 - 2**3 % 5) / 4.0 + (6 & 3 | 8) - (1 << 2) + (7 ^ 2) - -1.5
-    ) * 0.5
+    expected_k = (((3 + 4) * 2 // 3 - 2**3 % 5) / 4.0 + (6 & 3 | 8) - (1 << 2) + (7 ^ 2) - -1.5) * 0.5
     _compile_one(fn, cnt, torch.randn(4))
     assert cnt.op_count == 1
     (gm,) = cnt.graphs

@@ -90,8 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", flush=True)
     elapsed = time.perf_counter() - start
-    print(f"\n{done} programs in {elapsed:.0f} s ({done / max(elapsed, 1e-9):.2f} programs/s), "
-          f"{bad_programs} with mismatches, {sum(kinds.values())} mismatches")
+    print(
+        f"\n{done} programs in {elapsed:.0f} s ({done / max(elapsed, 1e-9):.2f} programs/s), "
+        f"{bad_programs} with mismatches, {sum(kinds.values())} mismatches"
+    )
     for kind, count in kinds.most_common():
         print(f"  {count:5d}  {kind}")
     if warned:

@@ -56,6 +56,7 @@ def default_features(backend: str) -> frozenset[str]:
     """The features a fixed-seed run on `backend` uses: all but those off because of findings."""
     return ALL_FEATURES - {f for f, (_, backends) in DISABLED_BY_FINDINGS.items() if backend in backends}
 
+
 PARAMS = ("x", "y", "n", "s", "flag", "lst", "d", "mode", "obj")
 _TENSOR_KINDS = ("T", "R", "S")
 

@@ -84,8 +84,10 @@ def test_a_wrong_backend_is_caught(monkeypatch):
 def test_a_changed_global_is_caught():
     """A compiled run whose module state ends differently is reported (globals are compared)."""
     program = generate(3)
-    source = program.source.replace("def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):\n",
-                                    "def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):\n"
-                                    "    if stenograph.is_compiling():\n        G_LOG.append(1)\n")
+    source = program.source.replace(
+        "def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):\n",
+        "def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):\n"
+        "    if stenograph.is_compiling():\n        G_LOG.append(1)\n",
+    )
     mismatches, _ = check_program(dataclasses.replace(program, source=source), ("eager",))
     assert [m.what.split(":")[0] for m in mismatches][:1] == ["globals / class attributes"], mismatches

@@ -32,7 +32,5 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[.
     # lets the callee free inputs early); make_boxed_compiler adapts our plain-call compiler.
     nop = make_boxed_compiler(_nop_compiler)
     flat_gm, restore = with_flat_tuple_output(gm)
-    compiled = aot_module_simplified(
-        flat_gm, example_inputs, fw_compiler=nop, bw_compiler=nop, decompositions=None
-    )
+    compiled = aot_module_simplified(flat_gm, example_inputs, fw_compiler=nop, bw_compiler=nop, decompositions=None)
     return restore(compiled)

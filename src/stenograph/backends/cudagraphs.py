@@ -93,9 +93,7 @@ class _CudaGraphRunner:
     def _eager(self, args: Sequence[Any], why: str) -> Any:
         if not self.warned:
             self.warned = True
-            warnings.warn(
-                f"cudagraphs backend: running a graph eagerly because {why}", stacklevel=3
-            )
+            warnings.warn(f"cudagraphs backend: running a graph eagerly because {why}", stacklevel=3)
         return self.gm(*args)
 
     def __call__(self, *args: Any) -> Any:

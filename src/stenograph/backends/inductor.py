@@ -22,9 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["inductor", "inductor_backend"]
 
-def _compile(
-    gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any]
-) -> Callable[..., Any]:
+
+def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any]) -> Callable[..., Any]:
     # Imported here: torch._inductor takes seconds to import and most programs never need it.
     from torch._inductor.compile_fx import compile_fx
 
@@ -52,9 +51,7 @@ def inductor_backend(mode: str | None = None, options: dict[str, Any] | None = N
     """An Inductor backend bound to `mode` or `options`, validated now rather than at first call."""
     patches = resolve_mode(mode, options)
 
-    def inductor_with_patches(
-        gm: torch.fx.GraphModule, example_inputs: list[Any]
-    ) -> Callable[..., Any]:
+    def inductor_with_patches(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         return _compile(gm, example_inputs, patches)
 
     inductor_with_patches.__name__ = "inductor"

@@ -23,9 +23,7 @@ __all__ = ["lstm_training_decomposition"]
 
 
 def _has_lstm(gm: torch.fx.GraphModule) -> bool:
-    return any(
-        node.op == "call_function" and getattr(node.target, "__name__", "") == "lstm" for node in gm.graph.nodes
-    )
+    return any(node.op == "call_function" and getattr(node.target, "__name__", "") == "lstm" for node in gm.graph.nodes)
 
 
 def _needs_grad(example_inputs: list[Any]) -> bool:

@@ -31,9 +31,7 @@ from ..errors import InvalidBackend
 __all__ = ["BOTH_MODE_AND_OPTIONS", "resolve_mode", "valid_modes"]
 
 #: Same wording as torch.compile, so users searching the message find the same answers.
-BOTH_MODE_AND_OPTIONS = (
-    "Either mode or options can be specified, but both can't be specified at the same time."
-)
+BOTH_MODE_AND_OPTIONS = "Either mode or options can be specified, but both can't be specified at the same time."
 
 
 def _mode_table(dynamic: bool | None = None) -> dict[str, dict[str, Any]]:
@@ -58,16 +56,13 @@ def _check_option(key: Any, value: Any, current: dict[str, Any]) -> str:
     from torch._inductor import config
 
     if not isinstance(key, str):
-        raise InvalidBackend(
-            f"Inductor option names must be str, got {type(key).__name__}: {key!r}"
-        )
+        raise InvalidBackend(f"Inductor option names must be str, got {type(key).__name__}: {key!r}")
     name = key.replace("-", "_")  # torch.compile accepts "max-autotune" spellings of keys too
     if name not in current:
         close = difflib.get_close_matches(name, list(current), n=3)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         raise InvalidBackend(
-            f"unknown Inductor option {key!r}.{hint} "
-            "Valid options are the names in torch._inductor.list_options()."
+            f"unknown Inductor option {key!r}.{hint} Valid options are the names in torch._inductor.list_options()."
         )
     expected = config.get_type(name)
     # Subscripted generics (list[str], dict[...], Optional[...]) cannot be isinstance-checked.
@@ -75,8 +70,7 @@ def _check_option(key: Any, value: Any, current: dict[str, Any]) -> str:
         ok = isinstance(value, expected) or (expected is float and type(value) is int)
         if not ok:
             raise InvalidBackend(
-                f"Inductor option {key!r} must be {expected.__name__}, "
-                f"got {type(value).__name__} ({value!r})"
+                f"Inductor option {key!r} must be {expected.__name__}, got {type(value).__name__} ({value!r})"
             )
     return name
 
@@ -111,7 +105,5 @@ def resolve_mode(
     if mode not in table:
         close = difflib.get_close_matches(mode, list(table), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise InvalidBackend(
-            f"unknown mode {mode!r}.{hint} Valid modes: {', '.join(valid_modes())} (or None)."
-        )
+        raise InvalidBackend(f"unknown mode {mode!r}.{hint} Valid modes: {', '.join(valid_modes())} (or None).")
     return dict(table[mode])

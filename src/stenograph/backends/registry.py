@@ -127,23 +127,18 @@ def _normalise_tags(tags: Iterable[str] | str | None) -> tuple[str, ...]:
 def _register(fn: Callable[..., Any], name: str | None, tags: tuple[str, ...]) -> None:
     if not callable(fn):
         raise InvalidBackend(
-            f"register_backend needs a callable compiler_fn(gm, example_inputs), "
-            f"got {type(fn).__name__}: {fn!r}"
+            f"register_backend needs a callable compiler_fn(gm, example_inputs), got {type(fn).__name__}: {fn!r}"
         )
     if name is None:
         name = getattr(fn, "__name__", None)
         if not name or name == "<lambda>":
-            raise InvalidBackend(
-                "register_backend could not take a name from this callable; pass name=..."
-            )
+            raise InvalidBackend("register_backend could not take a name from this callable; pass name=...")
     if not isinstance(name, str) or not name:
         raise InvalidBackend(f"backend name must be a non-empty str, got {name!r}")
     with _lock:
         existing = _state.entries.get(name)
         if existing is not None:
-            same = existing.target is fn or (
-                isinstance(existing.target, str) and existing.target == _path_of(fn)
-            )
+            same = existing.target is fn or (isinstance(existing.target, str) and existing.target == _path_of(fn))
             if not same:
                 raise InvalidBackend(
                     f"backend name {name!r} is already registered ({existing.origin}: "
@@ -242,8 +237,7 @@ def _load_entry_point(name: str, ep: importlib.metadata.EntryPoint) -> _Entry:
         obj = ep.load()
     except Exception as exc:
         raise InvalidBackend(
-            f"backend {name!r} could not be loaded from {_ep_label(ep)}: "
-            f"{type(exc).__name__}: {exc}"
+            f"backend {name!r} could not be loaded from {_ep_label(ep)}: {type(exc).__name__}: {exc}"
         ) from exc
     if not callable(obj):
         raise InvalidBackend(

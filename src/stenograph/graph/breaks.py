@@ -134,8 +134,7 @@ class BreakWriter:
                 continue
             if id(var) in seen:
                 raise Unsupported(
-                    "an iterator reachable by two names (e.g. a loop over a local iterator) "
-                    "cannot cross a graph break",
+                    "an iterator reachable by two names (e.g. a loop over a local iterator) cannot cross a graph break",
                     hint="the frame runs eagerly; loop over the iterable itself",
                 )
             seen.add(id(var))

@@ -205,4 +205,3 @@ def build_returning(
     rebuild.replay(side_effects)
     writer.tail.append(f"return {return_expr}")
     return finish(writer, rebuild, input_sources, compile_graph, code, like, label, line)
-

@@ -309,8 +309,11 @@ class OutputGraph:
             if isinstance(f, torch.Tensor) or is_symbolic(f) or isinstance(f, (tuple, list)):
                 item = self.graph.create_node("call_function", operator.getitem, (node, i), {})
                 item.meta["example_value"] = f
-                items.append(self._wrap_items(item, f, describe, arguments) if isinstance(f, (tuple, list)) else
-                             self.wrap_result(item, f, describe, arguments))
+                items.append(
+                    self._wrap_items(item, f, describe, arguments)
+                    if isinstance(f, (tuple, list))
+                    else self.wrap_result(item, f, describe, arguments)
+                )
             else:
                 items.append(constant(f))
         if isinstance(fake, list):

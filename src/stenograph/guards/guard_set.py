@@ -134,7 +134,9 @@ class GuardSet:
             # 0.0 == -0.0, but math.copysign, atan2 and 1/x tell them apart
             sign = self.bind(math.copysign, "fn")
             self._add(
-                RANK_VALUE, source, f"{{v}} == 0.0 and {sign}(1.0, {{v}}) == {math.copysign(1.0, value)!r}",
+                RANK_VALUE,
+                source,
+                f"{{v}} == 0.0 and {sign}(1.0, {{v}}) == {math.copysign(1.0, value)!r}",
                 f"{source.name()} == {value!r}",
             )
         elif _has_signed_zero_or_nan(value):

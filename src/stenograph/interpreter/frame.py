@@ -262,7 +262,6 @@ class Frame:
                 cells[name] = cell
         child = Frame(code, fn.__globals__, dict(bound), cells, self.output, parent=self)
         if code.co_flags & 0x20:  # a generator: its body runs as it is iterated
-
             if code in self.output.eager_generators:
                 raise Unsupported(
                     f"generator {code.co_qualname} has a graph break in its body; it runs eagerly",

@@ -43,7 +43,8 @@ def exact_python_floats(gm: torch.fx.GraphModule) -> Callable[[Callable[..., Any
     outputs = gm.graph.output_node().args[0]
     scalar = _scalar_nodes(gm.graph)
     picked = [
-        i for i, node in enumerate(outputs)
+        i
+        for i, node in enumerate(outputs)
         if node in scalar and node.op != "placeholder" and isinstance(node.meta["example_value"], torch.SymFloat)
     ]
     if not picked:

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
+
 def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     """The tracker for `value`, guarded through `source` when there is one."""
     guards = tx.output.guards

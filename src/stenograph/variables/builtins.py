@@ -133,6 +133,7 @@ class BuiltinVariable(HandledFunctionVariable):
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "builtin")
 
+
 def _check_signature(fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> None:
     """Refuse a call whose arguments the handler does not model (eager raises or handles them)."""
     name = getattr(fn, "__name__", fn)

@@ -35,6 +35,7 @@ class BoundMethodVariable(Variable):
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.expr(self.obj)}.{self.name}"
 
+
 def _method_of(var: Variable, name: str) -> Variable:
     if not callable(getattr(var.python_type(), name, None)):
         raise Unsupported(f"{var.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
@@ -613,7 +614,12 @@ class LazyIteratorVariable(IteratorVariable):
     the loop body and a container changed meanwhile is read as it is now."""
 
     def __init__(
-        self, kind: str, sources: list[IteratorVariable], fn: Variable | None = None, *, count: int = 0,
+        self,
+        kind: str,
+        sources: list[IteratorVariable],
+        fn: Variable | None = None,
+        *,
+        count: int = 0,
         strict: bool = False,
     ) -> None:
         self.kind = kind  # "map", "filter", "zip" or "enumerate"
@@ -654,6 +660,7 @@ class LazyIteratorVariable(IteratorVariable):
 
     def _check_lengths(self, tx: Frame, exhausted: int) -> None:
         """`zip(strict=True)` reached the end of argument `exhausted`: CPython's ValueError."""
+
         def message(i: int, how: str) -> str:
             return f"zip() argument {i + 1} is {how} than argument{' ' if i == 1 else 's 1-'}{i}"
 
@@ -914,9 +921,7 @@ class SetVariable(Variable):
             # the real operation on the real tables: CPython's own result, in its own order
             table = getattr(self.table, _SET_RESULTS[name])(*[t for _, t in others])
             result = SetVariable({k: members[k] for k in table}, self.python_class, table=set(table))
-            result.layout_known = self.layout_known and all(
-                o.layout_known for o in args if isinstance(o, SetVariable)
-            )
+            result.layout_known = self.layout_known and all(o.layout_known for o in args if isinstance(o, SetVariable))
             return result
         elif name in ("issubset", "issuperset", "isdisjoint", "__eq__") and len(args) == 1:
             mine, theirs = set(self.members), set(_as_table(tx, args[0])[0])

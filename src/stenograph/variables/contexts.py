@@ -46,6 +46,7 @@ class GradModeContextVariable(Variable):
         cls = rebuild.writer.bind(self.cls, "cls")
         return f"{cls}({', '.join(repr(a) for a in self.args)})"
 
+
 class ContextExitVariable(Variable):
     """The bound `__exit__` that BEFORE_WITH leaves on the stack."""
 

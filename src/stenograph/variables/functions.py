@@ -191,6 +191,7 @@ class UserMethodVariable(Variable):
         method = rebuild.writer.bind(types.MethodType, "MethodType")
         return f"{method}({rebuild.writer.bind(self.fn, 'fn')}, {rebuild.expr(self.self_var)})"
 
+
 class ConstantMethodVariable(Variable):
     """A method of a Python constant (`"a,b".split`, `(1, 2).index`): evaluated now."""
 
@@ -214,11 +215,11 @@ class ConstantMethodVariable(Variable):
             raise_python_error(tx, e)
         return constant(result)
 
-
-# -- torch functions ---------------------------------------------------------------------------
+    # -- torch functions ---------------------------------------------------------------------------
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.constant(self.obj)}.{self.name}"
+
 
 class TorchOpVariable(Variable):
     """A torch function: calling it records a `call_function` node (or folds a constant)."""

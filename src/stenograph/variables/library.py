@@ -319,4 +319,3 @@ def _ordered_dict(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) 
     result = DictVariable({}, python_class=collections.OrderedDict)
     result.call_method(tx, "update", args, kwargs)
     return result
-

@@ -176,7 +176,6 @@ class UserObjectVariable(Variable):
             tx.output.guards.attribute_absent(self.source, self.value_object, name)
         return Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
-
     # -- protocols written in Python on the object's class ---------------------------------------
 
     def _dunder(self, tx: Frame, name: str, args: list[Variable]) -> Variable:
@@ -571,9 +570,7 @@ class GlobalsDictVariable(Variable):
             raise Unsupported(f"KeyError {name!r} in {self.describe()}")
         return wrap(tx, self.value_object[name], GlobalSource(name, self.value_object))
 
-    def call_method(
-        self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]
-    ) -> Variable:
+    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         if name == "get" and 1 <= len(args) <= 2 and not kwargs:

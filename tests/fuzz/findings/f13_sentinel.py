@@ -43,26 +43,30 @@ def _opaque(v):
 def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):
     v7 = opt is _MISSING
     return (v7,)
+
+
 _SHAPES = [(3, 3), (3, 3), (4, 3), (6, 3)]
 _N = [2, 2, -2, 2]
 _S = [1.5, 1.5, 1.5, 1.5]
 _FLAG = [False, False, False, True]
 _LST = [[2, -1], [2, -1], [-2], [2, -1, 7]]
-_D = [{'a': 1, 'b': 0}, {'a': 1, 'b': 0}, {'b': 2, 'c': 1}, {'a': 5, 'sum': 1}]
-_MODE = ['mean', 'mean', 'mean', 'sum']
+_D = [{"a": 1, "b": 0}, {"a": 1, "b": 0}, {"b": 2, "c": 1}, {"a": 5, "sum": 1}]
+_MODE = ["mean", "mean", "mean", "sum"]
 _OV = [1, 1, 1, 1]
 _OPT = [_MISSING, _MISSING, None, 3]
 _TSEED = [352, 352, 353, 354]
+
 
 def make_args(call):
     """Fresh arguments for call number `call` (calls 0 and 1 are equal)."""
     g = torch.Generator().manual_seed(_TSEED[call])
     a, b = _SHAPES[call]
     x, y = (torch.randn(a, b, generator=g), torch.randn(a, b, generator=g))
-    kwargs = {} if _OPT[call] is _MISSING else {'opt': _OPT[call]}
+    kwargs = {} if _OPT[call] is _MISSING else {"opt": _OPT[call]}
     lst, d = (list(_LST[call]), dict(_D[call]))
     args = (x, y, _N[call], _S[call], _FLAG[call], lst, d, _MODE[call], C0(_OV[call]))
     return (args, kwargs)
+
 
 def before_call(call):
     """What changes outside f before call number `call`."""

@@ -50,7 +50,7 @@ def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):
     if torch.tensor(G_SCALE) > -1.0:
         v3 -= x
     else:
-        if (mode == 'mean'):
+        if mode == "mean":
             torch.manual_seed(4)
             v4 = torch.rand(x.shape[1])
             torch.manual_seed(4)
@@ -62,7 +62,7 @@ def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):
             v8 = v7 is x
             y.mul_(-1.0)
     v9 = (y / (v3.abs() + 1)).norm()
-    if (not flag):
+    if not flag:
         for i10 in range(1):
             v11 = torch.ones_like(v3)
             x.mul_(-1.0)
@@ -73,22 +73,28 @@ def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):
             y[0] = torch.cos(x[0])
     else:
         x += h0(y, v9)
-        if ('a' in d):
-            v13 = (opt is None)
+        if "a" in d:
+            v13 = opt is None
     lst.append(x.dim())
     v14 = len(lst)
     for i15 in range(3):
         ts16 = [y * i + 1 for i in range(2)]
         v17 = ts16[-1]
     v18 = torch.ones_like(y)
-    if ((math.copysign(1.0, s) < 0) and (x.dim() == 2)):
+    if (math.copysign(1.0, s) < 0) and (x.dim() == 2):
         v19 = dict(d)
         try:
             v20 = lst[n]
         except (IndexError, KeyError):
             v20 = sum(lst)
         v21 = obj.scaled(s)
-    return (x, v9, v18, v3, rng_acc,)
+    return (
+        x,
+        v9,
+        v18,
+        v3,
+        rng_acc,
+    )
 
 
 _SHAPES = [(2, 3), (2, 3), (3, 3), (3, 3)]
@@ -96,8 +102,8 @@ _N = [3, 3, 4, -2]
 _S = [-0.0, -0.0, 1.5, 0.0]
 _FLAG = [False, False, False, True]
 _LST = [[], [], [5, 0, 0, -1], [7]]
-_D = [{'a': 2, 'b': 1}, {'a': 2, 'b': 1}, {'b': 2, 'c': 1}, {'a': 5, 'sum': 1}]
-_MODE = ['sum', 'sum', 'sum', 'mean']
+_D = [{"a": 2, "b": 1}, {"a": 2, "b": 1}, {"b": 2, "c": 1}, {"a": 5, "sum": 1}]
+_MODE = ["sum", "sum", "sum", "mean"]
 _OV = [0, 0, 0, 1]
 _OPT = [_MISSING, _MISSING, None, 3]
 _TSEED = [96, 96, 97, 98]
@@ -108,7 +114,7 @@ def make_args(call):
     g = torch.Generator().manual_seed(_TSEED[call])
     a, b = _SHAPES[call]
     x, y = torch.randn(a, b, generator=g), torch.randn(a, b, generator=g)
-    kwargs = {} if _OPT[call] is _MISSING else {'opt': _OPT[call]}
+    kwargs = {} if _OPT[call] is _MISSING else {"opt": _OPT[call]}
     lst, d = list(_LST[call]), dict(_D[call])
     args = (x, y, _N[call], _S[call], _FLAG[call], lst, d, _MODE[call], C0(_OV[call]))
     return args, kwargs

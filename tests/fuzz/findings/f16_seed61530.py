@@ -50,11 +50,17 @@ def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):
         w3 = 0
         while w3 < min(abs(n), 3):
             w3 += 1
-            v4 = ((x.shape[0] + n) < (len(d) + C0.k))
+            v4 = (x.shape[0] + n) < (len(d) + C0.k)
             v1 *= 0.0
         v5 = obj.scaled(x.sum().item())
     v6 = x.mean(0)
-    return (v6, v1, x, rng_acc, lst,)
+    return (
+        v6,
+        v1,
+        x,
+        rng_acc,
+        lst,
+    )
 
 
 _SHAPES = [(3, 5), (3, 5), (3, 7), (6, 5)]
@@ -62,8 +68,8 @@ _N = [0, 0, 0, 1]
 _S = [-0.0, -0.0, 0.0, 0.25]
 _FLAG = [True, True, True, False]
 _LST = [[1, 2, -2, -2], [1, 2, -2, -2], [-2, -2, 5, 0], [1, 2, -2, -2, 7]]
-_D = [{'a': 0, 'b': 3}, {'a': 0, 'b': 3}, {'b': 2, 'c': 1}, {'a': 5, 'sum': 1}]
-_MODE = ['mean', 'mean', 'mean', 'sum']
+_D = [{"a": 0, "b": 3}, {"a": 0, "b": 3}, {"b": 2, "c": 1}, {"a": 5, "sum": 1}]
+_MODE = ["mean", "mean", "mean", "sum"]
 _OV = [3, 3, 2, 0]
 _OPT = [_MISSING, _MISSING, None, 3]
 _TSEED = [530, 530, 531, 532]
@@ -74,7 +80,7 @@ def make_args(call):
     g = torch.Generator().manual_seed(_TSEED[call])
     a, b = _SHAPES[call]
     x, y = torch.randn(a, b, generator=g), torch.randn(a, b, generator=g)
-    kwargs = {} if _OPT[call] is _MISSING else {'opt': _OPT[call]}
+    kwargs = {} if _OPT[call] is _MISSING else {"opt": _OPT[call]}
     lst, d = list(_LST[call]), dict(_D[call])
     args = (x, y, _N[call], _S[call], _FLAG[call], lst, d, _MODE[call], C0(_OV[call]))
     return args, kwargs

@@ -50,26 +50,30 @@ def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):
             pass
         v6 = torch.stack(ts5).sum(0)
         v6 += y.reshape(-1).reshape(y.shape).reshape(-1).reshape(y.reshape(-1).reshape(y.shape).shape)
+
+
 _SHAPES = [(3, 3), (3, 3), (3, 5), (6, 3)]
 _N = [3, 3, 1, -1]
 _S = [-0.0, -0.0, 0.25, -0.0]
 _FLAG = [False, False, False, True]
 _LST = [[4, 5], [4, 5], [3, 1, -2, 2, -2], [4, 5, 7]]
-_D = [{'a': 2, 'b': 3}, {'a': 2, 'b': 3}, {'b': 2, 'c': 1}, {'a': 5, 'sum': 1}]
-_MODE = ['mean', 'mean', 'mean', 'sum']
+_D = [{"a": 2, "b": 3}, {"a": 2, "b": 3}, {"b": 2, "c": 1}, {"a": 5, "sum": 1}]
+_MODE = ["mean", "mean", "mean", "sum"]
 _OV = [2, 2, 1, 1]
 _OPT = [_MISSING, _MISSING, None, 3]
 _TSEED = [21, 21, 22, 23]
+
 
 def make_args(call):
     """Fresh arguments for call number `call` (calls 0 and 1 are equal)."""
     g = torch.Generator().manual_seed(_TSEED[call])
     a, b = _SHAPES[call]
     x, y = (torch.randn(a, b, generator=g), torch.randn(a, b, generator=g))
-    kwargs = {} if _OPT[call] is _MISSING else {'opt': _OPT[call]}
+    kwargs = {} if _OPT[call] is _MISSING else {"opt": _OPT[call]}
     lst, d = (list(_LST[call]), dict(_D[call]))
     args = (x, y, _N[call], _S[call], _FLAG[call], lst, d, _MODE[call], C0(_OV[call]))
     return (args, kwargs)
+
 
 def before_call(call):
     """What changes outside f before call number `call`."""

@@ -47,7 +47,7 @@ def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):
         torch.manual_seed(6)
         v1 = torch.rand(x.shape[1])
         if y.sum() > 0:
-            y[0] = (v1 + x.sum())
+            y[0] = v1 + x.sum()
         else:
             v2 = obj.scaled(s)
     else:
@@ -73,7 +73,7 @@ def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):
         w13 = 0
         while w13 < 2:
             w13 += 1
-            d['a'] = (n % 3)
+            d["a"] = n % 3
     if torch.tanh(v7) > -1.0:
         v14 = torch.sin(torch.sin(y))
         st15 = {v % 3 for v in lst}
@@ -83,10 +83,13 @@ def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):
             v17 = torch.randn_like(x)
         else:
             G_COUNT += 1
-    v18 = ((x[0] * x[0]) * x[-1])
+    v18 = (x[0] * x[0]) * x[-1]
     ts19 = [y * i + 1 for i in range(2)]
     v20 = sum(ts19)
-    return (v18, rng_acc,)
+    return (
+        v18,
+        rng_acc,
+    )
 
 
 _SHAPES = [(3, 3), (3, 3), (3, 5), (6, 3)]
@@ -94,8 +97,8 @@ _N = [3, 3, 1, -1]
 _S = [-0.0, -0.0, 0.25, -0.0]
 _FLAG = [False, False, False, True]
 _LST = [[4, 5], [4, 5], [3, 1, -2, 2, -2], [4, 5, 7]]
-_D = [{'a': 2, 'b': 3}, {'a': 2, 'b': 3}, {'b': 2, 'c': 1}, {'a': 5, 'sum': 1}]
-_MODE = ['mean', 'mean', 'mean', 'sum']
+_D = [{"a": 2, "b": 3}, {"a": 2, "b": 3}, {"b": 2, "c": 1}, {"a": 5, "sum": 1}]
+_MODE = ["mean", "mean", "mean", "sum"]
 _OV = [2, 2, 1, 1]
 _OPT = [_MISSING, _MISSING, None, 3]
 _TSEED = [21, 21, 22, 23]
@@ -106,7 +109,7 @@ def make_args(call):
     g = torch.Generator().manual_seed(_TSEED[call])
     a, b = _SHAPES[call]
     x, y = torch.randn(a, b, generator=g), torch.randn(a, b, generator=g)
-    kwargs = {} if _OPT[call] is _MISSING else {'opt': _OPT[call]}
+    kwargs = {} if _OPT[call] is _MISSING else {"opt": _OPT[call]}
     lst, d = list(_LST[call]), dict(_D[call])
     args = (x, y, _N[call], _S[call], _FLAG[call], lst, d, _MODE[call], C0(_OV[call]))
     return args, kwargs
