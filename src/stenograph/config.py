@@ -76,6 +76,14 @@ class _Config(types.ModuleType):
             raise InvalidConfig(f"stenograph.config.{name} must be >= 0, got {value}")
         self.__dict__["_values"][key] = value
 
+    def __delattr__(self, name: str) -> None:
+        """`del config.x` restores the default (pytest's monkeypatch undoes a patch this way)."""
+        if name.startswith("_") and name not in _ALIASES:
+            super().__delattr__(name)
+            return
+        key = self._canonical(name)
+        self.__dict__["_values"][key] = _DEFAULTS[key]
+
     def patch(self, **changes: Any) -> contextlib.AbstractContextManager:
         """Change settings for a `with` block or a decorated function, then restore them."""
         for name in changes:

@@ -68,10 +68,10 @@ def test_global_inductor_config_counts() -> None:
     assert generations_used(stenograph.compile(passthrough), torch.ones(2)) == 0
 
 
-def test_other_backends_never_mark(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_other_backends_never_mark() -> None:
     assert generations_used(stenograph.compile(passthrough, backend="eager"), torch.ones(2)) == 0
-    monkeypatch.setattr(stenograph.config, "cudagraph_call_marks", False)
-    assert generations_used(stenograph.compile(passthrough, mode="reduce-overhead"), torch.ones(2)) == 0
+    with stenograph.config.patch(cudagraph_call_marks=False):
+        assert generations_used(stenograph.compile(passthrough, mode="reduce-overhead"), torch.ones(2)) == 0
 
 
 def test_marked_wrapper_keeps_the_entry_attributes() -> None:

@@ -104,8 +104,8 @@ def test_inductor_backend_marks_before_compile_fx(monkeypatch, enabled):
         return gm.forward
 
     monkeypatch.setattr(compile_fx_mod, "compile_fx", fake_compile_fx)
-    monkeypatch.setattr(stenograph.config, "mark_static_inputs", enabled)
     model = SmallCNN().eval()
     x = torch.randn(2, 3, 8, 8)
-    torch.testing.assert_close(stenograph.compile(model)(x), model(x))
+    with stenograph.config.patch(mark_static_inputs=enabled):
+        torch.testing.assert_close(stenograph.compile(model)(x), model(x))
     assert seen == ([None] if enabled else ["absent"])

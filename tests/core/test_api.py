@@ -240,6 +240,17 @@ def test_config_patch_as_decorator():
     assert stenograph.config.recompile_limit == 8
 
 
+def test_config_monkeypatched_and_restored():
+    """pytest's monkeypatch (9.2+ deletes what it found missing from a module's __dict__): the
+    setting reads the patched value, and undoing the patch restores the default."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stenograph.config, "recompile_limit", 3)
+        assert stenograph.config.recompile_limit == 3
+    assert stenograph.config.recompile_limit == 8
+    with pytest.raises(InvalidConfig):
+        del stenograph.config.no_such_setting
+
+
 def test_compile_a_c_function(cnt):
     """torch.sin and torch.cos compiled directly: one graph each, eager results, name kept."""
     x = torch.randn(4)
