@@ -20,6 +20,7 @@ import torch.fx
 from . import config, events
 from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
+from .bytecode.instructions import decoded
 from .errors import BackendCompilerFailed, BreakKind, StenographError, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
@@ -30,7 +31,7 @@ from .guards.failures import GuardFailure
 from .guards.guard_set import same_literal
 from .guards.pyfunc import signature_only
 from .guards.sources import ClosureSource, LocalSource
-from .interpreter.frame import Frame, decode
+from .interpreter.frame import Frame
 from .shapes.dynamic import DynamicPolicy
 from .shapes.exact_floats import exact_python_floats
 from .shapes.fake import is_symbolic
@@ -248,7 +249,7 @@ def _compile_break(
     """Trace again up to the unsupported instruction and build the breaking transformed code."""
     index = reason.break_index
     assert index is not None
-    inst = decode(fn.__code__).instructions[index]
+    inst = decoded(fn.__code__).instructions[index]
     if not can_break_at(inst):
         raise reason
     output, frame, result = _trace(fn, args, kwargs, index, policy, eager_generators, traces)

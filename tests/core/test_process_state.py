@@ -45,9 +45,7 @@ def test_registry_names_the_process_state() -> None:
     assert {"entry.caches", "entry.module_callers", "graph.resume", "events.numbering"} <= names
     memos = set(process_state.names(memos=True)) - names
     assert {
-        "bytecode.decoded",
-        "interpreter.decoded",
-        "interpreter.exception_tables",
+        "bytecode.decoded",  # the one decoder: the interpreter and the break writer share it
         "interpreter.opcode_tables",
     } <= memos
 

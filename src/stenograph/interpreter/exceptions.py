@@ -11,11 +11,9 @@ instruction runs eagerly and raises there.
 from __future__ import annotations
 
 import types
-import weakref
 from typing import TYPE_CHECKING
 
-from .. import process_state
-from ..bytecode.instructions import ExceptionEntry, exception_entries
+from ..bytecode.instructions import ExceptionEntry, decoded
 from ..errors import Unsupported
 from ..variables.base import Variable, constant
 from ..variables.exceptions import TracedException
@@ -36,19 +34,9 @@ def exception_value(tx: Frame, raised: Variable) -> Variable:
     raise Unsupported(f"raise of {raised.describe()}, which is not a traced exception")
 
 
-_tables: weakref.WeakKeyDictionary[types.CodeType, list[ExceptionEntry]] = weakref.WeakKeyDictionary()
-process_state.register_containers("interpreter.exception_tables", _tables, memo=True)
-
-
 def handler_for(code: types.CodeType, offset: int) -> ExceptionEntry | None:
     """The exception-table entry covering the instruction at `offset`, if any."""
-    entries = _tables.get(code)
-    if entries is None:
-        entries = _tables[code] = exception_entries(code)
-    for entry in entries:
-        if entry.start <= offset < entry.end:
-            return entry
-    return None
+    return decoded(code).handler_at(offset)
 
 
 def unwind_to_handler(tx: Frame, exc: TracedException) -> bool:

@@ -8,16 +8,14 @@ that shares this frame's `OutputGraph`, so one graph spans the whole call tree.
 
 from __future__ import annotations
 
-import dis
 import linecache
 import types
-import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .. import config, process_state
+from .. import config
+from ..bytecode.instructions import Instr, decoded
 from ..errors import BreakKind, Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
@@ -29,26 +27,6 @@ from ..variables.trace_rules import is_literal, is_trusted_module
 from .binding import bind_arguments
 from .exceptions import TracedException, uncaught, unwind_to_handler
 from .opcodes import handlers_for_running_python
-
-
-@dataclass
-class DecodedCode:
-    instructions: list[dis.Instruction]
-    index_of_offset: dict[int, int]
-
-
-# weak: a decoded code object goes when the code does
-_decoded: weakref.WeakKeyDictionary[types.CodeType, DecodedCode] = weakref.WeakKeyDictionary()
-process_state.register_containers("interpreter.decoded", _decoded, memo=True)
-
-
-def decode(code: types.CodeType) -> DecodedCode:
-    found = _decoded.get(code)
-    if found is None:
-        instructions = list(dis.get_instructions(code))
-        found = DecodedCode(instructions, {inst.offset: i for i, inst in enumerate(instructions)})
-        _decoded[code] = found
-    return found
 
 
 class Frame:
@@ -72,11 +50,11 @@ class Frame:
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
         self.stack: list[Variable] = []
-        decoded = decode(code)
-        self.instructions = decoded.instructions
-        self.index_of_offset = decoded.index_of_offset
+        decoding = decoded(code)  # cached per code object, shared with the bytecode layer
+        self.instructions = decoding.instructions
+        self.index_of_offset = decoding.index_of_offset
         self.ip = 0
-        self.current: dis.Instruction | None = None
+        self.current: Instr | None = None
         self.line = code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
         self.return_value: Variable | None = None

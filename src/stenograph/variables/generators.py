@@ -11,7 +11,7 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING
 
-from ..bytecode.instructions import exception_entries
+from ..bytecode.instructions import decoded, exception_entries
 from ..errors import Unsupported
 from ..interpreter.exceptions import handler_for
 from .base import Variable
@@ -68,11 +68,7 @@ class GeneratorVariable(IteratorVariable):
 
 def _is_stop_iteration_guard(code: types.CodeType, target: int) -> bool:
     """3.12 wraps every generator body in a handler turning StopIteration into RuntimeError."""
-    # cycle: interpreter.frame imports variables.generators at module level
-    from ..interpreter.frame import decode
-
-    decoded = decode(code)
-    inst = decoded.instructions[decoded.index_of_offset[target]]
+    inst = decoded(code).at(target)
     return inst.opname == "CALL_INTRINSIC_1" and inst.argrepr == "INTRINSIC_STOPITERATION_ERROR"
 
 
