@@ -16,7 +16,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_ROOT), str(_ROOT / "tests")]  # the tests' models, and their `helpers`
 
 import stenograph  # noqa: E402
 from stenograph.testing import CompileCounter  # noqa: E402
