@@ -15,7 +15,7 @@ import torch
 
 import stenograph
 from stenograph import BreakKind, events
-from stenograph.bytecode.resume import (
+from stenograph.bytecode.resume_code import (
     ITERATOR_FROM_TUPLE,
     NULL_STACK_ENTRY,
     VALUE_STACK_ENTRY,

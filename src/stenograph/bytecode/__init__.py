@@ -20,7 +20,7 @@ from .instructions import (
     exception_entries,
     jump_target,
 )
-from .resume import (
+from .resume_code import (
     ITERATOR_FROM_TUPLE,
     NULL_STACK_ENTRY,
     VALUE_STACK_ENTRY,

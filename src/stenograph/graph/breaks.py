@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..bytecode.instructions import exception_entries
-from ..bytecode.resume import (
+from ..bytecode.resume_code import (
     ITERATOR_FROM_TUPLE,
     NULL_STACK_ENTRY,
     VALUE_STACK_ENTRY,

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import process_state
 from ..bytecode.instructions import decoded
-from ..bytecode.resume import (
+from ..bytecode.resume_code import (
     SlotKind,
     build_resume_code,
     original_offsets,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..bytecode.resume import ITERATOR_FROM_TUPLE, VALUE_STACK_ENTRY, SlotKind
+from ..bytecode.resume_code import ITERATOR_FROM_TUPLE, VALUE_STACK_ENTRY, SlotKind
 
 if TYPE_CHECKING:
     from ..variables.base import Variable

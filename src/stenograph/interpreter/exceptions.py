@@ -23,12 +23,12 @@ if TYPE_CHECKING:
     from .frame import Frame
 
 
-def exception_value(tx: Frame, raised: Variable) -> Variable:
+def exception_value(frame: Frame, raised: Variable) -> Variable:
     """What `raise X` raises: an instance, or a new instance when X is a class."""
     if raised.is_constant() and isinstance(raised.as_constant(), type):
         cls = raised.as_constant()
         if issubclass(cls, BaseException):
-            return instantiate(tx, cls, [], {})
+            return instantiate(frame, cls, [], {})
     if isinstance(raised, NewObjectVariable) and issubclass(raised.cls, BaseException):
         return raised
     raise Unsupported(f"raise of {raised.describe()}, which is not a traced exception")
@@ -39,18 +39,18 @@ def handler_for(code: types.CodeType, offset: int) -> ExceptionEntry | None:
     return decoded(code).handler_at(offset)
 
 
-def unwind_to_handler(tx: Frame, exc: TracedException) -> bool:
+def unwind_to_handler(frame: Frame, exc: TracedException) -> bool:
     """Jump to the handler of the current instruction, as CPython's unwinding does."""
-    if tx.current is None:
+    if frame.current is None:
         return False
-    entry = handler_for(tx.code, tx.current.offset)
+    entry = handler_for(frame.code, frame.current.offset)
     if entry is None:
         return False
-    del tx.stack[entry.depth :]
+    del frame.stack[entry.depth :]
     if entry.lasti:
-        tx.push(constant(tx.current.offset))
-    tx.push(exc.value)
-    tx.jump_to(entry.target)
+        frame.push(constant(frame.current.offset))
+    frame.push(exc.value)
+    frame.jump_to(entry.target)
     return True
 
 

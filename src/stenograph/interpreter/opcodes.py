@@ -21,7 +21,7 @@ from functools import cache
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import process_state
-from ..bytecode.resume import NULL_STACK_ENTRY, VALUE_STACK_ENTRY
+from ..bytecode.resume_code import NULL_STACK_ENTRY, VALUE_STACK_ENTRY
 from ..errors import Unsupported
 from ..variables import operators
 from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
@@ -123,7 +123,7 @@ def _jumps_if(test: str) -> Rendering:
 
 @op("NOP", "RESUME", "CACHE", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS")
 @op("PRECALL", max_ver=(3, 11))
-def _nop(f: Frame, inst: dis.Instruction) -> None:
+def _nop(frame: Frame, inst: dis.Instruction) -> None:
     return None
 
 
@@ -131,68 +131,68 @@ def _nop(f: Frame, inst: dis.Instruction) -> None:
 
 
 @op("POP_TOP")
-def _pop_top(f: Frame, inst: dis.Instruction) -> None:
-    f.pop()
+def _pop_top(frame: Frame, inst: dis.Instruction) -> None:
+    frame.pop()
 
 
 @op("PUSH_NULL")
-def _push_null(f: Frame, inst: dis.Instruction) -> None:
-    f.push(NULL)
+def _push_null(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(NULL)
 
 
 @op("COPY")
-def _copy(f: Frame, inst: dis.Instruction) -> None:
-    f.push(f.stack[-inst.arg])
+def _copy(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(frame.stack[-inst.arg])
 
 
 @op("SWAP")
-def _swap(f: Frame, inst: dis.Instruction) -> None:
-    f.stack[-1], f.stack[-inst.arg] = f.stack[-inst.arg], f.stack[-1]
+def _swap(frame: Frame, inst: dis.Instruction) -> None:
+    frame.stack[-1], frame.stack[-inst.arg] = frame.stack[-inst.arg], frame.stack[-1]
 
 
 # -- loads and stores ---------------------------------------------------------------------------
 
 
 @op("LOAD_CONST")
-def _load_const(f: Frame, inst: dis.Instruction) -> None:
-    f.push(constant(inst.argval))
+def _load_const(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant(inst.argval))
 
 
 @op("LOAD_FAST")
 @op("LOAD_FAST_CHECK", min_ver=(3, 12))
-def _load_fast(f: Frame, inst: dis.Instruction) -> None:
-    f.push(f.load_local(inst.argval))
+def _load_fast(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(frame.load_local(inst.argval))
 
 
 @op("LOAD_FAST_AND_CLEAR", min_ver=(3, 12))
-def _load_fast_and_clear(f: Frame, inst: dis.Instruction) -> None:
-    if inst.argval in f.locals:
-        value = f.load_local(inst.argval)
-        del f.locals[inst.argval]
-        f.push(value)
+def _load_fast_and_clear(frame: Frame, inst: dis.Instruction) -> None:
+    if inst.argval in frame.locals:
+        value = frame.load_local(inst.argval)
+        del frame.locals[inst.argval]
+        frame.push(value)
     else:
-        f.push(NULL)
+        frame.push(NULL)
 
 
 @op("STORE_FAST")
-def _store_fast(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
+def _store_fast(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.pop()
     if isinstance(value, NullVariable):
-        f.locals.pop(inst.argval, None)  # restoring an unbound comprehension variable (3.12)
+        frame.locals.pop(inst.argval, None)  # restoring an unbound comprehension variable (3.12)
     else:
-        f.locals[inst.argval] = value
+        frame.locals[inst.argval] = value
 
 
 @op("DELETE_FAST")
-def _delete_fast(f: Frame, inst: dis.Instruction) -> None:
-    f.locals.pop(inst.argval, None)
+def _delete_fast(frame: Frame, inst: dis.Instruction) -> None:
+    frame.locals.pop(inst.argval, None)
 
 
 @op("LOAD_GLOBAL")
-def _load_global(f: Frame, inst: dis.Instruction) -> None:
+def _load_global(frame: Frame, inst: dis.Instruction) -> None:
     if inst.arg & 1:
-        f.push(NULL)
-    f.push(f.load_global(inst.argval))
+        frame.push(NULL)
+    frame.push(frame.load_global(inst.argval))
 
 
 def _store_global_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -200,42 +200,42 @@ def _store_global_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 
 @op("STORE_GLOBAL", eager=_store_global_eager)
-def _store_global(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    f.output.side_effects.global_written(f.f_globals, inst.argval, value)
-    f.output.global_cache[(id(f.f_globals), inst.argval)] = value
+def _store_global(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.pop()
+    frame.output.side_effects.global_written(frame.f_globals, inst.argval, value)
+    frame.output.global_cache[(id(frame.f_globals), inst.argval)] = value
 
 
 @op("LOAD_DEREF")
 @op("LOAD_CLASSDEREF", max_ver=(3, 11))
-def _load_deref(f: Frame, inst: dis.Instruction) -> None:
-    f.push(f.load_cell(inst.argval))
+def _load_deref(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(frame.load_cell(inst.argval))
 
 
 @op("STORE_DEREF")
-def _store_deref(f: Frame, inst: dis.Instruction) -> None:
-    cell = f.cells.get(inst.argval)
+def _store_deref(frame: Frame, inst: dis.Instruction) -> None:
+    cell = frame.cells.get(inst.argval)
     if cell is None:
-        f.cells[inst.argval] = cell = Cell()
-        cell.owner = (f.code, inst.argval)
-    cell.write(f, f.pop())
+        frame.cells[inst.argval] = cell = Cell()
+        cell.owner = (frame.code, inst.argval)
+    cell.write(frame, frame.pop())
 
 
 @op("DELETE_DEREF")
-def _delete_deref(f: Frame, inst: dis.Instruction) -> None:
-    cell = f.cells.get(inst.argval)
+def _delete_deref(frame: Frame, inst: dis.Instruction) -> None:
+    cell = frame.cells.get(inst.argval)
     if cell is None or cell.real is not None:
         raise Unsupported(f"deleting closure variable {inst.argval!r}")
     cell.contents = None
 
 
 @op("LOAD_CLOSURE")
-def _load_closure(f: Frame, inst: dis.Instruction) -> None:
-    cell = f.cells.get(inst.argval)
+def _load_closure(frame: Frame, inst: dis.Instruction) -> None:
+    cell = frame.cells.get(inst.argval)
     if cell is None:
-        f.cells[inst.argval] = cell = Cell()
-        cell.owner = (f.code, inst.argval)
-    f.push(CellVariable(cell))
+        frame.cells[inst.argval] = cell = Cell()
+        cell.owner = (frame.code, inst.argval)
+    frame.push(CellVariable(cell))
 
 
 def _loads_attr(pushes_null: Callable[[dis.Instruction], bool]) -> Rendering:
@@ -249,110 +249,110 @@ def _loads_attr(pushes_null: Callable[[dis.Instruction], bool]) -> Rendering:
 
 
 @op("LOAD_ATTR", min_ver=(3, 12), eager=_loads_attr(lambda inst: bool(inst.arg & 1)))
-def _load_attr_312(f: Frame, inst: dis.Instruction) -> None:
-    obj = f.pop()
+def _load_attr_312(frame: Frame, inst: dis.Instruction) -> None:
+    obj = frame.pop()
     if inst.arg & 1:
-        f.push(NULL)
-    f.push(obj.getattr(f, inst.argval))
+        frame.push(NULL)
+    frame.push(obj.getattr(frame, inst.argval))
 
 
 @op("LOAD_ATTR", max_ver=(3, 11), eager=_loads_attr(lambda inst: False))
-def _load_attr_311(f: Frame, inst: dis.Instruction) -> None:
-    f.push(f.pop().getattr(f, inst.argval))
+def _load_attr_311(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(frame.pop().getattr(frame, inst.argval))
 
 
 @op("LOAD_METHOD", max_ver=(3, 11), eager=_loads_attr(lambda inst: True))
-def _load_method(f: Frame, inst: dis.Instruction) -> None:
-    obj = f.pop()
-    f.push(NULL)
-    f.push(obj.getattr(f, inst.argval))
+def _load_method(frame: Frame, inst: dis.Instruction) -> None:
+    obj = frame.pop()
+    frame.push(NULL)
+    frame.push(obj.getattr(frame, inst.argval))
 
 
 @op("STORE_ATTR", eager=_performs("{1}.{argval} = {0}", 2))
-def _store_attr(f: Frame, inst: dis.Instruction) -> None:
-    obj = f.pop()
-    value = f.pop()
-    obj.setattr(f, inst.argval, value)
+def _store_attr(frame: Frame, inst: dis.Instruction) -> None:
+    obj = frame.pop()
+    value = frame.pop()
+    obj.setattr(frame, inst.argval, value)
 
 
 @op("IMPORT_NAME")
-def _import_name(f: Frame, inst: dis.Instruction) -> None:
+def _import_name(frame: Frame, inst: dis.Instruction) -> None:
     """`import m` of a module that is already imported: no code runs, so it is just a lookup."""
-    fromlist = f.pop().as_constant()
-    level = f.pop().as_constant()
+    fromlist = frame.pop().as_constant()
+    level = frame.pop().as_constant()
     name = inst.argval
-    absolute = importlib.util.resolve_name("." * level + name, f.f_globals.get("__package__")) if level else name
+    absolute = importlib.util.resolve_name("." * level + name, frame.f_globals.get("__package__")) if level else name
     if absolute not in sys.modules:
         raise Unsupported(f"import of {absolute}, which is not imported yet (importing runs its code)")
     module = sys.modules[absolute] if fromlist or level else sys.modules[absolute.partition(".")[0]]
-    f.push(wrap(f, module, None))
+    frame.push(wrap(frame, module, None))
 
 
 @op("IMPORT_FROM")
-def _import_from(f: Frame, inst: dis.Instruction) -> None:
-    f.push(f.stack[-1].getattr(f, inst.argval))
+def _import_from(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(frame.stack[-1].getattr(frame, inst.argval))
 
 
 @op("DELETE_ATTR")
-def _delete_attr(f: Frame, inst: dis.Instruction) -> None:
-    f.pop().delattr(f, inst.argval)
+def _delete_attr(frame: Frame, inst: dis.Instruction) -> None:
+    frame.pop().delattr(frame, inst.argval)
 
 
 @op("LOAD_SUPER_ATTR", min_ver=(3, 12))
-def _load_super_attr(f: Frame, inst: dis.Instruction) -> None:
-    obj = f.pop()
-    cls = f.pop()
-    f.pop()  # the global `super`
-    attr = SuperVariable(cls.as_constant(), obj).getattr(f, inst.argval)
+def _load_super_attr(frame: Frame, inst: dis.Instruction) -> None:
+    obj = frame.pop()
+    cls = frame.pop()
+    frame.pop()  # the global `super`
+    attr = SuperVariable(cls.as_constant(), obj).getattr(frame, inst.argval)
     if inst.arg & 1:
-        f.push(NULL)
-    f.push(attr)
+        frame.push(NULL)
+    frame.push(attr)
 
 
 @op("BINARY_SUBSCR", eager=_assigns("{0}[{1}]", 2))
-def _binary_subscr(f: Frame, inst: dis.Instruction) -> None:
-    key = f.pop()
-    container = f.pop()
-    f.push(container.getitem(f, key))
+def _binary_subscr(frame: Frame, inst: dis.Instruction) -> None:
+    key = frame.pop()
+    container = frame.pop()
+    frame.push(container.getitem(frame, key))
 
 
 @op("BINARY_SLICE", min_ver=(3, 12), eager=_assigns("{0}[{1}:{2}]", 3))
-def _binary_slice(f: Frame, inst: dis.Instruction) -> None:
-    end, start = f.pop(), f.pop()
-    container = f.pop()
-    f.push(container.getitem(f, _make_slice([start, end])))
+def _binary_slice(frame: Frame, inst: dis.Instruction) -> None:
+    end, start = frame.pop(), frame.pop()
+    container = frame.pop()
+    frame.push(container.getitem(frame, _make_slice([start, end])))
 
 
 @op("STORE_SUBSCR", eager=_performs("{1}[{2}] = {0}", 3))
-def _store_subscr(f: Frame, inst: dis.Instruction) -> None:
-    key = f.pop()
-    container = f.pop()
-    value = f.pop()
-    _setitem(f, container, key, value)
+def _store_subscr(frame: Frame, inst: dis.Instruction) -> None:
+    key = frame.pop()
+    container = frame.pop()
+    value = frame.pop()
+    _setitem(frame, container, key, value)
 
 
 @op("STORE_SLICE", min_ver=(3, 12), eager=_performs("{1}[{2}:{3}] = {0}", 4))
-def _store_slice(f: Frame, inst: dis.Instruction) -> None:
-    end, start = f.pop(), f.pop()
-    container = f.pop()
-    value = f.pop()
-    _setitem(f, container, _make_slice([start, end]), value)
+def _store_slice(frame: Frame, inst: dis.Instruction) -> None:
+    end, start = frame.pop(), frame.pop()
+    container = frame.pop()
+    value = frame.pop()
+    _setitem(frame, container, _make_slice([start, end]), value)
 
 
-def _setitem(f: Frame, container: Variable, key: Variable, value: Variable) -> None:
-    container.setitem(f, key, value)  # a tensor records it in the graph
+def _setitem(frame: Frame, container: Variable, key: Variable, value: Variable) -> None:
+    container.setitem(frame, key, value)  # a tensor records it in the graph
 
 
 @op("DELETE_SUBSCR", eager=_performs("del {0}[{1}]", 2))
-def _delete_subscr(f: Frame, inst: dis.Instruction) -> None:
-    key = f.pop()
-    container = f.pop()
-    container.delitem(f, key)
+def _delete_subscr(frame: Frame, inst: dis.Instruction) -> None:
+    key = frame.pop()
+    container = frame.pop()
+    container.delitem(frame, key)
 
 
 @op("BUILD_SLICE")
-def _build_slice(f: Frame, inst: dis.Instruction) -> None:
-    f.push(_make_slice(f.popn(inst.arg)))
+def _build_slice(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(_make_slice(frame.popn(inst.arg)))
 
 
 def _make_slice(parts: list[Variable]) -> Variable:
@@ -373,17 +373,17 @@ def _operator_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 
 @op("BINARY_OP", eager=_operator_eager)
-def _binary_op(f: Frame, inst: dis.Instruction) -> None:
-    b = f.pop()
-    a = f.pop()
-    f.push(operators.binary(f, operators.BINARY_OPS[inst.arg], a, b))
+def _binary_op(frame: Frame, inst: dis.Instruction) -> None:
+    b = frame.pop()
+    a = frame.pop()
+    frame.push(operators.binary(frame, operators.BINARY_OPS[inst.arg], a, b))
 
 
 @op("COMPARE_OP", eager=_operator_eager)
-def _compare_op(f: Frame, inst: dis.Instruction) -> None:
-    b = f.pop()
-    a = f.pop()
-    f.push(operators.binary(f, operators.COMPARE_OPS[inst.argval], a, b))
+def _compare_op(frame: Frame, inst: dis.Instruction) -> None:
+    b = frame.pop()
+    a = frame.pop()
+    frame.push(operators.binary(frame, operators.COMPARE_OPS[inst.argval], a, b))
 
 
 def _is_or_contains_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -394,48 +394,48 @@ def _is_or_contains_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 
 @op("IS_OP", eager=_is_or_contains_eager)
-def _is_op(f: Frame, inst: dis.Instruction) -> None:
-    b = f.pop()
-    a = f.pop()
-    same = operators.is_same(f, a, b)
-    f.push(constant(same != bool(inst.arg)))
+def _is_op(frame: Frame, inst: dis.Instruction) -> None:
+    b = frame.pop()
+    a = frame.pop()
+    same = operators.is_same(frame, a, b)
+    frame.push(constant(same != bool(inst.arg)))
 
 
 @op("CONTAINS_OP", eager=_is_or_contains_eager)
-def _contains_op(f: Frame, inst: dis.Instruction) -> None:
-    container = f.pop()
-    item = f.pop()
-    f.push(constant(operators.contains(f, item, container) != bool(inst.arg)))
+def _contains_op(frame: Frame, inst: dis.Instruction) -> None:
+    container = frame.pop()
+    item = frame.pop()
+    frame.push(constant(operators.contains(frame, item, container) != bool(inst.arg)))
 
 
 @op("UNARY_NEGATIVE", eager=_assigns("-{0}", 1))
-def _unary_negative(f: Frame, inst: dis.Instruction) -> None:
-    f.push(operators.unary(f, operator.neg, f.pop()))
+def _unary_negative(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(operators.unary(frame, operator.neg, frame.pop()))
 
 
 @op("UNARY_POSITIVE", max_ver=(3, 11), eager=_assigns("+{0}", 1))
-def _unary_positive(f: Frame, inst: dis.Instruction) -> None:
-    f.push(operators.unary(f, operator.pos, f.pop()))
+def _unary_positive(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(operators.unary(frame, operator.pos, frame.pop()))
 
 
 @op("UNARY_INVERT", eager=_assigns("~{0}", 1))
-def _unary_invert(f: Frame, inst: dis.Instruction) -> None:
-    f.push(operators.unary(f, operator.invert, f.pop()))
+def _unary_invert(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(operators.unary(frame, operator.invert, frame.pop()))
 
 
 @op("UNARY_NOT", eager=_assigns("not {0}", 1))
-def _unary_not(f: Frame, inst: dis.Instruction) -> None:
-    f.push(operators.unary(f, operator.not_, f.pop()))
+def _unary_not(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(operators.unary(frame, operator.not_, frame.pop()))
 
 
 @op("CALL_INTRINSIC_1", min_ver=(3, 12))
-def _call_intrinsic_1(f: Frame, inst: dis.Instruction) -> None:
+def _call_intrinsic_1(frame: Frame, inst: dis.Instruction) -> None:
     if inst.argval == "INTRINSIC_UNARY_POSITIVE" or inst.arg == 5:
-        f.push(operators.unary(f, operator.pos, f.pop()))
+        frame.push(operators.unary(frame, operator.pos, frame.pop()))
     elif inst.argval == "INTRINSIC_LIST_TO_TUPLE" or inst.arg == 6:
-        f.push(TupleVariable(f.pop().unpack(f)))
+        frame.push(TupleVariable(frame.pop().unpack(frame)))
     elif inst.argval == "INTRINSIC_STOPITERATION_ERROR" or inst.arg == 3:
-        raise TracedException(f.pop())  # a generator's StopIteration guard: re-raise as is
+        raise TracedException(frame.pop())  # a generator's StopIteration guard: re-raise as is
     else:
         raise Unsupported(f"CALL_INTRINSIC_1 {inst.argrepr}")
 
@@ -444,88 +444,88 @@ def _call_intrinsic_1(f: Frame, inst: dis.Instruction) -> None:
 
 
 @op("BUILD_TUPLE")
-def _build_tuple(f: Frame, inst: dis.Instruction) -> None:
-    f.push(TupleVariable(f.popn(inst.arg)))
+def _build_tuple(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(TupleVariable(frame.popn(inst.arg)))
 
 
 @op("BUILD_LIST")
-def _build_list(f: Frame, inst: dis.Instruction) -> None:
-    f.push(ListVariable(f.popn(inst.arg)))
+def _build_list(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(ListVariable(frame.popn(inst.arg)))
 
 
 @op("BUILD_MAP")
-def _build_map(f: Frame, inst: dis.Instruction) -> None:
-    flat = f.popn(2 * inst.arg)
-    f.push(DictVariable({dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
+def _build_map(frame: Frame, inst: dis.Instruction) -> None:
+    flat = frame.popn(2 * inst.arg)
+    frame.push(DictVariable({dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
 @op("BUILD_CONST_KEY_MAP")
-def _build_const_key_map(f: Frame, inst: dis.Instruction) -> None:
-    keys = f.pop().as_constant()
-    values = f.popn(inst.arg)
-    f.push(DictVariable(dict(zip(keys, values))))
+def _build_const_key_map(frame: Frame, inst: dis.Instruction) -> None:
+    keys = frame.pop().as_constant()
+    values = frame.popn(inst.arg)
+    frame.push(DictVariable(dict(zip(keys, values))))
 
 
 @op("BUILD_SET")
-def _build_set(f: Frame, inst: dis.Instruction) -> None:
-    f.push(SetVariable.from_items(f, f.popn(inst.arg)))
+def _build_set(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(SetVariable.from_items(frame, frame.popn(inst.arg)))
 
 
 @op("SET_ADD")
-def _set_add(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    f.stack[-inst.arg].call_method(f, "add", [value], {})
+def _set_add(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.pop()
+    frame.stack[-inst.arg].call_method(frame, "add", [value], {})
 
 
 @op("SET_UPDATE")
-def _set_update(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    f.stack[-inst.arg].call_method(f, "update", [value], {})
+def _set_update(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.pop()
+    frame.stack[-inst.arg].call_method(frame, "update", [value], {})
 
 
-def _building(f: Frame, depth: int, kind: type[H]) -> H:
+def _building(frame: Frame, depth: int, kind: type[H]) -> H:
     """The container a comprehension or display builds, `depth` entries down the stack.
 
     In a resume function it is an argument (the list built so far), so its changes go through the
     container's own methods, which record them as side effects to replay.
     """
-    target = f.stack[-depth]
+    target = frame.stack[-depth]
     if not isinstance(target, kind):
         raise Unsupported(f"{kind.__name__} expected {depth} entries down the stack, found {target.describe()}")
     return target
 
 
 @op("LIST_APPEND")
-def _list_append(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    _building(f, inst.arg, ListVariable).call_method(f, "append", [value], {})
+def _list_append(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.pop()
+    _building(frame, inst.arg, ListVariable).call_method(frame, "append", [value], {})
 
 
 @op("LIST_EXTEND")
-def _list_extend(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    _building(f, inst.arg, ListVariable).call_method(f, "extend", [value], {})
+def _list_extend(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.pop()
+    _building(frame, inst.arg, ListVariable).call_method(frame, "extend", [value], {})
 
 
 @op("MAP_ADD")
-def _map_add(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    key = f.pop()
-    _building(f, inst.arg, DictVariable).setitem(f, key, value)
+def _map_add(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.pop()
+    key = frame.pop()
+    _building(frame, inst.arg, DictVariable).setitem(frame, key, value)
 
 
 @op("DICT_UPDATE", "DICT_MERGE")
-def _dict_update(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    target = _building(f, inst.arg, DictVariable)
+def _dict_update(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.pop()
+    target = _building(frame, inst.arg, DictVariable)
     if not isinstance(value, DictVariable):
         raise Unsupported(f"** of {value.describe()}")
-    target.call_method(f, "update", [value], {})
+    target.call_method(frame, "update", [value], {})
 
 
 @op("LIST_TO_TUPLE", max_ver=(3, 11))
-def _list_to_tuple(f: Frame, inst: dis.Instruction) -> None:
-    f.push(TupleVariable(f.pop().unpack(f)))
+def _list_to_tuple(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(TupleVariable(frame.pop().unpack(frame)))
 
 
 def _unpack_sequence_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -535,21 +535,21 @@ def _unpack_sequence_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 
 @op("UNPACK_SEQUENCE", eager=_unpack_sequence_eager)
-def _unpack_sequence(f: Frame, inst: dis.Instruction) -> None:
-    items = f.pop().unpack(f)
+def _unpack_sequence(frame: Frame, inst: dis.Instruction) -> None:
+    items = frame.pop().unpack(frame)
     if len(items) != inst.arg:
         raise Unsupported(f"unpacking {len(items)} values into {inst.arg} names")
-    f.stack.extend(reversed(items))
+    frame.stack.extend(reversed(items))
 
 
 @op("UNPACK_EX")
-def _unpack_ex(f: Frame, inst: dis.Instruction) -> None:
+def _unpack_ex(frame: Frame, inst: dis.Instruction) -> None:
     before, after = inst.arg & 0xFF, inst.arg >> 8
-    items = f.pop().unpack(f)
+    items = frame.pop().unpack(frame)
     if len(items) < before + after:
         raise Unsupported(f"unpacking {len(items)} values into at least {before + after} names")
     star = ListVariable(items[before : len(items) - after])
-    f.stack.extend(reversed([*items[:before], star, *items[len(items) - after :]]))
+    frame.stack.extend(reversed([*items[:before], star, *items[len(items) - after :]]))
 
 
 def _format_value_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -564,9 +564,9 @@ def _format_value_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 
 @op("FORMAT_VALUE", max_ver=(3, 12), eager=_format_value_eager)
-def _format_value(f: Frame, inst: dis.Instruction) -> None:
-    spec = f.pop().as_constant() if inst.arg & 0x04 else ""
-    value = f.pop()
+def _format_value(frame: Frame, inst: dis.Instruction) -> None:
+    spec = frame.pop().as_constant() if inst.arg & 0x04 else ""
+    value = frame.pop()
     if not value.is_constant():
         raise Unsupported(f"f-string formatting of {value.describe()}")
     v = value.as_constant()
@@ -577,20 +577,20 @@ def _format_value(f: Frame, inst: dis.Instruction) -> None:
         v = repr(v)
     elif conversion == 3:
         v = ascii(v)
-    f.push(constant(format(v, spec)))
+    frame.push(constant(format(v, spec)))
 
 
 @op("BUILD_STRING")
-def _build_string(f: Frame, inst: dis.Instruction) -> None:
-    f.push(constant("".join(p.as_constant() for p in f.popn(inst.arg))))
+def _build_string(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant("".join(p.as_constant() for p in frame.popn(inst.arg))))
 
 
 # -- calls --------------------------------------------------------------------------------------
 
 
 @op("KW_NAMES", max_ver=(3, 12))
-def _kw_names(f: Frame, inst: dis.Instruction) -> None:
-    f.kw_names = f.code.co_consts[inst.arg]
+def _kw_names(frame: Frame, inst: dis.Instruction) -> None:
+    frame.kw_names = frame.code.co_consts[inst.arg]
 
 
 def _reads_number_from_data(callee: Variable, args: list[Variable]) -> bool:
@@ -623,22 +623,22 @@ def _call_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 
 @op("CALL", eager=_call_eager)
-def _call(f: Frame, inst: dis.Instruction) -> None:
+def _call(frame: Frame, inst: dis.Instruction) -> None:
     argc = inst.arg
-    args = f.popn(argc)
-    second = f.pop()
-    first = f.pop()
+    args = frame.popn(argc)
+    second = frame.pop()
+    first = frame.pop()
     if isinstance(first, NullVariable):
         fn = second
     else:
         fn, args = first, [second, *args]
     kwargs: dict[str, Variable] = {}
-    if f.kw_names:
-        n = len(f.kw_names)
-        kwargs = dict(zip(f.kw_names, args[-n:]))
+    if frame.kw_names:
+        n = len(frame.kw_names)
+        kwargs = dict(zip(frame.kw_names, args[-n:]))
         args = args[:-n]
-        f.kw_names = ()
-    f.push(fn.call(f, args, kwargs))
+        frame.kw_names = ()
+    frame.push(fn.call(frame, args, kwargs))
 
 
 def _call_function_ex_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -652,48 +652,48 @@ def _call_function_ex_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 
 @op("CALL_FUNCTION_EX", eager=_call_function_ex_eager)
-def _call_function_ex(f: Frame, inst: dis.Instruction) -> None:
-    kwargs_var = f.pop() if inst.arg & 1 else DictVariable({})
-    args_var = f.pop()
-    fn = f.pop()
-    if f.stack and isinstance(f.stack[-1], NullVariable):
-        f.pop()
+def _call_function_ex(frame: Frame, inst: dis.Instruction) -> None:
+    kwargs_var = frame.pop() if inst.arg & 1 else DictVariable({})
+    args_var = frame.pop()
+    fn = frame.pop()
+    if frame.stack and isinstance(frame.stack[-1], NullVariable):
+        frame.pop()
     if not isinstance(kwargs_var, DictVariable):
         raise Unsupported(f"**kwargs of {kwargs_var.describe()}")
     if isinstance(args_var, NullVariable):
         args_var = TupleVariable([])
-    f.push(fn.call(f, args_var.unpack(f), dict(kwargs_var.items)))
+    frame.push(fn.call(frame, args_var.unpack(frame), dict(kwargs_var.items)))
 
 
 @op("MAKE_FUNCTION")
-def _make_function(f: Frame, inst: dis.Instruction) -> None:
-    code = f.pop().as_constant()
+def _make_function(frame: Frame, inst: dis.Instruction) -> None:
+    code = frame.pop().as_constant()
     closure = None
     if inst.arg & 0x08:
-        cells = f.pop()
+        cells = frame.pop()
         assert isinstance(cells, TupleVariable)
         closure = tuple(c.cell for c in cells.items if isinstance(c, CellVariable))
     if inst.arg & 0x04:
-        f.pop()  # annotations
+        frame.pop()  # annotations
     kwdefaults: dict[str, Variable] = {}
     if inst.arg & 0x02:
-        kw = f.pop()
+        kw = frame.pop()
         assert isinstance(kw, DictVariable)
         kwdefaults = dict(kw.items)
     defaults: tuple[Variable, ...] = ()
     if inst.arg & 0x01:
-        defaults = tuple(f.pop().unpack(f))
-    f.push(NestedFunctionVariable(code, f.f_globals, defaults, kwdefaults, closure))
+        defaults = tuple(frame.pop().unpack(frame))
+    frame.push(NestedFunctionVariable(code, frame.f_globals, defaults, kwdefaults, closure))
 
 
 @op("RETURN_VALUE")
-def _return_value(f: Frame, inst: dis.Instruction) -> None:
-    f.return_value = f.pop()
+def _return_value(frame: Frame, inst: dis.Instruction) -> None:
+    frame.return_value = frame.pop()
 
 
 @op("RETURN_CONST", min_ver=(3, 12))
-def _return_const(f: Frame, inst: dis.Instruction) -> None:
-    f.return_value = constant(inst.argval)
+def _return_const(frame: Frame, inst: dis.Instruction) -> None:
+    frame.return_value = constant(inst.argval)
 
 
 # -- control flow -------------------------------------------------------------------------------
@@ -701,41 +701,41 @@ def _return_const(f: Frame, inst: dis.Instruction) -> None:
 
 @op("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
 @op("JUMP", min_ver=(3, 12))
-def _jump(f: Frame, inst: dis.Instruction) -> None:
-    f.jump_to(inst.argval)
+def _jump(frame: Frame, inst: dis.Instruction) -> None:
+    frame.jump_to(inst.argval)
 
 
-def _is_none(f: Frame, v: Variable) -> bool:
+def _is_none(frame: Frame, v: Variable) -> bool:
     """`v is None` for the jumps of `if x is None` (guarded like the `is` operator)."""
     if isinstance(v, GuardedOnUseConstant):
         # an int, float, str or bool argument: `is None` needs no guard on its value
-        f.output.guards.not_identical(v.source, None)
+        frame.output.guards.not_identical(v.source, None)
         return False
     if v.is_constant():
         return v.as_constant() is None
-    operators.guard_identity(f, v, constant(None), False)
+    operators.guard_identity(frame, v, constant(None), False)
     return False
 
 
 @op("POP_JUMP_IF_TRUE", min_ver=(3, 12), eager=_jumps_if("bool({0})"))
 @op("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", max_ver=(3, 11), eager=_jumps_if("bool({0})"))
-def _pop_jump_if_true(f: Frame, inst: dis.Instruction) -> None:
-    if f.pop().truth(f):
-        f.jump_to(inst.argval)
+def _pop_jump_if_true(frame: Frame, inst: dis.Instruction) -> None:
+    if frame.pop().truth(frame):
+        frame.jump_to(inst.argval)
 
 
 @op("POP_JUMP_IF_FALSE", min_ver=(3, 12), eager=_jumps_if("not {0}"))
 @op("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", max_ver=(3, 11), eager=_jumps_if("not {0}"))
-def _pop_jump_if_false(f: Frame, inst: dis.Instruction) -> None:
-    if not f.pop().truth(f):
-        f.jump_to(inst.argval)
+def _pop_jump_if_false(frame: Frame, inst: dis.Instruction) -> None:
+    if not frame.pop().truth(frame):
+        frame.jump_to(inst.argval)
 
 
 @op("POP_JUMP_IF_NONE", min_ver=(3, 12), eager=_jumps_if("{0} is None"))
 @op("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", max_ver=(3, 11), eager=_jumps_if("{0} is None"))
-def _pop_jump_if_none(f: Frame, inst: dis.Instruction) -> None:
-    if _is_none(f, f.pop()):
-        f.jump_to(inst.argval)
+def _pop_jump_if_none(frame: Frame, inst: dis.Instruction) -> None:
+    if _is_none(frame, frame.pop()):
+        frame.jump_to(inst.argval)
 
 
 @op("POP_JUMP_IF_NOT_NONE", min_ver=(3, 12), eager=_jumps_if("{0} is not None"))
@@ -745,9 +745,9 @@ def _pop_jump_if_none(f: Frame, inst: dis.Instruction) -> None:
     max_ver=(3, 11),
     eager=_jumps_if("{0} is not None"),
 )
-def _pop_jump_if_not_none(f: Frame, inst: dis.Instruction) -> None:
-    if not _is_none(f, f.pop()):
-        f.jump_to(inst.argval)
+def _pop_jump_if_not_none(frame: Frame, inst: dis.Instruction) -> None:
+    if not _is_none(frame, frame.pop()):
+        frame.jump_to(inst.argval)
 
 
 def _jump_or_pop_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -757,29 +757,29 @@ def _jump_or_pop_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 
 @op("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", max_ver=(3, 11), eager=_jump_or_pop_eager)
-def _jump_or_pop(f: Frame, inst: dis.Instruction) -> None:
-    value = f.stack[-1]
-    if value.truth(f) == (inst.opname == "JUMP_IF_TRUE_OR_POP"):
-        f.jump_to(inst.argval)
+def _jump_or_pop(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.stack[-1]
+    if value.truth(frame) == (inst.opname == "JUMP_IF_TRUE_OR_POP"):
+        frame.jump_to(inst.argval)
     else:
-        f.pop()
+        frame.pop()
 
 
 @op("GET_ITER", eager=_assigns("iter({0})", 1))
-def _get_iter(f: Frame, inst: dis.Instruction) -> None:
-    f.push(iterate(f, f.pop()))
+def _get_iter(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(iterate(frame, frame.pop()))
 
 
-def _next_item(f: Frame) -> Variable | None:
+def _next_item(frame: Frame) -> Variable | None:
     """FOR_ITER's step: the next item pushed (the item), or the exhausted iterator popped (None)."""
-    iterator = f.stack[-1]
+    iterator = frame.stack[-1]
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported(f"for loop over {iterator.describe()}")
-    item = iterator.next(f)
+    item = iterator.next(frame)
     if item is not None:
-        f.push(item)
+        frame.push(item)
         return item
-    f.pop()
+    frame.pop()
     return None
 
 
@@ -803,23 +803,23 @@ def _for_iter_eager(skips_end_for: bool) -> Rendering:
 
 
 @op("FOR_ITER", max_ver=(3, 11), eager=_for_iter_eager(skips_end_for=False))
-def _for_iter_311(f: Frame, inst: dis.Instruction) -> None:
-    if _next_item(f) is None:
-        f.jump_to(inst.argval)
+def _for_iter_311(frame: Frame, inst: dis.Instruction) -> None:
+    if _next_item(frame) is None:
+        frame.jump_to(inst.argval)
 
 
 @op("FOR_ITER", min_ver=(3, 12), eager=_for_iter_eager(skips_end_for=True))
-def _for_iter_312(f: Frame, inst: dis.Instruction) -> None:
+def _for_iter_312(frame: Frame, inst: dis.Instruction) -> None:
     """An exhausted iterator jumps to the END_FOR after the loop, and skips it."""
-    if _next_item(f) is None:
-        f.jump_to(inst.argval)
-        if f.instructions[f.ip].opname == "END_FOR":
-            f.ip += 1
+    if _next_item(frame) is None:
+        frame.jump_to(inst.argval)
+        if frame.instructions[frame.ip].opname == "END_FOR":
+            frame.ip += 1
 
 
 @op("END_FOR", min_ver=(3, 12))
-def _end_for(f: Frame, inst: dis.Instruction) -> None:
-    f.popn(2)
+def _end_for(frame: Frame, inst: dis.Instruction) -> None:
+    frame.popn(2)
 
 
 def _before_with_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -830,32 +830,32 @@ def _before_with_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 
 @op("BEFORE_WITH", eager=_before_with_eager)
-def _before_with(f: Frame, inst: dis.Instruction) -> None:
-    context = f.pop()
+def _before_with(frame: Frame, inst: dis.Instruction) -> None:
+    context = frame.pop()
     if isinstance(context, GradModeContextVariable):
-        f.push(context.enter(f))
-        f.push(constant(None))
+        frame.push(context.enter(frame))
+        frame.push(constant(None))
         return
     # a context manager written in Python: __enter__ and __exit__ are looked up on the class
     try:
-        exit_method = context.getattr(f, "__exit__")
-        enter_method = context.getattr(f, "__enter__")
+        exit_method = context.getattr(frame, "__exit__")
+        enter_method = context.getattr(frame, "__enter__")
     except Unsupported as e:
         raise Unsupported(f"`with` on {context.describe()}: {e.reason}", kind=e.kind) from e
-    f.push(exit_method)
-    f.push(enter_method.call(f, [], {}))
+    frame.push(exit_method)
+    frame.push(enter_method.call(frame, [], {}))
 
 
 @op("WITH_EXCEPT_START")
-def _with_except_start(f: Frame, inst: dis.Instruction) -> None:
-    exit_method = f.stack[-4]
-    value = f.stack[-1]
-    f.push(exit_method.call(f, [UserClassVariable(value.python_type()), value, constant(None)], {}))
+def _with_except_start(frame: Frame, inst: dis.Instruction) -> None:
+    exit_method = frame.stack[-4]
+    value = frame.stack[-1]
+    frame.push(exit_method.call(frame, [UserClassVariable(value.python_type()), value, constant(None)], {}))
 
 
 @op("LOAD_ASSERTION_ERROR")
-def _load_assertion_error(f: Frame, inst: dis.Instruction) -> None:
-    f.push(constant(AssertionError))
+def _load_assertion_error(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant(AssertionError))
 
 
 def _raise_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -866,60 +866,60 @@ def _raise_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 
 @op("RAISE_VARARGS", eager=_raise_eager)
-def _raise(f: Frame, inst: dis.Instruction) -> None:
+def _raise(frame: Frame, inst: dis.Instruction) -> None:
     if inst.arg == 0:
-        frame: Frame | None = f
-        while frame is not None and not frame.handled:
-            frame = frame.parent
-        if frame is None:
+        handling: Frame | None = frame
+        while handling is not None and not handling.handled:
+            handling = handling.parent
+        if handling is None:
             raise Unsupported("bare raise outside an except block")
-        raise TracedException(frame.handled[-1])
-    cause = f.pop() if inst.arg == 2 else None
-    exc = exception_value(f, f.pop())
+        raise TracedException(handling.handled[-1])
+    cause = frame.pop() if inst.arg == 2 else None
+    exc = exception_value(frame, frame.pop())
     if cause is not None:  # `raise X from Y`
         if not (cause.is_constant() and cause.as_constant() is None):
-            cause = exception_value(f, cause)
+            cause = exception_value(frame, cause)
         exc.attrs.items["__cause__"] = cause
         exc.attrs.items["__suppress_context__"] = constant(True)
     raise TracedException(exc)
 
 
 @op("RERAISE")
-def _reraise(f: Frame, inst: dis.Instruction) -> None:
-    raise TracedException(f.pop())
+def _reraise(frame: Frame, inst: dis.Instruction) -> None:
+    raise TracedException(frame.pop())
 
 
 @op("PUSH_EXC_INFO")
-def _push_exc_info(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    f.push(f.handled[-1] if f.handled else constant(None))
-    f.handled.append(value)
-    f.push(value)
+def _push_exc_info(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.pop()
+    frame.push(frame.handled[-1] if frame.handled else constant(None))
+    frame.handled.append(value)
+    frame.push(value)
 
 
 @op("POP_EXCEPT")
-def _pop_except(f: Frame, inst: dis.Instruction) -> None:
-    f.pop()
-    if f.handled:
-        f.handled.pop()
+def _pop_except(frame: Frame, inst: dis.Instruction) -> None:
+    frame.pop()
+    if frame.handled:
+        frame.handled.pop()
 
 
 @op("CHECK_EXC_MATCH")
-def _check_exc_match(f: Frame, inst: dis.Instruction) -> None:
-    match = f.pop()
-    f.push(constant(matches(f.stack[-1], match)))
+def _check_exc_match(frame: Frame, inst: dis.Instruction) -> None:
+    match = frame.pop()
+    frame.push(constant(matches(frame.stack[-1], match)))
 
 
 # -- generators ---------------------------------------------------------------------------------
 
 
 @op("RETURN_GENERATOR")
-def _return_generator(f: Frame, inst: dis.Instruction) -> None:
-    f.push(constant(None))  # the generator already runs lazily: act as its first resume
+def _return_generator(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant(None))  # the generator already runs lazily: act as its first resume
 
 
 @op("YIELD_VALUE")
-def _yield_value(f: Frame, inst: dis.Instruction) -> None:
-    value = f.pop()
-    f.push(constant(None))  # what `next()` sends in when the generator resumes
+def _yield_value(frame: Frame, inst: dis.Instruction) -> None:
+    value = frame.pop()
+    frame.push(constant(None))  # what `next()` sends in when the generator resumes
     raise Yielded(value)

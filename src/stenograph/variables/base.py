@@ -49,32 +49,32 @@ class Variable:
     - `in_graph()`: whether the value is computed by the graph (a tensor, a symbolic number), so
       that operators on it are recorded as graph nodes. Callers: operators. Default: False.
 
-    Operations (`tx` is the frame being traced)
+    Operations (`frame` is the frame being traced)
 
-    - `getattr(tx, name)` / `setattr(tx, name, value)` / `delattr(tx, name)`: LOAD_ATTR,
+    - `getattr(frame, name)` / `setattr(frame, name, value)` / `delattr(frame, name)`: LOAD_ATTR,
       STORE_ATTR, DELETE_ATTR and the builtins of the same names. Default: Unsupported.
-    - `call(tx, args, kwargs)`: a call of the value. Default: Unsupported.
-    - `call_method(tx, name, args, kwargs)`: `value.name(*args, **kwargs)`. Default:
-      `getattr(tx, name).call(...)`.
-    - `getitem(tx, key)` / `setitem(tx, key, value)` / `delitem(tx, key)`: BINARY_SUBSCR,
+    - `call(frame, args, kwargs)`: a call of the value. Default: Unsupported.
+    - `call_method(frame, name, args, kwargs)`: `value.name(*args, **kwargs)`. Default:
+      `getattr(frame, name).call(...)`.
+    - `getitem(frame, key)` / `setitem(frame, key, value)` / `delitem(frame, key)`: BINARY_SUBSCR,
       STORE_SUBSCR, DELETE_SUBSCR (and slices). Default: Unsupported.
-    - `contains(tx, item)`: `item in value` when the tracker answers it directly (dicts, sets);
+    - `contains(frame, item)`: `item in value` when the tracker answers it directly (dicts, sets);
       None lets `operators.contains` try `__contains__` and iteration. Default: None.
-    - `binary_op(tx, op, plain, other)`: `value op other` for the left operand's own kind
+    - `binary_op(frame, op, plain, other)`: `value op other` for the left operand's own kind
       (sequence concatenation and repetition, set algebra); `plain` is `op` without its in-place
       form. None lets `operators.binary` go on (user dunders, constants, identity). Default: None.
-    - `unary_op(tx, op)`: `op(value)` for values that record it (tensors, symbolic numbers);
+    - `unary_op(frame, op)`: `op(value)` for values that record it (tensors, symbolic numbers);
       None lets `operators.unary` go on (`not` by truth, constants). Default: None.
-    - `truth(tx)`: `bool(value)` for a branch. Default: Unsupported.
-    - `length(tx)`: `len(value)`. Default: the length of `unpack`.
+    - `truth(frame)`: `bool(value)` for a branch. Default: Unsupported.
+    - `length(frame)`: `len(value)`. Default: the length of `unpack`.
 
     Iteration
 
-    - `unpack(tx)`: every item, for unpacking, `*args` and iterating a value with no iterator of
+    - `unpack(frame)`: every item, for unpacking, `*args` and iterating a value with no iterator of
       its own. Default: Unsupported.
-    - `get_iter(tx)`: the iterator GET_ITER and `iter()` make. Containers return iterators that
-      read them live; iterators return themselves. Default: an iterator over `unpack(tx)`.
-    - `next(tx)`: the next item of an iterator, None when it is exhausted. Default: Unsupported.
+    - `get_iter(frame)`: the iterator GET_ITER and `iter()` make. Containers return iterators that
+      read them live; iterators return themselves. Default: an iterator over `unpack(frame)`.
+    - `next(frame)`: the next item of an iterator, None when it is exhausted. Default: Unsupported.
 
     Code generation (after the trace)
 
@@ -89,7 +89,7 @@ class Variable:
       contents; `expr` renders a tracker, `pin` takes a value into a local first. Caller:
       `graph.side_effects.SideEffects.replay`. Default: None (nothing to replay).
 
-    Trackers are made from Python values by `builder.wrap(tx, value, source)`, the one entry
+    Trackers are made from Python values by `builder.wrap(frame, value, source)`, the one entry
     point that picks the tracker and installs guards (`trace_rules` holds its policy); results
     of graph operations are made by `OutputGraph.wrap_result`, and constants computed while
     tracing by `constant(value)`.
@@ -121,59 +121,59 @@ class Variable:
 
     # -- operations -------------------------------------------------------------------------------
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
-    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
 
-    def delattr(self, tx: Frame, name: str) -> None:
+    def delattr(self, frame: Frame, name: str) -> None:
         raise Unsupported(f"deleting attribute {name!r} of {self.describe()}")
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(f"call of {self.describe()}")
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return self.getattr(tx, name).call(tx, args, kwargs)
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return self.getattr(frame, name).call(frame, args, kwargs)
 
-    def getitem(self, tx: Frame, key: Variable) -> Variable:
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
         raise Unsupported(f"indexing {self.describe()}")
 
-    def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
+    def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
         raise Unsupported(f"item assignment on {self.describe()}")
 
-    def delitem(self, tx: Frame, key: Variable) -> None:
+    def delitem(self, frame: Frame, key: Variable) -> None:
         raise Unsupported(f"item deletion on {self.describe()}")
 
-    def contains(self, tx: Frame, item: Variable) -> bool | None:
+    def contains(self, frame: Frame, item: Variable) -> bool | None:
         return None
 
-    def binary_op(self, tx: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
+    def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
         return None
 
-    def unary_op(self, tx: Frame, op: Any) -> Variable | None:
+    def unary_op(self, frame: Frame, op: Any) -> Variable | None:
         return None
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         """`bool(value)` for branches; data-dependent values refuse."""
         raise Unsupported(f"truth value of {self.describe()}")
 
-    def length(self, tx: Frame) -> int:
-        return len(self.unpack(tx))
+    def length(self, frame: Frame) -> int:
+        return len(self.unpack(frame))
 
     # -- iteration ----------------------------------------------------------------------------------
 
-    def unpack(self, tx: Frame) -> list[Variable]:
+    def unpack(self, frame: Frame) -> list[Variable]:
         """The items when iterated (for unpacking, `for` loops and `*args`)."""
         raise Unsupported(f"iteration over {self.describe()}")
 
-    def get_iter(self, tx: Frame) -> Variable:
+    def get_iter(self, frame: Frame) -> Variable:
         # cycle: variables.containers imports variables.base at module level
         from .containers import IteratorVariable
 
-        return IteratorVariable(self.unpack(tx))
+        return IteratorVariable(self.unpack(frame))
 
-    def next(self, tx: Frame) -> Variable | None:
+    def next(self, frame: Frame) -> Variable | None:
         raise Unsupported(f"next() of {self.describe()}")
 
     # -- code generation ------------------------------------------------------------------------
@@ -205,28 +205,28 @@ class ConstantVariable(Variable):
     def as_constant(self) -> Any:
         return self.value
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         return bool(self.value)
 
     def reconstruct(self, codegen: Any) -> str:
         return codegen.constant(self.value)
 
-    def unpack(self, tx: Frame) -> list[Variable]:
+    def unpack(self, frame: Frame) -> list[Variable]:
         try:
             items = list(self.value)
         except TypeError:
             raise Unsupported(f"iteration over {self.describe()}") from None
         return [constant(item) for item in items]
 
-    def length(self, tx: Frame) -> int:
+    def length(self, frame: Frame) -> int:
         return len(self.value)
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
             if self.source is not None:  # `hasattr` answers False: guard that it stays so
-                tx.output.guards.attribute_absent(self.source, self.value, name)
+                frame.output.guards.attribute_absent(self.source, self.value, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE) from e
         if callable(attr):
             # cycle: variables.functions imports variables.base at module level
@@ -235,7 +235,7 @@ class ConstantVariable(Variable):
             return ConstantMethodVariable(self.value, name)
         return constant(attr)
 
-    def getitem(self, tx: Frame, key: Variable) -> Variable:
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
         if not key.is_constant():
             raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
         try:
@@ -244,7 +244,7 @@ class ConstantVariable(Variable):
             # cycle: variables.exceptions imports variables.base at module level
             from .exceptions import raise_python_error
 
-            raise_python_error(tx, e)
+            raise_python_error(frame, e)
 
     def __repr__(self) -> str:
         return f"ConstantVariable({self.value!r})"

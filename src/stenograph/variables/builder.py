@@ -1,6 +1,6 @@
 """Wrapping real values read from the frame into trackers, installing their guards.
 
-`wrap(tx, value, source)` is the one entry point that turns a Python value into a tracker (values
+`wrap(frame, value, source)` is the one entry point that turns a Python value into a tracker (values
 read from the frame, globals, attributes, defaults, closure cells): it picks the tracker, in the
 order `trace_rules` documents, and installs the guards the choice depends on. Results of graph
 operations are made by `OutputGraph.wrap_result` (from fake values), constants computed while
@@ -74,9 +74,9 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 
-def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
+def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
     """The tracker for `value`, guarded through `source` when there is one."""
-    guards = tx.output.guards
+    guards = frame.output.guards
     special = _special_callable(value)
     if special is not None:
         if source is not None:
@@ -85,7 +85,7 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     if isinstance(value, torch.Tensor):
         if source is None:
             raise Unsupported("a tensor with no known source (e.g. a tensor global of a library)")
-        return tx.output.tensor_input(value, source)
+        return frame.output.tensor_input(value, source)
     if isinstance(value, enum.Enum):
         if source is not None:
             guards.id_match(source, value)
@@ -94,7 +94,7 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         if source is not None:
             guards.constant_match(source, value)
         return SizeVariable([constant(int(s)) for s in value], source)
-    policy = tx.output.policy
+    policy = frame.output.policy
     if (
         type(value) in (int, float)
         and source is not None
@@ -106,7 +106,7 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         guards.type_match(source, value)
         if type(value) is float:
             guards.ordinary_float(source)
-        return tx.output.symbolic_input(value, source)
+        return frame.output.symbolic_input(value, source)
     if is_literal(value) and source is not None and type(value) in (int, float, str, bool):
         return GuardedOnUseConstant(value, source, lambda: guards.constant_match(source, value))
     if is_literal(value):
@@ -160,35 +160,35 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType):
         self_source = AttrSource(source, "__self__") if source is not None else None
-        self_var = wrap(tx, value.__self__, self_source)
+        self_var = wrap(frame, value.__self__, self_source)
         if not isinstance(value.__func__, types.FunctionType):
             raise Unsupported(f"bound method of {type(value.__func__).__name__}")
         fn_source = AttrSource(source, "__func__") if source is not None else None
         if fn_source is not None:
-            wrap(tx, value.__func__, fn_source)  # guards the function like any other
+            wrap(frame, value.__func__, fn_source)  # guards the function like any other
         return UserMethodVariable(value.__func__, self_var, source, fn_source=fn_source)
     if isinstance(value, functools.partial):
-        return _wrap_partial(tx, value, source)
+        return _wrap_partial(frame, value, source)
     if is_namedtuple_class(type(value)):
         if source is not None:
             guards.type_match(source, value)
-        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return NamedTupleVariable(items, type(value), source)
     if source is not None and type(value) in (list, dict, collections.OrderedDict, set):
-        known = tx.output.known_container(value, source)
+        known = frame.output.known_container(value, source)
         if known is not None:
             return known
     if type(value) in (tuple, list):
         if source is not None:
             guards.length_match(source, value)
-        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         if type(value) is tuple:
             return TupleVariable(items, source)
-        return tx.output.register_container(value, ListVariable(items, source))
+        return frame.output.register_container(value, ListVariable(items, source))
     if type(value) is set and all(is_literal(m) for m in value):
         if source is not None:
             guards.set_members_match(source, value)
-        return tx.output.register_container(value, SetVariable.from_frame(value, source))
+        return frame.output.register_container(value, SetVariable.from_frame(value, source))
     if type(value) is weakref.ref:
         if source is not None:
             guards.type_match(source, value)
@@ -203,8 +203,8 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
             guards.dict_keys_match(source, value)
         if not all(is_literal(k) for k in value):
             raise Unsupported("dict with non-constant keys")
-        items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
-        return tx.output.register_container(value, DictVariable(items, source, python_class=type(value)))
+        items = {k: wrap(frame, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
+        return frame.output.register_container(value, DictVariable(items, source, python_class=type(value)))
     if isinstance(value, torch.autograd.graph.Node):
         # a tensor's grad_fn, read eagerly at a graph break and handed to the resume function:
         # opaque, compared by identity, guarded on its class (None or another node recompiles)
@@ -223,17 +223,17 @@ def wrap(tx: Frame, value: Any, source: Source | None) -> Variable:
     return UserObjectVariable(value, source, lambda: guards.type_match(source, value))
 
 
-def _wrap_partial(tx: Frame, value: functools.partial, source: Source | None) -> Variable:
+def _wrap_partial(frame: Frame, value: functools.partial, source: Source | None) -> Variable:
     def part(v: Any, *path: Any) -> Variable:
         if source is None:
-            return wrap(tx, v, None)
+            return wrap(frame, v, None)
         inner = AttrSource(source, path[0])
-        return wrap(tx, v, ItemSource(inner, path[1]) if len(path) > 1 else inner)
+        return wrap(frame, v, ItemSource(inner, path[1]) if len(path) > 1 else inner)
 
     if source is not None:
-        tx.output.guards.type_match(source, value)
-        tx.output.guards.length_match(AttrSource(source, "args"), value.args)
-        tx.output.guards.dict_keys_match(AttrSource(source, "keywords"), value.keywords)
+        frame.output.guards.type_match(source, value)
+        frame.output.guards.length_match(AttrSource(source, "args"), value.args)
+        frame.output.guards.dict_keys_match(AttrSource(source, "keywords"), value.keywords)
     fn = part(value.func, "func")
     args = [part(a, "args", i) for i, a in enumerate(value.args)]
     kwargs = {k: part(v, "keywords", k) for k, v in value.keywords.items()}

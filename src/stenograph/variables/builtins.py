@@ -103,7 +103,7 @@ class BuiltinVariable(HandledFunctionVariable):
             return self.fn
         return super().as_constant()
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if self.fn in BUILTIN_REFUSED:
             raise Unsupported(
                 BUILTIN_REFUSED[self.fn],
@@ -113,14 +113,14 @@ class BuiltinVariable(HandledFunctionVariable):
         handler = _HANDLERS.get(self.fn)
         if handler is not None:
             _check_signature(self.fn, args, kwargs)
-            return handler(tx, self.fn, args, kwargs)
+            return handler(frame, self.fn, args, kwargs)
         if self.fn in BUILTIN_PURE and all(a.is_constant() for a in [*args, *kwargs.values()]):
-            return _fold(tx, self.fn, args, kwargs)
+            return _fold(frame, self.fn, args, kwargs)
         raise Unsupported(
             f"builtin {getattr(self.fn, '__name__', self.fn)} with {', '.join(a.describe() for a in args)}"
         )
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         if self.fn in (object, dict) and name in _BASE_METHODS:
             return UnboundBaseMethodVariable(self.fn, name)
         if isinstance(self.fn, type) and hasattr(self.fn, name):
@@ -128,7 +128,7 @@ class BuiltinVariable(HandledFunctionVariable):
             if callable(attr) and name == "fromkeys":
                 return BuiltinVariable(attr)
             return constant(attr)
-        return super().getattr(tx, name)
+        return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "builtin")
@@ -146,11 +146,11 @@ def _check_signature(fn: Any, args: list[Variable], kwargs: dict[str, Variable])
         raise Unsupported(f"{name}() with {len(args)} positional argument(s)")
 
 
-def _fold(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _fold(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     try:
         result = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
     except Exception as e:
-        raise_python_error(tx, e)
+        raise_python_error(frame, e)
     if isinstance(result, (map, filter, zip, enumerate, reversed)) or type(result).__name__.endswith("iterator"):
         result = list(result)
         return IteratorVariable([constant(r) for r in result])
@@ -161,45 +161,45 @@ _BASE_METHODS = {"__setattr__", "__getattribute__", "__delattr__", "__init__", "
 
 
 @_handler(super)
-def _super(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _super(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if not args:
-        return zero_arg_super(tx)
+        return zero_arg_super(frame)
     if len(args) == 2:
         return SuperVariable(args[0].as_constant(), args[1])
     raise Unsupported("super() with one argument")
 
 
 @_handler(setattr)
-def _setattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    args[0].setattr(tx, args[1].as_constant(), args[2])
+def _setattr(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    args[0].setattr(frame, args[1].as_constant(), args[2])
     return constant(None)
 
 
 @_handler(delattr)
-def _delattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    args[0].delattr(tx, args[1].as_constant())
+def _delattr(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    args[0].delattr(frame, args[1].as_constant())
     return constant(None)
 
 
 @_handler(set, frozenset)
-def _set(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return SetVariable.of(tx, args[0], fn) if args else SetVariable({}, fn)
+def _set(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return SetVariable.of(frame, args[0], fn) if args else SetVariable({}, fn)
 
 
 @_handler(str, repr)
-def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _str(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if len(args) == 1 and not kwargs and not args[0].is_constant():
         obj = args[0]
-        dunder = python_dunder(tx, obj, "__str__" if fn is str else "__repr__")
+        dunder = python_dunder(frame, obj, "__str__" if fn is str else "__repr__")
         if dunder is not None:
-            return tx.inline_call(dunder, [obj], {}, closure=None)
+            return frame.inline_call(dunder, [obj], {}, closure=None)
         if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):
-            return obj.getattr(tx, "__str__" if fn is str else "__repr__").call(tx, [], {})
+            return obj.getattr(frame, "__str__" if fn is str else "__repr__").call(frame, [], {})
         real = obj.value_object
         if isinstance(real, BaseException) and obj.source is not None:
-            return _exception_text(tx, fn, obj, real)
+            return _exception_text(frame, fn, obj, real)
     if all(a.is_constant() for a in [*args, *kwargs.values()]):
-        return _fold(tx, fn, args, kwargs)
+        return _fold(frame, fn, args, kwargs)
     raise Unsupported(f"{fn.__name__}() of {', '.join(a.describe() for a in args)}")
 
 
@@ -207,24 +207,24 @@ def _str(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) 
 _ARGS_ONLY_TEXT = {BaseException.__str__, BaseException.__repr__, KeyError.__str__}
 
 
-def _exception_text(tx: Frame, fn: Any, obj: Variable, real: BaseException) -> Variable:
+def _exception_text(frame: Frame, fn: Any, obj: Variable, real: BaseException) -> Variable:
     """str()/repr() of a real exception from the frame (one an eager part raised): computed now,
     with its type and args guarded, when its class's text is the builtin one."""
     if getattr(obj.python_type(), "__str__" if fn is str else "__repr__") not in _ARGS_ONLY_TEXT:
         raise Unsupported(f"{fn.__name__}() of {obj.describe()}, whose class computes its own text")
-    obj.getattr(tx, "args").as_constant()  # guards each argument's value
+    obj.getattr(frame, "args").as_constant()  # guards each argument's value
     return constant(fn(real))
 
 
 @_handler(len)
-def _len(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _len(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if args[0].is_constant() and not isinstance(args[0], SequenceVariable):
-        return _fold(tx, len, args, {})
-    return constant(args[0].length(tx))
+        return _fold(frame, len, args, {})
+    return constant(args[0].length(frame))
 
 
 @_handler(isinstance)
-def _isinstance(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _isinstance(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj, classes = args
     cls = classes.as_constant()
     for c in cls if isinstance(cls, tuple) else (cls,):
@@ -245,14 +245,14 @@ def _tensor_isinstance(obj: TensorVariable, cls: Any) -> bool:
 
 
 @_handler(type)
-def _type(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _type(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if len(args) != 1:
         raise Unsupported("type() with three arguments creates a class")
     return class_variable(args[0].python_type())
 
 
 @_handler(callable)
-def _callable(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _callable(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     known = (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable, TorchOpVariable, BuiltinVariable)
     if isinstance(args[0], known):
         return constant(True)
@@ -264,23 +264,23 @@ def _callable(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variab
 
 
 @_handler(getattr)
-def _getattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _getattr(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj, name = args[0], args[1].as_constant()
     if len(args) == 3:
         try:
-            return obj.getattr(tx, name)
+            return obj.getattr(frame, name)
         except Unsupported as e:
             if e.kind is BreakKind.MISSING_ATTRIBUTE:
                 return args[2]
             raise
-    return obj.getattr(tx, name)
+    return obj.getattr(frame, name)
 
 
 @_handler(hasattr)
-def _hasattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _hasattr(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj, name = args[0], args[1].as_constant()
     try:
-        obj.getattr(tx, name)
+        obj.getattr(frame, name)
     except Unsupported as e:
         if e.kind is BreakKind.MISSING_ATTRIBUTE:
             return constant(False)
@@ -289,101 +289,101 @@ def _hasattr(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
 
 
 @_handler(tuple, list)
-def _sequence(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    items = args[0].unpack(tx) if args else []
+def _sequence(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    items = args[0].unpack(frame) if args else []
     return TupleVariable(items) if fn is tuple else ListVariable(items)
 
 
 @_handler(dict)
-def _dict(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _dict(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     items: dict[Any, Variable] = {}
     if args:
         source = args[0]
         if isinstance(source, DictVariable):
             items.update(source.items)
         else:
-            for pair in source.unpack(tx):
-                k, v = pair.unpack(tx)
+            for pair in source.unpack(frame):
+                k, v = pair.unpack(frame)
                 items[k.as_constant()] = v
     items.update(kwargs)
     return DictVariable(items)
 
 
 @_handler(range)
-def _range(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return _fold(tx, range, args, {})
+def _range(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return _fold(frame, range, args, {})
 
 
 @_handler(enumerate)
-def _enumerate(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _enumerate(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     start = args[1] if len(args) > 1 else kwargs.get("start", constant(0))
     if not isinstance(start.as_constant(), int) or isinstance(start.as_constant(), bool):
         raise Unsupported(f"enumerate() with start={start.describe()}")
-    return LazyIteratorVariable("enumerate", [iterate(tx, args[0])], count=start.as_constant())
+    return LazyIteratorVariable("enumerate", [iterate(frame, args[0])], count=start.as_constant())
 
 
 @_handler(zip)
-def _zip(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    strict = kwargs.get("strict", constant(False)).truth(tx)
-    return LazyIteratorVariable("zip", [iterate(tx, a) for a in args], strict=strict)
+def _zip(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    strict = kwargs.get("strict", constant(False)).truth(frame)
+    return LazyIteratorVariable("zip", [iterate(frame, a) for a in args], strict=strict)
 
 
 @_handler(reversed)
-def _reversed(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _reversed(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if isinstance(args[0], ListVariable):
         return ReversedListIteratorVariable(args[0])
-    return IteratorVariable(list(reversed(args[0].unpack(tx))))
+    return IteratorVariable(list(reversed(args[0].unpack(frame))))
 
 
 @_handler(iter)
-def _iter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return iterate(tx, args[0])
+def _iter(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return iterate(frame, args[0])
 
 
 @_handler(next)
-def _next(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _next(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     it = args[0]
     if not isinstance(it, IteratorVariable):
         raise Unsupported(f"next() on {it.describe()}")
-    item = it.next(tx)
+    item = it.next(frame)
     if item is None:
         if len(args) > 1:
             return args[1]
 
-        raise raise_new(tx, StopIteration)
+        raise raise_new(frame, StopIteration)
     return item
 
 
 @_handler(map)
-def _map(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return LazyIteratorVariable("map", [iterate(tx, a) for a in args[1:]], args[0])
+def _map(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return LazyIteratorVariable("map", [iterate(frame, a) for a in args[1:]], args[0])
 
 
 @_handler(filter)
-def _filter(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _filter(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     predicate = args[0]
     if predicate.is_constant() and predicate.as_constant() is None:
-        return LazyIteratorVariable("filter", [iterate(tx, args[1])])
-    return LazyIteratorVariable("filter", [iterate(tx, args[1])], predicate)
+        return LazyIteratorVariable("filter", [iterate(frame, args[1])])
+    return LazyIteratorVariable("filter", [iterate(frame, args[1])], predicate)
 
 
 @_handler(sum)
-def _sum(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    items = args[0].unpack(tx)
+def _sum(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    items = args[0].unpack(frame)
     total = args[1] if len(args) > 1 else kwargs.get("start", constant(0))
     if all(i.is_constant() for i in [*items, total]):
         # CPython's own sum (3.12 adds floats with compensated summation)
-        return _fold(tx, sum, [ListVariable(items), total], {})
+        return _fold(frame, sum, [ListVariable(items), total], {})
     for item in items:
-        total = operators.binary(tx, operator.add, total, item)
+        total = operators.binary(frame, operator.add, total, item)
     return total
 
 
 @_handler(min, max)
-def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _minmax(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if len(args) > 1 and "default" in kwargs:
         raise Unsupported(f"{fn.__name__}() with several arguments and default=")
-    items = args[0].unpack(tx) if len(args) == 1 else list(args)
+    items = args[0].unpack(frame) if len(args) == 1 else list(args)
     key_fn = kwargs.get("key")
     if key_fn is not None and key_fn.is_constant() and key_fn.as_constant() is None:
         key_fn = None
@@ -393,15 +393,15 @@ def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
         try:
             fn([])
         except ValueError as e:
-            raise_python_error(tx, e)
-    keys = [key_fn.call(tx, [i], {}) if key_fn is not None else i for i in items]
+            raise_python_error(frame, e)
+    keys = [key_fn.call(frame, [i], {}) if key_fn is not None else i for i in items]
     if all(k.is_constant() for k in keys):
         values = [k.as_constant() for k in keys]
         try:
             # the index of the first extreme item, compared exactly as CPython compares them
             best = fn(range(len(values)), key=values.__getitem__)
         except Exception as e:
-            raise_python_error(tx, e)
+            raise_python_error(frame, e)
         return items[best]
     if len(items) == 2 and key_fn is None and any(isinstance(i, TensorVariable) for i in items):
         raise Unsupported(
@@ -412,18 +412,18 @@ def _minmax(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 
 
 @_handler(abs)
-def _abs(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _abs(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if isinstance(args[0], TensorVariable):
-        return tx.output.call("call_function", torch.abs, args, {}, "abs()")
-    return _fold(tx, abs, args, {})
+        return frame.output.call("call_function", torch.abs, args, {}, "abs()")
+    return _fold(frame, abs, args, {})
 
 
 @_handler(bool, int, float)
-def _number(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _number(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if args and isinstance(args[0], TensorVariable):
         raise Unsupported(f"{fn.__name__}(tensor) reads the tensor's value", hint="keep the value as a tensor")
     if fn is bool and args:
-        return constant(args[0].truth(tx))
+        return constant(args[0].truth(frame))
     if fn in (int, float) and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
         # a symbolic number stays symbolic (int() truncates): no guard on its value
         kind = args[0].python_type()
@@ -431,23 +431,23 @@ def _number(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
             return args[0]
         if kind in (int, float):
             convert = torch.sym_int if fn is int else torch.sym_float
-            return tx.output.call("call_function", convert, args, {}, f"{fn.__name__}()")
-    return _fold(tx, fn, args, kwargs)
+            return frame.output.call("call_function", convert, args, {}, f"{fn.__name__}()")
+    return _fold(frame, fn, args, kwargs)
 
 
 @_handler(all, any)
-def _allany(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _allany(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     stop_on = fn is any  # any() stops at the first true item, all() at the first false one
-    iterator = iterate(tx, args[0])
-    while (item := iterator.next(tx)) is not None:
-        if item.truth(tx) == stop_on:
+    iterator = iterate(frame, args[0])
+    while (item := iterator.next(frame)) is not None:
+        if item.truth(frame) == stop_on:
             return constant(stop_on)
     return constant(not stop_on)
 
 
 @_handler(sorted)
-def _sorted(tx: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return ListVariable(sort_items(tx, args[0].unpack(tx), kwargs))
+def _sorted(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return ListVariable(sort_items(frame, args[0].unpack(frame), kwargs))
 
 
 def lookup(fn: Any) -> BuiltinVariable | None:

@@ -59,13 +59,13 @@ class Cell:
         stores = _cell_stores(*self.owner)
         return stores == 0 or (stores == 1 and self.contents is not None)
 
-    def write(self, tx: Frame, value: Variable) -> None:
+    def write(self, frame: Frame, value: Variable) -> None:
         """STORE_DEREF: update the tracker; an existing cell also gets the write replayed."""
         self.contents = value
         if self.real is not None:
             if self._ref is None:
                 self._ref = RealCellVariable(self, self.root_index)
-            tx.output.side_effects.attribute_written(self._ref, "cell_contents", value)
+            frame.output.side_effects.attribute_written(self._ref, "cell_contents", value)
 
 
 _stores: weakref.WeakKeyDictionary[types.CodeType, dict[str, int]] = weakref.WeakKeyDictionary()

@@ -29,8 +29,8 @@ class BoundMethodVariable(Variable):
     def describe(self) -> str:
         return f"method {self.name} of {self.obj.describe()}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return self.obj.call_method(tx, self.name, args, kwargs)
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return self.obj.call_method(frame, self.name, args, kwargs)
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.expr(self.obj)}.{self.name}"
@@ -56,31 +56,31 @@ class DictViewVariable(Variable):
     def describe(self) -> str:
         return f"dict {self.kind}"
 
-    def unpack(self, tx: Frame) -> list[Variable]:
+    def unpack(self, frame: Frame) -> list[Variable]:
         items = self.dict_var.items
         if self.kind == "values":
             return list(items.values())
         keys = self.dict_var.key_trackers()
         return keys if self.kind == "keys" else [TupleVariable([k, v]) for k, v in zip(keys, items.values())]
 
-    def length(self, tx: Frame) -> int:
+    def length(self, frame: Frame) -> int:
         return len(self.dict_var.items)
 
-    def get_iter(self, tx: Frame) -> Variable:
+    def get_iter(self, frame: Frame) -> Variable:
         return LiveContainerIteratorVariable(self.dict_var, self.kind)
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         return _method_of(self, name)
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "__len__" and not args:
             return constant(len(self.dict_var.items))
         if name == "__iter__" and not args:
-            return iterate(tx, self)
+            return iterate(frame, self)
         if name == "__reversed__" and not args:
-            return IteratorVariable(self.unpack(tx)[::-1])
+            return IteratorVariable(self.unpack(frame)[::-1])
         if self.kind == "keys" and name in ("__and__", "__or__", "__sub__", "__xor__", "isdisjoint"):
-            return SetVariable.from_items(tx, self.unpack(tx)).call_method(tx, name, args, kwargs)
+            return SetVariable.from_items(frame, self.unpack(frame)).call_method(frame, name, args, kwargs)
         raise Unsupported(f"method {name!r} of {self.describe()}")
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -108,16 +108,16 @@ class SequenceVariable(Variable):
     def as_constant(self) -> Any:
         return self.python_class(item.as_constant() for item in self.items)
 
-    def unpack(self, tx: Frame) -> list[Variable]:
+    def unpack(self, frame: Frame) -> list[Variable]:
         return list(self.items)
 
-    def length(self, tx: Frame) -> int:
+    def length(self, frame: Frame) -> int:
         return len(self.items)
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         return bool(self.items)
 
-    def getitem(self, tx: Frame, key: Variable) -> Variable:
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
         # a symbolic int used as an index is specialised (guarded to this value), as in eager
         index = key.as_constant() if key.is_constant() or isinstance(key, SymNodeVariable) else None
         if isinstance(index, slice):
@@ -126,13 +126,13 @@ class SequenceVariable(Variable):
             try:
                 return self.items[index]
             except IndexError as e:
-                raise_python_error(tx, type(e)(f"{self.python_class.__name__} index out of range"))
+                raise_python_error(frame, type(e)(f"{self.python_class.__name__} index out of range"))
         raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
 
     def clone(self, items: list[Variable]) -> SequenceVariable:
         return type(self)(items)
 
-    def binary_op(self, tx: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
+    def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
         """Concatenation with another tracked sequence, repetition by a constant."""
         if isinstance(other, SequenceVariable) and plain is operator.add:
             if self.python_class is other.python_class or (
@@ -144,27 +144,27 @@ class SequenceVariable(Variable):
             return self.clone(self.items * other.as_constant())
         return None
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         return _method_of(self, name)
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "index" and not kwargs and len(args) == 1:
             # cycle: variables.operators imports variables.containers at module level
             from .operators import same_or_equal
 
             for i, item in enumerate(self.items):
-                if same_or_equal(tx, args[0], item):
+                if same_or_equal(frame, args[0], item):
                     return constant(i)
             if not args[0].is_constant():
                 raise Unsupported(f"{self.python_class.__name__}.index() of a missing {args[0].describe()}")
             if self.python_class is list:
-                raise raise_new(tx, ValueError, f"{args[0].as_constant()!r} is not in list")
-            raise raise_new(tx, ValueError, "tuple.index(x): x not in tuple")
+                raise raise_new(frame, ValueError, f"{args[0].as_constant()!r} is not in list")
+            raise raise_new(frame, ValueError, "tuple.index(x): x not in tuple")
         if name == "count" and not kwargs and len(args) == 1 and args[0].is_constant():
             wanted = args[0].as_constant()
             return constant(sum(1 for i in self.items if i.is_constant() and i.as_constant() == wanted))
         if name == "__getitem__" and len(args) == 1:
-            return self.getitem(tx, args[0])
+            return self.getitem(frame, args[0])
         if name == "__len__" and not args:
             return constant(len(self.items))
         raise Unsupported(f"method {name!r} of {self.describe()}")
@@ -191,10 +191,10 @@ class SizeVariable(TupleVariable):
     def reconstruct(self, codegen: Any) -> str:
         return f"___Size(({''.join(codegen.expr(i) + ', ' for i in self.items)}))"
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "numel" and not args and not kwargs and self.is_constant():
             return constant(self.as_constant().numel())
-        return super().call_method(tx, name, args, kwargs)
+        return super().call_method(frame, name, args, kwargs)
 
 
 class ListVariable(SequenceVariable):
@@ -209,17 +209,17 @@ class ListVariable(SequenceVariable):
     def made_while_tracing(self) -> bool:
         return self.source is None
 
-    def binary_op(self, tx: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
+    def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
         # `+=` extends and `*=` repeats the list itself (other names for it see the change)
         if op is operator.iadd and isinstance(other, SequenceVariable):
-            self.call_method(tx, "extend", [other], {})
+            self.call_method(frame, "extend", [other], {})
             return self
         if op is operator.imul and other.is_constant():
-            self.setitem(tx, constant(slice(None)), ListVariable(self.items * other.as_constant()))
+            self.setitem(frame, constant(slice(None)), ListVariable(self.items * other.as_constant()))
             return self
-        return super().binary_op(tx, op, plain, other)
+        return super().binary_op(frame, op, plain, other)
 
-    def get_iter(self, tx: Frame) -> Variable:
+    def get_iter(self, frame: Frame) -> Variable:
         return ListIteratorVariable(self)
 
     def reconstruct(self, codegen: Any) -> str:
@@ -229,77 +229,77 @@ class ListVariable(SequenceVariable):
         items = pin(f"[{', '.join(expr(i) for i in self.items)}]")
         return f"{target}[:] = {items}"
 
-    def _mutable(self, tx: Frame, what: str) -> None:
+    def _mutable(self, frame: Frame, what: str) -> None:
         if self.source is not None:
-            tx.output.side_effects.container_mutated(self)
+            frame.output.side_effects.container_mutated(self)
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "append" and len(args) == 1 and not kwargs:
-            self._mutable(tx, "list.append")
+            self._mutable(frame, "list.append")
             self.items.append(args[0])
             return constant(None)
         if name == "extend" and len(args) == 1 and not kwargs:
-            self._mutable(tx, "list.extend")
-            self.items.extend(args[0].unpack(tx))
+            self._mutable(frame, "list.extend")
+            self.items.extend(args[0].unpack(frame))
             return constant(None)
         if name == "insert" and len(args) == 2 and args[0].is_constant():
-            self._mutable(tx, "list.insert")
+            self._mutable(frame, "list.insert")
             self.items.insert(args[0].as_constant(), args[1])
             return constant(None)
         if name == "pop" and len(args) <= 1 and not kwargs:
             index = args[0].as_constant() if args else -1
             if not self.items or not -len(self.items) <= index < len(self.items):
-                _raise(tx, IndexError, "pop from empty list" if not self.items else "pop index out of range")
-            self._mutable(tx, "list.pop")
+                _raise(frame, IndexError, "pop from empty list" if not self.items else "pop index out of range")
+            self._mutable(frame, "list.pop")
             return self.items.pop(index)
         if name == "copy" and not args:
             return ListVariable(self.items)
         if name == "reverse" and not args:
-            self._mutable(tx, "list.reverse")
+            self._mutable(frame, "list.reverse")
             self.items.reverse()
             return constant(None)
         if name == "clear" and not args:
-            self._mutable(tx, "list.clear")
+            self._mutable(frame, "list.clear")
             self.items.clear()
             return constant(None)
         if name == "remove" and len(args) == 1:
             # cycle: variables.operators imports variables.containers at module level
             from .operators import same_or_equal
 
-            index = next((i for i, item in enumerate(self.items) if same_or_equal(tx, args[0], item)), None)
+            index = next((i for i, item in enumerate(self.items) if same_or_equal(frame, args[0], item)), None)
             if index is None:
-                _raise(tx, ValueError, "list.remove(x): x not in list")
-            self._mutable(tx, "list.remove")
+                _raise(frame, ValueError, "list.remove(x): x not in list")
+            self._mutable(frame, "list.remove")
             del self.items[index]
             return constant(None)
         if name == "sort" and not args:
-            self._mutable(tx, "list.sort")
-            self.items[:] = sort_items(tx, self.items, kwargs)
+            self._mutable(frame, "list.sort")
+            self.items[:] = sort_items(frame, self.items, kwargs)
             return constant(None)
-        return super().call_method(tx, name, args, kwargs)
+        return super().call_method(frame, name, args, kwargs)
 
-    def delitem(self, tx: Frame, key: Variable) -> None:
+    def delitem(self, frame: Frame, key: Variable) -> None:
         index = key.as_constant()
         if isinstance(index, int) and not -len(self.items) <= index < len(self.items):
-            _raise(tx, IndexError, "list assignment index out of range")
-        self._mutable(tx, "del list[...]")
+            _raise(frame, IndexError, "list assignment index out of range")
+        self._mutable(frame, "del list[...]")
         del self.items[index]
 
-    def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
+    def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
         index = key.as_constant()
         if isinstance(index, int) and not -len(self.items) <= index < len(self.items):
-            _raise(tx, IndexError, "list assignment index out of range")
+            _raise(frame, IndexError, "list assignment index out of range")
         if isinstance(index, slice):
-            new_items = value.unpack(tx)
+            new_items = value.unpack(frame)
             check = list(range(len(self.items)))
             try:  # an extended slice of another length raises, before the list changes
                 check[index] = range(len(new_items))
             except ValueError as e:
-                _raise(tx, ValueError, str(e))
-            self._mutable(tx, "list item assignment")
+                _raise(frame, ValueError, str(e))
+            self._mutable(frame, "list item assignment")
             self.items[index] = new_items
         else:
-            self._mutable(tx, "list item assignment")
+            self._mutable(frame, "list item assignment")
             self.items[index] = value
 
 
@@ -314,8 +314,8 @@ def dict_key(var: Variable) -> Any:
     return value
 
 
-def _raise(tx: Frame, cls: type[BaseException], message: str) -> NoReturn:
-    raise raise_new(tx, cls, message)
+def _raise(frame: Frame, cls: type[BaseException], message: str) -> NoReturn:
+    raise raise_new(frame, cls, message)
 
 
 class DictVariable(Variable):
@@ -335,10 +335,10 @@ class DictVariable(Variable):
     def made_while_tracing(self) -> bool:
         return self.source is None
 
-    def contains(self, tx: Frame, item: Variable) -> bool | None:
+    def contains(self, frame: Frame, item: Variable) -> bool | None:
         return item.as_constant() in self.items
 
-    def get_iter(self, tx: Frame) -> Variable:
+    def get_iter(self, frame: Frame) -> Variable:
         return LiveContainerIteratorVariable(self, "keys")
 
     def reconstruct(self, codegen: Any) -> str:
@@ -360,39 +360,39 @@ class DictVariable(Variable):
     def as_constant(self) -> Any:
         return {k: v.as_constant() for k, v in self.items.items()}
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         return bool(self.items)
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         return _method_of(self, name)
 
-    def unpack(self, tx: Frame) -> list[Variable]:
+    def unpack(self, frame: Frame) -> list[Variable]:
         return [constant(k) if _is_literal(k) else ConstantVariable(k) for k in self.items]
 
-    def length(self, tx: Frame) -> int:
+    def length(self, frame: Frame) -> int:
         return len(self.items)
 
     def key_trackers(self) -> list[Variable]:
         return [constant(k) if _is_literal(k) else ConstantVariable(k) for k in self.items]
 
-    def getitem(self, tx: Frame, key: Variable) -> Variable:
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
         k = dict_key(key)
         if k not in self.items:
-            raise raise_new(tx, KeyError, k)
+            raise raise_new(frame, KeyError, k)
         return self.items[k]
 
-    def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
+    def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
         if self.source is not None:
-            tx.output.side_effects.container_mutated(self)
+            frame.output.side_effects.container_mutated(self)
         self.items[dict_key(key)] = value
 
-    def delitem(self, tx: Frame, key: Variable) -> None:
-        self.getitem(tx, key)
+    def delitem(self, frame: Frame, key: Variable) -> None:
+        self.getitem(frame, key)
         if self.source is not None:
-            tx.output.side_effects.container_mutated(self)
+            frame.output.side_effects.container_mutated(self)
         del self.items[dict_key(key)]
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name in ("items", "keys", "values") and not args:
             return DictViewVariable(self, name)
         if name in ("get", "__getitem__") and args and args[0].is_constant():
@@ -401,25 +401,25 @@ class DictVariable(Variable):
                 return self.items[k]
             if name == "get":
                 return args[1] if len(args) > 1 else constant(None)
-            return self.getitem(tx, args[0])
+            return self.getitem(frame, args[0])
         if name == "__contains__" and len(args) == 1:
             return constant(dict_key(args[0]) in self.items)
         if name in ("update", "__setitem__", "pop", "setdefault", "clear", "move_to_end", "popitem", "__delitem__"):
             if self.source is not None:
-                tx.output.side_effects.container_mutated(self)
+                frame.output.side_effects.container_mutated(self)
             if name == "update":
                 other = args[0] if args else DictVariable({})
                 if isinstance(other, DictVariable):
                     self.items.update(other.items)
                 else:
-                    for pair in other.unpack(tx):
-                        k, v = pair.unpack(tx)
+                    for pair in other.unpack(frame):
+                        k, v = pair.unpack(frame)
                         self.items[dict_key(k)] = v
                 for k, v in kwargs.items():
                     self.items[k] = v
                 return constant(None)
             if name == "__setitem__":
-                self.setitem(tx, args[0], args[1])
+                self.setitem(frame, args[0], args[1])
                 return constant(None)
             if name == "pop":
                 k = dict_key(args[0])
@@ -427,9 +427,9 @@ class DictVariable(Variable):
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
-                return self.getitem(tx, args[0])
+                return self.getitem(frame, args[0])
             if name == "__delitem__":
-                self.delitem(tx, args[0])
+                self.delitem(frame, args[0])
                 return constant(None)
             if name == "clear":
                 self.items.clear()
@@ -437,14 +437,14 @@ class DictVariable(Variable):
             if name == "move_to_end":
                 k = dict_key(args[0])
                 if k not in self.items:
-                    raise raise_new(tx, KeyError, k)
+                    raise raise_new(frame, KeyError, k)
                 value = self.items.pop(k)
                 last = kwargs.get("last", args[1] if len(args) > 1 else constant(True)).as_constant()
                 self.items = {k: value, **self.items} if not last else {**self.items, k: value}
                 return constant(None)
             if name == "popitem":
                 if not self.items:
-                    raise raise_new(tx, KeyError, "popitem(): dictionary is empty")
+                    raise raise_new(frame, KeyError, "popitem(): dictionary is empty")
                 last = kwargs.get("last", args[0] if args else constant(True)).as_constant()
                 k = next(reversed(self.items)) if last else next(iter(self.items))
                 return TupleVariable([ConstantVariable(k), self.items.pop(k)])
@@ -455,7 +455,7 @@ class DictVariable(Variable):
         if name == "__len__" and not args:
             return constant(len(self.items))
         if name == "__iter__" and not args:
-            return iterate(tx, self)
+            return iterate(frame, self)
         raise Unsupported(f"method {name!r} of {self.describe()}")
 
 
@@ -474,25 +474,25 @@ class IteratorVariable(Variable):
     def describe(self) -> str:
         return "iterator"
 
-    def get_iter(self, tx: Frame) -> Variable:
+    def get_iter(self, frame: Frame) -> Variable:
         return self
 
     def reconstruct(self, codegen: Any) -> str:
         return f"iter(({''.join(codegen.expr(i) + ', ' for i in self.items[self.index :])}))"
 
-    def next(self, tx: Frame) -> Variable | None:
+    def next(self, frame: Frame) -> Variable | None:
         """The next item, or None when exhausted."""
         if self.index >= len(self.items):
             if self.failure is not None:
-                raise raise_new(tx, *self.failure)
+                raise raise_new(frame, *self.failure)
             return None
         item = self.items[self.index]
         self.index += 1
         return item
 
-    def unpack(self, tx: Frame) -> list[Variable]:
+    def unpack(self, frame: Frame) -> list[Variable]:
         rest = []
-        while (item := self.next(tx)) is not None:
+        while (item := self.next(frame)) is not None:
             rest.append(item)
         return rest
 
@@ -537,7 +537,7 @@ class ReversedListIteratorVariable(IteratorVariable):
         live = self.list_var.items
         return live[self.position :: -1] if 0 <= self.position < len(live) else []
 
-    def next(self, tx: Frame) -> Variable | None:
+    def next(self, frame: Frame) -> Variable | None:
         live = self.list_var.items
         if 0 <= self.position < len(live):
             self.position -= 1
@@ -589,11 +589,11 @@ class LiveContainerIteratorVariable(IteratorVariable):
         container = self.container
         return len(container.members) if isinstance(container, SetVariable) else len(container.items)
 
-    def next(self, tx: Frame) -> Variable | None:
+    def next(self, frame: Frame) -> Variable | None:
         if self._size() != self.size:
             self.size = -1  # CPython's iterator keeps failing once it has failed
             what = "Set" if isinstance(self.container, SetVariable) else "dictionary"
-            raise raise_new(tx, RuntimeError, f"{what} changed size during iteration")
+            raise raise_new(frame, RuntimeError, f"{what} changed size during iteration")
         if self._keys() != self.keys:
             raise Unsupported(f"the keys of {self.container.describe()} changed during iteration")
         if self.index >= len(self.keys):
@@ -631,44 +631,44 @@ class LazyIteratorVariable(IteratorVariable):
         self.index = 0
         self.failure = None
 
-    def next(self, tx: Frame) -> Variable | None:
+    def next(self, frame: Frame) -> Variable | None:
         if self.done:
             return None
         if self.kind == "filter":
-            while (item := self.sources[0].next(tx)) is not None:
-                keep = item if self.fn is None else self.fn.call(tx, [item], {})
-                if keep.truth(tx):
+            while (item := self.sources[0].next(frame)) is not None:
+                keep = item if self.fn is None else self.fn.call(frame, [item], {})
+                if keep.truth(frame):
                     return item
             self.done = True
             return None
         row = []
         for i, source in enumerate(self.sources):
-            item = source.next(tx)
+            item = source.next(frame)
             if item is None:
                 self.done = True
                 if self.strict:
-                    self._check_lengths(tx, i)
+                    self._check_lengths(frame, i)
                 return None
             row.append(item)
         if self.kind == "map":
             assert self.fn is not None
-            return self.fn.call(tx, row, {})
+            return self.fn.call(frame, row, {})
         if self.kind == "enumerate":
             self.count += 1
             return TupleVariable([constant(self.count - 1), row[0]])
         return TupleVariable(row)
 
-    def _check_lengths(self, tx: Frame, exhausted: int) -> None:
+    def _check_lengths(self, frame: Frame, exhausted: int) -> None:
         """`zip(strict=True)` reached the end of argument `exhausted`: CPython's ValueError."""
 
         def message(i: int, how: str) -> str:
             return f"zip() argument {i + 1} is {how} than argument{' ' if i == 1 else 's 1-'}{i}"
 
         if exhausted > 0:
-            raise raise_new(tx, ValueError, message(exhausted, "shorter"))
+            raise raise_new(frame, ValueError, message(exhausted, "shorter"))
         for i, source in enumerate(self.sources[1:], 1):
-            if source.next(tx) is not None:
-                raise raise_new(tx, ValueError, message(i, "longer"))
+            if source.next(frame) is not None:
+                raise raise_new(frame, ValueError, message(i, "longer"))
 
     @property
     def items(self) -> list[Variable]:  # type: ignore[override]
@@ -691,10 +691,10 @@ class LazyIteratorVariable(IteratorVariable):
         return self.strict and not self.done and len({len(s.items) - s.index for s in self.sources}) > 1
 
 
-def iterate(tx: Frame, value: Variable) -> IteratorVariable:
+def iterate(frame: Frame, value: Variable) -> IteratorVariable:
     """`iter(value)`: lists, dicts, dict views and sets are read live; other iterables are
     unpacked into a known list of items (`Variable.get_iter`)."""
-    return value.get_iter(tx)  # type: ignore[return-value]
+    return value.get_iter(frame)  # type: ignore[return-value]
 
 
 def _is_literal(value: Any) -> bool:
@@ -717,7 +717,7 @@ class SliceVariable(Variable):
         return f"slice({', '.join(rebuild.expr(p) for p in self.parts)})"
 
 
-def sort_items(tx: Frame, items: list[Variable], kwargs: dict[str, Variable]) -> list[Variable]:
+def sort_items(frame: Frame, items: list[Variable], kwargs: dict[str, Variable]) -> list[Variable]:
     """`sorted(items, key=..., reverse=...)` when the sort keys are constants."""
     unknown = set(kwargs) - {"key", "reverse"}
     if unknown:
@@ -727,7 +727,7 @@ def sort_items(tx: Frame, items: list[Variable], kwargs: dict[str, Variable]) ->
     if key_fn is None or key_fn.is_constant() and key_fn.as_constant() is None:
         keys = items
     else:
-        keys = [key_fn.call(tx, [item], {}) for item in items]
+        keys = [key_fn.call(frame, [item], {}) for item in items]
     if not all(k.is_constant() for k in keys):
         raise Unsupported("sorting by keys that are not constants (tensor values?)")
     values = [k.as_constant() for k in keys]
@@ -735,7 +735,7 @@ def sort_items(tx: Frame, items: list[Variable], kwargs: dict[str, Variable]) ->
         # the indices sorted as CPython sorts the keys themselves (stable, reverse keeps ties in order)
         order = sorted(range(len(items)), key=values.__getitem__, reverse=reverse)
     except Exception as e:
-        raise_python_error(tx, e)
+        raise_python_error(frame, e)
     return [items[i] for i in order]
 
 
@@ -777,7 +777,7 @@ class SetVariable(Variable):
         return _Identity(identity)
 
     @classmethod
-    def from_items(cls, tx: Frame, items: list[Variable], python_class: type = set) -> SetVariable:
+    def from_items(cls, frame: Frame, items: list[Variable], python_class: type = set) -> SetVariable:
         """`{a, b}` or `set(iterable)`: members added one by one, in order."""
         result = cls({}, python_class)
         for item in items:
@@ -785,14 +785,14 @@ class SetVariable(Variable):
         return result
 
     @classmethod
-    def of(cls, tx: Frame, value: Variable, python_class: type = set) -> SetVariable:
+    def of(cls, frame: Frame, value: Variable, python_class: type = set) -> SetVariable:
         """`set(value)`: a set or dict argument is merged as a whole, as CPython does."""
         if isinstance(value, (SetVariable, DictVariable)):
-            members, table = _as_table(tx, value)
+            members, table = _as_table(frame, value)
             result = cls(dict(members), python_class, table=set(table))
             result.layout_known = not isinstance(value, SetVariable) or value.layout_known
             return result
-        return cls.from_items(tx, value.unpack(tx), python_class)
+        return cls.from_items(frame, value.unpack(frame), python_class)
 
     def _add(self, item: Variable) -> None:
         key = self.key_of(item)
@@ -833,25 +833,25 @@ class SetVariable(Variable):
     def _ordered(self) -> list[Variable]:
         return [self.members[k] for k in self._order()]
 
-    def unpack(self, tx: Frame) -> list[Variable]:
+    def unpack(self, frame: Frame) -> list[Variable]:
         return self._ordered()
 
-    def length(self, tx: Frame) -> int:
+    def length(self, frame: Frame) -> int:
         return len(self.members)
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         return bool(self.members)
 
-    def contains(self, tx: Frame, item: Variable) -> bool | None:
+    def contains(self, frame: Frame, item: Variable) -> bool | None:
         return self.key_of(item) in self.members
 
     def made_while_tracing(self) -> bool:
         return self.source is None
 
-    def get_iter(self, tx: Frame) -> Variable:
+    def get_iter(self, frame: Frame) -> Variable:
         return LiveContainerIteratorVariable(self, "set")
 
-    def binary_op(self, tx: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
+    def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
         """`|`, `&`, `-` and their in-place forms, with another set."""
         methods = _SET_OPERATORS.get(plain)
         if methods is None:
@@ -862,9 +862,9 @@ class SetVariable(Variable):
         if not is_set:
             raise Unsupported(f"operator {op.__name__} on {self.describe()} and {other.describe()}")
         if op is not plain:  # |=, &=, -=: update in place
-            self.call_method(tx, methods[1], [other], {})
+            self.call_method(frame, methods[1], [other], {})
             return self
-        return self.call_method(tx, methods[0], [other], {})
+        return self.call_method(frame, methods[0], [other], {})
 
     def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
         # removals, then additions in program order: the set keeps its own table, so code
@@ -875,15 +875,15 @@ class SetVariable(Variable):
             f"{target}.update({members})"
         )
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         return _method_of(self, name)
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         mutating = {"add", "discard", "remove", "update", "clear", "__ior__", "__iand__", "__isub__"}
         if name in mutating and self.python_class is not set:
             raise Unsupported(f"{name} on a frozenset")
         if name in mutating and self.source is not None:
-            tx.output.side_effects.container_mutated(self)
+            frame.output.side_effects.container_mutated(self)
         if kwargs:
             raise Unsupported(f"set.{name} with keyword arguments")
         if name in mutating:
@@ -893,11 +893,11 @@ class SetVariable(Variable):
         elif name in ("discard", "remove") and len(args) == 1:
             key = self.key_of(args[0])
             if key not in self.members and name == "remove":
-                raise raise_new(tx, KeyError, key)
+                raise raise_new(frame, KeyError, key)
             self.members.pop(key, None)
             self.table.discard(key)
         elif name in ("update", "__ior__", "__iand__", "__isub__"):
-            others = [_as_table(tx, other) for other in args]
+            others = [_as_table(frame, other) for other in args]
             for members, _ in others:
                 for k, v in members.items():
                     self.members.setdefault(k, v)
@@ -913,7 +913,7 @@ class SetVariable(Variable):
             self.members.clear()
             self.table.clear()
         elif name in _SET_RESULTS:
-            others = [_as_table(tx, other) for other in args]
+            others = [_as_table(frame, other) for other in args]
             members = dict(self.members)
             for other_members, _ in others:
                 for k, v in other_members.items():
@@ -924,15 +924,15 @@ class SetVariable(Variable):
             result.layout_known = self.layout_known and all(o.layout_known for o in args if isinstance(o, SetVariable))
             return result
         elif name in ("issubset", "issuperset", "isdisjoint", "__eq__") and len(args) == 1:
-            mine, theirs = set(self.members), set(_as_table(tx, args[0])[0])
+            mine, theirs = set(self.members), set(_as_table(frame, args[0])[0])
             op = {"issubset": mine.issubset, "issuperset": mine.issuperset, "isdisjoint": mine.isdisjoint}
             return constant(mine == theirs if name == "__eq__" else op[name](theirs))
         elif name == "__contains__" and len(args) == 1:
-            return constant(self.contains(tx, args[0]))
+            return constant(self.contains(frame, args[0]))
         elif name == "__len__" and not args:
             return constant(len(self.members))
         elif name == "__iter__" and not args:
-            return iterate(tx, self)
+            return iterate(frame, self)
         else:
             raise Unsupported(f"method {name!r} of {self.describe()}")
         return constant(None)
@@ -972,7 +972,7 @@ _SET_RESULTS = {
 }
 
 
-def _as_table(tx: Frame, other: Variable) -> tuple[dict[Any, Variable], Any]:
+def _as_table(frame: Frame, other: Variable) -> tuple[dict[Any, Variable], Any]:
     """(key -> tracker, what a real set operation takes for it): a set's own table, a dict's keys
     as a dict (merged as a whole), or any other iterable's keys as a list (added one by one)."""
     if isinstance(other, SetVariable):
@@ -983,7 +983,7 @@ def _as_table(tx: Frame, other: Variable) -> tuple[dict[Any, Variable], Any]:
     if isinstance(other, DictVariable):
         keys = other.key_trackers()
         return {SetVariable.key_of(k): k for k in keys}, dict.fromkeys(SetVariable.key_of(k) for k in keys)
-    items = other.unpack(tx)
+    items = other.unpack(frame)
     members: dict[Any, Variable] = {}
     for item in items:
         members.setdefault(SetVariable.key_of(item), item)
@@ -1015,7 +1015,9 @@ class NamedTupleVariable(TupleVariable):
         self.python_class = cls
 
     @classmethod
-    def construct(cls, tx: Frame, klass: type, args: list[Variable], kwargs: dict[str, Variable]) -> NamedTupleVariable:
+    def construct(
+        cls, frame: Frame, klass: type, args: list[Variable], kwargs: dict[str, Variable]
+    ) -> NamedTupleVariable:
         fields = klass._fields
         values: dict[str, Variable] = dict(zip(fields, args))
         if len(args) > len(fields):
@@ -1043,7 +1045,7 @@ class NamedTupleVariable(TupleVariable):
     def field_names(self) -> tuple[str, ...]:
         return self.python_class._fields
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         fields = self.field_names()
         if name in fields:
             return self.items[fields.index(name)]
@@ -1053,10 +1055,10 @@ class NamedTupleVariable(TupleVariable):
             return BoundMethodVariable(self, name)
         attr, owner = _class_lookup(self.python_class, name)
         if attr is not _MISSING and owner is not tuple and owner is not object:
-            return bind_class_attr(tx, self, self.python_class, attr, owner, name)
-        return super().getattr(tx, name)
+            return bind_class_attr(frame, self, self.python_class, attr, owner, name)
+        return super().getattr(frame, name)
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "_replace" and not args:
             fields = self.python_class._fields
             values = dict(zip(fields, self.items))
@@ -1064,7 +1066,7 @@ class NamedTupleVariable(TupleVariable):
             return NamedTupleVariable([values[f] for f in fields], self.python_class)
         if name == "_asdict" and not args:
             return DictVariable(dict(zip(self.python_class._fields, self.items)))
-        return super().call_method(tx, name, args, kwargs)
+        return super().call_method(frame, name, args, kwargs)
 
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.python_class, "cls")
@@ -1084,8 +1086,8 @@ class StructSeqVariable(NamedTupleVariable):
     def as_constant(self) -> Any:
         return self.python_class(tuple(item.as_constant() for item in self.items))
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return TupleVariable.call_method(self, tx, name, args, kwargs)
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return TupleVariable.call_method(self, frame, name, args, kwargs)
 
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.python_class, "cls")

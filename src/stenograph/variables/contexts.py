@@ -33,13 +33,13 @@ class GradModeContextVariable(Variable):
     def describe(self) -> str:
         return f"{self.cls.__name__}()"
 
-    def enter(self, tx: Frame) -> Variable:
+    def enter(self, frame: Frame) -> Variable:
         """BEFORE_WITH: switch mode; returns the exit tracker that goes on the stack."""
         previous = torch.is_grad_enabled()
-        tx.output.set_grad_enabled(self.mode)
+        frame.output.set_grad_enabled(self.mode)
         return ContextExitVariable(self, previous)
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -57,8 +57,8 @@ class ContextExitVariable(Variable):
     def describe(self) -> str:
         return f"{self.context.describe()}.__exit__"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        tx.output.set_grad_enabled(self.previous)
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        frame.output.set_grad_enabled(self.previous)
         return constant(None)
 
 
@@ -66,7 +66,7 @@ def grad_mode_class(value: Any) -> bool:
     return value in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
 
-def make_grad_context(tx: Frame, cls: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def make_grad_context(frame: Frame, cls: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """Calling `torch.no_grad()` / `enable_grad()` / `set_grad_enabled(mode)` while tracing."""
     if cls is torch.no_grad:
         return GradModeContextVariable(cls, False)
@@ -78,7 +78,7 @@ def make_grad_context(tx: Frame, cls: Any, args: list[Variable], kwargs: dict[st
     mode = bool(mode_var.as_constant())
     # set_grad_enabled switches immediately, also when not used in a `with`
     previous = torch.is_grad_enabled()
-    tx.output.set_grad_enabled(mode)
+    frame.output.set_grad_enabled(mode)
     return _AlreadyEntered(cls, mode, (mode,), previous)
 
 
@@ -89,5 +89,5 @@ class _AlreadyEntered(GradModeContextVariable):
         super().__init__(cls, mode, args)
         self.previous = previous
 
-    def enter(self, tx: Frame) -> Variable:
+    def enter(self, frame: Frame) -> Variable:
         return ContextExitVariable(self, self.previous)

@@ -28,12 +28,12 @@ class TracedException(Exception):
         self.chained = False  # `__context__` recorded (at the raise point)
 
 
-def raise_new(tx: Frame, cls: type[BaseException], *args: object) -> TracedException:
+def raise_new(frame: Frame, cls: type[BaseException], *args: object) -> TracedException:
     """A TracedException for `cls(*args)` with constant arguments, ready to raise."""
-    return TracedException(instantiate(tx, cls, [constant(a) for a in args], {}))
+    return TracedException(instantiate(frame, cls, [constant(a) for a in args], {}))
 
 
-def raise_python_error(tx: Frame, error: Exception) -> NoReturn:
+def raise_python_error(frame: Frame, error: Exception) -> NoReturn:
     """Raise, in the traced program, the error Python raised evaluating an operation on constants
     (`int("x")`, `divmod(1, 0)`), so the program's `except` clauses see it as they would eagerly.
 
@@ -44,7 +44,7 @@ def raise_python_error(tx: Frame, error: Exception) -> NoReturn:
         raise error
 
     try:
-        tracker = instantiate(tx, type(error), [constant(a) for a in error.args], {})
+        tracker = instantiate(frame, type(error), [constant(a) for a in error.args], {})
     except Unsupported:
         raise Unsupported(f"{type(error).__name__} raised on constants: {error}") from error
     raise TracedException(tracker) from error

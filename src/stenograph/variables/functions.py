@@ -41,7 +41,7 @@ class UserFunctionVariable(Variable):
     def describe(self) -> str:
         return f"function {self.fn.__qualname__}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         refuse_untraced_library(self.fn, args, kwargs)
         if is_disabled(self.fn):
             raise Unsupported(
@@ -49,9 +49,9 @@ class UserFunctionVariable(Variable):
                 hint="disabled functions run eagerly",
                 kind=BreakKind.UNTRACED_CALL,
             )
-        return tx.inline_call(self.fn, args, kwargs, closure=None, fn_source=self.source)
+        return frame.inline_call(self.fn, args, kwargs, closure=None, fn_source=self.source)
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__", "__defaults__", "__kwdefaults__"):
             return ConstantVariable(getattr(self.fn, name))
         if name in getattr(self.fn, "__dict__", {}):  # function attributes (`__wrapped__`, flags)
@@ -59,8 +59,8 @@ class UserFunctionVariable(Variable):
             from .builder import wrap
 
             source = AttrSource(self.source, name) if self.source is not None else None
-            return wrap(tx, self.fn.__dict__[name], source)
-        return super().getattr(tx, name)
+            return wrap(frame, self.fn.__dict__[name], source)
+        return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
@@ -143,10 +143,10 @@ class NestedFunctionVariable(Variable):
 
         return rebuild.build_object(self, create, fill)
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         placeholder_cells = tuple(types.CellType() for _ in self.code.co_freevars)
         fn = types.FunctionType(self.code, self.globals_dict, self.code.co_name, None, placeholder_cells)
-        return tx.inline_call(fn, args, kwargs, closure=self.closure, defaults=(self.defaults, self.kwdefaults))
+        return frame.inline_call(fn, args, kwargs, closure=self.closure, defaults=(self.defaults, self.kwdefaults))
 
 
 def _existing_cell(rebuild: Any, cell: Any) -> str:
@@ -177,15 +177,15 @@ class UserMethodVariable(Variable):
     def describe(self) -> str:
         return f"method {self.fn.__qualname__}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return UserFunctionVariable(self.fn, self.fn_source).call(tx, [self.self_var, *args], kwargs)
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return UserFunctionVariable(self.fn, self.fn_source).call(frame, [self.self_var, *args], kwargs)
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         if name == "__func__":
             return UserFunctionVariable(self.fn, self.fn_source)
         if name == "__self__":
             return self.self_var
-        return UserFunctionVariable(self.fn, self.fn_source).getattr(tx, name)
+        return UserFunctionVariable(self.fn, self.fn_source).getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:
         method = rebuild.writer.bind(types.MethodType, "MethodType")
@@ -202,9 +202,9 @@ class ConstantMethodVariable(Variable):
     def describe(self) -> str:
         return f"method {type(self.obj).__name__}.{self.name}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         # an iterator argument (`",".join(str(i) for i in xs)`) is consumed into a list first
-        args = [ListVariable(a.unpack(tx)) if isinstance(a, IteratorVariable) else a for a in args]
+        args = [ListVariable(a.unpack(frame)) if isinstance(a, IteratorVariable) else a for a in args]
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported(f"{self.describe()} with non-constant arguments")
         try:
@@ -212,7 +212,7 @@ class ConstantMethodVariable(Variable):
                 *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}
             )
         except Exception as e:
-            raise_python_error(tx, e)
+            raise_python_error(frame, e)
         return constant(result)
 
     # -- torch functions ---------------------------------------------------------------------------
@@ -236,14 +236,14 @@ class TorchOpVariable(Variable):
         module = getattr(self.fn, "__module__", None) or "torch"
         return f"{module}.{getattr(self.fn, '__name__', self.fn)}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         folded = trace_constant(self.fn)
         if folded is not None and all(a.is_constant() for a in [*args, *kwargs.values()]):
             return constant(folded(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
         if not args and not kwargs and isinstance(self.fn, types.BuiltinFunctionType):
-            return self._query_state(tx)
+            return self._query_state(frame)
         if self.fn is torch._C._set_grad_enabled and len(args) == 1 and args[0].is_constant():
-            tx.output.set_grad_enabled(bool(args[0].as_constant()))
+            frame.output.set_grad_enabled(bool(args[0].as_constant()))
             return constant(None)
         if self.fn is torch.is_tensor and len(args) == 1:
             return constant(isinstance(args[0], TensorVariable))
@@ -252,9 +252,9 @@ class TorchOpVariable(Variable):
         if self.fn in (torch.numel,) and isinstance(args[0], TensorVariable):
             return constant(args[0].fake.numel())
         refuse_effect(getattr(self.fn, "__name__", ""), f"{self.describe()}()")
-        return tx.output.call("call_function", self.fn, args, kwargs, f"{self.describe()}()")
+        return frame.output.call("call_function", self.fn, args, kwargs, f"{self.describe()}()")
 
-    def _query_state(self, tx: Frame) -> Variable:
+    def _query_state(self, frame: Frame) -> Variable:
         """A torch C function called with no arguments.
 
         A factory returns a tensor and is recorded; anything else reads global state (the dispatch-mode
@@ -266,9 +266,9 @@ class TorchOpVariable(Variable):
         if is_state_reader(self.fn):
             value = self.fn()
             if isinstance(value, (bool, int, float, str, torch.dtype, torch.device)) or value is None:
-                tx.output.guards.state_query(self.fn, self.describe(), value)
+                frame.output.guards.state_query(self.fn, self.describe(), value)
                 return constant(value)
-        result = tx.output.call("call_function", self.fn, [], {}, describe)
+        result = frame.output.call("call_function", self.fn, [], {}, describe)
         if isinstance(result, ConstantVariable) and result.value is not None:
             raise Unsupported(f"{describe} returns global state that tracing cannot reproduce")
         return result
@@ -288,10 +288,10 @@ class TensorMethodRefVariable(Variable):
     def describe(self) -> str:
         return f"torch.Tensor.{self.fn.__name__}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if not args or not isinstance(args[0], TensorVariable):
             raise Unsupported(f"{self.describe()} called without a tensor first")
-        return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
+        return args[0].call_method(frame, self.fn.__name__, args[1:], kwargs)
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
@@ -300,13 +300,13 @@ class TensorMethodRefVariable(Variable):
 class TorchClassVariable(ConstantVariable):
     """torch classes whose construction is modelled: torch.Size, torch.device, grad-mode contexts."""
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if grad_mode_class(self.value):
-            return make_grad_context(tx, self.value, args, kwargs)
+            return make_grad_context(frame, self.value, args, kwargs)
         if is_global_context_class(self.value):
             return make_global_context(self.value, args, kwargs)
         if self.value is torch.Size:
-            items = args[0].unpack(tx) if args else []
+            items = args[0].unpack(frame) if args else []
             return SizeVariable(items)
         if self.value is torch.device and all(a.is_constant() for a in [*args, *kwargs.values()]):
             return constant(
@@ -326,7 +326,7 @@ class FoldedCallVariable(Variable):
     def describe(self) -> str:
         return f"function {getattr(self.fn, '__qualname__', self.fn)}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return constant(self.result)
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -339,7 +339,7 @@ class GraphBreakVariable(Variable):
     def describe(self) -> str:
         return "stenograph.graph_break"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(
             "stenograph.graph_break() called", hint="remove the call to keep one graph", kind=BreakKind.EXPLICIT
         )
@@ -372,17 +372,17 @@ class PartialVariable(Variable):
     def describe(self) -> str:
         return f"functools.partial of {self.fn.describe()}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return self.fn.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return self.fn.call(frame, [*self.args, *args], {**self.kwargs, **kwargs})
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         if name == "func":
             return self.fn
         if name == "args":
             return TupleVariable(self.args)
         if name == "keywords":
             return DictVariable(self.kwargs)
-        return super().getattr(tx, name)
+        return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:
         partial = rebuild.writer.bind(functools.partial, "partial")

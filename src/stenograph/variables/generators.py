@@ -45,7 +45,7 @@ class GeneratorVariable(IteratorVariable):
     def items(self) -> list[Variable]:  # type: ignore[override]
         raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
 
-    def next(self, tx: Frame) -> Variable | None:
+    def next(self, frame: Frame) -> Variable | None:
         if self.done:
             return None
         try:
@@ -59,9 +59,9 @@ class GeneratorVariable(IteratorVariable):
         self.done = True
         return None
 
-    def unpack(self, tx: Frame) -> list[Variable]:
+    def unpack(self, frame: Frame) -> list[Variable]:
         values = []
-        while (item := self.next(tx)) is not None:
+        while (item := self.next(frame)) is not None:
             values.append(item)
         return values
 

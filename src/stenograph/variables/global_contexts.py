@@ -71,7 +71,7 @@ class GlobalContextVariable(Variable):
     def describe(self) -> str:
         return f"{self.cls.__qualname__}{self.args}"
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         if name in ("__enter__", "__exit__"):
             return _ContextMethod(self, name)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
@@ -85,16 +85,16 @@ class _ContextMethod(Variable):
     def describe(self) -> str:
         return f"{self.context.describe()}.{self.name}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         ctx = self.context
         enter, exit_, _ = _KINDS[ctx.cls]
-        graph = tx.output.graph
+        graph = frame.output.graph
         if self.name == "__enter__":
             ctx.real = enter(*ctx.args)
-            tx.output.open_contexts.append(ctx.real)
+            frame.output.open_contexts.append(ctx.real)
             ctx.node = graph.create_node("call_function", enter, ctx.args, {})
             return constant(None)
-        open_contexts = tx.output.open_contexts
+        open_contexts = frame.output.open_contexts
         if ctx.real is None or not open_contexts or open_contexts[-1] is not ctx.real:
             raise Unsupported(f"{self.describe()} out of order")
         open_contexts.pop()

@@ -54,7 +54,7 @@ def _class_lookup(cls: type, name: str, after: type | None = None) -> tuple[Any,
     return _MISSING, None
 
 
-def class_attr_source(tx: Frame, cls: type, name: str, attr: Any) -> Source:
+def class_attr_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
     """Guard that `cls.name`, as Python resolves it on the class, is still `attr`; the source
     to wrap the value it gives with (a method's function, a property's getter, a plain value).
 
@@ -63,7 +63,7 @@ def class_attr_source(tx: Frame, cls: type, name: str, attr: Any) -> Source:
     them. The source is rooted at the class itself, so the check runs once per class.
     """
     source = AttrSource(ClassSource(cls), name)
-    guards = tx.output.guards
+    guards = frame.output.guards
     if isinstance(attr, classmethod):
         source = AttrSource(source, "__func__")
         guards.id_match(source, attr.__func__)
@@ -74,22 +74,22 @@ def class_attr_source(tx: Frame, cls: type, name: str, attr: Any) -> Source:
     return source
 
 
-def guard_not_shadowed(tx: Frame, obj: Variable, name: str) -> None:
+def guard_not_shadowed(frame: Frame, obj: Variable, name: str) -> None:
     """Guard that the instance `__dict__` of `obj` (an outside object) does not hold `name`, so
     the class attribute read through it stays the one Python finds (`op.go = ...` recompiles)."""
     real = obj.value_object
     if obj.source is None or not isinstance(getattr(real, "__dict__", None), dict):
         return
     text = f"{obj.source.name()}.__dict__ lacks {name!r} (class attribute {type(real).__qualname__}.{name})"
-    tx.output.guards.key_absent(AttrSource(obj.source, "__dict__"), name, text)
+    frame.output.guards.key_absent(AttrSource(obj.source, "__dict__"), name, text)
 
 
-def pending_class_attribute(tx: Frame, cls: type, name: str, *, through_instance: bool = False) -> Variable | None:
+def pending_class_attribute(frame: Frame, cls: type, name: str, *, through_instance: bool = False) -> Variable | None:
     """The value this trace wrote to `name` on `cls` or a class it inherits it from, if any."""
     # cycle: variables.functions -> variables.containers -> variables.instances
     from .functions import NestedFunctionVariable, UserFunctionVariable
 
-    pending = tx.output.side_effects.class_attributes
+    pending = frame.output.side_effects.class_attributes
     for klass in cls.__mro__:
         found = pending.get((id(klass), name))
         if found is not None:
@@ -103,7 +103,7 @@ def pending_class_attribute(tx: Frame, cls: type, name: str, *, through_instance
 
 
 def bind_class_attr(
-    tx: Frame, obj: Variable, cls: type, attr: Any, owner: type | None, name: str, *, via_super: bool = False
+    frame: Frame, obj: Variable, cls: type, attr: Any, owner: type | None, name: str, *, via_super: bool = False
 ) -> Variable:
     """`attr` (found on `owner` in `cls`'s MRO) read through instance `obj`: methods bind,
     properties run, builtin methods of modelled bases act on the tracker. The class attribute is
@@ -115,11 +115,11 @@ def bind_class_attr(
         attr, (types.FunctionType, property, staticmethod, classmethod, type, enum.Enum, *_CONSTANT_TYPES)
     ):
         raise Unsupported(f"descriptor {name!r} ({type(attr).__name__}) of {cls.__qualname__}")
-    source = class_attr_source(tx, owner if via_super and owner is not None else cls, name, attr)
-    return class_member(tx, obj, UserClassVariable(cls), attr, name, source)
+    source = class_attr_source(frame, owner if via_super and owner is not None else cls, name, attr)
+    return class_member(frame, obj, UserClassVariable(cls), attr, name, source)
 
 
-def class_member(tx: Frame, obj: Variable, cls_var: Variable, attr: Any, name: str, source: Source) -> Variable:
+def class_member(frame: Frame, obj: Variable, cls_var: Variable, attr: Any, name: str, source: Source) -> Variable:
     """Class attribute `attr` (guarded through `source`) read through instance `obj`: a property
     runs, functions bind to `obj` (class methods to `cls_var`), anything else is its value."""
     # cycles: variables.builder imports variables.instances at module level; variables.functions ->
@@ -130,17 +130,17 @@ def class_member(tx: Frame, obj: Variable, cls_var: Variable, attr: Any, name: s
     if isinstance(attr, property):
         if attr.fget is None:
             raise Unsupported(f"property {name!r} has no getter")
-        return UserFunctionVariable(attr.fget, AttrSource(source, "fget")).call(tx, [obj], {})
+        return UserFunctionVariable(attr.fget, AttrSource(source, "fget")).call(frame, [obj], {})
     if isinstance(attr, staticmethod):
-        return function_from_class(tx, attr.__func__, source)
+        return function_from_class(frame, attr.__func__, source)
     if isinstance(attr, classmethod):
         return UserMethodVariable(attr.__func__, cls_var, fn_source=source)
     if isinstance(attr, types.FunctionType):
         return UserMethodVariable(attr, obj, fn_source=source)
-    return wrap(tx, attr, source)
+    return wrap(frame, attr, source)
 
 
-def function_from_class(tx: Frame, fn: Any, source: Source) -> Variable:
+def function_from_class(frame: Frame, fn: Any, source: Source) -> Variable:
     """A function stored on a class (a static method), already guarded by identity: its tracker,
     with the source its defaults and cells are read through when it is inlined."""
     # cycles: variables.builder imports variables.instances at module level; variables.functions ->
@@ -148,7 +148,7 @@ def function_from_class(tx: Frame, fn: Any, source: Source) -> Variable:
     from .builder import wrap
     from .functions import UserFunctionVariable
 
-    var = wrap(tx, fn, None)
+    var = wrap(frame, fn, None)
     return UserFunctionVariable(fn, source) if isinstance(var, UserFunctionVariable) else var
 
 
@@ -162,36 +162,36 @@ class UserClassVariable(ConstantVariable):
     def describe(self) -> str:
         return f"class {self.value.__qualname__}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return instantiate(tx, self.value, args, kwargs)
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return instantiate(frame, self.value, args, kwargs)
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         # cycles: variables.builder imports variables.instances at module level; variables.functions ->
         # variables.containers -> variables.instances
         from .builder import wrap
         from .functions import UserMethodVariable
 
         cls = self.value
-        pending = pending_class_attribute(tx, cls, name)
+        pending = pending_class_attribute(frame, cls, name)
         if pending is not None:
             return pending
         attr, _owner = _class_lookup(cls, name)
         if isinstance(attr, (staticmethod, classmethod, types.FunctionType)):
-            source = class_attr_source(tx, cls, name, attr)
+            source = class_attr_source(frame, cls, name, attr)
             if isinstance(attr, classmethod):
                 return UserMethodVariable(attr.__func__, self, fn_source=source)
-            return function_from_class(tx, attr.__func__ if isinstance(attr, staticmethod) else attr, source)
+            return function_from_class(frame, attr.__func__ if isinstance(attr, staticmethod) else attr, source)
         if name == "__mro__" or name == "__bases__":
             return constant(getattr(cls, name))
         is_plain = not hasattr(type(attr), "__get__") or isinstance(attr, (type, enum.Enum, *_CONSTANT_TYPES))
         if attr is not _MISSING and is_plain and not (name.startswith("__") and name.endswith("__")):
-            return wrap(tx, attr, class_attr_source(tx, cls, name, attr))
+            return wrap(frame, attr, class_attr_source(frame, cls, name, attr))
         if attr is _MISSING and not hasattr(cls, name):
-            tx.output.guards.attribute_absent(ClassSource(cls), cls, name)
+            frame.output.guards.attribute_absent(ClassSource(cls), cls, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
-        return super().getattr(tx, name)
+        return super().getattr(frame, name)
 
-    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         """`Cls.name = value`: replayed on the class after the graph, like other attribute
         writes; later reads in this trace see `value`."""
         cls = self.value
@@ -199,10 +199,10 @@ class UserClassVariable(ConstantVariable):
             raise Unsupported(f"setting {name!r} on {self.describe()}, whose metaclass defines __setattr__")
         if name.startswith("__") and name.endswith("__"):
             raise Unsupported(f"setting special attribute {name!r} on {self.describe()}")
-        tx.output.side_effects.class_attribute_written(cls, name, value)
+        frame.output.side_effects.class_attribute_written(cls, name, value)
 
 
-def instantiate(tx: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`cls(*args, **kwargs)` while tracing."""
     # cycle: variables.containers imports variables.instances at module level
     from .containers import DictVariable, NamedTupleVariable, is_namedtuple_class
@@ -212,7 +212,7 @@ def instantiate(tx: Frame, cls: type, args: list[Variable], kwargs: dict[str, Va
             return constant(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
         raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
     if is_namedtuple_class(cls):
-        return NamedTupleVariable.construct(tx, cls, args, kwargs)
+        return NamedTupleVariable.construct(frame, cls, args, kwargs)
     if issubclass(cls, torch.nn.Module):
         raise Unsupported(f"creating module {cls.__qualname__} inside the compiled function")
     if type(cls).__call__ is not type.__call__:
@@ -235,10 +235,10 @@ def instantiate(tx: Frame, cls: type, args: list[Variable], kwargs: dict[str, Va
         obj.attrs.items.update(fields)
     init, owner = _class_lookup(cls, "__init__")
     if isinstance(init, types.FunctionType):
-        class_attr_source(tx, cls, "__init__", init)  # replacing __init__ recompiles
-        tx.inline_call(init, [obj, *args], kwargs, closure=None)
+        class_attr_source(frame, cls, "__init__", init)  # replacing __init__ recompiles
+        frame.inline_call(init, [obj, *args], kwargs, closure=None)
     else:
-        BaseMethodVariable(obj, owner or object, "__init__").call(tx, args, kwargs)
+        BaseMethodVariable(obj, owner or object, "__init__").call(frame, args, kwargs)
     return obj
 
 
@@ -264,7 +264,7 @@ class NewObjectVariable(Variable):
 
     # -- attributes --------------------------------------------------------------------------
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         if name == "__class__":
             return class_variable(self.cls)
         if name == "__dict__":
@@ -275,92 +275,92 @@ class NewObjectVariable(Variable):
         modelled_slot = owner is not None and _is_builtin_class(owner)
         if (modelled_slot or not is_data_descriptor) and name in self.attrs.items:
             return self.attrs.items[name]
-        pending = pending_class_attribute(tx, self.cls, name, through_instance=True)
+        pending = pending_class_attribute(frame, self.cls, name, through_instance=True)
         if pending is not None:
             return pending
         if attr is not _MISSING:
-            return bind_class_attr(tx, self, self.cls, attr, owner, name)
+            return bind_class_attr(frame, self, self.cls, attr, owner, name)
         hook, _ = _class_lookup(self.cls, "__getattr__")
         if isinstance(hook, types.FunctionType):
-            return tx.inline_call(hook, [self, constant(name)], {}, closure=None)
+            return frame.inline_call(hook, [self, constant(name)], {}, closure=None)
         raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
-    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         hook, owner = _class_lookup(self.cls, "__setattr__")
         if isinstance(hook, types.FunctionType):
-            tx.inline_call(hook, [self, constant(name), value], {}, closure=None)
+            frame.inline_call(hook, [self, constant(name), value], {}, closure=None)
             return
-        self.store_attr(tx, name, value)
+        self.store_attr(frame, name, value)
 
-    def store_attr(self, tx: Frame, name: str, value: Variable) -> None:
+    def store_attr(self, frame: Frame, name: str, value: Variable) -> None:
         """`object.__setattr__`: a property setter runs, anything else lands in `__dict__`."""
         attr, _ = _class_lookup(self.cls, name)
         if isinstance(attr, property):
             if attr.fset is None:
                 raise Unsupported(f"property {name!r} of {self.cls.__qualname__} has no setter")
-            tx.inline_call(attr.fset, [self, value], {}, closure=None)
+            frame.inline_call(attr.fset, [self, value], {}, closure=None)
             return
         if hasattr(type(attr), "__set__"):
             raise Unsupported(f"setting {name!r} on {self.describe()} runs a descriptor")
         self.attrs.items[name] = value
 
-    def delattr(self, tx: Frame, name: str) -> None:
+    def delattr(self, frame: Frame, name: str) -> None:
         if name not in self.attrs.items:
             raise Unsupported(f"deleting missing attribute {name!r} of {self.describe()}")
         del self.attrs.items[name]
 
     # -- protocols -----------------------------------------------------------------------------
 
-    def _dunder(self, tx: Frame, name: str, args: list[Variable]) -> Variable | None:
+    def _dunder(self, frame: Frame, name: str, args: list[Variable]) -> Variable | None:
         """Call the class's `name` if it is written in Python (None when it is not)."""
-        attr = python_dunder(tx, self, name)
+        attr = python_dunder(frame, self, name)
         if attr is not None:
-            return tx.inline_call(attr, [self, *args], {}, closure=None)
+            return frame.inline_call(attr, [self, *args], {}, closure=None)
         return None
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        attr = python_dunder(tx, self, "__call__")
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        attr = python_dunder(frame, self, "__call__")
         if attr is not None:
-            return tx.inline_call(attr, [self, *args], kwargs, closure=None)
+            return frame.inline_call(attr, [self, *args], kwargs, closure=None)
         raise Unsupported(f"call of {self.describe()}, whose class has no __call__")
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         for name in ("__bool__", "__len__"):
-            result = self._dunder(tx, name, [])
+            result = self._dunder(frame, name, [])
             if result is not None:
-                return result.truth(tx)
+                return result.truth(frame)
         if self.items is not None:
-            return self.items.truth(tx)
+            return self.items.truth(frame)
         return True
 
-    def length(self, tx: Frame) -> int:
-        result = self._dunder(tx, "__len__", [])
+    def length(self, frame: Frame) -> int:
+        result = self._dunder(frame, "__len__", [])
         if result is not None:
             return result.as_constant()
         if self.items is not None:
-            return self.items.length(tx)
+            return self.items.length(frame)
         raise Unsupported(f"len() of {self.describe()}")
 
-    def getitem(self, tx: Frame, key: Variable) -> Variable:
-        result = self._dunder(tx, "__getitem__", [key])
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
+        result = self._dunder(frame, "__getitem__", [key])
         if result is not None:
             return result
         if self.items is not None:
-            return self.items.getitem(tx, key)
+            return self.items.getitem(frame, key)
         raise Unsupported(f"indexing {self.describe()}")
 
-    def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
-        if self._dunder(tx, "__setitem__", [key, value]) is None:
+    def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
+        if self._dunder(frame, "__setitem__", [key, value]) is None:
             if self.items is None:
                 raise Unsupported(f"item assignment on {self.describe()}")
-            self.items.setitem(tx, key, value)
+            self.items.setitem(frame, key, value)
 
-    def unpack(self, tx: Frame) -> list[Variable]:
-        iterator = self._dunder(tx, "__iter__", [])
+    def unpack(self, frame: Frame) -> list[Variable]:
+        iterator = self._dunder(frame, "__iter__", [])
         if iterator is not None:
-            return iterator.unpack(tx)
+            return iterator.unpack(frame)
         if self.items is not None:
-            return self.items.unpack(tx)
+            return self.items.unpack(frame)
         raise Unsupported(f"iteration over {self.describe()}")
 
     # -- escaping ------------------------------------------------------------------------------
@@ -405,27 +405,27 @@ class BaseMethodVariable(Variable):
     def describe(self) -> str:
         return f"{self.owner.__qualname__}.{self.name} of {self.obj.describe()}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         obj, name = self.obj, self.name
         if not isinstance(obj, NewObjectVariable):
             if name in _DICT_READS and issubclass(self.owner, dict) and obj.source is not None:
-                return _dict_view(tx, obj).call_method(tx, name, args, kwargs)
+                return _dict_view(frame, obj).call_method(frame, name, args, kwargs)
             raise Unsupported(f"{self.describe()}")
         if name == "__init__":
             if issubclass(self.owner, BaseException):
                 obj.attrs.items["args"] = _tuple(args)
             elif obj.items is not None:
-                obj.items.call_method(tx, "update", args, kwargs)
+                obj.items.call_method(frame, "update", args, kwargs)
             elif args or kwargs:
                 raise Unsupported(f"{obj.cls.__qualname__}() takes no arguments")
             return constant(None)
         if name == "__setattr__" and len(args) == 2:
-            obj.store_attr(tx, args[0].as_constant(), args[1])
+            obj.store_attr(frame, args[0].as_constant(), args[1])
             return constant(None)
         if name == "__getattribute__" and len(args) == 1:
-            return obj.getattr(tx, args[0].as_constant())
+            return obj.getattr(frame, args[0].as_constant())
         if name == "__delattr__" and len(args) == 1:
-            obj.delattr(tx, args[0].as_constant())
+            obj.delattr(frame, args[0].as_constant())
             return constant(None)
         if name in ("__eq__", "__ne__") and len(args) == 1 and self.owner is object:
             same = args[0] is obj
@@ -436,30 +436,30 @@ class BaseMethodVariable(Variable):
             return constant(repr(_exception_value(obj)))
         if obj.items is not None and self.owner is not object:
             if name == "__setitem__":
-                obj.items.setitem(tx, *args)
+                obj.items.setitem(frame, *args)
                 return constant(None)
             if name == "__getitem__":
-                return obj.items.getitem(tx, args[0])
+                return obj.items.getitem(frame, args[0])
             if name == "__delitem__":
-                obj.items.call_method(tx, "pop", args, {})
+                obj.items.call_method(frame, "pop", args, {})
                 return constant(None)
             if name == "__len__":
-                return constant(obj.items.length(tx))
+                return constant(obj.items.length(frame))
             if name == "__contains__":
-                return obj.items.call_method(tx, "__contains__", args, {})
+                return obj.items.call_method(frame, "__contains__", args, {})
             if name == "__iter__":
                 # cycle: variables.containers imports variables.instances at module level
                 from .containers import IteratorVariable
 
-                return IteratorVariable(obj.items.unpack(tx))
-            return obj.items.call_method(tx, name, args, kwargs)
+                return IteratorVariable(obj.items.unpack(frame))
+            return obj.items.call_method(frame, name, args, kwargs)
         raise Unsupported(f"{self.describe()} with {len(args)} arguments")
 
 
 _DICT_READS = {"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"}
 
 
-def _dict_view(tx: Frame, obj: Variable) -> Variable:
+def _dict_view(frame: Frame, obj: Variable) -> Variable:
     """The contents of an outside dict subclass instance, read through its source (guarded)."""
     # cycles: variables.builder imports variables.instances at module level; variables.containers imports
     # variables.instances at module level
@@ -469,8 +469,8 @@ def _dict_view(tx: Frame, obj: Variable) -> Variable:
     real = obj.value_object
     if not all(is_literal(k) for k in real):
         raise Unsupported(f"{obj.describe()} has non-constant keys")
-    tx.output.guards.dict_keys_match(obj.source, real)
-    items = {k: wrap(tx, dict.__getitem__(real, k), ItemSource(obj.source, k)) for k in dict.keys(real)}
+    frame.output.guards.dict_keys_match(obj.source, real)
+    items = {k: wrap(frame, dict.__getitem__(real, k), ItemSource(obj.source, k)) for k in dict.keys(real)}
     return DictVariable(items, obj.source)
 
 
@@ -499,7 +499,7 @@ class SuperVariable(Variable):
     def describe(self) -> str:
         return f"super({self.cls.__qualname__}, {self.obj.describe()})"
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         obj_type = self.obj.python_type()
         if isinstance(self.obj, UserClassVariable):  # super() in a classmethod
             obj_type = self.obj.value
@@ -514,10 +514,10 @@ class SuperVariable(Variable):
 
             return UserMethodVariable(attr.__func__, self.obj)
         if isinstance(attr, types.FunctionType) or isinstance(attr, (property, staticmethod, classmethod)):
-            return bind_class_attr(tx, self.obj, obj_type, attr, owner, name, via_super=True)
+            return bind_class_attr(frame, self.obj, obj_type, attr, owner, name, via_super=True)
         if owner is not None and _is_builtin_class(owner):
             return BaseMethodVariable(self.obj, owner, name)
-        return bind_class_attr(tx, self.obj, obj_type, attr, owner, name, via_super=True)
+        return bind_class_attr(frame, self.obj, obj_type, attr, owner, name, via_super=True)
 
 
 def class_variable(cls: type) -> Variable:
@@ -525,7 +525,7 @@ def class_variable(cls: type) -> Variable:
     return UserClassVariable(cls) if is_user_class(cls) else constant(cls)
 
 
-def python_dunder(tx: Frame, var: Variable, name: str) -> types.FunctionType | None:
+def python_dunder(frame: Frame, var: Variable, name: str) -> types.FunctionType | None:
     """The Python function implementing dunder `name` for a user object's tracker, if any.
 
     Either answer is guarded on the class: a dunder added, replaced or removed later recompiles.
@@ -537,12 +537,12 @@ def python_dunder(tx: Frame, var: Variable, name: str) -> types.FunctionType | N
     else:
         return None
     attr, _ = _class_lookup(cls, name)
-    guards = tx.output.guards
+    guards = frame.output.guards
     if attr is _MISSING:
         guards.attribute_absent(ClassSource(cls), cls, name)
         return None
     if isinstance(attr, types.FunctionType):
-        class_attr_source(tx, cls, name, attr)
+        class_attr_source(frame, cls, name, attr)
         return attr
     if attr is None or isinstance(attr, _C_METHODS):
         # inherited from a builtin (object.__eq__): the same object on every read
@@ -553,19 +553,19 @@ def python_dunder(tx: Frame, var: Variable, name: str) -> types.FunctionType | N
 _C_METHODS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType)
 
 
-def zero_arg_super(tx: Frame) -> SuperVariable:
+def zero_arg_super(frame: Frame) -> SuperVariable:
     """`super()` with no arguments: the enclosing class from the `__class__` cell and the frame's
     first argument, as CPython finds them."""
-    cell = tx.cells.get("__class__")
-    if cell is None or tx.code.co_argcount == 0:
+    cell = frame.cells.get("__class__")
+    if cell is None or frame.code.co_argcount == 0:
         raise Unsupported("super() outside a method")
-    cls = tx.load_cell("__class__").as_constant()
-    first = tx.code.co_varnames[0]
-    obj = tx.load_cell(first) if first in tx.cells else tx.load_local(first)
+    cls = frame.load_cell("__class__").as_constant()
+    first = frame.code.co_varnames[0]
+    obj = frame.load_cell(first) if first in frame.cells else frame.load_local(first)
     return SuperVariable(cls, obj)
 
 
-def dataclass_fields(tx: Frame, obj: Variable) -> Variable:
+def dataclass_fields(frame: Frame, obj: Variable) -> Variable:
     """`dataclasses.fields(x)`: the Field objects are fixed per class, so a constant."""
     cls = obj.as_constant() if obj.is_constant() and isinstance(obj.as_constant(), type) else obj.python_type()
     return ConstantVariable(dataclasses.fields(cls))
@@ -582,7 +582,7 @@ class UnboundBaseMethodVariable(Variable):
     def describe(self) -> str:
         return f"{self.owner.__qualname__}.{self.name}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if not args:
             raise Unsupported(f"{self.describe()} called without an instance")
-        return BaseMethodVariable(args[0], self.owner, self.name).call(tx, args[1:], kwargs)
+        return BaseMethodVariable(args[0], self.owner, self.name).call(frame, args[1:], kwargs)

@@ -43,16 +43,16 @@ class LibraryFunctionVariable(HandledFunctionVariable):
     def describe(self) -> str:
         return f"{getattr(self.fn, '__module__', '')}.{getattr(self.fn, '__qualname__', self.fn)}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return _HANDLERS[self.fn](tx, args, kwargs)
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return _HANDLERS[self.fn](frame, args, kwargs)
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         attr = getattr(self.fn, name, None)
         if attr is not None and attr in _HANDLERS:
             return LibraryFunctionVariable(attr)
         if name in ("__name__", "__qualname__", "__module__"):
             return constant(attr)
-        return super().getattr(tx, name)
+        return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
@@ -73,7 +73,7 @@ def lookup(value: Any) -> Variable | None:
 class MathFunctionVariable(LibraryFunctionVariable):
     """A `math` function: evaluated now when its arguments are constants."""
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported(
                 f"math.{self.fn.__name__} of {', '.join(a.describe() for a in args)}",
@@ -97,8 +97,8 @@ _BINARY = [
 
 
 def _binary(fn: Any) -> Handler:
-    def handler(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return operators.binary(tx, fn, args[0], args[1])
+    def handler(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return operators.binary(frame, fn, args[0], args[1])
 
     return handler
 
@@ -108,8 +108,8 @@ for _fn in _BINARY:
 
 
 def _unary_of(fn: Any) -> Handler:
-    def handler(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return operators.unary(tx, fn, args[0])
+    def handler(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return operators.unary(frame, fn, args[0])
 
     return handler
 
@@ -119,18 +119,18 @@ for _fn in (operator.neg, operator.pos, operator.invert, operator.not_):
 
 
 @_handler(operator.getitem)
-def _getitem(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return args[0].getitem(tx, args[1])
+def _getitem(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return args[0].getitem(frame, args[1])
 
 
 @_handler(operator.contains)
-def _contains(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return constant(operators.contains(tx, args[1], args[0]))
+def _contains(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return constant(operators.contains(frame, args[1], args[0]))
 
 
 def _is_of(negate: bool) -> Handler:
-    def handler(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return constant(operators.is_same(tx, args[0], args[1]) != negate)
+    def handler(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return constant(operators.is_same(frame, args[0], args[1]) != negate)
 
     return handler
 
@@ -149,22 +149,22 @@ class GetterVariable(Variable):
     def describe(self) -> str:
         return f"operator.{self.kind.__name__}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         obj = args[0]
         if self.kind is operator.itemgetter:
-            values = [obj.getitem(tx, k) for k in self.keys]
+            values = [obj.getitem(frame, k) for k in self.keys]
         else:
             values = []
             for key in self.keys:
                 value = obj
                 for part in key.as_constant().split("."):
-                    value = value.getattr(tx, part)
+                    value = value.getattr(frame, part)
                 values.append(value)
         return values[0] if len(values) == 1 else TupleVariable(values)
 
 
-_HANDLERS[operator.itemgetter] = lambda tx, args, kwargs: GetterVariable(operator.itemgetter, args)
-_HANDLERS[operator.attrgetter] = lambda tx, args, kwargs: GetterVariable(operator.attrgetter, args)
+_HANDLERS[operator.itemgetter] = lambda frame, args, kwargs: GetterVariable(operator.itemgetter, args)
+_HANDLERS[operator.attrgetter] = lambda frame, args, kwargs: GetterVariable(operator.attrgetter, args)
 
 
 # -- itertools ----------------------------------------------------------------------------------
@@ -175,32 +175,32 @@ def _iterator(items: list[Variable]) -> IteratorVariable:
 
 
 @_handler(itertools.chain)
-def _chain(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return _iterator([item for a in args for item in a.unpack(tx)])
+def _chain(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return _iterator([item for a in args for item in a.unpack(frame)])
 
 
 @_handler(itertools.chain.from_iterable)
-def _chain_from_iterable(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return _iterator([item for a in args[0].unpack(tx) for item in a.unpack(tx)])
+def _chain_from_iterable(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return _iterator([item for a in args[0].unpack(frame) for item in a.unpack(frame)])
 
 
 @_handler(itertools.product)
-def _product(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _product(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     repeat = kwargs.get("repeat", constant(1)).as_constant()
-    pools = [a.unpack(tx) for a in args] * repeat
+    pools = [a.unpack(frame) for a in args] * repeat
     return _iterator([TupleVariable(list(p)) for p in itertools.product(*pools)])
 
 
 @_handler(itertools.islice)
-def _islice(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _islice(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     bounds = [a.as_constant() for a in args[1:]]
-    return _iterator(list(itertools.islice(args[0].unpack(tx), *bounds)))
+    return _iterator(list(itertools.islice(args[0].unpack(frame), *bounds)))
 
 
 @_handler(itertools.accumulate)
-def _accumulate(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _accumulate(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     fn = args[1] if len(args) > 1 else kwargs.get("func")
-    items = args[0].unpack(tx)
+    items = args[0].unpack(frame)
     initial = kwargs.get("initial")
     no_initial = initial is None or initial.is_constant() and initial.as_constant() is None
     out: list[Variable] = [] if no_initial else [initial]
@@ -208,21 +208,21 @@ def _accumulate(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) ->
         if not out:
             out.append(item)
         elif fn is None:
-            out.append(operators.binary(tx, operator.add, out[-1], item))
+            out.append(operators.binary(frame, operator.add, out[-1], item))
         else:
-            out.append(fn.call(tx, [out[-1], item], {}))
+            out.append(fn.call(frame, [out[-1], item], {}))
     return _iterator(out)
 
 
 @_handler(itertools.zip_longest)
-def _zip_longest(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _zip_longest(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     fill = kwargs.get("fillvalue", constant(None))
-    columns = [a.unpack(tx) for a in args]
+    columns = [a.unpack(frame) for a in args]
     return _iterator([TupleVariable(list(row)) for row in itertools.zip_longest(*columns, fillvalue=fill)])
 
 
 @_handler(itertools.repeat)
-def _repeat(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _repeat(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     times = args[1] if len(args) > 1 else kwargs.get("times")
     if times is None:
         raise Unsupported("itertools.repeat without times is infinite")
@@ -230,8 +230,8 @@ def _repeat(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Var
 
 
 def _combinatoric(fn: Any) -> Handler:
-    def handler(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        items = args[0].unpack(tx)
+    def handler(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        items = args[0].unpack(frame)
         rest = [a.as_constant() for a in args[1:]]
         picks = fn(range(len(items)), *rest, **{k: v.as_constant() for k, v in kwargs.items()})
         return _iterator([TupleVariable([items[i] for i in pick]) for pick in picks])
@@ -244,64 +244,64 @@ for _fn in (itertools.combinations, itertools.permutations, itertools.combinatio
 
 
 @_handler(itertools.pairwise)
-def _pairwise(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    items = args[0].unpack(tx)
+def _pairwise(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    items = args[0].unpack(frame)
     return _iterator([TupleVariable([a, b]) for a, b in itertools.pairwise(items)])
 
 
 @_handler(itertools.starmap)
-def _starmap(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return _iterator([args[0].call(tx, row.unpack(tx), {}) for row in args[1].unpack(tx)])
+def _starmap(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return _iterator([args[0].call(frame, row.unpack(frame), {}) for row in args[1].unpack(frame)])
 
 
 # -- functools, dataclasses, collections -------------------------------------------------------
 
 
 @_handler(functools.partial)
-def _partial(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _partial(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if not args:
         raise Unsupported("functools.partial() without a function")
     return PartialVariable.make(args[0], args[1:], kwargs)
 
 
 @_handler(functools.reduce)
-def _reduce(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    fn, items = args[0], args[1].unpack(tx)
+def _reduce(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    fn, items = args[0], args[1].unpack(frame)
     if len(args) > 2:
         items = [args[2], *items]
     if not items:
         raise Unsupported("functools.reduce() of an empty sequence with no initial value")
     total = items[0]
     for item in items[1:]:
-        total = fn.call(tx, [total, item], {})
+        total = fn.call(frame, [total, item], {})
     return total
 
 
 @_handler(dataclasses.fields)
-def _fields(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return dataclass_fields(tx, args[0])
+def _fields(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return dataclass_fields(frame, args[0])
 
 
 @_handler(dataclasses.is_dataclass)
-def _is_dataclass(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _is_dataclass(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj = args[0]
     target = obj.as_constant() if obj.is_constant() else obj.python_type()
     return constant(dataclasses.is_dataclass(target))
 
 
 @_handler(dataclasses.replace)
-def _replace(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _replace(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj = args[0]
     cls = obj.python_type()
     changes = dict(kwargs)
     for field in dataclasses.fields(cls):
         if field.init and field.name not in changes:
-            changes[field.name] = obj.getattr(tx, field.name)
-    return instantiate(tx, cls, [], changes)
+            changes[field.name] = obj.getattr(frame, field.name)
+    return instantiate(frame, cls, [], changes)
 
 
 @_handler(inspect.signature)
-def _signature(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _signature(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`inspect.signature(f)` of a function known while tracing: a constant."""
     target = args[0]
     if isinstance(target, UserFunctionVariable):
@@ -315,7 +315,7 @@ def _signature(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> 
 
 
 @_handler(collections.OrderedDict)
-def _ordered_dict(tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+def _ordered_dict(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     result = DictVariable({}, python_class=collections.OrderedDict)
-    result.call_method(tx, "update", args, kwargs)
+    result.call_method(frame, "update", args, kwargs)
     return result

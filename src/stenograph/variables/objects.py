@@ -30,7 +30,7 @@ _WALKS = frozenset(
 )
 
 
-def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Variable | None:
+def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) -> Variable | None:
     """Class-level attribute `name` seen through `obj`: methods bind, properties run.
 
     The class attribute is guarded on the class (`Op.go` replaced recompiles), and, for anything
@@ -47,9 +47,9 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
 
         return class_variable(type(obj))
     cls = type(obj)
-    pending = pending_class_attribute(tx, cls, name, through_instance=True)
+    pending = pending_class_attribute(frame, cls, name, through_instance=True)
     if pending is not None:
-        guard_not_shadowed(tx, obj_var, name)
+        guard_not_shadowed(frame, obj_var, name)
         return pending
     cls_attr = inspect.getattr_static(cls, name, _MISSING)
     if cls_attr is _MISSING:
@@ -61,12 +61,12 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
         try:
             value = getattr(obj, name)
         except AttributeError:
-            tx.output.guards.attribute_absent(obj_var.source, obj, name)
+            frame.output.guards.attribute_absent(obj_var.source, obj, name)
             raise Unsupported(
                 f"{type(obj).__qualname__} object has no attribute {name!r} (unset slot)",
                 kind=BreakKind.MISSING_ATTRIBUTE,
             ) from None
-        return wrap(tx, value, AttrSource(obj_var.source, name))
+        return wrap(frame, value, AttrSource(obj_var.source, name))
     if name == "__dict__":
         raise Unsupported(
             f"dynamic attribute access through {type(obj).__qualname__}.__dict__",
@@ -75,13 +75,13 @@ def _resolve_class_attr(tx: Frame, obj_var: Variable, obj: Any, name: str) -> Va
     known = (property, staticmethod, classmethod, types.FunctionType, int, float, str, bool, tuple)
     if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
         raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
-    source = class_attr_source(tx, cls, name, cls_attr)
+    source = class_attr_source(frame, cls, name, cls_attr)
     if not isinstance(cls_attr, property):  # a property wins over the instance's __dict__
-        guard_not_shadowed(tx, obj_var, name)
-    return class_member(tx, obj_var, constant(cls), cls_attr, name, source)
+        guard_not_shadowed(frame, obj_var, name)
+    return class_member(frame, obj_var, constant(cls), cls_attr, name, source)
 
 
-def _object_truth(tx: Frame, var: Variable) -> bool:
+def _object_truth(frame: Frame, var: Variable) -> bool:
     """`bool(obj)` for an outside object: its class's Python `__bool__` or `__len__` inlined, or
     True when it has neither (guarded: a class that gains one later recompiles)."""
     # cycle: variables.instances imports variables.objects at module level
@@ -92,12 +92,12 @@ def _object_truth(tx: Frame, var: Variable) -> bool:
     for name in ("__bool__", "__len__"):
         attr = inspect.getattr_static(cls, name, _MISSING)
         if attr is _MISSING:
-            tx.output.guards.attribute_absent(ClassSource(cls), cls, name)
+            frame.output.guards.attribute_absent(ClassSource(cls), cls, name)
             continue
         if not isinstance(attr, types.FunctionType):
             raise Unsupported(f"truth value of {var.describe()}, whose class defines {name} in C")
-        class_attr_source(tx, cls, name, attr)
-        return tx.inline_call(attr, [var], {}, closure=None).truth(tx)
+        class_attr_source(frame, cls, name, attr)
+        return frame.inline_call(attr, [var], {}, closure=None).truth(frame)
     return True
 
 
@@ -123,11 +123,11 @@ class UserObjectVariable(Variable):
     def describe(self) -> str:
         return f"{type(self.value_object).__qualname__} object"
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         self._use()
-        return _object_truth(tx, self)
+        return _object_truth(frame, self)
 
-    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         """Attribute writes are replayed on the real object after the graph."""
         self._use()
         cls_attr = inspect.getattr_static(type(self.value_object), name, _MISSING)
@@ -138,14 +138,14 @@ class UserObjectVariable(Variable):
             raise Unsupported(f"setting {name!r} on {self.describe()} runs a descriptor")
         if type(self.value_object).__setattr__ is not object.__setattr__:
             raise Unsupported(f"setting {name!r} on {self.describe()}, whose class defines __setattr__")
-        tx.output.side_effects.attribute_written(self, name, value)
+        frame.output.side_effects.attribute_written(self, name, value)
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
         self._use()
-        pending = tx.output.side_effects.pending_attribute(self, name)
+        pending = frame.output.side_effects.pending_attribute(self, name)
         if pending is not None:
             return pending
         obj = self.value_object
@@ -154,8 +154,8 @@ class UserObjectVariable(Variable):
         is_data_descriptor = hasattr(type(cls_attr), "__set__") or isinstance(cls_attr, property)
         if instance_dict is not None and name in instance_dict and not is_data_descriptor:
             source = AttrSource(self.source, name) if self.source is not None else None
-            return wrap(tx, instance_dict[name], source)
-        resolved = _resolve_class_attr(tx, self, obj, name)
+            return wrap(frame, instance_dict[name], source)
+        resolved = _resolve_class_attr(frame, self, obj, name)
         if resolved is not None:
             return resolved
         cls = type(obj)
@@ -165,52 +165,52 @@ class UserObjectVariable(Variable):
             try:
                 value = getattr(obj, name)
             except AttributeError:
-                raise self._missing(tx, name) from None
-            return wrap(tx, value, AttrSource(self.source, name))
-        raise self._missing(tx, name)
+                raise self._missing(frame, name) from None
+            return wrap(frame, value, AttrSource(self.source, name))
+        raise self._missing(frame, name)
 
-    def _missing(self, tx: Frame, name: str) -> Unsupported:
+    def _missing(self, frame: Frame, name: str) -> Unsupported:
         """The error for an attribute the object lacks; `hasattr` and `getattr` with a default
         turn it into an answer, so the absence is guarded (setting it later recompiles)."""
         if self.source is not None:
-            tx.output.guards.attribute_absent(self.source, self.value_object, name)
+            frame.output.guards.attribute_absent(self.source, self.value_object, name)
         return Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
     # -- protocols written in Python on the object's class ---------------------------------------
 
-    def _dunder(self, tx: Frame, name: str, args: list[Variable]) -> Variable:
+    def _dunder(self, frame: Frame, name: str, args: list[Variable]) -> Variable:
         # cycle: variables.instances imports variables.objects at module level
         from .instances import python_dunder
 
         self._use()
-        fn = python_dunder(tx, self, name)
+        fn = python_dunder(frame, self, name)
         if fn is None:
             raise Unsupported(f"{self.describe()} has no Python {name} (implemented in C or missing)")
-        return tx.inline_call(fn, [self, *args], {}, closure=None)
+        return frame.inline_call(fn, [self, *args], {}, closure=None)
 
-    def getitem(self, tx: Frame, key: Variable) -> Variable:
-        return self._dunder(tx, "__getitem__", [key])
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
+        return self._dunder(frame, "__getitem__", [key])
 
-    def length(self, tx: Frame) -> int:
-        return self._dunder(tx, "__len__", []).as_constant()
+    def length(self, frame: Frame) -> int:
+        return self._dunder(frame, "__len__", []).as_constant()
 
-    def unpack(self, tx: Frame) -> list[Variable]:
-        return self._dunder(tx, "__iter__", []).unpack(tx)
+    def unpack(self, frame: Frame) -> list[Variable]:
+        return self._dunder(frame, "__iter__", []).unpack(frame)
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         # cycle: variables.instances imports variables.objects at module level
         from .instances import python_dunder
 
-        fn = python_dunder(tx, self, "__call__")
+        fn = python_dunder(frame, self, "__call__")
         if fn is None:
             raise Unsupported(f"call of {self.describe()}")
-        return tx.inline_call(fn, [self, *args], kwargs, closure=None)
+        return frame.inline_call(fn, [self, *args], kwargs, closure=None)
 
 
 class NNModuleVariable(UserObjectVariable):
     """An `nn.Module` instance reached from the frame; calling it inlines its forward."""
 
-    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         raise Unsupported(
             f"setattr on nn.Module ({self.describe()}.{name} = ...)",
             hint="module attribute writes run eagerly at a graph break",
@@ -219,10 +219,10 @@ class NNModuleVariable(UserObjectVariable):
     def describe(self) -> str:
         return f"module {type(self.value_object).__qualname__}"
 
-    def truth(self, tx: Frame) -> bool:
-        return _object_truth(tx, self)  # an empty ModuleList or Sequential is false
+    def truth(self, frame: Frame) -> bool:
+        return _object_truth(frame, self)  # an empty ModuleList or Sequential is false
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
@@ -233,29 +233,29 @@ class NNModuleVariable(UserObjectVariable):
             raise Unsupported(f"{self.describe()} defines __getattribute__")
         cls_attr = inspect.getattr_static(type(module), name, _MISSING)
         if isinstance(cls_attr, property):
-            return _resolve_class_attr(tx, self, module, name)  # type: ignore[return-value]
+            return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
         if name in module.__dict__:
-            return wrap(tx, module.__dict__[name], AttrSource(self.source, name))
+            return wrap(frame, module.__dict__[name], AttrSource(self.source, name))
         for table in ("_parameters", "_buffers", "_modules"):
             members = module.__dict__.get(table)
             if members is not None and name in members:
                 if type(module).__getattr__ is not torch.nn.Module.__getattr__:
                     raise Unsupported(f"{self.describe()} defines its own __getattr__ (reading {name!r})")
-                return wrap(tx, members[name], ModuleMemberSource(self.source, table, name))
+                return wrap(frame, members[name], ModuleMemberSource(self.source, table, name))
         if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
             # cycles: variables.containers -> variables.instances -> variables.objects; variables.instances imports
             # variables.objects at module level
             from .containers import BoundMethodVariable
             from .instances import guard_not_shadowed
 
-            guard_not_shadowed(tx, self, name)
+            guard_not_shadowed(frame, self, name)
             return BoundMethodVariable(self, name)
-        resolved = _resolve_class_attr(tx, self, module, name)
+        resolved = _resolve_class_attr(frame, self, module, name)
         if resolved is not None:
             return resolved
-        raise self._missing(tx, name)
+        raise self._missing(frame, name)
 
-    def _guard_no_hooks(self, tx: Frame) -> None:
+    def _guard_no_hooks(self, frame: Frame) -> None:
         module = self.value_object
         for table in HOOK_TABLES:
             if getattr(module, table, None):
@@ -264,24 +264,24 @@ class NNModuleVariable(UserObjectVariable):
                     hint="module hooks are not traced yet",
                 )
             assert self.source is not None
-            tx.output.guards.falsy(AttrSource(self.source, table), "no module hooks")
+            frame.output.guards.falsy(AttrSource(self.source, table), "no module hooks")
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         custom_call = inspect.getattr_static(type(self.value_object), "__call__")
         if custom_call is not torch.nn.Module.__call__:
             # the class's own __call__ (it may call super().__call__, i.e. nn.Module's)
             if not isinstance(custom_call, types.FunctionType):
                 raise Unsupported(f"{self.describe()} has a __call__ stenograph cannot read")
-            return tx.inline_call(custom_call, [self, *args], kwargs, closure=None)
+            return frame.inline_call(custom_call, [self, *args], kwargs, closure=None)
         if self.source is not None:  # (a module made while tracing has none)
-            self._guard_no_hooks(tx)
+            self._guard_no_hooks(frame)
         if has_global_forward_hooks():
             raise Unsupported("global nn.Module forward hooks are registered")
-        tx.output.guards.state_query(has_global_forward_hooks, "has_global_forward_hooks", False)
-        forward = self.getattr(tx, "forward")
-        return forward.call(tx, args, kwargs)
+        frame.output.guards.state_query(has_global_forward_hooks, "has_global_forward_hooks", False)
+        forward = self.getattr(frame, "forward")
+        return forward.call(frame, args, kwargs)
 
-    def _walk(self, tx: Frame, name: str) -> Variable:
+    def _walk(self, frame: Frame, name: str) -> Variable:
         """`modules()`, `named_modules()`, `parameters()`, `named_parameters()`, `buffers()`,
         `named_buffers()`, `named_children()`: the real module tree walked now, each member
         wrapped with its source. What the walk saw is guarded: the keys of every table it read,
@@ -292,7 +292,7 @@ class NNModuleVariable(UserObjectVariable):
         from .containers import ListVariable, TupleVariable
 
         assert self.source is not None
-        guards = tx.output.guards
+        guards = frame.output.guards
         modules: list[tuple[str, Any, Source]] = []
         first_source: dict[int, Source] = {}
 
@@ -329,9 +329,9 @@ class NNModuleVariable(UserObjectVariable):
         guards.all_distinct([source for _, _, source in modules])
         entries: list[tuple[str, Variable]] = []
         if name in ("modules", "named_modules"):
-            entries = [(p, wrap(tx, m, s)) for p, m, s in modules]
+            entries = [(p, wrap(frame, m, s)) for p, m, s in modules]
         elif name == "named_children":
-            entries = [(p, wrap(tx, m, s)) for p, m, s in modules[1:]]
+            entries = [(p, wrap(frame, m, s)) for p, m, s in modules[1:]]
         else:
             table = "_parameters" if name.endswith("parameters") else "_buffers"
             first_source.clear()
@@ -339,38 +339,38 @@ class NNModuleVariable(UserObjectVariable):
                 for key, value, member_source in table_of(module, source, table):
                     if first_time(value, member_source):
                         full = f"{prefix}.{key}" if prefix else key
-                        entries.append((full, wrap(tx, value, member_source)))
+                        entries.append((full, wrap(frame, value, member_source)))
             guards.all_distinct([v.source for _, v in entries if v.source is not None])
         if name.startswith("named_"):
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
         return ListVariable([v for _, v in entries])
 
-    def _members(self, tx: Frame, table: str) -> list[tuple[str, Any]]:
+    def _members(self, frame: Frame, table: str) -> list[tuple[str, Any]]:
         """The entries of one of the module's tables, with a guard on its keys: iteration,
         `len()` and positional indexing change when a layer is appended or removed."""
         entries = self.value_object.__dict__.get(table) or {}
         if self.source is not None:
-            tx.output.guards.dict_keys_match(AttrSource(self.source, table), entries)
+            frame.output.guards.dict_keys_match(AttrSource(self.source, table), entries)
         return list(entries.items())
 
-    def unpack(self, tx: Frame) -> list[Variable]:
+    def unpack(self, frame: Frame) -> list[Variable]:
         # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
         module = self.value_object
         if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
             assert self.source is not None
-            members = self._members(tx, "_modules")
-            return [wrap(tx, m, ModuleMemberSource(self.source, "_modules", k)) for k, m in members]
+            members = self._members(frame, "_modules")
+            return [wrap(frame, m, ModuleMemberSource(self.source, "_modules", k)) for k, m in members]
         if isinstance(module, torch.nn.ModuleDict):
-            return [constant(k) for k, _ in self._members(tx, "_modules")]
+            return [constant(k) for k, _ in self._members(frame, "_modules")]
         if isinstance(module, torch.nn.ParameterList):
             assert self.source is not None
-            members = self._members(tx, "_parameters")
-            return [wrap(tx, p, ModuleMemberSource(self.source, "_parameters", k)) for k, p in members]
+            members = self._members(frame, "_parameters")
+            return [wrap(frame, p, ModuleMemberSource(self.source, "_parameters", k)) for k, p in members]
         raise Unsupported(f"iteration over {self.describe()}")
 
-    def length(self, tx: Frame) -> int:
+    def length(self, frame: Frame) -> int:
         module = self.value_object
         if isinstance(
             module,
@@ -383,10 +383,10 @@ class NNModuleVariable(UserObjectVariable):
             ),
         ):
             parameters = isinstance(module, (torch.nn.ParameterList, torch.nn.ParameterDict))
-            return len(self._members(tx, "_parameters" if parameters else "_modules"))
+            return len(self._members(frame, "_parameters" if parameters else "_modules"))
         raise Unsupported(f"len() of {self.describe()}")
 
-    def getitem(self, tx: Frame, key: Variable) -> Variable:
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
         # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
@@ -397,22 +397,22 @@ class NNModuleVariable(UserObjectVariable):
             # cycle: variables.containers -> variables.instances -> variables.objects
             from .containers import ListVariable
 
-            names = [name for name, _ in self._members(tx, "_modules")][k]
+            names = [name for name, _ in self._members(frame, "_modules")][k]
             return ListVariable(
-                [wrap(tx, module._modules[n], ModuleMemberSource(self.source, "_modules", n)) for n in names]
+                [wrap(frame, module._modules[n], ModuleMemberSource(self.source, "_modules", n)) for n in names]
             )
         if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(k, int):
-            keys = [name for name, _ in self._members(tx, "_modules")]
+            keys = [name for name, _ in self._members(frame, "_modules")]
             name = keys[k]
-            return wrap(tx, module._modules[name], ModuleMemberSource(self.source, "_modules", name))
+            return wrap(frame, module._modules[name], ModuleMemberSource(self.source, "_modules", name))
         if isinstance(module, torch.nn.ModuleDict) and isinstance(k, str):
-            return wrap(tx, module._modules[k], ModuleMemberSource(self.source, "_modules", k))
+            return wrap(frame, module._modules[k], ModuleMemberSource(self.source, "_modules", k))
         if isinstance(module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
             name = str(k)
-            return wrap(tx, module._parameters[name], ModuleMemberSource(self.source, "_parameters", name))
+            return wrap(frame, module._parameters[name], ModuleMemberSource(self.source, "_parameters", name))
         raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         # cycles: variables.builder imports variables.objects at module level; variables.containers ->
         # variables.instances -> variables.objects
         from .builder import wrap
@@ -421,29 +421,29 @@ class NNModuleVariable(UserObjectVariable):
         module = self.value_object
         if name in ("keys", "values", "items") and isinstance(module, torch.nn.ModuleDict) and not args:
             assert self.source is not None
-            members = self._members(tx, "_modules")
-            entries = [(k, wrap(tx, m, ModuleMemberSource(self.source, "_modules", k))) for k, m in members]
+            members = self._members(frame, "_modules")
+            entries = [(k, wrap(frame, m, ModuleMemberSource(self.source, "_modules", k))) for k, m in members]
             if name == "keys":
                 return ListVariable([constant(k) for k, _ in entries])
             if name == "values":
                 return ListVariable([v for _, v in entries])
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
         if name in _WALKS and not kwargs and not args and self.source is not None:
-            return self._walk(tx, name)
+            return self._walk(frame, name)
         if name == "children" and not args and self.source is not None:
-            named = self._walk(tx, "named_children")
+            named = self._walk(frame, "named_children")
             return ListVariable([pair.items[1] for pair in named.items])
         if name == "__len__":
-            return constant(self.length(tx))
+            return constant(self.length(frame))
         if name == "__getitem__" and len(args) == 1:
-            return self.getitem(tx, args[0])
-        return super().call_method(tx, name, args, kwargs)
+            return self.getitem(frame, args[0])
+        return super().call_method(frame, name, args, kwargs)
 
 
 class TorchModuleClassVariable(ConstantVariable):
     """A `torch.nn` module class (`nn.CrossEntropyLoss`): a constant that can also be called."""
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return NewModuleVariable.create(self.value, args, kwargs)
 
 
@@ -483,18 +483,18 @@ class NewModuleVariable(NNModuleVariable):
     def describe(self) -> str:
         return f"module {type(self.value_object).__qualname__} created while tracing"
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         module = self.value_object
         cls_attr = inspect.getattr_static(type(module), name, _MISSING)
         if isinstance(cls_attr, property):
-            return _resolve_class_attr(tx, self, module, name)  # type: ignore[return-value]
+            return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
         for table in (module.__dict__, module._parameters, module._buffers, module._modules):
             if name in table:
                 value = table[name]
                 if not is_literal(value):
                     raise Unsupported(f"attribute {name!r} of {self.describe()} is not a constant")
                 return constant(value)
-        resolved = _resolve_class_attr(tx, self, module, name)
+        resolved = _resolve_class_attr(frame, self, module, name)
         if resolved is None:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return resolved
@@ -519,10 +519,10 @@ class PythonModuleVariable(Variable):
     def describe(self) -> str:
         return f"module {self.value_object.__name__}"
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         return True
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
@@ -532,13 +532,13 @@ class PythonModuleVariable(Variable):
             value = getattr(module, name)
         except AttributeError:
             if self.source is not None and not trusted:
-                tx.output.guards.attribute_absent(self.source, module, name)
+                frame.output.guards.attribute_absent(self.source, module, name)
             raise Unsupported(
                 f"module {module.__name__} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE
             ) from None
         # torch's own namespaces are not monkeypatched at run time: no guard on their members
         source = None if trusted or self.source is None else AttrSource(self.source, name)
-        return wrap(tx, value, source)
+        return wrap(frame, value, source)
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.value_object, "module")
@@ -558,24 +558,24 @@ class GlobalsDictVariable(Variable):
     def describe(self) -> str:
         return f"globals of {self.value_object.get('__name__', '?')}"
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         return True
 
-    def getitem(self, tx: Frame, key: Variable) -> Variable:
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
         # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
         name = key.as_constant()
         if name not in self.value_object:
             raise Unsupported(f"KeyError {name!r} in {self.describe()}")
-        return wrap(tx, self.value_object[name], GlobalSource(name, self.value_object))
+        return wrap(frame, self.value_object[name], GlobalSource(name, self.value_object))
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "__getitem__" and len(args) == 1:
-            return self.getitem(tx, args[0])
+            return self.getitem(frame, args[0])
         if name == "get" and 1 <= len(args) <= 2 and not kwargs:
             if args[0].as_constant() in self.value_object:
-                return self.getitem(tx, args[0])
+                return self.getitem(frame, args[0])
             return args[1] if len(args) == 2 else constant(None)
         if name == "__contains__" and len(args) == 1:
             return constant(args[0].as_constant() in self.value_object)
@@ -598,11 +598,11 @@ class WeakrefVariable(Variable):
     def describe(self) -> str:
         return "weak reference"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         # cycle: variables.builder imports variables.objects at module level
         from .builder import wrap
 
         if args or kwargs:
             raise Unsupported("a weak reference called with arguments")
         source = WeakrefTargetSource(self.source) if self.source is not None else None
-        return wrap(tx, self.value_object(), source)
+        return wrap(frame, self.value_object(), source)

@@ -73,32 +73,32 @@ _INPLACE_TO_PLAIN = {
 }
 
 
-def binary(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable:
+def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     """`op(a, b)` for any two trackers."""
     plain = _INPLACE_TO_PLAIN.get(op, op)
     if a.in_graph() or b.in_graph():
         # only a tensor changes in place; `i *= n` on a number is `i = i * n`
         graph_op = op if isinstance(a, TensorVariable) else plain
-        return tx.output.call("call_function", graph_op, [a, b], {}, f"operator {graph_op.__name__}")
+        return frame.output.call("call_function", graph_op, [a, b], {}, f"operator {graph_op.__name__}")
     if plain is operator.add:
         # a constant tuple concatenated with a tracked one (e.g. `(-1,) + x.shape[1:]`)
         a, b = _as_sequence(a, b), _as_sequence(b, a)
-    own = a.binary_op(tx, op, plain, b)  # sequences and sets
+    own = a.binary_op(frame, op, plain, b)  # sequences and sets
     if own is not None:
         return own
-    user = _user_dunder(tx, op, a, b)
+    user = _user_dunder(frame, op, a, b)
     if user is not None:
         return user
     if a.is_constant() and b.is_constant():
         try:
             return constant(op(a.as_constant(), b.as_constant()))
         except Exception as e:
-            raise_python_error(tx, e)
+            raise_python_error(frame, e)
     if op in (operator.eq, operator.ne):
         # identity-based equality of non-constant objects (modules, functions, user objects)
         same = _same_object(a, b)
         if same is not None:
-            guard_identity(tx, a, b, same)
+            guard_identity(frame, a, b, same)
             return constant(same if op is operator.eq else not same)
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
 
@@ -118,15 +118,15 @@ _DUNDERS = {
 }
 
 
-def _user_dunder(tx: Frame, op: Any, a: Variable, b: Variable) -> Variable | None:
+def _user_dunder(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable | None:
     """`a op b` through a dunder method written in Python on a user class (None if there is none)."""
     names = _DUNDERS.get(_INPLACE_TO_PLAIN.get(op, op))
     if names is None:
         return None
     for obj, other, name in ((a, b, names[0]), (b, a, names[1])):
-        fn = python_dunder(tx, obj, name)
+        fn = python_dunder(frame, obj, name)
         if fn is not None:
-            result = tx.inline_call(fn, [obj, other], {}, closure=None)
+            result = frame.inline_call(fn, [obj, other], {}, closure=None)
             if not (result.is_constant() and result.as_constant() is NotImplemented):
                 return result
     return None
@@ -139,33 +139,33 @@ def _as_sequence(var: Variable, other: Variable) -> Variable:
     return var
 
 
-def unary(tx: Frame, op: Any, a: Variable) -> Variable:
-    own = a.unary_op(tx, op)  # tensors and symbolic numbers
+def unary(frame: Frame, op: Any, a: Variable) -> Variable:
+    own = a.unary_op(frame, op)  # tensors and symbolic numbers
     if own is not None:
         return own
     if op is operator.not_:
-        return constant(not a.truth(tx))
+        return constant(not a.truth(frame))
     if a.is_constant():
         return constant(op(a.as_constant()))
     raise Unsupported(f"operator {op.__name__} on {a.describe()}")
 
 
-def is_same(tx: Frame, a: Variable, b: Variable) -> bool:
+def is_same(frame: Frame, a: Variable, b: Variable) -> bool:
     """`a is b` decided at trace time, and guarded so that later calls decide it alike."""
     same = _same_object(a, b)
     if same is None:
         raise Unsupported(f"`is` between {a.describe()} and {b.describe()}")
-    guard_identity(tx, a, b, same)
+    guard_identity(frame, a, b, same)
     return same
 
 
-def guard_identity(tx: Frame, a: Variable, b: Variable, same: bool) -> None:
+def guard_identity(frame: Frame, a: Variable, b: Variable, same: bool) -> None:
     """Guard the answer of `a is b` on the operands that come from the frame: two sources are
     checked against each other, one source against the other operand's object (a sentinel
     default, None). Objects created while tracing are new on every call and need nothing."""
     if a is b or _made_while_tracing(a) or _made_while_tracing(b):
         return
-    guards = tx.output.guards
+    guards = frame.output.guards
     if a.source is not None and b.source is not None:
         if same:
             guards.same_object(a.source, b.source)
@@ -187,22 +187,22 @@ def guard_identity(tx: Frame, a: Variable, b: Variable, same: bool) -> None:
             guards.not_identical(var.source, target)
 
 
-def contains(tx: Frame, item: Variable, container: Variable) -> bool:
+def contains(frame: Frame, item: Variable, container: Variable) -> bool:
     """`item in container` decided at trace time."""
     if isinstance(container, TensorVariable) or isinstance(item, TensorVariable):
         raise Unsupported("`in` with a tensor needs its values")
-    answer = container.contains(tx, item)  # dicts and sets
+    answer = container.contains(frame, item)  # dicts and sets
     if answer is not None:
         return answer
-    dunder = python_dunder(tx, container, "__contains__")
+    dunder = python_dunder(frame, container, "__contains__")
     if dunder is not None:
-        return tx.inline_call(dunder, [container, item], {}, closure=None).truth(tx)
+        return frame.inline_call(dunder, [container, item], {}, closure=None).truth(frame)
     if container.is_constant() and item.is_constant():
         return item.as_constant() in container.as_constant()
-    for candidate in container.unpack(tx):
+    for candidate in container.unpack(frame):
         same = _same_object(item, candidate)
         if same is not None:
-            guard_identity(tx, item, candidate, same)
+            guard_identity(frame, item, candidate, same)
         elif item.is_constant() and candidate.is_constant():
             same = item.as_constant() == candidate.as_constant()
         if same:
@@ -212,11 +212,11 @@ def contains(tx: Frame, item: Variable, container: Variable) -> bool:
     return False
 
 
-def same_or_equal(tx: Frame, a: Variable, b: Variable) -> bool:
+def same_or_equal(frame: Frame, a: Variable, b: Variable) -> bool:
     """`a is b or a == b` as `list.index` / `in` decide it, for trackers known while tracing."""
     same = _same_object(a, b)
     if same is not None:
-        guard_identity(tx, a, b, same)
+        guard_identity(frame, a, b, same)
     if same:
         return True
     if a.is_constant() and b.is_constant():

@@ -42,16 +42,16 @@ class SymNodeVariable(Variable):
         """Specialise: the value now, with a guard that it stays this value."""
         return self._decide(self.python_type(), "using it as a Python value")
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         return self._decide(bool, "a branch on it")
 
     def in_graph(self) -> bool:
         return True
 
-    def unary_op(self, tx: Frame, op: Any) -> Variable | None:
+    def unary_op(self, frame: Frame, op: Any) -> Variable | None:
         if op is operator.not_:
-            return constant(not self.truth(tx))
-        return tx.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
+            return constant(not self.truth(frame))
+        return frame.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
 
     def _decide(self, kind: type, what: str) -> Any:
         try:
@@ -63,10 +63,10 @@ class SymNodeVariable(Variable):
                 kind=BreakKind.DATA_DEPENDENT,
             ) from e
 
-    def unpack(self, tx: Frame) -> list[Variable]:
+    def unpack(self, frame: Frame) -> list[Variable]:
         raise Unsupported(f"iteration over {self.describe()}")
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
     def reconstruct(self, rebuild: Any) -> str:

@@ -49,48 +49,48 @@ class TensorVariable(Variable):
         shape = "x".join(str(s) for s in self.fake.shape) or "scalar"
         return f"tensor {self.node.name} ({shape}, {str(self.fake.dtype).removeprefix('torch.')})"
 
-    def truth(self, tx: Frame) -> bool:
+    def truth(self, frame: Frame) -> bool:
         raise Unsupported(
             f"data-dependent branch on {self.describe()}: `if tensor` needs its value",
             hint=TENSOR_DATA_HINT,
             kind=BreakKind.DATA_DEPENDENT,
         )
 
-    def length(self, tx: Frame) -> int:
+    def length(self, frame: Frame) -> int:
         if self.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor")
         return int(self.fake.shape[0])
 
-    def unpack(self, tx: Frame) -> list[Variable]:
-        return [self.getitem(tx, constant(i)) for i in range(self.length(tx))]
+    def unpack(self, frame: Frame) -> list[Variable]:
+        return [self.getitem(frame, constant(i)) for i in range(self.length(frame))]
 
     def in_graph(self) -> bool:
         return True
 
-    def unary_op(self, tx: Frame, op: Any) -> Variable | None:
+    def unary_op(self, frame: Frame, op: Any) -> Variable | None:
         if op is operator.not_:
             raise Unsupported(f"`not` on {self.describe()} needs its value")
-        return tx.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
+        return frame.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
 
-    def setitem(self, tx: Frame, key: Variable, value: Variable) -> None:
-        tx.output.call("call_function", operator.setitem, [self, key, value], {}, "tensor item assignment")
+    def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
+        frame.output.call("call_function", operator.setitem, [self, key, value], {}, "tensor item assignment")
 
     def reconstruct(self, codegen: Any) -> str:
         return codegen.graph_value(self.node)
 
-    def getitem(self, tx: Frame, key: Variable) -> Variable:
-        return tx.output.call("call_function", operator.getitem, [self, key], {}, "tensor indexing")
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
+        return frame.output.call("call_function", operator.getitem, [self, key], {}, "tensor indexing")
 
-    def getattr(self, tx: Frame, name: str) -> Variable:
+    def getattr(self, frame: Frame, name: str) -> Variable:
         fake = self.fake
         if name == "shape":
-            return SizeVariable([tx.output.sym_size(self, d) for d in range(fake.dim())])
+            return SizeVariable([frame.output.sym_size(self, d) for d in range(fake.dim())])
         if name in TENSOR_METADATA:
             return constant(getattr(fake, name))
         if name in TENSOR_PROPERTIES:
-            return tx.output.call("call_function", getattr, [self, constant(name)], {}, f"Tensor.{name}")
+            return frame.output.call("call_function", getattr, [self, constant(name)], {}, f"Tensor.{name}")
         if name == "data":
-            return tx.output.call("call_method", "detach", [self], {}, "Tensor.data")
+            return frame.output.call("call_method", "detach", [self], {}, "Tensor.data")
         if name == "grad":
             raise Unsupported("reading Tensor.grad inside a compiled function")
         if callable(getattr(torch.Tensor, name, None)):
@@ -99,11 +99,11 @@ class TensorVariable(Variable):
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
-    def setattr(self, tx: Frame, name: str, value: Variable) -> None:
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         raise Unsupported(f"setting tensor attribute {name!r}")
 
-    def call_method(self, tx: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return TensorMethodVariable(self, name).call(tx, args, kwargs)
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return TensorMethodVariable(self, name).call(frame, args, kwargs)
 
 
 def _is_symbolic_result(result: object) -> bool:
@@ -122,11 +122,11 @@ class TensorMethodVariable(Variable):
     def describe(self) -> str:
         return f"Tensor.{self.name}"
 
-    def call(self, tx: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         name = self.name
         if name == "item" and not args and not kwargs and config.capture_scalar_outputs:
             # an unbacked symbol: usable in tensor ops; a Python decision on it still breaks
-            return tx.output.call("call_method", "item", [self.tensor], {}, "Tensor.item()")
+            return frame.output.call("call_method", "item", [self.tensor], {}, "Tensor.item()")
         if name in TENSOR_DATA_METHODS:
             raise Unsupported(TENSOR_DATA_METHODS[name], hint=TENSOR_DATA_HINT, kind=BreakKind.DATA_DEPENDENT)
         double = name == "backward" and creates_graph(torch.Tensor.backward, [self.tensor, *args], kwargs)
@@ -135,25 +135,25 @@ class TensorMethodVariable(Variable):
             result = getattr(self.tensor.fake, name)()
             if not _is_symbolic_result(result):
                 if self.tensor.source is not None:
-                    tx.output.guards.method_result(self.tensor.source, name, result)
+                    frame.output.guards.method_result(self.tensor.source, name, result)
                 return constant(result)
         if name in TENSOR_METADATA_METHODS:
             if name == "size" and not kwargs:
                 if not args:
-                    return self.tensor.getattr(tx, "shape")
+                    return self.tensor.getattr(frame, "shape")
                 dim = args[0].as_constant()
-                return tx.output.sym_size(self.tensor, dim % max(self.tensor.fake.dim(), 1))
+                return frame.output.sym_size(self.tensor, dim % max(self.tensor.fake.dim(), 1))
             plain_args = [unwrap(a)[1] for a in args]
             plain_kwargs = {k: unwrap(v)[1] for k, v in kwargs.items()}
             result = getattr(self.tensor.fake, name)(*plain_args, **plain_kwargs)
             if _is_symbolic_result(result):
-                return tx.output.call("call_method", name, [self.tensor, *args], kwargs, f"Tensor.{name}()")
+                return frame.output.call("call_method", name, [self.tensor, *args], kwargs, f"Tensor.{name}()")
             if isinstance(result, torch.Size):
                 return SizeVariable([constant(int(s)) for s in result])
             if isinstance(result, tuple):
                 return constant(tuple(int(s) for s in result))
             return constant(result)
-        return tx.output.call("call_method", name, [self.tensor, *args], kwargs, f"Tensor.{name}()")
+        return frame.output.call("call_method", name, [self.tensor, *args], kwargs, f"Tensor.{name}()")
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.expr(self.tensor)}.{self.name}"
