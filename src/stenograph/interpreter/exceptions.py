@@ -17,7 +17,7 @@ from ..bytecode.instructions import ExceptionEntry, decoded
 from ..errors import Unsupported
 from ..variables.base import Variable, constant
 from ..variables.exceptions import TracedException
-from ..variables.instances import NewObjectVariable, instantiate
+from ..variables.user_classes import NewObjectVariable, instantiate
 
 if TYPE_CHECKING:
     from .frame import Frame

@@ -41,8 +41,8 @@ from ..variables.containers import (
 from ..variables.contexts import GradModeContextVariable
 from ..variables.functions import NestedFunctionVariable
 from ..variables.generators import Yielded
-from ..variables.instances import SuperVariable, UserClassVariable
 from ..variables.tensor import TensorMethodVariable, TensorVariable
+from ..variables.user_classes import SuperVariable, UserClassVariable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
 from .exceptions import TracedException, exception_value, matches
 from .registry import Handler, OpcodeRegistry, running_version

@@ -41,6 +41,14 @@ from .containers import (
     TupleVariable,
     is_namedtuple_class,
 )
+from .frame_objects import (
+    GlobalsDictVariable,
+    NNModuleVariable,
+    PythonModuleVariable,
+    TorchModuleClassVariable,
+    UserObjectVariable,
+    WeakrefVariable,
+)
 from .functions import (
     FoldedCallVariable,
     GraphBreakVariable,
@@ -51,15 +59,6 @@ from .functions import (
     UserFunctionVariable,
     UserMethodVariable,
 )
-from .instances import UserClassVariable
-from .objects import (
-    GlobalsDictVariable,
-    NNModuleVariable,
-    PythonModuleVariable,
-    TorchModuleClassVariable,
-    UserObjectVariable,
-    WeakrefVariable,
-)
 from .trace_rules import (
     TORCH_CLASSES,
     is_graph_op,
@@ -68,6 +67,7 @@ from .trace_rules import (
     is_torch_module_class,
     is_user_class,
 )
+from .user_classes import UserClassVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source

@@ -31,7 +31,10 @@ from .containers import (
 )
 from .exceptions import raise_new, raise_python_error
 from .functions import NestedFunctionVariable, TorchOpVariable, UserFunctionVariable, UserMethodVariable
-from .instances import (
+from .symbolic import SymNodeVariable
+from .tensor import TensorVariable
+from .trace_rules import BUILTIN_PURE, BUILTIN_REFUSED
+from .user_classes import (
     NewObjectVariable,
     SuperVariable,
     UnboundBaseMethodVariable,
@@ -39,9 +42,6 @@ from .instances import (
     python_dunder,
     zero_arg_super,
 )
-from .symbolic import SymNodeVariable
-from .tensor import TensorVariable
-from .trace_rules import BUILTIN_PURE, BUILTIN_REFUSED
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame

@@ -11,8 +11,8 @@ import torch
 from ..errors import BreakKind, Unsupported
 from .base import ConstantVariable, Variable, constant
 from .exceptions import raise_new, raise_python_error
-from .instances import _MISSING, _class_lookup, bind_class_attr
 from .symbolic import SymNodeVariable
+from .user_classes import _MISSING, _class_lookup, bind_class_attr
 
 if TYPE_CHECKING:
     from ..guards.sources import Source

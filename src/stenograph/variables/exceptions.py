@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from ..errors import Unsupported
 from .base import Variable, constant
-from .instances import instantiate
+from .user_classes import instantiate
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame

@@ -25,7 +25,7 @@ from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
 from .containers import DictVariable, IteratorVariable, TupleVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
-from .instances import dataclass_fields, instantiate
+from .user_classes import dataclass_fields, instantiate
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame

@@ -13,8 +13,8 @@ from ..errors import Unsupported
 from .base import ConstantVariable, Variable, constant
 from .containers import SequenceVariable, TupleVariable
 from .exceptions import raise_python_error
-from .instances import python_dunder
 from .tensor import TensorVariable
+from .user_classes import python_dunder
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame

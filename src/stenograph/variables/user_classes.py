@@ -22,7 +22,7 @@ import torch
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .base import ConstantVariable, Variable, constant
-from .objects import UserObjectVariable
+from .frame_objects import UserObjectVariable
 from .trace_rules import is_literal, is_user_class
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def guard_not_shadowed(frame: Frame, obj: Variable, name: str) -> None:
 
 def pending_class_attribute(frame: Frame, cls: type, name: str, *, through_instance: bool = False) -> Variable | None:
     """The value this trace wrote to `name` on `cls` or a class it inherits it from, if any."""
-    # cycle: variables.functions -> variables.containers -> variables.instances
+    # cycle: variables.functions -> variables.containers -> variables.user_classes
     from .functions import NestedFunctionVariable, UserFunctionVariable
 
     pending = frame.output.side_effects.class_attributes
@@ -122,8 +122,8 @@ def bind_class_attr(
 def class_member(frame: Frame, obj: Variable, cls_var: Variable, attr: Any, name: str, source: Source) -> Variable:
     """Class attribute `attr` (guarded through `source`) read through instance `obj`: a property
     runs, functions bind to `obj` (class methods to `cls_var`), anything else is its value."""
-    # cycles: variables.builder imports variables.instances at module level; variables.functions ->
-    # variables.containers -> variables.instances
+    # cycles: variables.builder imports variables.user_classes at module level; variables.functions ->
+    # variables.containers -> variables.user_classes
     from .builder import wrap
     from .functions import UserFunctionVariable, UserMethodVariable
 
@@ -143,8 +143,8 @@ def class_member(frame: Frame, obj: Variable, cls_var: Variable, attr: Any, name
 def function_from_class(frame: Frame, fn: Any, source: Source) -> Variable:
     """A function stored on a class (a static method), already guarded by identity: its tracker,
     with the source its defaults and cells are read through when it is inlined."""
-    # cycles: variables.builder imports variables.instances at module level; variables.functions ->
-    # variables.containers -> variables.instances
+    # cycles: variables.builder imports variables.user_classes at module level; variables.functions ->
+    # variables.containers -> variables.user_classes
     from .builder import wrap
     from .functions import UserFunctionVariable
 
@@ -166,8 +166,8 @@ class UserClassVariable(ConstantVariable):
         return instantiate(frame, self.value, args, kwargs)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        # cycles: variables.builder imports variables.instances at module level; variables.functions ->
-        # variables.containers -> variables.instances
+        # cycles: variables.builder imports variables.user_classes at module level; variables.functions ->
+        # variables.containers -> variables.user_classes
         from .builder import wrap
         from .functions import UserMethodVariable
 
@@ -204,7 +204,7 @@ class UserClassVariable(ConstantVariable):
 
 def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`cls(*args, **kwargs)` while tracing."""
-    # cycle: variables.containers imports variables.instances at module level
+    # cycle: variables.containers imports variables.user_classes at module level
     from .containers import DictVariable, NamedTupleVariable, is_namedtuple_class
 
     if issubclass(cls, enum.Enum):
@@ -246,7 +246,7 @@ class NewObjectVariable(Variable):
     """An instance of a user class created while tracing."""
 
     def __init__(self, cls: type, items: Variable | None = None) -> None:
-        # cycle: variables.containers imports variables.instances at module level
+        # cycle: variables.containers imports variables.user_classes at module level
         from .containers import DictVariable
 
         self.cls = cls
@@ -448,7 +448,7 @@ class BaseMethodVariable(Variable):
             if name == "__contains__":
                 return obj.items.call_method(frame, "__contains__", args, {})
             if name == "__iter__":
-                # cycle: variables.containers imports variables.instances at module level
+                # cycle: variables.containers imports variables.user_classes at module level
                 from .containers import IteratorVariable
 
                 return IteratorVariable(obj.items.unpack(frame))
@@ -461,8 +461,8 @@ _DICT_READS = {"get", "keys", "values", "items", "__getitem__", "__contains__", 
 
 def _dict_view(frame: Frame, obj: Variable) -> Variable:
     """The contents of an outside dict subclass instance, read through its source (guarded)."""
-    # cycles: variables.builder imports variables.instances at module level; variables.containers imports
-    # variables.instances at module level
+    # cycles: variables.builder imports variables.user_classes at module level; variables.containers imports
+    # variables.user_classes at module level
     from .builder import wrap
     from .containers import DictVariable
 
@@ -475,7 +475,7 @@ def _dict_view(frame: Frame, obj: Variable) -> Variable:
 
 
 def _tuple(items: list[Variable]) -> Variable:
-    # cycle: variables.containers imports variables.instances at module level
+    # cycle: variables.containers imports variables.user_classes at module level
     from .containers import TupleVariable
 
     return TupleVariable(items)
@@ -509,7 +509,7 @@ class SuperVariable(Variable):
         if attr is _MISSING:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         if isinstance(self.obj, UserClassVariable) and isinstance(attr, classmethod):
-            # cycle: variables.functions -> variables.containers -> variables.instances
+            # cycle: variables.functions -> variables.containers -> variables.user_classes
             from .functions import UserMethodVariable
 
             return UserMethodVariable(attr.__func__, self.obj)

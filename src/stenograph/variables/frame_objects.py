@@ -36,14 +36,14 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
     The class attribute is guarded on the class (`Op.go` replaced recompiles), and, for anything
     but a data descriptor, the instance `__dict__` is guarded not to shadow it (`op.go = ...`).
     """
-    # cycles: variables.builder imports variables.objects at module level; variables.instances imports
-    # variables.objects at module level
+    # cycles: variables.builder imports variables.frame_objects at module level; variables.user_classes imports
+    # variables.frame_objects at module level
     from .builder import wrap
-    from .instances import class_attr_source, class_member, guard_not_shadowed, pending_class_attribute
+    from .user_classes import class_attr_source, class_member, guard_not_shadowed, pending_class_attribute
 
     if name == "__class__":
-        # cycle: variables.instances imports variables.objects at module level
-        from .instances import class_variable
+        # cycle: variables.user_classes imports variables.frame_objects at module level
+        from .user_classes import class_variable
 
         return class_variable(type(obj))
     cls = type(obj)
@@ -84,8 +84,8 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
 def _object_truth(frame: Frame, var: Variable) -> bool:
     """`bool(obj)` for an outside object: its class's Python `__bool__` or `__len__` inlined, or
     True when it has neither (guarded: a class that gains one later recompiles)."""
-    # cycle: variables.instances imports variables.objects at module level
-    from .instances import class_attr_source
+    # cycle: variables.user_classes imports variables.frame_objects at module level
+    from .user_classes import class_attr_source
 
     obj = var.value_object
     cls = type(obj)
@@ -141,7 +141,7 @@ class UserObjectVariable(Variable):
         frame.output.side_effects.attribute_written(self, name, value)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        # cycle: variables.builder imports variables.objects at module level
+        # cycle: variables.builder imports variables.frame_objects at module level
         from .builder import wrap
 
         self._use()
@@ -179,8 +179,8 @@ class UserObjectVariable(Variable):
     # -- protocols written in Python on the object's class ---------------------------------------
 
     def _dunder(self, frame: Frame, name: str, args: list[Variable]) -> Variable:
-        # cycle: variables.instances imports variables.objects at module level
-        from .instances import python_dunder
+        # cycle: variables.user_classes imports variables.frame_objects at module level
+        from .user_classes import python_dunder
 
         self._use()
         fn = python_dunder(frame, self, name)
@@ -198,8 +198,8 @@ class UserObjectVariable(Variable):
         return self._dunder(frame, "__iter__", []).unpack(frame)
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        # cycle: variables.instances imports variables.objects at module level
-        from .instances import python_dunder
+        # cycle: variables.user_classes imports variables.frame_objects at module level
+        from .user_classes import python_dunder
 
         fn = python_dunder(frame, self, "__call__")
         if fn is None:
@@ -223,7 +223,7 @@ class NNModuleVariable(UserObjectVariable):
         return _object_truth(frame, self)  # an empty ModuleList or Sequential is false
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        # cycle: variables.builder imports variables.objects at module level
+        # cycle: variables.builder imports variables.frame_objects at module level
         from .builder import wrap
 
         module = self.value_object
@@ -243,10 +243,10 @@ class NNModuleVariable(UserObjectVariable):
                     raise Unsupported(f"{self.describe()} defines its own __getattr__ (reading {name!r})")
                 return wrap(frame, members[name], ModuleMemberSource(self.source, table, name))
         if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
-            # cycles: variables.containers -> variables.instances -> variables.objects; variables.instances imports
-            # variables.objects at module level
+            # cycles: variables.containers -> variables.user_classes -> variables.frame_objects;
+            # variables.user_classes imports variables.frame_objects at module level
             from .containers import BoundMethodVariable
-            from .instances import guard_not_shadowed
+            from .user_classes import guard_not_shadowed
 
             guard_not_shadowed(frame, self, name)
             return BoundMethodVariable(self, name)
@@ -286,8 +286,8 @@ class NNModuleVariable(UserObjectVariable):
         `named_buffers()`, `named_children()`: the real module tree walked now, each member
         wrapped with its source. What the walk saw is guarded: the keys of every table it read,
         the empty (None) slots, and which members are one object reached twice."""
-        # cycles: variables.builder imports variables.objects at module level; variables.containers ->
-        # variables.instances -> variables.objects
+        # cycles: variables.builder imports variables.frame_objects at module level; variables.containers ->
+        # variables.user_classes -> variables.frame_objects
         from .builder import wrap
         from .containers import ListVariable, TupleVariable
 
@@ -354,7 +354,7 @@ class NNModuleVariable(UserObjectVariable):
         return list(entries.items())
 
     def unpack(self, frame: Frame) -> list[Variable]:
-        # cycle: variables.builder imports variables.objects at module level
+        # cycle: variables.builder imports variables.frame_objects at module level
         from .builder import wrap
 
         module = self.value_object
@@ -387,14 +387,14 @@ class NNModuleVariable(UserObjectVariable):
         raise Unsupported(f"len() of {self.describe()}")
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
-        # cycle: variables.builder imports variables.objects at module level
+        # cycle: variables.builder imports variables.frame_objects at module level
         from .builder import wrap
 
         module = self.value_object
         k = key.as_constant()
         assert self.source is not None
         if isinstance(module, torch.nn.ModuleList) and isinstance(k, slice):
-            # cycle: variables.containers -> variables.instances -> variables.objects
+            # cycle: variables.containers -> variables.user_classes -> variables.frame_objects
             from .containers import ListVariable
 
             names = [name for name, _ in self._members(frame, "_modules")][k]
@@ -413,8 +413,8 @@ class NNModuleVariable(UserObjectVariable):
         raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        # cycles: variables.builder imports variables.objects at module level; variables.containers ->
-        # variables.instances -> variables.objects
+        # cycles: variables.builder imports variables.frame_objects at module level; variables.containers ->
+        # variables.user_classes -> variables.frame_objects
         from .builder import wrap
         from .containers import ListVariable, TupleVariable
 
@@ -523,7 +523,7 @@ class PythonModuleVariable(Variable):
         return True
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        # cycle: variables.builder imports variables.objects at module level
+        # cycle: variables.builder imports variables.frame_objects at module level
         from .builder import wrap
 
         module = self.value_object
@@ -562,7 +562,7 @@ class GlobalsDictVariable(Variable):
         return True
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
-        # cycle: variables.builder imports variables.objects at module level
+        # cycle: variables.builder imports variables.frame_objects at module level
         from .builder import wrap
 
         name = key.as_constant()
@@ -599,7 +599,7 @@ class WeakrefVariable(Variable):
         return "weak reference"
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        # cycle: variables.builder imports variables.objects at module level
+        # cycle: variables.builder imports variables.frame_objects at module level
         from .builder import wrap
 
         if args or kwargs:
