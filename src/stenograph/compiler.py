@@ -350,6 +350,16 @@ def _graph_compiler(
     return compile_graph
 
 
+def accepts(fn: types.FunctionType, args: tuple, kwargs: dict) -> bool:
+    """Whether Python binds these arguments to `fn`'s parameters (a call that does not raises
+    TypeError before the body runs: there is nothing to compile)."""
+    try:
+        inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
 def _root_state(fn: types.FunctionType, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Cell]]:
     """Lazy locals and cells of the frame being compiled, each with its source."""
     bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)

@@ -15,7 +15,7 @@ import weakref
 from typing import Any
 
 from . import config, events, process_state, torch_state
-from .compiler import CacheEntry, compile_frame, frame_label
+from .compiler import CacheEntry, accepts, compile_frame, frame_label
 from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
 from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
@@ -95,12 +95,13 @@ class FrameCache:
         self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool
     ) -> tuple[Any, tuple]:
         full = prefix + args
+        if not accepts(fn, args, kwargs):
+            return fn, args  # wrong arguments: the call raises Python's TypeError, as in eager
         label = frame_label(self.code)
         if self.entries:
-            failures = [
-                e.guard_failure(full, kwargs) if e.takes_defaults_of(fn) else _OTHER_DEFAULTS for e in self.entries
-            ]
-            failure = failures[-1] or GuardFailure("unknown")
+            newest = self.entries[-1]  # the reason reported: why the newest entry did not match
+            failure = newest.guard_failure(full, kwargs) if newest.takes_defaults_of(fn) else _OTHER_DEFAULTS
+            failure = failure or GuardFailure("unknown")
             self.recompile_reasons.append(failure.reason)
             events.publish(events.Recompile(self.code, label, failure, len(self.entries)))
             if len(self.entries) >= config.recompile_limit:
@@ -110,7 +111,7 @@ class FrameCache:
                 )
                 warnings.warn(
                     f"stenograph: {label} hit config.recompile_limit ({config.recompile_limit}); "
-                    f"it runs eagerly from now on. Last guard failure: {failures[-1] and failures[-1].reason}",
+                    f"it runs eagerly from now on. Last guard failure: {failure.reason}",
                     StenographWarning,
                     stacklevel=5,
                 )
@@ -274,9 +275,6 @@ def entry_wrapper(
 ) -> Any:
     """The callable that replaces `fn`: guarded dispatch to compiled entries.
 
-    It carries `.dispatch`, the same lookup without running `Continue` chains, which is what
-    transformed code tail-calls at graph breaks.
-
     A `nested` wrapper is the one compiled code calls (a user function called at a graph break):
     it raises the recursion limit by its own frame while it runs, so recursion through compiled
     code reaches eager's depth (`recursion`). The one user code calls does not (one frame per
@@ -290,10 +288,9 @@ def entry_wrapper(
     miss = cache.miss
     # the closure travels as the first argument of guards and entries (one cache for all closures)
     prefix = (fn.__closure__,) if fn.__code__.co_freevars else ()
-    dispatch = functools.partial(_dispatch_by_defaults, entries, miss, fullgraph, fn, prefix)
 
-    # The lookup of `_dispatch_by_defaults` written out, once with the closure and once without
-    # (every call's path: splicing an empty prefix costs a third of the wrapper's time). Defaults
+    # The lookup, written out once with the closure and once without (every call's path:
+    # splicing an empty prefix costs a third of the wrapper's time). Defaults
     # are read on every call: the user may assign `__defaults__` after compiling, and an entry
     # binds missing arguments to the defaults it was compiled with.
     if prefix:
@@ -332,7 +329,6 @@ def entry_wrapper(
     functools.update_wrapper(compiled, fn)
     compiled.__stenograph_original__ = fn  # type: ignore[attr-defined]
     compiled.__stenograph_cache__ = cache  # type: ignore[attr-defined]
-    compiled.dispatch = dispatch  # type: ignore[attr-defined]
     return compiled
 
 
@@ -360,25 +356,6 @@ def _nested(fn: types.FunctionType, entries: list[CacheEntry], miss: Any, fullgr
                 lower(added)
 
     return compiled
-
-
-def _dispatch_by_defaults(
-    entries: list[CacheEntry],
-    miss: Any,
-    fullgraph: bool,
-    fn: types.FunctionType,
-    prefix: tuple,
-    /,
-    *args: Any,
-    **kwargs: Any,
-) -> Any:
-    """The lookup for a function with defaults: an entry is tried only if it was compiled with
-    the same defaults (the same tuple, or equal literals), since its guard and code bind missing
-    arguments to the defaults they were compiled with."""
-    for entry in entries:
-        if entry.takes_defaults_of(fn) and entry.guard(*prefix, *args, **kwargs):
-            return entry.fn(*prefix, *args, **kwargs)
-    return miss(fn, prefix, args, kwargs, fullgraph)
 
 
 def resume_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
@@ -425,21 +402,18 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
     cache = owned_cache(fn, backend, backend_name)
     entries = cache.entries
     miss = cache.miss
-    own = fn.__closure__
 
     def call(f: types.FunctionType, *args: Any, **kwargs: Any) -> Any:
         added = lift(1)
         try:
             closure = f.__closure__
             # an entry binds missing arguments to the defaults it was compiled with
-            plain = not (f.__defaults__ or f.__kwdefaults__)
             for entry in entries:
-                if (plain or entry.takes_defaults_of(f)) and entry.guard(closure, *args, **kwargs):
+                if entry.takes_defaults_of(f) and entry.guard(closure, *args, **kwargs):
                     result = entry.fn(closure, *args, **kwargs)
                     break
             else:
-                target = f if not plain else fn if closure is own else with_closure(fn, closure)
-                result = miss(target, (closure,), args, kwargs, False)
+                result = miss(f, (closure,), args, kwargs, False)
             return result.run() if type(result) is Continue else result
         finally:
             if added:

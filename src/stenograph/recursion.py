@@ -109,6 +109,8 @@ def lower_headroom(k: int) -> None:
     if not k:
         return
     _in_compile[0] = False
+    # written out, not a call of a shared helper: at the limit itself that call would be refused
+    # outside any `try`, leaving the limit raised
     try:
         next(_SHIFT[-k])
     except RecursionError:

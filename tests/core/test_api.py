@@ -251,6 +251,22 @@ def test_config_monkeypatched_and_restored():
         del stenograph.config.no_such_setting
 
 
+def _adds(x, a):
+    return x + a
+
+
+def test_call_with_wrong_arguments_raises_and_keeps_compiling(cnt):
+    """A call Python refuses (a missing argument) raises its TypeError and compiles nothing; the
+    function is not given up: later calls compile and run as usual, with no warning."""
+    compiled = stenograph.compile(_adds, backend=cnt)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'a'"):
+        compiled(torch.ones(2))
+    assert cnt.frame_count == 0
+    torch.testing.assert_close(compiled(torch.ones(2), 2), torch.full((2,), 3.0))
+    torch.testing.assert_close(compiled(torch.ones(2), 2), torch.full((2,), 3.0))
+    assert cnt.frame_count == 1
+
+
 def test_compile_a_c_function(cnt):
     """torch.sin and torch.cos compiled directly: one graph each, eager results, name kept."""
     x = torch.randn(4)

@@ -784,6 +784,31 @@ def test_defaults_given_after_compiling_a_function_without_any(counter, factory)
         compiled(X)
 
 
+def _breaking_closure(k):
+    def inner(x, a):
+        print("inner")  # breaks: the caller's graph break runs `inner` through the closure caller
+        return x * k + a
+
+    return inner
+
+
+def _calls_with_one_argument(x, fn):
+    return fn(x) + 1
+
+
+def test_closure_called_at_a_break_with_and_without_defaults(counter, capsys):
+    """A closure a break calls, compiled with a default, then a closure of the same code with no
+    defaults: the call is missing an argument, as in eager, not served by the first entry."""
+    compiled = stenograph.compile(_calls_with_one_argument, backend=counter)
+    with_default = _breaking_closure(2)
+    with_default.__defaults__ = (5,)
+    _check(compiled, _calls_with_one_argument, X, with_default)
+    with pytest.raises(TypeError, match="missing 1 required positional argument"):
+        compiled(X, _breaking_closure(2))
+    _check(compiled, _calls_with_one_argument, X, with_default)
+    assert capsys.readouterr().out == "inner\n" * 4
+
+
 def test_one_code_with_and_without_defaults(counter):
     """Two functions of one code object, one with a default: each call binds its own."""
     plain = _make(1)
