@@ -271,7 +271,7 @@ def profile(step: Callable[[], Any], device: str, calls: int = 10) -> dict[str, 
 
 def stenograph_guard_us(compiled: Any, step: Callable[[], Any], calls: int = 50) -> float | None:
     """Time stenograph's guard function takes per call (wraps the cache entry's guard: private API)."""
-    from stenograph.inspection import _cache_of
+    from stenograph.observability.inspection import _cache_of
 
     try:
         entries = _cache_of(compiled).entries
@@ -301,7 +301,7 @@ def stenograph_guard_us(compiled: Any, step: Callable[[], Any], calls: int = 50)
 def without_guard(compiled: Any, step: Callable[[], Any]) -> Callable[[], Any] | None:
     """`step` with stenograph's guard function replaced by `True` for the call (diagnostic only:
     what stenograph would cost if its guards were free)."""
-    from stenograph.inspection import _cache_of
+    from stenograph.observability.inspection import _cache_of
 
     entries = _cache_of(compiled).entries
     if len(entries) != 1:

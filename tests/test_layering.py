@@ -13,8 +13,8 @@ The layers, bottom to top (a module may import its own layer and any layer below
                    by concern), and backends
     L5 compiler    compile_frame, verify
     L6 entry       the entry wrapper and its caches; hands its wrappers down as `graph.runtime.Runtime`
-    L7 user-facing api, the package itself, explain, inspection, logs, testing, report, runner, demo,
-                   cli, structured_trace, progress
+    L7 user-facing api, the package itself, testing, observability (logs, explain, inspection,
+                   structured_trace, progress), report, cli (the command line, demo, runner)
 
 What a lower layer needs from a higher one is passed down as an object (`Runtime`), or lives in
 a leaf (`marks`, `process_state`). Every import is checked, at module level, under
@@ -45,16 +45,10 @@ LAYERS: dict[str, int] = {
             "api",
             "__init__",
             "__main__",
-            "explain",
-            "inspection",
-            "logs",
             "testing",
+            "observability",
             "report",
-            "runner",
-            "demo",
             "cli",
-            "structured_trace",
-            "progress",
         ],
         7,
     ),

@@ -1,6 +1,6 @@
 """stenograph: a just-in-time graph capturer for PyTorch (public API only)."""
 
-from . import config, errors, logs, structured_trace, testing
+from . import config, errors, testing
 from .api import (
     OptimizedModule,
     allow_in_graph,
@@ -14,9 +14,10 @@ from .api import (
 from .backends.registry import list_backends, lookup_backend, register_backend
 from .entry import StenographWarning
 from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
-from .explain import ExplainOutput, explain
-from .inspection import inspect
-from .logs import set_logs
+from .observability import logs, structured_trace
+from .observability.explain import ExplainOutput, explain
+from .observability.inspection import inspect
+from .observability.logs import set_logs
 from .shapes.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 
 __all__ = [

@@ -7,7 +7,6 @@ reads naturally.
 from __future__ import annotations
 
 import functools
-import inspect
 import types
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +19,7 @@ from .backends.registry import resolve_backend
 from .errors import StenographError
 from .marks import allow_in_graph, graph_break, is_compiling, mark_disabled
 from .module_hooks import has_module_hooks
+from .variables.class_lookup import class_attribute
 
 
 def _resolve_backend(backend: Any, mode: str | None, options: dict | None) -> tuple[Any, str]:
@@ -150,7 +150,7 @@ class OptimizedModule(torch.nn.Module):
             raise TypeError(f"{type(mod).__qualname__}.forward is not a Python function")
         wrapper = _user_entry(forward, compiler, backend_name, fullgraph, dynamic)
         object.__setattr__(self, "_compiled_forward", wrapper)
-        call = inspect.getattr_static(type(mod), "__call__")
+        call = class_attribute(type(mod), "__call__")
         if call is not torch.nn.Module.__call__:
             # the class's own __call__ is what calling the module runs: compile that
             if not isinstance(call, types.FunctionType):

@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from stenograph import cli, demo
+from stenograph import cli
+from stenograph.cli import demo
 from stenograph.report import from_trace
 
 from ._support import SCRIPTS, run_cli

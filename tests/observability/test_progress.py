@@ -8,7 +8,7 @@ import time
 import torch
 
 import stenograph
-from stenograph import progress
+from stenograph.observability import progress
 
 
 def slow_backend(gm, example_inputs):

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import stenograph
-from stenograph.demo import TransformerBlock
+from stenograph.cli.demo import TransformerBlock
 from stenograph.testing import CompileCounter
 
 

@@ -21,7 +21,7 @@ import torch
 
 from .. import events
 from ..graph.resume import frame_name
-from ..logs import readable_graph
+from ..observability.logs import readable_graph
 from .model import (
     BreakRecord,
     CallStats,

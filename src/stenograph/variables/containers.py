@@ -10,9 +10,10 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from .base import ConstantVariable, Variable, constant
+from .class_lookup import MISSING, class_lookup
 from .exceptions import raise_new, raise_python_error
 from .symbolic import SymNodeVariable
-from .user_classes import _MISSING, _class_lookup, bind_class_attr
+from .user_classes import bind_class_attr
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -1053,8 +1054,8 @@ class NamedTupleVariable(TupleVariable):
             return constant(fields)
         if name in ("_replace", "_asdict"):
             return BoundMethodVariable(self, name)
-        attr, owner = _class_lookup(self.python_class, name)
-        if attr is not _MISSING and owner is not tuple and owner is not object:
+        attr, owner = class_lookup(self.python_class, name)
+        if attr is not MISSING and owner is not tuple and owner is not object:
             return bind_class_attr(frame, self, self.python_class, attr, owner, name)
         return super().getattr(frame, name)
 

@@ -1,13 +1,12 @@
 """Trackers for objects read from the frame: nn.Modules, Python modules and other user objects.
 
-Attribute reads resolve the way Python would (`inspect.getattr_static` order, and for modules the
+Attribute reads resolve the way Python would (`class_lookup`'s order, and for modules the
 `_parameters` / `_buffers` / `_modules` tables), and every value read is wrapped with a source so
 it is guarded: change `self.scale` and the entry's guards fail instead of returning stale results.
 """
 
 from __future__ import annotations
 
-import inspect
 import types
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -18,13 +17,13 @@ from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, ClassSource, GlobalSource, ModuleMemberSource, WeakrefTargetSource
 from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
 from .base import ConstantVariable, Variable, constant
+from .class_lookup import MISSING, class_attribute
 from .trace_rules import is_literal, is_trusted_module
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
-_MISSING = object()
 _WALKS = frozenset(
     {"modules", "named_modules", "parameters", "named_parameters", "buffers", "named_buffers", "named_children"}
 )
@@ -51,8 +50,8 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
     if pending is not None:
         guard_not_shadowed(frame, obj_var, name)
         return pending
-    cls_attr = inspect.getattr_static(cls, name, _MISSING)
-    if cls_attr is _MISSING:
+    cls_attr = class_attribute(cls, name)
+    if cls_attr is MISSING:
         return None
     is_exception_field = isinstance(cls_attr, types.GetSetDescriptorType) and isinstance(obj, BaseException)
     if (isinstance(cls_attr, types.MemberDescriptorType) or is_exception_field) and obj_var.source is not None:
@@ -90,8 +89,8 @@ def _object_truth(frame: Frame, var: Variable) -> bool:
     obj = var.value_object
     cls = type(obj)
     for name in ("__bool__", "__len__"):
-        attr = inspect.getattr_static(cls, name, _MISSING)
-        if attr is _MISSING:
+        attr = class_attribute(cls, name)
+        if attr is MISSING:
             frame.output.guards.attribute_absent(ClassSource(cls), cls, name)
             continue
         if not isinstance(attr, types.FunctionType):
@@ -130,7 +129,7 @@ class UserObjectVariable(Variable):
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         """Attribute writes are replayed on the real object after the graph."""
         self._use()
-        cls_attr = inspect.getattr_static(type(self.value_object), name, _MISSING)
+        cls_attr = class_attribute(type(self.value_object), name)
         # a slot (member descriptor) stores like an instance attribute; other data descriptors
         # (properties with setters) run Python code
         is_slot = isinstance(cls_attr, types.MemberDescriptorType)
@@ -150,7 +149,7 @@ class UserObjectVariable(Variable):
             return pending
         obj = self.value_object
         instance_dict = getattr(obj, "__dict__", None)
-        cls_attr = inspect.getattr_static(type(obj), name, _MISSING)
+        cls_attr = class_attribute(type(obj), name)
         is_data_descriptor = hasattr(type(cls_attr), "__set__") or isinstance(cls_attr, property)
         if instance_dict is not None and name in instance_dict and not is_data_descriptor:
             source = AttrSource(self.source, name) if self.source is not None else None
@@ -231,7 +230,7 @@ class NNModuleVariable(UserObjectVariable):
             raise Unsupported(f"attribute {name!r} of a module created while tracing")
         if type(module).__getattribute__ is not object.__getattribute__:
             raise Unsupported(f"{self.describe()} defines __getattribute__")
-        cls_attr = inspect.getattr_static(type(module), name, _MISSING)
+        cls_attr = class_attribute(type(module), name)
         if isinstance(cls_attr, property):
             return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
         if name in module.__dict__:
@@ -267,7 +266,7 @@ class NNModuleVariable(UserObjectVariable):
             frame.output.guards.falsy(AttrSource(self.source, table), "no module hooks")
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        custom_call = inspect.getattr_static(type(self.value_object), "__call__")
+        custom_call = class_attribute(type(self.value_object), "__call__")
         if custom_call is not torch.nn.Module.__call__:
             # the class's own __call__ (it may call super().__call__, i.e. nn.Module's)
             if not isinstance(custom_call, types.FunctionType):
@@ -485,7 +484,7 @@ class NewModuleVariable(NNModuleVariable):
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         module = self.value_object
-        cls_attr = inspect.getattr_static(type(module), name, _MISSING)
+        cls_attr = class_attribute(type(module), name)
         if isinstance(cls_attr, property):
             return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
         for table in (module.__dict__, module._parameters, module._buffers, module._modules):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
-import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ import torch
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .base import ConstantVariable, Variable, constant
+from .class_lookup import MISSING, class_attribute, class_lookup
 from .frame_objects import UserObjectVariable
 from .trace_rules import is_literal, is_user_class
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
-_MISSING = object()
 # builtin bases whose instances stenograph can model: their C methods are emulated below
 _MODELLED_BASES = (object, dict, collections.OrderedDict, BaseException)
 
@@ -41,17 +40,6 @@ def _is_builtin_class(klass: type) -> bool:
 def _builtin_base(cls: type) -> type:
     """The builtin class whose layout instances of `cls` have (object, dict, ValueError, ...)."""
     return next(klass for klass in cls.__mro__ if _is_builtin_class(klass))
-
-
-def _class_lookup(cls: type, name: str, after: type | None = None) -> tuple[Any, type | None]:
-    """(attribute, owning class) of `name` along `cls.__mro__`, starting after `after`."""
-    mro = cls.__mro__
-    if after is not None:
-        mro = mro[mro.index(after) + 1 :]
-    for klass in mro:
-        if name in klass.__dict__:
-            return klass.__dict__[name], klass
-    return _MISSING, None
 
 
 def class_attr_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
@@ -175,7 +163,7 @@ class UserClassVariable(ConstantVariable):
         pending = pending_class_attribute(frame, cls, name)
         if pending is not None:
             return pending
-        attr, _owner = _class_lookup(cls, name)
+        attr, _owner = class_lookup(cls, name)
         if isinstance(attr, (staticmethod, classmethod, types.FunctionType)):
             source = class_attr_source(frame, cls, name, attr)
             if isinstance(attr, classmethod):
@@ -184,9 +172,9 @@ class UserClassVariable(ConstantVariable):
         if name == "__mro__" or name == "__bases__":
             return constant(getattr(cls, name))
         is_plain = not hasattr(type(attr), "__get__") or isinstance(attr, (type, enum.Enum, *_CONSTANT_TYPES))
-        if attr is not _MISSING and is_plain and not (name.startswith("__") and name.endswith("__")):
+        if attr is not MISSING and is_plain and not (name.startswith("__") and name.endswith("__")):
             return wrap(frame, attr, class_attr_source(frame, cls, name, attr))
-        if attr is _MISSING and not hasattr(cls, name):
+        if attr is MISSING and not hasattr(cls, name):
             frame.output.guards.attribute_absent(ClassSource(cls), cls, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return super().getattr(frame, name)
@@ -220,7 +208,7 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
     base = _builtin_base(cls)
     if base not in _MODELLED_BASES and not issubclass(base, BaseException):
         raise Unsupported(f"instances of {cls.__qualname__}, a subclass of builtin {base.__qualname__}")
-    _new, new_owner = _class_lookup(cls, "__new__")
+    _new, new_owner = class_lookup(cls, "__new__")
     if new_owner is not None and not _is_builtin_class(new_owner):
         raise Unsupported(f"class {cls.__qualname__} defines __new__")
     if "__slots__" in cls.__dict__:
@@ -233,7 +221,7 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
         if issubclass(cls, StopIteration):
             fields["value"] = args[0] if args else constant(None)
         obj.attrs.items.update(fields)
-    init, owner = _class_lookup(cls, "__init__")
+    init, owner = class_lookup(cls, "__init__")
     if isinstance(init, types.FunctionType):
         class_attr_source(frame, cls, "__init__", init)  # replacing __init__ recompiles
         frame.inline_call(init, [obj, *args], kwargs, closure=None)
@@ -269,7 +257,7 @@ class NewObjectVariable(Variable):
             return class_variable(self.cls)
         if name == "__dict__":
             return self.attrs
-        attr, owner = _class_lookup(self.cls, name)
+        attr, owner = class_lookup(self.cls, name)
         is_data_descriptor = isinstance(attr, property) or hasattr(type(attr), "__set__")
         # slots of builtin bases (BaseException.args) are modelled as plain attributes
         modelled_slot = owner is not None and _is_builtin_class(owner)
@@ -278,15 +266,15 @@ class NewObjectVariable(Variable):
         pending = pending_class_attribute(frame, self.cls, name, through_instance=True)
         if pending is not None:
             return pending
-        if attr is not _MISSING:
+        if attr is not MISSING:
             return bind_class_attr(frame, self, self.cls, attr, owner, name)
-        hook, _ = _class_lookup(self.cls, "__getattr__")
+        hook, _ = class_lookup(self.cls, "__getattr__")
         if isinstance(hook, types.FunctionType):
             return frame.inline_call(hook, [self, constant(name)], {}, closure=None)
         raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
-        hook, owner = _class_lookup(self.cls, "__setattr__")
+        hook, owner = class_lookup(self.cls, "__setattr__")
         if isinstance(hook, types.FunctionType):
             frame.inline_call(hook, [self, constant(name), value], {}, closure=None)
             return
@@ -294,7 +282,7 @@ class NewObjectVariable(Variable):
 
     def store_attr(self, frame: Frame, name: str, value: Variable) -> None:
         """`object.__setattr__`: a property setter runs, anything else lands in `__dict__`."""
-        attr, _ = _class_lookup(self.cls, name)
+        attr, _ = class_lookup(self.cls, name)
         if isinstance(attr, property):
             if attr.fset is None:
                 raise Unsupported(f"property {name!r} of {self.cls.__qualname__} has no setter")
@@ -389,7 +377,7 @@ class NewObjectVariable(Variable):
 
 def _is_slot(cls: type, name: str) -> bool:
     """Whether `name` is stored by a C descriptor of `cls` (not in the instance `__dict__`)."""
-    found = inspect.getattr_static(cls, name, None)
+    found = class_attribute(cls, name, None)
     return isinstance(found, (types.GetSetDescriptorType, types.MemberDescriptorType))
 
 
@@ -505,8 +493,8 @@ class SuperVariable(Variable):
             obj_type = self.obj.value
         if self.cls not in obj_type.__mro__:
             raise Unsupported(f"super({self.cls.__qualname__}, obj): obj is not an instance")
-        attr, owner = _class_lookup(obj_type, name, after=self.cls)
-        if attr is _MISSING:
+        attr, owner = class_lookup(obj_type, name, after=self.cls)
+        if attr is MISSING:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         if isinstance(self.obj, UserClassVariable) and isinstance(attr, classmethod):
             # cycle: variables.functions -> variables.containers -> variables.user_classes
@@ -536,9 +524,9 @@ def python_dunder(frame: Frame, var: Variable, name: str) -> types.FunctionType 
         cls = type(var.value_object)
     else:
         return None
-    attr, _ = _class_lookup(cls, name)
+    attr, _ = class_lookup(cls, name)
     guards = frame.output.guards
-    if attr is _MISSING:
+    if attr is MISSING:
         guards.attribute_absent(ClassSource(cls), cls, name)
         return None
     if isinstance(attr, types.FunctionType):

@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from . import config, events
-from .errors import InvalidConfig
+from .. import config, events
+from ..errors import InvalidConfig
 
 NAMES: dict[str, str] = {
     "graph_code": "each captured graph's Python code",

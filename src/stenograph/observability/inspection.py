@@ -11,9 +11,9 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import entry as entry_module
-from .compiler import frame_label
-from .graph.resume import origin_of
+from .. import entry as entry_module
+from ..compiler import frame_label
+from ..graph.resume import origin_of
 from .logs import readable_graph
 
 

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         from .runner import run_script  # optional: each subcommand imports only what it runs
 
         return run_script(args.script, args.args, args.report)
-    from .report import load_trace, write  # optional: each subcommand imports only what it runs
+    from ..report import load_trace, write  # optional: each subcommand imports only what it runs
 
     try:
         session = load_trace(args.trace)

@@ -14,11 +14,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import api, progress
-from .explain import explain
-from .inspection import inspect
-from .report import html, recorder
-from .testing import CompileCounter
+from .. import api
+from ..observability import progress
+from ..observability.explain import explain
+from ..observability.inspection import inspect
+from ..report import html, recorder
+from ..testing import CompileCounter
 
 
 def _section(title: str) -> None:

@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
-from . import api, progress, structured_trace
-from .report import html, recorder
+from .. import api
+from ..observability import progress, structured_trace
+from ..report import html, recorder
 
 
 def run_script(script: str, args: list[str], report_path: str) -> int:

@@ -22,9 +22,9 @@ import time
 from dataclasses import asdict
 from typing import Any, TextIO
 
-from .guards.failures import GuardFailure
-from .report import recorder as recording
-from .report.model import CompileRecord, FrameRecord, failure_type
+from ..guards.failures import GuardFailure
+from ..report import recorder as recording
+from ..report.model import CompileRecord, FrameRecord, failure_type
 
 ENV_VARS = ("STENOGRAPH_TRACE", "TORCH_TRACE")
 
@@ -48,7 +48,8 @@ class TraceWriter:
             envelope["has_payload"] = hashlib.md5(payload.encode("utf-8"), usedforsecurity=False).hexdigest()
         now = time.time()
         stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int((now % 1) * 1e6):06d}"
-        text = f"V{stamp} {os.getpid()} stenograph/structured_trace.py:0] {json.dumps(envelope, default=repr)}\n"
+        origin = "stenograph/observability/structured_trace.py:0"
+        text = f"V{stamp} {os.getpid()} {origin}] {json.dumps(envelope, default=repr)}\n"
         if payload is not None:
             text += "".join(f"\t{part}\n" for part in payload.split("\n"))
         with self._lock:

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from . import api, events
-from .errors import BreakKind
-from .graph.resume import frame_name
+from .. import api, events
+from ..errors import BreakKind
+from ..graph.resume import frame_name
 
 
 @dataclass

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import TextIO
 
-from . import events
+from .. import events
 
 
 class Progress:
