@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .. import process_state
 from ..bytecode.resume_code import NULL_STACK_ENTRY, VALUE_STACK_ENTRY
 from ..errors import Unsupported
-from ..variables import operators
+from ..variables import operators, patterns
 from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
 from ..variables.builder import wrap
 from ..variables.builtins import BuiltinVariable
@@ -104,6 +104,18 @@ def _performs(template: str, pops: int) -> Rendering:
     def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
         line = template.format(*site.values[len(site.values) - pops :], argval=inst.argval)
         return [line], [(None, site.next_offset, site.rest(pops))]
+
+    return render
+
+
+def _peeks(template: str, reads: int, helper: Callable[..., object] | None = None) -> Rendering:
+    """`___r = <template>` over the top `reads` entries, which stay on the stack below the result;
+    `{fn}` names `helper` in the generated code."""
+
+    def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
+        fn = site.bind(helper, "match") if helper is not None else ""
+        expr = template.format(*site.values[len(site.values) - reads :], fn=fn)
+        return [f"___r = {expr}"], [(None, site.next_offset, [*site.slots, result()])]
 
     return render
 
@@ -923,3 +935,40 @@ def _yield_value(frame: Frame, inst: dis.Instruction) -> None:
     value = frame.pop()
     frame.push(constant(None))  # what `next()` sends in when the generator resumes
     raise Yielded(value)
+
+
+# -- structural pattern matching (`match`) ------------------------------------------------------
+
+
+@op("MATCH_MAPPING", eager=_peeks("{fn}(type({0}))", 1, patterns.is_mapping_type))
+def _match_mapping(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant(patterns.is_mapping_type(frame.stack[-1].python_type())))
+
+
+@op("MATCH_SEQUENCE", eager=_peeks("{fn}(type({0}))", 1, patterns.is_sequence_type))
+def _match_sequence(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant(patterns.is_sequence_type(frame.stack[-1].python_type())))
+
+
+@op("GET_LEN", eager=_peeks("len({0})", 1))
+def _get_len(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(BuiltinVariable(len).call(frame, [frame.stack[-1]], {}))
+
+
+@op("MATCH_KEYS", eager=_peeks("{fn}({0}, {1})", 2, patterns.eager_match_keys))
+def _match_keys(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(patterns.match_keys(frame, frame.stack[-2], frame.stack[-1]))
+
+
+def _match_class_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    subject, cls, names = site.values[-3:]
+    fn = site.bind(patterns.eager_match_class, "match")
+    return [f"___r = {fn}({subject}, {cls}, {inst.arg}, {names})"], [(None, site.next_offset, [*site.rest(3), result()])]
+
+
+@op("MATCH_CLASS", eager=_match_class_eager)
+def _match_class(frame: Frame, inst: dis.Instruction) -> None:
+    names = frame.pop().as_constant()
+    cls = frame.pop()
+    subject = frame.pop()
+    frame.push(patterns.match_class(frame, subject, cls, inst.arg, names))
