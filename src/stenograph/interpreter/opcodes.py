@@ -963,7 +963,9 @@ def _match_keys(frame: Frame, inst: dis.Instruction) -> None:
 def _match_class_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
     subject, cls, names = site.values[-3:]
     fn = site.bind(patterns.eager_match_class, "match")
-    return [f"___r = {fn}({subject}, {cls}, {inst.arg}, {names})"], [(None, site.next_offset, [*site.rest(3), result()])]
+    return [f"___r = {fn}({subject}, {cls}, {inst.arg}, {names})"], [
+        (None, site.next_offset, [*site.rest(3), result()])
+    ]
 
 
 @op("MATCH_CLASS", eager=_match_class_eager)

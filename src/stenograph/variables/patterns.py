@@ -79,7 +79,9 @@ def match_class(frame: Frame, subject: Variable, cls_var: Variable, count: int, 
                 raise raise_new(frame, TypeError, f"{cls.__name__}() accepts 0 positional sub-patterns ({count} given)")
             self_match = True
         elif not isinstance(match_args, tuple):
-            raise raise_new(frame, TypeError, f"{cls.__name__}.__match_args__ must be a tuple (got {type(match_args).__name__})")
+            raise raise_new(
+                frame, TypeError, f"{cls.__name__}.__match_args__ must be a tuple (got {type(match_args).__name__})"
+            )
         elif count > len(match_args):
             raise raise_new(
                 frame, TypeError, f"{cls.__name__}() accepts {len(match_args)} positional sub-patterns ({count} given)"
