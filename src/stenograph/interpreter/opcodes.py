@@ -11,6 +11,7 @@ one row per behaviour. The table for the running interpreter is built once.
 
 from __future__ import annotations
 
+import builtins
 import dis
 import importlib.util
 import operator
@@ -863,6 +864,11 @@ def _with_except_start(frame: Frame, inst: dis.Instruction) -> None:
     exit_method = frame.stack[-4]
     value = frame.stack[-1]
     frame.push(exit_method.call(frame, [UserClassVariable(value.python_type()), value, constant(None)], {}))
+
+
+@op("LOAD_BUILD_CLASS")
+def _load_build_class(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(BuiltinVariable(builtins.__build_class__))  # its call is modelled (class_statements.py)
 
 
 @op("LOAD_ASSERTION_ERROR")
