@@ -41,7 +41,7 @@ from ..variables.containers import (
 )
 from ..variables.contexts import GradModeContextVariable
 from ..variables.functions import NestedFunctionVariable
-from ..variables.generators import Yielded
+from ..variables.generators import GeneratorVariable, Yielded, send_into
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from ..variables.user_classes import SuperVariable, UserClassVariable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
@@ -934,6 +934,39 @@ def _check_exc_match(frame: Frame, inst: dis.Instruction) -> None:
 @op("RETURN_GENERATOR")
 def _return_generator(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(constant(None))  # the generator already runs lazily: act as its first resume
+
+
+@op("GET_YIELD_FROM_ITER")
+def _get_yield_from_iter(frame: Frame, inst: dis.Instruction) -> None:
+    if not isinstance(frame.stack[-1], GeneratorVariable):
+        frame.push(iterate(frame, frame.pop()))
+
+
+@op("SEND", max_ver=(3, 11))
+def _send_311(frame: Frame, inst: dis.Instruction) -> None:
+    """Yielded: the item replaces the sent value. Exhausted: the receiver and the sent value are
+    replaced by the return value, and the loop is left."""
+    item, returned = send_into(frame, frame.stack[-2], frame.pop())
+    if item is None:
+        frame.pop()
+        frame.push(returned)
+        frame.jump_to(inst.argval)
+    else:
+        frame.push(item)
+
+
+@op("SEND", min_ver=(3, 12))
+def _send_312(frame: Frame, inst: dis.Instruction) -> None:
+    """As on 3.11, but an exhausted receiver stays below its return value for END_SEND."""
+    item, returned = send_into(frame, frame.stack[-2], frame.pop())
+    frame.push(returned if item is None else item)
+    if item is None:
+        frame.jump_to(inst.argval)
+
+
+@op("END_SEND", min_ver=(3, 12))
+def _end_send(frame: Frame, inst: dis.Instruction) -> None:
+    del frame.stack[-2]
 
 
 @op("YIELD_VALUE")

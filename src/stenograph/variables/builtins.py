@@ -31,8 +31,9 @@ from .containers import (
     iterate,
     sort_items,
 )
-from .exceptions import raise_new, raise_python_error
+from .exceptions import raise_python_error
 from .functions import NestedFunctionVariable, TorchOpVariable, UserFunctionVariable, UserMethodVariable
+from .generators import stop_iteration
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 from .trace_rules import BUILTIN_PURE, BUILTIN_REFUSED
@@ -357,8 +358,7 @@ def _next(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
     if item is None:
         if len(args) > 1:
             return args[1]
-
-        raise raise_new(frame, StopIteration)
+        raise stop_iteration(frame, it)
     return item
 
 

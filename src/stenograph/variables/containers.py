@@ -521,6 +521,10 @@ class IteratorVariable(Variable):
             rest.append(item)
         return rest
 
+    def finished_value(self) -> Variable:
+        """What an exhausted iterator's StopIteration carries as `value` (a generator's return)."""
+        return constant(None)
+
     def iterated(self) -> Variable | None:
         """The mutable container this iterator reads live, if any (a break must not copy it)."""
         return None
