@@ -343,13 +343,27 @@ class NewObjectVariable(Variable):
                 raise Unsupported(f"item assignment on {self.describe()}")
             self.items.setitem(frame, key, value)
 
+    def _by_index(self, frame: Frame) -> Variable | None:
+        """The old sequence protocol's iterator, for a class with only `__getitem__`."""
+        # cycle: variables.sequence_protocol -> variables.containers -> variables.user_classes
+        from .sequence_protocol import getitem_iterator
+
+        return getitem_iterator(frame, self) if self.items is None else None
+
     def unpack(self, frame: Frame) -> list[Variable]:
         iterator = self._dunder(frame, "__iter__", [])
         if iterator is not None:
             return iterator.unpack(frame)
         if self.items is not None:
             return self.items.unpack(frame)
-        raise Unsupported(f"iteration over {self.describe()}")
+        by_index = self._by_index(frame)
+        if by_index is None:
+            raise Unsupported(f"iteration over {self.describe()}")
+        return by_index.unpack(frame)
+
+    def get_iter(self, frame: Frame) -> Variable:
+        by_index = self._by_index(frame)
+        return by_index if by_index is not None else super().get_iter(frame)
 
     # -- escaping ------------------------------------------------------------------------------
 
