@@ -6,10 +6,12 @@ reads naturally.
 
 from __future__ import annotations
 
+import copy
 import functools
+import pickle
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -47,11 +49,13 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if not isinstance(fullgraph, bool):
         raise TypeError(f"stenograph.compile(fullgraph=...) takes a bool, not {fullgraph!r}")
     compiler, name = _resolve_backend(backend, mode, options)
+    # what a pickled OptimizedModule needs to compile itself again after loading
+    spec = _CompileSpec(backend, mode, options, fullgraph, dynamic)
 
     def decorate(target: Any) -> Any:
         if disable:
             return target
-        return _compile_target(target, compiler, name, fullgraph, dynamic)
+        return _compile_target(target, compiler, name, fullgraph, dynamic, spec)
 
     if model is None:
         return decorate
@@ -65,11 +69,23 @@ def optimize(backend: Any = "inductor", *, nopython: bool = False, dynamic: bool
     return compile(backend=backend, fullgraph=nopython, dynamic=dynamic)
 
 
-def _compile_target(target: Any, compiler: Any, name: str, fullgraph: bool, dynamic: bool | None) -> Any:
+class _CompileSpec(NamedTuple):
+    """compile()'s arguments as the user gave them (a backend by name or object, not resolved)."""
+
+    backend: Any
+    mode: str | None
+    options: dict | None
+    fullgraph: bool
+    dynamic: bool | None
+
+
+def _compile_target(
+    target: Any, compiler: Any, name: str, fullgraph: bool, dynamic: bool | None, spec: _CompileSpec | None = None
+) -> Any:
     if isinstance(target, OptimizedModule):
         target = target._orig_mod
     if isinstance(target, torch.nn.Module):
-        return OptimizedModule(target, compiler, name, fullgraph, dynamic)
+        return OptimizedModule(target, compiler, name, fullgraph, dynamic, spec=spec)
     original = getattr(target, "__stenograph_original__", None)
     if original is not None:
         target = original
@@ -140,11 +156,19 @@ class OptimizedModule(torch.nn.Module):
     """
 
     def __init__(
-        self, mod: torch.nn.Module, compiler: Any, backend_name: str, fullgraph: bool, dynamic: bool | None = None
+        self,
+        mod: torch.nn.Module,
+        compiler: Any,
+        backend_name: str,
+        fullgraph: bool,
+        dynamic: bool | None = None,
+        *,
+        spec: _CompileSpec | None = None,
     ) -> None:
         super().__init__()
         del self.__dict__["training"]  # read through to the original module
         object.__setattr__(self, "_orig_mod", mod)
+        object.__setattr__(self, "_compile_spec", spec)
         forward = type(mod).forward
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"{type(mod).__qualname__}.forward is not a Python function")
@@ -191,6 +215,29 @@ class OptimizedModule(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"OptimizedModule({self._orig_mod!r})"
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        """Pickled as the original module and compile()'s arguments: loading compiles it again
+        (lazily, on its first call), as torch.compile's modules do. Compiled code is not saved."""
+        spec = self.__dict__["_compile_spec"]
+        if spec is None:
+            raise pickle.PicklingError(
+                "this OptimizedModule was not made by stenograph.compile(); pickle its _orig_mod instead"
+            )
+        return (_compile_again, (self._orig_mod, *spec))
+
+    def __deepcopy__(self, memo: dict) -> OptimizedModule:
+        """A compiled deep copy of the original module, with the same backend object (a counting
+        backend keeps counting); compiled code is not copied."""
+        reduced = self.__reduce__()[1]
+        return _compile_again(copy.deepcopy(reduced[0], memo), *reduced[1:])
+
+
+def _compile_again(
+    mod: torch.nn.Module, backend: Any, mode: str | None, options: dict | None, fullgraph: bool, dynamic: bool | None
+) -> OptimizedModule:
+    """Unpickling an OptimizedModule: compile the loaded module with the arguments it had."""
+    return compile(mod, backend=backend, mode=mode, options=options, fullgraph=fullgraph, dynamic=dynamic)
 
 
 def _delegate(name: str) -> Callable:
