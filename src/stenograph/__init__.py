@@ -1,15 +1,19 @@
 """stenograph: a just-in-time graph capturer for PyTorch (public API only)."""
 
-from . import config, errors, testing
+from . import compiler, config, errors, testing
 from .api import (
     OptimizedModule,
     allow_in_graph,
+    assume_constant_result,
     compile,
     disable,
+    disallow_in_graph,
     graph_break,
     is_compiling,
     optimize,
     reset,
+    run,
+    skip,
 )
 from .backends.registry import list_backends, lookup_backend, register_backend
 from .entry import StenographWarning
@@ -28,9 +32,12 @@ __all__ = [
     "Unsupported",
     "ConstraintViolation",
     "allow_in_graph",
+    "assume_constant_result",
     "compile",
+    "compiler",
     "config",
     "disable",
+    "disallow_in_graph",
     "errors",
     "explain",
     "ExplainOutput",
@@ -45,7 +52,9 @@ __all__ = [
     "optimize",
     "register_backend",
     "reset",
+    "run",
     "set_logs",
+    "skip",
     "testing",
 ]
 

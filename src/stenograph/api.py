@@ -1,4 +1,4 @@
-"""The public API: compile(), optimize(), OptimizedModule, disable(), reset(), ...
+"""The public API: compile(), optimize(), OptimizedModule, disable(), run(), reset(), ...
 
 Names and signatures mirror `torch.compile` / `torch._dynamo`, so `import stenograph as dynamo`
 reads naturally.
@@ -6,6 +6,7 @@ reads naturally.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import pickle
@@ -19,9 +20,18 @@ from . import entry, process_state
 from .backends.call_marks import marking_calls, wants_call_marks
 from .backends.registry import resolve_backend
 from .errors import StenographError
-from .marks import allow_in_graph, graph_break, is_compiling, mark_disabled
+from .marks import (
+    allow_in_graph,
+    assume_constant_result,
+    disallow,
+    graph_break,
+    is_allowed_in_graph,
+    is_compiling,
+    mark_disabled,
+)
 from .module_hooks import has_module_hooks
 from .variables.class_lookup import class_attribute
+from .variables.trace_rules import is_graph_op, is_tensor_method
 
 
 def _resolve_backend(backend: Any, mode: str | None, options: dict | None) -> tuple[Any, str]:
@@ -296,6 +306,61 @@ def disable(fn: Callable | None = None, recursive: bool = True) -> Callable:
     return eager
 
 
+# torch._dynamo.skip's name for it
+skip = disable
+
+
+def disallow_in_graph(fn: Any) -> Any:
+    """Make every call of `fn` a graph break (it runs eagerly between graphs), as
+    `torch._dynamo.disallow_in_graph` does. `fn` must be something stenograph records as a graph
+    op (a torch function such as `torch.sub`, or one marked `allow_in_graph`); a Python function
+    is traced into instead, and `disable` is what keeps it out of graphs. Survives `reset()`;
+    `allow_in_graph(fn)` undoes it. A list or tuple marks each item."""
+    if isinstance(fn, (list, tuple)):
+        return [disallow_in_graph(f) for f in fn]
+    if not callable(fn):
+        raise TypeError(f"stenograph.disallow_in_graph() needs a callable, got {type(fn).__qualname__}")
+    if not (is_graph_op(fn) or is_tensor_method(fn) or is_allowed_in_graph(fn)):
+        raise TypeError(
+            f"stenograph.disallow_in_graph() takes a function recorded as a graph op (torch.* functions, "
+            f"or ones marked allow_in_graph); {getattr(fn, '__qualname__', fn)!r} is traced into instead: "
+            "use stenograph.disable() to run it eagerly"
+        )
+    disallow(fn)
+    return fn
+
+
+class _RunOnly(contextlib.ContextDecorator):
+    """`run()` as a context manager or decorator: no compiles inside it."""
+
+    def __enter__(self) -> _RunOnly:
+        self._block = entry.run_only()
+        self._block.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._block.__exit__(*exc)
+
+
+def run(fn: Callable | None = None) -> Any:
+    """Run compiled code already cached and never compile (`torch._dynamo.run`): a call that no
+    cached entry accepts runs eagerly, and nothing is added to any cache. `run(compiled_fn)`
+    returns such a function; `run()` is a context manager and decorator applying it to every
+    compiled function called inside (resume functions included)."""
+    if fn is None:
+        return _RunOnly()
+    if not callable(fn):
+        raise TypeError(f"stenograph.run() needs a callable, got {type(fn).__qualname__}")
+
+    def running(*args: Any, **kwargs: Any) -> Any:
+        with entry.run_only():
+            return fn(*args, **kwargs)
+
+    if not isinstance(fn, torch.nn.Module):
+        functools.update_wrapper(running, fn)
+    return running
+
+
 def reset() -> None:
     """Forget every compiled entry of every function (the next calls compile again), and all
     other process state registered in `process_state` (resume functions, module callers, event
@@ -307,10 +372,14 @@ __all__ = [
     "OptimizedModule",
     "StenographError",
     "allow_in_graph",
+    "assume_constant_result",
     "compile",
     "disable",
+    "disallow_in_graph",
     "graph_break",
     "is_compiling",
     "optimize",
     "reset",
+    "run",
+    "skip",
 ]

@@ -27,7 +27,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ItemSource
-from ..marks import graph_break, is_allowed_in_graph, is_compiling
+from ..marks import graph_break, is_allowed_in_graph, is_compiling, is_disallowed_in_graph
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import library
@@ -50,6 +50,7 @@ from .frame_objects import (
     WeakrefVariable,
 )
 from .functions import (
+    DisallowedCallVariable,
     FoldedCallVariable,
     GraphBreakVariable,
     PartialVariable,
@@ -253,6 +254,8 @@ def _special_callable(value: Any) -> Variable | None:
         return FoldedCallVariable(value, True)
     if value is graph_break:
         return GraphBreakVariable()
+    if is_disallowed_in_graph(value):
+        return DisallowedCallVariable(value)
     if is_allowed_in_graph(value):
         return TorchOpVariable(value)
     original = getattr(value, "__stenograph_original__", None)
