@@ -18,6 +18,7 @@ from .api import (
 from .backends.registry import list_backends, lookup_backend, register_backend
 from .entry import StenographWarning
 from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
+from .export import ExportGuards, ExportResult, export
 from .observability import logs, structured_trace
 from .observability.explain import ExplainOutput, explain
 from .observability.inspection import inspect
@@ -41,6 +42,9 @@ __all__ = [
     "errors",
     "explain",
     "ExplainOutput",
+    "export",
+    "ExportGuards",
+    "ExportResult",
     "graph_break",
     "inspect",
     "is_compiling",

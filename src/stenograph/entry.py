@@ -250,10 +250,24 @@ def all_caches() -> list[FrameCache]:
 def reset_caches() -> None:
     with compile_lock:
         for cache in list(_caches.values()):
-            cache.clear()
-            for fn in list(cache.owners):  # a wrapper still alive keeps its cache; fn no longer
-                fn.__dict__[_OWNED] = [c for c in fn.__dict__.get(_OWNED, ()) if c is not cache]
+            _forget(cache)
         _caches.clear()
+
+
+def forget_backend(backend: Any) -> None:
+    """Drop every cache compiled for `backend` (a throwaway compilation, as `export` makes to
+    list graph breaks), so the functions it compiled no longer hold it."""
+    with compile_lock:
+        for key, cache in list(_caches.items()):
+            if cache.backend is backend:
+                _forget(cache)
+                del _caches[key]
+
+
+def _forget(cache: FrameCache) -> None:
+    cache.clear()
+    for fn in list(cache.owners):  # a wrapper still alive keeps its cache; fn no longer
+        fn.__dict__[_OWNED] = [c for c in fn.__dict__.get(_OWNED, ()) if c is not cache]
 
 
 process_state.register("entry.caches", reset_caches, lambda: len(_caches))

@@ -17,7 +17,7 @@ import torch
 import torch._guards
 import torch.fx
 
-from . import config, events
+from . import config, events, torch_state
 from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
 from .bytecode.instructions import decoded
@@ -212,6 +212,40 @@ def compile_frame(
         defaults=fn.__defaults__,
         kwdefaults=fn.__kwdefaults__,
     )
+
+
+@dataclass(slots=True)
+class Capture:
+    """A frame traced whole into one graph, not compiled (what `export` builds on)."""
+
+    output: OutputGraph  # the graph (no output node yet), its inputs with their real values
+    result: Any  # the returned tracker
+    guard: types.FunctionType  # takes the frame's own arguments (closure cells first)
+    end_grad_mode: bool  # grad mode where the function returns
+
+
+def capture_frame(fn: types.FunctionType, args: tuple, kwargs: dict, policy: DynamicPolicy | None = None) -> Capture:
+    """Trace `fn(*args, **kwargs)` as one graph: raises `Unsupported` at the first instruction
+    that would need a graph break. Nothing is compiled or run; the inputs keep their real values."""
+    code = fn.__code__
+    if code.co_flags & _GENERATOR_FLAGS:
+        raise Unsupported(f"{code.co_qualname} is a generator or coroutine function", kind=BreakKind.GENERATOR)
+    grad_mode = torch.is_grad_enabled()
+    traces: list[OutputGraph] = []
+    try:
+        with torch_state.preserved():
+            output, _, result = _trace(fn, args, kwargs, None, policy, set(), traces)
+            end_grad_mode = torch.is_grad_enabled()
+            output.restore_grad_mode()
+    finally:
+        _close_abandoned(traces)
+        torch._C._set_grad_enabled(grad_mode)
+    output.guards.shape_relations(
+        shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs if i.symbolic])
+    )
+    output.guard_mutated_tensors_distinct()
+    output.guard_mutated_containers_distinct()
+    return Capture(output, result, output.guards.build(code, fn, frame_label(code)), end_grad_mode)
 
 
 def _trace(
