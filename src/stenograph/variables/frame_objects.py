@@ -234,7 +234,7 @@ class NNModuleVariable(UserObjectVariable):
         if isinstance(cls_attr, property):
             return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
         if name in module.__dict__:
-            return wrap(frame, module.__dict__[name], AttrSource(self.source, name))
+            return wrap(frame, module.__dict__[name], AttrSource(self.source, name), module_attribute=True)
         for table in ("_parameters", "_buffers", "_modules"):
             members = module.__dict__.get(table)
             if members is not None and name in members:
