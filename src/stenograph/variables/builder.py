@@ -75,8 +75,9 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 
-def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
-    """The tracker for `value`, guarded through `source` when there is one."""
+def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: bool = False) -> Variable:
+    """The tracker for `value`, guarded through `source` when there is one (`module_attribute`:
+    the value is an attribute of an nn.Module, where ints stay constants)."""
     guards = frame.output.guards
     special = _special_callable(value)
     if special is not None:
@@ -101,7 +102,7 @@ def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
         and source is not None
         and policy is not None
         and (type(value) is int or math.isfinite(value) and value != 0.0)
-        and may_be_dynamic(source, is_tensor=False)
+        and may_be_dynamic(source, is_tensor=False, module_attribute=module_attribute and type(value) is int)
         and policy.int_is_dynamic(source.name(), value)
     ):
         guards.type_match(source, value)
