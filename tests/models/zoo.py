@@ -104,7 +104,9 @@ def _bart() -> Case:
         decoder_start_token_id=2,
     )
     ids = _ids(0)
-    return Case(transformers.BartForConditionalGeneration(config), dict(input_ids=ids), dict(input_ids=ids, labels=_ids(1, 8)))
+    return Case(
+        transformers.BartForConditionalGeneration(config), dict(input_ids=ids), dict(input_ids=ids, labels=_ids(1, 8))
+    )
 
 
 def _whisper() -> Case:

@@ -18,6 +18,7 @@ import collections
 import enum
 import functools
 import math
+import os
 import sys
 import types
 import weakref
@@ -41,6 +42,7 @@ from .containers import (
     TupleVariable,
     is_namedtuple_class,
 )
+from .environ import EnvironVariable
 from .frame_objects import (
     GlobalsDictVariable,
     NNModuleVariable,
@@ -205,6 +207,9 @@ def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
             raise Unsupported("dict with non-constant keys")
         items = {k: wrap(frame, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
         return frame.output.register_container(value, DictVariable(items, source, python_class=type(value)))
+    if type(value) is os._Environ and source is not None:
+        guards.id_match(source, value)
+        return EnvironVariable(value, source)
     if isinstance(value, torch.autograd.graph.Node):
         # a tensor's grad_fn, read eagerly at a graph break and handed to the resume function:
         # opaque, compared by identity, guarded on its class (None or another node recompiles)
