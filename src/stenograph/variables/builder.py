@@ -18,6 +18,7 @@ import collections
 import enum
 import functools
 import math
+import os
 import sys
 import types
 import weakref
@@ -42,6 +43,7 @@ from .containers import (
     TupleVariable,
     is_namedtuple_class,
 )
+from .environ import EnvironVariable
 from .frame_objects import (
     GlobalsDictVariable,
     NNModuleVariable,
@@ -234,6 +236,9 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
             wrap(frame, value.maxlen, AttrSource(source, "maxlen")).as_constant()  # guards maxlen's value
         items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return frame.output.register_container(value, DequeVariable(items, source, value.maxlen))
+    if type(value) is os._Environ and source is not None:
+        guards.id_match(source, value)
+        return EnvironVariable(value, source)
     if isinstance(value, torch.autograd.graph.Node):
         # a tensor's grad_fn, read eagerly at a graph break and handed to the resume function:
         # opaque, compared by identity, guarded on its class (None or another node recompiles)

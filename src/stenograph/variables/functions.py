@@ -353,8 +353,13 @@ class TensorMethodRefVariable(Variable):
         return rebuild.writer.bind(self.fn, "fn")
 
 
+_CONSTANT_RECORDS = (torch.device, torch.finfo, torch.iinfo)
+
+
 class TorchClassVariable(ConstantVariable):
-    """torch classes whose construction is modelled: torch.Size, torch.device, grad-mode contexts."""
+    """torch classes whose construction is modelled: torch.Size, grad-mode contexts, and the constant
+    records `torch.device`, `torch.finfo`, `torch.iinfo` (folded: `finfo()` reads the default dtype,
+    which every entry guards)."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if grad_mode_class(self.value):
@@ -364,10 +369,12 @@ class TorchClassVariable(ConstantVariable):
         if self.value is torch.Size:
             items = args[0].unpack(frame) if args else []
             return SizeVariable(items)
-        if self.value is torch.device and all(a.is_constant() for a in [*args, *kwargs.values()]):
-            return constant(
-                torch.device(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
-            )
+        if self.value in _CONSTANT_RECORDS and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            try:
+                record = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            except (TypeError, ValueError, RuntimeError) as e:  # `torch.finfo(torch.int32)`
+                raise_python_error(frame, e)
+            return constant(record)
         raise Unsupported(f"constructing {self.value.__qualname__} while tracing")
 
 
