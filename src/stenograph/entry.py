@@ -207,10 +207,13 @@ def cache_for(code: types.CodeType, backend: Any, backend_name: str) -> FrameCac
     return cache
 
 
-def owned_cache(fn: types.FunctionType, backend: Any, backend_name: str) -> FrameCache:
+def owned_cache(fn: types.FunctionType, backend: Any, backend_name: str, dynamic: bool | None = None) -> FrameCache:
     """`fn`'s cache for `backend`, kept alive by `fn` itself (as long as `fn` lives, another
-    compile of it finds its entries; once it dies they go)."""
+    compile of it finds its entries; once it dies they go). A `dynamic` setting other than
+    None (`compile(dynamic=...)`, handed on to the functions a break calls) becomes the cache's."""
     cache = cache_for(fn.__code__, backend, backend_name)
+    if dynamic is not None:
+        cache.policy.dynamic = dynamic
     owned = fn.__dict__.setdefault(_OWNED, [])
     if not any(c is cache for c in owned):
         owned.append(cache)
@@ -281,9 +284,7 @@ def entry_wrapper(
     call from eager code, not per level), and stays as cheap as it was; its miss path, which
     adds a frame, raises the limit for both.
     """
-    cache = owned_cache(fn, backend, backend_name)
-    if dynamic is not None:
-        cache.policy.dynamic = dynamic
+    cache = owned_cache(fn, backend, backend_name, dynamic)
     entries = cache.entries
     miss = cache.miss
     # the closure travels as the first argument of guards and entries (one cache for all closures)
@@ -358,12 +359,12 @@ def _nested(fn: types.FunctionType, entries: list[CacheEntry], miss: Any, fullgr
     return compiled
 
 
-def resume_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
+def resume_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, dynamic: bool | None = None) -> Any:
     """What a graph break's `Continue` calls for resume function `fn`: `dispatch(args)`, the
     guarded lookup taking the arguments as one tuple (the closure first, for code with free
     variables: one cache serves every closure, as in `closure_caller`). Resume functions
-    have no defaults."""
-    cache = owned_cache(fn, backend, backend_name)
+    have no defaults. `dynamic` is the breaking frame's `compile(dynamic=...)` setting."""
+    cache = owned_cache(fn, backend, backend_name, dynamic)
     entries = cache.entries
     miss = cache.miss
     if not fn.__code__.co_freevars:
@@ -389,7 +390,7 @@ def resume_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str) -
     return dispatch_closure
 
 
-def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
+def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str, dynamic: bool | None = None) -> Any:
     """`call(f, *args)`: runs any function `f` made from `fn`'s code, compiled, with `f`'s own
     closure. A graph break that calls a closure it received (a decorator's wrapper, say) goes
     through this, so cached code never calls the closure of the call it was compiled for.
@@ -399,7 +400,7 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
     recursion limit by its own frame while it runs (`recursion`); the lookup is written out here
     rather than called, so no other frame of stenograph's sits under the callee.
     """
-    cache = owned_cache(fn, backend, backend_name)
+    cache = owned_cache(fn, backend, backend_name, dynamic)
     entries = cache.entries
     miss = cache.miss
 
@@ -423,18 +424,18 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
 
 
 # backend id -> its module caller (which keeps the backend alive, so the id stays its own)
-_module_callers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_module_callers: weakref.WeakValueDictionary[tuple[int, bool | None], Any] = weakref.WeakValueDictionary()
 process_state.register_containers("entry.module_callers", _module_callers)
 
 
-def module_caller(backend: Any, backend_name: str) -> Any:
+def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) -> Any:
     """`call(module, *args)` running a module's compiled forward (hooks run eagerly around it).
 
     Used where a graph break calls a submodule: the submodule is compiled as its own frame.
     It does not raise the recursion limit (`recursion`): its two frames (this one and the
     forward's entry wrapper) stand for the two of `Module.__call__` that eager spends per call.
     """
-    found = _module_callers.get(id(backend))
+    found = _module_callers.get((id(backend), dynamic))
     if found is not None:
         return found
     forwards: dict[types.FunctionType, Any] = {}
@@ -446,10 +447,10 @@ def module_caller(backend: Any, backend_name: str) -> Any:
             return module(*args, **kwargs)
         wrapper = forwards.get(forward)
         if wrapper is None:
-            wrapper = forwards[forward] = entry_wrapper(forward, backend, backend_name, False)
+            wrapper = forwards[forward] = entry_wrapper(forward, backend, backend_name, False, dynamic)
         return wrapper(module, *args, **kwargs)
 
-    _module_callers[id(backend)] = call
+    _module_callers[(id(backend), dynamic)] = call
     return call
 
 
