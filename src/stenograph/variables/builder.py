@@ -18,6 +18,7 @@ import collections
 import enum
 import functools
 import math
+import os
 import sys
 import types
 import weakref
@@ -27,7 +28,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ItemSource
-from ..marks import graph_break, is_allowed_in_graph, is_compiling
+from ..marks import graph_break, is_allowed_in_graph, is_compiling, is_disallowed_in_graph
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import library
@@ -42,6 +43,7 @@ from .containers import (
     TupleVariable,
     is_namedtuple_class,
 )
+from .environ import EnvironVariable
 from .frame_objects import (
     GlobalsDictVariable,
     NNModuleVariable,
@@ -51,6 +53,7 @@ from .frame_objects import (
     WeakrefVariable,
 )
 from .functions import (
+    DisallowedCallVariable,
     FoldedCallVariable,
     GraphBreakVariable,
     PartialVariable,
@@ -87,8 +90,9 @@ _CONTAINERS = (
 )
 
 
-def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
-    """The tracker for `value`, guarded through `source` when there is one."""
+def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: bool = False) -> Variable:
+    """The tracker for `value`, guarded through `source` when there is one (`module_attribute`:
+    the value is an attribute of an nn.Module, where ints stay constants)."""
     guards = frame.output.guards
     special = _special_callable(value)
     if special is not None:
@@ -113,7 +117,7 @@ def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
         and source is not None
         and policy is not None
         and (type(value) is int or math.isfinite(value) and value != 0.0)
-        and may_be_dynamic(source, is_tensor=False)
+        and may_be_dynamic(source, is_tensor=False, module_attribute=module_attribute and type(value) is int)
         and policy.int_is_dynamic(source.name(), value)
     ):
         guards.type_match(source, value)
@@ -232,6 +236,9 @@ def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
             wrap(frame, value.maxlen, AttrSource(source, "maxlen")).as_constant()  # guards maxlen's value
         items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return frame.output.register_container(value, DequeVariable(items, source, value.maxlen))
+    if type(value) is os._Environ and source is not None:
+        guards.id_match(source, value)
+        return EnvironVariable(value, source)
     if isinstance(value, torch.autograd.graph.Node):
         # a tensor's grad_fn, read eagerly at a graph break and handed to the resume function:
         # opaque, compared by identity, guarded on its class (None or another node recompiles)
@@ -280,6 +287,8 @@ def _special_callable(value: Any) -> Variable | None:
         return FoldedCallVariable(value, True)
     if value is graph_break:
         return GraphBreakVariable()
+    if is_disallowed_in_graph(value):
+        return DisallowedCallVariable(value)
     if is_allowed_in_graph(value):
         return TorchOpVariable(value)
     original = getattr(value, "__stenograph_original__", None)

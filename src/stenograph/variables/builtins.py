@@ -91,6 +91,7 @@ _ARITY: dict[Any, tuple[int, int]] = {
     all: (1, 1),
     any: (1, 1),
     callable: (1, 1),
+    id: (1, 1),
     dict: (0, 1),
 }
 
@@ -258,6 +259,28 @@ def _type(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
     if len(args) != 1:
         raise Unsupported("type() with three arguments creates a class")
     return class_variable(args[0].python_type())
+
+
+class TraceIdVariable(ConstantVariable):
+    """`id()` of an object made while tracing: a number unique to it within the trace, good for
+    memo tables and comparisons; its real id differs on every call, so it may not leave the frame."""
+
+    def reconstruct(self, codegen: Any) -> str:
+        raise Unsupported("the id() of an object made while tracing leaves the frame (it differs on every call)")
+
+
+@_handler(id)
+def _id(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """The real id of an object read from the frame, guarded to stay that object (`copy.deepcopy`
+    keys its memo by `id()`); a trace-local number for one made while tracing."""
+    (obj,) = args
+    target = obj.value_object
+    if obj.source is not None and target is not None and not isinstance(obj, TensorVariable):
+        frame.output.guards.id_match(obj.source, target)
+        return constant(id(target))
+    if obj.made_while_tracing():
+        return TraceIdVariable(id(obj))
+    raise Unsupported(f"id() of {obj.describe()}", kind=BreakKind.UNTRACED_CALL)
 
 
 @_handler(callable)
