@@ -56,6 +56,7 @@ from .functions import (
     DisallowedCallVariable,
     FoldedCallVariable,
     GraphBreakVariable,
+    OpaqueCallableVariable,
     PartialVariable,
     TensorMethodRefVariable,
     TorchClassVariable,
@@ -246,6 +247,9 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
             guards.type_match(source, value)
         return UserObjectVariable(value, source)
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
+        if source is not None:
+            guards.id_match(source, value)
+            return OpaqueCallableVariable(value, source)
         raise Unsupported(
             f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "
             "is implemented in C and unknown to stenograph"

@@ -333,6 +333,26 @@ class TorchOpVariable(Variable):
         return rebuild.writer.bind(self.fn, "fn")
 
 
+class OpaqueCallableVariable(Variable):
+    """A callable implemented in C that tracing knows nothing of (`sys.exc_info`, a C extension's
+    function), reached through a source: loading it is fine (guarded by identity), calling it is
+    a graph break where Python calls it."""
+
+    def __init__(self, fn: Any, source: Source) -> None:
+        self.fn = fn
+        self.value_object = fn
+        self.source = source
+
+    def describe(self) -> str:
+        return f"{type(self.fn).__qualname__} {getattr(self.fn, '__qualname__', '')}".strip()
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise Unsupported(
+            f"call target {self.describe()} is implemented in C and unknown to stenograph",
+            kind=BreakKind.UNTRACED_CALL,
+        )
+
+
 class TensorMethodRefVariable(Variable):
     """`torch.Tensor.method` taken from the class and called with the tensor first."""
 
