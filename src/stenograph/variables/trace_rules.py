@@ -47,7 +47,8 @@ from .class_lookup import class_lookup
 # -- constants ------------------------------------------------------------------------------------
 
 LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
-TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+# `torch.finfo`/`torch.iinfo` objects are immutable records of a dtype's limits, compared by value
+TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.finfo, torch.iinfo)
 
 
 def is_literal(value: Any) -> bool:
@@ -210,10 +211,13 @@ def is_state_reader(fn: Any) -> bool:
 
 # -- classes --------------------------------------------------------------------------------------
 
-# torch classes with trackers of their own (sizes, devices, grad-mode and autocast contexts)
+# torch classes with trackers of their own (sizes, devices, dtype limits, grad-mode and autocast
+# contexts)
 TORCH_CLASSES = (
     torch.Size,
     torch.device,
+    torch.finfo,
+    torch.iinfo,
     torch.no_grad,
     torch.enable_grad,
     torch.set_grad_enabled,
@@ -275,7 +279,6 @@ BUILTIN_REFUSED = {
     globals: "call to globals",
     locals: "call to locals",
     vars: "call to vars",
-    id: "call to id (object identity is not stable across calls)",
 }
 
 # -- tensor attributes and methods ----------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .base import ConstantVariable, Variable, constant
 from .class_lookup import MISSING, class_attribute, class_lookup
 from .frame_objects import UserObjectVariable
-from .trace_rules import is_literal, is_plain_function_class, is_user_class
+from .trace_rules import TORCH_CLASSES, is_literal, is_plain_function_class, is_user_class
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -514,7 +514,13 @@ class SuperVariable(Variable):
 
 
 def class_variable(cls: type) -> Variable:
-    """The tracker of a class met while tracing (`type(obj)`, `obj.__class__`)."""
+    """The tracker of a class met while tracing (`type(obj)`, `obj.__class__`): torch's modelled
+    classes keep their tracker, so `self.__class__()` of a `no_grad` object makes a grad context."""
+    if cls in TORCH_CLASSES:
+        # cycle: variables.functions -> variables.containers -> variables.user_classes
+        from .functions import TorchClassVariable
+
+        return TorchClassVariable(cls)
     return UserClassVariable(cls) if is_user_class(cls) else constant(cls)
 
 
