@@ -97,7 +97,7 @@ class FunctionApplyVariable(Variable):
         """Trace forward and backward once, to refuse what the apply node could not reproduce."""
         output = frame.output
         nodes_before = set(output.graph.nodes)
-        effects_before = _effect_count(output.side_effects)
+        effects_before = output.side_effects.count()
         grad_mode = torch.is_grad_enabled()
         needs = tuple(grad_mode and isinstance(a, TensorVariable) and bool(a.fake.requires_grad) for a in args)
         ctx = FunctionCtxVariable(needs)
@@ -115,7 +115,7 @@ class FunctionApplyVariable(Variable):
         outputs = result.unpack(frame) if isinstance(result, TupleVariable) else [result]
         grads = [o if isinstance(o, TensorVariable) else constant(None) for o in outputs]
         self.cls_var.getattr(frame, "backward").call(frame, [ctx, *grads], {})
-        if _effect_count(output.side_effects) != effects_before:
+        if output.side_effects.count() != effects_before:
             raise Unsupported(f"{self.describe()}: forward or backward changes Python state")
         _erase_unused(output.graph, nodes_before)
 
@@ -138,10 +138,6 @@ def apply_of(cls: type) -> Any:
 
 _apply_functions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 process_state.register_containers("variables.autograd_function_applies", _apply_functions, memo=True)
-
-
-def _effect_count(effects: Any) -> int:
-    return len(effects.containers) + len(effects.attributes) + len(effects.class_attributes) + len(effects.globals)
 
 
 def _erase_unused(graph: torch.fx.Graph, keep: set[torch.fx.Node]) -> None:
