@@ -63,6 +63,7 @@ from .functions import (
     UserFunctionVariable,
     UserMethodVariable,
 )
+from .higher_order import CheckpointVariable, CondVariable
 from .trace_rules import (
     TORCH_CLASSES,
     is_graph_op,
@@ -287,6 +288,10 @@ def _special_callable(value: Any) -> Variable | None:
         return FoldedCallVariable(value, True)
     if value is graph_break:
         return GraphBreakVariable()
+    if value is torch.cond:
+        return CondVariable()
+    if value is torch.utils.checkpoint.checkpoint:
+        return CheckpointVariable()
     if is_disallowed_in_graph(value):
         return DisallowedCallVariable(value)
     if is_allowed_in_graph(value):

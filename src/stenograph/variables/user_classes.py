@@ -23,7 +23,7 @@ from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .base import ConstantVariable, Variable, constant
 from .class_lookup import MISSING, class_attribute, class_lookup
 from .frame_objects import UserObjectVariable
-from .trace_rules import TORCH_CLASSES, is_literal, is_user_class
+from .trace_rules import TORCH_CLASSES, is_literal, is_plain_function_class, is_user_class
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -164,6 +164,11 @@ class UserClassVariable(ConstantVariable):
         if pending is not None:
             return pending
         attr, _owner = class_lookup(cls, name)
+        if name == "apply" and is_plain_function_class(cls):
+            # cycle: variables.autograd_function imports variables.containers, which imports this module
+            from .autograd_function import FunctionApplyVariable
+
+            return FunctionApplyVariable(self, cls)
         if isinstance(attr, (staticmethod, classmethod, types.FunctionType)):
             source = class_attr_source(frame, cls, name, attr)
             if isinstance(attr, classmethod):
