@@ -10,6 +10,7 @@ the items it is given, which is what iterating it would produce.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import functools
 import inspect
@@ -24,6 +25,7 @@ from ..errors import Unsupported
 from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
 from .containers import DictVariable, IteratorVariable, TupleVariable
+from .deep_copy import deep_copy
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .user_classes import dataclass_fields, instantiate
 
@@ -312,6 +314,14 @@ def _signature(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) 
         raise Unsupported(f"inspect.signature of {target.describe()}")
     plain = {k: v.as_constant() for k, v in kwargs.items()}
     return ConstantVariable(inspect.signature(real, **plain))
+
+
+@_handler(copy.deepcopy)
+def _deepcopy(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    memo = kwargs.pop("memo", args[1] if len(args) == 2 else constant(None))
+    if len(args) not in (1, 2) or kwargs or not (memo.is_constant() and memo.as_constant() is None):
+        raise Unsupported("copy.deepcopy with a memo of the caller's")
+    return deep_copy(frame, args[0])
 
 
 @_handler(collections.OrderedDict)
