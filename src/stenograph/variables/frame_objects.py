@@ -71,6 +71,14 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
             f"dynamic attribute access through {type(obj).__qualname__}.__dict__",
             hint="use getattr(obj, name): attribute lookups are traced and guarded",
         )
+    if isinstance(obj, dict) and obj_var.source is not None:
+        # cycle: variables.user_classes imports variables.frame_objects at module level
+        from .user_classes import dict_read_method
+
+        # `output.keys()` of a dict subclass (HuggingFace's ModelOutput): the real contents, guarded
+        method = dict_read_method(obj_var, cls_attr, name)
+        if method is not None:
+            return method
     known = (property, staticmethod, classmethod, types.FunctionType, int, float, str, bool, tuple)
     if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
         raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
