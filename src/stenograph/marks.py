@@ -18,8 +18,15 @@ _allowed_in_graph: set[Callable] = set()
 _disallowed_in_graph: set[Callable] = set()
 
 
-def mark_disabled(fn: Callable) -> None:
-    setattr(fn, DISABLED_ATTR, True)
+def mark_disabled(fn: Callable, reason: str | None = None) -> None:
+    """Mark `fn` to run eagerly; `reason` (the user's words) is shown where its call breaks."""
+    setattr(fn, DISABLED_ATTR, reason or True)
+
+
+def disabled_reason(fn: Any) -> str | None:
+    """The reason given to `disable(fn, reason=...)`, if any."""
+    reason = getattr(fn, DISABLED_ATTR, None)
+    return reason if isinstance(reason, str) else None
 
 
 def is_disabled(fn: Any) -> bool:
