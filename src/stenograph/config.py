@@ -25,6 +25,10 @@ _DEFAULTS: dict[str, Any] = {
     "assume_static_by_default": True,
     # a size or int that changes between calls becomes symbolic on recompile
     "automatic_dynamic_shapes": True,
+    # ints / floats are always constants (one compile per value), never symbolic: off by default,
+    # as torch.compile's settings of the same names, so a number that changes goes dynamic
+    "specialize_int": False,
+    "specialize_float": False,
     # mutations of Python objects made while tracing are replayed after the graph runs
     "replay_side_effects": True,
     # an internal failure while compiling a frame runs it eagerly instead of raising

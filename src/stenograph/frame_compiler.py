@@ -343,7 +343,10 @@ def _graph_compiler(
             return None
         output.restore_grad_mode()
         output.graph.output(tuple(outputs))
-        gm = torch.fx.GraphModule(torch.nn.Module(), output.graph, class_name="StenographGraph")
+        root = torch.nn.Module()
+        for name, submodule in output.submodules.items():
+            root.add_module(name, submodule)
+        gm = torch.fx.GraphModule(root, output.graph, class_name="StenographGraph")
         gm.meta["stenograph_frame"] = label
         graph_module.append(gm)
         # symbolic ints/floats go to the backend as the SymInt/SymFloat the trace used (as torch.compile

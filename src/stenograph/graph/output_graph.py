@@ -101,6 +101,10 @@ class OutputGraph:
         # real contexts (inference mode, autocast) entered by the trace and not yet exited
         self.open_contexts: list[Any] = []
         self.initial_grad_mode = torch.is_grad_enabled()
+        # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
+        self.submodules: dict[str, torch.fx.GraphModule] = {}
+        # set while a body graph is traced (a torch.cond branch): why no input may be added now
+        self.inputs_closed: str | None = None
         self.guards.global_state()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -180,6 +184,8 @@ class OutputGraph:
         return var
 
     def _placeholder(self, source: Source, fake: Any, example: Any) -> torch.fx.Node:
+        if self.inputs_closed is not None:
+            raise Unsupported(f"{self.inputs_closed} reads {source.name()}")
         name = self._unique(_placeholder_name(source))
         last = self.inputs[-1].node if self.inputs else None
         if last is None:
@@ -232,6 +238,12 @@ class OutputGraph:
             i += 1
         self._names.add(candidate)
         return candidate
+
+    def add_submodule(self, gm: torch.fx.GraphModule, hint: str) -> torch.fx.Node:
+        """Keep `gm` on the graph's root module; the `get_attr` node that reads it."""
+        name = self._unique(hint)
+        self.submodules[name] = gm
+        return self.graph.get_attr(name)
 
     # -- global state ---------------------------------------------------------------------------
 

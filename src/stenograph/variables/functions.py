@@ -41,6 +41,9 @@ class UserFunctionVariable(Variable):
     def describe(self) -> str:
         return f"function {self.fn.__qualname__}"
 
+    def truth(self, frame: Frame) -> bool:
+        return True  # functions define neither __bool__ nor __len__
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         refuse_untraced_library(self.fn, args, kwargs)
         if is_disabled(self.fn):
@@ -57,6 +60,8 @@ class UserFunctionVariable(Variable):
     def getattr(self, frame: Frame, name: str) -> Variable:
         if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__", "__defaults__", "__kwdefaults__"):
             return ConstantVariable(getattr(self.fn, name))
+        if name == "__class__":
+            return constant(types.FunctionType)
         if name in getattr(self.fn, "__dict__", {}):  # function attributes (`__wrapped__`, flags)
             # cycle: variables.builder imports variables.functions at module level
             from .builder import wrap
@@ -160,6 +165,9 @@ class NestedFunctionVariable(Variable):
 
     def describe(self) -> str:
         return f"function {self.code.co_qualname}"
+
+    def truth(self, frame: Frame) -> bool:
+        return True  # functions define neither __bool__ nor __len__
 
     def reconstruct(self, rebuild: Any) -> str:
         """A real function again, built once: same code, defaults rebuilt, and its closure:
@@ -357,8 +365,13 @@ class TensorMethodRefVariable(Variable):
         return rebuild.writer.bind(self.fn, "fn")
 
 
+_CONSTANT_RECORDS = (torch.device, torch.finfo, torch.iinfo)
+
+
 class TorchClassVariable(ConstantVariable):
-    """torch classes whose construction is modelled: torch.Size, torch.device, grad-mode contexts."""
+    """torch classes whose construction is modelled: torch.Size, grad-mode contexts, and the constant
+    records `torch.device`, `torch.finfo`, `torch.iinfo` (folded: `finfo()` reads the default dtype,
+    which every entry guards)."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if grad_mode_class(self.value):
@@ -368,10 +381,12 @@ class TorchClassVariable(ConstantVariable):
         if self.value is torch.Size:
             items = args[0].unpack(frame) if args else []
             return SizeVariable(items)
-        if self.value is torch.device and all(a.is_constant() for a in [*args, *kwargs.values()]):
-            return constant(
-                torch.device(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
-            )
+        if self.value in _CONSTANT_RECORDS and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            try:
+                record = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            except (TypeError, ValueError, RuntimeError) as e:  # `torch.finfo(torch.int32)`
+                raise_python_error(frame, e)
+            return constant(record)
         raise Unsupported(f"constructing {self.value.__qualname__} while tracing")
 
 
