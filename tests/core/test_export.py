@@ -177,3 +177,16 @@ def test_bad_input_gets_clear_errors():
         stenograph.export(torch.sin)
     with pytest.raises(TypeError, match=r"export\(fn\)\(\*args"):
         stenograph.export(_shaped, torch.randn(3))
+
+
+def test_same_interface_as_torch_dynamo_export():
+    """Both give (graph_module, guards) whose graph module maps the arguments to eager's result."""
+    model = Block().eval()
+    x = torch.randn(5, 3)
+    theirs, _ = torch._dynamo.export(model)(x)
+    ours, guards = stenograph.export(model)(x)
+    other = torch.randn(5, 3)
+    assert_same(ours(other), theirs(other))
+    assert_same(ours(other), model(other))
+    assert guards.check(other)
+    assert sorted(n for n, _ in ours.named_parameters()) == sorted(n for n, _ in model.named_parameters())
