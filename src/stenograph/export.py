@@ -61,18 +61,24 @@ class ExportResult(NamedTuple):
     guards: ExportGuards
 
 
-def export(fn: Callable, *extra_args: Any, **extra_kwargs: Any) -> Callable[..., ExportResult]:
+def export(
+    fn: Callable, *extra_args: Any, dynamic: bool | None = None, **extra_kwargs: Any
+) -> Callable[..., ExportResult]:
     """`export(fn)(*args, **kwargs)` -> `ExportResult(graph_module, guards)` for a function, a
-    bound method, an `nn.Module` (its forward) or a compiled one of those."""
+    bound method, an `nn.Module` (its forward) or a compiled one of those. `dynamic` as in
+    `compile`: None keeps sizes static unless marked (`mark_dynamic`), True makes every size and
+    int argument symbolic, False none."""
     if extra_args or extra_kwargs:
         raise TypeError("use stenograph.export(fn)(*args, **kwargs)")
+    if dynamic not in (None, False, True):
+        raise TypeError(f"stenograph.export(dynamic=...) takes None, True or False, not {dynamic!r}")
     function, bound_self = _target(fn)
 
     def run(*args: Any, **kwargs: Any) -> ExportResult:
         full = (bound_self, *args) if bound_self is not None else args
         code = function.__code__
         try:
-            captured = capture_frame(function, full, kwargs, DynamicPolicy(None, dynamic_arguments(code)))
+            captured = capture_frame(function, full, kwargs, DynamicPolicy(dynamic, dynamic_arguments(code)))
         except Unsupported as first:
             raise _every_break(fn, args, kwargs, first, frame_label(code)) from None
         module = bound_self if isinstance(bound_self, torch.nn.Module) else None

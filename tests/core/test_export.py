@@ -190,3 +190,17 @@ def test_same_interface_as_torch_dynamo_export():
     assert_same(ours(other), model(other))
     assert guards.check(other)
     assert sorted(n for n, _ in ours.named_parameters()) == sorted(n for n, _ in model.named_parameters())
+
+
+def test_dynamic_true_makes_every_size_and_int_symbolic():
+    def f(x, n):
+        return x.reshape(2, -1).sum(1) * n
+
+    gm, guards = stenograph.export(f, dynamic=True)(torch.randn(6), 3)
+    for size, n in ((6, 3), (10, 4), (4, 5)):
+        x = torch.randn(size)
+        assert guards.check(x, n)
+        assert_same(gm(x, n), f(x, n))
+    assert not guards.check(torch.randn(5), 3)  # odd sizes cannot be reshaped to 2 rows
+    with pytest.raises(TypeError, match="None, True or False"):
+        stenograph.export(f, dynamic="yes")
