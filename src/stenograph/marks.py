@@ -33,11 +33,14 @@ def is_disabled(fn: Any) -> bool:
     return bool(getattr(fn, DISABLED_ATTR, False))
 
 
-def allow_in_graph(fn: Callable) -> Callable:
-    """Record calls of `fn` as one opaque graph node instead of tracing into it.
+def allow_in_graph(fn: Any) -> Any:
+    """Record calls of `fn` as one opaque graph node instead of tracing into it (a list or
+    tuple marks each item).
 
     `fn` must take and return tensors (and Python constants) and run on fake tensors.
     """
+    if isinstance(fn, (list, tuple)):
+        return [allow_in_graph(f) for f in fn]
     if not callable(fn):
         raise TypeError(f"allow_in_graph() needs a callable, got {type(fn).__qualname__}")
     _disallowed_in_graph.discard(fn)

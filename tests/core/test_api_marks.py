@@ -333,3 +333,27 @@ def test_run_decorator_and_modules(cnt):
     assert cnt.frame_count == 1
     with pytest.raises(TypeError, match="needs a callable"):
         stenograph.run(3)
+
+
+def _double(x):
+    return x * 2
+
+
+@pytest.mark.usefixtures("restore_marks")
+def test_disallow_in_graph_takes_back_allow_in_graph(cnt):
+    """A function marked allow_in_graph is a graph op, so disallow_in_graph accepts it; both take lists."""
+
+    def f(x):
+        return _double(x + 1) - 1
+
+    assert stenograph.allow_in_graph([_double]) == [_double]
+    x = torch.randn(3)
+    assert_same(stenograph.compile(f, backend=cnt, fullgraph=True)(x), f(x))
+    assert cnt.graphs[0].graph.find_nodes(op="call_function", target=_double)
+    stenograph.disallow_in_graph(_double)
+    stenograph.reset()
+    counter = CompileCounter()
+    assert_same(stenograph.compile(f, backend=counter)(x), f(x))
+    assert counter.frame_count == 2
+    with pytest.raises(TypeError, match="use stenograph.disable"):
+        stenograph.disallow_in_graph(_double)  # no longer a graph op
