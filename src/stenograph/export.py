@@ -24,6 +24,7 @@ from . import api, entry, events
 from .errors import Unsupported
 from .frame_compiler import Capture, capture_frame, frame_label
 from .graph.resume import dynamic_arguments
+from .guards.pyfunc import signature_only
 from .guards.sources import AttrSource, ItemSource, LocalSource, ModuleMemberSource, Source
 from .shapes.dynamic import DynamicPolicy
 from .variables.base import Variable
@@ -36,15 +37,22 @@ class ExportGuards:
     """The checks the exported graph relies on (shapes, dtypes, constants it specialised on).
 
     Iterating gives each check as text; `check(*args, **kwargs)` says whether arguments satisfy
-    them all, i.e. whether the graph module is valid for that call."""
+    them all, i.e. whether the graph module is valid for that call, and `failure(...)` which
+    check they fail."""
 
-    def __init__(self, texts: list[str], guard: types.FunctionType, prefix: tuple) -> None:
+    def __init__(self, texts: list[str], guard: types.FunctionType, explainer: Callable, prefix: tuple) -> None:
         self.texts = texts
         self._guard = guard
+        self._explainer = explainer
         self._prefix = prefix
 
     def check(self, *args: Any, **kwargs: Any) -> bool:
         return bool(self._guard(*self._prefix, *args, **kwargs))
+
+    def failure(self, *args: Any, **kwargs: Any) -> str | None:
+        """The first check these arguments fail, with the value they pass; None if all pass."""
+        failed = self._explainer(*self._prefix, *args, **kwargs)
+        return None if failed is None else failed.reason
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.texts)
@@ -86,8 +94,10 @@ def export(
         prefix = (function.__closure__,) if code.co_freevars else ()
         if bound_self is not None:
             prefix = (*prefix, bound_self)
-        texts = [check.text for check in captured.output.guards.ordered()]
-        return ExportResult(graph_module, ExportGuards(texts, captured.guard, prefix))
+        guard_set = captured.output.guards
+        texts = [check.text for check in guard_set.ordered()]
+        explainer = guard_set.build_explainer(code, signature_only(function), frame_label(code))
+        return ExportResult(graph_module, ExportGuards(texts, captured.guard, explainer, prefix))
 
     return run
 

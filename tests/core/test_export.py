@@ -47,6 +47,9 @@ def test_guards_say_which_calls_the_graph_fits():
     assert not guards.check(x, y, n=3)  # n was specialised
     assert not guards.check(x.double(), y)
     assert "L['y']" in str(guards)
+    assert guards.failure(x, y) is None
+    assert "L['n'] == 2" in guards.failure(x, y, n=3)
+    assert "size=[3]" in guards.failure(torch.randn(4), y)
 
 
 def test_mark_dynamic_gives_a_graph_for_every_size():
