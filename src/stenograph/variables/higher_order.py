@@ -17,7 +17,7 @@ backward, so one that changes Python state raises `Unsupported` and runs eagerly
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch._dispatch.python import enable_python_dispatcher
