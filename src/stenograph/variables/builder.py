@@ -66,10 +66,12 @@ from .functions import (
 from .higher_order import CheckpointVariable, CondVariable
 from .trace_rules import (
     TORCH_CLASSES,
+    is_dict_key_constant,
     is_graph_op,
     is_literal,
     is_tensor_method,
     is_torch_module_class,
+    is_typing_marker,
     is_user_class,
 )
 from .user_classes import UserClassVariable
@@ -219,7 +221,7 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.type_match(source, value)
             guards.dict_keys_match(source, value)
-        if not all(is_literal(k) for k in value):
+        if not all(is_dict_key_constant(k) for k in value):
             raise Unsupported("dict with non-constant keys")
         items = {k: wrap(frame, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
         if type(value) is collections.defaultdict:
@@ -246,6 +248,10 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.type_match(source, value)
         return UserObjectVariable(value, source)
+    if is_typing_marker(value):
+        if source is not None:
+            guards.id_match(source, value)
+        return ConstantVariable(value, source)
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
         raise Unsupported(
             f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "

@@ -41,6 +41,9 @@ class UserFunctionVariable(Variable):
     def describe(self) -> str:
         return f"function {self.fn.__qualname__}"
 
+    def truth(self, frame: Frame) -> bool:
+        return True  # functions define neither __bool__ nor __len__
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         refuse_untraced_library(self.fn, args, kwargs)
         if is_disabled(self.fn):
@@ -56,6 +59,8 @@ class UserFunctionVariable(Variable):
     def getattr(self, frame: Frame, name: str) -> Variable:
         if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__", "__defaults__", "__kwdefaults__"):
             return ConstantVariable(getattr(self.fn, name))
+        if name == "__class__":
+            return constant(types.FunctionType)
         if name in getattr(self.fn, "__dict__", {}):  # function attributes (`__wrapped__`, flags)
             # cycle: variables.builder imports variables.functions at module level
             from .builder import wrap
@@ -156,6 +161,9 @@ class NestedFunctionVariable(Variable):
 
     def describe(self) -> str:
         return f"function {self.code.co_qualname}"
+
+    def truth(self, frame: Frame) -> bool:
+        return True  # functions define neither __bool__ nor __len__
 
     def reconstruct(self, rebuild: Any) -> str:
         """A real function again, built once: same code, defaults rebuilt, and its closure:

@@ -10,6 +10,7 @@ the items it is given, which is what iterating it would produce.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import functools
 import inspect
@@ -26,6 +27,7 @@ from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
 from .collection_types import new_counter, new_defaultdict, new_deque
 from .containers import DictVariable, IteratorVariable, TupleVariable
+from .deep_copy import deep_copy
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .user_classes import dataclass_fields, instantiate
 
@@ -328,6 +330,14 @@ def _warn(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Va
 _handler(collections.deque)(new_deque)
 _handler(collections.defaultdict)(new_defaultdict)
 _handler(collections.Counter)(new_counter)
+
+
+@_handler(copy.deepcopy)
+def _deepcopy(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    memo = kwargs.pop("memo", args[1] if len(args) == 2 else constant(None))
+    if len(args) not in (1, 2) or kwargs or not (memo.is_constant() and memo.as_constant() is None):
+        raise Unsupported("copy.deepcopy with a memo of the caller's")
+    return deep_copy(frame, args[0])
 
 
 @_handler(collections.OrderedDict)

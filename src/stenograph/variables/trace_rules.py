@@ -62,6 +62,23 @@ def is_literal(value: Any) -> bool:
     return False
 
 
+def is_dict_key_constant(value: Any) -> bool:
+    """Dict keys a trace may hold as constants: literals, and objects hashed by identity (classes,
+    markers such as `typing.Union`), as in the type-keyed tables of validators."""
+    if is_literal(value):
+        return True
+    if isinstance(value, type):
+        return type(value).__eq__ is type.__eq__ and type(value).__hash__ is type.__hash__
+    # markers compared by identity (`typing.Union`): their class keeps object's __eq__ and __hash__
+    return type(value).__eq__ is object.__eq__ and type(value).__hash__ is object.__hash__
+
+
+def is_typing_marker(value: Any) -> bool:
+    """`typing.Union`, `typing.Literal`, `list[int]` and kin: annotations that validators compare
+    and look up; constants to a trace (guarded by identity)."""
+    return not isinstance(value, type) and type(value).__module__ in ("typing", "types") and callable(value)
+
+
 def is_trusted_module(name: str) -> bool:
     """Library modules whose members are not guarded (assumed not to change at run time)."""
     return name == "torch" or name.startswith("torch.") or name in ("math", "operator", "builtins")

@@ -258,6 +258,17 @@ class NewObjectVariable(Variable):
     # -- attributes --------------------------------------------------------------------------
 
     def getattr(self, frame: Frame, name: str) -> Variable:
+        hook, _ = class_lookup(self.cls, "__getattribute__")
+        if isinstance(hook, types.FunctionType):
+            # a class's own lookup (configs mapping aliases): inlined; `super().__getattribute__`
+            # inside it reaches `object_getattr`
+            if class_lookup(self.cls, "__getattr__")[0] is not MISSING:
+                raise Unsupported(f"{self.describe()}: a class with both __getattribute__ and __getattr__")
+            return frame.inline_call(hook, [self, constant(name)], {}, closure=None)
+        return self.object_getattr(frame, name)
+
+    def object_getattr(self, frame: Frame, name: str) -> Variable:
+        """`object.__getattribute__`, then the class's `__getattr__`."""
         if name == "__class__":
             return class_variable(self.cls)
         if name == "__dict__":
@@ -348,13 +359,27 @@ class NewObjectVariable(Variable):
                 raise Unsupported(f"item assignment on {self.describe()}")
             self.items.setitem(frame, key, value)
 
+    def _by_index(self, frame: Frame) -> Variable | None:
+        """The old sequence protocol's iterator, for a class with only `__getitem__`."""
+        # cycle: variables.sequence_protocol -> variables.containers -> variables.user_classes
+        from .sequence_protocol import getitem_iterator
+
+        return getitem_iterator(frame, self) if self.items is None else None
+
     def unpack(self, frame: Frame) -> list[Variable]:
         iterator = self._dunder(frame, "__iter__", [])
         if iterator is not None:
             return iterator.unpack(frame)
         if self.items is not None:
             return self.items.unpack(frame)
-        raise Unsupported(f"iteration over {self.describe()}")
+        by_index = self._by_index(frame)
+        if by_index is None:
+            raise Unsupported(f"iteration over {self.describe()}")
+        return by_index.unpack(frame)
+
+    def get_iter(self, frame: Frame) -> Variable:
+        by_index = self._by_index(frame)
+        return by_index if by_index is not None else super().get_iter(frame)
 
     # -- escaping ------------------------------------------------------------------------------
 
@@ -416,7 +441,7 @@ class BaseMethodVariable(Variable):
             obj.store_attr(frame, args[0].as_constant(), args[1])
             return constant(None)
         if name == "__getattribute__" and len(args) == 1:
-            return obj.getattr(frame, args[0].as_constant())
+            return obj.object_getattr(frame, args[0].as_constant())
         if name == "__delattr__" and len(args) == 1:
             obj.delattr(frame, args[0].as_constant())
             return constant(None)
@@ -450,6 +475,15 @@ class BaseMethodVariable(Variable):
 
 
 _DICT_READS = {"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"}
+
+
+def dict_read_method(obj: Variable, cls_attr: Any, name: str) -> Variable | None:
+    """`obj.keys` (and the other reads of `_DICT_READS`) of an outside dict subclass instance whose
+    class inherits the method from `dict`/`OrderedDict`: bound to read the real contents."""
+    for owner in (collections.OrderedDict, dict):
+        if name in _DICT_READS and cls_attr is owner.__dict__.get(name):
+            return BaseMethodVariable(obj, owner, name)
+    return None
 
 
 def _dict_view(frame: Frame, obj: Variable) -> Variable:
