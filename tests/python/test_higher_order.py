@@ -1,5 +1,5 @@
 """Higher-order torch functions: `torch.cond` (recorded with branch graphs), checkpoint (inlined),
-and the function transforms `torch.func.grad` / `torch.vmap` (a graph break, run eagerly).
+and the function transforms `torch.func.grad` / `torch.vmap` (recorded with their body graphs).
 
 Compiled vs eager on results, gradients and printed output, with graph counts beside
 torch.compile's.
@@ -141,18 +141,57 @@ def test_checkpointed_function_that_prints_runs_eagerly(cnt, capsys):
     torch.testing.assert_close(x_c.grad, x_e.grad)
 
 
-def test_func_grad_and_vmap_run_eagerly_at_a_break(cnt):
+def transforms(x):
+    y = x.sin()
+    g = torch.func.grad(lambda a: (a**3).sum())(y)
+    v = torch.vmap(lambda row: row * row.sum())(y)
+    w = torch.func.vmap(lambda a, b: a * b, in_dims=(0, None))(y, y[0])
+    return (g + v + w).cos()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_func_grad_and_vmap_are_captured(backend):
+    cnt = CompileCounterWithBackend(backend)
+    check(transforms, lambda i: (t(3, 4, seed=i, grad=True),), cnt, grads=True)
+    targets = {getattr(n.target, "__name__", "") for n in cnt.graphs[0].graph.nodes}
+    assert {"grad_apply", "vmap_apply"} <= targets
+
+
+def test_transforms_guards(cnt):
+    compiled = stenograph.compile(transforms, backend=cnt)
+    for i in range(2):
+        torch.testing.assert_close(compiled(t(3, 4, seed=i)), transforms(t(3, 4, seed=i)))
+    assert cnt.frame_count == 1
+    torch.testing.assert_close(compiled(t(3, 5)), transforms(t(3, 5)))
+    assert cnt.frame_count == 2  # a new shape
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        # a tensor computed outside the function, and an auxiliary output: torch.compile lifts or
+        # models these; stenograph runs the transform eagerly at a break
+        lambda x: torch.vmap(lambda row: row * x.sum())(x.cos()).sin(),
+        lambda x: torch.func.grad(lambda a: ((a**2).sum(), a), has_aux=True)(x.cos())[0].sin(),
+    ],
+    ids=["outer_value", "has_aux"],
+)
+def test_transforms_the_tracer_refuses_run_eagerly_at_a_break(cnt, fn):
+    compiled = stenograph.compile(fn, backend=cnt)
+    for i in range(2):
+        torch.testing.assert_close(compiled(t(3, 4, seed=i)), fn(t(3, 4, seed=i)))
+    assert cnt.frame_count == 2  # before and after the eager transform
+
+
+def test_cond_branch_using_a_value_computed_outside_runs_eagerly(cnt):
     def fn(x):
-        y = x.sin()
-        g = torch.func.grad(lambda a: (a**3).sum())(y)
-        v = torch.vmap(lambda row: row * row.sum())(y)
-        return (g + v).cos()
+        y = x * 3
+        return torch.cond(x.sum() > 0, lambda a: a + y, lambda a: a - y, (x,)).sin()
 
     compiled = stenograph.compile(fn, backend=cnt)
     for i in range(2):
-        x = t(3, 4, seed=i)
-        torch.testing.assert_close(compiled(x), fn(x))
-    assert cnt.frame_count == 2  # torch.compile: 1 (it traces the transforms)
+        torch.testing.assert_close(compiled(t(3, seed=i)), fn(t(3, seed=i)))
+    assert cnt.frame_count == 2
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 
-class _HigherOrderVariable(Variable):
+class HigherOrderVariable(Variable):
     """A torch function with a tracker of its own; at a graph break it is called for real."""
 
     function: Any = None  # the torch function, set by each subclass
@@ -50,7 +50,7 @@ class _HigherOrderVariable(Variable):
         return rebuild.writer.bind(self.value_object, "fn")
 
 
-class CondVariable(_HigherOrderVariable):
+class CondVariable(HigherOrderVariable):
     """`torch.cond(pred, true_fn, false_fn, operands)`."""
 
     function = staticmethod(torch.cond)
@@ -75,10 +75,10 @@ class CondVariable(_HigherOrderVariable):
             raise Unsupported(f"torch.cond() predicate {pred.describe()}")
         if not all(isinstance(o, TensorVariable) for o in operands):
             raise Unsupported("torch.cond() operands that are not all tensors")
-        true_gm, single = _trace_branch(frame, bound["true_fn"], operands)
-        false_gm, _ = _trace_branch(frame, bound["false_fn"], operands)
-        output = frame.output
         fake_operands = tuple(o.fake for o in operands)  # type: ignore[attr-defined]
+        true_gm, single = trace_body(frame, bound["true_fn"], list(fake_operands), "a torch.cond() branch")
+        false_gm, _ = trace_body(frame, bound["false_fn"], list(fake_operands), "a torch.cond() branch")
+        output = frame.output
         try:
             with output.fake_mode, enable_python_dispatcher():
                 fake = torch.ops.higher_order.cond(pred.fake, true_gm, false_gm, fake_operands)  # type: ignore[attr-defined]
@@ -99,35 +99,41 @@ class CondVariable(_HigherOrderVariable):
         return result.unpack(frame)[0] if single else result
 
 
-def _trace_branch(frame: Frame, fn: Variable, operands: list[Variable]) -> tuple[torch.fx.GraphModule, bool]:
-    """`fn(*operands)` traced into a graph of its own; whether it returned a single tensor."""
+def trace_body(
+    frame: Frame, fn: Variable, fakes: list[Any], what: str, *, bare: bool = False
+) -> tuple[torch.fx.GraphModule, bool]:
+    """`fn` called on tensors like `fakes`, traced into a graph of its own whose inputs they are;
+    whether it returned a single tensor (`bare`: that graph then returns it, not a 1-tuple)."""
     output = frame.output
     outer = output.graph
     effects_before = output.side_effects.count()
-    branch = type(outer)(output.active)
-    output.graph = branch
-    output.inputs_closed = "a torch.cond() branch, which may use only its operands,"
+    body = type(outer)(output.active)
+    output.graph = body
+    output.inputs_closed = f"{what}, which may use only its operands,"
     try:
         inner = []
-        for i, operand in enumerate(operands):
-            node = branch.placeholder(f"arg{i}")
-            node.meta["example_value"] = operand.fake  # type: ignore[attr-defined]
-            inner.append(TensorVariable(node, operand.fake))  # type: ignore[attr-defined]
+        for i, fake in enumerate(fakes):
+            node = body.placeholder(f"arg{i}")
+            node.meta["example_value"] = fake
+            inner.append(TensorVariable(node, fake))
         result = fn.call(frame, inner, {})
         if output.side_effects.count() != effects_before:
-            raise Unsupported("a torch.cond() branch changes Python state")
+            raise Unsupported(f"{what} changes Python state")
         single = isinstance(result, TensorVariable)
         items = [result] if single else result.unpack(frame)
         if not items or not all(isinstance(item, TensorVariable) for item in items):
-            raise Unsupported("a torch.cond() branch returns something other than tensors")
-        branch.output(tuple(item.node for item in items))  # type: ignore[attr-defined]
+            raise Unsupported(f"{what} returns something other than tensors")
+        nodes = [item.node for item in items]  # type: ignore[attr-defined]
+        body.output(nodes[0] if bare and single else tuple(nodes))
+        if any(used.graph is not body for node in body.nodes for used in node.all_input_nodes):
+            raise Unsupported(f"{what} uses a value computed outside it", hint="pass it in as an operand")
     finally:
         output.graph = outer
         output.inputs_closed = None
-    return torch.fx.GraphModule(torch.nn.Module(), branch), single
+    return torch.fx.GraphModule(torch.nn.Module(), body), single
 
 
-class CheckpointVariable(_HigherOrderVariable):
+class CheckpointVariable(HigherOrderVariable):
     """`torch.utils.checkpoint.checkpoint` with `use_reentrant=False`."""
 
     function = staticmethod(torch.utils.checkpoint.checkpoint)
