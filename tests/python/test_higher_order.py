@@ -61,17 +61,25 @@ def test_cond_on_a_python_bool_inlines_the_branch(cnt):
     assert all(n.target is not torch.ops.higher_order.cond for g in cnt.graphs for n in g.graph.nodes)
 
 
-def test_cond_branch_reading_another_tensor_runs_eagerly_at_a_break(cnt):
-    bias = t(3, seed=5)
+class Gate(nn.Module):
+    """Branches that read a parameter, a closure's tensor and a value computed before the cond."""
 
-    def fn(x):
-        return torch.cond(x.sum() > 0, lambda a: a + bias, lambda a: a - bias, (x,)) * 2
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
 
-    compiled = stenograph.compile(fn, backend=cnt)
-    for i in range(2):
-        x = t(3, seed=i)
-        torch.testing.assert_close(compiled(x), fn(x))
-    assert cnt.frame_count == 2  # before and after the eager cond
+    def forward(self, x, bias):
+        y = x * 3
+        return torch.cond(x.sum() > 0, lambda a: self.lin(a) + bias, lambda a: a * y - self.lin.bias, (x,)).sin()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cond_branches_reading_other_tensors_take_them_as_operands(backend):
+    torch.manual_seed(0)
+    cnt = CompileCounterWithBackend(backend)
+    check(Gate(), lambda i: (*_signs(i), t(4, seed=9, grad=True)), cnt, calls=3, grads=True)
+    (cond,) = [n for n in cnt.graphs[0].graph.nodes if n.target is torch.ops.higher_order.cond]
+    assert len(cond.args[3]) == 5  # x, then bias, lin.weight, lin.bias and y
 
 
 def test_cond_guards(cnt):
@@ -166,32 +174,42 @@ def test_transforms_guards(cnt):
     assert cnt.frame_count == 2  # a new shape
 
 
-@pytest.mark.parametrize(
-    "fn",
-    [
-        # a tensor computed outside the function, and an auxiliary output: torch.compile lifts or
-        # models these; stenograph runs the transform eagerly at a break
-        lambda x: torch.vmap(lambda row: row * x.sum())(x.cos()).sin(),
-        lambda x: torch.func.grad(lambda a: ((a**2).sum(), a), has_aux=True)(x.cos())[0].sin(),
-    ],
-    ids=["outer_value", "has_aux"],
-)
-def test_transforms_the_tracer_refuses_run_eagerly_at_a_break(cnt, fn):
+def test_transform_reading_other_tensors(cnt):
+    def fn(x, w):
+        s = x.sum()
+        v = torch.vmap(lambda row: row * s + w)(x.cos())
+        g = torch.func.grad(lambda a: (a * w).pow(2).sum())(x)
+        return v + g
+
+    check(fn, lambda i: (t(3, 4, seed=i, grad=True), t(4, seed=7, grad=True)), cnt, grads=True)
+
+
+def test_grad_with_aux_runs_eagerly_at_a_break(cnt):
+    def fn(x):
+        return torch.func.grad(lambda a: ((a**2).sum(), a), has_aux=True)(x.cos())[0].sin()
+
     compiled = stenograph.compile(fn, backend=cnt)
     for i in range(2):
         torch.testing.assert_close(compiled(t(3, 4, seed=i)), fn(t(3, 4, seed=i)))
-    assert cnt.frame_count == 2  # before and after the eager transform
+    assert cnt.frame_count == 2  # before and after the eager transform (torch.compile: 1)
 
 
-def test_cond_branch_using_a_value_computed_outside_runs_eagerly(cnt):
+def test_branch_with_python_effects_raises_as_eager_does(cnt):
+    """torch.cond refuses such a branch in eager too; run eagerly at the break, it raises the same."""
+    log = []
+
     def fn(x):
-        y = x * 3
-        return torch.cond(x.sum() > 0, lambda a: a + y, lambda a: a - y, (x,)).sin()
+        def true_fn(a):
+            log.append(1)
+            return a + 1
 
-    compiled = stenograph.compile(fn, backend=cnt)
-    for i in range(2):
-        torch.testing.assert_close(compiled(t(3, seed=i)), fn(t(3, seed=i)))
-    assert cnt.frame_count == 2
+        return torch.cond(x.sum() > 0, true_fn, lambda a: a - 1, (x,)).sin()
+
+    with pytest.raises(Exception) as eager:
+        fn(t(3))
+    with pytest.raises(type(eager.value)):
+        stenograph.compile(fn, backend=cnt)(t(3))
+    assert log == []
 
 
 @pytest.mark.slow

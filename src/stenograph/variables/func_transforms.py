@@ -4,10 +4,11 @@ The transformed function is traced with the frame's own interpreter into a graph
 sample for vmap: its inputs are the operands without their batch dimension), and the call becomes
 one node applying the transform to that graph (`vmap_apply` / `grad_apply`, kept as `get_attr`
 submodules), which AOTAutograd and Inductor trace through functorch as torch.compile's own
-transform ops are traced. What `higher_order.trace_body` refuses (other tensors than the operands,
-Python effects, non-tensor results), keyword arguments and options other than the plain ones
-(`in_dims`, `out_dims`, `argnums` as constants; no `has_aux`, `chunk_size` or `randomness`) raise
-`Unsupported`, and the transform runs eagerly at a graph break.
+transform ops are traced. Tensors the function reads besides its arguments are passed in too (not
+batched). What `higher_order.trace_body` refuses (Python effects, non-tensor results), keyword
+arguments, and options other than the plain ones (`in_dims`, `out_dims`, `argnums` as constants;
+no `has_aux`, `chunk_size` or `randomness`) raise `Unsupported`: the transform runs eagerly at a
+graph break.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from torch._dispatch.python import enable_python_dispatcher
 
 from ..errors import Unsupported
 from .base import Variable
-from .higher_order import HigherOrderVariable, trace_body
+from .higher_order import HigherOrderVariable, close_bodies, trace_body
 from .tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -107,22 +108,23 @@ class TransformedVariable(Variable):
                 raise Unsupported(f"{self.describe()} with in_dims {in_dims!r}")
             with output.fake_mode:
                 samples = [f if d is None else f.select(d, 0) for f, d in zip(fakes, dims)]
-            body, single = trace_body(frame, self.fn, samples, what)
-            target, options = vmap_apply, (in_dims, self.options["out_dims"])
+            body = trace_body(frame, self.fn, samples, what)
         else:
-            body, single = trace_body(frame, self.fn, fakes, what, bare=True)
+            body = trace_body(frame, self.fn, fakes, what, bare=True)
+        (module,), free = close_bodies([body])
+        fakes += [node.meta["example_value"] for node in free]
+        if self.kind == "vmap":
+            # tensors the function reads besides its arguments are the same for every sample
+            target, options = vmap_apply, (tuple(dims) + (None,) * len(free), self.options["out_dims"])
+        else:
             target, options = grad_apply, (self.options["argnums"],)
         try:
             with output.fake_mode, enable_python_dispatcher():
-                fake = target(body, *options, *fakes)
+                fake = target(module, *options, *fakes)
         except Exception as e:
             raise Unsupported(f"{self.describe()} raised {type(e).__name__} while tracing: {e}") from e
-        attr = output.add_submodule(body, f"{self.kind}_body")
-        node = output.graph.create_node(
-            "call_function",
-            target,
-            (attr, *options, *[a.node for a in args]),
-            {},  # type: ignore[attr-defined]
-        )
+        attr = output.add_submodule(module, f"{self.kind}_body")
+        inputs = [*[a.node for a in args], *free]  # type: ignore[attr-defined]
+        node = output.graph.create_node("call_function", target, (attr, *options, *inputs), {})
         result = output.wrap_result(node, fake, self.describe())
-        return result.unpack(frame)[0] if single and self.kind == "vmap" else result
+        return result.unpack(frame)[0] if body.single and self.kind == "vmap" else result
