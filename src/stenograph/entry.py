@@ -7,16 +7,18 @@ guard function with the caller's own arguments, then one call of its transformed
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import types
 import warnings
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from . import config, events, process_state, torch_state
-from .compiler import CacheEntry, accepts, compile_frame, frame_label
 from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
+from .frame_compiler import CacheEntry, accepts, compile_frame, frame_label
 from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
@@ -82,7 +84,7 @@ class FrameCache:
         for entry in self.entries:
             if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
                 return entry.fn, full
-        if self.eager_reason is not None:
+        if self.eager_reason is not None or _run_only.active:
             return fn, args
         # a miss deep in a recursion: the tracer and the backend get frames beyond the limit
         headroom = compile_headroom()
@@ -162,6 +164,26 @@ class FrameCache:
         warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=6)
 
 
+class _RunOnlyState(threading.local):
+    active = False
+
+
+# per thread, as torch.compile's frame callback is: `stenograph.run` in one thread does not stop
+# another from compiling
+_run_only = _RunOnlyState()
+
+
+@contextlib.contextmanager
+def run_only() -> Iterator[None]:
+    """Within the block, misses run eagerly instead of compiling; cached entries still run."""
+    previous = _run_only.active
+    _run_only.active = True
+    try:
+        yield
+    finally:
+        _run_only.active = previous
+
+
 def _out_of_depth(error: BaseException) -> bool:
     """Whether `error` is, or was caused by, a RecursionError (the tracer's wrappers of internal
     failures, `Unsupported` and `BackendCompilerFailed`, keep the original as cause)."""
@@ -207,10 +229,13 @@ def cache_for(code: types.CodeType, backend: Any, backend_name: str) -> FrameCac
     return cache
 
 
-def owned_cache(fn: types.FunctionType, backend: Any, backend_name: str) -> FrameCache:
+def owned_cache(fn: types.FunctionType, backend: Any, backend_name: str, dynamic: bool | None = None) -> FrameCache:
     """`fn`'s cache for `backend`, kept alive by `fn` itself (as long as `fn` lives, another
-    compile of it finds its entries; once it dies they go)."""
+    compile of it finds its entries; once it dies they go). A `dynamic` setting other than
+    None (`compile(dynamic=...)`, handed on to the functions a break calls) becomes the cache's."""
     cache = cache_for(fn.__code__, backend, backend_name)
+    if dynamic is not None:
+        cache.policy.dynamic = dynamic
     owned = fn.__dict__.setdefault(_OWNED, [])
     if not any(c is cache for c in owned):
         owned.append(cache)
@@ -225,10 +250,24 @@ def all_caches() -> list[FrameCache]:
 def reset_caches() -> None:
     with compile_lock:
         for cache in list(_caches.values()):
-            cache.clear()
-            for fn in list(cache.owners):  # a wrapper still alive keeps its cache; fn no longer
-                fn.__dict__[_OWNED] = [c for c in fn.__dict__.get(_OWNED, ()) if c is not cache]
+            _forget(cache)
         _caches.clear()
+
+
+def forget_backend(backend: Any) -> None:
+    """Drop every cache compiled for `backend` (a throwaway compilation, as `export` makes to
+    list graph breaks), so the functions it compiled no longer hold it."""
+    with compile_lock:
+        for key, cache in list(_caches.items()):
+            if cache.backend is backend:
+                _forget(cache)
+                del _caches[key]
+
+
+def _forget(cache: FrameCache) -> None:
+    cache.clear()
+    for fn in list(cache.owners):  # a wrapper still alive keeps its cache; fn no longer
+        fn.__dict__[_OWNED] = [c for c in fn.__dict__.get(_OWNED, ()) if c is not cache]
 
 
 process_state.register("entry.caches", reset_caches, lambda: len(_caches))
@@ -281,9 +320,7 @@ def entry_wrapper(
     call from eager code, not per level), and stays as cheap as it was; its miss path, which
     adds a frame, raises the limit for both.
     """
-    cache = owned_cache(fn, backend, backend_name)
-    if dynamic is not None:
-        cache.policy.dynamic = dynamic
+    cache = owned_cache(fn, backend, backend_name, dynamic)
     entries = cache.entries
     miss = cache.miss
     # the closure travels as the first argument of guards and entries (one cache for all closures)
@@ -358,12 +395,12 @@ def _nested(fn: types.FunctionType, entries: list[CacheEntry], miss: Any, fullgr
     return compiled
 
 
-def resume_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
+def resume_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str, dynamic: bool | None = None) -> Any:
     """What a graph break's `Continue` calls for resume function `fn`: `dispatch(args)`, the
     guarded lookup taking the arguments as one tuple (the closure first, for code with free
     variables: one cache serves every closure, as in `closure_caller`). Resume functions
-    have no defaults."""
-    cache = owned_cache(fn, backend, backend_name)
+    have no defaults. `dynamic` is the breaking frame's `compile(dynamic=...)` setting."""
+    cache = owned_cache(fn, backend, backend_name, dynamic)
     entries = cache.entries
     miss = cache.miss
     if not fn.__code__.co_freevars:
@@ -389,7 +426,7 @@ def resume_dispatcher(fn: types.FunctionType, backend: Any, backend_name: str) -
     return dispatch_closure
 
 
-def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> Any:
+def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str, dynamic: bool | None = None) -> Any:
     """`call(f, *args)`: runs any function `f` made from `fn`'s code, compiled, with `f`'s own
     closure. A graph break that calls a closure it received (a decorator's wrapper, say) goes
     through this, so cached code never calls the closure of the call it was compiled for.
@@ -399,7 +436,7 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
     recursion limit by its own frame while it runs (`recursion`); the lookup is written out here
     rather than called, so no other frame of stenograph's sits under the callee.
     """
-    cache = owned_cache(fn, backend, backend_name)
+    cache = owned_cache(fn, backend, backend_name, dynamic)
     entries = cache.entries
     miss = cache.miss
 
@@ -423,18 +460,18 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str) -> A
 
 
 # backend id -> its module caller (which keeps the backend alive, so the id stays its own)
-_module_callers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_module_callers: weakref.WeakValueDictionary[tuple[int, bool | None], Any] = weakref.WeakValueDictionary()
 process_state.register_containers("entry.module_callers", _module_callers)
 
 
-def module_caller(backend: Any, backend_name: str) -> Any:
+def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) -> Any:
     """`call(module, *args)` running a module's compiled forward (hooks run eagerly around it).
 
     Used where a graph break calls a submodule: the submodule is compiled as its own frame.
     It does not raise the recursion limit (`recursion`): its two frames (this one and the
     forward's entry wrapper) stand for the two of `Module.__call__` that eager spends per call.
     """
-    found = _module_callers.get(id(backend))
+    found = _module_callers.get((id(backend), dynamic))
     if found is not None:
         return found
     forwards: dict[types.FunctionType, Any] = {}
@@ -446,10 +483,10 @@ def module_caller(backend: Any, backend_name: str) -> Any:
             return module(*args, **kwargs)
         wrapper = forwards.get(forward)
         if wrapper is None:
-            wrapper = forwards[forward] = entry_wrapper(forward, backend, backend_name, False)
+            wrapper = forwards[forward] = entry_wrapper(forward, backend, backend_name, False, dynamic)
         return wrapper(module, *args, **kwargs)
 
-    _module_callers[id(backend)] = call
+    _module_callers[(id(backend), dynamic)] = call
     return call
 
 

@@ -19,6 +19,7 @@ from stenograph.bytecode import (
     stack_arg_name,
     stack_depths,
 )
+from stenograph.bytecode.resume_code import CHECKED_FORMS
 
 NULL_BEFORE_CALLABLE = sys.version_info < (3, 13)  # stack order of a call's NULL slot
 
@@ -26,6 +27,18 @@ NULL_BEFORE_CALLABLE = sys.version_info < (3, 13)  # stack order of a call's NUL
 def _offset(fn, opname, argval=None, nth=0):
     matches = [i for i in decoded(fn.__code__) if i.opname == opname and (argval is None or i.argval == argval)]
     return matches[nth].offset
+
+
+_LOADS = ("LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW")
+
+
+def _load_offset(fn, name, nth=0):
+    """Offset of the nth instruction loading local `name` first (3.13+ pairs loads in one)."""
+
+    def loads(i):
+        return i.opname in _LOADS and (i.argval == name or (isinstance(i.argval, tuple) and i.argval[0] == name))
+
+    return [i for i in decoded(fn.__code__) if loads(i)][nth].offset
 
 
 def _call_offset(fn, nth=0):
@@ -46,7 +59,7 @@ def simple(x, y):
 
 
 def test_resume_at_statement_start_with_locals():
-    offset = _offset(simple, "LOAD_FAST", "a")  # start of `b = a * y`
+    offset = _load_offset(simple, "a")  # start of `b = a * y`
     resumed = _resume(simple, offset, 0, ["a", "y", "x"])
     # named like the original: tracebacks through resume code read like eager ones
     assert (resumed.__code__.co_name, resumed.__code__.co_qualname) == ("simple", "simple")
@@ -85,13 +98,16 @@ def call_with_keywords(x):
 
 
 def test_resume_at_call_with_keyword_names():
-    """KW_NAMES (3.11, 3.12) is state, not stack: resuming at the call must still pass scale."""
-    offset = _offset(call_with_keywords, "CALL")
+    """KW_NAMES (3.11, 3.12) is state, not stack: resuming at the call must still pass scale.
+    From 3.13 CALL_KW takes the names from the stack instead."""
+    names_on_stack = sys.version_info >= (3, 13)
+    offset = _offset(call_with_keywords, "CALL_KW" if names_on_stack else "CALL")
     n = stack_depths(call_with_keywords.__code__)[offset]
-    assert n == 5  # NULL, helper, x, 1, 3
+    assert n == 5 + names_on_stack  # NULL, helper, x, 1, 3 (and ("scale",))
     stack = [NULL_STACK_ENTRY, helper, 9, 1, 3] if NULL_BEFORE_CALLABLE else [helper, NULL_STACK_ENTRY, 9, 1, 3]
-    resumed = _resume(call_with_keywords, offset, stack, [])
-    assert resumed(helper, 9, 1, 3) == 24
+    args = (helper, 9, 1, 3, ("scale",)) if names_on_stack else (helper, 9, 1, 3)
+    resumed = _resume(call_with_keywords, offset, stack + [7] * names_on_stack, [])
+    assert resumed(*args) == 24
 
 
 def call_method(items, v):
@@ -181,7 +197,7 @@ def make_inner(k):
 
 def test_free_variables_come_from_the_original_closure():
     inner = make_inner(4)
-    offset = _offset(inner, "LOAD_FAST", "y")
+    offset = _load_offset(inner, "y")
     resumed = _resume(inner, offset, 0, ["y"], closure=inner.__closure__)
     assert resumed.__code__.co_freevars == ("k",)
     assert resumed(5) == 20
@@ -221,7 +237,7 @@ def unbound_reader(x):
 
 
 def test_missing_local_raises_unbound_local_error_not_a_crash():
-    offset = _offset(unbound_reader, "LOAD_FAST", "x", nth=1)  # start of `z = x * 2`
+    offset = _load_offset(unbound_reader, "x", nth=1)  # start of `z = x * 2`
     resumed = _resume(unbound_reader, offset, 0, ["x"])  # y deliberately not passed
     with pytest.raises(UnboundLocalError):
         resumed(3)
@@ -245,7 +261,7 @@ def test_tracebacks_point_at_the_original_lines():
 
 
 def test_prologue_extra_runs_before_the_jump():
-    offset = _offset(simple, "LOAD_FAST", "a")
+    offset = _load_offset(simple, "a")
     extra = [pybytecode.Instr("LOAD_CONST", 100), pybytecode.Instr("STORE_FAST", "x")]
     resumed = _resume(simple, offset, 0, ["a", "y"], prologue_extra=extra)
     assert resumed(2, 3) == 6 - 100
@@ -257,7 +273,7 @@ def with_varargs(*args, **kwargs):
 
 
 def test_varargs_become_plain_positional_locals():
-    offset = _offset(with_varargs, "LOAD_FAST", "n")
+    offset = _load_offset(with_varargs, "n")
     code = build_resume_code(with_varargs.__code__, offset, 0, ["n", "kwargs"])
     assert code.co_argcount == 2
     assert not code.co_flags & (0x04 | 0x08)  # CO_VARARGS | CO_VARKEYWORDS
@@ -309,8 +325,8 @@ def test_resume_codes_build_across_real_functions(modname):
             new_dec = decoded(new)
             jump = next(i for i in new_dec if i.opname == "JUMP_FORWARD")
             assert stack_depths(new)[jump.target] == depth
-            landed = new_dec.at(jump.target).opname.replace("LOAD_FAST_CHECK", "LOAD_FAST")
-            assert landed in (instr.opname.replace("LOAD_FAST_CHECK", "LOAD_FAST"), "KW_NAMES", "PRECALL")
+            landed = new_dec.at(jump.target).opname
+            assert landed in (instr.opname, *CHECKED_FORMS.get(instr.opname, ())[:1], "KW_NAMES", "PRECALL")
             built += 1
     assert built > 20 and built > refused
 
@@ -461,7 +477,7 @@ def test_resume_inside_an_inlined_comprehension():
 
 def test_generators_and_module_code_are_not_implemented():
     with pytest.raises(NotImplementedError, match="generator"):
-        build_resume_code(gen.__code__, _offset(gen, "LOAD_FAST", "x"), 0, ["x"])
+        build_resume_code(gen.__code__, _load_offset(gen, "x"), 0, ["x"])
     module_code = compile("a = 1\nb = a + 1\n", "<m>", "exec")
     offset = decoded(module_code).instructions[-3].offset
     with pytest.raises(NotImplementedError, match="module or class body"):

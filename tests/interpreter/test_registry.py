@@ -22,6 +22,7 @@ BREAKABLE_ON_ALL = {
     "DELETE_SUBSCR", "BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP", "GET_ITER", "FOR_ITER",
     "STORE_GLOBAL", "BEFORE_WITH", "UNPACK_SEQUENCE", "RAISE_VARARGS", "FORMAT_VALUE",
     "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_NOT",
+    "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS", "GET_LEN",
 }  # fmt: skip
 _POP_JUMPS = ("TRUE", "FALSE", "NONE", "NOT_NONE")
 BREAKABLE = {
@@ -30,6 +31,9 @@ BREAKABLE = {
     | {f"POP_JUMP_{d}_IF_{k}" for d in ("FORWARD", "BACKWARD") for k in _POP_JUMPS},
     (3, 12): BREAKABLE_ON_ALL | {"BINARY_SLICE", "STORE_SLICE"} | {f"POP_JUMP_IF_{k}" for k in _POP_JUMPS},
 }
+BREAKABLE[(3, 13)] = BREAKABLE[(3, 12)] - {"FORMAT_VALUE"} | {
+    "TO_BOOL", "CALL_KW", "CONVERT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC",
+}  # fmt: skip
 
 
 def _nop(f, inst):
@@ -129,7 +133,7 @@ def test_the_break_writer_breaks_exactly_at_opcodes_with_a_rendering():
 def test_an_unsupported_python_is_refused(monkeypatch):
     assert running_version() == RUNNING
     monkeypatch.setattr(sys, "version_info", (3, 99, 0, "final", 0))
-    with pytest.raises(Unsupported, match=r"Python 3\.99 is not supported yet \(3\.11 and 3\.12 are\)"):
+    with pytest.raises(Unsupported, match=r"Python 3\.99 is not supported yet \(3\.11, 3\.12 and 3\.13 are\)"):
         running_version()
 
 

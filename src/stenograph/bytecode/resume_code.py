@@ -47,6 +47,7 @@ from .instructions import DecodedCode, ExceptionEntry, decoded
 from .stackdepth import stack_depths
 
 __all__ = [
+    "CHECKED_FORMS",
     "ITERATOR_FROM_TUPLE",
     "LastiStackEntry",
     "NULL_STACK_ENTRY",
@@ -228,6 +229,7 @@ def build_resume_code(
     body = _strip_prefix(items)
 
     argnames = [*stack_args, *live_locals]
+    body = _cell_loads_named(body, code)
     cellvars = list(code.co_cellvars)
     freevars = list(code.co_freevars)
     if cells_as_freevars:
@@ -436,6 +438,28 @@ def _push_and_clear(name: str, location: InstrLocation) -> list[_bc.Instr]:
     ]
 
 
+_CELL_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW"})
+
+
+def _cell_loads_named(body: list, code: types.CodeType) -> list:
+    """Name the cell of a local load that reads a cell's slot (3.13+ writes LOAD_CLOSURE that
+    way) as a CellVar / FreeVar.
+
+    The `bytecode` package gives such a load the plain name when the cell is also an argument;
+    in a resume code the name may not be an argument any more, and a plain name would then read
+    a fresh, unbound local instead of the cell.
+    """
+    out: list = []
+    for item in body:
+        if isinstance(item, _bc.Instr) and item.name in _CELL_LOADS and isinstance(item.arg, str):
+            if item.arg in code.co_cellvars:
+                item = _bc.Instr(item.name, _bc.CellVar(item.arg), location=item.location)
+            elif item.arg in code.co_freevars:
+                item = _bc.Instr(item.name, _bc.FreeVar(item.arg), location=item.location)
+        out.append(item)
+    return out
+
+
 def _cell_to_free(item: object) -> object:
     if isinstance(item, _bc.Instr) and isinstance(item.arg, _bc.CellVar):
         if item.name == "MAKE_CELL":
@@ -515,7 +539,14 @@ def _checked_loads(body: list, bound: set[str]) -> list:
     return out
 
 
-_SAME_INSTRUCTION = {"LOAD_FAST_CHECK": "LOAD_FAST"}
+#: What `_checked_loads` writes for an original instruction, as opnames in the resume code.
+CHECKED_FORMS = {
+    "LOAD_FAST": ("LOAD_FAST_CHECK",),
+    "LOAD_FAST_BORROW": ("LOAD_FAST_CHECK",),
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST_CHECK", "LOAD_FAST_CHECK"),
+    "LOAD_FAST_BORROW_LOAD_FAST_BORROW": ("LOAD_FAST_CHECK", "LOAD_FAST_CHECK"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST_CHECK"),
+}
 
 
 def original_offsets(resume: types.CodeType, original: types.CodeType) -> dict[int, int] | None:
@@ -524,17 +555,26 @@ def original_offsets(resume: types.CodeType, original: types.CodeType) -> dict[i
 
     A resume function that meets a graph break of its own is resumed again from the *original*
     code at the mapped offset, so a loop with a break reuses one resume function per offset
-    instead of nesting resume functions of resume functions.
+    instead of nesting resume functions of resume functions. An original load that the resume
+    code checks (`_checked_loads`) may be one or two instructions there; both map to it.
     """
     new = decoded(resume).instructions
     old = decoded(original).instructions
     body = old[_first_body_index(decoded(original)) :]
     start = next((i + 1 for i, inst in enumerate(new) if inst.opname == "JUMP_FORWARD"), None)
-    if start is None or len(new) - start != len(body):
+    if start is None:
         return None
     mapping = {}
-    for mine, theirs in zip(new[start:], body):
-        if _SAME_INSTRUCTION.get(mine.opname, mine.opname) != _SAME_INSTRUCTION.get(theirs.opname, theirs.opname):
-            return None
-        mapping[mine.offset] = theirs.offset
-    return mapping
+    mine = start
+    for theirs in body:
+        if mine < len(new) and new[mine].opname == theirs.opname:
+            width = 1
+        else:
+            forms = CHECKED_FORMS.get(theirs.opname, ())
+            width = len(forms)
+            if not forms or tuple(i.opname for i in new[mine : mine + width]) != forms:
+                return None
+        for inst in new[mine : mine + width]:
+            mapping[inst.offset] = theirs.offset
+        mine += width
+    return mapping if mine == len(new) else None

@@ -13,7 +13,9 @@ block and raises, the handler's resume function continues with the exception, as
 from __future__ import annotations
 
 import dis
+import functools
 import types
+import warnings
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +44,7 @@ from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, 
 from ..variables.symbolic import SymNodeVariable
 from ..variables.trace_rules import is_untraced_library
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
+from .eager_warnings import warn_at
 from .resume import Origin, resume_function
 from .runtime import Runtime
 
@@ -66,6 +69,9 @@ class BreakWriter:
         self.fn = fn
         self.backend = backend
         self.backend_name = backend_name
+        # compile(dynamic=...): the functions this break hands over compile with the same setting
+        policy = frame.output.policy
+        self.dynamic_setting = policy.dynamic if policy is not None else None
         self.runtime = runtime
         self.writer = CodeWriter()
         self.rebuild = Reconstructor(self.writer)
@@ -179,7 +185,15 @@ class BreakWriter:
         target_offset = offset if handler else origin.offset(offset)
         try:
             resume = resume_function(
-                origin.fn, target_offset, kinds, names, self.backend, self.backend_name, self.runtime, dynamic=dynamic
+                origin.fn,
+                target_offset,
+                kinds,
+                names,
+                self.backend,
+                self.backend_name,
+                self.runtime,
+                dynamic=dynamic,
+                compile_dynamic=self.dynamic_setting,
             )
         except NotImplementedError as e:
             raise Unsupported(f"cannot resume there: {e}") from e
@@ -219,17 +233,22 @@ class BreakWriter:
             # guards match such a function by its code: call the one this call has, with its cells
             # bound as a method, not a partial: calling it is a plain Python call, which takes no
             # C stack (a partial's does; a recursion through it would run out of that first)
-            caller = self.writer.bind(runtime.closure_caller(var.fn, self.backend, self.backend_name), "call")
+            closure_caller = runtime.closure_caller(var.fn, self.backend, self.backend_name, self.dynamic_setting)
+            caller = self.writer.bind(closure_caller, "call")
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___MethodType({caller}, {self._evaluate(var)})")
             self.writer.namespace["___MethodType"] = types.MethodType
             return bound
         # `nested`: these wrappers raise the recursion limit by their own frame (`recursion`)
         if isinstance(var, UserFunctionVariable) and compile_callee:
-            wrapped = runtime.entry_wrapper(var.fn, self.backend, self.backend_name, False, nested=True)
+            wrapped = runtime.entry_wrapper(
+                var.fn, self.backend, self.backend_name, False, self.dynamic_setting, nested=True
+            )
             return self.writer.bind(wrapped, "call")
         if isinstance(var, UserMethodVariable) and compile_callee:
-            wrapped = runtime.entry_wrapper(var.fn, self.backend, self.backend_name, False, nested=True)
+            wrapped = runtime.entry_wrapper(
+                var.fn, self.backend, self.backend_name, False, self.dynamic_setting, nested=True
+            )
             name = self.writer.bind(wrapped, "call")
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___MethodType({name}, {self._evaluate(var.self_var)})")
@@ -240,13 +259,21 @@ class BreakWriter:
             backend = self.writer.bind(self.backend, "backend")
             # each call wraps a new function object; this code keeps their shared cache alive
             self.writer.bind(runtime.cache_for(var.code, self.backend, self.backend_name), "cache")
-            return f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False, nested=True)"
+            return (
+                f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False, {self.dynamic_setting},"
+                " nested=True)"
+            )
+        if callee is warnings.warn:
+            line = self.inst.positions.lineno if self.inst.positions is not None else self.frame.line
+            where = (self.frame.code.co_filename, line, self.frame.f_globals)
+            return self.writer.bind(functools.partial(warn_at, *where), "warn")
         if isinstance(var, BuiltinVariable) and var.fn is globals:
             return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"
         if isinstance(var, BuiltinVariable) and var.fn in (locals, vars):
             raise Unsupported(f"{var.fn.__name__}() would see the generated code's variables")
         if isinstance(var, NNModuleVariable):
-            caller = self.writer.bind(runtime.module_caller(self.backend, self.backend_name), "modcall")
+            module_caller = runtime.module_caller(self.backend, self.backend_name, self.dynamic_setting)
+            caller = self.writer.bind(module_caller, "modcall")
             module = self._evaluate(var)
             bound = self.writer.temp("m")
             self.writer.post.append(f"{bound} = ___MethodType({caller}, {module})")

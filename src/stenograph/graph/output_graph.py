@@ -50,11 +50,39 @@ class GraphInput:
     version: int = 0  # the fake tensor's version counter when created (in-place changes bump it)
 
 
+class ActiveFrame:
+    """The innermost frame being traced, set by `Frame.run` (held apart from `OutputGraph`, so a
+    graph that keeps it keeps no trace state alive once tracing ends)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self) -> None:
+        self.frame: Any = None
+
+
+class TracedGraph(torch.fx.Graph):
+    """An FX graph whose nodes record the user stack that made them, as torch.compile's do:
+    `meta["stack_trace"]` in Python's traceback format, outermost call first, so
+    `print_readable()`, AOTAutograd and Inductor point back at the user's source."""
+
+    def __init__(self, active: ActiveFrame) -> None:
+        super().__init__()
+        self.active = active
+
+    def create_node(self, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        node = super().create_node(*args, **kwargs)
+        frame = self.active.frame
+        if frame is not None:
+            node.meta["stack_trace"] = frame.stack_trace()
+        return node
+
+
 class OutputGraph:
     """Accumulates one graph, its inputs and guards while a frame is traced."""
 
     def __init__(self, policy: DynamicPolicy | None = None) -> None:
-        self.graph = torch.fx.Graph()
+        self.active = ActiveFrame()
+        self.graph = TracedGraph(self.active)
         self.fake_mode = new_fake_mode()
         self.policy = policy
         self.guards = GuardSet()

@@ -97,6 +97,7 @@ def resume_function(
     runtime: Runtime,
     compiled: bool = True,
     dynamic: tuple[str, ...] = (),
+    compile_dynamic: bool | None = None,
 ) -> Any:
     """What a graph break tail-calls: the guarded dispatcher of `fn`'s resume function at
     `offset` (created once, `runtime.resume_dispatcher`), or the plain resume function when not
@@ -109,18 +110,20 @@ def resume_function(
     `dynamic` names arguments (`__stack0`, a local) holding Python numbers read from tensor
     data (`.item()`, `.tolist()`) or symbolic in the breaking frame: they are graph inputs of
     the resume function from its first compile, not constants that each new value recompiles.
+    `compile_dynamic` is the breaking frame's `compile(dynamic=...)` setting, which the resume
+    function compiles with too.
     """
     code = resume_code(fn.__code__, offset, kinds, live)
     if dynamic:
         _dynamic.setdefault(code, set()).update(f"L[{name!r}]" for name in dynamic)
-    key = (code, id(backend), compiled)
+    key = (code, id(backend), compiled, compile_dynamic)
     found = _wrappers.get(key)
     if found is None:
         # fresh cells: the cached function must not keep the breaking call's closure alive
         cells = tuple(types.CellType() for _ in code.co_freevars) if code.co_freevars else None
         resume = types.FunctionType(code, fn.__globals__, code.co_name, None, cells)
         if compiled:
-            found = runtime.resume_dispatcher(resume, backend, backend_name)
+            found = runtime.resume_dispatcher(resume, backend, backend_name, compile_dynamic)
         else:
             found = _with_cells(resume) if code.co_freevars else _plain(resume)
         _wrappers[key] = found

@@ -15,7 +15,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Runtime:
-    """The entry layer's callables, each taking `(…, backend, backend_name)` as in `entry`.
+    """The entry layer's callables, each taking `(…, backend, backend_name)` as in `entry`, and
+    the breaking frame's `compile(dynamic=...)` setting where they compile (None: automatic).
 
     - `entry_wrapper(fn, backend, backend_name, fullgraph, nested=...)`: the guarded, compiled
       `fn`; a `nested` one (what compiled code calls) raises the recursion limit by its own frame.

@@ -11,6 +11,7 @@ one row per behaviour. The table for the running interpreter is built once.
 
 from __future__ import annotations
 
+import builtins
 import dis
 import importlib.util
 import operator
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .. import process_state
 from ..bytecode.resume_code import NULL_STACK_ENTRY, VALUE_STACK_ENTRY
 from ..errors import Unsupported
-from ..variables import operators
+from ..variables import operators, patterns
 from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
 from ..variables.builder import wrap
 from ..variables.builtins import BuiltinVariable
@@ -40,7 +41,7 @@ from ..variables.containers import (
 )
 from ..variables.contexts import GradModeContextVariable
 from ..variables.functions import NestedFunctionVariable
-from ..variables.generators import Yielded
+from ..variables.generators import GeneratorVariable, Yielded, send_into
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from ..variables.user_classes import SuperVariable, UserClassVariable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
@@ -108,6 +109,18 @@ def _performs(template: str, pops: int) -> Rendering:
     return render
 
 
+def _peeks(template: str, reads: int, helper: Callable[..., object] | None = None) -> Rendering:
+    """`___r = <template>` over the top `reads` entries, which stay on the stack below the result;
+    `{fn}` names `helper` in the generated code."""
+
+    def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
+        fn = site.bind(helper, "match") if helper is not None else ""
+        expr = template.format(*site.values[len(site.values) - reads :], fn=fn)
+        return [f"___r = {expr}"], [(None, site.next_offset, [*site.slots, result()])]
+
+    return render
+
+
 def _jumps_if(test: str) -> Rendering:
     """A conditional jump popping its operand (`{0}`): the resume at the target when `test` holds."""
 
@@ -158,10 +171,20 @@ def _load_const(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(constant(inst.argval))
 
 
-@op("LOAD_FAST")
+@op("LOAD_FAST", max_ver=(3, 12))
 @op("LOAD_FAST_CHECK", min_ver=(3, 12))
 def _load_fast(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(frame.load_local(inst.argval))
+
+
+@op("LOAD_FAST", min_ver=(3, 13))
+def _load_fast_or_cell(frame: Frame, inst: dis.Instruction) -> None:
+    """From 3.13 the compiler writes LOAD_CLOSURE as a LOAD_FAST of the cell's slot, which
+    pushes the cell itself."""
+    if inst.argval in frame.code.co_cellvars or inst.argval in frame.code.co_freevars:
+        _load_closure(frame, inst)
+    else:
+        _load_fast(frame, inst)
 
 
 @op("LOAD_FAST_AND_CLEAR", min_ver=(3, 12))
@@ -174,13 +197,37 @@ def _load_fast_and_clear(frame: Frame, inst: dis.Instruction) -> None:
         frame.push(NULL)
 
 
+@op("LOAD_FAST_LOAD_FAST", min_ver=(3, 13))
+def _load_fast_load_fast(frame: Frame, inst: dis.Instruction) -> None:
+    first, second = inst.argval
+    frame.push(frame.load_local(first))
+    frame.push(frame.load_local(second))
+
+
+def _store_local(frame: Frame, name: str, value: Variable) -> None:
+    if isinstance(value, NullVariable):
+        frame.locals.pop(name, None)  # restoring an unbound comprehension variable (3.12+)
+    else:
+        frame.locals[name] = value
+
+
 @op("STORE_FAST")
 def _store_fast(frame: Frame, inst: dis.Instruction) -> None:
-    value = frame.pop()
-    if isinstance(value, NullVariable):
-        frame.locals.pop(inst.argval, None)  # restoring an unbound comprehension variable (3.12)
-    else:
-        frame.locals[inst.argval] = value
+    _store_local(frame, inst.argval, frame.pop())
+
+
+@op("STORE_FAST_LOAD_FAST", min_ver=(3, 13))
+def _store_fast_load_fast(frame: Frame, inst: dis.Instruction) -> None:
+    stored, loaded = inst.argval
+    _store_local(frame, stored, frame.pop())
+    frame.push(frame.load_local(loaded))
+
+
+@op("STORE_FAST_STORE_FAST", min_ver=(3, 13))
+def _store_fast_store_fast(frame: Frame, inst: dis.Instruction) -> None:
+    first, second = inst.argval  # the top of the stack goes to the first name
+    _store_local(frame, first, frame.pop())
+    _store_local(frame, second, frame.pop())
 
 
 @op("DELETE_FAST")
@@ -188,11 +235,35 @@ def _delete_fast(frame: Frame, inst: dis.Instruction) -> None:
     frame.locals.pop(inst.argval, None)
 
 
-@op("LOAD_GLOBAL")
-def _load_global(frame: Frame, inst: dis.Instruction) -> None:
-    if inst.arg & 1:
+# Where the NULL of a call sits: below the callable on 3.11 and 3.12 ([NULL, callable, args]),
+# above it from 3.13 ([callable, NULL, args]). Instructions that push a callable with its NULL
+# (LOAD_GLOBAL, LOAD_ATTR, LOAD_SUPER_ATTR with the low bit set) have one row per layout.
+
+
+def _null_below(frame: Frame, value: Variable, with_null: bool) -> None:
+    if with_null:
         frame.push(NULL)
-    frame.push(frame.load_global(inst.argval))
+    frame.push(value)
+
+
+def _null_above(frame: Frame, value: Variable, with_null: bool) -> None:
+    frame.push(value)
+    if with_null:
+        frame.push(NULL)
+
+
+PushCallable = Callable[["Frame", Variable, bool], None]
+
+
+def _load_global(push: PushCallable) -> Handler:
+    def load_global(frame: Frame, inst: dis.Instruction) -> None:
+        push(frame, frame.load_global(inst.argval), bool(inst.arg & 1))
+
+    return load_global
+
+
+op("LOAD_GLOBAL", max_ver=(3, 12))(_load_global(_null_below))
+op("LOAD_GLOBAL", min_ver=(3, 13))(_load_global(_null_above))
 
 
 def _store_global_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -229,7 +300,7 @@ def _delete_deref(frame: Frame, inst: dis.Instruction) -> None:
     cell.contents = None
 
 
-@op("LOAD_CLOSURE")
+@op("LOAD_CLOSURE", max_ver=(3, 12))
 def _load_closure(frame: Frame, inst: dis.Instruction) -> None:
     cell = frame.cells.get(inst.argval)
     if cell is None:
@@ -238,22 +309,32 @@ def _load_closure(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(CellVariable(cell))
 
 
-def _loads_attr(pushes_null: Callable[[dis.Instruction], bool]) -> Rendering:
-    """`___r = obj.name`, pushing a NULL below the result where the instruction does."""
+def _loads_attr(pushes_null: Callable[[dis.Instruction], bool], null_below: bool = True) -> Rendering:
+    """`___r = obj.name`, pushing a NULL below (or above) the result where the instruction does."""
 
     def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
-        new = [*site.rest(1), Slot(NULL_STACK_ENTRY), result()] if pushes_null(inst) else [*site.rest(1), result()]
-        return [f"___r = {site.values[-1]}.{inst.argval}"], [(None, site.next_offset, new)]
+        pushed = [result()]
+        if pushes_null(inst):
+            pushed = [Slot(NULL_STACK_ENTRY), result()] if null_below else [result(), Slot(NULL_STACK_ENTRY)]
+        return [f"___r = {site.values[-1]}.{inst.argval}"], [(None, site.next_offset, [*site.rest(1), *pushed])]
 
     return render
 
 
-@op("LOAD_ATTR", min_ver=(3, 12), eager=_loads_attr(lambda inst: bool(inst.arg & 1)))
-def _load_attr_312(frame: Frame, inst: dis.Instruction) -> None:
-    obj = frame.pop()
-    if inst.arg & 1:
-        frame.push(NULL)
-    frame.push(obj.getattr(frame, inst.argval))
+def _method_bit(inst: dis.Instruction) -> bool:
+    return bool(inst.arg & 1)
+
+
+def _load_attr(push: PushCallable) -> Handler:
+    def load_attr(frame: Frame, inst: dis.Instruction) -> None:
+        obj = frame.pop()
+        push(frame, obj.getattr(frame, inst.argval), _method_bit(inst))
+
+    return load_attr
+
+
+op("LOAD_ATTR", min_ver=(3, 12), max_ver=(3, 12), eager=_loads_attr(_method_bit))(_load_attr(_null_below))
+op("LOAD_ATTR", min_ver=(3, 13), eager=_loads_attr(_method_bit, null_below=False))(_load_attr(_null_above))
 
 
 @op("LOAD_ATTR", max_ver=(3, 11), eager=_loads_attr(lambda inst: False))
@@ -298,15 +379,18 @@ def _delete_attr(frame: Frame, inst: dis.Instruction) -> None:
     frame.pop().delattr(frame, inst.argval)
 
 
-@op("LOAD_SUPER_ATTR", min_ver=(3, 12))
-def _load_super_attr(frame: Frame, inst: dis.Instruction) -> None:
-    obj = frame.pop()
-    cls = frame.pop()
-    frame.pop()  # the global `super`
-    attr = SuperVariable(cls.as_constant(), obj).getattr(frame, inst.argval)
-    if inst.arg & 1:
-        frame.push(NULL)
-    frame.push(attr)
+def _load_super_attr(push: PushCallable) -> Handler:
+    def load_super_attr(frame: Frame, inst: dis.Instruction) -> None:
+        obj = frame.pop()
+        cls = frame.pop()
+        frame.pop()  # the global `super`
+        push(frame, SuperVariable(cls.as_constant(), obj).getattr(frame, inst.argval), _method_bit(inst))
+
+    return load_super_attr
+
+
+op("LOAD_SUPER_ATTR", min_ver=(3, 12), max_ver=(3, 12))(_load_super_attr(_null_below))
+op("LOAD_SUPER_ATTR", min_ver=(3, 13))(_load_super_attr(_null_above))
 
 
 @op("BINARY_SUBSCR", eager=_assigns("{0}[{1}]", 2))
@@ -372,6 +456,15 @@ def _operator_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
     return [f"___r = {name}({values[-2]}, {values[-1]})"], [(None, site.next_offset, [*site.rest(2), result()])]
 
 
+def _compare_to_bool_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    """3.13+: argument bit 16 makes COMPARE_OP convert its result to bool (the jump after it
+    then takes bools only)."""
+    lines, continuations = _operator_eager(site, inst)
+    if inst.arg & 16:
+        lines.append("___r = bool(___r)")
+    return lines, continuations
+
+
 @op("BINARY_OP", eager=_operator_eager)
 def _binary_op(frame: Frame, inst: dis.Instruction) -> None:
     b = frame.pop()
@@ -379,7 +472,8 @@ def _binary_op(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(operators.binary(frame, operators.BINARY_OPS[inst.arg], a, b))
 
 
-@op("COMPARE_OP", eager=_operator_eager)
+@op("COMPARE_OP", max_ver=(3, 12), eager=_operator_eager)
+@op("COMPARE_OP", min_ver=(3, 13), eager=_compare_to_bool_eager)
 def _compare_op(frame: Frame, inst: dis.Instruction) -> None:
     b = frame.pop()
     a = frame.pop()
@@ -421,6 +515,11 @@ def _unary_positive(frame: Frame, inst: dis.Instruction) -> None:
 @op("UNARY_INVERT", eager=_assigns("~{0}", 1))
 def _unary_invert(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(operators.unary(frame, operator.invert, frame.pop()))
+
+
+@op("TO_BOOL", min_ver=(3, 13), eager=_assigns("bool({0})", 1))
+def _to_bool(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant(frame.pop().truth(frame)))
 
 
 @op("UNARY_NOT", eager=_assigns("not {0}", 1))
@@ -552,11 +651,26 @@ def _unpack_ex(frame: Frame, inst: dis.Instruction) -> None:
     frame.stack.extend(reversed([*items[:before], star, *items[len(items) - after :]]))
 
 
+# An f-string field: its conversion (!s, !r, !a: 1, 2, 3) then `format` with its spec. One
+# instruction up to 3.12 (FORMAT_VALUE); CONVERT_VALUE then FORMAT_SIMPLE / FORMAT_WITH_SPEC from 3.13.
+_CONVERSIONS = {1: str, 2: repr, 3: ascii}
+_CONVERSION_TEMPLATES = {0: "{0}", 1: "str({0})", 2: "repr({0})", 3: "ascii({0})"}
+
+
+def _formatted(value: Variable, conversion: int, spec: Variable | None) -> Variable:
+    if not value.is_constant() or (spec is not None and not spec.is_constant()):
+        raise Unsupported(f"f-string formatting of {value.describe()}")
+    v = value.as_constant()
+    if conversion:
+        v = _CONVERSIONS[conversion](v)
+    return constant(format(v, "" if spec is None else spec.as_constant()))
+
+
 def _format_value_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
     values = site.values
     has_spec = bool(inst.arg & 0x04)
     value = values[-2] if has_spec else values[-1]
-    conversion = {0: "{0}", 1: "str({0})", 2: "repr({0})", 3: "ascii({0})"}[inst.arg & 0x03]
+    conversion = _CONVERSION_TEMPLATES[inst.arg & 0x03]
     spec = values[-1] if has_spec else "''"
     popped = 2 if has_spec else 1
     line = f"___r = format({conversion.format(value)}, {spec})"
@@ -565,19 +679,31 @@ def _format_value_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 @op("FORMAT_VALUE", max_ver=(3, 12), eager=_format_value_eager)
 def _format_value(frame: Frame, inst: dis.Instruction) -> None:
-    spec = frame.pop().as_constant() if inst.arg & 0x04 else ""
+    spec = frame.pop() if inst.arg & 0x04 else None
+    frame.push(_formatted(frame.pop(), inst.arg & 0x03, spec))
+
+
+def _convert_value_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    return _assigns(_CONVERSION_TEMPLATES[inst.arg], 1)(site, inst)
+
+
+@op("CONVERT_VALUE", min_ver=(3, 13), eager=_convert_value_eager)
+def _convert_value(frame: Frame, inst: dis.Instruction) -> None:
     value = frame.pop()
     if not value.is_constant():
-        raise Unsupported(f"f-string formatting of {value.describe()}")
-    v = value.as_constant()
-    conversion = inst.arg & 0x03
-    if conversion == 1:
-        v = str(v)
-    elif conversion == 2:
-        v = repr(v)
-    elif conversion == 3:
-        v = ascii(v)
-    frame.push(constant(format(v, spec)))
+        raise Unsupported(f"f-string conversion of {value.describe()}")
+    frame.push(constant(_CONVERSIONS[inst.arg](value.as_constant())))
+
+
+@op("FORMAT_SIMPLE", min_ver=(3, 13), eager=_assigns("format({0})", 1))
+def _format_simple(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(_formatted(frame.pop(), 0, None))
+
+
+@op("FORMAT_WITH_SPEC", min_ver=(3, 13), eager=_assigns("format({0}, {1})", 2))
+def _format_with_spec(frame: Frame, inst: dis.Instruction) -> None:
+    spec = frame.pop()
+    frame.push(_formatted(frame.pop(), 0, spec))
 
 
 @op("BUILD_STRING")
@@ -603,87 +729,149 @@ def _reads_number_from_data(callee: Variable, args: list[Variable]) -> bool:
     return False
 
 
-def _call_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+def _callee_and_args(pair: list[Variable], args: list[Variable]) -> tuple[int, list[int]]:
+    """Which of the two entries under a call's arguments is the callable, and the positions (in
+    `pair + args`) of its arguments.
+
+    The two are a callable and a NULL (the NULL below it on 3.11 and 3.12, above it from 3.13),
+    or a method and its self in that order: without the NULL, the callable comes first either way.
+    """
+    kept = [i for i, var in enumerate(pair) if not isinstance(var, NullVariable)]
+    return kept[0], [*kept[1:], *range(2, 2 + len(args))]
+
+
+def _render_call(site: BreakSite, argc: int, kw_names: tuple[str, ...], extra: int) -> Rendered:
+    """`___r = fn(a, k=v)` for a call of `argc` arguments (keywords last) with `extra` more
+    entries above them (CALL_KW's names)."""
     stack, values = site.frame.stack, site.values
-    argc = inst.arg
-    first, second = stack[-argc - 2], stack[-argc - 1]
-    args = values[len(values) - argc :]
-    if isinstance(first, NullVariable):
-        fn = site.callable_expr(second)
-        dynamic = _reads_number_from_data(second, stack[len(stack) - argc :])
-    else:
-        fn = site.callable_expr(first)
-        args = [values[-argc - 1], *args]
-        dynamic = _reads_number_from_data(first, stack[len(stack) - argc - 1 :])
-    kw_names = site.frame.kw_names
-    if kw_names:
-        positional, keywords = args[: len(args) - len(kw_names)], args[len(args) - len(kw_names) :]
-        args = positional + [f"{k}={v}" for k, v in zip(kw_names, keywords)]
-    return [f"___r = {fn}({', '.join(args)})"], [(None, site.next_offset, [*site.rest(argc + 2), result(dynamic)])]
+    start = len(stack) - extra - argc - 2
+    entries, exprs = stack[start : len(stack) - extra], values[start : len(values) - extra]
+    callee, arg_positions = _callee_and_args(entries[:2], entries[2:])
+    args = [exprs[i] for i in arg_positions]
+    dynamic = _reads_number_from_data(entries[callee], [entries[i] for i in arg_positions])
+    split = len(args) - len(kw_names)
+    rendered = [*args[:split], *[f"{k}={v}" for k, v in zip(kw_names, args[split:])]]
+    line = f"___r = {site.callable_expr(entries[callee])}({', '.join(rendered)})"
+    return [line], [(None, site.next_offset, [*site.rest(argc + 2 + extra), result(dynamic)])]
+
+
+def _perform_call(frame: Frame, argc: int, kw_names: tuple[str, ...]) -> None:
+    entries = frame.popn(argc + 2)
+    callee, arg_positions = _callee_and_args(entries[:2], entries[2:])
+    args = [entries[i] for i in arg_positions]
+    split = len(args) - len(kw_names)
+    frame.push(entries[callee].call(frame, args[:split], dict(zip(kw_names, args[split:]))))
+
+
+def _call_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    return _render_call(site, inst.arg, site.frame.kw_names, 0)
 
 
 @op("CALL", eager=_call_eager)
 def _call(frame: Frame, inst: dis.Instruction) -> None:
-    argc = inst.arg
-    args = frame.popn(argc)
-    second = frame.pop()
-    first = frame.pop()
-    if isinstance(first, NullVariable):
-        fn = second
-    else:
-        fn, args = first, [second, *args]
-    kwargs: dict[str, Variable] = {}
-    if frame.kw_names:
-        n = len(frame.kw_names)
-        kwargs = dict(zip(frame.kw_names, args[-n:]))
-        args = args[:-n]
-        frame.kw_names = ()
-    frame.push(fn.call(frame, args, kwargs))
+    kw_names, frame.kw_names = frame.kw_names, ()
+    _perform_call(frame, inst.arg, kw_names)
 
 
-def _call_function_ex_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
-    values, slots = site.values, site.slots
-    has_kwargs = inst.arg & 1
-    n = 2 + has_kwargs
-    fn = site.callable_expr(site.frame.stack[-n])
-    call_args = f"*{values[-n + 1]}" + (f", **{values[-1]}" if has_kwargs else "")
-    below_null = len(slots) > n and slots[-n - 1].kind is NULL_STACK_ENTRY
-    return [f"___r = {fn}({call_args})"], [(None, site.next_offset, [*site.rest(n + below_null), result()])]
+def _call_kw_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    return _render_call(site, inst.arg, site.frame.stack[-1].as_constant(), 1)
 
 
-@op("CALL_FUNCTION_EX", eager=_call_function_ex_eager)
-def _call_function_ex(frame: Frame, inst: dis.Instruction) -> None:
-    kwargs_var = frame.pop() if inst.arg & 1 else DictVariable({})
-    args_var = frame.pop()
-    fn = frame.pop()
-    if frame.stack and isinstance(frame.stack[-1], NullVariable):
-        frame.pop()
-    if not isinstance(kwargs_var, DictVariable):
-        raise Unsupported(f"**kwargs of {kwargs_var.describe()}")
-    if isinstance(args_var, NullVariable):
-        args_var = TupleVariable([])
-    frame.push(fn.call(frame, args_var.unpack(frame), dict(kwargs_var.items)))
+@op("CALL_KW", min_ver=(3, 13), eager=_call_kw_eager)
+def _call_kw(frame: Frame, inst: dis.Instruction) -> None:
+    """3.13+: the keyword names are a constant tuple on top of the stack (no KW_NAMES)."""
+    kw_names = frame.pop().as_constant()
+    _perform_call(frame, inst.arg, kw_names)
 
 
-@op("MAKE_FUNCTION")
+def _call_function_ex_eager(null_below: bool) -> Rendering:
+    """`___r = fn(*args, **kwargs)`; the callable's NULL is below it (3.11, 3.12, where present)
+    or above it (3.13+)."""
+
+    def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
+        values, slots = site.values, site.slots
+        has_kwargs = inst.arg & 1
+        n = 2 + has_kwargs
+        call_args = f"*{values[-n + 1]}" + (f", **{values[-1]}" if has_kwargs else "")
+        if null_below:
+            fn = site.callable_expr(site.frame.stack[-n])
+            consumed = n + (len(slots) > n and slots[-n - 1].kind is NULL_STACK_ENTRY)
+        else:
+            fn = site.callable_expr(site.frame.stack[-n - 1])
+            consumed = n + 1
+        return [f"___r = {fn}({call_args})"], [(None, site.next_offset, [*site.rest(consumed), result()])]
+
+    return render
+
+
+def _call_function_ex(null_below: bool) -> Handler:
+    def call_function_ex(frame: Frame, inst: dis.Instruction) -> None:
+        kwargs_var = frame.pop() if inst.arg & 1 else DictVariable({})
+        args_var = frame.pop()
+        if null_below:
+            fn = frame.pop()
+            if frame.stack and isinstance(frame.stack[-1], NullVariable):
+                frame.pop()
+        else:
+            frame.pop()  # the NULL
+            fn = frame.pop()
+        if not isinstance(kwargs_var, DictVariable):
+            raise Unsupported(f"**kwargs of {kwargs_var.describe()}")
+        if isinstance(args_var, NullVariable):
+            args_var = TupleVariable([])
+        frame.push(fn.call(frame, args_var.unpack(frame), dict(kwargs_var.items)))
+
+    return call_function_ex
+
+
+op("CALL_FUNCTION_EX", max_ver=(3, 12), eager=_call_function_ex_eager(True))(_call_function_ex(True))
+op("CALL_FUNCTION_EX", min_ver=(3, 13), eager=_call_function_ex_eager(False))(_call_function_ex(False))
+
+
+# A function's optional parts, by the flag naming them in MAKE_FUNCTION's argument (up to 3.12)
+# and in SET_FUNCTION_ATTRIBUTE's (3.13+), in the order the compiler pushes them.
+_FUNCTION_PARTS = {0x08: "closure", 0x04: "annotations", 0x02: "kwdefaults", 0x01: "defaults"}
+
+
+def _with_function_part(frame: Frame, fn: Variable, flag: int, value: Variable) -> NestedFunctionVariable:
+    """The function `fn` made by MAKE_FUNCTION with one optional part set."""
+    if not isinstance(fn, NestedFunctionVariable):
+        raise Unsupported(f"setting {_FUNCTION_PARTS.get(flag, flag)} of {fn.describe()}")
+    if flag == 0x08:
+        assert isinstance(value, TupleVariable)
+        fn.closure = tuple(c.cell for c in value.items if isinstance(c, CellVariable))
+    elif flag == 0x02:
+        assert isinstance(value, DictVariable)
+        fn.kwdefaults = dict(value.items)
+    elif flag == 0x01:
+        fn.defaults = tuple(value.unpack(frame))
+    elif flag != 0x04:  # annotations are not kept
+        raise Unsupported(f"function attribute flag {flag:#x}")
+    return fn
+
+
+def _new_function(frame: Frame, code: Variable) -> NestedFunctionVariable:
+    return NestedFunctionVariable(code.as_constant(), frame.f_globals, (), {}, None)
+
+
+@op("MAKE_FUNCTION", max_ver=(3, 12))
+def _make_function_with_parts(frame: Frame, inst: dis.Instruction) -> None:
+    fn = _new_function(frame, frame.pop())
+    for flag in _FUNCTION_PARTS:
+        if inst.arg & flag:
+            _with_function_part(frame, fn, flag, frame.pop())
+    frame.push(fn)
+
+
+@op("MAKE_FUNCTION", min_ver=(3, 13))
 def _make_function(frame: Frame, inst: dis.Instruction) -> None:
-    code = frame.pop().as_constant()
-    closure = None
-    if inst.arg & 0x08:
-        cells = frame.pop()
-        assert isinstance(cells, TupleVariable)
-        closure = tuple(c.cell for c in cells.items if isinstance(c, CellVariable))
-    if inst.arg & 0x04:
-        frame.pop()  # annotations
-    kwdefaults: dict[str, Variable] = {}
-    if inst.arg & 0x02:
-        kw = frame.pop()
-        assert isinstance(kw, DictVariable)
-        kwdefaults = dict(kw.items)
-    defaults: tuple[Variable, ...] = ()
-    if inst.arg & 0x01:
-        defaults = tuple(frame.pop().unpack(frame))
-    frame.push(NestedFunctionVariable(code, frame.f_globals, defaults, kwdefaults, closure))
+    frame.push(_new_function(frame, frame.pop()))
+
+
+@op("SET_FUNCTION_ATTRIBUTE", min_ver=(3, 13))
+def _set_function_attribute(frame: Frame, inst: dis.Instruction) -> None:
+    fn = frame.pop()
+    frame.push(_with_function_part(frame, fn, inst.arg, frame.pop()))
 
 
 @op("RETURN_VALUE")
@@ -786,15 +974,23 @@ def _next_item(frame: Frame) -> Variable | None:
 _END = object()  # what `next(it, ___END)` returns for an exhausted iterator at a break
 
 
-def _for_iter_eager(skips_end_for: bool) -> Rendering:
+def _after_loop(frame: Frame, target: int, skipped: tuple[str, ...]) -> int:
+    """The index where an exhausted FOR_ITER continues: its target, past the loop-end
+    instructions `skipped` that CPython steps over there (END_FOR on 3.12, END_FOR and POP_TOP
+    on 3.13)."""
+    index = frame.index_of_offset[target]
+    for opname in skipped:
+        if frame.instructions[index].opname != opname:
+            break
+        index += 1
+    return index
+
+
+def _for_iter_eager(skipped: tuple[str, ...]) -> Rendering:
     """`___r = next(it, ___END)`, resuming after the loop when the iterator is exhausted."""
 
     def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
-        exhausted = inst.argval
-        if skips_end_for:
-            index = site.frame.index_of_offset[exhausted]
-            if site.frame.instructions[index].opname == "END_FOR":
-                exhausted = site.frame.instructions[index + 1].offset
+        exhausted = site.frame.instructions[_after_loop(site.frame, inst.argval, skipped)].offset
         site.namespace["___END"] = _END
         lines = [f"___r = next({site.values[-1]}, ___END)"]
         return lines, [("___r is ___END", exhausted, site.rest(1)), (None, site.next_offset, [*site.slots, result()])]
@@ -802,24 +998,27 @@ def _for_iter_eager(skips_end_for: bool) -> Rendering:
     return render
 
 
-@op("FOR_ITER", max_ver=(3, 11), eager=_for_iter_eager(skips_end_for=False))
-def _for_iter_311(frame: Frame, inst: dis.Instruction) -> None:
-    if _next_item(frame) is None:
-        frame.jump_to(inst.argval)
+def _for_iter(skipped: tuple[str, ...]) -> Handler:
+    def for_iter(frame: Frame, inst: dis.Instruction) -> None:
+        if _next_item(frame) is None:
+            frame.ip = _after_loop(frame, inst.argval, skipped)
+
+    return for_iter
 
 
-@op("FOR_ITER", min_ver=(3, 12), eager=_for_iter_eager(skips_end_for=True))
-def _for_iter_312(frame: Frame, inst: dis.Instruction) -> None:
-    """An exhausted iterator jumps to the END_FOR after the loop, and skips it."""
-    if _next_item(frame) is None:
-        frame.jump_to(inst.argval)
-        if frame.instructions[frame.ip].opname == "END_FOR":
-            frame.ip += 1
+op("FOR_ITER", max_ver=(3, 11), eager=_for_iter_eager(()))(_for_iter(()))
+op("FOR_ITER", min_ver=(3, 12), max_ver=(3, 12), eager=_for_iter_eager(("END_FOR",)))(_for_iter(("END_FOR",)))
+op("FOR_ITER", min_ver=(3, 13), eager=_for_iter_eager(("END_FOR", "POP_TOP")))(_for_iter(("END_FOR", "POP_TOP")))
 
 
-@op("END_FOR", min_ver=(3, 12))
+@op("END_FOR", min_ver=(3, 12), max_ver=(3, 12))
+def _end_for_312(frame: Frame, inst: dis.Instruction) -> None:
+    frame.popn(2)  # the last item and the iterator
+
+
+@op("END_FOR", min_ver=(3, 13))
 def _end_for(frame: Frame, inst: dis.Instruction) -> None:
-    frame.popn(2)
+    frame.pop()  # the last item (a POP_TOP after it pops the iterator)
 
 
 def _before_with_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -851,6 +1050,11 @@ def _with_except_start(frame: Frame, inst: dis.Instruction) -> None:
     exit_method = frame.stack[-4]
     value = frame.stack[-1]
     frame.push(exit_method.call(frame, [UserClassVariable(value.python_type()), value, constant(None)], {}))
+
+
+@op("LOAD_BUILD_CLASS")
+def _load_build_class(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(BuiltinVariable(builtins.__build_class__))  # its call is modelled (class_statements.py)
 
 
 @op("LOAD_ASSERTION_ERROR")
@@ -918,8 +1122,80 @@ def _return_generator(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(constant(None))  # the generator already runs lazily: act as its first resume
 
 
+@op("GET_YIELD_FROM_ITER")
+def _get_yield_from_iter(frame: Frame, inst: dis.Instruction) -> None:
+    if not isinstance(frame.stack[-1], GeneratorVariable):
+        frame.push(iterate(frame, frame.pop()))
+
+
+@op("SEND", max_ver=(3, 11))
+def _send_311(frame: Frame, inst: dis.Instruction) -> None:
+    """Yielded: the item replaces the sent value. Exhausted: the receiver and the sent value are
+    replaced by the return value, and the loop is left."""
+    item, returned = send_into(frame, frame.stack[-2], frame.pop())
+    if item is None:
+        frame.pop()
+        frame.push(returned)
+        frame.jump_to(inst.argval)
+    else:
+        frame.push(item)
+
+
+@op("SEND", min_ver=(3, 12))
+def _send_312(frame: Frame, inst: dis.Instruction) -> None:
+    """As on 3.11, but an exhausted receiver stays below its return value for END_SEND."""
+    item, returned = send_into(frame, frame.stack[-2], frame.pop())
+    frame.push(returned if item is None else item)
+    if item is None:
+        frame.jump_to(inst.argval)
+
+
+@op("END_SEND", min_ver=(3, 12))
+def _end_send(frame: Frame, inst: dis.Instruction) -> None:
+    del frame.stack[-2]
+
+
 @op("YIELD_VALUE")
 def _yield_value(frame: Frame, inst: dis.Instruction) -> None:
     value = frame.pop()
     frame.push(constant(None))  # what `next()` sends in when the generator resumes
     raise Yielded(value)
+
+
+# -- structural pattern matching (`match`) ------------------------------------------------------
+
+
+@op("MATCH_MAPPING", eager=_peeks("{fn}(type({0}))", 1, patterns.is_mapping_type))
+def _match_mapping(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant(patterns.is_mapping_type(frame.stack[-1].python_type())))
+
+
+@op("MATCH_SEQUENCE", eager=_peeks("{fn}(type({0}))", 1, patterns.is_sequence_type))
+def _match_sequence(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant(patterns.is_sequence_type(frame.stack[-1].python_type())))
+
+
+@op("GET_LEN", eager=_peeks("len({0})", 1))
+def _get_len(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(BuiltinVariable(len).call(frame, [frame.stack[-1]], {}))
+
+
+@op("MATCH_KEYS", eager=_peeks("{fn}({0}, {1})", 2, patterns.eager_match_keys))
+def _match_keys(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(patterns.match_keys(frame, frame.stack[-2], frame.stack[-1]))
+
+
+def _match_class_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    subject, cls, names = site.values[-3:]
+    fn = site.bind(patterns.eager_match_class, "match")
+    return [f"___r = {fn}({subject}, {cls}, {inst.arg}, {names})"], [
+        (None, site.next_offset, [*site.rest(3), result()])
+    ]
+
+
+@op("MATCH_CLASS", eager=_match_class_eager)
+def _match_class(frame: Frame, inst: dis.Instruction) -> None:
+    names = frame.pop().as_constant()
+    cls = frame.pop()
+    subject = frame.pop()
+    frame.push(patterns.match_class(frame, subject, cls, inst.arg, names))

@@ -31,7 +31,7 @@ Handler = Callable[["Frame", dis.Instruction], None]
 Version = tuple[int, int]
 
 #: The Python versions the interpreter runs on, oldest first.
-SUPPORTED: tuple[Version, ...] = ((3, 11), (3, 12))
+SUPPORTED: tuple[Version, ...] = ((3, 11), (3, 12), (3, 13))
 OLDEST: Version = SUPPORTED[0]
 
 
@@ -118,6 +118,7 @@ def running_version() -> Version:
     """The running Python's (major, minor); Unsupported if the interpreter has no table for it."""
     version = sys.version_info[:2]
     if version not in SUPPORTED:
-        names = " and ".join(f"{v[0]}.{v[1]}" for v in SUPPORTED)
-        raise Unsupported(f"Python {version[0]}.{version[1]} is not supported yet ({names} are)")
+        names = [f"{v[0]}.{v[1]}" for v in SUPPORTED]
+        listed = f"{', '.join(names[:-1])} and {names[-1]}"
+        raise Unsupported(f"Python {version[0]}.{version[1]} is not supported yet ({listed} are)")
     return version

@@ -28,11 +28,12 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ItemSource
-from ..marks import graph_break, is_allowed_in_graph, is_compiling
+from ..marks import graph_break, is_allowed_in_graph, is_compiling, is_disallowed_in_graph
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import library
 from .base import ConstantVariable, GuardedOnUseConstant, Variable, constant
+from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
 from .containers import (
     DictVariable,
     ListVariable,
@@ -52,6 +53,7 @@ from .frame_objects import (
     WeakrefVariable,
 )
 from .functions import (
+    DisallowedCallVariable,
     FoldedCallVariable,
     GraphBreakVariable,
     PartialVariable,
@@ -78,8 +80,21 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 
-def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
-    """The tracker for `value`, guarded through `source` when there is one."""
+# containers with one tracker per object however many names reach it
+_CONTAINERS = (
+    list,
+    dict,
+    collections.OrderedDict,
+    collections.defaultdict,
+    collections.Counter,
+    collections.deque,
+    set,
+)
+
+
+def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: bool = False) -> Variable:
+    """The tracker for `value`, guarded through `source` when there is one (`module_attribute`:
+    the value is an attribute of an nn.Module, where ints stay constants)."""
     guards = frame.output.guards
     special = _special_callable(value)
     if special is not None:
@@ -104,7 +119,7 @@ def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
         and source is not None
         and policy is not None
         and (type(value) is int or math.isfinite(value) and value != 0.0)
-        and may_be_dynamic(source, is_tensor=False)
+        and may_be_dynamic(source, is_tensor=False, module_attribute=module_attribute and type(value) is int)
         and policy.int_is_dynamic(source.name(), value)
     ):
         guards.type_match(source, value)
@@ -178,7 +193,7 @@ def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
             guards.type_match(source, value)
         items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return NamedTupleVariable(items, type(value), source)
-    if source is not None and type(value) in (list, dict, collections.OrderedDict, set):
+    if source is not None and type(value) in _CONTAINERS:
         known = frame.output.known_container(value, source)
         if known is not None:
             return known
@@ -201,14 +216,28 @@ def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
         if source is not None:
             guards.globals_match(source, value)
         return GlobalsDictVariable(value, source)
-    if type(value) in (dict, collections.OrderedDict):
+    if type(value) in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
         if source is not None:
             guards.type_match(source, value)
             guards.dict_keys_match(source, value)
         if not all(is_dict_key_constant(k) for k in value):
             raise Unsupported("dict with non-constant keys")
         items = {k: wrap(frame, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
-        return frame.output.register_container(value, DictVariable(items, source, python_class=type(value)))
+        if type(value) is collections.defaultdict:
+            factory_source = AttrSource(source, "default_factory") if source is not None else None
+            var: Variable = DefaultDictVariable(items, wrap(frame, value.default_factory, factory_source), source)
+        elif type(value) is collections.Counter:
+            var = CounterVariable(items, source)
+        else:
+            var = DictVariable(items, source, python_class=type(value))
+        return frame.output.register_container(value, var)
+    if type(value) is collections.deque:
+        if source is not None:
+            guards.type_match(source, value)
+            guards.length_match(source, value)
+            wrap(frame, value.maxlen, AttrSource(source, "maxlen")).as_constant()  # guards maxlen's value
+        items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        return frame.output.register_container(value, DequeVariable(items, source, value.maxlen))
     if type(value) is os._Environ and source is not None:
         guards.id_match(source, value)
         return EnvironVariable(value, source)
@@ -264,6 +293,8 @@ def _special_callable(value: Any) -> Variable | None:
         return FoldedCallVariable(value, True)
     if value is graph_break:
         return GraphBreakVariable()
+    if is_disallowed_in_graph(value):
+        return DisallowedCallVariable(value)
     if is_allowed_in_graph(value):
         return TorchOpVariable(value)
     original = getattr(value, "__stenograph_original__", None)

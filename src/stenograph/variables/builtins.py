@@ -8,6 +8,7 @@ their name so the user sees exactly what stopped capture.
 from __future__ import annotations
 
 import abc
+import builtins
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ import torch
 from ..errors import BreakKind, Unsupported
 from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
+from .class_statements import build_class
 from .containers import (
     DictVariable,
     IteratorVariable,
@@ -29,8 +31,9 @@ from .containers import (
     iterate,
     sort_items,
 )
-from .exceptions import raise_new, raise_python_error
+from .exceptions import raise_python_error
 from .functions import NestedFunctionVariable, TorchOpVariable, UserFunctionVariable, UserMethodVariable
+from .generators import stop_iteration
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 from .trace_rules import BUILTIN_PURE, BUILTIN_REFUSED
@@ -62,6 +65,7 @@ _KEYWORDS: dict[Any, frozenset[str]] = {
     sorted: frozenset({"key", "reverse"}),
     int: frozenset({"base"}),
     str: frozenset({"object", "encoding", "errors"}),
+    builtins.__build_class__: frozenset({"metaclass"}),
 }
 # (fewest, most) positional arguments the handled builtins model
 _ARITY: dict[Any, tuple[int, int]] = {
@@ -215,6 +219,11 @@ def _exception_text(frame: Frame, fn: Any, obj: Variable, real: BaseException) -
         raise Unsupported(f"{fn.__name__}() of {obj.describe()}, whose class computes its own text")
     obj.getattr(frame, "args").as_constant()  # guards each argument's value
     return constant(fn(real))
+
+
+@_handler(builtins.__build_class__)
+def _build_class(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return build_class(frame, args, kwargs)
 
 
 @_handler(len)
@@ -372,8 +381,7 @@ def _next(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
     if item is None:
         if len(args) > 1:
             return args[1]
-
-        raise raise_new(frame, StopIteration)
+        raise stop_iteration(frame, it)
     return item
 
 

@@ -15,7 +15,7 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, ClassSource, GlobalSource, ModuleMemberSource, WeakrefTargetSource
-from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
+from ..module_hooks import HOOK_TABLES, global_hook_ids, has_backward_hooks, has_global_hooks, has_module_hooks
 from .base import ConstantVariable, Variable, constant
 from .class_lookup import MISSING, class_attribute
 from .trace_rules import is_literal, is_trusted_module
@@ -242,7 +242,7 @@ class NNModuleVariable(UserObjectVariable):
         if isinstance(cls_attr, property):
             return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
         if name in module.__dict__:
-            return wrap(frame, module.__dict__[name], AttrSource(self.source, name))
+            return wrap(frame, module.__dict__[name], AttrSource(self.source, name), module_attribute=True)
         for table in ("_parameters", "_buffers", "_modules"):
             members = module.__dict__.get(table)
             if members is not None and name in members:
@@ -262,16 +262,29 @@ class NNModuleVariable(UserObjectVariable):
             return resolved
         raise self._missing(frame, name)
 
-    def _guard_no_hooks(self, frame: Frame) -> None:
+    def _forward_hooks(self, frame: Frame) -> bool:
+        """Whether calling the module runs forward (pre-)hooks, its own or global ones. Either
+        answer is guarded: the module's hook tables by their keys (handle ids are never reused,
+        so adding or removing a hook recompiles), the global tables by their ids."""
         module = self.value_object
-        for table in HOOK_TABLES:
-            if getattr(module, table, None):
-                raise Unsupported(
-                    f"{self.describe()} has {table.strip('_').replace('_', ' ')}",
-                    hint="module hooks are not traced yet",
-                )
-            assert self.source is not None
-            frame.output.guards.falsy(AttrSource(self.source, table), "no module hooks")
+        if has_backward_hooks(module):
+            raise Unsupported(f"{self.describe()} has full backward hooks", hint="they run eagerly at a graph break")
+        guards = frame.output.guards
+        if has_global_hooks():
+            ids = global_hook_ids()
+            guards.state_query(global_hook_ids, "global_hook_ids", ids)
+            if ids[3] or ids[4]:
+                raise Unsupported("global nn.Module backward hooks are registered")
+        else:
+            guards.state_query(has_global_hooks, "has_global_hooks", False)
+        if self.source is not None:
+            for table in HOOK_TABLES:
+                hooks = getattr(module, table)
+                if hooks:
+                    guards.dict_keys_match(AttrSource(self.source, table), hooks)
+                else:
+                    guards.falsy(AttrSource(self.source, table), "no module hooks")
+        return has_module_hooks(module) or has_global_hooks()
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         custom_call = class_attribute(type(self.value_object), "__call__")
@@ -280,11 +293,10 @@ class NNModuleVariable(UserObjectVariable):
             if not isinstance(custom_call, types.FunctionType):
                 raise Unsupported(f"{self.describe()} has a __call__ stenograph cannot read")
             return frame.inline_call(custom_call, [self, *args], kwargs, closure=None)
-        if self.source is not None:  # (a module made while tracing has none)
-            self._guard_no_hooks(frame)
-        if has_global_forward_hooks():
-            raise Unsupported("global nn.Module forward hooks are registered")
-        frame.output.guards.state_query(has_global_forward_hooks, "has_global_forward_hooks", False)
+        if self._forward_hooks(frame):
+            # nn.Module's own call path, inlined: it runs the hooks in its order, with its
+            # handling of what they return, as torch.compile inlines it
+            return frame.inline_call(torch.nn.Module._call_impl, [self, *args], kwargs, closure=None)
         forward = self.getattr(frame, "forward")
         return forward.call(frame, args, kwargs)
 
