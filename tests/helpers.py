@@ -7,6 +7,7 @@ pyproject.toml). Folder-specific helpers stay in each folder's `_support.py`.
 
 from __future__ import annotations
 
+import collections
 import enum
 import functools
 import inspect
@@ -42,12 +43,16 @@ def assert_same(
         assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
         if strides:
             assert actual.stride() == expected.stride(), f"{path}: strides {actual.stride()} != {expected.stride()}"
-    elif isinstance(expected, (tuple, list)):
+    elif isinstance(expected, (tuple, list, collections.deque)):
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
+        if isinstance(expected, collections.deque):
+            assert actual.maxlen == expected.maxlen, f"{path}: maxlen {actual.maxlen} != {expected.maxlen}"
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_same(a, e, f"{path}[{i}]", by_state=by_state, strides=strides)
     elif isinstance(expected, dict):
         assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
+        if isinstance(expected, collections.defaultdict):
+            assert actual.default_factory is expected.default_factory, f"{path}: default_factory differs"
         for key in expected:
             assert_same(actual[key], expected[key], f"{path}[{key!r}]", by_state=by_state, strides=strides)
         if by_state and hasattr(expected, "__dict__"):

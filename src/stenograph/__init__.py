@@ -1,19 +1,24 @@
 """stenograph: a just-in-time graph capturer for PyTorch (public API only)."""
 
-from . import config, errors, testing
+from . import compiler, config, errors, testing
 from .api import (
     OptimizedModule,
     allow_in_graph,
+    assume_constant_result,
     compile,
     disable,
+    disallow_in_graph,
     graph_break,
     is_compiling,
     optimize,
     reset,
+    run,
+    skip,
 )
 from .backends.registry import list_backends, lookup_backend, register_backend
 from .entry import StenographWarning
 from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
+from .export import ExportGuards, ExportResult, export
 from .observability import logs, structured_trace
 from .observability.explain import ExplainOutput, explain
 from .observability.inspection import inspect
@@ -28,12 +33,18 @@ __all__ = [
     "Unsupported",
     "ConstraintViolation",
     "allow_in_graph",
+    "assume_constant_result",
     "compile",
+    "compiler",
     "config",
     "disable",
+    "disallow_in_graph",
     "errors",
     "explain",
     "ExplainOutput",
+    "export",
+    "ExportGuards",
+    "ExportResult",
     "graph_break",
     "inspect",
     "is_compiling",
@@ -45,7 +56,9 @@ __all__ = [
     "optimize",
     "register_backend",
     "reset",
+    "run",
     "set_logs",
+    "skip",
     "testing",
 ]
 

@@ -1,4 +1,4 @@
-"""The public API: compile(), optimize(), OptimizedModule, disable(), reset(), ...
+"""The public API: compile(), optimize(), OptimizedModule, disable(), run(), reset(), ...
 
 Names and signatures mirror `torch.compile` / `torch._dynamo`, so `import stenograph as dynamo`
 reads naturally.
@@ -6,10 +6,13 @@ reads naturally.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
+import pickle
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -17,9 +20,18 @@ from . import entry, process_state
 from .backends.call_marks import marking_calls, wants_call_marks
 from .backends.registry import resolve_backend
 from .errors import StenographError
-from .marks import allow_in_graph, graph_break, is_compiling, mark_disabled
+from .marks import (
+    allow_in_graph,
+    assume_constant_result,
+    disallow,
+    graph_break,
+    is_allowed_in_graph,
+    is_compiling,
+    mark_disabled,
+)
 from .module_hooks import has_module_hooks
 from .variables.class_lookup import class_attribute
+from .variables.trace_rules import is_graph_op, is_tensor_method
 
 
 def _resolve_backend(backend: Any, mode: str | None, options: dict | None) -> tuple[Any, str]:
@@ -47,11 +59,13 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if not isinstance(fullgraph, bool):
         raise TypeError(f"stenograph.compile(fullgraph=...) takes a bool, not {fullgraph!r}")
     compiler, name = _resolve_backend(backend, mode, options)
+    # what a pickled OptimizedModule needs to compile itself again after loading
+    spec = _CompileSpec(backend, mode, options, fullgraph, dynamic)
 
     def decorate(target: Any) -> Any:
         if disable:
             return target
-        return _compile_target(target, compiler, name, fullgraph, dynamic)
+        return _compile_target(target, compiler, name, fullgraph, dynamic, spec)
 
     if model is None:
         return decorate
@@ -65,11 +79,23 @@ def optimize(backend: Any = "inductor", *, nopython: bool = False, dynamic: bool
     return compile(backend=backend, fullgraph=nopython, dynamic=dynamic)
 
 
-def _compile_target(target: Any, compiler: Any, name: str, fullgraph: bool, dynamic: bool | None) -> Any:
+class _CompileSpec(NamedTuple):
+    """compile()'s arguments as the user gave them (a backend by name or object, not resolved)."""
+
+    backend: Any
+    mode: str | None
+    options: dict | None
+    fullgraph: bool
+    dynamic: bool | None
+
+
+def _compile_target(
+    target: Any, compiler: Any, name: str, fullgraph: bool, dynamic: bool | None, spec: _CompileSpec | None = None
+) -> Any:
     if isinstance(target, OptimizedModule):
         target = target._orig_mod
     if isinstance(target, torch.nn.Module):
-        return OptimizedModule(target, compiler, name, fullgraph, dynamic)
+        return OptimizedModule(target, compiler, name, fullgraph, dynamic, spec=spec)
     original = getattr(target, "__stenograph_original__", None)
     if original is not None:
         target = original
@@ -140,11 +166,19 @@ class OptimizedModule(torch.nn.Module):
     """
 
     def __init__(
-        self, mod: torch.nn.Module, compiler: Any, backend_name: str, fullgraph: bool, dynamic: bool | None = None
+        self,
+        mod: torch.nn.Module,
+        compiler: Any,
+        backend_name: str,
+        fullgraph: bool,
+        dynamic: bool | None = None,
+        *,
+        spec: _CompileSpec | None = None,
     ) -> None:
         super().__init__()
         del self.__dict__["training"]  # read through to the original module
         object.__setattr__(self, "_orig_mod", mod)
+        object.__setattr__(self, "_compile_spec", spec)
         forward = type(mod).forward
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"{type(mod).__qualname__}.forward is not a Python function")
@@ -191,6 +225,29 @@ class OptimizedModule(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"OptimizedModule({self._orig_mod!r})"
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        """Pickled as the original module and compile()'s arguments: loading compiles it again
+        (lazily, on its first call), as torch.compile's modules do. Compiled code is not saved."""
+        spec = self.__dict__["_compile_spec"]
+        if spec is None:
+            raise pickle.PicklingError(
+                "this OptimizedModule was not made by stenograph.compile(); pickle its _orig_mod instead"
+            )
+        return (_compile_again, (self._orig_mod, *spec))
+
+    def __deepcopy__(self, memo: dict) -> OptimizedModule:
+        """A compiled deep copy of the original module, with the same backend object (a counting
+        backend keeps counting); compiled code is not copied."""
+        reduced = self.__reduce__()[1]
+        return _compile_again(copy.deepcopy(reduced[0], memo), *reduced[1:])
+
+
+def _compile_again(
+    mod: torch.nn.Module, backend: Any, mode: str | None, options: dict | None, fullgraph: bool, dynamic: bool | None
+) -> OptimizedModule:
+    """Unpickling an OptimizedModule: compile the loaded module with the arguments it had."""
+    return compile(mod, backend=backend, mode=mode, options=options, fullgraph=fullgraph, dynamic=dynamic)
 
 
 def _delegate(name: str) -> Callable:
@@ -249,6 +306,61 @@ def disable(fn: Callable | None = None, recursive: bool = True) -> Callable:
     return eager
 
 
+# torch._dynamo.skip's name for it
+skip = disable
+
+
+def disallow_in_graph(fn: Any) -> Any:
+    """Make every call of `fn` a graph break (it runs eagerly between graphs), as
+    `torch._dynamo.disallow_in_graph` does. `fn` must be something stenograph records as a graph
+    op (a torch function such as `torch.sub`, or one marked `allow_in_graph`); a Python function
+    is traced into instead, and `disable` is what keeps it out of graphs. Survives `reset()`;
+    `allow_in_graph(fn)` undoes it. A list or tuple marks each item."""
+    if isinstance(fn, (list, tuple)):
+        return [disallow_in_graph(f) for f in fn]
+    if not callable(fn):
+        raise TypeError(f"stenograph.disallow_in_graph() needs a callable, got {type(fn).__qualname__}")
+    if not (is_graph_op(fn) or is_tensor_method(fn) or is_allowed_in_graph(fn)):
+        raise TypeError(
+            f"stenograph.disallow_in_graph() takes a function recorded as a graph op (torch.* functions, "
+            f"or ones marked allow_in_graph); {getattr(fn, '__qualname__', fn)!r} is traced into instead: "
+            "use stenograph.disable() to run it eagerly"
+        )
+    disallow(fn)
+    return fn
+
+
+class _RunOnly(contextlib.ContextDecorator):
+    """`run()` as a context manager or decorator: no compiles inside it."""
+
+    def __enter__(self) -> _RunOnly:
+        self._block = entry.run_only()
+        self._block.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._block.__exit__(*exc)
+
+
+def run(fn: Callable | None = None) -> Any:
+    """Run compiled code already cached and never compile (`torch._dynamo.run`): a call that no
+    cached entry accepts runs eagerly, and nothing is added to any cache. `run(compiled_fn)`
+    returns such a function; `run()` is a context manager and decorator applying it to every
+    compiled function called inside (resume functions included)."""
+    if fn is None:
+        return _RunOnly()
+    if not callable(fn):
+        raise TypeError(f"stenograph.run() needs a callable, got {type(fn).__qualname__}")
+
+    def running(*args: Any, **kwargs: Any) -> Any:
+        with entry.run_only():
+            return fn(*args, **kwargs)
+
+    if not isinstance(fn, torch.nn.Module):
+        functools.update_wrapper(running, fn)
+    return running
+
+
 def reset() -> None:
     """Forget every compiled entry of every function (the next calls compile again), and all
     other process state registered in `process_state` (resume functions, module callers, event
@@ -260,10 +372,14 @@ __all__ = [
     "OptimizedModule",
     "StenographError",
     "allow_in_graph",
+    "assume_constant_result",
     "compile",
     "disable",
+    "disallow_in_graph",
     "graph_break",
     "is_compiling",
     "optimize",
     "reset",
+    "run",
+    "skip",
 ]

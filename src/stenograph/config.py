@@ -25,6 +25,10 @@ _DEFAULTS: dict[str, Any] = {
     "assume_static_by_default": True,
     # a size or int that changes between calls becomes symbolic on recompile
     "automatic_dynamic_shapes": True,
+    # ints / floats are always constants (one compile per value), never symbolic: off by default,
+    # as torch.compile's settings of the same names, so a number that changes goes dynamic
+    "specialize_int": False,
+    "specialize_float": False,
     # mutations of Python objects made while tracing are replayed after the graph runs
     "replay_side_effects": True,
     # an internal failure while compiling a frame runs it eagerly instead of raising
@@ -48,7 +52,12 @@ _ALIASES = {"cache_size_limit": "recompile_limit"}
 
 
 class _Config(types.ModuleType):
-    """Module subclass so `config.x = v` is validated while `import config` keeps working."""
+    """Module subclass so `config.x = v` is validated while `import config` keeps working.
+
+    Each setting (and each alias) is an entry of the module's `__dict__`, as in a plain module:
+    reads cost one attribute lookup, `dir(config)` lists them, and `unittest.mock.patch.object`
+    finds them there and restores them by assignment (it deletes what it found elsewhere).
+    """
 
     def _canonical(self, name: str) -> str:
         name = _ALIASES.get(name, name)
@@ -58,9 +67,10 @@ class _Config(types.ModuleType):
         return name
 
     def __getattr__(self, name: str) -> Any:
+        # reached only for names missing from `__dict__`: never a setting
         if name.startswith("__"):
             raise AttributeError(name)
-        return self.__dict__["_values"][self._canonical(name)]
+        return self.__dict__[self._canonical(name)]
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_") and name not in _ALIASES:
@@ -74,7 +84,7 @@ class _Config(types.ModuleType):
             )
         if expected is int and value < 0:
             raise InvalidConfig(f"stenograph.config.{name} must be >= 0, got {value}")
-        self.__dict__["_values"][key] = value
+        self._store(key, value)
 
     def __delattr__(self, name: str) -> None:
         """`del config.x` restores the default (pytest's monkeypatch undoes a patch this way)."""
@@ -82,7 +92,17 @@ class _Config(types.ModuleType):
             super().__delattr__(name)
             return
         key = self._canonical(name)
-        self.__dict__["_values"][key] = _DEFAULTS[key]
+        self._store(key, _DEFAULTS[key])
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(_DEFAULTS) | set(_ALIASES) | {"patch", "to_dict"})
+
+    def _store(self, key: str, value: Any) -> None:
+        """Set a setting and the aliases that name it."""
+        self.__dict__[key] = value
+        for alias, target in _ALIASES.items():
+            if target == key:
+                self.__dict__[alias] = value
 
     def patch(self, **changes: Any) -> contextlib.AbstractContextManager:
         """Change settings for a `with` block or a decorated function, then restore them."""
@@ -91,7 +111,8 @@ class _Config(types.ModuleType):
         return _Patch(self, changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__["_values"])
+        """The current value of every setting (aliases not repeated)."""
+        return {key: self.__dict__[key] for key in _DEFAULTS}
 
 
 class _Patch(contextlib.ContextDecorator):
@@ -107,11 +128,13 @@ class _Patch(contextlib.ContextDecorator):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._cfg.__dict__["_values"] = self._saved.pop()
+        for key, value in self._saved.pop().items():
+            self._cfg._store(key, value)
 
 
 _module = sys.modules[__name__]
 _config = _Config(__name__, __doc__)
 _config.__dict__.update({k: v for k, v in _module.__dict__.items() if k in ("__file__", "__spec__", "__loader__")})
-_config.__dict__["_values"] = dict(_DEFAULTS)
+for _key, _value in _DEFAULTS.items():
+    _config._store(_key, _value)
 sys.modules[__name__] = _config

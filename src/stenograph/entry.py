@@ -7,16 +7,18 @@ guard function with the caller's own arguments, then one call of its transformed
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import types
 import warnings
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from . import config, events, process_state, torch_state
-from .compiler import CacheEntry, accepts, compile_frame, frame_label
 from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
+from .frame_compiler import CacheEntry, accepts, compile_frame, frame_label
 from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
@@ -82,7 +84,7 @@ class FrameCache:
         for entry in self.entries:
             if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
                 return entry.fn, full
-        if self.eager_reason is not None:
+        if self.eager_reason is not None or _run_only.active:
             return fn, args
         # a miss deep in a recursion: the tracer and the backend get frames beyond the limit
         headroom = compile_headroom()
@@ -162,6 +164,26 @@ class FrameCache:
         warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=6)
 
 
+class _RunOnlyState(threading.local):
+    active = False
+
+
+# per thread, as torch.compile's frame callback is: `stenograph.run` in one thread does not stop
+# another from compiling
+_run_only = _RunOnlyState()
+
+
+@contextlib.contextmanager
+def run_only() -> Iterator[None]:
+    """Within the block, misses run eagerly instead of compiling; cached entries still run."""
+    previous = _run_only.active
+    _run_only.active = True
+    try:
+        yield
+    finally:
+        _run_only.active = previous
+
+
 def _out_of_depth(error: BaseException) -> bool:
     """Whether `error` is, or was caused by, a RecursionError (the tracer's wrappers of internal
     failures, `Unsupported` and `BackendCompilerFailed`, keep the original as cause)."""
@@ -228,10 +250,24 @@ def all_caches() -> list[FrameCache]:
 def reset_caches() -> None:
     with compile_lock:
         for cache in list(_caches.values()):
-            cache.clear()
-            for fn in list(cache.owners):  # a wrapper still alive keeps its cache; fn no longer
-                fn.__dict__[_OWNED] = [c for c in fn.__dict__.get(_OWNED, ()) if c is not cache]
+            _forget(cache)
         _caches.clear()
+
+
+def forget_backend(backend: Any) -> None:
+    """Drop every cache compiled for `backend` (a throwaway compilation, as `export` makes to
+    list graph breaks), so the functions it compiled no longer hold it."""
+    with compile_lock:
+        for key, cache in list(_caches.items()):
+            if cache.backend is backend:
+                _forget(cache)
+                del _caches[key]
+
+
+def _forget(cache: FrameCache) -> None:
+    cache.clear()
+    for fn in list(cache.owners):  # a wrapper still alive keeps its cache; fn no longer
+        fn.__dict__[_OWNED] = [c for c in fn.__dict__.get(_OWNED, ()) if c is not cache]
 
 
 process_state.register("entry.caches", reset_caches, lambda: len(_caches))

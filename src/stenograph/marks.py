@@ -1,9 +1,9 @@
 """Marks the user puts on functions, read by the trackers: `disable`, `allow_in_graph`,
-`graph_break` and `is_compiling`.
+`disallow_in_graph`, `assume_constant_result`, `graph_break` and `is_compiling`.
 
 A leaf module: `api` sets the marks and re-exports these functions; the tracing layer reads them
-here, so it never imports `api`. The allow-in-graph set is a user decision, like `config`, and
-survives `reset()` (which `explain()` calls).
+here, so it never imports `api`. The allow- and disallow-in-graph sets are user decisions, like
+`config`, and survive `reset()` (which `explain()` calls), as torch's do.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 DISABLED_ATTR = "__stenograph_disabled__"
+CONSTANT_RESULT_ATTR = "__stenograph_constant_result__"
 
 _allowed_in_graph: set[Callable] = set()
+_disallowed_in_graph: set[Callable] = set()
 
 
 def mark_disabled(fn: Callable) -> None:
@@ -31,6 +33,7 @@ def allow_in_graph(fn: Callable) -> Callable:
     """
     if not callable(fn):
         raise TypeError(f"allow_in_graph() needs a callable, got {type(fn).__qualname__}")
+    _disallowed_in_graph.discard(fn)
     _allowed_in_graph.add(fn)
     return fn
 
@@ -40,6 +43,42 @@ def is_allowed_in_graph(fn: Any) -> bool:
         return fn in _allowed_in_graph
     except TypeError:
         return False
+
+
+def disallow(fn: Callable) -> None:
+    """Calls of `fn` break the graph (`api.disallow_in_graph` checks that `fn` is a graph op)."""
+    _allowed_in_graph.discard(fn)
+    _disallowed_in_graph.add(fn)
+
+
+def is_disallowed_in_graph(fn: Any) -> bool:
+    try:
+        return fn in _disallowed_in_graph
+    except TypeError:
+        return False
+
+
+def assume_constant_result(fn: Callable) -> Callable:
+    """Call `fn` once while tracing and use its result as a constant of the graph.
+
+    Nothing about the result is guarded (as with torch's): a later call that would return
+    something else still gets the value seen while tracing, until the function recompiles for
+    another reason or `reset()`. Arguments must be constants (or objects read from the frame,
+    guarded by identity); the result must be a Python constant (numbers, strings, bools, None,
+    dtypes, devices and tuples of them).
+    """
+    if isinstance(fn, type) or not callable(fn):
+        raise TypeError(f"assume_constant_result() needs a function, got {type(fn).__qualname__}")
+    target = getattr(fn, "__func__", fn)  # a bound method: mark its function
+    try:
+        setattr(target, CONSTANT_RESULT_ATTR, True)
+    except AttributeError:
+        raise TypeError(f"assume_constant_result() needs a Python function; {fn!r} takes no attributes") from None
+    return fn
+
+
+def is_constant_result(fn: Any) -> bool:
+    return getattr(fn, CONSTANT_RESULT_ATTR, False) is True
 
 
 def graph_break() -> None:

@@ -13,6 +13,38 @@ def has_module_hooks(module: torch.nn.Module) -> bool:
     return any(getattr(module, table, None) for table in HOOK_TABLES)
 
 
+def has_backward_hooks(module: torch.nn.Module) -> bool:
+    """Full backward hooks, which wrap a module call in autograd nodes of their own."""
+    return bool(module._backward_hooks or module._backward_pre_hooks)
+
+
+def global_hook_ids() -> tuple[tuple[int, ...], ...]:
+    """Which global module hooks are registered (handle ids are never reused, so the same ids
+    mean the same hooks): guarded by every trace that runs them or relies on there being none."""
+    hooks = torch.nn.modules.module
+    return tuple(
+        tuple(table)
+        for table in (
+            hooks._global_forward_pre_hooks,
+            hooks._global_forward_hooks,
+            hooks._global_forward_hooks_with_kwargs,
+            hooks._global_backward_pre_hooks,
+            hooks._global_backward_hooks,
+        )
+    )
+
+
+def has_global_hooks() -> bool:
+    """Any global module hook (the answer every trace without them is guarded on)."""
+    hooks = torch.nn.modules.module
+    return bool(
+        hooks._global_forward_pre_hooks
+        or hooks._global_forward_hooks
+        or hooks._global_backward_pre_hooks
+        or hooks._global_backward_hooks
+    )
+
+
 def has_global_forward_hooks() -> bool:
     """Hooks registered for every module (`register_module_forward_hook` and friends)."""
     hooks = torch.nn.modules.module

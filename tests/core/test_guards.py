@@ -61,7 +61,8 @@ class _Scaled(nn.Module):
 
 
 def test_module_attribute_change(cnt):
-    """A plain module attribute read in forward (self.scale 2.0 -> 3.0) is followed."""
+    """A plain module attribute read in forward (self.scale 2.0 -> 3.0) is followed: the float
+    goes dynamic after its first change, so a third value reuses that graph (torch.compile: 2)."""
     model = _Scaled()
     compiled = stenograph.compile(model, backend=cnt)
     x = torch.randn(4)
@@ -71,7 +72,7 @@ def test_module_attribute_change(cnt):
     compiled.scale = 4.0  # set through the wrapper: reaches the original module
     assert model.scale == 4.0
     assert_same(compiled(x), x * 4.0)
-    assert cnt.frame_count == 3
+    assert cnt.frame_count == 2
 
 
 class _Dropper(nn.Module):

@@ -13,7 +13,9 @@ block and raises, the handler's resume function continues with the exception, as
 from __future__ import annotations
 
 import dis
+import functools
 import types
+import warnings
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +44,7 @@ from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, 
 from ..variables.symbolic import SymNodeVariable
 from ..variables.trace_rules import is_untraced_library
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
+from .eager_warnings import warn_at
 from .resume import Origin, resume_function
 from .runtime import Runtime
 
@@ -260,6 +263,10 @@ class BreakWriter:
                 f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False, {self.dynamic_setting},"
                 " nested=True)"
             )
+        if callee is warnings.warn:
+            line = self.inst.positions.lineno if self.inst.positions is not None else self.frame.line
+            where = (self.frame.code.co_filename, line, self.frame.f_globals)
+            return self.writer.bind(functools.partial(warn_at, *where), "warn")
         if isinstance(var, BuiltinVariable) and var.fn is globals:
             return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"
         if isinstance(var, BuiltinVariable) and var.fn in (locals, vars):

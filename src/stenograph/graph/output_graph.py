@@ -50,11 +50,39 @@ class GraphInput:
     version: int = 0  # the fake tensor's version counter when created (in-place changes bump it)
 
 
+class ActiveFrame:
+    """The innermost frame being traced, set by `Frame.run` (held apart from `OutputGraph`, so a
+    graph that keeps it keeps no trace state alive once tracing ends)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self) -> None:
+        self.frame: Any = None
+
+
+class TracedGraph(torch.fx.Graph):
+    """An FX graph whose nodes record the user stack that made them, as torch.compile's do:
+    `meta["stack_trace"]` in Python's traceback format, outermost call first, so
+    `print_readable()`, AOTAutograd and Inductor point back at the user's source."""
+
+    def __init__(self, active: ActiveFrame) -> None:
+        super().__init__()
+        self.active = active
+
+    def create_node(self, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        node = super().create_node(*args, **kwargs)
+        frame = self.active.frame
+        if frame is not None:
+            node.meta["stack_trace"] = frame.stack_trace()
+        return node
+
+
 class OutputGraph:
     """Accumulates one graph, its inputs and guards while a frame is traced."""
 
     def __init__(self, policy: DynamicPolicy | None = None) -> None:
-        self.graph = torch.fx.Graph()
+        self.active = ActiveFrame()
+        self.graph = TracedGraph(self.active)
         self.fake_mode = new_fake_mode()
         self.policy = policy
         self.guards = GuardSet()
@@ -73,6 +101,10 @@ class OutputGraph:
         # real contexts (inference mode, autocast) entered by the trace and not yet exited
         self.open_contexts: list[Any] = []
         self.initial_grad_mode = torch.is_grad_enabled()
+        # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
+        self.submodules: dict[str, torch.fx.GraphModule] = {}
+        # set while a body graph is traced (a torch.cond branch): why no input may be added now
+        self.inputs_closed: str | None = None
         self.guards.global_state()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -152,6 +184,8 @@ class OutputGraph:
         return var
 
     def _placeholder(self, source: Source, fake: Any, example: Any) -> torch.fx.Node:
+        if self.inputs_closed is not None:
+            raise Unsupported(f"{self.inputs_closed} reads {source.name()}")
         name = self._unique(_placeholder_name(source))
         last = self.inputs[-1].node if self.inputs else None
         if last is None:
@@ -204,6 +238,12 @@ class OutputGraph:
             i += 1
         self._names.add(candidate)
         return candidate
+
+    def add_submodule(self, gm: torch.fx.GraphModule, hint: str) -> torch.fx.Node:
+        """Keep `gm` on the graph's root module; the `get_attr` node that reads it."""
+        name = self._unique(hint)
+        self.submodules[name] = gm
+        return self.graph.get_attr(name)
 
     # -- global state ---------------------------------------------------------------------------
 

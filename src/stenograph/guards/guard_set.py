@@ -280,6 +280,15 @@ class GuardSet:
         text = f"{source.name()}.storage_offset() == {offset}"
         self._add(RANK_SHAPE, source, f"{{v}}.storage_offset() == {offset}", text)
 
+    def mapping_entry(self, source: Source, key: str, value: str | None) -> None:
+        """`source.get(key)` gives `value` (an environment variable read while tracing, None when
+        unset): setting, changing or removing it recompiles."""
+        text = f"{source.name()}.get({key!r}) == {value!r}"
+        if value is None:
+            self._add(RANK_VALUE, source, f"{{v}}.get({key!r}) is None", text)
+        else:
+            self._add(RANK_VALUE, source, f"{{v}}.get({key!r}) == {value!r}", text)
+
     def falsy(self, source: Source, what: str) -> None:
         """The object is empty (e.g. a module's hook dict)."""
         self._add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})")

@@ -23,10 +23,11 @@ class Source:
         """The expression, written out in full (derived sources append `suffix()`)."""
         parent = self.base()
         assert parent is not None, f"{type(self).__name__} must define expr()"
-        return parent.expr(globals_names) + self.suffix()
+        return parent.expr(globals_names) + self.suffix(globals_names)
 
-    def suffix(self) -> str:
-        """For a derived source: the text that reaches it from its parent's value."""
+    def suffix(self, globals_names: GlobalsNamer) -> str:
+        """For a derived source: the text that reaches it from its parent's value (objects it
+        names, such as a class used as a dict key, are bound through `globals_names`)."""
         raise NotImplementedError
 
     def name(self) -> str:
@@ -169,16 +170,21 @@ class AttrSource(Source):
     def base(self) -> Source:
         return self.parent
 
-    def suffix(self) -> str:
+    def suffix(self, globals_names: GlobalsNamer) -> str:
         return f".{self.attr}"
 
     def name(self) -> str:
         return f"{self.parent.name()}.{self.attr}"
 
 
+# keys written into generated code as their repr; others (classes, dtypes) are bound by name
+_WRITTEN_KEYS = (int, str, bytes, float, tuple, frozenset, type(None))
+
+
 @dataclass(frozen=True)
 class ItemSource(Source):
-    """`parent[key]` for a constant key (int or str), e.g. a tuple element or dict value."""
+    """`parent[key]` for a constant key (int or str), e.g. a tuple element or dict value; a key
+    hashed by identity (a class) is bound by name."""
 
     parent: Source
     key: object
@@ -186,8 +192,10 @@ class ItemSource(Source):
     def base(self) -> Source:
         return self.parent
 
-    def suffix(self) -> str:
-        return f"[{self.key!r}]"
+    def suffix(self, globals_names: GlobalsNamer) -> str:
+        if isinstance(self.key, _WRITTEN_KEYS):
+            return f"[{self.key!r}]"
+        return f"[{globals_names.name_for(self.key)}]"
 
     def name(self) -> str:
         return f"{self.parent.name()}[{self.key!r}]"
@@ -208,7 +216,7 @@ class ModuleMemberSource(Source):
     def base(self) -> Source:
         return self.parent
 
-    def suffix(self) -> str:
+    def suffix(self, globals_names: GlobalsNamer) -> str:
         return f".{self.table}[{self.key!r}]"
 
     def name(self) -> str:
@@ -227,7 +235,7 @@ class SourceRenderer:
         parent = source.base()
         if parent is None:
             return source.expr(self.namer)
-        return self._bind(parent, lines) + source.suffix()
+        return self._bind(parent, lines) + source.suffix(self.namer)
 
     def bind(self, source: Source, lines: list[str]) -> str:
         """A local holding `source`'s value (assigned on first use)."""
@@ -254,7 +262,7 @@ class WeakrefTargetSource(Source):
     def base(self) -> Source:
         return self.parent
 
-    def suffix(self) -> str:
+    def suffix(self, globals_names: GlobalsNamer) -> str:
         return "()"
 
     def name(self) -> str:

@@ -9,6 +9,7 @@ that shares this frame's `OutputGraph`, so one graph spans the whole call tree.
 from __future__ import annotations
 
 import linecache
+import traceback
 import types
 from typing import Any
 
@@ -68,6 +69,8 @@ class Frame:
         self.trusted = is_trusted_module(f_globals.get("__name__", ""))
         # the instruction before which to stop (the second trace of a frame with a graph break)
         self.stop_index = stop_index
+        # instruction index -> the user stack there, as FX nodes' `stack_trace` (stack_trace())
+        self._stack_traces: dict[int, str] = {}
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -76,6 +79,9 @@ class Frame:
         handlers = self.handlers
         instructions = self.instructions
         stop = self.stop_index
+        active = self.output.active
+        caller = active.frame  # a generator's frame resumes under whichever frame advanced it
+        active.frame = self
         try:
             while self.return_value is None:
                 if self.ip == stop:
@@ -109,6 +115,8 @@ class Frame:
             if self.parent is None and e.break_index is None:
                 e.break_index = self.ip - 1
             raise
+        finally:
+            active.frame = caller
         if self.parent is None:
             self._refuse_unclosed_generators()
         return self.return_value
@@ -138,6 +146,16 @@ class Frame:
         attrs = exc.value.attrs
         if frame is not None and attrs is not None and frame.handled[-1] is not exc.value:
             attrs.items["__context__"] = frame.handled[-1]
+
+    def stack_trace(self) -> str:
+        """The user stack at the running instruction, outermost call first, in the format of
+        Python's tracebacks (with column markers), as torch.compile writes `stack_trace`."""
+        index = self.ip
+        text = self._stack_traces.get(index)
+        if text is None:
+            outer = self.parent.stack_trace() if self.parent is not None else ""
+            text = self._stack_traces[index] = outer + _frame_line(self.code, self.current)
+        return text
 
     def _annotate(self, e: Unsupported) -> None:
         filename = self.code.co_filename
@@ -291,6 +309,21 @@ class Frame:
                 cells.append(Cell(LazyValue(value, contents), cell))
             self.tracked_cells[id(cell)] = cells[-1]
         return tuple(cells)
+
+
+def _frame_line(code: types.CodeType, inst: Instr | None) -> str:
+    """One traceback entry (`  File "f.py", line 3, in fn` and the source line) for `inst`."""
+    positions = inst.positions if inst is not None else None
+    line = positions.lineno if positions is not None and positions.lineno is not None else code.co_firstlineno
+    summary = traceback.FrameSummary(
+        code.co_filename,
+        line,
+        code.co_name,
+        end_lineno=positions.end_lineno if positions is not None else None,
+        colno=positions.col_offset if positions is not None else None,
+        end_colno=positions.end_col_offset if positions is not None else None,
+    )
+    return "".join(traceback.StackSummary.from_list([summary]).format())
 
 
 def _needs_source(value: Any) -> bool:

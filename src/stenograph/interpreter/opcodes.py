@@ -11,6 +11,7 @@ one row per behaviour. The table for the running interpreter is built once.
 
 from __future__ import annotations
 
+import builtins
 import dis
 import importlib.util
 import operator
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .. import process_state
 from ..bytecode.resume_code import NULL_STACK_ENTRY, VALUE_STACK_ENTRY
 from ..errors import Unsupported
-from ..variables import operators
+from ..variables import operators, patterns
 from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
 from ..variables.builder import wrap
 from ..variables.builtins import BuiltinVariable
@@ -40,7 +41,7 @@ from ..variables.containers import (
 )
 from ..variables.contexts import ContextEnterVariable, GradModeContextVariable
 from ..variables.functions import NestedFunctionVariable
-from ..variables.generators import Yielded
+from ..variables.generators import GeneratorVariable, Yielded, send_into
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from ..variables.user_classes import SuperVariable, UserClassVariable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
@@ -104,6 +105,18 @@ def _performs(template: str, pops: int) -> Rendering:
     def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
         line = template.format(*site.values[len(site.values) - pops :], argval=inst.argval)
         return [line], [(None, site.next_offset, site.rest(pops))]
+
+    return render
+
+
+def _peeks(template: str, reads: int, helper: Callable[..., object] | None = None) -> Rendering:
+    """`___r = <template>` over the top `reads` entries, which stay on the stack below the result;
+    `{fn}` names `helper` in the generated code."""
+
+    def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
+        fn = site.bind(helper, "match") if helper is not None else ""
+        expr = template.format(*site.values[len(site.values) - reads :], fn=fn)
+        return [f"___r = {expr}"], [(None, site.next_offset, [*site.slots, result()])]
 
     return render
 
@@ -1008,7 +1021,11 @@ def _get_iter_eager_315(site: BreakSite, inst: dis.Instruction) -> Rendered:
 
 @op("GET_ITER", min_ver=(3, 15), eager=_get_iter_eager_315)
 def _get_iter_315(frame: Frame, inst: dis.Instruction) -> None:
-    _get_iter(frame, inst)
+    """An argument other than 0 is `yield from`'s form (GET_YIELD_FROM_ITER before 3.15)."""
+    if inst.arg:
+        _get_yield_from_iter(frame, inst)
+    else:
+        _get_iter(frame, inst)
     frame.push(NULL)
 
 
@@ -1164,6 +1181,11 @@ def _with_except_start_314(frame: Frame, inst: dis.Instruction) -> None:
     _call_exit(frame, frame.stack[-5:-3])
 
 
+@op("LOAD_BUILD_CLASS")
+def _load_build_class(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(BuiltinVariable(builtins.__build_class__))  # its call is modelled (class_statements.py)
+
+
 @op("LOAD_ASSERTION_ERROR", max_ver=(3, 13))
 def _load_assertion_error(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(constant(AssertionError))
@@ -1229,8 +1251,92 @@ def _return_generator(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(constant(None))  # the generator already runs lazily: act as its first resume
 
 
+@op("GET_YIELD_FROM_ITER", max_ver=(3, 14))
+def _get_yield_from_iter(frame: Frame, inst: dis.Instruction) -> None:
+    if not isinstance(frame.stack[-1], GeneratorVariable):
+        frame.push(iterate(frame, frame.pop()))
+
+
+@op("SEND", max_ver=(3, 11))
+def _send_311(frame: Frame, inst: dis.Instruction) -> None:
+    """Yielded: the item replaces the sent value. Exhausted: the receiver and the sent value are
+    replaced by the return value, and the loop is left."""
+    item, returned = send_into(frame, frame.stack[-2], frame.pop())
+    if item is None:
+        frame.pop()
+        frame.push(returned)
+        frame.jump_to(inst.argval)
+    else:
+        frame.push(item)
+
+
+def _send(entries: int) -> Handler:
+    """As on 3.11, but an exhausted receiver stays below its return value for END_SEND. The
+    receiver is `entries` entries (1; 2 from 3.15, with its NULL) under the sent value."""
+
+    def send(frame: Frame, inst: dis.Instruction) -> None:
+        item, returned = send_into(frame, frame.stack[-1 - entries], frame.pop())
+        frame.push(returned if item is None else item)
+        if item is None:
+            frame.jump_to(inst.argval)
+
+    return send
+
+
+def _end_send(entries: int) -> Handler:
+    def end_send(frame: Frame, inst: dis.Instruction) -> None:
+        del frame.stack[-1 - entries : -1]
+
+    return end_send
+
+
+op("SEND", min_ver=(3, 12), max_ver=(3, 14))(_send(1))
+op("SEND", min_ver=(3, 15))(_send(2))
+op("END_SEND", min_ver=(3, 12), max_ver=(3, 14))(_end_send(1))
+op("END_SEND", min_ver=(3, 15))(_end_send(2))
+
+
 @op("YIELD_VALUE")
 def _yield_value(frame: Frame, inst: dis.Instruction) -> None:
     value = frame.pop()
     frame.push(constant(None))  # what `next()` sends in when the generator resumes
     raise Yielded(value)
+
+
+# -- structural pattern matching (`match`) ------------------------------------------------------
+
+
+@op("MATCH_MAPPING", eager=_peeks("{fn}(type({0}))", 1, patterns.is_mapping_type))
+def _match_mapping(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant(patterns.is_mapping_type(frame.stack[-1].python_type())))
+
+
+@op("MATCH_SEQUENCE", eager=_peeks("{fn}(type({0}))", 1, patterns.is_sequence_type))
+def _match_sequence(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(constant(patterns.is_sequence_type(frame.stack[-1].python_type())))
+
+
+@op("GET_LEN", eager=_peeks("len({0})", 1))
+def _get_len(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(BuiltinVariable(len).call(frame, [frame.stack[-1]], {}))
+
+
+@op("MATCH_KEYS", eager=_peeks("{fn}({0}, {1})", 2, patterns.eager_match_keys))
+def _match_keys(frame: Frame, inst: dis.Instruction) -> None:
+    frame.push(patterns.match_keys(frame, frame.stack[-2], frame.stack[-1]))
+
+
+def _match_class_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    subject, cls, names = site.values[-3:]
+    fn = site.bind(patterns.eager_match_class, "match")
+    return [f"___r = {fn}({subject}, {cls}, {inst.arg}, {names})"], [
+        (None, site.next_offset, [*site.rest(3), result()])
+    ]
+
+
+@op("MATCH_CLASS", eager=_match_class_eager)
+def _match_class(frame: Frame, inst: dis.Instruction) -> None:
+    names = frame.pop().as_constant()
+    cls = frame.pop()
+    subject = frame.pop()
+    frame.push(patterns.match_class(frame, subject, cls, inst.arg, names))

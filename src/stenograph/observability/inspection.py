@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import entry as entry_module
-from ..compiler import frame_label
+from ..frame_compiler import frame_label
 from ..graph.resume import origin_of
 from .logs import readable_graph
 

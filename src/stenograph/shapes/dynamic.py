@@ -1,9 +1,11 @@
 """Which dimensions and ints are dynamic: `dynamic=`, `mark_dynamic`, automatic dynamic.
 
 Automatic dynamic (`config.automatic_dynamic_shapes`): the first compilation of a frame is
-static; each compilation records, per input source, the sizes and int values it saw. When a
-later compilation sees a different size in some dimension (or a different int), exactly that
-dimension (or int) becomes symbolic from then on, so further values reuse the graph.
+static; each compilation records, per input source, the sizes and int/float values it saw. When
+a later compilation sees a different size in some dimension (or a different number), exactly that
+dimension (or number) becomes symbolic from then on, so further values reuse the graph. Numbers
+are tracked wherever they are read from (arguments, globals, closure cells, object attributes),
+unless `config.specialize_int` / `config.specialize_float` keep them constants.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import torch
 
 from .. import config
-from ..guards.sources import AttrSource, ClassSource, ItemSource, LocalSource, ModuleMemberSource, Source
+from ..guards.sources import ModuleMemberSource, Source
 
 _DYNAMIC_ATTR = "_stenograph_dynamic_dims"
 _MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
@@ -58,17 +60,14 @@ def marked_bounds(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
     return dict(getattr(t, _DYNAMIC_ATTR, None) or {})
 
 
-def may_be_dynamic(source: Source, is_tensor: bool) -> bool:
-    """Parameters and buffers stay static (like torch.compile), and so do ints read from object
-    attributes (configs, `self.heads`): only the frame's own arguments and their items vary,
-    and class attributes (`Registry.count += 1` changes one on every call)."""
+def may_be_dynamic(source: Source, is_tensor: bool, *, module_attribute: bool = False) -> bool:
+    """Parameters and buffers stay static, and so do ints that are attributes of an nn.Module
+    (`self.heads`: torch.compile's `allow_unspec_int_on_nn_module` is off). Other numbers may
+    go dynamic wherever they are read from: arguments, globals, closure cells, attributes of
+    other objects, class attributes (`Registry.count += 1` changes one on every call)."""
     if is_tensor:
         return not (isinstance(source, ModuleMemberSource) and source.table in ("_parameters", "_buffers"))
-    if isinstance(source, AttrSource) and isinstance(source.parent, ClassSource):
-        return True
-    while isinstance(source, ItemSource):
-        source = source.parent
-    return isinstance(source, LocalSource)
+    return not module_attribute
 
 
 class DynamicPolicy:
@@ -111,6 +110,8 @@ class DynamicPolicy:
         """Whether an int or float argument is symbolic in this trace (NaN and infinities never
         are: a shape environment reasons about finite numbers only)."""
         if self.dynamic is False or name in self.specialised:
+            return False
+        if config.specialize_int if type(value) is int else config.specialize_float:
             return False
         if isinstance(value, float) and not math.isfinite(value):
             return False

@@ -18,6 +18,7 @@ import collections
 import enum
 import functools
 import math
+import os
 import sys
 import types
 import weakref
@@ -27,11 +28,12 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ItemSource
-from ..marks import graph_break, is_allowed_in_graph, is_compiling
+from ..marks import graph_break, is_allowed_in_graph, is_compiling, is_disallowed_in_graph
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import library
 from .base import ConstantVariable, GuardedOnUseConstant, Variable, constant
+from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
 from .containers import (
     DictVariable,
     ListVariable,
@@ -41,6 +43,7 @@ from .containers import (
     TupleVariable,
     is_namedtuple_class,
 )
+from .environ import EnvironVariable
 from .frame_objects import (
     GlobalsDictVariable,
     NNModuleVariable,
@@ -50,6 +53,7 @@ from .frame_objects import (
     WeakrefVariable,
 )
 from .functions import (
+    DisallowedCallVariable,
     FoldedCallVariable,
     GraphBreakVariable,
     PartialVariable,
@@ -59,12 +63,15 @@ from .functions import (
     UserFunctionVariable,
     UserMethodVariable,
 )
+from .higher_order import CheckpointVariable, CondVariable
 from .trace_rules import (
     TORCH_CLASSES,
+    is_dict_key_constant,
     is_graph_op,
     is_literal,
     is_tensor_method,
     is_torch_module_class,
+    is_typing_marker,
     is_user_class,
 )
 from .user_classes import UserClassVariable
@@ -74,8 +81,21 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 
-def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
-    """The tracker for `value`, guarded through `source` when there is one."""
+# containers with one tracker per object however many names reach it
+_CONTAINERS = (
+    list,
+    dict,
+    collections.OrderedDict,
+    collections.defaultdict,
+    collections.Counter,
+    collections.deque,
+    set,
+)
+
+
+def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: bool = False) -> Variable:
+    """The tracker for `value`, guarded through `source` when there is one (`module_attribute`:
+    the value is an attribute of an nn.Module, where ints stay constants)."""
     guards = frame.output.guards
     special = _special_callable(value)
     if special is not None:
@@ -100,7 +120,7 @@ def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
         and source is not None
         and policy is not None
         and (type(value) is int or math.isfinite(value) and value != 0.0)
-        and may_be_dynamic(source, is_tensor=False)
+        and may_be_dynamic(source, is_tensor=False, module_attribute=module_attribute and type(value) is int)
         and policy.int_is_dynamic(source.name(), value)
     ):
         guards.type_match(source, value)
@@ -174,7 +194,7 @@ def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
             guards.type_match(source, value)
         items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return NamedTupleVariable(items, type(value), source)
-    if source is not None and type(value) in (list, dict, collections.OrderedDict, set):
+    if source is not None and type(value) in _CONTAINERS:
         known = frame.output.known_container(value, source)
         if known is not None:
             return known
@@ -197,20 +217,41 @@ def wrap(frame: Frame, value: Any, source: Source | None) -> Variable:
         if source is not None:
             guards.globals_match(source, value)
         return GlobalsDictVariable(value, source)
-    if type(value) in (dict, collections.OrderedDict):
+    if type(value) in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
         if source is not None:
             guards.type_match(source, value)
             guards.dict_keys_match(source, value)
-        if not all(is_literal(k) for k in value):
+        if not all(is_dict_key_constant(k) for k in value):
             raise Unsupported("dict with non-constant keys")
         items = {k: wrap(frame, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
-        return frame.output.register_container(value, DictVariable(items, source, python_class=type(value)))
+        if type(value) is collections.defaultdict:
+            factory_source = AttrSource(source, "default_factory") if source is not None else None
+            var: Variable = DefaultDictVariable(items, wrap(frame, value.default_factory, factory_source), source)
+        elif type(value) is collections.Counter:
+            var = CounterVariable(items, source)
+        else:
+            var = DictVariable(items, source, python_class=type(value))
+        return frame.output.register_container(value, var)
+    if type(value) is collections.deque:
+        if source is not None:
+            guards.type_match(source, value)
+            guards.length_match(source, value)
+            wrap(frame, value.maxlen, AttrSource(source, "maxlen")).as_constant()  # guards maxlen's value
+        items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        return frame.output.register_container(value, DequeVariable(items, source, value.maxlen))
+    if type(value) is os._Environ and source is not None:
+        guards.id_match(source, value)
+        return EnvironVariable(value, source)
     if isinstance(value, torch.autograd.graph.Node):
         # a tensor's grad_fn, read eagerly at a graph break and handed to the resume function:
         # opaque, compared by identity, guarded on its class (None or another node recompiles)
         if source is not None:
             guards.type_match(source, value)
         return UserObjectVariable(value, source)
+    if is_typing_marker(value):
+        if source is not None:
+            guards.id_match(source, value)
+        return ConstantVariable(value, source)
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
         raise Unsupported(
             f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "
@@ -253,6 +294,12 @@ def _special_callable(value: Any) -> Variable | None:
         return FoldedCallVariable(value, True)
     if value is graph_break:
         return GraphBreakVariable()
+    if value is torch.cond:
+        return CondVariable()
+    if value is torch.utils.checkpoint.checkpoint:
+        return CheckpointVariable()
+    if is_disallowed_in_graph(value):
+        return DisallowedCallVariable(value)
     if is_allowed_in_graph(value):
         return TorchOpVariable(value)
     original = getattr(value, "__stenograph_original__", None)

@@ -8,6 +8,7 @@ their name so the user sees exactly what stopped capture.
 from __future__ import annotations
 
 import abc
+import builtins
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ import torch
 from ..errors import BreakKind, Unsupported
 from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
+from .class_statements import build_class
 from .containers import (
     DictVariable,
     IteratorVariable,
@@ -29,8 +31,9 @@ from .containers import (
     iterate,
     sort_items,
 )
-from .exceptions import raise_new, raise_python_error
+from .exceptions import raise_python_error
 from .functions import NestedFunctionVariable, TorchOpVariable, UserFunctionVariable, UserMethodVariable
+from .generators import stop_iteration
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 from .trace_rules import BUILTIN_PURE, BUILTIN_REFUSED
@@ -62,6 +65,7 @@ _KEYWORDS: dict[Any, frozenset[str]] = {
     sorted: frozenset({"key", "reverse"}),
     int: frozenset({"base"}),
     str: frozenset({"object", "encoding", "errors"}),
+    builtins.__build_class__: frozenset({"metaclass"}),
 }
 # (fewest, most) positional arguments the handled builtins model
 _ARITY: dict[Any, tuple[int, int]] = {
@@ -87,6 +91,7 @@ _ARITY: dict[Any, tuple[int, int]] = {
     all: (1, 1),
     any: (1, 1),
     callable: (1, 1),
+    id: (1, 1),
     dict: (0, 1),
 }
 
@@ -216,6 +221,11 @@ def _exception_text(frame: Frame, fn: Any, obj: Variable, real: BaseException) -
     return constant(fn(real))
 
 
+@_handler(builtins.__build_class__)
+def _build_class(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return build_class(frame, args, kwargs)
+
+
 @_handler(len)
 def _len(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if args[0].is_constant() and not isinstance(args[0], SequenceVariable):
@@ -249,6 +259,28 @@ def _type(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
     if len(args) != 1:
         raise Unsupported("type() with three arguments creates a class")
     return class_variable(args[0].python_type())
+
+
+class TraceIdVariable(ConstantVariable):
+    """`id()` of an object made while tracing: a number unique to it within the trace, good for
+    memo tables and comparisons; its real id differs on every call, so it may not leave the frame."""
+
+    def reconstruct(self, codegen: Any) -> str:
+        raise Unsupported("the id() of an object made while tracing leaves the frame (it differs on every call)")
+
+
+@_handler(id)
+def _id(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """The real id of an object read from the frame, guarded to stay that object (`copy.deepcopy`
+    keys its memo by `id()`); a trace-local number for one made while tracing."""
+    (obj,) = args
+    target = obj.value_object
+    if obj.source is not None and target is not None and not isinstance(obj, TensorVariable):
+        frame.output.guards.id_match(obj.source, target)
+        return constant(id(target))
+    if obj.made_while_tracing():
+        return TraceIdVariable(id(obj))
+    raise Unsupported(f"id() of {obj.describe()}", kind=BreakKind.UNTRACED_CALL)
 
 
 @_handler(callable)
@@ -349,8 +381,7 @@ def _next(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
     if item is None:
         if len(args) > 1:
             return args[1]
-
-        raise raise_new(frame, StopIteration)
+        raise stop_iteration(frame, it)
     return item
 
 

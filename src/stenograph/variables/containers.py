@@ -351,9 +351,13 @@ class DictVariable(Variable):
     def get_iter(self, frame: Frame) -> Variable:
         return LiveContainerIteratorVariable(self, "keys")
 
+    def _literal(self, codegen: Any) -> str:
+        """The items as a dict display."""
+        return "{" + ", ".join(f"{codegen.constant(k)}: {codegen.expr(v)}" for k, v in self.items.items()) + "}"
+
     def reconstruct(self, codegen: Any) -> str:
         def render() -> str:
-            value = "{" + ", ".join(f"{codegen.constant(k)}: {codegen.expr(v)}" for k, v in self.items.items()) + "}"
+            value = self._literal(codegen)
             if self.python_class is not dict:
                 value = f"{codegen.writer.bind(self.python_class, 'cls')}({value})"
             return value
@@ -373,6 +377,21 @@ class DictVariable(Variable):
     def truth(self, frame: Frame) -> bool:
         return bool(self.items)
 
+    def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
+        """`d | other` (a new dict of the left's class) and `d |= other` (changes `d`). Other
+        in-place operators are refused: folding them on constants would change a copy."""
+        if op is operator.ior and isinstance(other, DictVariable):
+            self.call_method(frame, "update", [other], {})
+            return self
+        # a right operand of a subclass is asked first (its `__ror__`): not modelled here
+        if op is operator.or_ and isinstance(other, DictVariable) and issubclass(self.python_class, other.python_class):
+            result = self.call_method(frame, "copy", [], {})
+            result.call_method(frame, "update", [other], {})
+            return result
+        if op is not plain:
+            raise Unsupported(f"in-place operator {op.__name__} on {self.describe()} and {other.describe()}")
+        return None
+
     def getattr(self, frame: Frame, name: str) -> Variable:
         return _method_of(self, name)
 
@@ -388,8 +407,12 @@ class DictVariable(Variable):
     def getitem(self, frame: Frame, key: Variable) -> Variable:
         k = dict_key(key)
         if k not in self.items:
-            raise raise_new(frame, KeyError, k)
+            return self.missing(frame, key)
         return self.items[k]
+
+    def missing(self, frame: Frame, key: Variable) -> Variable:
+        """`d[key]` of a key not in the dict (`__missing__` of the dict subclasses modelled)."""
+        raise raise_new(frame, KeyError, dict_key(key))
 
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
         if self.source is not None:
@@ -397,7 +420,8 @@ class DictVariable(Variable):
         self.items[dict_key(key)] = value
 
     def delitem(self, frame: Frame, key: Variable) -> None:
-        self.getitem(frame, key)
+        if dict_key(key) not in self.items:
+            raise raise_new(frame, KeyError, dict_key(key))
         if self.source is not None:
             frame.output.side_effects.container_mutated(self)
         del self.items[dict_key(key)]
@@ -437,7 +461,7 @@ class DictVariable(Variable):
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
-                return self.getitem(frame, args[0])
+                raise raise_new(frame, KeyError, k)
             if name == "__delitem__":
                 self.delitem(frame, args[0])
                 return constant(None)
@@ -505,6 +529,10 @@ class IteratorVariable(Variable):
         while (item := self.next(frame)) is not None:
             rest.append(item)
         return rest
+
+    def finished_value(self) -> Variable:
+        """What an exhausted iterator's StopIteration carries as `value` (a generator's return)."""
+        return constant(None)
 
     def iterated(self) -> Variable | None:
         """The mutable container this iterator reads live, if any (a break must not copy it)."""

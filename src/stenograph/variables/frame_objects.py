@@ -15,7 +15,7 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, ClassSource, GlobalSource, ModuleMemberSource, WeakrefTargetSource
-from ..module_hooks import HOOK_TABLES, has_global_forward_hooks
+from ..module_hooks import HOOK_TABLES, global_hook_ids, has_backward_hooks, has_global_hooks, has_module_hooks
 from .base import ConstantVariable, Variable, constant
 from .class_lookup import MISSING, class_attribute
 from .trace_rules import is_literal, is_trusted_module
@@ -71,6 +71,14 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
             f"dynamic attribute access through {type(obj).__qualname__}.__dict__",
             hint="use getattr(obj, name): attribute lookups are traced and guarded",
         )
+    if isinstance(obj, dict) and obj_var.source is not None:
+        # cycle: variables.user_classes imports variables.frame_objects at module level
+        from .user_classes import dict_read_method
+
+        # `output.keys()` of a dict subclass (HuggingFace's ModelOutput): the real contents, guarded
+        method = dict_read_method(obj_var, cls_attr, name)
+        if method is not None:
+            return method
     known = (property, staticmethod, classmethod, types.FunctionType, int, float, str, bool, tuple)
     if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
         raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
@@ -193,8 +201,22 @@ class UserObjectVariable(Variable):
     def length(self, frame: Frame) -> int:
         return self._dunder(frame, "__len__", []).as_constant()
 
+    def _by_index(self, frame: Frame) -> Variable | None:
+        # cycle: variables.sequence_protocol -> variables.user_classes -> variables.frame_objects
+        from .sequence_protocol import getitem_iterator
+
+        self._use()
+        return getitem_iterator(frame, self)
+
     def unpack(self, frame: Frame) -> list[Variable]:
+        by_index = self._by_index(frame)
+        if by_index is not None:
+            return by_index.unpack(frame)
         return self._dunder(frame, "__iter__", []).unpack(frame)
+
+    def get_iter(self, frame: Frame) -> Variable:
+        by_index = self._by_index(frame)
+        return by_index if by_index is not None else super().get_iter(frame)
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         # cycle: variables.user_classes imports variables.frame_objects at module level
@@ -234,7 +256,7 @@ class NNModuleVariable(UserObjectVariable):
         if isinstance(cls_attr, property):
             return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
         if name in module.__dict__:
-            return wrap(frame, module.__dict__[name], AttrSource(self.source, name))
+            return wrap(frame, module.__dict__[name], AttrSource(self.source, name), module_attribute=True)
         for table in ("_parameters", "_buffers", "_modules"):
             members = module.__dict__.get(table)
             if members is not None and name in members:
@@ -254,16 +276,29 @@ class NNModuleVariable(UserObjectVariable):
             return resolved
         raise self._missing(frame, name)
 
-    def _guard_no_hooks(self, frame: Frame) -> None:
+    def _forward_hooks(self, frame: Frame) -> bool:
+        """Whether calling the module runs forward (pre-)hooks, its own or global ones. Either
+        answer is guarded: the module's hook tables by their keys (handle ids are never reused,
+        so adding or removing a hook recompiles), the global tables by their ids."""
         module = self.value_object
-        for table in HOOK_TABLES:
-            if getattr(module, table, None):
-                raise Unsupported(
-                    f"{self.describe()} has {table.strip('_').replace('_', ' ')}",
-                    hint="module hooks are not traced yet",
-                )
-            assert self.source is not None
-            frame.output.guards.falsy(AttrSource(self.source, table), "no module hooks")
+        if has_backward_hooks(module):
+            raise Unsupported(f"{self.describe()} has full backward hooks", hint="they run eagerly at a graph break")
+        guards = frame.output.guards
+        if has_global_hooks():
+            ids = global_hook_ids()
+            guards.state_query(global_hook_ids, "global_hook_ids", ids)
+            if ids[3] or ids[4]:
+                raise Unsupported("global nn.Module backward hooks are registered")
+        else:
+            guards.state_query(has_global_hooks, "has_global_hooks", False)
+        if self.source is not None:
+            for table in HOOK_TABLES:
+                hooks = getattr(module, table)
+                if hooks:
+                    guards.dict_keys_match(AttrSource(self.source, table), hooks)
+                else:
+                    guards.falsy(AttrSource(self.source, table), "no module hooks")
+        return has_module_hooks(module) or has_global_hooks()
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         custom_call = class_attribute(type(self.value_object), "__call__")
@@ -272,11 +307,10 @@ class NNModuleVariable(UserObjectVariable):
             if not isinstance(custom_call, types.FunctionType):
                 raise Unsupported(f"{self.describe()} has a __call__ stenograph cannot read")
             return frame.inline_call(custom_call, [self, *args], kwargs, closure=None)
-        if self.source is not None:  # (a module made while tracing has none)
-            self._guard_no_hooks(frame)
-        if has_global_forward_hooks():
-            raise Unsupported("global nn.Module forward hooks are registered")
-        frame.output.guards.state_query(has_global_forward_hooks, "has_global_forward_hooks", False)
+        if self._forward_hooks(frame):
+            # nn.Module's own call path, inlined: it runs the hooks in its order, with its
+            # handling of what they return, as torch.compile inlines it
+            return frame.inline_call(torch.nn.Module._call_impl, [self, *args], kwargs, closure=None)
         forward = self.getattr(frame, "forward")
         return forward.call(frame, args, kwargs)
 
@@ -389,21 +423,21 @@ class NNModuleVariable(UserObjectVariable):
         # cycle: variables.builder imports variables.frame_objects at module level
         from .builder import wrap
 
+        # cycle: variables.module_slices -> variables.exceptions -> variables.user_classes -> here
+        from .module_slices import slice_or_member
+
         module = self.value_object
         k = key.as_constant()
         assert self.source is not None
-        if isinstance(module, torch.nn.ModuleList) and isinstance(k, slice):
-            # cycle: variables.containers -> variables.user_classes -> variables.frame_objects
-            from .containers import ListVariable
+        if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(k, (int, slice)):
+            if type(module).__getitem__ not in (torch.nn.Sequential.__getitem__, torch.nn.ModuleList.__getitem__):
+                raise Unsupported(f"indexing {self.describe()}, whose class defines its own __getitem__")
+            names = [name for name, _ in self._members(frame, "_modules")]
 
-            names = [name for name, _ in self._members(frame, "_modules")][k]
-            return ListVariable(
-                [wrap(frame, module._modules[n], ModuleMemberSource(self.source, "_modules", n)) for n in names]
-            )
-        if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(k, int):
-            keys = [name for name, _ in self._members(frame, "_modules")]
-            name = keys[k]
-            return wrap(frame, module._modules[name], ModuleMemberSource(self.source, "_modules", name))
+            def track(name: str) -> Variable:  # only the members chosen are read (and guarded)
+                return wrap(frame, module._modules[name], ModuleMemberSource(self.source, "_modules", name))
+
+            return slice_or_member(frame, type(module), names, track, key)
         if isinstance(module, torch.nn.ModuleDict) and isinstance(k, str):
             return wrap(frame, module._modules[k], ModuleMemberSource(self.source, "_modules", k))
         if isinstance(module, (torch.nn.ParameterList, torch.nn.ParameterDict)):

@@ -10,7 +10,7 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource
-from ..marks import graph_break, is_disabled
+from ..marks import graph_break, is_constant_result, is_disabled
 from .base import ConstantVariable, Variable, constant
 from .cells import LazyValue, RealCellVariable
 from .containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
@@ -20,7 +20,7 @@ from .exceptions import raise_python_error
 from .global_contexts import is_global_context_class, make_global_context
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
-from .trace_rules import is_state_reader, trace_constant, untraced_library
+from .trace_rules import is_literal, is_state_reader, trace_constant, untraced_library
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -41,6 +41,9 @@ class UserFunctionVariable(Variable):
     def describe(self) -> str:
         return f"function {self.fn.__qualname__}"
 
+    def truth(self, frame: Frame) -> bool:
+        return True  # functions define neither __bool__ nor __len__
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         refuse_untraced_library(self.fn, args, kwargs)
         if is_disabled(self.fn):
@@ -49,11 +52,15 @@ class UserFunctionVariable(Variable):
                 hint="disabled functions run eagerly",
                 kind=BreakKind.UNTRACED_CALL,
             )
+        if is_constant_result(self.fn):
+            return _constant_result(frame, self.fn, args, kwargs)
         return frame.inline_call(self.fn, args, kwargs, closure=None, fn_source=self.source)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__", "__defaults__", "__kwdefaults__"):
             return ConstantVariable(getattr(self.fn, name))
+        if name == "__class__":
+            return constant(types.FunctionType)
         if name in getattr(self.fn, "__dict__", {}):  # function attributes (`__wrapped__`, flags)
             # cycle: variables.builder imports variables.functions at module level
             from .builder import wrap
@@ -61,6 +68,60 @@ class UserFunctionVariable(Variable):
             source = AttrSource(self.source, name) if self.source is not None else None
             return wrap(frame, self.fn.__dict__[name], source)
         return super().getattr(frame, name)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.fn, "fn")
+
+
+def _constant_result(
+    frame: Frame, fn: types.FunctionType, args: list[Variable], kwargs: dict[str, Variable]
+) -> Variable:
+    """A call of a function marked `assume_constant_result`: run it now, once, with the real
+    arguments; its result is a constant of the graph and is not guarded (as in torch)."""
+    name = fn.__qualname__
+
+    def real(arg: Variable) -> Any:
+        if arg.is_constant():
+            return arg.as_constant()
+        if arg.value_object is not None and arg.source is not None:
+            frame.output.guards.id_match(arg.source, arg.value_object)
+            return arg.value_object
+        raise Unsupported(
+            f"argument {arg.describe()} of {name} (marked assume_constant_result) is not a constant",
+            hint="pass Python constants or objects read from the frame",
+        )
+
+    values = [real(a) for a in args]
+    keywords = {k: real(v) for k, v in kwargs.items()}
+    result = fn(*values, **keywords)
+    if not is_literal(result):
+        raise Unsupported(
+            f"{name} (marked assume_constant_result) returned {type(result).__qualname__}, "
+            "which cannot be a constant of the graph",
+            hint="return numbers, strings, bools, None, dtypes, devices or tuples of them",
+        )
+    return constant(result)
+
+
+class DisallowedCallVariable(Variable):
+    """A function marked `stenograph.disallow_in_graph`: each call is a graph break, run eagerly."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.value_object = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"function {getattr(self.fn, '__qualname__', self.fn)}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise Unsupported(
+            f"call to {getattr(self.fn, '__name__', self.fn)}, which is marked stenograph.disallow_in_graph",
+            hint="it runs eagerly between graphs",
+            kind=BreakKind.UNTRACED_CALL,
+        )
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
@@ -100,6 +161,9 @@ class NestedFunctionVariable(Variable):
 
     def describe(self) -> str:
         return f"function {self.code.co_qualname}"
+
+    def truth(self, frame: Frame) -> bool:
+        return True  # functions define neither __bool__ nor __len__
 
     def reconstruct(self, rebuild: Any) -> str:
         """A real function again, built once: same code, defaults rebuilt, and its closure:
@@ -297,8 +361,13 @@ class TensorMethodRefVariable(Variable):
         return rebuild.writer.bind(self.fn, "fn")
 
 
+_CONSTANT_RECORDS = (torch.device, torch.finfo, torch.iinfo)
+
+
 class TorchClassVariable(ConstantVariable):
-    """torch classes whose construction is modelled: torch.Size, torch.device, grad-mode contexts."""
+    """torch classes whose construction is modelled: torch.Size, grad-mode contexts, and the constant
+    records `torch.device`, `torch.finfo`, `torch.iinfo` (folded: `finfo()` reads the default dtype,
+    which every entry guards)."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if grad_mode_class(self.value):
@@ -308,10 +377,12 @@ class TorchClassVariable(ConstantVariable):
         if self.value is torch.Size:
             items = args[0].unpack(frame) if args else []
             return SizeVariable(items)
-        if self.value is torch.device and all(a.is_constant() for a in [*args, *kwargs.values()]):
-            return constant(
-                torch.device(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
-            )
+        if self.value in _CONSTANT_RECORDS and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            try:
+                record = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            except (TypeError, ValueError, RuntimeError) as e:  # `torch.finfo(torch.int32)`
+                raise_python_error(frame, e)
+            return constant(record)
         raise Unsupported(f"constructing {self.value.__qualname__} while tracing")
 
 

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 from ..bytecode.instructions import decoded, exception_entries
 from ..errors import Unsupported
 from ..interpreter.exceptions import handler_for
-from .base import Variable
-from .containers import IteratorVariable
+from .base import Variable, constant
+from .containers import BoundMethodVariable, IteratorVariable
+from .exceptions import TracedException, raise_new
+from .user_classes import instantiate
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -37,6 +39,7 @@ class GeneratorVariable(IteratorVariable):
         self.done = False
         self.index = 0
         self.failure = None
+        self.returned: Variable = constant(None)  # the body's return value, once done
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -46,10 +49,20 @@ class GeneratorVariable(IteratorVariable):
         raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
 
     def next(self, frame: Frame) -> Variable | None:
+        return self.send(frame, constant(None))
+
+    def send(self, frame: Frame, value: Variable) -> Variable | None:
+        """Resume the body with `value` as the result of the `yield` it stopped at; the next
+        yielded value, or None once the body returned (its value is then `returned`)."""
         if self.done:
             return None
+        started = self.frame.current is not None
+        if not started and not (value.is_constant() and value.as_constant() is None):
+            raise raise_new(frame, TypeError, "can't send non-None value to a just-started generator")
+        if started:
+            self.frame.stack[-1] = value  # YIELD_VALUE left a placeholder for what is sent in
         try:
-            self.frame.run()
+            returned = self.frame.run()
         except Yielded as y:
             return y.value
         except Unsupported as e:
@@ -57,7 +70,29 @@ class GeneratorVariable(IteratorVariable):
                 e.generator_code = self.frame.code
             raise
         self.done = True
+        self.returned = returned if returned is not None else constant(None)
         return None
+
+    def finished_value(self) -> Variable:
+        return self.returned
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name in ("send", "__next__", "close"):
+            return BoundMethodVariable(self, name)
+        return super().getattr(frame, name)
+
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if kwargs or len(args) != (name == "send"):
+            raise Unsupported(f"generator.{name}() with these arguments")
+        if name == "close":
+            if self.frame.current is not None and not self.done:
+                raise Unsupported(f"closing {self.describe()} while it is suspended (GeneratorExit is not modelled)")
+            self.done = True
+            return constant(None)
+        item = self.send(frame, args[0] if args else constant(None))
+        if item is None:
+            raise stop_iteration(frame, self)
+        return item
 
     def unpack(self, frame: Frame) -> list[Variable]:
         values = []
@@ -86,3 +121,25 @@ def needs_close(generator: GeneratorVariable) -> bool:
         return False
     entry = handler_for(frame.code, frame.current.offset)
     return entry is not None and not _is_stop_iteration_guard(frame.code, entry.target)
+
+
+def stop_iteration(frame: Frame, iterator: IteratorVariable) -> TracedException:
+    """The StopIteration an exhausted iterator raises, carrying a generator's return value."""
+    value = iterator.finished_value()
+    if value.is_constant() and value.as_constant() is None:
+        return raise_new(frame, StopIteration)
+    return TracedException(instantiate(frame, StopIteration, [value], {}))
+
+
+def send_into(frame: Frame, receiver: Variable, value: Variable) -> tuple[Variable | None, Variable]:
+    """One step of `yield from receiver` (SEND): (the item it yields, None), or (None, the value it
+    returned) once it is exhausted."""
+    if isinstance(receiver, GeneratorVariable):
+        item = receiver.send(frame, value)
+    elif isinstance(receiver, IteratorVariable) and value.is_constant() and value.as_constant() is None:
+        item = receiver.next(frame)
+    else:
+        raise Unsupported(f"sending a value into {receiver.describe()}")
+    if item is None:
+        return None, receiver.finished_value()
+    return item, value

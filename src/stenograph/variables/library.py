@@ -1,5 +1,5 @@
 """Standard-library functions applied to trackers: `math`, `operator`, `itertools`, `functools`,
-`dataclasses` and `collections.OrderedDict`.
+`dataclasses` and the `collections` types (`OrderedDict`, `deque`, `defaultdict`, `Counter`).
 
 These are implemented in C (or are too generic to inline usefully), so each one tracing
 understands has a handler here. `math` functions fold on constants; `operator` functions become
@@ -10,6 +10,7 @@ the items it is given, which is what iterating it would produce.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import functools
 import inspect
@@ -17,13 +18,16 @@ import itertools
 import math
 import operator
 import types
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from . import operators
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
+from .collection_types import new_counter, new_defaultdict, new_deque
 from .containers import DictVariable, IteratorVariable, TupleVariable
+from .deep_copy import deep_copy
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .user_classes import dataclass_fields, instantiate
 
@@ -312,6 +316,28 @@ def _signature(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) 
         raise Unsupported(f"inspect.signature of {target.describe()}")
     plain = {k: v.as_constant() for k, v in kwargs.items()}
     return ConstantVariable(inspect.signature(real, **plain))
+
+
+@_handler(warnings.warn)
+def _warn(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    raise Unsupported(
+        "warnings.warn runs eagerly at a graph break (its filters and once-per-location registry are "
+        "process state), reported at the user's line",
+        kind=BreakKind.UNTRACED_CALL,
+    )
+
+
+_handler(collections.deque)(new_deque)
+_handler(collections.defaultdict)(new_defaultdict)
+_handler(collections.Counter)(new_counter)
+
+
+@_handler(copy.deepcopy)
+def _deepcopy(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    memo = kwargs.pop("memo", args[1] if len(args) == 2 else constant(None))
+    if len(args) not in (1, 2) or kwargs or not (memo.is_constant() and memo.as_constant() is None):
+        raise Unsupported("copy.deepcopy with a memo of the caller's")
+    return deep_copy(frame, args[0])
 
 
 @_handler(collections.OrderedDict)

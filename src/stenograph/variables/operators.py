@@ -250,7 +250,16 @@ def _same_object(a: Variable, b: Variable) -> bool | None:
         return a.node is b.node
     if a.is_constant() != b.is_constant() and (ia is not None or ib is not None):
         return False
+    for var, other in ((a, b), (b, a)):
+        # a tracked container or number against None/True/False: a value of another type is
+        # never that singleton (`self.__dict__.get(name) is None` on a tuple of tensors)
+        if other.is_constant() and any(other.as_constant() is s for s in _SINGLETONS) and not var.is_constant():
+            if var.python_type() is not type(other.as_constant()):
+                return False
     return None
+
+
+_SINGLETONS = (None, True, False, Ellipsis, NotImplemented)
 
 
 def _made_while_tracing(var: Variable) -> bool:

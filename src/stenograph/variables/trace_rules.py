@@ -42,10 +42,13 @@ from typing import Any
 
 import torch
 
+from .class_lookup import class_lookup
+
 # -- constants ------------------------------------------------------------------------------------
 
 LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
-TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+# `torch.finfo`/`torch.iinfo` objects are immutable records of a dtype's limits, compared by value
+TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.finfo, torch.iinfo)
 
 
 def is_literal(value: Any) -> bool:
@@ -57,6 +60,23 @@ def is_literal(value: Any) -> bool:
     if isinstance(value, (range, slice)):
         return True
     return False
+
+
+def is_dict_key_constant(value: Any) -> bool:
+    """Dict keys a trace may hold as constants: literals, and objects hashed by identity (classes,
+    markers such as `typing.Union`), as in the type-keyed tables of validators."""
+    if is_literal(value):
+        return True
+    if isinstance(value, type):
+        return type(value).__eq__ is type.__eq__ and type(value).__hash__ is type.__hash__
+    # markers compared by identity (`typing.Union`): their class keeps object's __eq__ and __hash__
+    return type(value).__eq__ is object.__eq__ and type(value).__hash__ is object.__hash__
+
+
+def is_typing_marker(value: Any) -> bool:
+    """`typing.Union`, `typing.Literal`, `list[int]` and kin: annotations that validators compare
+    and look up; constants to a trace (guarded by identity)."""
+    return not isinstance(value, type) and type(value).__module__ in ("typing", "types") and callable(value)
 
 
 def is_trusted_module(name: str) -> bool:
@@ -208,10 +228,13 @@ def is_state_reader(fn: Any) -> bool:
 
 # -- classes --------------------------------------------------------------------------------------
 
-# torch classes with trackers of their own (sizes, devices, grad-mode and autocast contexts)
+# torch classes with trackers of their own (sizes, devices, dtype limits, grad-mode and autocast
+# contexts)
 TORCH_CLASSES = (
     torch.Size,
     torch.device,
+    torch.finfo,
+    torch.iinfo,
     torch.no_grad,
     torch.enable_grad,
     torch.set_grad_enabled,
@@ -226,6 +249,26 @@ def is_user_class(value: type) -> bool:
     if issubclass(value, BaseException):
         return True  # exceptions are raised and caught inside traced code
     return module != "builtins" and not (module == "torch" or module.startswith("torch."))
+
+
+def is_plain_function_class(cls: type) -> bool:
+    """An autograd.Function subclass using torch's own `apply`, with forward, backward (and
+    `setup_context`, if it has its own) written in Python as static methods."""
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        return False
+    apply, _ = class_lookup(cls, "apply")
+    methods = [class_lookup(cls, name)[0] for name in ("forward", "backward")]
+    if has_own_setup_context(cls):
+        methods.append(class_lookup(cls, "setup_context")[0])
+    return apply is torch.autograd.Function.__dict__["apply"] and all(
+        isinstance(f, staticmethod) and hasattr(f.__func__, "__code__") for f in methods
+    )
+
+
+def has_own_setup_context(cls: type) -> bool:
+    """The `forward(*args)` + `setup_context(ctx, inputs, output)` form of an autograd.Function."""
+    setup, _ = class_lookup(cls, "setup_context")
+    return setup is not torch.autograd.function._SingleLevelFunction.__dict__["setup_context"]
 
 
 def is_torch_module_class(value: type) -> bool:
@@ -253,7 +296,6 @@ BUILTIN_REFUSED = {
     globals: "call to globals",
     locals: "call to locals",
     vars: "call to vars",
-    id: "call to id (object identity is not stable across calls)",
 }
 
 # -- tensor attributes and methods ----------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .base import ConstantVariable, Variable, constant
 from .class_lookup import MISSING, class_attribute, class_lookup
 from .frame_objects import UserObjectVariable
-from .trace_rules import is_literal, is_user_class
+from .trace_rules import TORCH_CLASSES, is_literal, is_plain_function_class, is_user_class
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -164,6 +164,11 @@ class UserClassVariable(ConstantVariable):
         if pending is not None:
             return pending
         attr, _owner = class_lookup(cls, name)
+        if name == "apply" and is_plain_function_class(cls):
+            # cycle: variables.autograd_function imports variables.containers, which imports this module
+            from .autograd_function import FunctionApplyVariable
+
+            return FunctionApplyVariable(self, cls)
         if isinstance(attr, (staticmethod, classmethod, types.FunctionType)):
             source = class_attr_source(frame, cls, name, attr)
             if isinstance(attr, classmethod):
@@ -253,6 +258,17 @@ class NewObjectVariable(Variable):
     # -- attributes --------------------------------------------------------------------------
 
     def getattr(self, frame: Frame, name: str) -> Variable:
+        hook, _ = class_lookup(self.cls, "__getattribute__")
+        if isinstance(hook, types.FunctionType):
+            # a class's own lookup (configs mapping aliases): inlined; `super().__getattribute__`
+            # inside it reaches `object_getattr`
+            if class_lookup(self.cls, "__getattr__")[0] is not MISSING:
+                raise Unsupported(f"{self.describe()}: a class with both __getattribute__ and __getattr__")
+            return frame.inline_call(hook, [self, constant(name)], {}, closure=None)
+        return self.object_getattr(frame, name)
+
+    def object_getattr(self, frame: Frame, name: str) -> Variable:
+        """`object.__getattribute__`, then the class's `__getattr__`."""
         if name == "__class__":
             return class_variable(self.cls)
         if name == "__dict__":
@@ -343,13 +359,27 @@ class NewObjectVariable(Variable):
                 raise Unsupported(f"item assignment on {self.describe()}")
             self.items.setitem(frame, key, value)
 
+    def _by_index(self, frame: Frame) -> Variable | None:
+        """The old sequence protocol's iterator, for a class with only `__getitem__`."""
+        # cycle: variables.sequence_protocol -> variables.containers -> variables.user_classes
+        from .sequence_protocol import getitem_iterator
+
+        return getitem_iterator(frame, self) if self.items is None else None
+
     def unpack(self, frame: Frame) -> list[Variable]:
         iterator = self._dunder(frame, "__iter__", [])
         if iterator is not None:
             return iterator.unpack(frame)
         if self.items is not None:
             return self.items.unpack(frame)
-        raise Unsupported(f"iteration over {self.describe()}")
+        by_index = self._by_index(frame)
+        if by_index is None:
+            raise Unsupported(f"iteration over {self.describe()}")
+        return by_index.unpack(frame)
+
+    def get_iter(self, frame: Frame) -> Variable:
+        by_index = self._by_index(frame)
+        return by_index if by_index is not None else super().get_iter(frame)
 
     # -- escaping ------------------------------------------------------------------------------
 
@@ -411,7 +441,7 @@ class BaseMethodVariable(Variable):
             obj.store_attr(frame, args[0].as_constant(), args[1])
             return constant(None)
         if name == "__getattribute__" and len(args) == 1:
-            return obj.getattr(frame, args[0].as_constant())
+            return obj.object_getattr(frame, args[0].as_constant())
         if name == "__delattr__" and len(args) == 1:
             obj.delattr(frame, args[0].as_constant())
             return constant(None)
@@ -445,6 +475,15 @@ class BaseMethodVariable(Variable):
 
 
 _DICT_READS = {"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"}
+
+
+def dict_read_method(obj: Variable, cls_attr: Any, name: str) -> Variable | None:
+    """`obj.keys` (and the other reads of `_DICT_READS`) of an outside dict subclass instance whose
+    class inherits the method from `dict`/`OrderedDict`: bound to read the real contents."""
+    for owner in (collections.OrderedDict, dict):
+        if name in _DICT_READS and cls_attr is owner.__dict__.get(name):
+            return BaseMethodVariable(obj, owner, name)
+    return None
 
 
 def _dict_view(frame: Frame, obj: Variable) -> Variable:
@@ -509,7 +548,13 @@ class SuperVariable(Variable):
 
 
 def class_variable(cls: type) -> Variable:
-    """The tracker of a class met while tracing (`type(obj)`, `obj.__class__`)."""
+    """The tracker of a class met while tracing (`type(obj)`, `obj.__class__`): torch's modelled
+    classes keep their tracker, so `self.__class__()` of a `no_grad` object makes a grad context."""
+    if cls in TORCH_CLASSES:
+        # cycle: variables.functions -> variables.containers -> variables.user_classes
+        from .functions import TorchClassVariable
+
+        return TorchClassVariable(cls)
     return UserClassVariable(cls) if is_user_class(cls) else constant(cls)
 
 

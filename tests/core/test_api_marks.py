@@ -1,0 +1,296 @@
+"""API beside compile(): assume_constant_result, disallow_in_graph, run, skip and the
+`stenograph.compiler` namespace (torch.compiler's names)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import assert_same
+
+import stenograph
+from stenograph import marks
+from stenograph.testing import CompileCounter
+
+
+@pytest.fixture
+def restore_marks():
+    """allow/disallow marks survive reset() by design: put them back after the test."""
+    allowed, disallowed = set(marks._allowed_in_graph), set(marks._disallowed_in_graph)
+    yield
+    marks._allowed_in_graph.clear()
+    marks._allowed_in_graph.update(allowed)
+    marks._disallowed_in_graph.clear()
+    marks._disallowed_in_graph.update(disallowed)
+
+
+# ---------------------------------------------------------------------------------------------
+# the torch.compiler-style namespace
+
+
+def test_compiler_namespace_mirrors_torch_compiler_names():
+    names = set(stenograph.compiler.__all__)
+    assert names <= set(torch.compiler.__all__), names - set(torch.compiler.__all__)
+    for name in ("compile", "reset", "disable", "allow_in_graph", "assume_constant_result", "is_compiling"):
+        assert getattr(stenograph.compiler, name) is getattr(stenograph, name)
+    assert stenograph.compiler.config is stenograph.config
+    assert stenograph.compiler.list_backends() == stenograph.list_backends()
+
+
+def test_compiler_is_compiling_folds_inside_compiled_code(cnt):
+    def f(x):
+        if stenograph.compiler.is_compiling() and stenograph.compiler.is_dynamo_compiling():
+            return x + 1
+        return x - 1
+
+    x = torch.randn(3)
+    assert_same(stenograph.compile(f, backend=cnt, fullgraph=True)(x), x + 1)
+    assert_same(f(x), x - 1)
+    assert cnt.frame_count == 1
+
+
+def test_compiler_reset_forgets_compiled_entries(cnt):
+    compiled = stenograph.compiler.compile(lambda x: x * 2, backend=cnt)
+    x = torch.randn(2)
+    compiled(x)
+    stenograph.compiler.reset()
+    compiled(x)
+    assert cnt.frame_count == 2
+
+
+def test_skip_is_disable(cnt):
+    assert stenograph.skip is stenograph.disable
+
+    @stenograph.skip
+    def eager_only(x):
+        return x.sum().item()
+
+    def f(x):
+        y = x + 1
+        return y * eager_only(y)
+
+    x = torch.randn(3)
+    assert_same(stenograph.compile(f, backend=cnt)(x), f(x))
+    assert cnt.frame_count == 2  # the skipped call is a graph break
+
+
+# ---------------------------------------------------------------------------------------------
+# assume_constant_result
+
+CALLS: list[int] = []
+SETTINGS = {"scale": 3}
+
+
+@stenograph.assume_constant_result
+def current_scale() -> int:
+    CALLS.append(1)
+    return SETTINGS["scale"]
+
+
+def test_assume_constant_result_is_called_once_while_tracing(cnt):
+    CALLS.clear()
+
+    def f(x):
+        return x * current_scale()
+
+    compiled = stenograph.compile(f, backend=cnt, fullgraph=True)
+    x = torch.randn(4)
+    assert_same(compiled(x), x * 3)
+    assert CALLS == [1]
+    assert_same(compiled(x), x * 3)
+    assert CALLS == [1]  # not called again: the graph holds the constant
+    assert cnt.frame_count == 1
+    # the graph has no call of it, and a multiplication by the constant 3
+    nodes = [n for n in cnt.graphs[0].graph.nodes if n.op == "call_function"]
+    assert len(nodes) == 1 and 3 in nodes[0].args
+
+
+def test_assume_constant_result_is_not_guarded(cnt):
+    """As with torch: a changed result is not seen until something else recompiles (documented)."""
+    CALLS.clear()
+    compiled = stenograph.compile(lambda x: x + current_scale(), backend=cnt)
+    x = torch.randn(2)
+    assert_same(compiled(x), x + 3)
+    SETTINGS["scale"] = 5
+    try:
+        assert_same(compiled(x), x + 3)  # the value seen while tracing
+        assert_same(compiled(torch.randn(2, 2)).shape, torch.Size([2, 2]))
+        assert cnt.frame_count == 2
+        stenograph.reset()
+        assert_same(compiled(x), x + 5)
+    finally:
+        SETTINGS["scale"] = 3
+
+
+class Table:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    @stenograph.assume_constant_result
+    def rows(self, extra: int) -> int:
+        return self.size + extra
+
+
+def test_assume_constant_result_method_guards_its_object_by_identity(cnt):
+    def f(x, table):
+        return x.new_full((table.rows(1),), 1.0) + x.sum()
+
+    compiled = stenograph.compile(f, backend=cnt)
+    x = torch.randn(3)
+    small, big = Table(2), Table(4)
+    assert_same(compiled(x, small), f(x, small))
+    assert_same(compiled(x, small), f(x, small))
+    assert cnt.frame_count == 1
+    assert_same(compiled(x, big), f(x, big))  # another object: compiles again
+    assert cnt.frame_count == 2
+
+
+def test_assume_constant_result_needs_constant_arguments_and_result(cnt):
+    @stenograph.assume_constant_result
+    def needs_tensor(t):
+        return t.sum()
+
+    def takes_tensor(x):
+        return x + needs_tensor(x)
+
+    with pytest.raises(stenograph.Unsupported, match="is not a constant"):
+        stenograph.compile(takes_tensor, backend=cnt, fullgraph=True)(torch.randn(2))
+
+    @stenograph.assume_constant_result
+    def makes_tensor():
+        return torch.ones(2)
+
+    def gets_tensor(x):
+        return x + makes_tensor()
+
+    with pytest.raises(stenograph.Unsupported, match="returned Tensor, which cannot be a constant"):
+        stenograph.compile(gets_tensor, backend=cnt, fullgraph=True)(torch.randn(2))
+    x = torch.randn(2)
+    assert_same(stenograph.compile(gets_tensor, backend=cnt)(x), x + 1)  # a graph break otherwise
+
+
+def test_assume_constant_result_bad_input():
+    with pytest.raises(TypeError, match="needs a function"):
+        stenograph.assume_constant_result(3)
+    with pytest.raises(TypeError, match="needs a function"):
+        stenograph.assume_constant_result(Table)
+
+
+# ---------------------------------------------------------------------------------------------
+# disallow_in_graph
+
+
+def _add_sub_add(x):
+    x = torch.add(x, 1)
+    x = torch.sub(x, 1)
+    return torch.add(x, 1)
+
+
+@pytest.mark.usefixtures("restore_marks")
+def test_disallow_in_graph_breaks_at_each_call(cnt):
+    stenograph.disallow_in_graph(torch.sub)
+    x = torch.randn(3)
+    assert_same(stenograph.compile(_add_sub_add, backend=cnt)(x), _add_sub_add(x))
+    assert cnt.frame_count == 2
+    assert [len(g.graph.find_nodes(op="call_function", target=torch.add)) for g in cnt.graphs] == [1, 1]
+    explanation = stenograph.explain(_add_sub_add)(x)
+    assert "disallow_in_graph" in explanation.break_reasons[0].reason
+    with pytest.raises(stenograph.Unsupported, match="sub, which is marked stenograph.disallow_in_graph"):
+        stenograph.compile(_add_sub_add, backend=CompileCounter(), fullgraph=True)(x)
+
+
+@pytest.mark.usefixtures("restore_marks")
+def test_disallow_in_graph_survives_reset_and_allow_in_graph_undoes_it():
+    stenograph.disallow_in_graph([torch.sub])
+    stenograph.reset()
+    counter = CompileCounter()
+    x = torch.randn(3)
+    stenograph.compile(_add_sub_add, backend=counter)(x)
+    assert counter.frame_count == 2
+    stenograph.allow_in_graph(torch.sub)
+    stenograph.reset()
+    counter = CompileCounter()
+    assert_same(stenograph.compile(_add_sub_add, backend=counter)(x), _add_sub_add(x))
+    assert counter.frame_count == 1
+
+
+@pytest.mark.usefixtures("restore_marks")
+def test_disallow_in_graph_bad_input():
+    with pytest.raises(TypeError, match="needs a callable"):
+        stenograph.disallow_in_graph(42)
+    with pytest.raises(TypeError, match="use stenograph.disable"):
+        stenograph.disallow_in_graph(_add_sub_add)
+
+
+# ---------------------------------------------------------------------------------------------
+# run
+
+
+def test_run_uses_cached_code_and_never_compiles(cnt):
+    def f(x):
+        return torch.sin(x) * 2
+
+    calls = []
+
+    def counting_backend(gm, example_inputs):
+        compiled_graph = cnt(gm, example_inputs)
+
+        def run_graph(*args):
+            calls.append(1)
+            return compiled_graph(*args)
+
+        return run_graph
+
+    compiled = stenograph.compile(f, backend=counting_backend, dynamic=False)
+    x = torch.randn(3)
+    compiled(x)
+    assert cnt.frame_count == 1
+    calls.clear()
+    only_cached = stenograph.run(compiled)
+    assert_same(only_cached(x), f(x))
+    assert calls == [1]  # the cached graph ran
+    y = torch.randn(5)
+    assert_same(only_cached(y), f(y))  # a miss runs eagerly
+    assert cnt.frame_count == 1 and calls == [1]
+    assert_same(compiled(y), f(y))  # outside run(), the miss compiles as usual
+    assert cnt.frame_count == 2
+
+
+def test_run_as_context_manager_covers_resume_functions(cnt, capsys):
+    def f(x):
+        x = x + 1
+        print("between")
+        return x * 2
+
+    compiled = stenograph.compile(f, backend=cnt)
+    x = torch.randn(2)
+    with stenograph.run():
+        assert_same(compiled(x), f(x))
+    assert cnt.frame_count == 0
+    assert capsys.readouterr().out == "between\n" * 2
+    compiled(x)
+    assert cnt.frame_count == 2
+    capsys.readouterr()
+    y = torch.randn(4)
+    with stenograph.run():
+        assert_same(compiled(x), x * 0 + (x + 1) * 2)
+        assert_same(compiled(y), (y + 1) * 2)  # new shape: eager, resume function included
+    assert capsys.readouterr().out == "between\n" * 2
+    assert cnt.frame_count == 2
+
+
+def test_run_decorator_and_modules(cnt):
+    model = torch.nn.Linear(3, 2)
+    compiled = stenograph.compile(model, backend=cnt)
+    x = torch.randn(4, 3)
+
+    @stenograph.run()
+    def step(inp):
+        return compiled(inp)
+
+    assert_same(step(x), model(x))
+    assert cnt.frame_count == 0
+    assert_same(compiled(x), model(x))
+    assert_same(stenograph.run(compiled)(x), model(x))
+    assert cnt.frame_count == 1
+    with pytest.raises(TypeError, match="needs a callable"):
+        stenograph.run(3)

@@ -1,0 +1,179 @@
+"""`stenograph.export(fn)(*args)`: one graph module with the function's signature and its guards,
+as `torch._dynamo.export` gives; every needed graph break named when there is no single graph."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from helpers import assert_same, line_of
+from torch import nn
+
+import stenograph
+from stenograph import entry
+from stenograph.errors import Unsupported
+
+SCALE = torch.tensor([2.0, 3.0, 4.0])
+
+
+def _shaped(x, y, n=2):
+    return torch.relu(x) * n + y.sum(), [x.shape[0]], {"mean": x.mean()}
+
+
+def test_graph_module_takes_the_arguments_and_returns_eager_result(cnt):
+    x, y = torch.randn(3), torch.randn(2)
+    result = stenograph.export(_shaped)(x, y)
+    gm, guards = result  # a named pair, as torch's ExportResult
+    assert isinstance(gm, torch.fx.GraphModule) and result.graph_module is gm and result.guards is guards
+    assert_same(gm(x, y), _shaped(x, y))
+    x2, y2 = torch.randn(3), torch.randn(2)
+    assert_same(gm(x2, y2), _shaped(x2, y2))  # new values, same shapes: the graph still fits
+    assert_same(gm(x2, y=y2), _shaped(x2, y2))  # keyword arguments bind to the placeholders
+    assert [n.name for n in gm.graph.find_nodes(op="placeholder")] == ["x", "y", "n"]
+    assert cnt.frame_count == 0  # nothing was compiled
+    assert not [c for c in entry.all_caches() if c.code is _shaped.__code__]
+
+
+def test_guards_say_which_calls_the_graph_fits():
+    x, y = torch.randn(3), torch.randn(2)
+    _, guards = stenograph.export(_shaped)(x, y)
+    texts = list(guards)
+    assert len(guards) == len(texts) > 0
+    assert any("L['x']" in t and "size=[3]" in t for t in texts), texts
+    assert any("L['n'] == 2" in t for t in texts), texts
+    assert guards.check(torch.randn(3), torch.randn(2))
+    assert not guards.check(torch.randn(4), torch.randn(2))  # another shape
+    assert not guards.check(x, y, n=3)  # n was specialised
+    assert not guards.check(x.double(), y)
+    assert "L['y']" in str(guards)
+
+
+def test_mark_dynamic_gives_a_graph_for_every_size():
+    def f(x):
+        return x.reshape(-1, 2).sum(0) * x.shape[0]
+
+    x = torch.randn(6)
+    stenograph.mark_dynamic(x, 0)
+    gm, guards = stenograph.export(f)(x)
+    for size in (6, 8, 10):
+        other = torch.randn(size)
+        assert guards.check(other)
+        assert_same(gm(other), f(other))
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 4)
+        self.norm = nn.BatchNorm1d(4)
+        self.plain = torch.ones(4)  # a tensor attribute, neither parameter nor buffer
+
+    def forward(self, x, scale=1.0):
+        return self.norm(self.fc(x)) * scale + self.plain
+
+
+def test_module_parameters_and_buffers_are_attributes_of_the_graph_module():
+    model = Block()
+    reference = copy.deepcopy(model)
+    x = torch.randn(5, 3)
+    gm, guards = stenograph.export(model)(x)
+    assert [n.name for n in gm.graph.find_nodes(op="placeholder")] == ["x", "scale"]
+    assert gm.get_parameter("fc.weight") is model.fc.weight
+    assert gm.get_buffer("norm.running_mean") is model.norm.running_mean
+    assert set(model.state_dict()) <= set(gm.state_dict())
+    # training BatchNorm: running stats updated in place as eager does, on the module's own tensors
+    out = gm(x)
+    expected = reference(x)
+    assert_same(out, expected)
+    assert_same(model.norm.running_mean, reference.norm.running_mean)
+    # gradients reach the module's parameters
+    out.sum().backward()
+    expected.sum().backward()
+    assert_same(model.fc.weight.grad, reference.fc.weight.grad)
+    assert guards.check(torch.randn(5, 3))
+
+
+def test_compiled_function_and_module_are_exported_from_their_originals(cnt):
+    model = nn.Linear(3, 2)
+    x = torch.randn(2, 3)
+    gm, _ = stenograph.export(stenograph.compile(model, backend=cnt))(x)
+    assert_same(gm(x), model(x))
+    gm, _ = stenograph.export(stenograph.compile(_shaped, backend=cnt))(x[0], x[1])
+    assert_same(gm(x[0], x[1]), _shaped(x[0], x[1]))
+    assert cnt.frame_count == 0
+
+
+def test_arguments_inside_containers_and_globals_and_closures():
+    offset = torch.tensor([1.0, -1.0, 0.5])
+
+    def f(pair, options):
+        return pair[0] * SCALE + pair[1] * options["w"] + offset
+
+    args = ([torch.randn(3), torch.randn(3)], {"w": torch.randn(3)})
+    gm, guards = stenograph.export(f)(*args)
+    assert_same(gm(*args), f(*args))
+    fresh = ([torch.randn(3), torch.randn(3)], {"w": torch.randn(3)})
+    assert_same(gm(*fresh), f(*fresh))  # read from the new containers on each call
+    assert guards.check(*fresh)  # the closure's cells are passed to the guard
+    assert not guards.check([torch.randn(3)], {"w": torch.randn(3)})
+    assert len(gm.graph.find_nodes(op="get_attr")) == 2  # SCALE and offset, held as constants
+
+
+def _breaks_twice(x):
+    x = x + 1
+    print("exported?")
+    if x.sum().item() > 0:
+        return x * 2
+    return x
+
+
+def test_graph_breaks_raise_unsupported_naming_every_one(capsys):
+    x = torch.ones(3)
+    with pytest.raises(Unsupported) as info:
+        stenograph.export(_breaks_twice)(x)
+    message = str(info.value)
+    assert "2 graph break(s)" in message
+    assert "print" in message and ".item()" in message
+    assert f"{__file__}:{line_of(_breaks_twice, 'print(')}" in message
+    assert f"{__file__}:{line_of(_breaks_twice, '.item()')}" in message
+    assert len(info.value.break_reasons) == 2
+    assert info.value.location == f"{__file__}:{line_of(_breaks_twice, 'print(')}"
+    assert capsys.readouterr().out == "exported?\n"  # run once to find the breaks
+    assert not [c for c in entry.all_caches() if c.code is _breaks_twice.__code__]
+
+
+def test_what_a_graph_cannot_do_is_refused_clearly():
+    log = []
+
+    def appends(x):
+        log.append(1)
+        return x + 1
+
+    with pytest.raises(Unsupported, match="changes Python objects outside it"):
+        stenograph.export(appends)(torch.randn(2))
+
+    class Box:
+        def __init__(self, t):
+            self.t = t
+
+    def boxes(x):
+        return Box(x + 1)
+
+    with pytest.raises(Unsupported, match="an exported graph returns tensors"):
+        stenograph.export(boxes)(torch.randn(2))
+
+    def star(*xs):
+        return xs[0] + 1
+
+    with pytest.raises(Unsupported, match="needs named parameters"):
+        stenograph.export(star)(torch.randn(2))
+
+
+def test_bad_input_gets_clear_errors():
+    with pytest.raises(TypeError, match="needs a Python function or nn.Module"):
+        stenograph.export(42)
+    with pytest.raises(TypeError, match="needs a Python function or nn.Module"):
+        stenograph.export(torch.sin)
+    with pytest.raises(TypeError, match=r"export\(fn\)\(\*args"):
+        stenograph.export(_shaped, torch.randn(3))

@@ -1,0 +1,210 @@
+"""Automatic dynamic for Python numbers read from anywhere, and `specialize_int`/`specialize_float`.
+
+An int or float that changes between calls, whether an argument, a global, a closure cell or an
+attribute, is a constant in the first graph and symbolic from its first change on: one recompile,
+then none, as torch.compile does. Ints that are attributes of an nn.Module stay constants (torch's
+`allow_unspec_int_on_nn_module` is off), and the `specialize_*` settings keep every number a
+constant. Each case counts torch.compile's graphs for the same calls.
+"""
+
+from collections.abc import Callable
+
+import helpers
+import pytest
+import torch
+from torch import nn
+
+import stenograph
+from stenograph.testing import CompileCounterWithBackend
+
+SCALE = 1.5
+COUNT = 2
+
+
+class Box:
+    def __init__(self, value):
+        self.value = value
+
+
+class Registry:
+    step = 1
+
+
+class Scaled(nn.Module):
+    def __init__(self, scale, repeat) -> None:
+        super().__init__()
+        self.scale = scale
+        self.repeat = repeat
+
+    def forward(self, x):
+        return x.repeat(self.repeat) * self.scale
+
+
+def _run(cnt, fn: Callable, values, update: Callable, make_args: Callable) -> int:
+    """Set each value in turn and call compiled and eager `fn`; returns torch.compile's count."""
+    compiled = stenograph.compile(fn, backend=cnt)
+    for v in values:
+        update(v)
+        args = make_args()
+        helpers.assert_same(compiled(*args), fn(*args))
+
+    def peer(torch_compiled):
+        for v in values:
+            update(v)
+            torch_compiled(*make_args())
+
+    return helpers.count_torch_graphs(fn, peer)
+
+
+def _x():
+    return (torch.arange(4.0),)
+
+
+def _global_float(x):
+    return x * SCALE + 1
+
+
+def _global_int(x):
+    return x.repeat(COUNT) + COUNT
+
+
+def _set_global(name):
+    def update(v):
+        globals()[name] = v
+
+    return update
+
+
+CASES = {
+    "global float": lambda: (_global_float, [1.5, 2.5, 3.5, 4.5], _set_global("SCALE")),
+    "global int": lambda: (_global_int, [2, 3, 4, 5], _set_global("COUNT")),
+}
+
+
+def _closure_case(values):
+    scale = values[0]
+
+    def fn(x):
+        return x * scale - scale
+
+    def update(v):
+        nonlocal scale
+        scale = v
+
+    return fn, values, update
+
+
+def _attribute_case(values):
+    box = Box(values[0])
+
+    def fn(x):
+        return (x + box.value) * box.value
+
+    def update(v):
+        box.value = v
+
+    return fn, values, update
+
+
+def _class_attribute_case(values):
+    def fn(x):
+        return x + Registry.step
+
+    def update(v):
+        Registry.step = v
+
+    return fn, values, update
+
+
+CASES["closure float"] = lambda: _closure_case([0.5, 0.25, 0.75, 2.0])
+CASES["closure int"] = lambda: _closure_case([3, 4, 5, 6])
+CASES["object attribute float"] = lambda: _attribute_case([0.5, 0.25, 0.75, 2.0])
+CASES["object attribute int"] = lambda: _attribute_case([3, 4, 5, 6])
+CASES["class attribute int"] = lambda: _class_attribute_case([3, 4, 5, 6])
+
+
+# torch.compile keeps ints read from globals constants (one graph per value); stenograph follows
+# them like any other number
+TORCH_GRAPHS = {"global int": 4, "class attribute int": 4}
+
+
+@pytest.fixture(autouse=True)
+def _restore_globals():
+    yield
+    globals().update(SCALE=1.5, COUNT=2)
+    Registry.step = 1
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_changing_number_goes_dynamic_after_one_change(cnt, case):
+    fn, values, update = CASES[case]()
+    peer = _run(cnt, fn, values, update, _x)
+    assert cnt.frame_count == 2  # a constant, then symbolic from its first change
+    assert peer == TORCH_GRAPHS.get(case, 2)
+    inputs = [p.meta["example_value"] for p in cnt.graphs[1].graph.nodes if p.op == "placeholder"]
+    assert len([v for v in inputs if isinstance(v, (torch.SymInt, torch.SymFloat))]) == 1
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_identical_values_do_not_recompile(cnt, case):
+    fn, values, update = CASES[case]()
+    _run(cnt, fn, [values[0]] * 3, update, _x)
+    assert cnt.frame_count == 1
+
+
+@pytest.mark.parametrize("setting, case", [("specialize_float", "global float"), ("specialize_int", "closure int")])
+def test_specialize_settings_keep_numbers_constant(cnt, setting, case):
+    fn, values, update = CASES[case]()
+    compiled = stenograph.compile(fn, backend=cnt)
+    with stenograph.config.patch(**{setting: True}):
+        for v in values:
+            update(v)
+            helpers.assert_same(compiled(*_x()), fn(*_x()))
+        assert cnt.frame_count == len(values)  # one entry per value
+        update(values[1])
+        compiled(*_x())
+        assert cnt.frame_count == len(values)  # each guarded on its value
+
+
+def test_module_float_attribute_goes_dynamic_but_int_attribute_stays_constant(cnt):
+    model = Scaled(0.5, 2)
+
+    def update_scale(v):
+        model.scale = v
+
+    assert _run(cnt, model, [0.5, 1.5, 2.5], update_scale, _x) == 2
+    assert cnt.frame_count == 2
+    cnt.clear()
+    stenograph.reset()
+
+    def update_repeat(v):
+        model.repeat = v
+
+    assert _run(cnt, model, [2, 3, 4], update_repeat, _x) == 3
+    assert cnt.frame_count == 3
+
+
+def test_a_dynamic_number_changing_type_recompiles(cnt):
+    fn, values, update = CASES["closure int"]()
+    compiled = stenograph.compile(fn, backend=cnt)
+    for v in [*values, 2.5, 3.5]:
+        update(v)
+        helpers.assert_same(compiled(*_x()), fn(*_x()))
+    assert cnt.frame_count == 3  # constant 3, a symbolic int, a symbolic float
+
+
+def test_dynamic_global_feeds_a_shape(cnt):
+    def fn(x):
+        return torch.zeros(COUNT, 2) + x[:COUNT].unsqueeze(1)
+
+    peer = _run(cnt, fn, [2, 3, 4, 5], _set_global("COUNT"), lambda: (torch.arange(8.0),))
+    assert cnt.frame_count == 2
+    assert peer == 4
+
+
+@pytest.mark.parametrize("case", ["closure float", "object attribute int", "global float"])
+def test_dynamic_numbers_under_aot_eager(case):
+    cnt = CompileCounterWithBackend("aot_eager")
+    fn, values, update = CASES[case]()
+    _run(cnt, fn, values, update, _x)
+    assert cnt.frame_count == 2
