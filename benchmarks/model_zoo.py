@@ -1,9 +1,10 @@
-"""HuggingFace models in as few graphs as torch.compile: graphs, capture time and correctness of
-stenograph and torch.compile side by side, inference (`no_grad`) and one training step each.
+"""HuggingFace, torchvision and timm models in as few graphs as torch.compile: graphs, capture
+time and correctness of stenograph and torch.compile side by side, inference (`no_grad`) and one
+training step each.
 
 Both compilers use a counting backend that runs the graphs as they are, so capture time is the
-first compiled call minus a warm eager call. Models come from tiny configs with random weights
-(`tests/models/zoo.py`, shared with the slow tests). Needs the `models` extra.
+first compiled call minus a warm eager call. Models come from tiny configs or small inputs with random
+weights (`tests/models/zoo.py`, shared with the slow tests). Needs the `models` extra.
 
     python benchmarks/model_zoo.py [--reasons] [model ...]
 """

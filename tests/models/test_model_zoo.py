@@ -1,25 +1,28 @@
-"""HuggingFace models (tests/models/zoo.py) under stenograph: outputs and gradients equal eager's,
+"""HuggingFace, torchvision and timm models (tests/models/zoo.py) under stenograph: outputs and gradients equal eager's,
 and no more graphs than torch.compile hands its backend for the same step.
 
 Inference under `no_grad` and one training step with the model's own loss, each from a tiny
 config with random weights (offline). Where stenograph still needs more graphs than
 torch.compile, the current count is asserted (so a regression fails) and docs/supported.md lists
-the remaining reasons. Needs the `models` extra (`transformers`); skipped without it.
+the remaining reasons. Needs the `models` extra (`transformers`, `torchvision`, `timm`); a
+library not installed contributes no models.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from . import zoo
 from .zoo import MODELS, measure
 
-transformers = pytest.importorskip("transformers")
-
-# (model, step) -> stenograph's graphs where torch.compile needs fewer, with transformers 5.23
-# (other versions differ in model code, so elsewhere only the comparison with torch.compile and
-# eager's results are checked)
+# (model, step) -> stenograph's graphs where torch.compile needs fewer, with transformers 5.23 and
+# torchvision 0.28 (other versions differ in model code, so elsewhere only the comparison with
+# torch.compile and eager's results are checked)
 MORE_GRAPHS_THAN_TORCH: dict[tuple[str, str], int] = {}
-_PINNED = transformers.__version__.startswith("5.23.")
+_PINNED = all(
+    library is None or library.__version__.startswith(version)
+    for library, version in ((zoo.transformers, "5.23."), (zoo.torchvision, "0.28."))
+)
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
-"""Real models from HuggingFace `transformers`, built from tiny configs with random weights
-(offline), and the one measurement the slow tests and `benchmarks/model_zoo.py` share.
+"""Real models from HuggingFace `transformers`, torchvision and timm, built from tiny configs or
+small inputs with random weights (offline), and the one measurement the slow tests and
+`benchmarks/model_zoo.py` share.
 
 `measure(name, training, compiler)` runs a model's step (inference under `no_grad`, or one
 training step with the model's own loss) eagerly and under a compiler with a counting backend,
@@ -12,7 +13,7 @@ from __future__ import annotations
 import copy
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,10 +23,17 @@ import stenograph
 from stenograph import events
 from stenograph.testing import CompileCounter
 
+from .torchvision_ops import load as _load_torchvision
+
 try:
     import transformers
-except ImportError:  # the `models` extra is not installed: the zoo is empty
+except ImportError:  # the `models` extra is not installed: no HF models
     transformers = None
+torchvision = _load_torchvision()  # first: timm imports it
+try:
+    import timm
+except ImportError:  # the `models` extra is not installed: no timm models
+    timm = None
 
 _VOCAB = 100
 _DECODER = dict(
@@ -53,13 +61,19 @@ def _ids(seed: int, length: int = 12, low: int = 3) -> torch.Tensor:
     return torch.randint(low, _VOCAB, (2, length), generator=torch.Generator().manual_seed(seed))
 
 
+def _own_loss(out: Any) -> torch.Tensor:
+    return out.loss
+
+
 @dataclass
 class Case:
-    """A model and the keyword arguments of its inference and training calls."""
+    """A model, the keyword arguments of its inference and training calls, and the training
+    loss computed (eagerly) from the training call's output."""
 
     model: torch.nn.Module
     infer: dict[str, Any]
     train: dict[str, Any]
+    loss: Callable[[Any], torch.Tensor] = _own_loss
 
 
 def _causal(config_cls: str, model_cls: str, **extra: Any) -> Callable[[], Case]:
@@ -145,6 +159,54 @@ def _distilbert() -> Case:
     return Case(transformers.DistilBertForMaskedLM(config), dict(input_ids=ids), dict(input_ids=ids, labels=_ids(1)))
 
 
+def _images(batch: int = 2, size: int = 64) -> torch.Tensor:
+    return torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(0))
+
+
+def _classifier(build: Callable[[], torch.nn.Module], size: int = 64) -> Callable[[], Case]:
+    """An image classifier on a small batch, trained with cross-entropy against fixed labels."""
+
+    def case() -> Case:
+        images = _images(size=size)
+        labels = torch.tensor([1, 3])
+        model = build()
+        return Case(
+            model, dict(x=images), dict(x=images), lambda logits: torch.nn.functional.cross_entropy(logits, labels)
+        )
+
+    return case
+
+
+def _faster_rcnn() -> Case:
+    """Faster R-CNN (MobileNetV3 backbone, no pretrained weights) on two small images; every box
+    is kept (score threshold 0) so that random weights still return detections."""
+    model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
+        weights=None, weights_backbone=None, num_classes=5, box_score_thresh=0.0, min_size=128, max_size=160
+    )
+    generator = torch.Generator().manual_seed(0)
+    images = [torch.rand(3, 128, 160, generator=generator), torch.rand(3, 120, 144, generator=generator)]
+    boxes = torch.tensor([[10.0, 20.0, 60.0, 90.0], [30.0, 5.0, 120.0, 70.0]])
+    targets = [dict(boxes=boxes, labels=torch.tensor([1, 2])), dict(boxes=boxes[:1], labels=torch.tensor([3]))]
+    return Case(model, dict(images=images), dict(images=images, targets=targets), lambda losses: sum(losses.values()))
+
+
+def _vision_models() -> dict[str, Callable[[], Case]]:
+    found: dict[str, Callable[[], Case]] = {}
+    if torchvision is not None:
+        tv = torchvision.models
+        found["resnet18"] = _classifier(lambda: tv.resnet18(num_classes=10))
+        found["resnet50"] = _classifier(lambda: tv.resnet50(num_classes=10))
+        found["swin_t"] = _classifier(lambda: tv.swin_t(num_classes=10))
+        found["vit_b_16"] = _classifier(lambda: tv.vit_b_16(num_classes=10, image_size=64))
+        found["fasterrcnn"] = _faster_rcnn
+    if timm is not None:
+        found["timm-vit_tiny"] = _classifier(
+            lambda: timm.create_model("vit_tiny_patch16_224", num_classes=10, img_size=64)
+        )
+        found["timm-resnet18"] = _classifier(lambda: timm.create_model("resnet18", num_classes=10))
+    return found
+
+
 MODELS: dict[str, Callable[[], Case]] = {
     "llama": _causal("LlamaConfig", "LlamaForCausalLM"),
     "mistral": _causal("MistralConfig", "MistralForCausalLM", sliding_window=None),
@@ -162,6 +224,7 @@ MODELS: dict[str, Callable[[], Case]] = {
 }
 if transformers is None:
     MODELS = {}
+MODELS.update(_vision_models())
 
 
 @dataclass
@@ -172,14 +235,30 @@ class Measurement:
     reasons: list[str] = field(default_factory=list)  # stenograph's break and eager-fallback reasons
 
 
-def _step(model: torch.nn.Module, inputs: dict[str, Any], training: bool) -> tuple[dict[str, torch.Tensor], list]:
+def _tensors(out: Any, prefix: str = "") -> dict[str, torch.Tensor]:
+    """The tensors of an output (a tensor, a mapping such as ModelOutput, or a list of them)."""
+    if isinstance(out, torch.Tensor):
+        return {prefix.rstrip(".") or "output": out.detach()}
+    if isinstance(out, Mapping):
+        items = out.items()
+    elif isinstance(out, (list, tuple)):
+        items = enumerate(out)
+    else:
+        return {}
+    found = {}
+    for key, value in items:
+        found.update(_tensors(value, f"{prefix}{key}."))
+    return found
+
+
+def _step(case: Case, model: torch.nn.Module, training: bool) -> tuple[dict[str, torch.Tensor], list]:
     """One call: the output's tensors (and, training, the loss's gradients), detached."""
     torch.manual_seed(123)
     with torch.set_grad_enabled(training):
-        out = model(**inputs)
+        out = model(**(case.train if training else case.infer))
     if training:
-        out.loss.backward()
-    tensors = {k: v.detach() for k, v in out.items() if isinstance(v, torch.Tensor)}
+        case.loss(out).backward()
+    tensors = _tensors(out)
     grads = [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
     model.zero_grad(set_to_none=True)
     return tensors, grads
@@ -210,10 +289,9 @@ def measure(name: str, training: bool, compiler: str) -> Measurement:
     case = MODELS[name]()
     model = case.model.train(training)
     reference = copy.deepcopy(model)
-    inputs = case.train if training else case.infer
-    _step(reference, inputs, training)  # warm the eager path (kernels, allocator)
+    _step(case, reference, training)  # warm the eager path (kernels, allocator)
     start = time.perf_counter()
-    expected = _step(reference, inputs, training)
+    expected = _step(case, reference, training)
     eager_seconds = time.perf_counter() - start
 
     counter = CompileCounter()
@@ -232,7 +310,7 @@ def measure(name: str, training: bool, compiler: str) -> Measurement:
         with warnings.catch_warnings():  # frames run eagerly are listed in `reasons`
             warnings.simplefilter("ignore", stenograph.StenographWarning)
             start = time.perf_counter()
-            actual = _step(compiled, inputs, training)
+            actual = _step(case, compiled, training)
             capture = time.perf_counter() - start - eager_seconds
     finally:
         events.unsubscribe(listen)
