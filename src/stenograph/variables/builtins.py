@@ -433,12 +433,27 @@ def _minmax(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Varia
         except Exception as e:
             raise_python_error(frame, e)
         return items[best]
+    if key_fn is None and all(_is_int(i) for i in items):
+        # symbolic sizes (an image's height beside a fixed limit): ints equal to the extreme are
+        # interchangeable, so torch.sym_min/sym_max record it without deciding which one it is
+        reduce = torch.sym_max if fn is max else torch.sym_min
+        best = items[0]
+        for item in items[1:]:
+            best = frame.output.call("call_function", reduce, [best, item], {}, f"{fn.__name__}()")
+        return best
     if len(items) == 2 and key_fn is None and any(isinstance(i, TensorVariable) for i in items):
         raise Unsupported(
             f"{fn.__name__}() of tensors compares their values",
             hint=f"use torch.{'minimum' if fn is min else 'maximum'}",
         )
     raise Unsupported(f"{fn.__name__}() over {', '.join(i.describe() for i in items)}")
+
+
+def _is_int(item: Variable) -> bool:
+    """An int, constant or symbolic (bools excluded: max(True, 1) answers True, not 1)."""
+    if isinstance(item, SymNodeVariable):
+        return item.python_type() is int
+    return item.is_constant() and type(item.as_constant()) is int
 
 
 @_handler(abs)

@@ -1,0 +1,52 @@
+"""min()/max() over symbolic ints (dynamic sizes beside fixed limits, as torchvision's detection
+transform clamps image sizes) are recorded with torch.sym_min/sym_max: one graph, no guard on
+which item wins, eager's result."""
+
+import pytest
+import torch
+
+import stenograph
+from stenograph.testing import CompileCounter
+
+
+def clamp_rows(x, limit):
+    rows = min(x.shape[0], limit)
+    cols = max(4, x.shape[1], 2)
+    return x[:rows].sum(0) * cols
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (9, 2), (6, 6)])
+def test_min_max_over_dynamic_sizes_is_one_graph_whichever_wins(shape):
+    cnt = CompileCounter()
+    compiled = stenograph.compile(clamp_rows, backend=cnt, dynamic=True)
+    for rows, cols in [shape, (7, 3), (2, 8)]:  # the minimum and maximum switch sides
+        x = torch.randn(rows, cols)
+        torch.testing.assert_close(compiled(x, 6), clamp_rows(x, 6))
+    assert cnt.frame_count == 1
+    targets = {node.target for gm in cnt.graphs for node in gm.graph.nodes}
+    assert {torch.sym_min, torch.sym_max} <= targets
+
+
+def test_a_bool_beside_a_symbolic_int_keeps_python_semantics():
+    """max(True, 1) is True (the first extreme), which sym_max cannot tell: not recorded."""
+
+    def fn(x, flag):
+        return x.sum(), max(flag, x.shape[0])
+
+    compiled = stenograph.compile(fn, backend=CompileCounter(), dynamic=True)
+    for n in (1, 4):
+        x = torch.randn(n)
+        got, expected = compiled(x, True), fn(x, True)
+        torch.testing.assert_close(got[0], expected[0])
+        assert (type(got[1]), got[1]) == (type(expected[1]), expected[1])
+
+
+def test_min_with_key_over_symbolic_ints_is_eagers_result():
+    def fn(x):
+        return x * min(x.shape[0], 5, key=lambda n: -n)
+
+    cnt = CompileCounter()
+    compiled = stenograph.compile(fn, backend=cnt, dynamic=True)
+    for n in (3, 8):
+        x = torch.randn(n)
+        torch.testing.assert_close(compiled(x), fn(x))
