@@ -433,9 +433,9 @@ def _minmax(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Varia
         except Exception as e:
             raise_python_error(frame, e)
         return items[best]
-    if key_fn is None and all(_is_int(i) for i in items):
-        # symbolic sizes (an image's height beside a fixed limit): ints equal to the extreme are
-        # interchangeable, so torch.sym_min/sym_max record it without deciding which one it is
+    if key_fn is None and (all(_is_number(i, int) for i in items) or all(_is_number(i, float) for i in items)):
+        # symbolic sizes (an image's height beside a fixed limit): the node runs the builtin
+        # pairwise, which keeps the first extreme as min()/max() do, and no guard decides which
         reduce = torch.sym_max if fn is max else torch.sym_min
         best = items[0]
         for item in items[1:]:
@@ -449,11 +449,12 @@ def _minmax(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Varia
     raise Unsupported(f"{fn.__name__}() over {', '.join(i.describe() for i in items)}")
 
 
-def _is_int(item: Variable) -> bool:
-    """An int, constant or symbolic (bools excluded: max(True, 1) answers True, not 1)."""
+def _is_number(item: Variable, kind: type) -> bool:
+    """An int or a float, constant or symbolic; one kind throughout, so that the symbolic result
+    has the type the real one has (bools excluded: max(True, 1) answers True, not 1)."""
     if isinstance(item, SymNodeVariable):
-        return item.python_type() is int
-    return item.is_constant() and type(item.as_constant()) is int
+        return item.python_type() is kind
+    return item.is_constant() and type(item.as_constant()) is kind
 
 
 @_handler(abs)

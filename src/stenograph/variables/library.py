@@ -29,6 +29,7 @@ from .collection_types import new_counter, new_defaultdict, new_deque
 from .containers import DictVariable, IteratorVariable, TupleVariable
 from .deep_copy import deep_copy
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from .symbolic import SymNodeVariable
 from .user_classes import dataclass_fields, instantiate
 
 if TYPE_CHECKING:
@@ -74,10 +75,17 @@ def lookup(value: Any) -> Variable | None:
     return None
 
 
+_ROUNDING = (math.floor, math.ceil, math.trunc)
+
+
 class MathFunctionVariable(LibraryFunctionVariable):
     """A `math` function: evaluated now when its arguments are constants."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if self.fn in _ROUNDING and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
+            # a symbolic size scaled by a float and rounded (torchvision's resize): recorded, the
+            # symbolic number's own __floor__/__ceil__/__trunc__ give the symbolic int
+            return frame.output.call("call_function", self.fn, args, {}, f"math.{self.fn.__name__}")
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported(
                 f"math.{self.fn.__name__} of {', '.join(a.describe() for a in args)}",
