@@ -86,3 +86,21 @@ def test_mixed_int_and_float_min_keeps_python_types():
         x = torch.randn(n)
         got, expected = compiled(x), fn(x)
         assert (type(got[1]), got[1]) == (type(expected[1]), expected[1])
+
+
+SIZES = (128, 256, 512)
+
+
+def choose(x, n):
+    return x * SIZES[n // 2]
+
+
+def test_constant_tuple_indexed_by_a_symbolic_int_specialises_with_a_guard():
+    """The index is guarded to its value (as a list indexed by it is): another index recompiles,
+    the same index does not."""
+    cnt = CompileCounter()
+    compiled = stenograph.compile(choose, backend=cnt, dynamic=True)
+    x = torch.randn(3)
+    for n, graphs in [(2, 1), (3, 1), (4, 2), (5, 2), (0, 3)]:
+        torch.testing.assert_close(compiled(x, n), choose(x, n))
+        assert cnt.frame_count == graphs

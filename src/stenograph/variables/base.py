@@ -236,7 +236,11 @@ class ConstantVariable(Variable):
         return constant(attr)
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
-        if not key.is_constant():
+        # cycle: variables.symbolic imports variables.base at module level
+        from .symbolic import SymNodeVariable
+
+        # a symbolic int used as an index is specialised (guarded to this value), as lists do
+        if not key.is_constant() and not isinstance(key, SymNodeVariable):
             raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
         try:
             return constant(operator.getitem(self.value, key.as_constant()))
