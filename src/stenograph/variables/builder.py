@@ -52,6 +52,7 @@ from .frame_objects import (
     UserObjectVariable,
     WeakrefVariable,
 )
+from .func_transforms import GradVariable, VmapVariable
 from .functions import (
     DisallowedCallVariable,
     FoldedCallVariable,
@@ -302,6 +303,10 @@ def _special_callable(value: Any) -> Variable | None:
         return CondVariable()
     if value is torch.utils.checkpoint.checkpoint:
         return CheckpointVariable()
+    if value is torch.vmap or value is torch.func.vmap:
+        return VmapVariable()
+    if value is torch.func.grad:
+        return GradVariable()
     if is_disallowed_in_graph(value):
         return DisallowedCallVariable(value)
     if is_allowed_in_graph(value):
