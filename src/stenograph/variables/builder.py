@@ -57,6 +57,7 @@ from .functions import (
     DisallowedCallVariable,
     FoldedCallVariable,
     GraphBreakVariable,
+    OpaqueCallableVariable,
     PartialVariable,
     TensorMethodRefVariable,
     TorchClassVariable,
@@ -254,6 +255,9 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
             guards.id_match(source, value)
         return ConstantVariable(value, source)
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
+        if source is not None:
+            guards.id_match(source, value)
+            return OpaqueCallableVariable(value, source)
         raise Unsupported(
             f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "
             "is implemented in C and unknown to stenograph"
