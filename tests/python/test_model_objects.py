@@ -195,3 +195,54 @@ def _dispatch(x, name):
 @pytest.mark.parametrize("name", ["double", "missing"])
 def test_function_truth_and_class(cnt, name):
     check(_dispatch, lambda i: (t(3, seed=i), name), cnt, graphs=1 if name == "double" else 0)
+
+
+# -- a class's own __setattr__ on objects passed in ----------------------------------------------
+
+
+class _Validated:
+    aliases = {"layers": "num_layers"}
+
+    def __init__(self):
+        self.num_layers = 2
+
+    def __setattr__(self, key, value):
+        if not isinstance(value, int):
+            raise TypeError(f"{key} must be an int")
+        key = self.aliases.get(key, key)
+        super().__setattr__(key, value)
+
+
+def _set_through_hook(x, cfg):
+    cfg.layers = cfg.num_layers + 1
+    cfg.depth = 7
+    return x * cfg.num_layers + cfg.depth
+
+
+def test_setattr_through_a_python_setattr_on_an_argument(cnt):
+    check(_set_through_hook, lambda i: (t(3, seed=i), _Validated()), cnt, calls=1)
+
+
+def _set_bad_type(x, cfg):
+    try:
+        cfg.layers = "three"
+    except TypeError:
+        return x - 1
+    return x
+
+
+def test_python_setattr_raising_is_caught_in_the_traced_program(cnt):
+    check(_set_bad_type, lambda i: (t(3, seed=i), _Validated()), cnt)
+
+
+class _Computed(_Validated):
+    def __getattribute__(self, key):
+        return super().__getattribute__(self.aliases.get(key, key) if key != "aliases" else key)
+
+
+def test_setattr_on_a_class_that_also_computes_reads_breaks(cnt):
+    fn = stenograph.compile(_set_through_hook, backend=cnt)
+    x = t(3)
+    cfg, reference = _Computed(), _Computed()
+    torch.testing.assert_close(fn(x, cfg), _set_through_hook(x, reference))
+    assert vars(cfg) == vars(reference)

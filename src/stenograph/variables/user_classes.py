@@ -409,6 +409,12 @@ class BaseMethodVariable(Variable):
         if not isinstance(obj, NewObjectVariable):
             if name in _DICT_READS and issubclass(self.owner, dict) and obj.source is not None:
                 return _dict_view(frame, obj).call_method(frame, name, args, kwargs)
+            plain = isinstance(obj, UserObjectVariable) and not isinstance(obj.value_object, torch.nn.Module)
+            if plain and self.owner is object and name == "__setattr__" and len(args) == 2 and not kwargs:
+                obj.object_setattr(frame, args[0].as_constant(), args[1])
+                return constant(None)
+            if plain and self.owner is object and name == "__getattribute__" and len(args) == 1 and not kwargs:
+                return obj.object_getattr(frame, args[0].as_constant())
             raise Unsupported(f"{self.describe()}")
         if name == "__init__":
             if issubclass(self.owner, BaseException):
