@@ -279,7 +279,7 @@ _events: list = []
 
 def _guarded_gen(n):
     try:
-        for i in range(n):  # noqa: UP028 (a plain loop is traced; `yield from` is not yet)
+        for i in range(n):  # noqa: UP028 (a plain loop, beside the `yield from` one below)
             yield i
     finally:
         _events.append("finally")
@@ -329,8 +329,8 @@ def _break_out_of_untraced_generator(x):
     [
         (_break_out_of_generator, "generator _guarded_gen is left suspended"),
         (_generator_dropped, "generator _guarded_gen is left suspended"),
-        # a generator run for real would be dropped by resumed code, which holds it too long
-        (_break_out_of_untraced_generator, "generator _guarded_gen_run_for_real has try/with cleanup"),
+        # `yield from` is traced too: the same generator left suspended inside its `try`
+        (_break_out_of_untraced_generator, "generator _guarded_gen_run_for_real is left suspended"),
     ],
 )
 def test_generator_dropped_inside_try_runs_its_finally(backend, fn, why):

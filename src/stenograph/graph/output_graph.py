@@ -83,6 +83,9 @@ class OutputGraph:
     def __init__(self, policy: DynamicPolicy | None = None) -> None:
         self.active = ActiveFrame()
         self.graph = TracedGraph(self.active)
+        # the frame's graph, where inputs go; `graph` is another one while a body is traced
+        # (a torch.cond branch), which takes what it reads of the frame's graph as inputs
+        self.root_graph = self.graph
         self.fake_mode = new_fake_mode()
         self.policy = policy
         self.guards = GuardSet()
@@ -101,6 +104,8 @@ class OutputGraph:
         # real contexts (inference mode, autocast) entered by the trace and not yet exited
         self.open_contexts: list[Any] = []
         self.initial_grad_mode = torch.is_grad_enabled()
+        # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
+        self.submodules: dict[str, torch.fx.GraphModule] = {}
         self.guards.global_state()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -183,12 +188,12 @@ class OutputGraph:
         name = self._unique(_placeholder_name(source))
         last = self.inputs[-1].node if self.inputs else None
         if last is None:
-            first = next(iter(self.graph.nodes), None)
-            ctx = self.graph.inserting_before(first) if first is not None else _nullctx()
+            first = next(iter(self.root_graph.nodes), None)
+            ctx = self.root_graph.inserting_before(first) if first is not None else _nullctx()
         else:
-            ctx = self.graph.inserting_after(last)
+            ctx = self.root_graph.inserting_after(last)
         with ctx:
-            node = self.graph.placeholder(name)
+            node = self.root_graph.placeholder(name)
         node.meta["example_value"] = fake
         node.meta["source"] = source.name()
         node.meta["stenograph_source"] = source  # backends read it (e.g. static inputs for CUDA graphs)
@@ -232,6 +237,12 @@ class OutputGraph:
             i += 1
         self._names.add(candidate)
         return candidate
+
+    def add_submodule(self, gm: torch.fx.GraphModule, hint: str) -> torch.fx.Node:
+        """Keep `gm` on the graph's root module; the `get_attr` node that reads it."""
+        name = self._unique(hint)
+        self.submodules[name] = gm
+        return self.graph.get_attr(name)
 
     # -- global state ---------------------------------------------------------------------------
 

@@ -46,6 +46,10 @@ class SideEffects:
     def global_written(self, globals_dict: dict, name: str, value: Variable) -> None:
         self.globals[(id(globals_dict), name)] = (globals_dict, name, value)
 
+    def count(self) -> int:
+        """How many effects are recorded: speculative tracing compares it before and after."""
+        return len(self.containers) + len(self.attributes) + len(self.class_attributes) + len(self.globals)
+
     def __bool__(self) -> bool:
         return bool(self.containers or self.attributes or self.class_attributes or self.globals)
 

@@ -40,8 +40,10 @@ from ..variables.containers import (
     iterate,
 )
 from ..variables.contexts import GradModeContextVariable
+from ..variables.exceptions import HandlerEntryVariable
 from ..variables.functions import NestedFunctionVariable
 from ..variables.generators import GeneratorVariable, Yielded, send_into
+from ..variables.global_contexts import GlobalContextVariable, is_global_context_class
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from ..variables.user_classes import SuperVariable, UserClassVariable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
@@ -747,6 +749,9 @@ def _render_call(site: BreakSite, argc: int, kw_names: tuple[str, ...], extra: i
     start = len(stack) - extra - argc - 2
     entries, exprs = stack[start : len(stack) - extra], values[start : len(values) - extra]
     callee, arg_positions = _callee_and_args(entries[:2], entries[2:])
+    target = entries[callee]
+    if target.is_constant() and is_global_context_class(target.as_constant()):
+        raise Unsupported(f"{target.describe()} made outside the graph (its state is the graph's)")
     args = [exprs[i] for i in arg_positions]
     dynamic = _reads_number_from_data(entries[callee], [entries[i] for i in arg_positions])
     split = len(args) - len(kw_names)
@@ -1022,6 +1027,9 @@ def _end_for(frame: Frame, inst: dis.Instruction) -> None:
 
 
 def _before_with_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    if isinstance(site.frame.stack[-1], GlobalContextVariable):
+        # its state is part of the graph before; entering it between graphs is not modelled
+        raise Unsupported(f"`with` on {site.frame.stack[-1].describe()} entered outside the graph")
     lines = [f"___x = {site.values[-1]}", "___r = type(___x).__enter__(___x)"]
     exit_slot = Slot(VALUE_STACK_ENTRY, "___MethodType(type(___x).__exit__, ___x)")
     site.namespace["___MethodType"] = types.MethodType
@@ -1045,7 +1053,14 @@ def _before_with(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(enter_method.call(frame, [], {}))
 
 
-@op("WITH_EXCEPT_START")
+def _with_except_start_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    """`__exit__(type, value, traceback)` of the exception leaving a `with` block, for real."""
+    exit_method, exc = site.values[-4], site.values[-1]
+    line = f"___r = {exit_method}(type({exc}), {exc}, {exc}.__traceback__)"
+    return [line], [(None, site.next_offset, [*site.slots, result()])]
+
+
+@op("WITH_EXCEPT_START", eager=_with_except_start_eager)
 def _with_except_start(frame: Frame, inst: dis.Instruction) -> None:
     exit_method = frame.stack[-4]
     value = frame.stack[-1]
@@ -1063,6 +1078,8 @@ def _load_assertion_error(frame: Frame, inst: dis.Instruction) -> None:
 
 
 def _raise_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    if inst.arg == 0:  # inside a handler: the break writer runs this line handling its exception
+        return ["raise"], []
     if inst.arg not in (1, 2):
         raise Unsupported(f"a graph break at {inst.opname} is not supported")
     cause = f" from {site.values[-1]}" if inst.arg == 2 else ""
@@ -1088,7 +1105,12 @@ def _raise(frame: Frame, inst: dis.Instruction) -> None:
     raise TracedException(exc)
 
 
-@op("RERAISE")
+def _reraise_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    """An exception a handler resume function received leaves the frame: raise it again."""
+    return [f"raise {site.values[-1]}"], []
+
+
+@op("RERAISE", eager=_reraise_eager)
 def _reraise(frame: Frame, inst: dis.Instruction) -> None:
     raise TracedException(frame.pop())
 
@@ -1096,7 +1118,7 @@ def _reraise(frame: Frame, inst: dis.Instruction) -> None:
 @op("PUSH_EXC_INFO")
 def _push_exc_info(frame: Frame, inst: dis.Instruction) -> None:
     value = frame.pop()
-    frame.push(frame.handled[-1] if frame.handled else constant(None))
+    frame.push(HandlerEntryVariable(frame.handled[-1] if frame.handled else constant(None), value))
     frame.handled.append(value)
     frame.push(value)
 

@@ -229,8 +229,22 @@ class UserObjectVariable(Variable):
     def length(self, frame: Frame) -> int:
         return self._dunder(frame, "__len__", []).as_constant()
 
+    def _by_index(self, frame: Frame) -> Variable | None:
+        # cycle: variables.sequence_protocol -> variables.user_classes -> variables.frame_objects
+        from .sequence_protocol import getitem_iterator
+
+        self._use()
+        return getitem_iterator(frame, self)
+
     def unpack(self, frame: Frame) -> list[Variable]:
+        by_index = self._by_index(frame)
+        if by_index is not None:
+            return by_index.unpack(frame)
         return self._dunder(frame, "__iter__", []).unpack(frame)
+
+    def get_iter(self, frame: Frame) -> Variable:
+        by_index = self._by_index(frame)
+        return by_index if by_index is not None else super().get_iter(frame)
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         # cycle: variables.user_classes imports variables.frame_objects at module level
@@ -478,21 +492,21 @@ class NNModuleVariable(UserObjectVariable):
         # cycle: variables.builder imports variables.frame_objects at module level
         from .builder import wrap
 
+        # cycle: variables.module_slices -> variables.exceptions -> variables.user_classes -> here
+        from .module_slices import slice_or_member
+
         module = self.value_object
         k = key.as_constant()
         assert self.source is not None
-        if isinstance(module, torch.nn.ModuleList) and isinstance(k, slice):
-            # cycle: variables.containers -> variables.user_classes -> variables.frame_objects
-            from .containers import ListVariable
+        if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(k, (int, slice)):
+            if type(module).__getitem__ not in (torch.nn.Sequential.__getitem__, torch.nn.ModuleList.__getitem__):
+                raise Unsupported(f"indexing {self.describe()}, whose class defines its own __getitem__")
+            names = [name for name, _ in self._members(frame, "_modules")]
 
-            names = [name for name, _ in self._members(frame, "_modules")][k]
-            return ListVariable(
-                [wrap(frame, module._modules[n], ModuleMemberSource(self.source, "_modules", n)) for n in names]
-            )
-        if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(k, int):
-            keys = [name for name, _ in self._members(frame, "_modules")]
-            name = keys[k]
-            return wrap(frame, module._modules[name], ModuleMemberSource(self.source, "_modules", name))
+            def track(name: str) -> Variable:  # only the members chosen are read (and guarded)
+                return wrap(frame, module._modules[name], ModuleMemberSource(self.source, "_modules", name))
+
+            return slice_or_member(frame, type(module), names, track, key)
         if isinstance(module, torch.nn.ModuleDict) and isinstance(k, str):
             return wrap(frame, module._modules[k], ModuleMemberSource(self.source, "_modules", k))
         if isinstance(module, (torch.nn.ParameterList, torch.nn.ParameterDict)):

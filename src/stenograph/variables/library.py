@@ -318,14 +318,6 @@ def _signature(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) 
     return ConstantVariable(inspect.signature(real, **plain))
 
 
-@_handler(copy.deepcopy)
-def _deepcopy(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    memo = kwargs.pop("memo", args[1] if len(args) == 2 else constant(None))
-    if len(args) not in (1, 2) or kwargs or not (memo.is_constant() and memo.as_constant() is None):
-        raise Unsupported("copy.deepcopy with a memo of the caller's")
-    return deep_copy(frame, args[0])
-
-
 @_handler(warnings.warn)
 def _warn(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     raise Unsupported(
@@ -338,6 +330,14 @@ def _warn(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Va
 _handler(collections.deque)(new_deque)
 _handler(collections.defaultdict)(new_defaultdict)
 _handler(collections.Counter)(new_counter)
+
+
+@_handler(copy.deepcopy)
+def _deepcopy(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    memo = kwargs.pop("memo", args[1] if len(args) == 2 else constant(None))
+    if len(args) not in (1, 2) or kwargs or not (memo.is_constant() and memo.as_constant() is None):
+        raise Unsupported("copy.deepcopy with a memo of the caller's")
+    return deep_copy(frame, args[0])
 
 
 @_handler(collections.OrderedDict)

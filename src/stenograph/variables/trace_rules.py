@@ -42,6 +42,8 @@ from typing import Any
 
 import torch
 
+from .class_lookup import class_lookup
+
 # -- constants ------------------------------------------------------------------------------------
 
 LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
@@ -247,6 +249,26 @@ def is_user_class(value: type) -> bool:
     if issubclass(value, BaseException):
         return True  # exceptions are raised and caught inside traced code
     return module != "builtins" and not (module == "torch" or module.startswith("torch."))
+
+
+def is_plain_function_class(cls: type) -> bool:
+    """An autograd.Function subclass using torch's own `apply`, with forward, backward (and
+    `setup_context`, if it has its own) written in Python as static methods."""
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        return False
+    apply, _ = class_lookup(cls, "apply")
+    methods = [class_lookup(cls, name)[0] for name in ("forward", "backward")]
+    if has_own_setup_context(cls):
+        methods.append(class_lookup(cls, "setup_context")[0])
+    return apply is torch.autograd.Function.__dict__["apply"] and all(
+        isinstance(f, staticmethod) and hasattr(f.__func__, "__code__") for f in methods
+    )
+
+
+def has_own_setup_context(cls: type) -> bool:
+    """The `forward(*args)` + `setup_context(ctx, inputs, output)` form of an autograd.Function."""
+    setup, _ = class_lookup(cls, "setup_context")
+    return setup is not torch.autograd.function._SingleLevelFunction.__dict__["setup_context"]
 
 
 def is_torch_module_class(value: type) -> bool:

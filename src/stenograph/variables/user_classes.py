@@ -23,7 +23,7 @@ from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .base import ConstantVariable, Variable, constant
 from .class_lookup import MISSING, class_attribute, class_lookup
 from .frame_objects import UserObjectVariable
-from .trace_rules import TORCH_CLASSES, is_literal, is_user_class
+from .trace_rules import TORCH_CLASSES, is_literal, is_plain_function_class, is_user_class
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -164,6 +164,11 @@ class UserClassVariable(ConstantVariable):
         if pending is not None:
             return pending
         attr, _owner = class_lookup(cls, name)
+        if name == "apply" and is_plain_function_class(cls):
+            # cycle: variables.autograd_function imports variables.containers, which imports this module
+            from .autograd_function import FunctionApplyVariable
+
+            return FunctionApplyVariable(self, cls)
         if isinstance(attr, (staticmethod, classmethod, types.FunctionType)):
             source = class_attr_source(frame, cls, name, attr)
             if isinstance(attr, classmethod):
@@ -354,13 +359,27 @@ class NewObjectVariable(Variable):
                 raise Unsupported(f"item assignment on {self.describe()}")
             self.items.setitem(frame, key, value)
 
+    def _by_index(self, frame: Frame) -> Variable | None:
+        """The old sequence protocol's iterator, for a class with only `__getitem__`."""
+        # cycle: variables.sequence_protocol -> variables.containers -> variables.user_classes
+        from .sequence_protocol import getitem_iterator
+
+        return getitem_iterator(frame, self) if self.items is None else None
+
     def unpack(self, frame: Frame) -> list[Variable]:
         iterator = self._dunder(frame, "__iter__", [])
         if iterator is not None:
             return iterator.unpack(frame)
         if self.items is not None:
             return self.items.unpack(frame)
-        raise Unsupported(f"iteration over {self.describe()}")
+        by_index = self._by_index(frame)
+        if by_index is None:
+            raise Unsupported(f"iteration over {self.describe()}")
+        return by_index.unpack(frame)
+
+    def get_iter(self, frame: Frame) -> Variable:
+        by_index = self._by_index(frame)
+        return by_index if by_index is not None else super().get_iter(frame)
 
     # -- escaping ------------------------------------------------------------------------------
 

@@ -1,0 +1,63 @@
+"""Iterating an object whose class has `__getitem__` but no `__iter__` (the old sequence protocol).
+
+CPython's `iter()` then makes an iterator that calls `obj[0]`, `obj[1]`, ... until `__getitem__`
+raises IndexError (or StopIteration). The tracker does the same, lazily, so the calls interleave
+with the loop body as they do eagerly. The answers "no `__iter__`" and "this `__getitem__`" are
+guarded on the class.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import Unsupported
+from .base import Variable, constant
+from .class_lookup import MISSING, class_lookup
+from .containers import IteratorVariable
+from .exceptions import TracedException
+from .user_classes import python_dunder
+
+if TYPE_CHECKING:
+    from ..interpreter.frame import Frame
+
+
+class GetItemIteratorVariable(IteratorVariable):
+    """The iterator `iter(obj)` makes for a class with only `__getitem__`."""
+
+    def __init__(self, obj: Variable) -> None:
+        self.obj = obj
+        self.index = 0
+        self.done = False
+        self.failure = None
+
+    def describe(self) -> str:
+        return f"iterator over {self.obj.describe()} by __getitem__"
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
+
+    def next(self, frame: Frame) -> Variable | None:
+        if self.done:
+            return None
+        try:
+            item = self.obj.getitem(frame, constant(self.index))
+        except TracedException as e:
+            if issubclass(e.value.python_type(), (IndexError, StopIteration)):
+                self.done = True
+                return None
+            raise
+        self.index += 1
+        return item
+
+
+def getitem_iterator(frame: Frame, obj: Variable) -> IteratorVariable | None:
+    """The sequence-protocol iterator of a user object, if its class has `__getitem__` written in
+    Python and no `__iter__` at all (None otherwise)."""
+    if python_dunder(frame, obj, "__iter__") is not None:
+        return None
+    if class_lookup(obj.python_type(), "__iter__")[0] is not MISSING:
+        return None
+    if python_dunder(frame, obj, "__getitem__") is None:
+        return None
+    return GetItemIteratorVariable(obj)

@@ -1,0 +1,229 @@
+"""`torch.autograd.Function` subclasses applied inside a compiled function.
+
+`Fn.apply` is one graph node: the user's forward computes, the user's backward differentiates
+(the backwards here differ from what autograd would derive, so a wrong path shows in the
+gradients). Forward and backward are speculated first; one with Python effects runs eagerly at a
+graph break. torch.compile gives the same graph counts.
+"""
+
+import pytest
+import torch
+
+import stenograph
+from stenograph.testing import CompileCounterWithBackend
+
+from ._support import check, t
+
+
+class ScaledSquare(torch.autograd.Function):
+    """ctx.save_for_backward and a plain ctx attribute; the backward is deliberately not the
+    derivative (an extra + 1), so only the user's backward gives these gradients."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return x * x * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x * ctx.scale + 1, None
+
+
+class TwoInputs(torch.autograd.Function):
+    """needs_input_grad decides which gradients backward computes."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b + b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        ga = grad * b * 3 if ctx.needs_input_grad[0] else None
+        gb = grad * (a + 1) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class SortWithIndices(torch.autograd.Function):
+    """Two outputs, one marked non-differentiable."""
+
+    @staticmethod
+    def forward(ctx, x):
+        values, indices = x.sort()
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(indices)
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, grad_values, grad_indices):
+        (indices,) = ctx.saved_tensors
+        return torch.zeros_like(grad_values).scatter(-1, indices, grad_values * 5)
+
+
+def scaled_square(x):
+    return ScaledSquare.apply(x.sin(), 3.0).sum() + x.cos().sum()
+
+
+def two_inputs(a, b):
+    return TwoInputs.apply(a * 2, b).sum()
+
+
+def sorted_values(x):
+    values, indices = SortWithIndices.apply(x + 1)
+    return values * 2, indices
+
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_saved_tensors_and_ctx_attributes(backend):
+    check(scaled_square, lambda i: (t(3, 4, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("which", [(True, True), (True, False), (False, True)])
+def test_needs_input_grad(backend, which):
+    def make(i):
+        return t(3, seed=i, grad=which[0]), t(3, seed=i + 10, grad=which[1])
+
+    check(two_inputs, make, CompileCounterWithBackend(backend), grads=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_non_differentiable_output(backend):
+    check(sorted_values, lambda i: (t(2, 5, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+
+
+def test_function_without_gradients_needed(cnt):
+    check(scaled_square, lambda i: (t(3, 4, seed=i),), cnt)
+
+
+class Noisy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        print("forward", tuple(x.shape))
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3
+
+
+LOG: list[int] = []
+
+
+class Logging(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        LOG.append(1)
+        return grad * 3
+
+
+def _eager_at_break(fn, cnt, capsys=None):
+    """Compiled vs eager results, gradients and printed output of `fn` over two calls, where
+    the apply runs eagerly at a break (torch.compile splits these differently: its own frames
+    for forward, which stenograph leaves to eager)."""
+    compiled = stenograph.compile(fn, backend=cnt)
+    for i in range(2):
+        x_e, x_c = t(3, seed=i, grad=True), t(3, seed=i, grad=True)
+        expected = fn(x_e)
+        expected.sum().backward()
+        printed_e = capsys.readouterr().out if capsys else ""
+        actual = compiled(x_c)
+        actual.sum().backward()
+        printed_c = capsys.readouterr().out if capsys else ""
+        torch.testing.assert_close(actual, expected)
+        torch.testing.assert_close(x_c.grad, x_e.grad)
+        assert printed_c == printed_e
+    assert cnt.frame_count == 2  # before and after the apply
+
+
+def test_forward_that_prints_runs_eagerly_at_a_break(cnt, capsys):
+    _eager_at_break(lambda x: Noisy.apply(x.sin()).cos(), cnt, capsys)
+
+
+def test_backward_with_python_effects_runs_eagerly_at_a_break(cnt):
+    LOG.clear()
+    _eager_at_break(lambda x: Logging.apply(x.sin()).cos(), cnt)
+    assert len(LOG) == 4  # two calls, eager and compiled, one backward each
+
+
+class SetupContextStyle(torch.autograd.Function):
+    @staticmethod
+    def forward(x, k):
+        return x * k
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, k = inputs
+        ctx.save_for_backward(x)
+        ctx.k = k
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * ctx.k + x, None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_setup_context_style(backend):
+    def fn(x):
+        return SetupContextStyle.apply(x.sin(), 4.0).cos()
+
+    check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+
+
+def test_guards(cnt):
+    compiled = stenograph.compile(scaled_square, backend=cnt)
+    x = t(3, 4, grad=True)
+    compiled(x)
+    compiled(t(3, 4, seed=1, grad=True))
+    assert cnt.frame_count == 1  # identical metadata: no recompile
+    compiled(t(3, 4))
+    assert cnt.frame_count == 2  # requires_grad changed
+    original = ScaledSquare.__dict__["backward"]
+    try:
+        ScaledSquare.backward = staticmethod(lambda ctx, grad: (grad * 0, None))
+        y = t(3, 4, grad=True)
+        compiled(y).backward()
+        assert cnt.frame_count == 3  # backward replaced on the class
+        torch.testing.assert_close(y.grad, -y.sin())  # only the cos term's gradient is left
+    finally:
+        ScaledSquare.backward = original
+
+
+@pytest.mark.slow
+def test_inductor_uses_the_users_backward():
+    check(scaled_square, lambda i: (t(3, 4, seed=i, grad=True),), CompileCounterWithBackend("inductor"), grads=True)
+
+
+WEIGHT = torch.ones(3)
+
+
+class ReadsAGlobal(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * WEIGHT
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * WEIGHT
+
+
+def test_forward_reading_a_global_tensor_runs_eagerly_at_a_break(cnt):
+    global WEIGHT
+    fn = lambda x: ReadsAGlobal.apply(x.sin()).cos()  # noqa: E731
+    try:
+        _eager_at_break(fn, cnt)
+        WEIGHT = torch.full((3,), 2.0)  # replaced by an equal-looking tensor: still followed
+        _eager_at_break(fn, cnt)
+    finally:
+        WEIGHT = torch.ones(3)

@@ -1,0 +1,217 @@
+"""Higher-order torch functions: `torch.cond` (recorded with branch graphs), checkpoint (inlined),
+and the function transforms `torch.func.grad` / `torch.vmap` (recorded with their body graphs).
+
+Compiled vs eager on results, gradients and printed output, with graph counts beside
+torch.compile's.
+"""
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import stenograph
+from stenograph.testing import CompileCounterWithBackend
+
+from ._support import check, t
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+def _signs(i):
+    """Arguments whose branch alternates: positive, negative, positive."""
+    x = t(3, 4, seed=i, grad=True)
+    with torch.no_grad():
+        x.abs_().mul_(1 if i % 2 == 0 else -1)
+    return (x,)
+
+
+def cond_fn(x):
+    y = x * 2
+    out = torch.cond(y.sum() > 0, lambda a: a.sin() * 3, lambda a: a.cos() - a, (y,))
+    return out + 1
+
+
+def cond_two_outputs(x):
+    def true_fn(a, b):
+        return a + b, a * b
+
+    def false_fn(a, b):
+        return a - b, b.exp()
+
+    p, q = torch.cond(x.mean() > 0, true_fn, false_fn, [x, x.tanh()])
+    return p * q
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [cond_fn, cond_two_outputs])
+def test_cond_is_one_graph_with_both_branches(backend, fn):
+    cnt = CompileCounterWithBackend(backend)
+    check(fn, _signs, cnt, calls=3, grads=True)
+    nodes = [n for n in cnt.graphs[0].graph.nodes if n.target is torch.ops.higher_order.cond]
+    assert len(nodes) == 1
+    assert sum(1 for n in cnt.graphs[0].graph.nodes if n.op == "get_attr") == 2
+
+
+def test_cond_on_a_python_bool_inlines_the_branch(cnt):
+    def fn(x, flag):
+        return torch.cond(flag, lambda a: a + 1, lambda a: a - 1, (x,))
+
+    check(fn, lambda i: (t(3, seed=i), i % 2 == 0), cnt, calls=2, graphs=2)
+    assert all(n.target is not torch.ops.higher_order.cond for g in cnt.graphs for n in g.graph.nodes)
+
+
+class Gate(nn.Module):
+    """Branches that read a parameter, a closure's tensor and a value computed before the cond."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, bias):
+        y = x * 3
+        return torch.cond(x.sum() > 0, lambda a: self.lin(a) + bias, lambda a: a * y - self.lin.bias, (x,)).sin()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cond_branches_reading_other_tensors_take_them_as_operands(backend):
+    torch.manual_seed(0)
+    cnt = CompileCounterWithBackend(backend)
+    check(Gate(), lambda i: (*_signs(i), t(4, seed=9, grad=True)), cnt, calls=3, grads=True)
+    (cond,) = [n for n in cnt.graphs[0].graph.nodes if n.target is torch.ops.higher_order.cond]
+    assert len(cond.args[3]) == 5  # x, then bias, lin.weight, lin.bias and y
+
+
+def test_cond_guards(cnt):
+    compiled = stenograph.compile(cond_fn, backend=cnt)
+    for i in range(3):
+        torch.testing.assert_close(compiled(*_signs(i)), cond_fn(*_signs(i)))
+    assert cnt.frame_count == 1  # either branch: the predicate is data, not a guard
+    x = t(5, 4)
+    torch.testing.assert_close(compiled(x), cond_fn(x))
+    assert cnt.frame_count == 2  # a new shape compiles again
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return checkpoint(self._inner, x, 0.5, use_reentrant=False).sum()
+
+    def _inner(self, x, scale):
+        return torch.relu(self.lin(x)) * scale + x.sin()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checkpoint_is_inlined_with_the_same_gradients(backend):
+    torch.manual_seed(0)
+    block = Block()
+    cnt = CompileCounterWithBackend(backend)
+    check(block, lambda i: (t(2, 4, seed=i, grad=True),), cnt, grads=True)
+    compiled = stenograph.compile(block, backend=cnt)
+    block.zero_grad()
+    x = t(2, 4, grad=True)
+    compiled(x).backward()
+    got = [p.grad.clone() for p in block.parameters()]
+    block.zero_grad()
+    block(t(2, 4, grad=True)).backward()
+    for a, e in zip(got, [p.grad for p in block.parameters()]):
+        torch.testing.assert_close(a, e)
+
+
+def test_reentrant_checkpoint_runs_eagerly_at_a_break(cnt):
+    lin = nn.Linear(4, 4)
+
+    def fn(x):
+        return checkpoint(lin, x.sin(), use_reentrant=True).cos()
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = t(2, 4, grad=True)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert cnt.frame_count == 2
+
+
+def test_checkpointed_function_that_prints_runs_eagerly(cnt, capsys):
+    def inner(x):
+        print("inner")
+        return x * x  # its backward needs x: recomputed
+
+    def fn(x):
+        return checkpoint(inner, x.sin(), use_reentrant=False).sum()
+
+    x_e, x_c = t(3, grad=True), t(3, grad=True)
+    fn(x_e).backward()
+    eager = capsys.readouterr().out
+    stenograph.compile(fn, backend=cnt)(x_c).backward()
+    assert capsys.readouterr().out == eager == "inner\ninner\n"  # again in backward, as eager
+    torch.testing.assert_close(x_c.grad, x_e.grad)
+
+
+def transforms(x):
+    y = x.sin()
+    g = torch.func.grad(lambda a: (a**3).sum())(y)
+    v = torch.vmap(lambda row: row * row.sum())(y)
+    w = torch.func.vmap(lambda a, b: a * b, in_dims=(0, None))(y, y[0])
+    return (g + v + w).cos()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_func_grad_and_vmap_are_captured(backend):
+    cnt = CompileCounterWithBackend(backend)
+    check(transforms, lambda i: (t(3, 4, seed=i, grad=True),), cnt, grads=True)
+    targets = {getattr(n.target, "__name__", "") for n in cnt.graphs[0].graph.nodes}
+    assert {"grad_apply", "vmap_apply"} <= targets
+
+
+def test_transforms_guards(cnt):
+    compiled = stenograph.compile(transforms, backend=cnt)
+    for i in range(2):
+        torch.testing.assert_close(compiled(t(3, 4, seed=i)), transforms(t(3, 4, seed=i)))
+    assert cnt.frame_count == 1
+    torch.testing.assert_close(compiled(t(3, 5)), transforms(t(3, 5)))
+    assert cnt.frame_count == 2  # a new shape
+
+
+def test_transform_reading_other_tensors(cnt):
+    def fn(x, w):
+        s = x.sum()
+        v = torch.vmap(lambda row: row * s + w)(x.cos())
+        g = torch.func.grad(lambda a: (a * w).pow(2).sum())(x)
+        return v + g
+
+    check(fn, lambda i: (t(3, 4, seed=i, grad=True), t(4, seed=7, grad=True)), cnt, grads=True)
+
+
+def test_grad_with_aux_runs_eagerly_at_a_break(cnt):
+    def fn(x):
+        return torch.func.grad(lambda a: ((a**2).sum(), a), has_aux=True)(x.cos())[0].sin()
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    for i in range(2):
+        torch.testing.assert_close(compiled(t(3, 4, seed=i)), fn(t(3, 4, seed=i)))
+    assert cnt.frame_count == 2  # before and after the eager transform (torch.compile: 1)
+
+
+def test_branch_with_python_effects_raises_as_eager_does(cnt):
+    """torch.cond refuses such a branch in eager too; run eagerly at the break, it raises the same."""
+    log = []
+
+    def fn(x):
+        def true_fn(a):
+            log.append(1)
+            return a + 1
+
+        return torch.cond(x.sum() > 0, true_fn, lambda a: a - 1, (x,)).sin()
+
+    with pytest.raises(Exception) as eager:
+        fn(t(3))
+    with pytest.raises(type(eager.value)):
+        stenograph.compile(fn, backend=cnt)(t(3))
+    assert log == []
+
+
+@pytest.mark.slow
+def test_cond_under_inductor():
+    check(cond_fn, _signs, CompileCounterWithBackend("inductor"), calls=3, grads=True)
