@@ -2,8 +2,8 @@
 stenograph and torch.compile side by side, inference (`no_grad`) and one training step each.
 
 Both compilers use a counting backend that runs the graphs as they are, so capture time is the
-first compiled call minus a warm eager call. Models come from tiny configs with random weights
-(`tests/models/zoo.py`, shared with the slow tests). Needs the `models` extra.
+first compiled call minus the median of three warm eager calls. Models come from tiny configs with
+random weights (`tests/models/zoo.py`, shared with the slow tests). Needs the `models` extra.
 
     python benchmarks/model_zoo.py [--reasons] [--repeat N] [model ...]
 """
