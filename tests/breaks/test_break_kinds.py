@@ -111,8 +111,12 @@ class _RecordingPdb:
     """Stands in for pdb.Pdb: the real pdb.set_trace() builds one and calls its set_trace."""
 
     calls: list[str] = []
+    _last_pdb_instance = None  # 3.14's set_trace reuses the last instance it made
 
-    def set_trace(self, frame=None):
+    def __init__(self, **options):  # 3.14 passes mode, backend and colorize
+        pass
+
+    def set_trace(self, frame=None, **options):  # 3.14 passes commands
         _RecordingPdb.calls.append("set_trace")
 
 

@@ -95,8 +95,14 @@ def lines_per_unit(code: types.CodeType) -> list[int | None]:
     return out
 
 
+# 3.14+ flags a docstring in co_consts[0]; before, a string there is the docstring
+_HAS_DOCSTRING = getattr(inspect, "CO_HAS_DOCSTRING", None)
+
+
 def docstring_of(code: types.CodeType) -> str | None:
     first = code.co_consts[0] if code.co_consts else None
+    if _HAS_DOCSTRING is not None and not code.co_flags & _HAS_DOCSTRING:
+        return None
     return first if isinstance(first, str) else None
 
 

@@ -22,6 +22,10 @@ from stenograph.bytecode import (
 from stenograph.bytecode.resume_code import CHECKED_FORMS
 
 NULL_BEFORE_CALLABLE = sys.version_info < (3, 13)  # stack order of a call's NULL slot
+# a with block keeps its bound __exit__ on the stack; from 3.14 as a callable and its self or NULL
+WITH_EXIT = [None] if sys.version_info < (3, 14) else [None, NULL_STACK_ENTRY]
+# a for loop keeps its iterator on the stack; from 3.15 with an index or NULL beside it
+BESIDE_ITERATOR = [] if sys.version_info < (3, 15) else [NULL_STACK_ENTRY]
 
 
 def _offset(fn, opname, argval=None, nth=0):
@@ -39,6 +43,12 @@ def _load_offset(fn, name, nth=0):
         return i.opname in _LOADS and (i.argval == name or (isinstance(i.argval, tuple) and i.argval[0] == name))
 
     return [i for i in decoded(fn.__code__) if loads(i)][nth].offset
+
+
+def _const_offset(fn, value):
+    """Offset of the load of the constant `value` (3.14+ loads small ints by LOAD_SMALL_INT)."""
+    loads = ("LOAD_CONST", "LOAD_SMALL_INT")
+    return next(i.offset for i in decoded(fn.__code__) if i.opname in loads and i.argval == value)
 
 
 def _call_offset(fn, nth=0):
@@ -134,8 +144,8 @@ def test_resume_inside_a_for_loop_body():
     dec = decoded(loop.__code__)
     for_iter = next(i for i in dec if i.opname == "FOR_ITER")
     offset = dec.instructions[for_iter.index + 2].offset  # after STORE_FAST x: `total += ...`
-    assert stack_depths(loop.__code__)[offset] == 1  # just the iterator
-    resumed = _resume(loop, offset, 1, ["total", "x", "scale"])
+    assert stack_depths(loop.__code__)[offset] == 1 + len(BESIDE_ITERATOR)  # just the iterator
+    resumed = _resume(loop, offset, [None, *BESIDE_ITERATOR], ["total", "x", "scale"])
     # current x = 3, already accumulated 100, still to come: 4, 5
     assert resumed(iter([4, 5]), 100, 3, 10) == 100 + 30 + 40 + 50
 
@@ -144,13 +154,13 @@ def test_iterator_passed_as_a_tuple_of_remaining_values():
     dec = decoded(loop.__code__)
     for_iter = next(i for i in dec if i.opname == "FOR_ITER")
     offset = dec.instructions[for_iter.index + 2].offset
-    resumed = _resume(loop, offset, [ITERATOR_FROM_TUPLE], ["total", "x", "scale"])
+    resumed = _resume(loop, offset, [ITERATOR_FROM_TUPLE, *BESIDE_ITERATOR], ["total", "x", "scale"])
     assert resumed((4, 5), 100, 3, 10) == 100 + 30 + 40 + 50
 
 
 def test_resume_at_the_loop_header_continues_iteration():
     offset = _offset(loop, "FOR_ITER")
-    resumed = _resume(loop, offset, 1, ["total", "scale"])
+    resumed = _resume(loop, offset, [None, *BESIDE_ITERATOR], ["total", "scale"])
     assert resumed(iter([1, 2]), 5, 2) == 11
 
 
@@ -250,7 +260,7 @@ def divide(x):
 
 
 def test_tracebacks_point_at_the_original_lines():
-    offset = _offset(divide, "LOAD_CONST", 10)
+    offset = _const_offset(divide, 10)
     resumed = _resume(divide, offset, 0, ["a"])
     assert resumed(4) == 10 / 4
     with pytest.raises(ZeroDivisionError) as info:
@@ -373,9 +383,9 @@ def test_resume_inside_a_try_body_keeps_its_handler():
 
 
 def test_resume_inside_a_with_body_keeps_its_exit():
-    offset = _offset(in_with, "LOAD_CONST", 10)
-    assert stack_depths(in_with.__code__)[offset] == 1  # the bound __exit__
-    resumed = _resume(in_with, offset, 1, ["x", "cm"])
+    offset = _const_offset(in_with, 10)
+    assert stack_depths(in_with.__code__)[offset] == len(WITH_EXIT)  # the bound __exit__
+    resumed = _resume(in_with, offset, WITH_EXIT, ["x", "cm"])
     cm = Recorder(suppress=False)
     assert resumed(cm.__exit__, 2, cm) == "after"
     assert cm.log == [("exit", None)] and cm.value == 5
@@ -403,8 +413,8 @@ def test_resume_at_a_with_handler_entry_with_lasti():
     dec = decoded(in_with.__code__)
     div = _offset(in_with, "BINARY_OP")
     entry = dec.handler_at(div)
-    assert entry.lasti and entry.depth == 1
-    stack = [None, LastiStackEntry(div), None]  # __exit__, lasti, exception
+    assert entry.lasti and entry.depth == len(WITH_EXIT)
+    stack = [*WITH_EXIT, LastiStackEntry(div), None]  # __exit__, lasti, exception
     code = build_resume_code(in_with.__code__, entry.target, stack, [])
     assert code.co_argcount == 2
     lasti = next(i.argval for i in decoded(code) if i.opname == "LOAD_CONST")
@@ -446,7 +456,7 @@ def in_finally(x):
 @pytest.mark.parametrize(("fn", "argval"), [(in_handler, 100), (in_finally, 100)])
 def test_offsets_inside_running_handlers_are_not_implemented(fn, argval):
     dec = decoded(fn.__code__)
-    offsets = [i.offset for i in dec if i.opname == "LOAD_CONST" and i.argval == argval]
+    offsets = [i.offset for i in dec if i.opname in ("LOAD_CONST", "LOAD_SMALL_INT") and i.argval == argval]
     in_handler_body = [o for o in offsets if dec.handler_at(o) is not None]
     assert in_handler_body
     depth = stack_depths(fn.__code__)[in_handler_body[-1]]
@@ -469,7 +479,7 @@ def test_resume_inside_an_inlined_comprehension():
     dec = decoded(comprehension.__code__)
     assert describe_handler(dec, dec.handler_at(offset)) == "inlined comprehension"
     # saved outer `x` (unbound: NULL), the list so far, the iterator, then x and 1 for `x + 1`
-    stack = [NULL_STACK_ENTRY, None, ITERATOR_FROM_TUPLE, None, None]
+    stack = [NULL_STACK_ENTRY, None, ITERATOR_FROM_TUPLE, *BESIDE_ITERATOR, None, None]
     assert stack_depths(comprehension.__code__)[offset] == len(stack)
     resumed = _resume(comprehension, offset, stack, [])
     assert resumed([10], (5, 6), 3, 1) == [10, 4, 6, 7]

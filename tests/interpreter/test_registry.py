@@ -35,6 +35,8 @@ BREAKABLE = {
 BREAKABLE[(3, 13)] = BREAKABLE[(3, 12)] - {"FORMAT_VALUE"} | {
     "TO_BOOL", "CALL_KW", "CONVERT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC",
 }  # fmt: skip
+BREAKABLE[(3, 14)] = BREAKABLE[(3, 13)] - {"BINARY_SUBSCR", "BEFORE_WITH"} | {"LOAD_SPECIAL"}
+BREAKABLE[(3, 15)] = BREAKABLE[(3, 14)]
 
 
 def _nop(f, inst):
@@ -134,7 +136,8 @@ def test_the_break_writer_breaks_exactly_at_opcodes_with_a_rendering():
 def test_an_unsupported_python_is_refused(monkeypatch):
     assert running_version() == RUNNING
     monkeypatch.setattr(sys, "version_info", (3, 99, 0, "final", 0))
-    with pytest.raises(Unsupported, match=r"Python 3\.99 is not supported yet \(3\.11, 3\.12 and 3\.13 are\)"):
+    listed = r"3\.11, 3\.12, 3\.13, 3\.14 and 3\.15"
+    with pytest.raises(Unsupported, match=rf"Python 3\.99 is not supported yet \({listed} are\)"):
         running_version()
 
 

@@ -119,6 +119,16 @@ def takes_argument(kind: SlotKind) -> bool:
 
 _PY312 = sys.version_info >= (3, 12)
 
+
+def _get_iter_pushes() -> int:
+    op = dis.opmap["GET_ITER"]
+    return 1 + dis.stack_effect(op, 0 if op >= dis.HAVE_ARGUMENT else None)
+
+
+# From 3.15 GET_ITER pushes the iterator and an index or NULL: an ITERATOR_FROM_TUPLE slot is
+# then followed by a NULL slot, which the prologue's GET_ITER fills.
+_GET_ITER_PUSHES_TWO = _get_iter_pushes() == 2
+
 # Flags of code that is not a plain function body.
 _GENERATOR_FLAGS = (
     inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -168,10 +178,11 @@ def build_resume_code(
 
     `stack` describes the value stack at `offset` exactly as the interpreter sees it, bottom
     first: a count (every slot is a value), or one entry per slot: `NULL_STACK_ENTRY` (C NULL),
-    `ITERATOR_FROM_TUPLE` (an iterator, passed as a tuple of its remaining values),
-    `LastiStackEntry(offset)` (a handler's lasti), anything else a plain value. The new code's
-    positional arguments are `stack_arg_name(i)` for each slot `i` that takes one (NULL and
-    lasti slots do not), then `live_locals` by their original names; other locals start unbound.
+    `ITERATOR_FROM_TUPLE` (an iterator, passed as a tuple of its remaining values; on 3.15+
+    followed by the `NULL_STACK_ENTRY` a loop keeps beside it), `LastiStackEntry(offset)` (a
+    handler's lasti), anything else a plain value. The new code's positional arguments are
+    `stack_arg_name(i)` for each slot `i` that takes one (NULL and lasti slots do not), then
+    `live_locals` by their original names; other locals start unbound.
 
     Free variables stay free variables (build the function with the original closure). Cell
     variables are recreated: a live one is passed as its *value* and stored into a fresh cell.
@@ -268,6 +279,8 @@ def build_resume_code(
     prologue.extend(prologue_extra)
     lasti_loads: list[tuple[_bc.Instr, int]] = []
     for i, slot in enumerate(slots):
+        if slot is NULL_STACK_ENTRY and _GET_ITER_PUSHES_TWO and i > 0 and slots[i - 1] is ITERATOR_FROM_TUPLE:
+            continue  # pushed by the iterator's GET_ITER
         if slot is NULL_STACK_ENTRY:
             prologue.append(_bc.Instr("PUSH_NULL", location=at_target))
         elif isinstance(slot, LastiStackEntry):

@@ -39,7 +39,7 @@ from ..variables.containers import (
     dict_key,
     iterate,
 )
-from ..variables.contexts import GradModeContextVariable
+from ..variables.contexts import ContextEnterVariable, GradModeContextVariable
 from ..variables.exceptions import HandlerEntryVariable
 from ..variables.functions import NestedFunctionVariable
 from ..variables.generators import GeneratorVariable, Yielded, send_into
@@ -137,6 +137,7 @@ def _jumps_if(test: str) -> Rendering:
 
 
 @op("NOP", "RESUME", "CACHE", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS")
+@op("NOT_TAKEN", min_ver=(3, 14))
 @op("PRECALL", max_ver=(3, 11))
 def _nop(frame: Frame, inst: dis.Instruction) -> None:
     return None
@@ -169,8 +170,26 @@ def _swap(frame: Frame, inst: dis.Instruction) -> None:
 
 
 @op("LOAD_CONST")
+@op("LOAD_SMALL_INT", min_ver=(3, 14))
 def _load_const(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(constant(inst.argval))
+
+
+# LOAD_COMMON_CONSTANT's argument indexes a table of the interpreter's (CPython's
+# `opcode._common_constants`); 3.15 appended to it.
+_COMMON_CONSTANTS_314 = (AssertionError, NotImplementedError, tuple, all, any)
+_COMMON_CONSTANTS_315 = (*_COMMON_CONSTANTS_314, list, set, None, "", True, False, -1)
+
+
+def _load_common_constant(table: tuple) -> Handler:
+    def load_common_constant(frame: Frame, inst: dis.Instruction) -> None:
+        frame.push(wrap(frame, table[inst.arg], None))
+
+    return load_common_constant
+
+
+op("LOAD_COMMON_CONSTANT", min_ver=(3, 14), max_ver=(3, 14))(_load_common_constant(_COMMON_CONSTANTS_314))
+op("LOAD_COMMON_CONSTANT", min_ver=(3, 15))(_load_common_constant(_COMMON_CONSTANTS_315))
 
 
 @op("LOAD_FAST", max_ver=(3, 12))
@@ -180,6 +199,7 @@ def _load_fast(frame: Frame, inst: dis.Instruction) -> None:
 
 
 @op("LOAD_FAST", min_ver=(3, 13))
+@op("LOAD_FAST_BORROW", min_ver=(3, 14))
 def _load_fast_or_cell(frame: Frame, inst: dis.Instruction) -> None:
     """From 3.13 the compiler writes LOAD_CLOSURE as a LOAD_FAST of the cell's slot, which
     pushes the cell itself."""
@@ -200,6 +220,7 @@ def _load_fast_and_clear(frame: Frame, inst: dis.Instruction) -> None:
 
 
 @op("LOAD_FAST_LOAD_FAST", min_ver=(3, 13))
+@op("LOAD_FAST_BORROW_LOAD_FAST_BORROW", min_ver=(3, 14))
 def _load_fast_load_fast(frame: Frame, inst: dis.Instruction) -> None:
     first, second = inst.argval
     frame.push(frame.load_local(first))
@@ -395,7 +416,7 @@ op("LOAD_SUPER_ATTR", min_ver=(3, 12), max_ver=(3, 12))(_load_super_attr(_null_b
 op("LOAD_SUPER_ATTR", min_ver=(3, 13))(_load_super_attr(_null_above))
 
 
-@op("BINARY_SUBSCR", eager=_assigns("{0}[{1}]", 2))
+@op("BINARY_SUBSCR", max_ver=(3, 13), eager=_assigns("{0}[{1}]", 2))
 def _binary_subscr(frame: Frame, inst: dis.Instruction) -> None:
     key = frame.pop()
     container = frame.pop()
@@ -467,11 +488,28 @@ def _compare_to_bool_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
     return lines, continuations
 
 
-@op("BINARY_OP", eager=_operator_eager)
+@op("BINARY_OP", max_ver=(3, 13), eager=_operator_eager)
 def _binary_op(frame: Frame, inst: dis.Instruction) -> None:
     b = frame.pop()
     a = frame.pop()
     frame.push(operators.binary(frame, operators.BINARY_OPS[inst.arg], a, b))
+
+
+_NB_SUBSCR = 26  # 3.14+: BINARY_OP's subscript form, `a[b]` (BINARY_SUBSCR before)
+
+
+def _binary_op_or_subscript_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    if inst.arg == _NB_SUBSCR:
+        return _assigns("{0}[{1}]", 2)(site, inst)
+    return _operator_eager(site, inst)
+
+
+@op("BINARY_OP", min_ver=(3, 14), eager=_binary_op_or_subscript_eager)
+def _binary_op_or_subscript(frame: Frame, inst: dis.Instruction) -> None:
+    if inst.arg == _NB_SUBSCR:
+        _binary_subscr(frame, inst)
+    else:
+        _binary_op(frame, inst)
 
 
 @op("COMPARE_OP", max_ver=(3, 12), eager=_operator_eager)
@@ -560,7 +598,7 @@ def _build_map(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(DictVariable({dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
-@op("BUILD_CONST_KEY_MAP")
+@op("BUILD_CONST_KEY_MAP", max_ver=(3, 13))
 def _build_const_key_map(frame: Frame, inst: dis.Instruction) -> None:
     keys = frame.pop().as_constant()
     values = frame.popn(inst.arg)
@@ -789,15 +827,25 @@ def _call_kw(frame: Frame, inst: dis.Instruction) -> None:
     _perform_call(frame, inst.arg, kw_names)
 
 
+def _kwargs_entry(inst: dis.Instruction) -> bool:
+    """Whether CALL_FUNCTION_EX has a kwargs entry on the stack: up to 3.13 where its argument's
+    bit 1 says so; from 3.14 (no argument) always, a NULL when the call has no **kwargs."""
+    return inst.arg is None or bool(inst.arg & 1)
+
+
+def _has_kwargs(frame: Frame, inst: dis.Instruction) -> bool:
+    return _kwargs_entry(inst) and not isinstance(frame.stack[-1], NullVariable)
+
+
 def _call_function_ex_eager(null_below: bool) -> Rendering:
     """`___r = fn(*args, **kwargs)`; the callable's NULL is below it (3.11, 3.12, where present)
     or above it (3.13+)."""
 
     def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
         values, slots = site.values, site.slots
-        has_kwargs = inst.arg & 1
-        n = 2 + has_kwargs
-        call_args = f"*{values[-n + 1]}" + (f", **{values[-1]}" if has_kwargs else "")
+        has_kwargs = _has_kwargs(site.frame, inst)
+        n = 2 + _kwargs_entry(inst)
+        call_args = f"*{values[1 - n]}" + (f", **{values[-1]}" if has_kwargs else "")
         if null_below:
             fn = site.callable_expr(site.frame.stack[-n])
             consumed = n + (len(slots) > n and slots[-n - 1].kind is NULL_STACK_ENTRY)
@@ -811,7 +859,11 @@ def _call_function_ex_eager(null_below: bool) -> Rendering:
 
 def _call_function_ex(null_below: bool) -> Handler:
     def call_function_ex(frame: Frame, inst: dis.Instruction) -> None:
-        kwargs_var = frame.pop() if inst.arg & 1 else DictVariable({})
+        kwargs_var = DictVariable({})
+        if _has_kwargs(frame, inst):
+            kwargs_var = frame.pop()
+        elif _kwargs_entry(inst):
+            frame.pop()  # the NULL standing for no **kwargs
         args_var = frame.pop()
         if null_below:
             fn = frame.pop()
@@ -835,7 +887,7 @@ op("CALL_FUNCTION_EX", min_ver=(3, 13), eager=_call_function_ex_eager(False))(_c
 
 # A function's optional parts, by the flag naming them in MAKE_FUNCTION's argument (up to 3.12)
 # and in SET_FUNCTION_ATTRIBUTE's (3.13+), in the order the compiler pushes them.
-_FUNCTION_PARTS = {0x08: "closure", 0x04: "annotations", 0x02: "kwdefaults", 0x01: "defaults"}
+_FUNCTION_PARTS = {0x10: "annotate", 0x08: "closure", 0x04: "annotations", 0x02: "kwdefaults", 0x01: "defaults"}
 
 
 def _with_function_part(frame: Frame, fn: Variable, flag: int, value: Variable) -> NestedFunctionVariable:
@@ -850,7 +902,7 @@ def _with_function_part(frame: Frame, fn: Variable, flag: int, value: Variable) 
         fn.kwdefaults = dict(value.items)
     elif flag == 0x01:
         fn.defaults = tuple(value.unpack(frame))
-    elif flag != 0x04:  # annotations are not kept
+    elif flag not in (0x04, 0x10):  # annotations (and 3.14's function computing them) are not kept
         raise Unsupported(f"function attribute flag {flag:#x}")
     return fn
 
@@ -884,7 +936,7 @@ def _return_value(frame: Frame, inst: dis.Instruction) -> None:
     frame.return_value = frame.pop()
 
 
-@op("RETURN_CONST", min_ver=(3, 12))
+@op("RETURN_CONST", min_ver=(3, 12), max_ver=(3, 13))
 def _return_const(frame: Frame, inst: dis.Instruction) -> None:
     frame.return_value = constant(inst.argval)
 
@@ -958,21 +1010,41 @@ def _jump_or_pop(frame: Frame, inst: dis.Instruction) -> None:
         frame.pop()
 
 
-@op("GET_ITER", eager=_assigns("iter({0})", 1))
+@op("GET_ITER", max_ver=(3, 14), eager=_assigns("iter({0})", 1))
 def _get_iter(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(iterate(frame, frame.pop()))
 
 
-def _next_item(frame: Frame) -> Variable | None:
-    """FOR_ITER's step: the next item pushed (the item), or the exhausted iterator popped (None)."""
-    iterator = frame.stack[-1]
+# From 3.15 a loop keeps two entries: the iterator and an index (for a list or tuple iterated in
+# place) or NULL. The trace always iterates an iterator, with NULL beside it.
+
+
+def _get_iter_eager_315(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    lines, [(condition, offset, stack)] = _assigns("iter({0})", 1)(site, inst)
+    return lines, [(condition, offset, [*stack, Slot(NULL_STACK_ENTRY)])]
+
+
+@op("GET_ITER", min_ver=(3, 15), eager=_get_iter_eager_315)
+def _get_iter_315(frame: Frame, inst: dis.Instruction) -> None:
+    """An argument other than 0 is `yield from`'s form (GET_YIELD_FROM_ITER before 3.15)."""
+    if inst.arg:
+        _get_yield_from_iter(frame, inst)
+    else:
+        _get_iter(frame, inst)
+    frame.push(NULL)
+
+
+def _next_item(frame: Frame, entries: int) -> Variable | None:
+    """FOR_ITER's step: the next item pushed (the item), or the exhausted iterator's `entries`
+    popped (None)."""
+    iterator = frame.stack[-entries]
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported(f"for loop over {iterator.describe()}")
     item = iterator.next(frame)
     if item is not None:
         frame.push(item)
         return item
-    frame.pop()
+    frame.popn(entries)
     return None
 
 
@@ -991,21 +1063,24 @@ def _after_loop(frame: Frame, target: int, skipped: tuple[str, ...]) -> int:
     return index
 
 
-def _for_iter_eager(skipped: tuple[str, ...]) -> Rendering:
+def _for_iter_eager(skipped: tuple[str, ...], entries: int = 1) -> Rendering:
     """`___r = next(it, ___END)`, resuming after the loop when the iterator is exhausted."""
 
     def render(site: BreakSite, inst: dis.Instruction) -> Rendered:
         exhausted = site.frame.instructions[_after_loop(site.frame, inst.argval, skipped)].offset
         site.namespace["___END"] = _END
-        lines = [f"___r = next({site.values[-1]}, ___END)"]
-        return lines, [("___r is ___END", exhausted, site.rest(1)), (None, site.next_offset, [*site.slots, result()])]
+        lines = [f"___r = next({site.values[-entries]}, ___END)"]
+        return lines, [
+            ("___r is ___END", exhausted, site.rest(entries)),
+            (None, site.next_offset, [*site.slots, result()]),
+        ]
 
     return render
 
 
-def _for_iter(skipped: tuple[str, ...]) -> Handler:
+def _for_iter(skipped: tuple[str, ...], entries: int = 1) -> Handler:
     def for_iter(frame: Frame, inst: dis.Instruction) -> None:
-        if _next_item(frame) is None:
+        if _next_item(frame, entries) is None:
             frame.ip = _after_loop(frame, inst.argval, skipped)
 
     return for_iter
@@ -1013,7 +1088,14 @@ def _for_iter(skipped: tuple[str, ...]) -> Handler:
 
 op("FOR_ITER", max_ver=(3, 11), eager=_for_iter_eager(()))(_for_iter(()))
 op("FOR_ITER", min_ver=(3, 12), max_ver=(3, 12), eager=_for_iter_eager(("END_FOR",)))(_for_iter(("END_FOR",)))
-op("FOR_ITER", min_ver=(3, 13), eager=_for_iter_eager(("END_FOR", "POP_TOP")))(_for_iter(("END_FOR", "POP_TOP")))
+op("FOR_ITER", min_ver=(3, 13), max_ver=(3, 13), eager=_for_iter_eager(("END_FOR", "POP_TOP")))(
+    _for_iter(("END_FOR", "POP_TOP"))
+)
+# from 3.14 an exhausted iterator is left for the POP_ITER after the END_FOR: popping it and
+# stepping over both is the same
+_AFTER_LOOP_314 = ("END_FOR", "POP_ITER")
+op("FOR_ITER", min_ver=(3, 14), max_ver=(3, 14), eager=_for_iter_eager(_AFTER_LOOP_314))(_for_iter(_AFTER_LOOP_314))
+op("FOR_ITER", min_ver=(3, 15), eager=_for_iter_eager(_AFTER_LOOP_314, 2))(_for_iter(_AFTER_LOOP_314, 2))
 
 
 @op("END_FOR", min_ver=(3, 12), max_ver=(3, 12))
@@ -1022,8 +1104,14 @@ def _end_for_312(frame: Frame, inst: dis.Instruction) -> None:
 
 
 @op("END_FOR", min_ver=(3, 13))
+@op("POP_ITER", min_ver=(3, 14), max_ver=(3, 14))
 def _end_for(frame: Frame, inst: dis.Instruction) -> None:
-    frame.pop()  # the last item (a POP_TOP after it pops the iterator)
+    frame.pop()  # the last item (a POP_TOP / POP_ITER after it pops the iterator)
+
+
+@op("POP_ITER", min_ver=(3, 15))
+def _pop_iter_315(frame: Frame, inst: dis.Instruction) -> None:
+    frame.popn(2)  # the iterator and its index or NULL
 
 
 def _before_with_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -1036,35 +1124,89 @@ def _before_with_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
     return lines, [(None, site.next_offset, [*site.rest(1), exit_slot, result()])]
 
 
-@op("BEFORE_WITH", eager=_before_with_eager)
+def _special_method(frame: Frame, context: Variable, name: str) -> Variable:
+    """`__enter__` / `__exit__` of a context manager written in Python (looked up on the class)."""
+    try:
+        return context.getattr(frame, name)
+    except Unsupported as e:
+        raise Unsupported(f"`with` on {context.describe()}: {e.reason}", kind=e.kind) from e
+
+
+@op("BEFORE_WITH", max_ver=(3, 13), eager=_before_with_eager)
 def _before_with(frame: Frame, inst: dis.Instruction) -> None:
     context = frame.pop()
     if isinstance(context, GradModeContextVariable):
         frame.push(context.enter(frame))
         frame.push(constant(None))
         return
-    # a context manager written in Python: __enter__ and __exit__ are looked up on the class
-    try:
-        exit_method = context.getattr(frame, "__exit__")
-        enter_method = context.getattr(frame, "__enter__")
-    except Unsupported as e:
-        raise Unsupported(f"`with` on {context.describe()}: {e.reason}", kind=e.kind) from e
+    exit_method = _special_method(frame, context, "__exit__")
+    enter_method = _special_method(frame, context, "__enter__")
     frame.push(exit_method)
     frame.push(enter_method.call(frame, [], {}))
 
 
-def _with_except_start_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
-    """`__exit__(type, value, traceback)` of the exception leaving a `with` block, for real."""
-    exit_method, exc = site.values[-4], site.values[-1]
-    line = f"___r = {exit_method}(type({exc}), {exc}, {exc}.__traceback__)"
+def _exit_call_eager(site: BreakSite, exit_call: str) -> Rendered:
+    """WITH_EXCEPT_START for real: `exit_call` (the `__exit__` call up to its arguments) with the
+    exception on top of the stack; the result is pushed above it."""
+    exc = site.values[-1]
+    line = f"___r = {exit_call}type({exc}), {exc}, {exc}.__traceback__)"
     return [line], [(None, site.next_offset, [*site.slots, result()])]
 
 
-@op("WITH_EXCEPT_START", eager=_with_except_start_eager)
-def _with_except_start(frame: Frame, inst: dis.Instruction) -> None:
-    exit_method = frame.stack[-4]
+def _with_except_start_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    """3.11-3.13: the bound `__exit__` sits four entries under the exception."""
+    return _exit_call_eager(site, f"{site.values[-4]}(")
+
+
+def _with_except_start_eager_314(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    """3.14+: `__exit__` and its self (or a NULL) sit five and four entries under the exception."""
+    if site.slots[-4].kind is NULL_STACK_ENTRY:
+        return _exit_call_eager(site, f"{site.values[-5]}(")
+    return _exit_call_eager(site, f"{site.values[-5]}({site.values[-4]}, ")
+
+
+# 3.14+: `with` is `COPY 1; LOAD_SPECIAL __exit__; SWAP 2; SWAP 3; LOAD_SPECIAL __enter__; CALL 0`,
+# each LOAD_SPECIAL pushing a callable and its self or NULL (the method bound here, and NULL).
+_SPECIAL_METHODS = ("__enter__", "__exit__", "__aenter__", "__aexit__")
+
+
+def _load_special_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    name = _SPECIAL_METHODS[inst.arg]
+    site.namespace["___MethodType"] = types.MethodType
+    lines = [f"___x = {site.values[-1]}", f"___r = ___MethodType(type(___x).{name}, ___x)"]
+    return lines, [(None, site.next_offset, [*site.rest(1), result(), Slot(NULL_STACK_ENTRY)])]
+
+
+@op("LOAD_SPECIAL", min_ver=(3, 14), eager=_load_special_eager)
+def _load_special(frame: Frame, inst: dis.Instruction) -> None:
+    """A grad-mode context switches at its `__exit__` lookup, which comes first; nothing is
+    traced between that and the `__enter__` call."""
+    context = frame.pop()
+    name = _SPECIAL_METHODS[inst.arg]
+    if isinstance(context, GradModeContextVariable):
+        method = context.enter(frame) if name == "__exit__" else ContextEnterVariable(context)
+    else:
+        method = _special_method(frame, context, name)
+    _null_above(frame, method, True)
+
+
+def _call_exit(frame: Frame, pair: list[Variable]) -> None:
+    """WITH_EXCEPT_START: call the `__exit__` (with its self, or a NULL) found under the
+    exception on top of the stack."""
     value = frame.stack[-1]
-    frame.push(exit_method.call(frame, [UserClassVariable(value.python_type()), value, constant(None)], {}))
+    callee, positions = _callee_and_args(pair, [])
+    exc_args = [UserClassVariable(value.python_type()), value, constant(None)]
+    frame.push(pair[callee].call(frame, [*(pair[i] for i in positions), *exc_args], {}))
+
+
+@op("WITH_EXCEPT_START", max_ver=(3, 13), eager=_with_except_start_eager)
+def _with_except_start(frame: Frame, inst: dis.Instruction) -> None:
+    _call_exit(frame, [frame.stack[-4], NULL])
+
+
+@op("WITH_EXCEPT_START", min_ver=(3, 14), eager=_with_except_start_eager_314)
+def _with_except_start_314(frame: Frame, inst: dis.Instruction) -> None:
+    _call_exit(frame, frame.stack[-5:-3])
 
 
 @op("LOAD_BUILD_CLASS")
@@ -1072,7 +1214,7 @@ def _load_build_class(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(BuiltinVariable(builtins.__build_class__))  # its call is modelled (class_statements.py)
 
 
-@op("LOAD_ASSERTION_ERROR")
+@op("LOAD_ASSERTION_ERROR", max_ver=(3, 13))
 def _load_assertion_error(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(constant(AssertionError))
 
@@ -1144,7 +1286,7 @@ def _return_generator(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(constant(None))  # the generator already runs lazily: act as its first resume
 
 
-@op("GET_YIELD_FROM_ITER")
+@op("GET_YIELD_FROM_ITER", max_ver=(3, 14))
 def _get_yield_from_iter(frame: Frame, inst: dis.Instruction) -> None:
     if not isinstance(frame.stack[-1], GeneratorVariable):
         frame.push(iterate(frame, frame.pop()))
@@ -1163,18 +1305,30 @@ def _send_311(frame: Frame, inst: dis.Instruction) -> None:
         frame.push(item)
 
 
-@op("SEND", min_ver=(3, 12))
-def _send_312(frame: Frame, inst: dis.Instruction) -> None:
-    """As on 3.11, but an exhausted receiver stays below its return value for END_SEND."""
-    item, returned = send_into(frame, frame.stack[-2], frame.pop())
-    frame.push(returned if item is None else item)
-    if item is None:
-        frame.jump_to(inst.argval)
+def _send(entries: int) -> Handler:
+    """As on 3.11, but an exhausted receiver stays below its return value for END_SEND. The
+    receiver is `entries` entries (1; 2 from 3.15, with its NULL) under the sent value."""
+
+    def send(frame: Frame, inst: dis.Instruction) -> None:
+        item, returned = send_into(frame, frame.stack[-1 - entries], frame.pop())
+        frame.push(returned if item is None else item)
+        if item is None:
+            frame.jump_to(inst.argval)
+
+    return send
 
 
-@op("END_SEND", min_ver=(3, 12))
-def _end_send(frame: Frame, inst: dis.Instruction) -> None:
-    del frame.stack[-2]
+def _end_send(entries: int) -> Handler:
+    def end_send(frame: Frame, inst: dis.Instruction) -> None:
+        del frame.stack[-1 - entries : -1]
+
+    return end_send
+
+
+op("SEND", min_ver=(3, 12), max_ver=(3, 14))(_send(1))
+op("SEND", min_ver=(3, 15))(_send(2))
+op("END_SEND", min_ver=(3, 12), max_ver=(3, 14))(_end_send(1))
+op("END_SEND", min_ver=(3, 15))(_end_send(2))
 
 
 @op("YIELD_VALUE")

@@ -31,7 +31,7 @@ Handler = Callable[["Frame", dis.Instruction], None]
 Version = tuple[int, int]
 
 #: The Python versions the interpreter runs on, oldest first.
-SUPPORTED: tuple[Version, ...] = ((3, 11), (3, 12), (3, 13))
+SUPPORTED: tuple[Version, ...] = ((3, 11), (3, 12), (3, 13), (3, 14), (3, 15))
 OLDEST: Version = SUPPORTED[0]
 
 

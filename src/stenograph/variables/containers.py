@@ -158,9 +158,8 @@ class SequenceVariable(Variable):
                     return constant(i)
             if not args[0].is_constant():
                 raise Unsupported(f"{self.python_class.__name__}.index() of a missing {args[0].describe()}")
-            if self.python_class is list:
-                raise raise_new(frame, ValueError, f"{args[0].as_constant()!r} is not in list")
-            raise raise_new(frame, ValueError, "tuple.index(x): x not in tuple")
+            kind = list if self.python_class is list else tuple
+            raise raise_new(frame, ValueError, _missing_item_message(kind, "index", args[0].as_constant()))
         if name == "count" and not kwargs and len(args) == 1 and args[0].is_constant():
             wanted = args[0].as_constant()
             return constant(sum(1 for i in self.items if i.is_constant() and i.as_constant() == wanted))
@@ -317,6 +316,16 @@ def dict_key(var: Variable) -> Any:
 
 def _raise(frame: Frame, cls: type[BaseException], message: str) -> NoReturn:
     raise raise_new(frame, cls, message)
+
+
+def _missing_item_message(kind: type, method: str, value: Any) -> str:
+    """The running Python's message for `kind().method(value)` of a missing item (3.14 changed
+    list.index's), taken from an empty container."""
+    try:
+        getattr(kind(), method)(value)
+    except ValueError as e:
+        return str(e)
+    raise AssertionError(f"{kind.__name__}.{method} found {value!r} in an empty {kind.__name__}")
 
 
 class DictVariable(Variable):

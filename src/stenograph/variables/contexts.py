@@ -62,6 +62,20 @@ class ContextExitVariable(Variable):
         return constant(None)
 
 
+class ContextEnterVariable(Variable):
+    """The `__enter__` of a grad-mode context that 3.14's LOAD_SPECIAL looks up after its
+    `__exit__`: the switch happened at that lookup (`enter`), so calling it only returns None."""
+
+    def __init__(self, context: GradModeContextVariable) -> None:
+        self.context = context
+
+    def describe(self) -> str:
+        return f"{self.context.describe()}.__enter__"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return constant(None)
+
+
 def grad_mode_class(value: Any) -> bool:
     return value in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
