@@ -246,3 +246,43 @@ def test_setattr_on_a_class_that_also_computes_reads_breaks(cnt):
     cfg, reference = _Computed(), _Computed()
     torch.testing.assert_close(fn(x, cfg), _set_through_hook(x, reference))
     assert vars(cfg) == vars(reference)
+
+
+# -- __slots__ classes made in the frame ---------------------------------------------------------
+
+
+class _Slotted:
+    __slots__ = ("scale", "name")
+
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def _slotted(x):
+    obj = _Slotted(2.0)
+    has_name = hasattr(obj, "name")
+    obj.name = "set"
+    try:
+        obj.other = 1
+    except AttributeError:
+        refused = True
+    return x * obj.scale, has_name, obj.name, refused
+
+
+def test_slots_class_made_in_the_frame(cnt):
+    check(_slotted, lambda i: (t(3, seed=i),), cnt)
+
+
+def _returns_slotted(x):
+    obj = _Slotted(x * 2)
+    obj.name = "made"
+    return obj
+
+
+def test_slots_object_leaving_the_frame_is_rebuilt(cnt):
+    fn = stenograph.compile(_returns_slotted, backend=cnt)
+    x = t(3)
+    out = fn(x)
+    assert type(out) is _Slotted and out.name == "made"
+    torch.testing.assert_close(out.scale, x * 2)
+    assert cnt.frame_count == 1
