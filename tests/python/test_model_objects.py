@@ -286,3 +286,19 @@ def test_slots_object_leaving_the_frame_is_rebuilt(cnt):
     assert type(out) is _Slotted and out.name == "made"
     torch.testing.assert_close(out.scale, x * 2)
     assert cnt.frame_count == 1
+
+
+def _copy_defaultdict(x):
+    table = collections.defaultdict(list)
+    table["a"].append(1)
+    twin = copy.deepcopy(table)
+    twin["b"].append(2)
+    return x + len(twin), sorted(twin), sorted(table)
+
+
+def test_deepcopy_of_a_defaultdict_keeps_its_factory(cnt):
+    fn = stenograph.compile(_copy_defaultdict, backend=cnt)
+    x = t(3)
+    out, expected = fn(x), _copy_defaultdict(x)
+    torch.testing.assert_close(out[0], expected[0])
+    assert out[1:] == expected[1:]
