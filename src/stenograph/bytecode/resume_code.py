@@ -317,9 +317,9 @@ def build_resume_code(
     new.flags = flags
     # the `bytecode` package's own walk starts past the TryBegin of a region the prologue jumps
     # into and can get handler depths wrong (nested try/with, running handlers); the bound is
-    # known: the original's depth, or the rebuilt stack plus the two entries a prologue's
-    # PUSH_EXC_INFO briefly adds
-    stacksize = max(code.co_stacksize, len(slots) + 2)
+    # known: the original's depth plus the two entries an explicit `super(__class__, self)` adds,
+    # or the rebuilt stack plus the two entries a prologue's PUSH_EXC_INFO briefly adds
+    stacksize = max(code.co_stacksize, len(slots)) + 2
     if not marks:
         return assemble(new, stacksize=stacksize)
     return _assemble_with_lasti(new, marks, lasti_loads, stacksize)
