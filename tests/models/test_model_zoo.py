@@ -2,9 +2,10 @@
 and no more graphs than torch.compile hands its backend for the same step.
 
 Inference under `no_grad` and one training step with the model's own loss, each from a tiny
-config with random weights (offline). Where stenograph still needs more graphs than
-torch.compile, the current count is asserted (so a regression fails) and docs/supported.md lists
-the remaining reasons. Needs the `models` extra (`transformers`); skipped without it.
+config with random weights (offline). With transformers 5.23 every model is one graph for both
+compilers, which is asserted too, so a regression fails even where torch.compile would break as
+well (other versions differ in model code: there only the comparison is checked). Needs the
+`models` extra (`transformers`); skipped without it.
 """
 
 from __future__ import annotations
@@ -15,10 +16,6 @@ from .zoo import MODELS, measure
 
 transformers = pytest.importorskip("transformers")
 
-# (model, step) -> stenograph's graphs where torch.compile needs fewer, with transformers 5.23
-# (other versions differ in model code, so elsewhere only the comparison with torch.compile and
-# eager's results are checked)
-MORE_GRAPHS_THAN_TORCH: dict[tuple[str, str], int] = {}
 _PINNED = transformers.__version__.startswith("5.23.")
 
 
@@ -28,9 +25,7 @@ _PINNED = transformers.__version__.startswith("5.23.")
 def test_matches_eager_in_no_more_graphs_than_torch_compile(name, step):
     ours = measure(name, step == "train", "stenograph")
     assert ours.mismatches == [], f"differs from eager: {ours.mismatches}"
-    expected = MORE_GRAPHS_THAN_TORCH.get((name, step))
-    if expected is not None and _PINNED:
-        assert ours.graphs == expected, ours.reasons
-        return
+    if _PINNED:
+        assert ours.graphs == 1, ours.reasons
     theirs = measure(name, step == "train", "torch.compile")
     assert ours.graphs <= theirs.graphs, ours.reasons
