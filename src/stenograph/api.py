@@ -31,7 +31,7 @@ from .marks import (
 )
 from .module_hooks import has_module_hooks
 from .variables.class_lookup import class_attribute
-from .variables.trace_rules import is_graph_op, is_tensor_method
+from .variables.trace_rules import is_graph_op
 
 
 def _resolve_backend(backend: Any, mode: str | None, options: dict | None) -> tuple[Any, str]:
@@ -288,10 +288,11 @@ def _call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwarg
     return output
 
 
-def disable(fn: Callable | None = None, recursive: bool = True) -> Callable:
-    """Run `fn` eagerly, also when it is called from compiled code (a graph break there)."""
+def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str | None = None) -> Callable:
+    """Run `fn` eagerly, also when it is called from compiled code (a graph break there, whose
+    reason quotes `reason`)."""
     if fn is None:
-        return functools.partial(disable, recursive=recursive)
+        return functools.partial(disable, recursive=recursive, reason=reason)
     if isinstance(fn, torch.nn.Module):
         raise TypeError("stenograph.disable() takes a function; disable a module's forward instead")
     if not callable(fn):
@@ -302,7 +303,7 @@ def disable(fn: Callable | None = None, recursive: bool = True) -> Callable:
     def eager(*args: Any, **kwargs: Any) -> Any:
         return original(*args, **kwargs)
 
-    mark_disabled(eager)
+    mark_disabled(eager, reason)
     return eager
 
 
@@ -320,7 +321,7 @@ def disallow_in_graph(fn: Any) -> Any:
         return [disallow_in_graph(f) for f in fn]
     if not callable(fn):
         raise TypeError(f"stenograph.disallow_in_graph() needs a callable, got {type(fn).__qualname__}")
-    if not (is_graph_op(fn) or is_tensor_method(fn) or is_allowed_in_graph(fn)):
+    if not (is_graph_op(fn) or is_allowed_in_graph(fn)):
         raise TypeError(
             f"stenograph.disallow_in_graph() takes a function recorded as a graph op (torch.* functions, "
             f"or ones marked allow_in_graph); {getattr(fn, '__qualname__', fn)!r} is traced into instead: "

@@ -95,7 +95,7 @@ class _Config(types.ModuleType):
         self._store(key, _DEFAULTS[key])
 
     def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(_DEFAULTS) | set(_ALIASES) | {"patch", "to_dict"})
+        return sorted(set(super().__dir__()) | set(_DEFAULTS) | set(_ALIASES) | {"patch", "to_dict", "get_config_copy"})
 
     def _store(self, key: str, value: Any) -> None:
         """Set a setting and the aliases that name it."""
@@ -104,8 +104,16 @@ class _Config(types.ModuleType):
             if target == key:
                 self.__dict__[alias] = value
 
-    def patch(self, **changes: Any) -> contextlib.AbstractContextManager:
-        """Change settings for a `with` block or a decorated function, then restore them."""
+    def patch(self, name_or_changes: str | dict | None = None, value: Any = None, /, **changes: Any) -> Any:
+        """Change settings for a `with` block or a decorated function, then restore them.
+
+        As torch's config modules: `patch(x=1)`, `patch("x", 1)` or `patch({"x": 1})`."""
+        if isinstance(name_or_changes, str):
+            changes = {name_or_changes: value, **changes}
+        elif isinstance(name_or_changes, dict):
+            changes = {**name_or_changes, **changes}
+        elif name_or_changes is not None:
+            raise InvalidConfig(f"config.patch() takes a setting's name or a dict, not {name_or_changes!r}")
         for name in changes:
             self._canonical(name)
         return _Patch(self, changes)
@@ -113,6 +121,10 @@ class _Config(types.ModuleType):
     def to_dict(self) -> dict[str, Any]:
         """The current value of every setting (aliases not repeated)."""
         return {key: self.__dict__[key] for key in _DEFAULTS}
+
+    def get_config_copy(self) -> dict[str, Any]:
+        """torch's config modules' name for `to_dict()`."""
+        return self.to_dict()
 
 
 class _Patch(contextlib.ContextDecorator):

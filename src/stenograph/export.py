@@ -24,6 +24,7 @@ from . import api, entry, events
 from .errors import Unsupported
 from .frame_compiler import Capture, capture_frame, frame_label
 from .graph.resume import dynamic_arguments
+from .guards.pyfunc import signature_only
 from .guards.sources import AttrSource, ItemSource, LocalSource, ModuleMemberSource, Source
 from .shapes.dynamic import DynamicPolicy
 from .variables.base import Variable
@@ -36,15 +37,22 @@ class ExportGuards:
     """The checks the exported graph relies on (shapes, dtypes, constants it specialised on).
 
     Iterating gives each check as text; `check(*args, **kwargs)` says whether arguments satisfy
-    them all, i.e. whether the graph module is valid for that call."""
+    them all, i.e. whether the graph module is valid for that call, and `failure(...)` which
+    check they fail."""
 
-    def __init__(self, texts: list[str], guard: types.FunctionType, prefix: tuple) -> None:
+    def __init__(self, texts: list[str], guard: types.FunctionType, explainer: Callable, prefix: tuple) -> None:
         self.texts = texts
         self._guard = guard
+        self._explainer = explainer
         self._prefix = prefix
 
     def check(self, *args: Any, **kwargs: Any) -> bool:
         return bool(self._guard(*self._prefix, *args, **kwargs))
+
+    def failure(self, *args: Any, **kwargs: Any) -> str | None:
+        """The first check these arguments fail, with the value they pass; None if all pass."""
+        failed = self._explainer(*self._prefix, *args, **kwargs)
+        return None if failed is None else failed.reason
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.texts)
@@ -61,18 +69,24 @@ class ExportResult(NamedTuple):
     guards: ExportGuards
 
 
-def export(fn: Callable, *extra_args: Any, **extra_kwargs: Any) -> Callable[..., ExportResult]:
+def export(
+    fn: Callable, *extra_args: Any, dynamic: bool | None = None, **extra_kwargs: Any
+) -> Callable[..., ExportResult]:
     """`export(fn)(*args, **kwargs)` -> `ExportResult(graph_module, guards)` for a function, a
-    bound method, an `nn.Module` (its forward) or a compiled one of those."""
+    bound method, an `nn.Module` (its forward) or a compiled one of those. `dynamic` as in
+    `compile`: None keeps sizes static unless marked (`mark_dynamic`), True makes every size and
+    int argument symbolic, False none."""
     if extra_args or extra_kwargs:
         raise TypeError("use stenograph.export(fn)(*args, **kwargs)")
+    if dynamic not in (None, False, True):
+        raise TypeError(f"stenograph.export(dynamic=...) takes None, True or False, not {dynamic!r}")
     function, bound_self = _target(fn)
 
     def run(*args: Any, **kwargs: Any) -> ExportResult:
         full = (bound_self, *args) if bound_self is not None else args
         code = function.__code__
         try:
-            captured = capture_frame(function, full, kwargs, DynamicPolicy(None, dynamic_arguments(code)))
+            captured = capture_frame(function, full, kwargs, DynamicPolicy(dynamic, dynamic_arguments(code)))
         except Unsupported as first:
             raise _every_break(fn, args, kwargs, first, frame_label(code)) from None
         module = bound_self if isinstance(bound_self, torch.nn.Module) else None
@@ -80,8 +94,10 @@ def export(fn: Callable, *extra_args: Any, **extra_kwargs: Any) -> Callable[...,
         prefix = (function.__closure__,) if code.co_freevars else ()
         if bound_self is not None:
             prefix = (*prefix, bound_self)
-        texts = [check.text for check in captured.output.guards.ordered()]
-        return ExportResult(graph_module, ExportGuards(texts, captured.guard, prefix))
+        guard_set = captured.output.guards
+        texts = [check.text for check in guard_set.ordered()]
+        explainer = guard_set.build_explainer(code, signature_only(function), frame_label(code))
+        return ExportResult(graph_module, ExportGuards(texts, captured.guard, explainer, prefix))
 
     return run
 

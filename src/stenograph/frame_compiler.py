@@ -21,6 +21,7 @@ from . import config, events, torch_state
 from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
 from .bytecode.instructions import decoded
+from .bytecode.resume_code import enclosing_with_statements
 from .errors import BackendCompilerFailed, BreakKind, StenographError, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
@@ -280,27 +281,51 @@ def _compile_break(
     traces: list[OutputGraph],
     runtime: Runtime,
 ) -> tuple[OutputGraph, Frame, types.FunctionType]:
-    """Trace again up to the unsupported instruction and build the breaking transformed code."""
+    """Trace again up to the unsupported instruction and build the breaking transformed code.
+
+    Where no break is possible at the instruction because the `with` block around it has a context
+    manager that cannot be rebuilt outside the graph (a `@contextmanager` generator, a torch mode),
+    the break moves to that `with` statement: its `__enter__` runs eagerly and the block is traced
+    by the resume function, which holds the real context manager. Where the context manager itself
+    cannot be rebuilt (it holds a traced generator), the break moves to the call that made it.
+    """
     index = reason.break_index
     assert index is not None
-    inst = decoded(fn.__code__).instructions[index]
+    code = fn.__code__
+    inst = decoded(code).instructions[index]
     if not can_break_at(inst):
         raise reason
-    output, frame, result = _trace(fn, args, kwargs, index, policy, eager_generators, traces)
-    if result is not None or frame.ip != index:
-        raise reason  # the second trace did not stop where the first one failed
-    try:
-        writer = BreakWriter(frame, index, fn, backend, backend_name, runtime)
-        # a create_graph=True backward at the break differentiates this graph's backward again
-        graph_backend = backend
-        if reason.kind is BreakKind.TWICE_DIFFERENTIABLE:
-            graph_backend = _as_captured
-            reason.reason += " (create_graph=True: the graph before it runs as captured, differentiable twice)"
-        compile_graph = _graph_compiler(output, graph_backend, backend_name, label, timing, graph_module)
-        transformed = writer.build(compile_graph, [i.source for i in output.inputs], label)
-    except Unsupported as problem:
-        reason.reason = f"{reason.reason} (and no graph break is possible there: {problem.reason})"
-        raise reason from problem
+    dec = decoded(code)
+    earlier = []
+    for offset in enclosing_with_statements(code, inst.offset):
+        before_with = dec.index_of_offset[offset]
+        earlier.append(before_with)
+        if dec.instructions[before_with - 1].opname == "CALL":
+            earlier.append(before_with - 1)  # the call making the context manager: a real one then
+    failure: Exception | None = None
+    grad_mode = torch.is_grad_enabled()
+    for at in [index, *earlier]:
+        try:
+            output, frame, transformed = _break_at(
+                fn, args, kwargs, at, reason, backend, backend_name, label, timing, graph_module, policy,
+                eager_generators, traces, runtime,
+            )  # fmt: skip
+        except (Unsupported, _NoBreakThere) as problem:
+            failure = failure or problem
+            _close_abandoned(traces)
+            torch._C._set_grad_enabled(grad_mode)
+            continue
+        if at != index:
+            assert isinstance(failure, (Unsupported, _NoBreakThere))
+            why = failure.problem.reason if isinstance(failure, _NoBreakThere) else failure.reason
+            reason.reason += f" (the graph breaks at the enclosing `with` statement instead: {why})"
+        break
+    else:
+        if isinstance(failure, _NoBreakThere):
+            reason.reason = f"{reason.reason} (and no graph break is possible there: {failure.problem.reason})"
+            raise reason from failure.problem
+        assert failure is not None
+        raise failure
     internal = "".join(traceback.format_tb(reason.__traceback__))
     events.publish(
         events.GraphBreak(
@@ -314,6 +339,49 @@ def _compile_break(
         )
     )
     return output, frame, transformed
+
+
+class _NoBreakThere(Exception):
+    """The frame traced up to the instruction, but the break could not be written there."""
+
+    def __init__(self, problem: Unsupported) -> None:
+        super().__init__(problem.reason)
+        self.problem = problem
+
+
+def _break_at(
+    fn: types.FunctionType,
+    args: tuple,
+    kwargs: dict,
+    index: int,
+    reason: Unsupported,
+    backend: Any,
+    backend_name: str,
+    label: str,
+    timing: dict,
+    graph_module: list,
+    policy: DynamicPolicy | None,
+    eager_generators: set[types.CodeType],
+    traces: list[OutputGraph],
+    runtime: Runtime,
+) -> tuple[OutputGraph, Frame, types.FunctionType]:
+    """The breaking transformed code for a break before instruction `index`."""
+    output, frame, result = _trace(fn, args, kwargs, index, policy, eager_generators, traces)
+    if result is not None or frame.ip != index:
+        raise reason  # the second trace did not stop where the first one failed
+    try:
+        writer = BreakWriter(frame, index, fn, backend, backend_name, runtime)
+        # a create_graph=True backward at the break differentiates this graph's backward again
+        graph_backend = backend
+        if reason.kind is BreakKind.TWICE_DIFFERENTIABLE:
+            graph_backend = _as_captured
+            if "differentiable twice" not in reason.reason:
+                reason.reason += " (create_graph=True: the graph before it runs as captured, differentiable twice)"
+        compile_graph = _graph_compiler(output, graph_backend, backend_name, label, timing, graph_module)
+        return output, frame, writer.build(compile_graph, [i.source for i in output.inputs], label)
+    except Unsupported as problem:
+        graph_module.clear()
+        raise _NoBreakThere(problem) from problem
 
 
 def _close_abandoned(traces: list[OutputGraph]) -> None:

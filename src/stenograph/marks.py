@@ -18,19 +18,29 @@ _allowed_in_graph: set[Callable] = set()
 _disallowed_in_graph: set[Callable] = set()
 
 
-def mark_disabled(fn: Callable) -> None:
-    setattr(fn, DISABLED_ATTR, True)
+def mark_disabled(fn: Callable, reason: str | None = None) -> None:
+    """Mark `fn` to run eagerly; `reason` (the user's words) is shown where its call breaks."""
+    setattr(fn, DISABLED_ATTR, reason or True)
+
+
+def disabled_reason(fn: Any) -> str | None:
+    """The reason given to `disable(fn, reason=...)`, if any."""
+    reason = getattr(fn, DISABLED_ATTR, None)
+    return reason if isinstance(reason, str) else None
 
 
 def is_disabled(fn: Any) -> bool:
     return bool(getattr(fn, DISABLED_ATTR, False))
 
 
-def allow_in_graph(fn: Callable) -> Callable:
-    """Record calls of `fn` as one opaque graph node instead of tracing into it.
+def allow_in_graph(fn: Any) -> Any:
+    """Record calls of `fn` as one opaque graph node instead of tracing into it (a list or
+    tuple marks each item).
 
     `fn` must take and return tensors (and Python constants) and run on fake tensors.
     """
+    if isinstance(fn, (list, tuple)):
+        return [allow_in_graph(f) for f in fn]
     if not callable(fn):
         raise TypeError(f"allow_in_graph() needs a callable, got {type(fn).__qualname__}")
     _disallowed_in_graph.discard(fn)

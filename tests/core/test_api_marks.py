@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 from helpers import assert_same
@@ -71,6 +73,20 @@ def test_skip_is_disable(cnt):
     x = torch.randn(3)
     assert_same(stenograph.compile(f, backend=cnt)(x), f(x))
     assert cnt.frame_count == 2  # the skipped call is a graph break
+
+
+def test_disable_reason_is_quoted_in_the_break(cnt):
+    @stenograph.compiler.disable(reason="talks to the database")
+    def lookup(x):
+        return x
+
+    def f(x):
+        return lookup(x + 1) * 2
+
+    with pytest.raises(stenograph.Unsupported, match="marked stenograph.disable: talks to the database"):
+        stenograph.compile(f, backend=cnt, fullgraph=True)(torch.randn(2))
+    x = torch.randn(2)
+    assert_same(stenograph.compile(f, backend=cnt)(x), f(x))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,16 +172,37 @@ def test_assume_constant_result_needs_constant_arguments_and_result(cnt):
         stenograph.compile(takes_tensor, backend=cnt, fullgraph=True)(torch.randn(2))
 
     @stenograph.assume_constant_result
-    def makes_tensor():
-        return torch.ones(2)
+    def makes_list():
+        return [1, 2]
 
-    def gets_tensor(x):
-        return x + makes_tensor()
+    def gets_list(x):
+        return x + makes_list()[0]
 
-    with pytest.raises(stenograph.Unsupported, match="returned Tensor, which cannot be a constant"):
-        stenograph.compile(gets_tensor, backend=cnt, fullgraph=True)(torch.randn(2))
+    with pytest.raises(stenograph.Unsupported, match="returned list, which cannot be a constant"):
+        stenograph.compile(gets_list, backend=cnt, fullgraph=True)(torch.randn(2))
     x = torch.randn(2)
-    assert_same(stenograph.compile(gets_tensor, backend=cnt)(x), x + 1)  # a graph break otherwise
+    assert_same(stenograph.compile(gets_list, backend=cnt)(x), x + 1)  # a graph break otherwise
+
+
+def test_assume_constant_result_tensor_is_held_by_the_compiled_code(cnt):
+    made = []
+
+    @stenograph.assume_constant_result
+    def table():
+        made.append(torch.arange(3.0))
+        return made[-1]
+
+    def f(x):
+        return x * table()
+
+    compiled = stenograph.compile(f, backend=cnt, fullgraph=True)
+    x = torch.randn(3)
+    assert_same(compiled(x), x * torch.arange(3.0))
+    made.clear()  # the compiled code keeps the tensor alive itself
+    gc.collect()
+    assert_same(compiled(x), x * torch.arange(3.0))
+    assert_same(compiled(x + 1), (x + 1) * torch.arange(3.0))
+    assert cnt.frame_count == 1 and made == []
 
 
 def test_assume_constant_result_bad_input():
@@ -219,6 +256,8 @@ def test_disallow_in_graph_bad_input():
         stenograph.disallow_in_graph(42)
     with pytest.raises(TypeError, match="use stenograph.disable"):
         stenograph.disallow_in_graph(_add_sub_add)
+    with pytest.raises(TypeError, match="use stenograph.disable"):
+        stenograph.disallow_in_graph(torch.Tensor.add)  # x.add() is a method call, not a call of it
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,3 +333,27 @@ def test_run_decorator_and_modules(cnt):
     assert cnt.frame_count == 1
     with pytest.raises(TypeError, match="needs a callable"):
         stenograph.run(3)
+
+
+def _double(x):
+    return x * 2
+
+
+@pytest.mark.usefixtures("restore_marks")
+def test_disallow_in_graph_takes_back_allow_in_graph(cnt):
+    """A function marked allow_in_graph is a graph op, so disallow_in_graph accepts it; both take lists."""
+
+    def f(x):
+        return _double(x + 1) - 1
+
+    assert stenograph.allow_in_graph([_double]) == [_double]
+    x = torch.randn(3)
+    assert_same(stenograph.compile(f, backend=cnt, fullgraph=True)(x), f(x))
+    assert cnt.graphs[0].graph.find_nodes(op="call_function", target=_double)
+    stenograph.disallow_in_graph(_double)
+    stenograph.reset()
+    counter = CompileCounter()
+    assert_same(stenograph.compile(f, backend=counter)(x), f(x))
+    assert counter.frame_count == 2
+    with pytest.raises(TypeError, match="use stenograph.disable"):
+        stenograph.disallow_in_graph(_double)  # no longer a graph op

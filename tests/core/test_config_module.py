@@ -102,3 +102,16 @@ def test_to_dict_round_trips_through_pickle():
     saved = pickle.loads(pickle.dumps(config.to_dict()))
     assert saved == config.to_dict()
     assert "cache_size_limit" not in saved
+
+
+def test_patch_takes_torch_config_forms():
+    with config.patch("recompile_limit", 2):
+        assert config.recompile_limit == 2
+    with config.patch({"verbose": True, "cache_size_limit": 3}):
+        assert config.verbose is True and config.recompile_limit == 3
+    assert config.recompile_limit == 8 and config.verbose is False
+    with pytest.raises(InvalidConfig, match="no setting 'nope'"):
+        config.patch("nope", 1)
+    with pytest.raises(InvalidConfig, match="a setting's name or a dict"):
+        config.patch(3)
+    assert config.get_config_copy() == config.to_dict()

@@ -47,6 +47,9 @@ def test_guards_say_which_calls_the_graph_fits():
     assert not guards.check(x, y, n=3)  # n was specialised
     assert not guards.check(x.double(), y)
     assert "L['y']" in str(guards)
+    assert guards.failure(x, y) is None
+    assert "L['n'] == 2" in guards.failure(x, y, n=3)
+    assert "size=[3]" in guards.failure(torch.randn(4), y)
 
 
 def test_mark_dynamic_gives_a_graph_for_every_size():
@@ -177,3 +180,30 @@ def test_bad_input_gets_clear_errors():
         stenograph.export(torch.sin)
     with pytest.raises(TypeError, match=r"export\(fn\)\(\*args"):
         stenograph.export(_shaped, torch.randn(3))
+
+
+def test_same_interface_as_torch_dynamo_export():
+    """Both give (graph_module, guards) whose graph module maps the arguments to eager's result."""
+    model = Block().eval()
+    x = torch.randn(5, 3)
+    theirs, _ = torch._dynamo.export(model)(x)
+    ours, guards = stenograph.export(model)(x)
+    other = torch.randn(5, 3)
+    assert_same(ours(other), theirs(other))
+    assert_same(ours(other), model(other))
+    assert guards.check(other)
+    assert sorted(n for n, _ in ours.named_parameters()) == sorted(n for n, _ in model.named_parameters())
+
+
+def test_dynamic_true_makes_every_size_and_int_symbolic():
+    def f(x, n):
+        return x.reshape(2, -1).sum(1) * n
+
+    gm, guards = stenograph.export(f, dynamic=True)(torch.randn(6), 3)
+    for size, n in ((6, 3), (10, 4), (4, 5)):
+        x = torch.randn(size)
+        assert guards.check(x, n)
+        assert_same(gm(x, n), f(x, n))
+    assert not guards.check(torch.randn(5), 3)  # odd sizes cannot be reshaped to 2 rows
+    with pytest.raises(TypeError, match="None, True or False"):
+        stenograph.export(f, dynamic="yes")

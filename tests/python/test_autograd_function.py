@@ -189,7 +189,7 @@ def test_guards(cnt):
     assert cnt.frame_count == 1  # identical metadata: no recompile
     compiled(t(3, 4))
     assert cnt.frame_count == 2  # requires_grad changed
-    original = ScaledSquare.backward
+    original = ScaledSquare.__dict__["backward"]
     try:
         ScaledSquare.backward = staticmethod(lambda ctx, grad: (grad * 0, None))
         y = t(3, 4, grad=True)
@@ -203,3 +203,27 @@ def test_guards(cnt):
 @pytest.mark.slow
 def test_inductor_uses_the_users_backward():
     check(scaled_square, lambda i: (t(3, 4, seed=i, grad=True),), CompileCounterWithBackend("inductor"), grads=True)
+
+
+WEIGHT = torch.ones(3)
+
+
+class ReadsAGlobal(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * WEIGHT
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * WEIGHT
+
+
+def test_forward_reading_a_global_tensor_runs_eagerly_at_a_break(cnt):
+    global WEIGHT
+    fn = lambda x: ReadsAGlobal.apply(x.sin()).cos()  # noqa: E731
+    try:
+        _eager_at_break(fn, cnt)
+        WEIGHT = torch.full((3,), 2.0)  # replaced by an equal-looking tensor: still followed
+        _eager_at_break(fn, cnt)
+    finally:
+        WEIGHT = torch.ones(3)

@@ -133,3 +133,29 @@ def test_a_body_that_runs_code_is_a_graph_break(cnt, capsys):
         assert capsys.readouterr().out == printed == "building\n"
     explained = stenograph.explain(fn)(t(3))
     assert any("class body of" in r.reason for r in explained.break_reasons)
+
+
+class _Registering:
+    registered: list = []
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _Registering.registered.append(cls.__name__)
+
+
+def test_a_base_running_code_when_subclassed_is_a_graph_break(cnt):
+    def fn(x):
+        y = x + 1
+
+        class Plugin(_Registering):
+            k = 2
+
+        return y * Plugin.k
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    _Registering.registered.clear()
+    for i in range(2):
+        torch.testing.assert_close(compiled(t(3, seed=i)), fn(t(3, seed=i)))
+    assert _Registering.registered == ["Plugin"] * 4  # once per call, compiled as eager
+    explained = stenograph.explain(fn)(t(3))
+    assert any("runs code when subclassed" in r.reason for r in explained.break_reasons)

@@ -1,5 +1,5 @@
 """Higher-order torch functions: `torch.cond` (recorded with branch graphs), checkpoint (inlined),
-and the function transforms `torch.func.grad` / `torch.vmap` (a graph break, run eagerly).
+and the function transforms `torch.func.grad` / `torch.vmap` (recorded with their body graphs).
 
 Compiled vs eager on results, gradients and printed output, with graph counts beside
 torch.compile's.
@@ -61,17 +61,25 @@ def test_cond_on_a_python_bool_inlines_the_branch(cnt):
     assert all(n.target is not torch.ops.higher_order.cond for g in cnt.graphs for n in g.graph.nodes)
 
 
-def test_cond_branch_reading_another_tensor_runs_eagerly_at_a_break(cnt):
-    bias = t(3, seed=5)
+class Gate(nn.Module):
+    """Branches that read a parameter, a closure's tensor and a value computed before the cond."""
 
-    def fn(x):
-        return torch.cond(x.sum() > 0, lambda a: a + bias, lambda a: a - bias, (x,)) * 2
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
 
-    compiled = stenograph.compile(fn, backend=cnt)
-    for i in range(2):
-        x = t(3, seed=i)
-        torch.testing.assert_close(compiled(x), fn(x))
-    assert cnt.frame_count == 2  # before and after the eager cond
+    def forward(self, x, bias):
+        y = x * 3
+        return torch.cond(x.sum() > 0, lambda a: self.lin(a) + bias, lambda a: a * y - self.lin.bias, (x,)).sin()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cond_branches_reading_other_tensors_take_them_as_operands(backend):
+    torch.manual_seed(0)
+    cnt = CompileCounterWithBackend(backend)
+    check(Gate(), lambda i: (*_signs(i), t(4, seed=9, grad=True)), cnt, calls=3, grads=True)
+    (cond,) = [n for n in cnt.graphs[0].graph.nodes if n.target is torch.ops.higher_order.cond]
+    assert len(cond.args[3]) == 5  # x, then bias, lin.weight, lin.bias and y
 
 
 def test_cond_guards(cnt):
@@ -141,18 +149,67 @@ def test_checkpointed_function_that_prints_runs_eagerly(cnt, capsys):
     torch.testing.assert_close(x_c.grad, x_e.grad)
 
 
-def test_func_grad_and_vmap_run_eagerly_at_a_break(cnt):
+def transforms(x):
+    y = x.sin()
+    g = torch.func.grad(lambda a: (a**3).sum())(y)
+    v = torch.vmap(lambda row: row * row.sum())(y)
+    w = torch.func.vmap(lambda a, b: a * b, in_dims=(0, None))(y, y[0])
+    return (g + v + w).cos()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_func_grad_and_vmap_are_captured(backend):
+    cnt = CompileCounterWithBackend(backend)
+    check(transforms, lambda i: (t(3, 4, seed=i, grad=True),), cnt, grads=True)
+    targets = {getattr(n.target, "__name__", "") for n in cnt.graphs[0].graph.nodes}
+    assert {"grad_apply", "vmap_apply"} <= targets
+
+
+def test_transforms_guards(cnt):
+    compiled = stenograph.compile(transforms, backend=cnt)
+    for i in range(2):
+        torch.testing.assert_close(compiled(t(3, 4, seed=i)), transforms(t(3, 4, seed=i)))
+    assert cnt.frame_count == 1
+    torch.testing.assert_close(compiled(t(3, 5)), transforms(t(3, 5)))
+    assert cnt.frame_count == 2  # a new shape
+
+
+def test_transform_reading_other_tensors(cnt):
+    def fn(x, w):
+        s = x.sum()
+        v = torch.vmap(lambda row: row * s + w)(x.cos())
+        g = torch.func.grad(lambda a: (a * w).pow(2).sum())(x)
+        return v + g
+
+    check(fn, lambda i: (t(3, 4, seed=i, grad=True), t(4, seed=7, grad=True)), cnt, grads=True)
+
+
+def test_grad_with_aux_runs_eagerly_at_a_break(cnt):
     def fn(x):
-        y = x.sin()
-        g = torch.func.grad(lambda a: (a**3).sum())(y)
-        v = torch.vmap(lambda row: row * row.sum())(y)
-        return (g + v).cos()
+        return torch.func.grad(lambda a: ((a**2).sum(), a), has_aux=True)(x.cos())[0].sin()
 
     compiled = stenograph.compile(fn, backend=cnt)
     for i in range(2):
-        x = t(3, 4, seed=i)
-        torch.testing.assert_close(compiled(x), fn(x))
-    assert cnt.frame_count == 2  # torch.compile: 1 (it traces the transforms)
+        torch.testing.assert_close(compiled(t(3, 4, seed=i)), fn(t(3, 4, seed=i)))
+    assert cnt.frame_count == 2  # before and after the eager transform (torch.compile: 1)
+
+
+def test_branch_with_python_effects_raises_as_eager_does(cnt):
+    """torch.cond refuses such a branch in eager too; run eagerly at the break, it raises the same."""
+    log = []
+
+    def fn(x):
+        def true_fn(a):
+            log.append(1)
+            return a + 1
+
+        return torch.cond(x.sum() > 0, true_fn, lambda a: a - 1, (x,)).sin()
+
+    with pytest.raises(Exception) as eager:
+        fn(t(3))
+    with pytest.raises(type(eager.value)):
+        stenograph.compile(fn, backend=cnt)(t(3))
+    assert log == []
 
 
 @pytest.mark.slow

@@ -26,8 +26,11 @@ Because the original exception table comes along, resuming inside a try/with bod
 long as the stack holds what the original frame had there (for a with block: the `__exit__`
 callable at its depth). A resume may also start at a handler's first instruction, with the
 exception on top of the stack; that exception must have been raised (3.11 passes its traceback
-to `__exit__` without a NULL check). Resuming inside a running handler (after PUSH_EXC_INFO) is
-refused: the thread's "exception being handled" would not be the one the handler expects.
+to `__exit__` without a NULL check). Resuming inside a running `except`/`finally` body works
+when each PUSH_EXC_INFO entry of the stack is a `HANDLED_EXCEPTION` slot: the caller passes the
+exception that handler handles, and the prologue enters it for real (LOAD_FAST, PUSH_EXC_INFO,
+POP_TOP), so the thread's "exception being handled" is that exception (bare `raise`,
+`sys.exc_info()`, chaining) and the entry below it is the one POP_EXCEPT must restore.
 """
 
 from __future__ import annotations
@@ -47,12 +50,14 @@ from .instructions import DecodedCode, ExceptionEntry, decoded
 from .stackdepth import stack_depths
 
 __all__ = [
+    "HANDLED_EXCEPTION",
     "PAIR_PARTS",
     "ITERATOR_FROM_TUPLE",
     "LastiStackEntry",
     "NULL_STACK_ENTRY",
     "build_resume_code",
     "describe_handler",
+    "enclosing_with_statements",
     "resume_code_name",
     "stack_arg_name",
 ]
@@ -79,6 +84,11 @@ NULL_STACK_ENTRY = _StackMarker("NULL_STACK_ENTRY")
 #: to come (a traced iterator has no real counterpart to pass); the prologue pushes `iter(arg)`.
 ITERATOR_FROM_TUPLE = _StackMarker("ITERATOR_FROM_TUPLE")
 
+#: Marks the stack slot PUSH_EXC_INFO leaves under the exception a running handler handles (the
+#: exception handled before). The caller passes the handled exception; the prologue enters it
+#: with PUSH_EXC_INFO, which leaves the real previous one in the slot.
+HANDLED_EXCEPTION = _StackMarker("HANDLED_EXCEPTION")
+
 #: Marks a stack slot that holds a plain value, passed as an argument (any object that is not
 #: one of the other markers or a `LastiStackEntry` means the same to `build_resume_code`).
 VALUE_STACK_ENTRY = _StackMarker("VALUE_STACK_ENTRY")
@@ -104,7 +114,7 @@ SlotKind = _StackMarker | LastiStackEntry
 
 def takes_argument(kind: SlotKind) -> bool:
     """Whether a slot of this kind is passed to the resume function (NULL and lasti are pushed)."""
-    return kind is VALUE_STACK_ENTRY or kind is ITERATOR_FROM_TUPLE
+    return kind is VALUE_STACK_ENTRY or kind is ITERATOR_FROM_TUPLE or kind is HANDLED_EXCEPTION
 
 
 _PY312 = sys.version_info >= (3, 12)
@@ -132,6 +142,9 @@ _UNCHECKED_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW"})
 _RESUMABLE_REGIONS = frozenset(
     {"try/except block", "try/except* block", "try/finally block", "with block", "inlined comprehension"}
 )
+
+# Regions of a running `except`/`finally` body: resumable with HANDLED_EXCEPTION slots.
+_HANDLER_BODIES = frozenset({"except/finally handler", "`except ... as name` handler"})
 
 # Line number marking instructions whose final offset must be found after assembly.
 _MARK_LINE = 1 << 28
@@ -181,9 +194,9 @@ def build_resume_code(
     rebuilt.
 
     Raises NotImplementedError for generators/coroutines, module or class bodies and offsets
-    inside a running exception handler (an except/finally body or a with block's exit path;
-    a handler's first instruction is fine); ValueError for a stack that does not match the
-    original stack depth at `offset` or unknown/invalid local names.
+    inside a running exception handler (an except/finally body without `HANDLED_EXCEPTION`
+    slots, or a with block's exit path; a handler's first instruction is fine); ValueError for a
+    stack that does not match the original stack depth at `offset` or unknown/invalid local names.
     """
     dec = decoded(code)
     qualname = code.co_qualname
@@ -206,9 +219,9 @@ def build_resume_code(
             f"build_resume_code: offset {offset} of {qualname} is in the frame-setup prefix "
             f"(before RESUME); resume at or after offset {dec.instructions[first_body].offset}"
         )
-    _check_exception_region(dec, target.offset, offset)
-
     slots = _normalize_stack(stack)
+    _check_exception_region(dec, target.offset, offset, HANDLED_EXCEPTION in slots)
+
     expected = stack_depths(dec).get(target.offset)
     if expected is None:
         raise ValueError(f"build_resume_code: offset {offset} of {qualname} is unreachable")
@@ -278,6 +291,9 @@ def build_resume_code(
             prologue.extend(_push_and_clear(stack_arg_name(i), at_target))
             if slot is ITERATOR_FROM_TUPLE:
                 prologue.append(_bc.Instr("GET_ITER", location=at_target))
+            elif slot is HANDLED_EXCEPTION:
+                prologue.append(_bc.Instr("PUSH_EXC_INFO", location=at_target))
+                prologue.append(_bc.Instr("POP_TOP", location=at_target))
     prologue.append(_bc.Instr("JUMP_FORWARD", label, location=at_target))
 
     new = _bc.Bytecode(prologue + body)
@@ -299,25 +315,33 @@ def build_resume_code(
     if freevars:
         flags |= _bc.CompilerFlags.NESTED
     new.flags = flags
+    # the `bytecode` package's own walk starts past the TryBegin of a region the prologue jumps
+    # into and can get handler depths wrong (nested try/with, running handlers); the bound is
+    # known: the original's depth, or the rebuilt stack plus the two entries a prologue's
+    # PUSH_EXC_INFO briefly adds
+    stacksize = max(code.co_stacksize, len(slots) + 2)
     if not marks:
-        return assemble(new)
-    return _assemble_with_lasti(new, marks, lasti_loads)
+        return assemble(new, stacksize=stacksize)
+    return _assemble_with_lasti(new, marks, lasti_loads, stacksize)
 
 
 def _assemble_with_lasti(
-    new: _bc.Bytecode, marks: dict[int, InstrLocation], lasti_loads: list[tuple[_bc.Instr, int]]
+    new: _bc.Bytecode,
+    marks: dict[int, InstrLocation],
+    lasti_loads: list[tuple[_bc.Instr, int]],
+    stacksize: int,
 ) -> types.CodeType:
     """Assemble, find where the marked instructions landed, then fill in the lasti constants
     and restore the instructions' real locations (a constant's value cannot move code, but it
     is checked)."""
-    first = assemble(new)
+    first = assemble(new, stacksize=stacksize)
     landed = _marked_offsets(first)
     for load, mark in lasti_loads:
         load.arg = landed[mark] // 2  # lasti counts code units
     for item in new:
         if isinstance(item, _bc.Instr) and item.location is not None and item.location.lineno in marks:
             item.location = marks[item.location.lineno]
-    final = assemble(new)
+    final = assemble(new, stacksize=stacksize)
     if [i.offset for i in decoded(final)] != [i.offset for i in decoded(first)]:
         raise AssertionError(f"{final.co_name}: instructions moved when the lasti constants were filled in")
     return final
@@ -331,12 +355,12 @@ def _marked_offsets(code: types.CodeType) -> dict[int, int]:
     return found
 
 
-def _check_exception_region(dec: DecodedCode, at: int, offset: int) -> None:
+def _check_exception_region(dec: DecodedCode, at: int, offset: int, handling: bool) -> None:
     entry = dec.handler_at(at)
     if entry is None:
         return
     construct = describe_handler(dec, entry)
-    if construct in _RESUMABLE_REGIONS:
+    if construct in _RESUMABLE_REGIONS or handling and construct in _HANDLER_BODIES:
         return
     if any(e.target == at for e in dec.exception_entries):
         return  # a handler's first instruction: the handler has not started yet
@@ -372,6 +396,25 @@ def describe_handler(dec: DecodedCode, entry: ExceptionEntry) -> str:
     if head[:1] == ["SWAP"] and ("STORE_FAST" in head or "POP_TOP" in head):
         return "inlined comprehension"
     return "exception handler cleanup region"
+
+
+def enclosing_with_statements(code: types.CodeType, offset: int) -> list[int]:
+    """Offsets of the BEFORE_WITH instructions whose `with` bodies contain `offset`, innermost
+    first. A body is the span of the exception-table entries that lead to its `with` handler
+    (the flattened table splits it around nested blocks); it starts right after BEFORE_WITH."""
+    dec = decoded(code)
+    spans: dict[int, tuple[int, int]] = {}
+    for entry in dec.exception_entries:
+        if describe_handler(dec, entry) != "with block":
+            continue
+        start, end = spans.get(entry.target, (entry.start, entry.end))
+        spans[entry.target] = (min(start, entry.start), max(end, entry.end))
+    found = []
+    for start, end in spans.values():
+        index = dec.index_of_offset.get(start)
+        if index and dec.instructions[index - 1].opname == "BEFORE_WITH" and start <= offset < end:
+            found.append((end - start, dec.instructions[index - 1].offset))
+    return [before_with for _, before_with in sorted(found)]
 
 
 def _first_body_index(dec: DecodedCode) -> int:

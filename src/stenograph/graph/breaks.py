@@ -12,6 +12,7 @@ block and raises, the handler's resume function continues with the exception, as
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import functools
 import types
@@ -23,6 +24,7 @@ import torch
 
 from ..bytecode.instructions import exception_entries
 from ..bytecode.resume_code import (
+    HANDLED_EXCEPTION,
     ITERATOR_FROM_TUPLE,
     NULL_STACK_ENTRY,
     VALUE_STACK_ENTRY,
@@ -39,6 +41,7 @@ from ..variables.builtins import BuiltinVariable
 from ..variables.cells import LazyValue
 from ..variables.containers import DictVariable, IteratorVariable, SequenceVariable, SetVariable
 from ..variables.contexts import ContextExitVariable
+from ..variables.exceptions import HandlerEntryVariable, LastiVariable
 from ..variables.frame_objects import NNModuleVariable
 from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
 from ..variables.symbolic import SymNodeVariable
@@ -85,6 +88,10 @@ class BreakWriter:
         for var in self.frame.stack:
             if isinstance(var, NullVariable):
                 slots.append(Slot(NULL_STACK_ENTRY))
+            elif isinstance(var, LastiVariable):
+                slots.append(Slot(LastiStackEntry(self.origin.offset(var.offset))))
+            elif isinstance(var, HandlerEntryVariable):
+                slots.append(Slot(HANDLED_EXCEPTION, self._evaluate(var.exception)))
             elif isinstance(var, ContextExitVariable):
                 slots.append(Slot(VALUE_STACK_ENTRY, self._enter_context(var)))
             elif isinstance(var, IteratorVariable):
@@ -105,6 +112,20 @@ class BreakWriter:
         name = self.writer.temp("s")
         self.writer.post.append(f"{name} = {expr}")
         return name
+
+    def _while_handling(self, exception: Variable, lines: list[str]) -> list[str]:
+        """The eager lines run inside an `except` block handling `exception`, as in the frame:
+        `sys.exc_info()`, `traceback.print_exc()` and the chaining of what they raise see it. Its
+        traceback is left as it was (raising it again would add the generated code's frame)."""
+        handled = self._evaluate(exception)
+        return [
+            f"___tb = {handled}.__traceback__",
+            "try:",
+            f"    raise {handled}",
+            "except BaseException:",
+            f"    {handled}.__traceback__ = ___tb",
+            *["    " + line for line in lines],
+        ]
 
     def _grad_mode_before_open_contexts(self) -> bool:
         """The real grad mode the eager part starts from: the mode before the outermost grad
@@ -227,6 +248,8 @@ class BreakWriter:
         compile_callee = (
             not is_disabled(callee)
             and not is_untraced_library(callee)
+            # `@contextmanager`'s wrapper: compiled, it could only return a generator it cannot rebuild
+            and getattr(getattr(callee, "__code__", None), "co_filename", None) != contextlib.__file__
             and not (isinstance(callee, types.FunctionType) and callee.__code__.co_flags & 0x20)  # generator
         )
         if isinstance(var, UserFunctionVariable) and compile_callee and var.fn.__closure__ and var.source is not None:
@@ -292,6 +315,8 @@ class BreakWriter:
             live = [(name, self.rebuild.pin(expr)) for name, expr in live]
         self.rebuild.replay(frame.output.side_effects)
         eager, continuations = self.instruction(slots)
+        if eager and frame.handled:
+            eager = self._while_handling(frame.handled[-1], eager)
         tail = self.writer.tail
         handler = self.handler_call(slots, live) if eager else None
         if handler is not None:

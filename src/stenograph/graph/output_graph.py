@@ -83,6 +83,9 @@ class OutputGraph:
     def __init__(self, policy: DynamicPolicy | None = None) -> None:
         self.active = ActiveFrame()
         self.graph = TracedGraph(self.active)
+        # the frame's graph, where inputs go; `graph` is another one while a body is traced
+        # (a torch.cond branch), which takes what it reads of the frame's graph as inputs
+        self.root_graph = self.graph
         self.fake_mode = new_fake_mode()
         self.policy = policy
         self.guards = GuardSet()
@@ -103,8 +106,6 @@ class OutputGraph:
         self.initial_grad_mode = torch.is_grad_enabled()
         # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
         self.submodules: dict[str, torch.fx.GraphModule] = {}
-        # set while a body graph is traced (a torch.cond branch): why no input may be added now
-        self.inputs_closed: str | None = None
         self.guards.global_state()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -184,17 +185,15 @@ class OutputGraph:
         return var
 
     def _placeholder(self, source: Source, fake: Any, example: Any) -> torch.fx.Node:
-        if self.inputs_closed is not None:
-            raise Unsupported(f"{self.inputs_closed} reads {source.name()}")
         name = self._unique(_placeholder_name(source))
         last = self.inputs[-1].node if self.inputs else None
         if last is None:
-            first = next(iter(self.graph.nodes), None)
-            ctx = self.graph.inserting_before(first) if first is not None else _nullctx()
+            first = next(iter(self.root_graph.nodes), None)
+            ctx = self.root_graph.inserting_before(first) if first is not None else _nullctx()
         else:
-            ctx = self.graph.inserting_after(last)
+            ctx = self.root_graph.inserting_after(last)
         with ctx:
-            node = self.graph.placeholder(name)
+            node = self.root_graph.placeholder(name)
         node.meta["example_value"] = fake
         node.meta["source"] = source.name()
         node.meta["stenograph_source"] = source  # backends read it (e.g. static inputs for CUDA graphs)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..bytecode.instructions import ExceptionEntry, decoded
 from ..errors import Unsupported
-from ..variables.base import Variable, constant
-from ..variables.exceptions import TracedException
+from ..variables.base import Variable
+from ..variables.exceptions import LastiVariable, TracedException
 from ..variables.user_classes import NewObjectVariable, instantiate
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def unwind_to_handler(frame: Frame, exc: TracedException) -> bool:
         return False
     del frame.stack[entry.depth :]
     if entry.lasti:
-        frame.push(constant(frame.current.offset))
+        frame.push(LastiVariable(frame.current.offset))
     frame.push(exc.value)
     frame.jump_to(entry.target)
     return True

@@ -61,6 +61,8 @@ class Frame:
         self.return_value: Variable | None = None
         # exceptions being handled (`except` blocks entered), innermost last, for a bare `raise`
         self.handled: list[Variable] = []
+        # id of each exception tracker -> index of the instruction where it entered this frame
+        self.raised_at: dict[int, int] = {}
         # one tracking Cell per real closure cell, shared by every inlined call in the trace
         self.tracked_cells: dict[int, Cell] = {} if parent is None else parent.tracked_cells
         # every generator created in the trace (checked when the trace ends)
@@ -101,6 +103,7 @@ class Frame:
                     handler(self, inst)
                 except TracedException as exc:
                     self._chain(exc)
+                    self.raised_at.setdefault(id(exc.value), self.ip - 1)
                     if not unwind_to_handler(self, exc):
                         raise
         except TracedException as exc:
@@ -108,7 +111,9 @@ class Frame:
                 raise
             e = uncaught(exc)
             self._annotate(e)
-            e.break_index = self.ip - 1
+            # where the exception entered this frame: run from there eagerly, the frame's own
+            # handlers (cleanup, `except` bodies that re-raise it) run after it as they would
+            e.break_index = self.raised_at.get(id(exc.value), self.ip - 1)
             raise e from None
         except Unsupported as e:
             self._annotate(e)

@@ -40,8 +40,10 @@ from ..variables.containers import (
     iterate,
 )
 from ..variables.contexts import ContextEnterVariable, GradModeContextVariable
+from ..variables.exceptions import HandlerEntryVariable
 from ..variables.functions import NestedFunctionVariable
 from ..variables.generators import GeneratorVariable, Yielded, send_into
+from ..variables.global_contexts import GlobalContextVariable, is_global_context_class
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from ..variables.user_classes import SuperVariable, UserClassVariable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
@@ -785,6 +787,9 @@ def _render_call(site: BreakSite, argc: int, kw_names: tuple[str, ...], extra: i
     start = len(stack) - extra - argc - 2
     entries, exprs = stack[start : len(stack) - extra], values[start : len(values) - extra]
     callee, arg_positions = _callee_and_args(entries[:2], entries[2:])
+    target = entries[callee]
+    if target.is_constant() and is_global_context_class(target.as_constant()):
+        raise Unsupported(f"{target.describe()} made outside the graph (its state is the graph's)")
     args = [exprs[i] for i in arg_positions]
     dynamic = _reads_number_from_data(entries[callee], [entries[i] for i in arg_positions])
     split = len(args) - len(kw_names)
@@ -1110,6 +1115,9 @@ def _pop_iter_315(frame: Frame, inst: dis.Instruction) -> None:
 
 
 def _before_with_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    if isinstance(site.frame.stack[-1], GlobalContextVariable):
+        # its state is part of the graph before; entering it between graphs is not modelled
+        raise Unsupported(f"`with` on {site.frame.stack[-1].describe()} entered outside the graph")
     lines = [f"___x = {site.values[-1]}", "___r = type(___x).__enter__(___x)"]
     exit_slot = Slot(VALUE_STACK_ENTRY, "___MethodType(type(___x).__exit__, ___x)")
     site.namespace["___MethodType"] = types.MethodType
@@ -1135,6 +1143,26 @@ def _before_with(frame: Frame, inst: dis.Instruction) -> None:
     enter_method = _special_method(frame, context, "__enter__")
     frame.push(exit_method)
     frame.push(enter_method.call(frame, [], {}))
+
+
+def _exit_call_eager(site: BreakSite, exit_call: str) -> Rendered:
+    """WITH_EXCEPT_START for real: `exit_call` (the `__exit__` call up to its arguments) with the
+    exception on top of the stack; the result is pushed above it."""
+    exc = site.values[-1]
+    line = f"___r = {exit_call}type({exc}), {exc}, {exc}.__traceback__)"
+    return [line], [(None, site.next_offset, [*site.slots, result()])]
+
+
+def _with_except_start_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    """3.11-3.13: the bound `__exit__` sits four entries under the exception."""
+    return _exit_call_eager(site, f"{site.values[-4]}(")
+
+
+def _with_except_start_eager_314(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    """3.14+: `__exit__` and its self (or a NULL) sit five and four entries under the exception."""
+    if site.slots[-4].kind is NULL_STACK_ENTRY:
+        return _exit_call_eager(site, f"{site.values[-5]}(")
+    return _exit_call_eager(site, f"{site.values[-5]}({site.values[-4]}, ")
 
 
 # 3.14+: `with` is `COPY 1; LOAD_SPECIAL __exit__; SWAP 2; SWAP 3; LOAD_SPECIAL __enter__; CALL 0`,
@@ -1171,12 +1199,12 @@ def _call_exit(frame: Frame, pair: list[Variable]) -> None:
     frame.push(pair[callee].call(frame, [*(pair[i] for i in positions), *exc_args], {}))
 
 
-@op("WITH_EXCEPT_START", max_ver=(3, 13))
+@op("WITH_EXCEPT_START", max_ver=(3, 13), eager=_with_except_start_eager)
 def _with_except_start(frame: Frame, inst: dis.Instruction) -> None:
     _call_exit(frame, [frame.stack[-4], NULL])
 
 
-@op("WITH_EXCEPT_START", min_ver=(3, 14))
+@op("WITH_EXCEPT_START", min_ver=(3, 14), eager=_with_except_start_eager_314)
 def _with_except_start_314(frame: Frame, inst: dis.Instruction) -> None:
     _call_exit(frame, frame.stack[-5:-3])
 
@@ -1192,6 +1220,8 @@ def _load_assertion_error(frame: Frame, inst: dis.Instruction) -> None:
 
 
 def _raise_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    if inst.arg == 0:  # inside a handler: the break writer runs this line handling its exception
+        return ["raise"], []
     if inst.arg not in (1, 2):
         raise Unsupported(f"a graph break at {inst.opname} is not supported")
     cause = f" from {site.values[-1]}" if inst.arg == 2 else ""
@@ -1217,7 +1247,12 @@ def _raise(frame: Frame, inst: dis.Instruction) -> None:
     raise TracedException(exc)
 
 
-@op("RERAISE")
+def _reraise_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
+    """An exception a handler resume function received leaves the frame: raise it again."""
+    return [f"raise {site.values[-1]}"], []
+
+
+@op("RERAISE", eager=_reraise_eager)
 def _reraise(frame: Frame, inst: dis.Instruction) -> None:
     raise TracedException(frame.pop())
 
@@ -1225,7 +1260,7 @@ def _reraise(frame: Frame, inst: dis.Instruction) -> None:
 @op("PUSH_EXC_INFO")
 def _push_exc_info(frame: Frame, inst: dis.Instruction) -> None:
     value = frame.pop()
-    frame.push(frame.handled[-1] if frame.handled else constant(None))
+    frame.push(HandlerEntryVariable(frame.handled[-1] if frame.handled else constant(None), value))
     frame.handled.append(value)
     frame.push(value)
 

@@ -8,8 +8,9 @@ That node runs the user's forward on fake tensors while tracing, and AOTAutograd
 backward once while compiling: code with Python effects (printing, appending to a list, writing
 globals) would then run at the wrong time. So forward and backward are first traced once with the
 frame's own interpreter, with a stand-in `ctx` that keeps what forward saves and sets: anything the
-tracer cannot capture, or any change to Python state, raises `Unsupported` there and the call runs
-eagerly at a graph break. The nodes this speculation recorded are erased afterwards.
+tracer cannot capture, any change to Python state, or a tensor read from elsewhere than the
+arguments (a global, a module's parameter) raises `Unsupported` there and the call runs eagerly at
+a graph break. The nodes this speculation recorded are erased afterwards.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class FunctionApplyVariable(Variable):
         """Trace forward and backward once, to refuse what the apply node could not reproduce."""
         output = frame.output
         nodes_before = set(output.graph.nodes)
-        effects_before = output.side_effects.count()
+        effects_before, inputs_before = output.side_effects.count(), len(output.inputs)
         grad_mode = torch.is_grad_enabled()
         needs = tuple(grad_mode and isinstance(a, TensorVariable) and bool(a.fake.requires_grad) for a in args)
         ctx = FunctionCtxVariable(needs)
@@ -117,6 +118,9 @@ class FunctionApplyVariable(Variable):
         self.cls_var.getattr(frame, "backward").call(frame, [ctx, *grads], {})
         if output.side_effects.count() != effects_before:
             raise Unsupported(f"{self.describe()}: forward or backward changes Python state")
+        if len(output.inputs) != inputs_before:
+            # a backend that traces the node would keep the tensor it read while compiling
+            raise Unsupported(f"{self.describe()}: forward or backward reads tensors other than its arguments")
         _erase_unused(output.graph, nodes_before)
 
 

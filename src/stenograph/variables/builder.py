@@ -52,10 +52,12 @@ from .frame_objects import (
     UserObjectVariable,
     WeakrefVariable,
 )
+from .func_transforms import GradVariable, VmapVariable
 from .functions import (
     DisallowedCallVariable,
     FoldedCallVariable,
     GraphBreakVariable,
+    OpaqueCallableVariable,
     PartialVariable,
     TensorMethodRefVariable,
     TorchClassVariable,
@@ -253,6 +255,9 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
             guards.id_match(source, value)
         return ConstantVariable(value, source)
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
+        if source is not None:
+            guards.id_match(source, value)
+            return OpaqueCallableVariable(value, source)
         raise Unsupported(
             f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "
             "is implemented in C and unknown to stenograph"
@@ -298,6 +303,10 @@ def _special_callable(value: Any) -> Variable | None:
         return CondVariable()
     if value is torch.utils.checkpoint.checkpoint:
         return CheckpointVariable()
+    if value is torch.vmap or value is torch.func.vmap:
+        return VmapVariable()
+    if value is torch.func.grad:
+        return GradVariable()
     if is_disallowed_in_graph(value):
         return DisallowedCallVariable(value)
     if is_allowed_in_graph(value):

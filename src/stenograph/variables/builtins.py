@@ -65,7 +65,6 @@ _KEYWORDS: dict[Any, frozenset[str]] = {
     sorted: frozenset({"key", "reverse"}),
     int: frozenset({"base"}),
     str: frozenset({"object", "encoding", "errors"}),
-    builtins.__build_class__: frozenset({"metaclass"}),
 }
 # (fewest, most) positional arguments the handled builtins model
 _ARITY: dict[Any, tuple[int, int]] = {

@@ -76,12 +76,15 @@ def build_class(frame: Frame, args: list[Variable], kwargs: dict[str, Variable])
     body = args[0]
     if body.closure or body.defaults or body.kwdefaults:
         raise Unsupported(f"class body of {body.code.co_qualname} reads variables of the enclosing function")
-    rest = [*args[1:], *kwargs.values()]
-    if not all(a.is_constant() for a in rest):
-        raise Unsupported(f"class {args[1].as_constant()} with bases or keywords not known while tracing")
+    name = args[1].as_constant()
+    if kwargs or not all(a.is_constant() and isinstance(a.as_constant(), type) for a in args[2:]):
+        raise Unsupported(f"class {name} with keywords or bases not known while tracing")
+    for base in (a.as_constant() for a in args[2:]):
+        # creating the class would run user code: a metaclass, `__init_subclass__` of a base
+        hook = next((k for k in base.__mro__ if "__init_subclass__" in k.__dict__), object)
+        if type(base) is not type or hook is not object:
+            raise Unsupported(f"class {name}: its base {base.__qualname__} runs code when subclassed")
     _refuse_active_body(body.code, body.globals_dict)
     fn = types.FunctionType(body.code, body.globals_dict, body.code.co_name)
-    cls = builtins.__build_class__(
-        fn, *[a.as_constant() for a in args[1:]], **{k: v.as_constant() for k, v in kwargs.items()}
-    )
+    cls = builtins.__build_class__(fn, *[a.as_constant() for a in args[1:]])
     return class_variable(cls)

@@ -28,6 +28,30 @@ class TracedException(Exception):
         self.chained = False  # `__context__` recorded (at the raise point)
 
 
+class LastiVariable(Variable):
+    """The instruction offset an exception-table entry with `lasti` pushes under the exception
+    (RERAISE restores the traceback's line from it); rebuilt as the resume code's own offset."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+    def describe(self) -> str:
+        return f"lasti {self.offset}"
+
+
+class HandlerEntryVariable(Variable):
+    """The stack entry PUSH_EXC_INFO leaves under the exception a handler handles: the exception
+    handled before (`previous`), restored by POP_EXCEPT. It remembers `exception`, the one this
+    handler handles, so that a graph break inside the handler can enter it again for real."""
+
+    def __init__(self, previous: Variable, exception: Variable) -> None:
+        self.previous = previous
+        self.exception = exception
+
+    def describe(self) -> str:
+        return f"handler of {self.exception.describe()}"
+
+
 def raise_new(frame: Frame, cls: type[BaseException], *args: object) -> TracedException:
     """A TracedException for `cls(*args)` with constant arguments, ready to raise."""
     return TracedException(instantiate(frame, cls, [constant(a) for a in args], {}))

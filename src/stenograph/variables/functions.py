@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
-from ..guards.sources import AttrSource
-from ..marks import graph_break, is_constant_result, is_disabled
+from ..guards.sources import AttrSource, FixedObjectSource
+from ..marks import disabled_reason, graph_break, is_constant_result, is_disabled
 from .base import ConstantVariable, Variable, constant
 from .cells import LazyValue, RealCellVariable
 from .containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
@@ -47,8 +47,9 @@ class UserFunctionVariable(Variable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         refuse_untraced_library(self.fn, args, kwargs)
         if is_disabled(self.fn):
+            why = disabled_reason(self.fn)
             raise Unsupported(
-                f"call to {self.fn.__qualname__}, which is marked stenograph.disable",
+                f"call to {self.fn.__qualname__}, which is marked stenograph.disable" + (f": {why}" if why else ""),
                 hint="disabled functions run eagerly",
                 kind=BreakKind.UNTRACED_CALL,
             )
@@ -94,11 +95,14 @@ def _constant_result(
     values = [real(a) for a in args]
     keywords = {k: real(v) for k, v in kwargs.items()}
     result = fn(*values, **keywords)
+    if type(result) is torch.Tensor:
+        # the tensor itself is a graph input, held by the compiled code (always this object)
+        return frame.output.tensor_input(result, FixedObjectSource(result, f"result of {name}"))
     if not is_literal(result):
         raise Unsupported(
             f"{name} (marked assume_constant_result) returned {type(result).__qualname__}, "
             "which cannot be a constant of the graph",
-            hint="return numbers, strings, bools, None, dtypes, devices or tuples of them",
+            hint="return a tensor, or numbers, strings, bools, None, dtypes, devices or tuples of them",
         )
     return constant(result)
 
@@ -339,6 +343,26 @@ class TorchOpVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
+
+
+class OpaqueCallableVariable(Variable):
+    """A callable implemented in C that tracing knows nothing of (`sys.exc_info`, a C extension's
+    function), reached through a source: loading it is fine (guarded by identity), calling it is
+    a graph break where Python calls it."""
+
+    def __init__(self, fn: Any, source: Source) -> None:
+        self.fn = fn
+        self.value_object = fn
+        self.source = source
+
+    def describe(self) -> str:
+        return f"{type(self.fn).__qualname__} {getattr(self.fn, '__qualname__', '')}".strip()
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise Unsupported(
+            f"call target {self.describe()} is implemented in C and unknown to stenograph",
+            kind=BreakKind.UNTRACED_CALL,
+        )
 
 
 class TensorMethodRefVariable(Variable):

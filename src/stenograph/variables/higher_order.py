@@ -3,10 +3,11 @@
 `torch.cond` is recorded with its branches as graphs of their own.
 Each branch is traced with the frame's own interpreter into a separate FX graph whose inputs are
 the operands, and the call becomes one `torch.ops.higher_order.cond` node reading the two graphs
-through `get_attr`, as torch.compile records it (AOTAutograd and Inductor know that op). A branch
-must compute from its operands only and leave Python state alone: reading another tensor (a
-closure's, a module's parameter) or changing a list, attribute or global raises `Unsupported`,
-and the call runs eagerly at a graph break. A predicate known while tracing (a Python bool or a
+through `get_attr`, as torch.compile records it (AOTAutograd and Inductor know that op). Tensors a
+branch reads besides its operands (a closure's, a module's parameter, a value computed earlier in
+the frame) become further operands of both branches, as torch.compile lifts them. A branch that
+changes Python state (a list, an attribute, a global) raises `Unsupported`, and the call runs
+eagerly at a graph break. A predicate known while tracing (a Python bool or a
 static comparison) just inlines the branch it selects, as torch.compile does.
 
 `checkpoint(fn, *args, use_reentrant=False)` computes what `fn(*args)` computes, with the same
@@ -17,6 +18,7 @@ backward, so one that changes Python state raises `Unsupported` and runs eagerly
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 
-class _HigherOrderVariable(Variable):
+class HigherOrderVariable(Variable):
     """A torch function with a tracker of its own; at a graph break it is called for real."""
 
     function: Any = None  # the torch function, set by each subclass
@@ -50,7 +52,7 @@ class _HigherOrderVariable(Variable):
         return rebuild.writer.bind(self.value_object, "fn")
 
 
-class CondVariable(_HigherOrderVariable):
+class CondVariable(HigherOrderVariable):
     """`torch.cond(pred, true_fn, false_fn, operands)`."""
 
     function = staticmethod(torch.cond)
@@ -75,13 +77,14 @@ class CondVariable(_HigherOrderVariable):
             raise Unsupported(f"torch.cond() predicate {pred.describe()}")
         if not all(isinstance(o, TensorVariable) for o in operands):
             raise Unsupported("torch.cond() operands that are not all tensors")
-        true_gm, single = _trace_branch(frame, bound["true_fn"], operands)
-        false_gm, _ = _trace_branch(frame, bound["false_fn"], operands)
+        fakes = [o.fake for o in operands]  # type: ignore[attr-defined]
+        bodies = [trace_body(frame, bound[key], fakes, "a torch.cond() branch") for key in ("true_fn", "false_fn")]
+        (true_gm, false_gm), free = close_bodies(bodies)
         output = frame.output
-        fake_operands = tuple(o.fake for o in operands)  # type: ignore[attr-defined]
+        fakes += [node.meta["example_value"] for node in free]
         try:
             with output.fake_mode, enable_python_dispatcher():
-                fake = torch.ops.higher_order.cond(pred.fake, true_gm, false_gm, fake_operands)  # type: ignore[attr-defined]
+                fake = torch.ops.higher_order.cond(pred.fake, true_gm, false_gm, tuple(fakes))  # type: ignore[attr-defined]
         except Exception as e:
             raise Unsupported(f"torch.cond() branches do not agree: {type(e).__name__}: {e}") from e
         node = output.graph.create_node(
@@ -91,43 +94,80 @@ class CondVariable(_HigherOrderVariable):
                 pred.node,  # type: ignore[attr-defined]
                 output.add_submodule(true_gm, "cond_true"),
                 output.add_submodule(false_gm, "cond_false"),
-                tuple(o.node for o in operands),  # type: ignore[attr-defined]
+                (*[o.node for o in operands], *free),  # type: ignore[attr-defined]
             ),
             {},
         )
         result = output.wrap_result(node, fake, "torch.cond()")
-        return result.unpack(frame)[0] if single else result
+        return result.unpack(frame)[0] if bodies[0].single else result
 
 
-def _trace_branch(frame: Frame, fn: Variable, operands: list[Variable]) -> tuple[torch.fx.GraphModule, bool]:
-    """`fn(*operands)` traced into a graph of its own; whether it returned a single tensor."""
+@dataclasses.dataclass
+class Body:
+    """A function traced into a graph of its own (see `trace_body`)."""
+
+    graph: torch.fx.Graph
+    single: bool  # it returned one tensor (not a tuple or list of them)
+    free: list[torch.fx.Node]  # nodes of the frame's graph it uses, in order of first use
+
+
+def trace_body(frame: Frame, fn: Variable, fakes: list[Any], what: str, *, bare: bool = False) -> Body:
+    """`fn` called on tensors like `fakes`, traced into a graph of its own whose first inputs they
+    are (`bare`: a single tensor result is returned as itself, not as a 1-tuple). Tensors it
+    reads from elsewhere (a closure's, a parameter, a value computed before) are left as nodes of
+    the frame's graph; `close_bodies` makes them inputs."""
     output = frame.output
     outer = output.graph
     effects_before = output.side_effects.count()
-    branch = type(outer)(output.active)
-    output.graph = branch
-    output.inputs_closed = "a torch.cond() branch, which may use only its operands,"
+    graph = type(outer)(output.active)
+    output.graph = graph
     try:
         inner = []
-        for i, operand in enumerate(operands):
-            node = branch.placeholder(f"arg{i}")
-            node.meta["example_value"] = operand.fake  # type: ignore[attr-defined]
-            inner.append(TensorVariable(node, operand.fake))  # type: ignore[attr-defined]
+        for i, fake in enumerate(fakes):
+            node = graph.placeholder(f"arg{i}")
+            node.meta["example_value"] = fake
+            inner.append(TensorVariable(node, fake))
         result = fn.call(frame, inner, {})
         if output.side_effects.count() != effects_before:
-            raise Unsupported("a torch.cond() branch changes Python state")
+            raise Unsupported(f"{what} changes Python state")
         single = isinstance(result, TensorVariable)
         items = [result] if single else result.unpack(frame)
         if not items or not all(isinstance(item, TensorVariable) for item in items):
-            raise Unsupported("a torch.cond() branch returns something other than tensors")
-        branch.output(tuple(item.node for item in items))  # type: ignore[attr-defined]
+            raise Unsupported(f"{what} returns something other than tensors")
+        nodes = [item.node for item in items]  # type: ignore[attr-defined]
+        graph.output(nodes[0] if bare and single else tuple(nodes))
     finally:
         output.graph = outer
-        output.inputs_closed = None
-    return torch.fx.GraphModule(torch.nn.Module(), branch), single
+    free = list(dict.fromkeys(used for node in graph.nodes for used in node.all_input_nodes if used.graph is not graph))
+    for node in free:
+        value = node.meta.get("example_value")
+        if not isinstance(value, torch.Tensor) or any(isinstance(s, torch.SymInt) for s in value.shape):
+            # (a symbolic size read in the body would be cached on the outer tensor's tracker)
+            raise Unsupported(f"{what} uses {node.name}, which is not a tensor of static shape")
+    return Body(graph, single, free)
 
 
-class CheckpointVariable(_HigherOrderVariable):
+def close_bodies(bodies: list[Body]) -> tuple[list[torch.fx.GraphModule], list[torch.fx.Node]]:
+    """Every body takes the tensors any of them reads from the frame's graph as further inputs,
+    after its own (bodies of one op must agree on their inputs); those nodes, in that order."""
+    free = list(dict.fromkeys(node for body in bodies for node in body.free))
+    modules = []
+    for body in bodies:
+        placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+        first = next(iter(body.graph.nodes))
+        for i, outer in enumerate(free):
+            where = body.graph.inserting_after(placeholders[-1]) if placeholders else body.graph.inserting_before(first)
+            with where:
+                inner = body.graph.placeholder(f"free{i}")
+            inner.meta["example_value"] = outer.meta["example_value"]
+            placeholders.append(inner)
+            for user in [u for u in outer.users if u.graph is body.graph]:
+                user.replace_input_with(outer, inner)
+        modules.append(torch.fx.GraphModule(torch.nn.Module(), body.graph))
+    return modules, free
+
+
+class CheckpointVariable(HigherOrderVariable):
     """`torch.utils.checkpoint.checkpoint` with `use_reentrant=False`."""
 
     function = staticmethod(torch.utils.checkpoint.checkpoint)
