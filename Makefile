@@ -1,5 +1,5 @@
 # Set-up commands that work on a fresh machine (Python 3.11+, pip). torch is pinned to the local
-# CPU build here; pyproject.toml keeps the supported range (2.11 - 2.14).
+# CPU build here; pyproject.toml keeps the supported range (2.11 - 2.15).
 PY ?= python3
 PIP_INSTALL = $(PY) -m pip install -q torch==2.13.0 -e '.[test]'
 

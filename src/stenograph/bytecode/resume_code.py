@@ -58,6 +58,7 @@ __all__ = [
     "build_resume_code",
     "describe_handler",
     "enclosing_with_statements",
+    "with_statement_start",
     "resume_code_name",
     "stack_arg_name",
 ]
@@ -398,10 +399,26 @@ def describe_handler(dec: DecodedCode, entry: ExceptionEntry) -> str:
     return "exception handler cleanup region"
 
 
+# How a `with` statement enters its block, the last instruction first: BEFORE_WITH up to 3.13;
+# from 3.14 `COPY 1; LOAD_SPECIAL __exit__; SWAP 2; SWAP 3; LOAD_SPECIAL __enter__; CALL 0`.
+_WITH_ENTRIES = (("BEFORE_WITH",), ("CALL", "LOAD_SPECIAL", "SWAP", "SWAP", "LOAD_SPECIAL", "COPY"))
+
+
+def with_statement_start(dec: DecodedCode, body: int) -> int | None:
+    """The index of the first instruction entering the `with` block whose body starts at
+    instruction `body`, or None if the instructions before it do not enter a `with` block."""
+    for entry in _WITH_ENTRIES:
+        start = body - len(entry)
+        if start >= 0 and [i.opname for i in reversed(dec.instructions[start:body])] == list(entry):
+            return start
+    return None
+
+
 def enclosing_with_statements(code: types.CodeType, offset: int) -> list[int]:
-    """Offsets of the BEFORE_WITH instructions whose `with` bodies contain `offset`, innermost
-    first. A body is the span of the exception-table entries that lead to its `with` handler
-    (the flattened table splits it around nested blocks); it starts right after BEFORE_WITH."""
+    """Offsets of the instructions entering (calling `__enter__`: BEFORE_WITH, or 3.14's CALL) the
+    `with` blocks whose bodies contain `offset`, innermost first. A body is the span of the
+    exception-table entries that lead to its `with` handler (the flattened table splits it around
+    nested blocks); it starts right after that instruction."""
     dec = decoded(code)
     spans: dict[int, tuple[int, int]] = {}
     for entry in dec.exception_entries:
@@ -412,7 +429,7 @@ def enclosing_with_statements(code: types.CodeType, offset: int) -> list[int]:
     found = []
     for start, end in spans.values():
         index = dec.index_of_offset.get(start)
-        if index and dec.instructions[index - 1].opname == "BEFORE_WITH" and start <= offset < end:
+        if index and with_statement_start(dec, index) is not None and start <= offset < end:
             found.append((end - start, dec.instructions[index - 1].offset))
     return [before_with for _, before_with in sorted(found)]
 
