@@ -392,7 +392,7 @@ def describe_handler(dec: DecodedCode, entry: ExceptionEntry) -> str:
         return "try/finally block"
     if entry.lasti and head[:2] == ["COPY", "POP_EXCEPT"]:
         return "except/finally handler"
-    if head[:3] == ["LOAD_CONST", "STORE_FAST", "DELETE_FAST"]:
+    if head[:3] in (["LOAD_CONST", "STORE_FAST", "DELETE_FAST"], ["LOAD_COMMON_CONSTANT", "STORE_FAST", "DELETE_FAST"]):
         return "`except ... as name` handler"
     if head[:1] == ["SWAP"] and ("STORE_FAST" in head or "POP_TOP" in head):
         return "inlined comprehension"
