@@ -1,9 +1,9 @@
 # Set-up commands that work on a fresh machine (Python 3.11+, pip). torch is pinned to the local
-# CPU build here; pyproject.toml keeps the supported range (2.11 - 2.14).
+# CPU build here; pyproject.toml keeps the supported range (2.11 - 2.15).
 PY ?= python3
 PIP_INSTALL = $(PY) -m pip install -q torch==2.13.0 -e '.[test]'
 
-.PHONY: install test test-all lint demo bench
+.PHONY: install test test-all lint demo bench test-python-%
 
 install:
 	$(PIP_INSTALL)
@@ -14,6 +14,11 @@ test: install
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m ruff format --check src tests benchmarks
 	$(PY) -m pytest -q -m "not slow"
+
+# The suite on another CPython (3.13, 3.14, 3.15), e.g. `make test-python-3.14`: ci/pythons.sh
+# builds the interpreter and a venv with torch from Debian's packages once (cached).
+test-python-%:
+	PYTHONPATH=src $$(ci/pythons.sh $*) -m pytest -q -m "not slow" -p no:cacheprovider
 
 # Every test, slow ones included.
 test-all: install

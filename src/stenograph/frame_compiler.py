@@ -21,7 +21,7 @@ from . import config, events, torch_state
 from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
 from .bytecode.instructions import decoded
-from .bytecode.resume_code import enclosing_with_statements
+from .bytecode.resume_code import enclosing_with_statements, with_statement_start
 from .errors import BackendCompilerFailed, BreakKind, StenographError, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
@@ -298,10 +298,11 @@ def _compile_break(
     dec = decoded(code)
     earlier = []
     for offset in enclosing_with_statements(code, inst.offset):
-        before_with = dec.index_of_offset[offset]
-        earlier.append(before_with)
-        if dec.instructions[before_with - 1].opname == "CALL":
-            earlier.append(before_with - 1)  # the call making the context manager: a real one then
+        enters = dec.index_of_offset[offset]
+        earlier.append(enters)
+        start = with_statement_start(dec, enters + 1)
+        if start and dec.instructions[start - 1].opname == "CALL":
+            earlier.append(start - 1)  # the call making the context manager: a real one then
     failure: Exception | None = None
     grad_mode = torch.is_grad_enabled()
     for at in [index, *earlier]:

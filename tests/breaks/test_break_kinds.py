@@ -377,11 +377,9 @@ class _SetattrModule(nn.Module):
         return torch.relu(y)
 
 
-def test_setattr_on_module_breaks_and_sets_the_attribute(cnt):
-    """setattr(module, ...): the attribute holds eager's value after every call; reason names setattr.
-
-    torch.compile replays the setattr as a side effect (1 graph); stenograph breaks (case 14): 2.
-    """
+def test_setattr_on_module_is_captured_and_sets_the_attribute(cnt):
+    """setattr(module, ...) of a tensor: the attribute holds eager's value after every call, and the
+    write is replayed after the graph (1 graph, as torch.compile)."""
     model = _SetattrModule()
     reference = copy.deepcopy(model)
     compiled = stenograph.compile(model, backend=cnt)
@@ -389,8 +387,28 @@ def test_setattr_on_module_breaks_and_sets_the_attribute(cnt):
         x = torch.randn(2, 4)
         assert_same(compiled(x), reference(x))
         torch.testing.assert_close(model.last, reference.last)
-    assert cnt.frame_count == 2
-    _assert_reason(_SetattrModule(), (torch.randn(2, 4),), r"setattr", _SetattrModule.forward, "setattr(self", graphs=2)
+    assert cnt.frame_count == 1
+
+
+class _SetattrSubmodule(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, name="head"):
+        y = self.fc(x)
+        setattr(self, name, self.fc)
+        return torch.relu(y)
+
+
+def test_setattr_of_a_submodule_breaks_and_sets_the_attribute(cnt):
+    """Registering a submodule inside forward breaks (case 14), with the reason naming setattr."""
+    model = _SetattrSubmodule()
+    compiled = stenograph.compile(model, backend=cnt)
+    x = torch.randn(2, 4)
+    assert_same(compiled(x), model(x))
+    assert model._modules["head"] is model.fc
+    _assert_reason(_SetattrSubmodule(), (x,), r"setattr", _SetattrSubmodule.forward, "setattr(self", graphs=2)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,12 +5,13 @@ small inputs with random weights (offline), and the one measurement the slow tes
 `measure(name, training, compiler)` runs a model's step (inference under `no_grad`, or one
 training step with the model's own loss) eagerly and under a compiler with a counting backend,
 and returns the graphs handed over, stenograph's break reasons, the capture time (first compiled
-call minus a warm eager call) and every output or gradient that differs from eager.
+call minus the median of three warm eager calls) and every output or gradient that differs from eager.
 """
 
 from __future__ import annotations
 
 import copy
+import statistics
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -290,9 +291,12 @@ def measure(name: str, training: bool, compiler: str) -> Measurement:
     model = case.model.train(training)
     reference = copy.deepcopy(model)
     _step(case, reference, training)  # warm the eager path (kernels, allocator)
-    start = time.perf_counter()
-    expected = _step(case, reference, training)
-    eager_seconds = time.perf_counter() - start
+    eager_times = []
+    for _ in range(3):  # the median of three warm runs: one run is noisy on a shared machine
+        start = time.perf_counter()
+        expected = _step(case, reference, training)
+        eager_times.append(time.perf_counter() - start)
+    eager_seconds = statistics.median(eager_times)
 
     counter = CompileCounter()
     reasons: list[str] = []

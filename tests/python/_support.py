@@ -49,7 +49,12 @@ def torch_graph_count(fn: Callable, make_args: Callable[[int], Sequence[Any]], c
             torch.manual_seed(i)
             compiled(*make_args(i))
 
-    return helpers.count_torch_graphs(fn, run)
+    try:
+        return helpers.count_torch_graphs(fn, run)
+    except Exception:
+        if torch.__version__.startswith("2.13"):
+            raise
+        return 0  # an older torch.compile fails on the code (torch 2.11: internal errors): no peer
 
 
 def check(
@@ -100,8 +105,11 @@ def check(
     peer_graphs = torch_graph_count(fn, make_args, calls)
     want = graphs if torch_graphs is None else torch_graphs
     # `want` is torch.compile's count measured with torch 2.13; other torch versions may break
-    # more (2.11 gives 2 on a few of these). stenograph must never need more graphs than torch.
-    assert cnt.frame_count <= peer_graphs, f"stenograph gave {cnt.frame_count} graphs, torch.compile {peer_graphs}"
+    # more (2.11 gives 2 on a few of these, or runs the frame eagerly: 0). stenograph must never
+    # need more graphs than a torch.compile that captures the code at all.
+    assert peer_graphs == 0 or cnt.frame_count <= peer_graphs, (
+        f"stenograph gave {cnt.frame_count} graphs, torch.compile {peer_graphs}"
+    )
     if torch.__version__.startswith("2.13"):
         assert peer_graphs == want, f"torch.compile gave {peer_graphs} graphs, expected {want}"
     return results

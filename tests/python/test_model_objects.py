@@ -195,3 +195,110 @@ def _dispatch(x, name):
 @pytest.mark.parametrize("name", ["double", "missing"])
 def test_function_truth_and_class(cnt, name):
     check(_dispatch, lambda i: (t(3, seed=i), name), cnt, graphs=1 if name == "double" else 0)
+
+
+# -- a class's own __setattr__ on objects passed in ----------------------------------------------
+
+
+class _Validated:
+    aliases = {"layers": "num_layers"}
+
+    def __init__(self):
+        self.num_layers = 2
+
+    def __setattr__(self, key, value):
+        if not isinstance(value, int):
+            raise TypeError(f"{key} must be an int")
+        key = self.aliases.get(key, key)
+        super().__setattr__(key, value)
+
+
+def _set_through_hook(x, cfg):
+    cfg.layers = cfg.num_layers + 1
+    cfg.depth = 7
+    return x * cfg.num_layers + cfg.depth
+
+
+def test_setattr_through_a_python_setattr_on_an_argument(cnt):
+    check(_set_through_hook, lambda i: (t(3, seed=i), _Validated()), cnt, calls=1)
+
+
+def _set_bad_type(x, cfg):
+    try:
+        cfg.layers = "three"
+    except TypeError:
+        return x - 1
+    return x
+
+
+def test_python_setattr_raising_is_caught_in_the_traced_program(cnt):
+    check(_set_bad_type, lambda i: (t(3, seed=i), _Validated()), cnt)
+
+
+class _Computed(_Validated):
+    def __getattribute__(self, key):
+        return super().__getattribute__(self.aliases.get(key, key) if key != "aliases" else key)
+
+
+def test_setattr_on_a_class_that_also_computes_reads_breaks(cnt):
+    fn = stenograph.compile(_set_through_hook, backend=cnt)
+    x = t(3)
+    cfg, reference = _Computed(), _Computed()
+    torch.testing.assert_close(fn(x, cfg), _set_through_hook(x, reference))
+    assert vars(cfg) == vars(reference)
+
+
+# -- __slots__ classes made in the frame ---------------------------------------------------------
+
+
+class _Slotted:
+    __slots__ = ("scale", "name")
+
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def _slotted(x):
+    obj = _Slotted(2.0)
+    has_name = hasattr(obj, "name")
+    obj.name = "set"
+    try:
+        obj.other = 1
+    except AttributeError:
+        refused = True
+    return x * obj.scale, has_name, obj.name, refused
+
+
+def test_slots_class_made_in_the_frame(cnt):
+    check(_slotted, lambda i: (t(3, seed=i),), cnt)
+
+
+def _returns_slotted(x):
+    obj = _Slotted(x * 2)
+    obj.name = "made"
+    return obj
+
+
+def test_slots_object_leaving_the_frame_is_rebuilt(cnt):
+    fn = stenograph.compile(_returns_slotted, backend=cnt)
+    x = t(3)
+    out = fn(x)
+    assert type(out) is _Slotted and out.name == "made"
+    torch.testing.assert_close(out.scale, x * 2)
+    assert cnt.frame_count == 1
+
+
+def _copy_defaultdict(x):
+    table = collections.defaultdict(list)
+    table["a"].append(1)
+    twin = copy.deepcopy(table)
+    twin["b"].append(2)
+    return x + len(twin), sorted(twin), sorted(table)
+
+
+def test_deepcopy_of_a_defaultdict_keeps_its_factory(cnt):
+    fn = stenograph.compile(_copy_defaultdict, backend=cnt)
+    x = t(3)
+    out, expected = fn(x), _copy_defaultdict(x)
+    torch.testing.assert_close(out[0], expected[0])
+    assert out[1:] == expected[1:]

@@ -50,14 +50,15 @@ from .instructions import DecodedCode, ExceptionEntry, decoded
 from .stackdepth import stack_depths
 
 __all__ = [
-    "CHECKED_FORMS",
     "HANDLED_EXCEPTION",
+    "PAIR_PARTS",
     "ITERATOR_FROM_TUPLE",
     "LastiStackEntry",
     "NULL_STACK_ENTRY",
     "build_resume_code",
     "describe_handler",
     "enclosing_with_statements",
+    "with_statement_start",
     "resume_code_name",
     "stack_arg_name",
 ]
@@ -137,7 +138,6 @@ _PREFIX_OPNAMES = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RESUME", "NOP"})
 
 # Loads that do not check for an unbound local (3.12+), and their checked replacements.
 _UNCHECKED_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW"})
-_UNCHECKED_PAIR_LOADS = frozenset({"LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"})
 
 # Exception-table regions a resume may start in: protected bodies, whose handler has not run.
 _RESUMABLE_REGIONS = frozenset(
@@ -265,6 +265,7 @@ def build_resume_code(
         if first in code.co_cellvars:
             first = _bc.FreeVar(first) if cells_as_freevars else _bc.CellVar(first)
         body = _explicit_super_calls(body, first)
+    body = _split_pairs(body)
     if _PY312:
         body = _checked_loads(body, set(argnames))
 
@@ -391,17 +392,33 @@ def describe_handler(dec: DecodedCode, entry: ExceptionEntry) -> str:
         return "try/finally block"
     if entry.lasti and head[:2] == ["COPY", "POP_EXCEPT"]:
         return "except/finally handler"
-    if head[:3] == ["LOAD_CONST", "STORE_FAST", "DELETE_FAST"]:
+    if head[:3] in (["LOAD_CONST", "STORE_FAST", "DELETE_FAST"], ["LOAD_COMMON_CONSTANT", "STORE_FAST", "DELETE_FAST"]):
         return "`except ... as name` handler"
     if head[:1] == ["SWAP"] and ("STORE_FAST" in head or "POP_TOP" in head):
         return "inlined comprehension"
     return "exception handler cleanup region"
 
 
+# How a `with` statement enters its block, the last instruction first: BEFORE_WITH up to 3.13;
+# from 3.14 `COPY 1; LOAD_SPECIAL __exit__; SWAP 2; SWAP 3; LOAD_SPECIAL __enter__; CALL 0`.
+_WITH_ENTRIES = (("BEFORE_WITH",), ("CALL", "LOAD_SPECIAL", "SWAP", "SWAP", "LOAD_SPECIAL", "COPY"))
+
+
+def with_statement_start(dec: DecodedCode, body: int) -> int | None:
+    """The index of the first instruction entering the `with` block whose body starts at
+    instruction `body`, or None if the instructions before it do not enter a `with` block."""
+    for entry in _WITH_ENTRIES:
+        start = body - len(entry)
+        if start >= 0 and [i.opname for i in reversed(dec.instructions[start:body])] == list(entry):
+            return start
+    return None
+
+
 def enclosing_with_statements(code: types.CodeType, offset: int) -> list[int]:
-    """Offsets of the BEFORE_WITH instructions whose `with` bodies contain `offset`, innermost
-    first. A body is the span of the exception-table entries that lead to its `with` handler
-    (the flattened table splits it around nested blocks); it starts right after BEFORE_WITH."""
+    """Offsets of the instructions entering (calling `__enter__`: BEFORE_WITH, or 3.14's CALL) the
+    `with` blocks whose bodies contain `offset`, innermost first. A body is the span of the
+    exception-table entries that lead to its `with` handler (the flattened table splits it around
+    nested blocks); it starts right after that instruction."""
     dec = decoded(code)
     spans: dict[int, tuple[int, int]] = {}
     for entry in dec.exception_entries:
@@ -412,7 +429,7 @@ def enclosing_with_statements(code: types.CodeType, offset: int) -> list[int]:
     found = []
     for start, end in spans.values():
         index = dec.index_of_offset.get(start)
-        if index and dec.instructions[index - 1].opname == "BEFORE_WITH" and start <= offset < end:
+        if index and with_statement_start(dec, index) is not None and start <= offset < end:
             found.append((end - start, dec.instructions[index - 1].offset))
     return [before_with for _, before_with in sorted(found)]
 
@@ -569,40 +586,53 @@ def _global_name(arg: object) -> object:
     return arg[-1] if isinstance(arg, tuple) else arg
 
 
+#: The 3.13+ instructions that work on two locals, and the two single instructions each is.
+PAIR_PARTS = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "LOAD_FAST_BORROW_LOAD_FAST_BORROW": ("LOAD_FAST_BORROW", "LOAD_FAST_BORROW"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+}
+
+
+def _split_pairs(body: list) -> list:
+    """Write each two-local instruction as its two single instructions.
+
+    A pair holds both local indices in 4 bits each. The resume code puts its stack arguments
+    first, which moves every local up, and the `bytecode` package splits a pair whose index no
+    longer fits only for some opcodes (none of 3.14's borrowing pair) and lets an index of exactly
+    16 through, which then reads the wrong local. Singles take any index.
+    """
+    out: list = []
+    for item in body:
+        parts = PAIR_PARTS.get(item.name) if isinstance(item, _bc.Instr) else None
+        if parts is None:
+            out.append(item)
+        else:
+            out.extend(_bc.Instr(part, name, location=item.location) for part, name in zip(parts, item.arg))
+    return out
+
+
 def _checked_loads(body: list, bound: set[str]) -> list:
     """Replace unchecked local loads (3.12+) of possibly unbound locals by LOAD_FAST_CHECK.
 
     The compiler proved those loads safe for the original entry; the resume entry starts with
     every local except the arguments unbound, and an unchecked load of an unbound local reads
-    NULL (a crash) instead of raising UnboundLocalError.
+    NULL (a crash) instead of raising UnboundLocalError. Pairs are split before this.
     """
     out: list = []
     for item in body:
-        if not isinstance(item, _bc.Instr):
-            out.append(item)
-            continue
-        loc = item.location
         # (3.13+ may name a cell in a LOAD_FAST: such args are CellVar/FreeVar, left alone)
-        if item.name in _UNCHECKED_LOADS and isinstance(item.arg, str) and item.arg not in bound:
-            out.append(_bc.Instr("LOAD_FAST_CHECK", item.arg, location=loc))
-        elif item.name in _UNCHECKED_PAIR_LOADS and not all(isinstance(a, str) and a in bound for a in item.arg):
-            out.extend(_bc.Instr("LOAD_FAST_CHECK", name, location=loc) for name in item.arg)
-        elif item.name == "STORE_FAST_LOAD_FAST" and isinstance(item.arg[1], str) and item.arg[1] not in bound:
-            out.append(_bc.Instr("STORE_FAST", item.arg[0], location=loc))
-            out.append(_bc.Instr("LOAD_FAST_CHECK", item.arg[1], location=loc))
-        else:
-            out.append(item)
+        if isinstance(item, _bc.Instr) and item.name in _UNCHECKED_LOADS and isinstance(item.arg, str):
+            if item.arg not in bound:
+                item = _bc.Instr("LOAD_FAST_CHECK", item.arg, location=item.location)
+        out.append(item)
     return out
 
 
-#: What `_checked_loads` writes for an original instruction, as opnames in the resume code.
-CHECKED_FORMS = {
-    "LOAD_FAST": ("LOAD_FAST_CHECK",),
-    "LOAD_FAST_BORROW": ("LOAD_FAST_CHECK",),
-    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST_CHECK", "LOAD_FAST_CHECK"),
-    "LOAD_FAST_BORROW_LOAD_FAST_BORROW": ("LOAD_FAST_CHECK", "LOAD_FAST_CHECK"),
-    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST_CHECK"),
-}
+def _copies(original: str, resumed: str) -> bool:
+    """Whether a resume code instruction `resumed` is a copy of an original `original`."""
+    return resumed == original or (resumed == "LOAD_FAST_CHECK" and original in _UNCHECKED_LOADS)
 
 
 def original_offsets(resume: types.CodeType, original: types.CodeType) -> dict[int, int] | None:
@@ -611,8 +641,8 @@ def original_offsets(resume: types.CodeType, original: types.CodeType) -> dict[i
 
     A resume function that meets a graph break of its own is resumed again from the *original*
     code at the mapped offset, so a loop with a break reuses one resume function per offset
-    instead of nesting resume functions of resume functions. An original load that the resume
-    code checks (`_checked_loads`) may be one or two instructions there; both map to it.
+    instead of nesting resume functions of resume functions. A two-local instruction is two
+    instructions in the resume code (`_split_pairs`); both map to it.
     """
     new = decoded(resume).instructions
     old = decoded(original).instructions
@@ -623,14 +653,11 @@ def original_offsets(resume: types.CodeType, original: types.CodeType) -> dict[i
     mapping = {}
     mine = start
     for theirs in body:
-        if mine < len(new) and new[mine].opname == theirs.opname:
-            width = 1
-        else:
-            forms = CHECKED_FORMS.get(theirs.opname, ())
-            width = len(forms)
-            if not forms or tuple(i.opname for i in new[mine : mine + width]) != forms:
-                return None
-        for inst in new[mine : mine + width]:
+        parts = PAIR_PARTS.get(theirs.opname, (theirs.opname,))
+        copies = new[mine : mine + len(parts)]
+        if len(copies) < len(parts) or not all(_copies(p, c.opname) for p, c in zip(parts, copies)):
+            return None
+        for inst in copies:
             mapping[inst.offset] = theirs.offset
-        mine += width
+        mine += len(parts)
     return mapping if mine == len(new) else None

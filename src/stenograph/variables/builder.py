@@ -254,6 +254,12 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.id_match(source, value)
         return ConstantVariable(value, source)
+    if _is_container_method(value) and source is not None:
+        # a method of a list/dict/set read before a break (`log.append` on the stack): a new
+        # object every call, so it is the container's method by name, not an object by identity
+        guards.type_match(source, value)
+        guards.constant_match(AttrSource(source, "__name__"), value.__name__)
+        return wrap(frame, value.__self__, AttrSource(source, "__self__")).getattr(frame, value.__name__)
     if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
         if source is not None:
             guards.id_match(source, value)
@@ -284,6 +290,16 @@ def _wrap_partial(frame: Frame, value: functools.partial, source: Source | None)
     args = [part(a, "args", i) for i, a in enumerate(value.args)]
     kwargs = {k: part(v, "keywords", k) for k, v in value.keywords.items()}
     return PartialVariable(fn, args, kwargs, source)
+
+
+def _is_container_method(value: Any) -> bool:
+    """A C method bound to a plain list, dict, set or OrderedDict (`log.append`)."""
+    return isinstance(value, types.BuiltinMethodType) and type(value.__self__) in (
+        list,
+        dict,
+        set,
+        collections.OrderedDict,
+    )
 
 
 def _is_inert(value: Any) -> bool:

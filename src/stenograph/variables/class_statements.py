@@ -31,6 +31,11 @@ _DECLARATIVE = frozenset(
         "LOAD_CONST", "RETURN_CONST", "BUILD_TUPLE", "BUILD_LIST", "BUILD_SET", "BUILD_MAP", "BUILD_CONST_KEY_MAP",
         "LIST_EXTEND", "SET_UPDATE", "LIST_TO_TUPLE", "MAKE_FUNCTION", "LOAD_CLOSURE", "COPY", "SWAP", "POP_TOP",
         "RETURN_VALUE", "PUSH_NULL", "PRECALL", "CALL", "LOAD_ATTR", "LOAD_METHOD", "KW_NAMES",
+        # 3.13+: a method's defaults are set after MAKE_FUNCTION, `__class__`'s cell is loaded by
+        # LOAD_FAST(_BORROW); 3.14+: constants, and the namespace kept in the body's own cell
+        # `__classdict__` (a body with a closure is refused before this list is read)
+        "SET_FUNCTION_ATTRIBUTE", "LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_SMALL_INT", "LOAD_COMMON_CONSTANT",
+        "LOAD_LOCALS", "STORE_DEREF",
     }
 )  # fmt: skip
 # the only callables such a body may call: the builtin decorators, and a property's own decorators

@@ -47,16 +47,16 @@ def deep_copy(frame: Frame, var: Variable, memo: dict[int, Variable] | None = No
         if is_literal(var.value) or isinstance(var.value, _ATOMIC):
             return var
         raise Unsupported(f"copy.deepcopy of {var.describe()}")
-    if isinstance(var, TupleVariable) and var.python_type() is tuple:
+    if type(var) is TupleVariable:
         items = [deep_copy(frame, item, memo) for item in var.items]
         if all(a is b for a, b in zip(items, var.items)):
             return var  # deepcopy returns a tuple of immutable items itself
         return memo.setdefault(key, TupleVariable(items))
-    if isinstance(var, ListVariable) and var.python_type() is list:
+    if type(var) is ListVariable:
         copied = memo[key] = ListVariable([])
         copied.items.extend(deep_copy(frame, item, memo) for item in var.items)
         return copied
-    if isinstance(var, DictVariable):
+    if type(var) is DictVariable:  # (defaultdict and Counter trackers keep more state)
         copied = memo[key] = DictVariable({}, python_class=var.python_class)
         copied.items.update({k: deep_copy(frame, v, memo) for k, v in var.items.items()})
         return copied

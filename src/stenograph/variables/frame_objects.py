@@ -135,19 +135,47 @@ class UserObjectVariable(Variable):
         return _object_truth(frame, self)
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
-        """Attribute writes are replayed on the real object after the graph."""
+        """Attribute writes are replayed on the real object after the graph; a class's own
+        `__setattr__` written in Python (configs mapping aliases) is inlined, and its
+        `super().__setattr__` lands in `object_setattr`."""
+        # cycle: variables.user_classes imports variables.frame_objects at module level
+        from .user_classes import class_attr_source
+
         self._use()
+        cls = type(self.value_object)
+        hook = class_attribute(cls, "__setattr__")
+        if isinstance(hook, types.FunctionType):
+            if cls.__getattribute__ is not object.__getattribute__ or hasattr(cls, "__getattr__"):
+                # its computed reads are made for real, and would not see this trace's writes
+                raise Unsupported(
+                    f"setting {name!r} on {self.describe()}, whose class defines __setattr__ and computes attributes"
+                )
+            class_attr_source(frame, cls, "__setattr__", hook)  # replacing it recompiles
+            frame.inline_call(hook, [self, constant(name), value], {}, closure=None)
+            return
+        if cls.__setattr__ is not object.__setattr__:
+            raise Unsupported(f"setting {name!r} on {self.describe()}, whose class defines __setattr__ in C")
+        self.object_setattr(frame, name, value)
+
+    def object_setattr(self, frame: Frame, name: str, value: Variable) -> None:
+        """`object.__setattr__`: a plain attribute, replayed on the real object after the graph."""
         cls_attr = class_attribute(type(self.value_object), name)
         # a slot (member descriptor) stores like an instance attribute; other data descriptors
         # (properties with setters) run Python code
         is_slot = isinstance(cls_attr, types.MemberDescriptorType)
         if hasattr(type(cls_attr), "__set__") and not is_slot:
             raise Unsupported(f"setting {name!r} on {self.describe()} runs a descriptor")
-        if type(self.value_object).__setattr__ is not object.__setattr__:
-            raise Unsupported(f"setting {name!r} on {self.describe()}, whose class defines __setattr__")
         frame.output.side_effects.attribute_written(self, name, value)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
+        return self._lookup(frame, name, computed=True)
+
+    def object_getattr(self, frame: Frame, name: str) -> Variable:
+        """`object.__getattribute__` (a class's own `__getattribute__` calling its base): the
+        instance `__dict__` and the class, without the class's computed attributes."""
+        return self._lookup(frame, name, computed=False)
+
+    def _lookup(self, frame: Frame, name: str, computed: bool) -> Variable:
         # cycle: variables.builder imports variables.frame_objects at module level
         from .builder import wrap
 
@@ -167,7 +195,7 @@ class UserObjectVariable(Variable):
             return resolved
         cls = type(obj)
         custom = cls.__getattribute__ is not object.__getattribute__ or hasattr(cls, "__getattr__")
-        if custom and self.source is not None:
+        if computed and custom and self.source is not None:
             # a computed attribute (configs' aliases): read for real, guarded through its source
             try:
                 value = getattr(obj, name)
@@ -228,14 +256,52 @@ class UserObjectVariable(Variable):
         return frame.inline_call(fn, [self, *args], kwargs, closure=None)
 
 
+def _value_type(var: Variable) -> type | None:
+    """The class of the value a tracker stands for, None when tracing does not know it."""
+    try:
+        return var.python_type()
+    except Unsupported:
+        return None
+
+
 class NNModuleVariable(UserObjectVariable):
     """An `nn.Module` instance reached from the frame; calling it inlines its forward."""
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
-        raise Unsupported(
-            f"setattr on nn.Module ({self.describe()}.{name} = ...)",
-            hint="module attribute writes run eagerly at a graph break",
+        """An attribute written in forward (a counter, a cached tensor, a flag, a buffer replaced,
+        a parameter aliased): replayed on the module after the graph through
+        `nn.Module.__setattr__`, which files it where it would eagerly; later reads in this trace
+        see `value`. Numbers replacing numbers (counters), submodules, writes
+        `nn.Module.__setattr__` would refuse (a plain tensor under a parameter's name), and a
+        custom `__setattr__` or descriptor break the graph."""
+        module = self.value_object
+        tables = {table: module.__dict__.get(table) or {} for table in ("_parameters", "_buffers", "_modules")}
+        kind = _value_type(value)
+        is_parameter = kind is not None and issubclass(kind, torch.nn.Parameter)
+        is_tensor = kind is not None and issubclass(kind, torch.Tensor)
+        fits = not (
+            isinstance(value, NNModuleVariable)
+            or name in tables["_modules"]
+            or (name in tables["_parameters"] and not is_parameter)
+            or (name in tables["_buffers"] and not (is_tensor and not is_parameter))
         )
+        # a number the module keeps across calls (a step counter): captured, its guard would
+        # recompile on every call, so the write runs eagerly and the graphs around it are reused
+        current = module.__dict__.get(name)
+        counter = type(current) in (int, float) and kind in (int, float)
+        cls_attr = class_attribute(type(module), name)
+        if (
+            self.source is None
+            or counter
+            or not fits
+            or type(module).__setattr__ is not torch.nn.Module.__setattr__
+            or hasattr(type(cls_attr), "__set__")
+        ):
+            raise Unsupported(
+                f"setattr on nn.Module ({self.describe()}.{name} = {value.describe()})",
+                hint="submodule writes run eagerly at a graph break",
+            )
+        frame.output.side_effects.attribute_written(self, name, value)
 
     def describe(self) -> str:
         return f"module {type(self.value_object).__qualname__}"
@@ -250,6 +316,9 @@ class NNModuleVariable(UserObjectVariable):
         module = self.value_object
         if self.source is None:
             raise Unsupported(f"attribute {name!r} of a module created while tracing")
+        pending = frame.output.side_effects.pending_attribute(self, name)
+        if pending is not None:
+            return pending
         if type(module).__getattribute__ is not object.__getattribute__:
             raise Unsupported(f"{self.describe()} defines __getattribute__")
         cls_attr = class_attribute(type(module), name)

@@ -70,9 +70,17 @@ def lookup(value: Any) -> Variable | None:
             return LibraryFunctionVariable(value)
     except TypeError:  # unhashable
         return None
-    if getattr(value, "__module__", None) == "math" or getattr(value, "__self__", None) is math:
+    if _is_math_function(value):
         return MathFunctionVariable(value)
     return None
+
+
+def _is_math_function(value: Any) -> bool:
+    """A function `math` exports (3.15 defines gcd, comb, ... in `math.integer`)."""
+    if getattr(value, "__module__", None) == "math" or getattr(value, "__self__", None) is math:
+        return True
+    name = getattr(value, "__name__", None)
+    return isinstance(name, str) and callable(value) and getattr(math, name, None) is value
 
 
 _ROUNDING = (math.floor, math.ceil, math.trunc)

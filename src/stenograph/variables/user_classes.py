@@ -216,8 +216,6 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
     _new, new_owner = class_lookup(cls, "__new__")
     if new_owner is not None and not _is_builtin_class(new_owner):
         raise Unsupported(f"class {cls.__qualname__} defines __new__")
-    if "__slots__" in cls.__dict__:
-        raise Unsupported(f"instances of {cls.__qualname__}, which uses __slots__")
     obj = NewObjectVariable(cls, DictVariable({}, python_class=base) if issubclass(base, dict) else None)
     if issubclass(cls, BaseException):
         # what BaseException.__new__ sets, whether or not an __init__ calls the base one
@@ -275,10 +273,16 @@ class NewObjectVariable(Variable):
             return self.attrs
         attr, owner = class_lookup(self.cls, name)
         is_data_descriptor = isinstance(attr, property) or hasattr(type(attr), "__set__")
-        # slots of builtin bases (BaseException.args) are modelled as plain attributes
-        modelled_slot = owner is not None and _is_builtin_class(owner)
+        # slots of builtin bases (BaseException.args) and of `__slots__` classes are modelled
+        # as plain attributes
+        is_member = isinstance(attr, types.MemberDescriptorType)
+        modelled_slot = owner is not None and (_is_builtin_class(owner) or is_member)
         if (modelled_slot or not is_data_descriptor) and name in self.attrs.items:
             return self.attrs.items[name]
+        if is_member:
+            raise Unsupported(
+                f"{self.describe()} has no attribute {name!r} (unset slot)", kind=BreakKind.MISSING_ATTRIBUTE
+            )
         pending = pending_class_attribute(frame, self.cls, name, through_instance=True)
         if pending is not None:
             return pending
@@ -304,8 +308,17 @@ class NewObjectVariable(Variable):
                 raise Unsupported(f"property {name!r} of {self.cls.__qualname__} has no setter")
             frame.inline_call(attr.fset, [self, value], {}, closure=None)
             return
+        if isinstance(attr, types.MemberDescriptorType):
+            self.attrs.items[name] = value  # a `__slots__` entry
+            return
         if hasattr(type(attr), "__set__"):
             raise Unsupported(f"setting {name!r} on {self.describe()} runs a descriptor")
+        if self.cls.__dictoffset__ == 0 and not issubclass(self.cls, BaseException):
+            # cycle: variables.exceptions imports variables.user_classes at module level
+            from .exceptions import raise_new
+
+            # only slots, no __dict__: Python refuses other names
+            raise raise_new(frame, AttributeError, f"{self.cls.__qualname__!r} object has no attribute {name!r}")
         self.attrs.items[name] = value
 
     def delattr(self, frame: Frame, name: str) -> None:
@@ -428,6 +441,12 @@ class BaseMethodVariable(Variable):
         if not isinstance(obj, NewObjectVariable):
             if name in _DICT_READS and issubclass(self.owner, dict) and obj.source is not None:
                 return _dict_view(frame, obj).call_method(frame, name, args, kwargs)
+            plain = isinstance(obj, UserObjectVariable) and not isinstance(obj.value_object, torch.nn.Module)
+            if plain and self.owner is object and name == "__setattr__" and len(args) == 2 and not kwargs:
+                obj.object_setattr(frame, args[0].as_constant(), args[1])
+                return constant(None)
+            if plain and self.owner is object and name == "__getattribute__" and len(args) == 1 and not kwargs:
+                return obj.object_getattr(frame, args[0].as_constant())
             raise Unsupported(f"{self.describe()}")
         if name == "__init__":
             if issubclass(self.owner, BaseException):
