@@ -6,11 +6,13 @@
 #
 #   ci/pythons.sh 3.13            # prints the venv's python path on stdout (last line)
 #
+# 3.12 has no Debian package: a python3.12 on PATH or under ~/.pyenv stands in for the build.
+#
 # Cache: ${STENOGRAPH_PYTHONS:-$HOME/.cache/stenograph-pythons}/<version>/{root,venv}.
 # Overrides: STENOGRAPH_TORCH (torch version), STENOGRAPH_DEBIAN_SUITE (Debian suite).
 set -euo pipefail
 
-version=${1:?usage: ci/pythons.sh 3.13|3.14|3.15}
+version=${1:?usage: ci/pythons.sh 3.12|3.13|3.14|3.15}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${STENOGRAPH_PYTHONS:-$HOME/.cache/stenograph-pythons}
 work=$cache/$version
@@ -19,6 +21,7 @@ venv=$work/venv
 python=python$version
 
 case $version in
+    3.12) suite=none torch=2.13.0 ;;  # Debian ships no 3.12: a local interpreter (pyenv) is used
     3.13) suite=trixie torch=2.13.0 ;;
     3.14) suite=sid torch=2.13.0 ;;
     3.15) suite=sid torch=2.15.0 ;;
@@ -41,8 +44,26 @@ packages=(
 
 mkdir -p "$work"
 
+# 3.12: an interpreter already on this machine stands in for steps 1 and 2.
+if [ "$version" = 3.12 ] && [ ! -f "$root/.complete" ]; then
+    local_python=""
+    for candidate in "$HOME"/.pyenv/versions/3.12*/bin/python3.12 "$(command -v python3.12 || true)"; do
+        if [ -n "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+            local_python=$candidate
+            break
+        fi
+    done
+    if [ -z "$local_python" ]; then
+        echo "ci/pythons.sh: no local python3.12 found (Debian has no 3.12 package)" >&2
+        exit 3
+    fi
+    mkdir -p "$root"
+    echo "$local_python" >"$work/local-python"
+    touch "$root/.complete"
+fi
+
 # 1. Download the packages with a private sources list and state directory.
-if [ ! -f "$work/debs/.complete" ]; then
+if [ ! -f "$work/debs/.complete" ] && [ ! -f "$root/.complete" ]; then
     step "apt-get download ($suite)"
     apt_dir=$work/apt
     mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial" "$apt_dir/parts" "$work/debs"
@@ -81,9 +102,13 @@ fi
 if [ ! -f "$venv/.complete" ]; then
     step "venv and pip"
     rm -rf "$venv"
-    "$root/usr/bin/$python" -m venv --without-pip "$venv"
-    pip_wheel=$(ls "$root"/usr/share/python-wheels/pip-*.whl | head -n 1)
-    "$venv/bin/python" "$pip_wheel/pip" install -q --no-index "$pip_wheel" >&2
+    if [ -f "$work/local-python" ]; then
+        "$(cat "$work/local-python")" -m venv "$venv"  # a local interpreter brings its own pip
+    else
+        "$root/usr/bin/$python" -m venv --without-pip "$venv"
+        pip_wheel=$(ls "$root"/usr/share/python-wheels/pip-*.whl | head -n 1)
+        "$venv/bin/python" "$pip_wheel/pip" install -q --no-index "$pip_wheel" >&2
+    fi
     touch "$venv/.complete"
     done_step
 fi
