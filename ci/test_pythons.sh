@@ -6,7 +6,9 @@
 # 3.12) is reported on stderr and its run is not counted as passed.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-core=(tests/core tests/breaks tests/shapes tests/python)
+# the full suite's (alphabetical) order: see the known gap on exceptions raised in a resumed handler
+# (docs/supported.md); a test leaving a handled exception current changes a later handler test
+core=(tests/breaks tests/core tests/python tests/shapes)
 status=0
 not_built=()
 
