@@ -1145,24 +1145,24 @@ def _before_with(frame: Frame, inst: dis.Instruction) -> None:
     frame.push(enter_method.call(frame, [], {}))
 
 
-def _exit_call_eager(site: BreakSite, exit_call: str) -> Rendered:
-    """WITH_EXCEPT_START for real: `exit_call` (the `__exit__` call up to its arguments) with the
+def _exit_call_eager(site: BreakSite, exit_method: str, *leading: str) -> Rendered:
+    """WITH_EXCEPT_START for real: `exit_method(*leading, type, value, traceback)` of the
     exception on top of the stack; the result is pushed above it."""
     exc = site.values[-1]
-    line = f"___r = {exit_call}type({exc}), {exc}, {exc}.__traceback__)"
-    return [line], [(None, site.next_offset, [*site.slots, result()])]
+    args = ", ".join([*leading, f"type({exc})", exc, f"{exc}.__traceback__"])
+    return [f"___r = {exit_method}({args})"], [(None, site.next_offset, [*site.slots, result()])]
 
 
 def _with_except_start_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
     """3.11-3.13: the bound `__exit__` sits four entries under the exception."""
-    return _exit_call_eager(site, f"{site.values[-4]}(")
+    return _exit_call_eager(site, site.values[-4])
 
 
 def _with_except_start_eager_314(site: BreakSite, inst: dis.Instruction) -> Rendered:
     """3.14+: `__exit__` and its self (or a NULL) sit five and four entries under the exception."""
     if site.slots[-4].kind is NULL_STACK_ENTRY:
-        return _exit_call_eager(site, f"{site.values[-5]}(")
-    return _exit_call_eager(site, f"{site.values[-5]}({site.values[-4]}, ")
+        return _exit_call_eager(site, site.values[-5])
+    return _exit_call_eager(site, site.values[-5], site.values[-4])
 
 
 # 3.14+: `with` is `COPY 1; LOAD_SPECIAL __exit__; SWAP 2; SWAP 3; LOAD_SPECIAL __enter__; CALL 0`,
