@@ -254,9 +254,9 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.id_match(source, value)
         return ConstantVariable(value, source)
-    if _is_container_method(value) and source is not None:
-        # a method of a list/dict/set read before a break (`log.append` on the stack): a new
-        # object every call, so it is the container's method by name, not an object by identity
+    if _is_bound_c_method(value) and source is not None:
+        # a C method read before a break (`log.append`, `x.add`, `",".join` on the stack): a new
+        # object every call, so it is its owner's method by name, not an object by identity
         guards.type_match(source, value)
         guards.constant_match(AttrSource(source, "__name__"), value.__name__)
         return wrap(frame, value.__self__, AttrSource(source, "__self__")).getattr(frame, value.__name__)
@@ -292,13 +292,13 @@ def _wrap_partial(frame: Frame, value: functools.partial, source: Source | None)
     return PartialVariable(fn, args, kwargs, source)
 
 
-def _is_container_method(value: Any) -> bool:
-    """A C method bound to a plain list, dict, set or OrderedDict (`log.append`)."""
-    return isinstance(value, types.BuiltinMethodType) and type(value.__self__) in (
-        list,
-        dict,
-        set,
-        collections.OrderedDict,
+def _is_bound_c_method(value: Any) -> bool:
+    """A C method bound to an object (`log.append`, `x.add`), not a module's function (`math.sin`,
+    whose `__self__` is the module) nor a plain C function (`__self__` None)."""
+    return (
+        isinstance(value, types.BuiltinMethodType)
+        and value.__self__ is not None
+        and not isinstance(value.__self__, types.ModuleType)
     )
 
 

@@ -1,14 +1,24 @@
-"""A container's C method loaded before a graph break (`log.append(print(x) or x)`: `log.append`
-sits on the stack while `print` runs eagerly) reaches the resume function as a new bound-method
-object every call. It is guarded as that container's method by name, so identical calls reuse
-the compiled code instead of compiling again each time (a guard on the method object's identity
-died with it after every call)."""
+"""A C method loaded before a graph break (`log.append(print(x) or x)`: `log.append` sits on the
+stack while `print` runs eagerly; likewise a tensor's `x.add` or a string's `",".join`) reaches
+the resume function as a new bound-method object every call. It is guarded as its owner's method
+by name, so identical calls reuse the compiled code instead of compiling again each time (a guard
+on the method object's identity died with it after every call)."""
 
 import pytest
 import torch
 
 import stenograph
+from stenograph import events
 from stenograph.testing import CompileCounter
+
+
+@pytest.fixture
+def compiles():
+    """Every compile started (graphs with no op count here too, unlike CompileCounter's)."""
+    started = []
+    listener = events.subscribe(lambda e: started.append(e) if isinstance(e, events.CompileStarted) else None)
+    yield started
+    events.unsubscribe(listener)
 
 
 def _append_after_print(x, log):
@@ -27,11 +37,25 @@ def _set_add_after_print(x, seen):
     return x * 2, seen
 
 
+def _tensor_method_after_print(x, unused):
+    return x.add(print("adding") or 1), unused
+
+
+def _str_join_after_print(x, sep):
+    return x * 2, sep.join(["a", str(print("joining"))])
+
+
 @pytest.mark.parametrize(
     "fn, make_container",
-    [(_append_after_print, list), (_dict_update_after_print, dict), (_set_add_after_print, set)],
+    [
+        (_append_after_print, list),
+        (_dict_update_after_print, dict),
+        (_set_add_after_print, set),
+        (_tensor_method_after_print, tuple),
+        (_str_join_after_print, lambda: ","),
+    ],
 )
-def test_identical_calls_compile_once(fn, make_container, capsys):
+def test_identical_calls_compile_once(fn, make_container, capsys, compiles):
     cnt = CompileCounter()
     compiled = stenograph.compile(fn, backend=cnt)
     for i in range(4):
@@ -41,13 +65,13 @@ def test_identical_calls_compile_once(fn, make_container, capsys):
         got = compiled(x, make_container())
         assert capsys.readouterr().out == eager_printed
         torch.testing.assert_close(got[0], expected[0])
-        if isinstance(expected[1], set):
+        if isinstance(expected[1], (set, str)):
             assert got[1] == expected[1]
         else:
             torch.testing.assert_close(got[1], expected[1])
         if i == 0:
-            after_first = cnt.frame_count
-    assert cnt.frame_count == after_first
+            after_first = cnt.frame_count, len(compiles)
+    assert (cnt.frame_count, len(compiles)) == after_first
 
 
 def test_a_different_container_type_recompiles(capsys):
