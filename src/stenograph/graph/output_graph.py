@@ -154,6 +154,13 @@ class OutputGraph:
                     self.guards.storage_offset_match(i.source, i.example.storage_offset())
             self.guards.all_distinct([i.source for i, d in zip(tensors, dense) if not d])
 
+    def real_object(self, var: Variable) -> Any:
+        """The real object a tracker read from the frame stands for: a tensor input's tensor, a
+        list/dict/set read from the frame; None for anything made while tracing."""
+        if isinstance(var, TensorVariable):
+            return next((i.example for i in self.inputs if i.node is var.node), None)
+        return next((value for value, known in self._containers.values() if known is var), None)
+
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
         """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""
         known = self._input_vars.get(id(value))

@@ -202,6 +202,28 @@ class ItemSource(Source):
 
 
 @dataclass(frozen=True)
+class OptimizerStateSource(Source):
+    """The state an optimizer keeps for one parameter: `opt.state.get(p)`, where `parent` reaches
+    `opt.state` (a dict keyed by the parameters themselves) and `param` reaches the parameter.
+
+    `.get` rather than `[...]`: `opt.state` is a defaultdict, and a guard reading a missing entry
+    must fail, not create it.
+    """
+
+    parent: Source
+    param: Source
+
+    def base(self) -> Source:
+        return self.parent
+
+    def suffix(self, globals_names: GlobalsNamer) -> str:
+        return f".get({self.param.expr(globals_names)})"
+
+    def name(self) -> str:
+        return f"{self.parent.name()}[{self.param.name()}]"
+
+
+@dataclass(frozen=True)
 class ModuleMemberSource(Source):
     """A parameter, buffer or submodule of an nn.Module, read from its dict directly.
 

@@ -66,6 +66,7 @@ from .functions import (
     UserMethodVariable,
 )
 from .higher_order import CheckpointVariable, CondVariable
+from .optimizers import OptimizerClassVariable, OptimizerVariable
 from .trace_rules import (
     TORCH_CLASSES,
     is_dict_key_constant,
@@ -142,6 +143,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
             # (attributes, members, hooks, training flag) is guarded where it is read
             guards.type_match(source, value)
         return NNModuleVariable(value, source)
+    if isinstance(value, torch.optim.Optimizer) and source is not None:
+        return OptimizerVariable(value, source, lambda: guards.type_match(source, value))
     if isinstance(value, types.ModuleType):
         if source is not None:
             guards.id_match(source, value)
@@ -167,6 +170,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
             guards.id_match(source, value)
         if value in TORCH_CLASSES:
             return TorchClassVariable(value, source)
+        if issubclass(value, torch.optim.Optimizer):
+            return OptimizerClassVariable(value, source)
         if is_user_class(value):
             return UserClassVariable(value, source)
         if is_torch_module_class(value):

@@ -18,6 +18,7 @@ from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
 from .exceptions import raise_python_error
 from .global_contexts import is_global_context_class, make_global_context
+from .profiler_ranges import is_record_function_class, make_record_function
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
 from .trace_rules import is_literal, is_state_reader, trace_constant, untraced_library
@@ -398,6 +399,8 @@ class TorchClassVariable(ConstantVariable):
             return make_grad_context(frame, self.value, args, kwargs)
         if is_global_context_class(self.value):
             return make_global_context(self.value, args, kwargs)
+        if is_record_function_class(self.value):
+            return make_record_function(frame, args, kwargs)
         if self.value is torch.Size:
             items = args[0].unpack(frame) if args else []
             return SizeVariable(items)

@@ -95,13 +95,19 @@ NOT_TRACED = frozenset({
     "stenograph",  # its own API (compile, reset, mark_dynamic) is runtime machinery, not model code
 })  # fmt: skip
 
-# torch packages that are runtime machinery rather than model code: optimizers (stateful, decorated
-# to run outside compilers), the compiler front end's own helpers, and function transforms
-# (`torch.func.grad`, `torch.vmap`: interpreter stacks that tracing does not model)
+# torch packages that are runtime machinery rather than model code: the compiler front end's own
+# helpers (with `torch._disable_dynamo`'s wrappers, such as `Optimizer.zero_grad`), function
+# transforms (`torch.func.grad`, `torch.vmap`: interpreter stacks that tracing does not model), and
+# the parts of torch.optim that are not an optimizer's step (LR schedulers, weight averaging) or
+# whose step needs values as Python numbers (L-BFGS's line search) or sparse gradients. The
+# optimizers' own `step` is traced (optimizers.py).
 NOT_TRACED_TORCH = (
     "torch._dynamo",
     "torch._compile",
-    "torch.optim",
+    "torch.optim.lr_scheduler",
+    "torch.optim.swa_utils",
+    "torch.optim.lbfgs",
+    "torch.optim.sparse_adam",
     "torch.utils.data",
     "torch.distributed",
     "torch._functorch",
@@ -122,8 +128,13 @@ NOT_TRACED_AUTOGRAD = frozenset({
 
 
 def untraced_library(fn: Any) -> str | None:
-    """The library `fn` belongs to when it is one whose calls break the graph, else None."""
-    module = getattr(fn, "__module__", None) or ""
+    """The library `fn` belongs to when it is one whose calls break the graph, else None. A
+    Python function belongs to the module whose code it runs (its globals), not the one
+    `functools.wraps` copied into `__module__` (`torch._disable_dynamo`'s wrapper of a method)."""
+    if isinstance(fn, types.FunctionType):
+        module = fn.__globals__.get("__name__") or ""
+    else:
+        module = getattr(fn, "__module__", None) or ""
     top = module.split(".")[0]
     if top in NOT_TRACED:
         return top
@@ -229,7 +240,7 @@ def is_state_reader(fn: Any) -> bool:
 # -- classes --------------------------------------------------------------------------------------
 
 # torch classes with trackers of their own (sizes, devices, dtype limits, grad-mode and autocast
-# contexts)
+# contexts, profiler ranges)
 TORCH_CLASSES = (
     torch.Size,
     torch.device,
@@ -240,6 +251,7 @@ TORCH_CLASSES = (
     torch.set_grad_enabled,
     torch.inference_mode,
     torch.autocast,
+    torch.autograd.profiler.record_function,
 )
 
 
