@@ -46,7 +46,6 @@ class UserFunctionVariable(Variable):
         return True  # functions define neither __bool__ nor __len__
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        refuse_untraced_library(self.fn, args, kwargs)
         if is_disabled(self.fn):
             why = disabled_reason(self.fn)
             raise Unsupported(
@@ -54,6 +53,7 @@ class UserFunctionVariable(Variable):
                 hint="disabled functions run eagerly",
                 kind=BreakKind.UNTRACED_CALL,
             )
+        refuse_untraced_library(self.fn, args, kwargs)
         if is_constant_result(self.fn):
             return _constant_result(frame, self.fn, args, kwargs)
         return frame.inline_call(self.fn, args, kwargs, closure=None, fn_source=self.source)

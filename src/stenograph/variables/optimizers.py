@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, OptimizerStateSource
-from .base import Variable, constant
+from .base import ConstantVariable, Variable, constant
 from .containers import DictVariable, ListVariable
 from .frame_objects import UserObjectVariable
 from .functions import UserMethodVariable
@@ -59,22 +59,41 @@ class OptimizerVariable(UserObjectVariable):
             return OptimizerStateVariable(state, source)
         found = super().getattr(frame, name)
         if name == "param_groups":
-            _view_capturable(found)
+            _view_groups(frame, self, found)
         if name == "_init_group" and isinstance(found, UserMethodVariable):
             return _InitGroupVariable(self, found)
         return found
 
 
-def _view_capturable(groups: Variable) -> None:
-    """The trace's view of each group that has a `capturable` flag: True (see the module text).
-    The group trackers are the trace's own view of the real dicts, changed without a recorded
-    mutation, so nothing is written back."""
+#: group flags whose step runs eagerly, as a whole: torch.optim skips some of its checks when it
+#: sees a compiler (the devices `capturable` supports), a differentiable step records autograd
+#: history through the parameters, and fused kernels are left alone, as torch.compile leaves them
+_EAGER_FLAGS = ("capturable", "fused", "differentiable")
+
+
+def _view_groups(frame: Frame, optimizer: OptimizerVariable, groups: Variable) -> None:
+    """Check the groups' flags (guarded) and, for torch.optim's own reads, view `capturable` as
+    True (see the module text). The view changes the group trackers without a recorded mutation,
+    so nothing is written back; it is marked so that a second read finds it."""
     if not isinstance(groups, ListVariable):
         return
     for group in groups.items:
-        if isinstance(group, DictVariable) and "capturable" in group.items:
-            group.items["capturable"] = constant(True)
+        if not isinstance(group, DictVariable) or isinstance(group.items.get("capturable"), _CapturableView):
+            continue
+        for flag in _EAGER_FLAGS:
+            if flag in group.items and group.items[flag].as_constant():
+                refusal = Unsupported(
+                    f"{type(optimizer.value_object).__qualname__} with {flag}=True: its step runs eagerly",
+                    hint=f"{flag}=False lets the step be captured",
+                )
+                refusal.eager_callee = True
+                raise refusal
+        if "capturable" in group.items and frame.f_globals.get("__name__", "").startswith("torch.optim."):
+            group.items["capturable"] = _CapturableView(True)
 
+
+class _CapturableView(ConstantVariable):
+    """`group["capturable"]` as the optimizer's traced step sees it."""
 
 class _InitGroupVariable(Variable):
     """`opt._init_group`: calling it runs it for real (creating missing state), then traces it."""

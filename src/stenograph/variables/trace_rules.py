@@ -129,12 +129,22 @@ NOT_TRACED_AUTOGRAD = frozenset({
 
 def untraced_library(fn: Any) -> str | None:
     """The library `fn` belongs to when it is one whose calls break the graph, else None. A
-    Python function belongs to the module whose code it runs (its globals), not the one
-    `functools.wraps` copied into `__module__` (`torch._disable_dynamo`'s wrapper of a method)."""
+    Python function belongs to the module `__module__` names and to the one whose code it runs
+    (its globals), which differ when `functools.wraps` copied `__module__`
+    (`torch._disable_dynamo`'s wrapper of `Optimizer.zero_grad`)."""
+    if getattr(fn, "_wrapped_by_lr_sched", False):
+        return None  # an LR scheduler's wrapper of `optimizer.step` (it marks the step as called)
+    modules = [getattr(fn, "__module__", None) or ""]
     if isinstance(fn, types.FunctionType):
-        module = fn.__globals__.get("__name__") or ""
-    else:
-        module = getattr(fn, "__module__", None) or ""
+        modules.append(fn.__globals__.get("__name__") or "")
+    for module in modules:
+        library = _untraced_module(module)
+        if library is not None:
+            return library
+    return None
+
+
+def _untraced_module(module: str) -> str | None:
     top = module.split(".")[0]
     if top in NOT_TRACED:
         return top
