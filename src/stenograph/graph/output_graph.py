@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
-from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
+from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
 
 from ..errors import BreakKind, ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet, storage_pattern
@@ -25,6 +25,7 @@ from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
 from ..variables.base import constant
+from ..variables.trace_rules import TENSOR_DATA_HINT
 from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, StructSeqVariable, TupleVariable
 from ..variables.symbolic import SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
@@ -165,9 +166,11 @@ class OutputGraph:
         """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""
         known = self._input_vars.get(id(value))
         if known is not None:
-            # the same tensor reached another way (tied weights, an argument passed twice)
+            # the same tensor reached another way (tied weights, an argument passed twice), or
+            # read again the same way (`p.grad`, read twice)
             assert known.source is not None
-            self.guards.same_object(source, known.source)
+            if known.source != source:
+                self.guards.same_object(source, known.source)
             return known
         dims = None
         if self.policy is not None and may_be_dynamic(source, is_tensor=True):
@@ -303,7 +306,17 @@ class OutputGraph:
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
         # sizes or scalars the op made up (nonzero's length, item()) are bound to this node, so a
         # backend that retraces the graph (AOTAutograd) knows where each unbacked symbol comes from
-        bindings = compute_unbacked_bindings(self.fake_mode.shape_env, fake)
+        try:
+            bindings = compute_unbacked_bindings(self.fake_mode.shape_env, fake)
+        except PendingUnbackedSymbolNotFound as e:
+            # a value made up inside the op and not returned: a tensor passed where it takes a
+            # Python number (`x.addcdiv_(a, b, value=t)` reads `t.item()`)
+            self.graph.erase_node(node)
+            raise Unsupported(
+                f"{describe} reads a tensor's value as a Python number",
+                hint=TENSOR_DATA_HINT,
+                kind=BreakKind.DATA_DEPENDENT,
+            ) from e
         if bindings:
             node.meta["unbacked_bindings"] = bindings
         return self.wrap_result(node, fake, describe, _tensor_arguments([*args, *kwargs.values()]))

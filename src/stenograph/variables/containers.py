@@ -415,9 +415,12 @@ class DictVariable(Variable):
         raise raise_new(frame, KeyError, dict_key(key))
 
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
+        k = dict_key(key)
+        if self.items.get(k) is value:
+            return  # the value already there (an optimizer storing its state back): no change
         if self.source is not None:
             frame.output.side_effects.container_mutated(self)
-        self.items[dict_key(key)] = value
+        self.items[k] = value
 
     def delitem(self, frame: Frame, key: Variable) -> None:
         if dict_key(key) not in self.items:

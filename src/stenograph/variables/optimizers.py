@@ -72,28 +72,32 @@ _EAGER_FLAGS = ("capturable", "fused", "differentiable")
 
 
 def _view_groups(frame: Frame, optimizer: OptimizerVariable, groups: Variable) -> None:
-    """Check the groups' flags (guarded) and, for torch.optim's own reads, view `capturable` as
-    True (see the module text). The view changes the group trackers without a recorded mutation,
-    so nothing is written back; it is marked so that a second read finds it."""
+    """Check the groups' flags (each guarded) and, when torch.optim's own code reads the groups,
+    give it `capturable` True (see the module text). The view replaces the flag's tracker without
+    recording a mutation; being marked, it is applied once per group tracker."""
     if not isinstance(groups, ListVariable):
         return
     for group in groups.items:
         if not isinstance(group, DictVariable) or isinstance(group.items.get("capturable"), _CapturableView):
             continue
-        for flag in _EAGER_FLAGS:
-            if flag in group.items and group.items[flag].as_constant():
+        for name in _EAGER_FLAGS:
+            if name in group.items and group.items[name].as_constant():
                 refusal = Unsupported(
-                    f"{type(optimizer.value_object).__qualname__} with {flag}=True: its step runs eagerly",
-                    hint=f"{flag}=False lets the step be captured",
+                    f"{type(optimizer.value_object).__qualname__} with {name}=True: its step runs eagerly",
+                    hint=f"{name}=False lets the step be captured",
                 )
                 refusal.eager_callee = True
                 raise refusal
-        if "capturable" in group.items and frame.f_globals.get("__name__", "").startswith("torch.optim."):
-            group.items["capturable"] = _CapturableView(True)
+        flag = group.items.get("capturable")
+        if flag is not None and frame.f_globals.get("__name__", "").startswith("torch.optim."):
+            group.items["capturable"] = _CapturableView(True, flag.source)
 
 
 class _CapturableView(ConstantVariable):
-    """`group["capturable"]` as the optimizer's traced step sees it."""
+    """`group["capturable"]` as the optimizer's traced step sees it. Rebuilt through its source
+    (the real flag): a changed group written back, or a value crossing a graph break, is the
+    user's own."""
+
 
 class _InitGroupVariable(Variable):
     """`opt._init_group`: calling it runs it for real (creating missing state), then traces it."""

@@ -99,8 +99,8 @@ NOT_TRACED = frozenset({
 # helpers (with `torch._disable_dynamo`'s wrappers, such as `Optimizer.zero_grad`), function
 # transforms (`torch.func.grad`, `torch.vmap`: interpreter stacks that tracing does not model), and
 # the parts of torch.optim that are not an optimizer's step (LR schedulers, weight averaging) or
-# whose step needs values as Python numbers (L-BFGS's line search) or sparse gradients. The
-# optimizers' own `step` is traced (optimizers.py).
+# whose step needs values as Python numbers (L-BFGS's line search, Adagrad's and Adafactor's step
+# sizes, Muon's) or sparse gradients. The other optimizers' `step` is traced (optimizers.py).
 NOT_TRACED_TORCH = (
     "torch._dynamo",
     "torch._compile",
@@ -108,6 +108,9 @@ NOT_TRACED_TORCH = (
     "torch.optim.swa_utils",
     "torch.optim.lbfgs",
     "torch.optim.sparse_adam",
+    "torch.optim.adagrad",
+    "torch.optim._adafactor",
+    "torch.optim._muon",
     "torch.utils.data",
     "torch.distributed",
     "torch._functorch",
