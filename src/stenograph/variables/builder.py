@@ -66,7 +66,7 @@ from .functions import (
     UserMethodVariable,
 )
 from .higher_order import CheckpointVariable, CondVariable
-from .optimizers import OptimizerClassVariable, OptimizerVariable
+from .optimizers import OptimizerClassVariable, OptimizerVariable, optimizer_helper
 from .trace_rules import (
     TORCH_CLASSES,
     is_dict_key_constant,
@@ -149,7 +149,7 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.id_match(source, value)
         return PythonModuleVariable(value, source)
-    library_fn = library.lookup(value)
+    library_fn = library.lookup(value) or optimizer_helper(value)
     if library_fn is not None:
         if source is not None:
             guards.id_match(source, value)

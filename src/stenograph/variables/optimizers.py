@@ -1,8 +1,10 @@
 """torch.optim optimizers: `optimizer.step()` traced into a graph that updates parameters and
-optimizer state in place.
+optimizer state in place, computing what eager computes.
 
 The optimizer's own Python (`step`, `_init_group`, the functional `adam`/`sgd`, foreach or not) is
-inlined like user code; three things about an optimizer object are modelled here:
+inlined like user code. It sees a compiler (`torch.compiler.is_compiling()` is True while
+tracing), which makes it skip checks that are slow to trace and group foreach tensors in one
+list. What is modelled here:
 
 - `opt.state` is a dict keyed by the parameters themselves. `opt.state[p]`, for a parameter `p`
   read from the frame, is that parameter's state dict, reached through `OptimizerStateSource`
@@ -12,20 +14,26 @@ inlined like user code; three things about an optimizer object are modelled here
   step uses (one compilation, as torch.compile): eager would create the same state at this point
   of the same call, from nothing a graph computes (which parameters have gradients, their
   shapes). Python changes pending in the trace could change what it sees, so it then breaks.
-- `param_groups` are read with `capturable` True where a group has the flag: the capturable
-  formulas keep the bias corrections as tensors, where the others turn the step count into a
-  Python number (`.item()`), which a graph cannot do. Only the trace sees the flag; the groups
-  and the state are left as they are. Results equal eager's within float rounding (torch.compile
-  traces the same formulas).
+- `_get_value(step)`, which under a compiler hands the step count on as a tensor for the
+  `capturable` formulas (float32 tensor arithmetic), reads it as a Python number, as eager does:
+  an unbacked float in the graph, so the bias corrections are the same float64 arithmetic and
+  the results equal eager's bit for bit. `_stack_if_compiling` leaves those numbers a list.
+- Groups with `capturable`, `fused` or `differentiable` set run their whole step eagerly (the
+  break's callee is not compiled, `Unsupported.eager_callee`): torch.optim skips its device
+  checks for `capturable` under a compiler, a differentiable step records autograd history
+  through the parameters, and fused kernels are left alone as torch.compile leaves them.
 """
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any
+
+from torch.optim import optimizer as torch_optimizer
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, OptimizerStateSource
-from .base import ConstantVariable, Variable, constant
+from .base import Variable, constant
 from .containers import DictVariable, ListVariable
 from .frame_objects import UserObjectVariable
 from .functions import UserMethodVariable
@@ -34,6 +42,9 @@ from .user_classes import UserClassVariable
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
+
+#: group flags whose step runs eagerly, as a whole (see the module text)
+_EAGER_FLAGS = ("capturable", "fused", "differentiable")
 
 
 class OptimizerClassVariable(UserClassVariable):
@@ -59,26 +70,19 @@ class OptimizerVariable(UserObjectVariable):
             return OptimizerStateVariable(state, source)
         found = super().getattr(frame, name)
         if name == "param_groups":
-            _view_groups(frame, self, found)
+            _refuse_eager_flags(self, found)
         if name == "_init_group" and isinstance(found, UserMethodVariable):
-            return _InitGroupVariable(self, found)
+            return _InitGroupVariable(self, _without_compiler_wrapper(found))
         return found
 
 
-#: group flags whose step runs eagerly, as a whole: torch.optim skips some of its checks when it
-#: sees a compiler (the devices `capturable` supports), a differentiable step records autograd
-#: history through the parameters, and fused kernels are left alone, as torch.compile leaves them
-_EAGER_FLAGS = ("capturable", "fused", "differentiable")
-
-
-def _view_groups(frame: Frame, optimizer: OptimizerVariable, groups: Variable) -> None:
-    """Check the groups' flags (each guarded) and, when torch.optim's own code reads the groups,
-    give it `capturable` True (see the module text). The view replaces the flag's tracker without
-    recording a mutation; being marked, it is applied once per group tracker."""
+def _refuse_eager_flags(optimizer: OptimizerVariable, groups: Variable) -> None:
+    """A group with a flag of `_EAGER_FLAGS` set makes the step run eagerly; the flags of the
+    others are guarded (setting one later recompiles, and then runs eagerly)."""
     if not isinstance(groups, ListVariable):
         return
     for group in groups.items:
-        if not isinstance(group, DictVariable) or isinstance(group.items.get("capturable"), _CapturableView):
+        if not isinstance(group, DictVariable):
             continue
         for name in _EAGER_FLAGS:
             if name in group.items and group.items[name].as_constant():
@@ -88,15 +92,18 @@ def _view_groups(frame: Frame, optimizer: OptimizerVariable, groups: Variable) -
                 )
                 refusal.eager_callee = True
                 raise refusal
-        flag = group.items.get("capturable")
-        if flag is not None and frame.f_globals.get("__name__", "").startswith("torch.optim."):
-            group.items["capturable"] = _CapturableView(True, flag.source)
 
 
-class _CapturableView(ConstantVariable):
-    """`group["capturable"]` as the optimizer's traced step sees it. Rebuilt through its source
-    (the real flag): a changed group written back, or a value crossing a graph break, is the
-    user's own."""
+def _without_compiler_wrapper(method: UserMethodVariable) -> UserMethodVariable:
+    """The method itself where torch.compile, once used in the process, replaced it on the class
+    with a wrapper that keeps its own tracer out (it handles `_init_group` the way this module
+    does); the wrapper itself is guarded as the class attribute."""
+    fn = method.fn
+    if fn.__globals__.get("__name__") == "torch._dynamo.eval_frame" and isinstance(
+        getattr(fn, "__wrapped__", None), types.FunctionType
+    ):
+        return UserMethodVariable(fn.__wrapped__, method.self_var)
+    return method
 
 
 class _InitGroupVariable(Variable):
@@ -150,38 +157,77 @@ class OptimizerStateVariable(Variable):
     def describe(self) -> str:
         return "optimizer state"
 
-    def _entry(self, frame: Frame, key: Variable) -> tuple[Any, OptimizerStateSource]:
-        """The real state dict of the parameter `key` (None if it has none) and its source."""
-        param = frame.output.real_object(key) if isinstance(key, TensorVariable) else None
-        if param is None or key.source is None:
-            raise Unsupported(f"optimizer state looked up by {key.describe()}, not a tensor read from the frame")
-        return self.state.get(param), OptimizerStateSource(self.source, key.source)
-
-    def _present(self, frame: Frame, key: Variable) -> Variable | None:
+    def _entry(self, frame: Frame, key: Variable) -> Variable | None:
+        """The tracker of parameter `key`'s state dict, None if it has none (guarded)."""
         # cycle: variables.builder imports this module at module level
         from .builder import wrap
 
-        entry, source = self._entry(frame, key)
+        param = frame.output.real_object(key) if isinstance(key, TensorVariable) else None
+        if param is None or key.source is None:
+            raise Unsupported(f"optimizer state looked up by {key.describe()}, not a tensor read from the frame")
+        source = OptimizerStateSource(self.source, key.source)
+        entry = self.state.get(param)
         if entry is None:
             frame.output.guards.constant_match(source, None)
             return None
         return wrap(frame, entry, source)
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
-        found = self._present(frame, key)
+        found = self._entry(frame, key)
         if found is None:
             raise Unsupported(f"optimizer state of {key.describe()}, which it has not set up")
         return found
 
     def contains(self, frame: Frame, item: Variable) -> bool | None:
-        return self._present(frame, item) is not None
+        return self._entry(frame, item) is not None
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "get" and 1 <= len(args) <= 2 and not kwargs:
-            found = self._present(frame, args[0])
+            found = self._entry(frame, args[0])
             if found is not None:
                 return found
             return args[1] if len(args) == 2 else constant(None)
         if name == "__getitem__" and len(args) == 1 and not kwargs:
             return self.getitem(frame, args[0])
         raise Unsupported(f"method {name!r} of optimizer state")
+
+
+class _StepNumberVariable(Variable):
+    """`torch.optim.optimizer._get_value(x)`: a step-count tensor read as a Python number
+    (`.item()`, an unbacked float of the graph), anything else as it is."""
+
+    def describe(self) -> str:
+        return "torch.optim.optimizer._get_value"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"{self.describe()} with {len(args)} arguments")
+        if isinstance(args[0], TensorVariable):
+            return frame.output.call("call_method", "item", [args[0]], {}, "the optimizer's step count")
+        return args[0]
+
+
+class _UnstackedVariable(Variable):
+    """`torch.optim.optimizer._stack_if_compiling(x)`: `x`, as eager leaves it."""
+
+    def describe(self) -> str:
+        return "torch.optim.optimizer._stack_if_compiling"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"{self.describe()} with {len(args)} arguments")
+        return args[0]
+
+
+_HELPERS: dict[Any, type[Variable]] = {
+    torch_optimizer._get_value: _StepNumberVariable,
+    torch_optimizer._stack_if_compiling: _UnstackedVariable,
+}
+
+
+def optimizer_helper(value: Any) -> Variable | None:
+    """The tracker of one of torch.optim's helpers that behave differently under a compiler."""
+    if not isinstance(value, types.FunctionType):
+        return None
+    kind = _HELPERS.get(value)
+    return kind() if kind is not None else None

@@ -99,8 +99,9 @@ NOT_TRACED = frozenset({
 # helpers (with `torch._disable_dynamo`'s wrappers, such as `Optimizer.zero_grad`), function
 # transforms (`torch.func.grad`, `torch.vmap`: interpreter stacks that tracing does not model), and
 # the parts of torch.optim that are not an optimizer's step (LR schedulers, weight averaging) or
-# whose step needs values as Python numbers (L-BFGS's line search, Adagrad's and Adafactor's step
-# sizes, Muon's) or sparse gradients. The other optimizers' `step` is traced (optimizers.py).
+# whose step decides on values of its state or passes them where Python numbers go (L-BFGS's line
+# search, RAdam's rectification, ASGD's averaging, Adagrad's, Adafactor's and Muon's step sizes) or
+# takes sparse gradients. The other optimizers' `step` is traced (optimizers.py).
 NOT_TRACED_TORCH = (
     "torch._dynamo",
     "torch._compile",
@@ -109,6 +110,8 @@ NOT_TRACED_TORCH = (
     "torch.optim.lbfgs",
     "torch.optim.sparse_adam",
     "torch.optim.adagrad",
+    "torch.optim.radam",
+    "torch.optim.asgd",
     "torch.optim._adafactor",
     "torch.optim._muon",
     "torch.utils.data",
@@ -119,14 +122,16 @@ NOT_TRACED_TORCH = (
 
 # autograd's entry points (`torch.autograd.grad`, `backward`, `Function.apply`, `autograd.functional`,
 # forward AD, saved-tensor hooks): they run a backward pass or build autograd nodes and hooks, which a
-# forward graph cannot hold. Only these modules: `torch.autograd.grad_mode` (no_grad and its kin) is
-# modelled by tracing.
+# forward graph cannot hold; and the profiler's ranges entered while a profiler records (made at a
+# graph break, profiler_ranges.py). Only these modules: `torch.autograd.grad_mode` (no_grad and its
+# kin) is modelled by tracing.
 NOT_TRACED_AUTOGRAD = frozenset({
     "torch.autograd",
     "torch.autograd.function",
     "torch.autograd.functional",
     "torch.autograd.forward_ad",
     "torch.autograd.graph",
+    "torch.autograd.profiler",
 })  # fmt: skip
 
 
