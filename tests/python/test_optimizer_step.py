@@ -412,3 +412,14 @@ def test_profiler_range_of_a_compiled_step():
     assert names.count("Optimizer.step#Adam.step") == 1
     pair.assert_same()
     assert pair.cnt.frame_count == 1
+
+
+def test_step_is_captured_after_torch_compile_patched_the_optimizer_classes():
+    """torch.compile, on first use in a process, wraps every optimizer class's `_init_group` to
+    keep its own tracer out; the step is still one graph (the method under the wrapper is traced)."""
+    helpers.torch_peer(lambda: torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1)))
+    assert torch.optim.Adam._init_group.__globals__["__name__"] == "torch._dynamo.eval_frame"
+    pair = _Pair(OPTIMIZERS["adam"])
+    for i in range(3):
+        pair.step(i)
+    assert pair.cnt.frame_count == 2

@@ -76,6 +76,15 @@ def test_untraced_libraries(fn, library) -> None:
     assert rules.is_untraced_library(fn) is (library is not None)
 
 
+def test_an_lr_schedulers_wrapper_of_step_is_traced() -> None:
+    """A scheduler replaces `opt.step` by a wrapper of its own module (untraced) that marks the
+    step as called; tracing it captures the step inside."""
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    torch.optim.lr_scheduler.StepLR(opt, step_size=1)
+    assert rules.untraced_library(opt.step) is None
+    assert rules.untraced_library(torch.optim.lr_scheduler.StepLR.get_lr) == "torch.optim.lr_scheduler"
+
+
 def test_tensor_methods() -> None:
     assert rules.is_tensor_method(torch.Tensor.add)
     assert rules.is_tensor_method(torch.Tensor.__add__)
