@@ -152,6 +152,26 @@ def test_untraced_optimizers_run_their_step_eagerly(make_opt):
     assert pair.cnt.frame_count == 1
 
 
+def _clipped_train_step(model, opt):
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        for p in model.parameters():
+            p.grad.mul_(0.9)  # gradients read from the parameters and changed in place
+        opt.step()
+        return loss + norm
+
+    return step
+
+
+def test_gradients_clipped_and_scaled_before_the_step_match_eager():
+    pair = _Pair(OPTIMIZERS["adamw_foreach"], make_step=_clipped_train_step)
+    for i in range(4):
+        pair.step(i)
+
+
 def test_step_with_a_closure_matches_eager():
     model_e = _model()
     model_c = copy.deepcopy(model_e)
