@@ -232,6 +232,11 @@ def test_dict_keyed_by_device_and_dtype_tuples(cnt):
     binding the key itself in the generated code (torch's `_group_tensors_by_device_and_dtype`)."""
 
     def args(i):
-        return ({(torch.device("cpu"), torch.float32): ([t(3, seed=i)], [0]), (torch.device("cpu"), torch.int64): ([torch.arange(2)], [1])},)
+        return (
+            {
+                (torch.device("cpu"), torch.float32): ([t(3, seed=i)], [0]),
+                (torch.device("cpu"), torch.int64): ([torch.arange(2)], [1]),
+            },
+        )
 
     check(_by_device_and_dtype, args, cnt)

@@ -195,6 +195,42 @@ def test_step_with_a_closure_matches_eager():
         torch.testing.assert_close(p_c, p_e, **EXACT)
 
 
+class _Lion(torch.optim.Optimizer):
+    """An optimizer written in Python that sets up its state inside `step`."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.99)):
+        super().__init__(params, {"lr": lr, "betas": betas})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["exp_avg"] = torch.zeros_like(p)
+                exp_avg = state["exp_avg"]
+                beta1, beta2 = group["betas"]
+                update = exp_avg * beta1 + p.grad * (1 - beta1)
+                p.add_(update.sign(), alpha=-group["lr"])
+                exp_avg.mul_(beta2).add_(p.grad, alpha=1 - beta2)
+
+
+def test_optimizer_written_in_python_makes_its_state_in_the_first_graph(compiles):
+    """`self.state[p]` of a parameter without state: a new dict, filled in the graph and stored
+    into the optimizer's state after it; the second call compiles for the state that now exists."""
+    pair = _Pair(lambda params: _Lion(params, lr=0.01))
+    pair.step(0)
+    assert all(set(s) == {"exp_avg"} for s in pair.opt_c.state.values()) and len(pair.opt_c.state) == 4
+    pair.step(1)
+    after_second = len(compiles)
+    for i in range(2, 4):
+        pair.step(i)
+    assert len(compiles) == after_second
+    assert pair.cnt.frame_count == 3  # forward and loss; the first step; later steps
+
+
 # -- graphs and compilations --------------------------------------------------------------------
 
 
@@ -219,7 +255,9 @@ def _graphs_per_call(compile_fn, make_opt, calls=4):
 @pytest.mark.parametrize("name", ["sgd_momentum", "adam"])
 def test_graph_counts_match_torch_compile(name):
     ours = _graphs_per_call(lambda fn, cnt: stenograph.compile(fn, backend=cnt), OPTIMIZERS[name])
-    peer = helpers.torch_peer(lambda: _graphs_per_call(lambda fn, cnt: torch.compile(fn, backend=cnt), OPTIMIZERS[name]))
+    peer = helpers.torch_peer(
+        lambda: _graphs_per_call(lambda fn, cnt: torch.compile(fn, backend=cnt), OPTIMIZERS[name])
+    )
     assert ours == ([2, 3, 3, 3] if name == "sgd_momentum" else [2, 2, 2, 2], 1)
     assert peer == ours
 

@@ -142,7 +142,9 @@ def _grad_of_computed(x):
 def test_grad_of_a_computed_tensor_breaks():
     with pytest.warns(UserWarning, match="not a leaf"):  # eager's, from the eager read at the break
         reasons = stenograph.explain(_grad_of_computed)(t(3, grad=True)).break_reasons
-    assert [r.reason for r in reasons] == ["reading Tensor.grad of tensor mul (3, float32), computed inside the compiled function"]
+    assert [r.reason for r in reasons] == [
+        "reading Tensor.grad of tensor mul (3, float32), computed inside the compiled function"
+    ]
 
 
 def _addcdiv_with_tensor_value(x, a, b, value):

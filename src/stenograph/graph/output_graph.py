@@ -25,10 +25,10 @@ from ..guards.sources import Source
 from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
 from ..variables.base import constant
-from ..variables.trace_rules import TENSOR_DATA_HINT
 from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, StructSeqVariable, TupleVariable
 from ..variables.symbolic import SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
+from ..variables.trace_rules import TENSOR_DATA_HINT
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:

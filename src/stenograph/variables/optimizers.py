@@ -8,7 +8,9 @@ list. What is modelled here:
 
 - `opt.state` is a dict keyed by the parameters themselves. `opt.state[p]`, for a parameter `p`
   read from the frame, is that parameter's state dict, reached through `OptimizerStateSource`
-  (its keys guarded; its tensors become graph inputs changed in place).
+  (its keys guarded; its tensors become graph inputs changed in place). A parameter without
+  state gets a new dict, stored into `opt.state` after the graph (optimizers written in Python
+  that set up their state in `step`).
 - `_init_group(group, ...)` creates missing state on the first step (zeros, a step count). It
   is run for real before being traced, so the state exists and the graph is the one every later
   step uses (one compilation, as torch.compile): eager would create the same state at this point
@@ -27,6 +29,7 @@ list. What is modelled here:
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from torch.optim import optimizer as torch_optimizer
@@ -66,13 +69,18 @@ class OptimizerVariable(UserObjectVariable):
             self._use()
             source = AttrSource(self.source, "state")
             state = self.value_object.state
+            known = frame.output.known_container(state, source)
+            if known is not None:
+                return known
             frame.output.guards.type_match(source, state)
-            return OptimizerStateVariable(state, source)
+            return frame.output.register_container(state, OptimizerStateVariable(state, source))
         found = super().getattr(frame, name)
         if name == "param_groups":
             _refuse_eager_flags(self, found)
         if name == "_init_group" and isinstance(found, UserMethodVariable):
-            return _InitGroupVariable(self, _without_compiler_wrapper(found))
+            method = _without_compiler_wrapper(found)
+            if method.fn.__globals__.get("__name__", "").startswith("torch.optim."):
+                return _InitGroupVariable(self, method)  # torch's own, which only makes state
         return found
 
 
@@ -145,11 +153,15 @@ def _real_argument(frame: Frame, var: Variable) -> Any:
 
 
 class OptimizerStateVariable(Variable):
-    """`opt.state`: read by parameter (`opt.state[p]`, `.get(p)`, `p in opt.state`)."""
+    """`opt.state`: read by parameter (`opt.state[p]`, `.get(p)`, `p in opt.state`). One tracker
+    per state dict in a trace. `opt.state[p]` of a parameter without state makes its empty dict,
+    as the defaultdict does (an optimizer written in Python that sets up its state in `step`):
+    made while tracing, filled by the traced code, stored into `opt.state` after the graph."""
 
     def __init__(self, state: Any, source: AttrSource) -> None:
         self.state = state
         self.source = source
+        self.added: dict[int, tuple[TensorVariable, DictVariable]] = {}  # by id of the parameter
 
     def python_type(self) -> type:
         return type(self.state)
@@ -157,15 +169,22 @@ class OptimizerStateVariable(Variable):
     def describe(self) -> str:
         return "optimizer state"
 
+    def _param(self, frame: Frame, key: Variable) -> tuple[Any, TensorVariable]:
+        param = frame.output.real_object(key) if isinstance(key, TensorVariable) else None
+        if param is None or key.source is None:
+            raise Unsupported(f"optimizer state looked up by {key.describe()}, not a tensor read from the frame")
+        assert isinstance(key, TensorVariable)
+        return param, key
+
     def _entry(self, frame: Frame, key: Variable) -> Variable | None:
         """The tracker of parameter `key`'s state dict, None if it has none (guarded)."""
         # cycle: variables.builder imports this module at module level
         from .builder import wrap
 
-        param = frame.output.real_object(key) if isinstance(key, TensorVariable) else None
-        if param is None or key.source is None:
-            raise Unsupported(f"optimizer state looked up by {key.describe()}, not a tensor read from the frame")
-        source = OptimizerStateSource(self.source, key.source)
+        param, key_var = self._param(frame, key)
+        if id(param) in self.added:
+            return self.added[id(param)][1]
+        source = OptimizerStateSource(self.source, key_var.source)
         entry = self.state.get(param)
         if entry is None:
             frame.output.guards.constant_match(source, None)
@@ -174,9 +193,15 @@ class OptimizerStateVariable(Variable):
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
         found = self._entry(frame, key)
-        if found is None:
+        if found is not None:
+            return found
+        if getattr(self.state, "default_factory", None) is not dict:
             raise Unsupported(f"optimizer state of {key.describe()}, which it has not set up")
-        return found
+        param, key_var = self._param(frame, key)
+        made = DictVariable({})
+        self.added[id(param)] = (key_var, made)
+        frame.output.side_effects.container_mutated(self)
+        return made
 
     def contains(self, frame: Frame, item: Variable) -> bool | None:
         return self._entry(frame, item) is not None
@@ -190,6 +215,9 @@ class OptimizerStateVariable(Variable):
         if name == "__getitem__" and len(args) == 1 and not kwargs:
             return self.getitem(frame, args[0])
         raise Unsupported(f"method {name!r} of optimizer state")
+
+    def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
+        return "; ".join(f"{target}[{expr(param)}] = {pin(expr(made))}" for param, made in self.added.values())
 
 
 class _StepNumberVariable(Variable):
