@@ -10,7 +10,7 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
-from ..marks import disabled_reason, graph_break, is_constant_result, is_disabled
+from ..marks import Substitute, disabled_reason, graph_break, is_constant_result, is_disabled
 from .base import ConstantVariable, Variable, constant
 from .cells import LazyValue, RealCellVariable
 from .containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
@@ -423,6 +423,37 @@ class FoldedCallVariable(Variable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return constant(self.result)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.fn, "fn")
+
+
+class SubstitutedVariable(Variable):
+    """A function with a `substitute_in_graph` substitute: a call traces the substitute, or, when
+    it may be folded and every argument is a constant, calls the function now and uses its result."""
+
+    def __init__(self, fn: Any, substitute: Substitute) -> None:
+        self.fn = fn
+        self.value_object = fn
+        self.substitute = substitute
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"function {getattr(self.fn, '__qualname__', self.fn)}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        substitute = self.substitute
+        if substitute.can_constant_fold_through and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            keywords = {k: v.as_constant() for k, v in kwargs.items()}
+            try:
+                result = substitute.original(*[a.as_constant() for a in args], **keywords)
+            except Exception as e:
+                raise_python_error(frame, e)
+            if is_literal(result):
+                return constant(result)
+        return frame.inline_call(substitute.traceable, args, kwargs, closure=None)
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
