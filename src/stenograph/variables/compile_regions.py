@@ -14,10 +14,11 @@ that records ATen ops (AOTAutograd's `make_fx`, on its way to Inductor) it calls
 `invoke_subgraph` operator instead, which those compile once per subgraph; without that operator
 (an older torch) they trace the subgraph inline, with the same results.
 
-A call inside another body (a region within a region, a `torch.cond` branch), or with
-symbolically sized tensors, is inlined (same results, no subgraph). A body that changes Python
-state or returns something other than tensors breaks the graph at the call, which then runs
-eagerly.
+Inputs match when their sizes, strides, dtypes, devices and `requires_grad` do; symbolic sizes
+match when they are the same expression (two tensors of the same symbolic size), so tensors whose
+dimensions have symbols of their own get subgraphs of their own. A call inside another body (a
+region within a region, a `torch.cond` branch) is inlined. A body that changes Python state or
+returns something other than tensors breaks the graph at the call, which then runs eagerly.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def call_region(
     body = wrap(frame, fn.__dict__[COMPILE_REGION_ATTR], body_source)
     output = frame.output
     tensors = _tensor_arguments([*args, *kwargs.values()])
-    if output.graph is not output.root_graph or any(_has_symbols(t.fake) for t in tensors):
+    if output.graph is not output.root_graph:
         return body.call(frame, args, kwargs)
     what = f"the nested_compile_region body {body.describe()}"
     positions = {id(t): i for i, t in enumerate(tensors)}
@@ -145,9 +146,12 @@ class _NodeRef:
 
 
 def _tensor_meta(value: Any) -> tuple | None:
+    """What must agree between two calls' inputs; symbolic sizes by their expression (comparing
+    them with == would add a guard)."""
     if not isinstance(value, torch.Tensor):
         return None
-    return (tuple(value.shape), value.stride(), value.dtype, value.device, value.requires_grad)
+    sizes = tuple(str(s.node.expr) if isinstance(s, torch.SymInt) else s for s in (*value.shape, *value.stride()))
+    return (sizes, value.dtype, value.device, value.requires_grad)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -179,7 +183,3 @@ def _tensor_arguments(values: list[Variable]) -> list[TensorVariable]:
         if isinstance(value, TensorVariable):
             seen.setdefault(id(value), value)
     return list(seen.values())
-
-
-def _has_symbols(fake: torch.Tensor) -> bool:
-    return any(isinstance(s, torch.SymInt) for s in (*fake.shape, *fake.stride()))
