@@ -89,6 +89,7 @@ def export(
     fn: Callable,
     *extra_args: Any,
     aten_graph: bool = False,
+    pre_dispatch: bool = False,
     decomposition_table: dict | None = None,
     dynamic: bool | None = None,
     dynamic_shapes: Any = None,
@@ -98,17 +99,19 @@ def export(
     bound method, an `nn.Module` (its forward) or a compiled one of those.
 
     `aten_graph=True` gives the graph in ATen operators (as `make_fx` records them, with
-    `decomposition_table` applied). `dynamic_shapes` declares dynamic dimensions as
-    torch.export does (`export_shapes`). `dynamic` as in `compile`: None keeps sizes static
-    unless marked (`mark_dynamic`), True makes every size and int argument symbolic, False none."""
+    `decomposition_table` applied; `pre_dispatch=True`: as autograd sees them, keeping
+    grad-mode switches, which a graph that switches grad mode always is). `dynamic_shapes`
+    declares dynamic dimensions as torch.export does (`export_shapes`). `dynamic` as in
+    `compile`: None keeps sizes static unless marked (`mark_dynamic`), True makes every size and
+    int argument symbolic, False none."""
     if extra_args or extra_kwargs:
         raise TypeError("use stenograph.export(fn)(*args, **kwargs)")
     if dynamic not in (None, False, True):
         raise TypeError(f"stenograph.export(dynamic=...) takes None, True or False, not {dynamic!r}")
     if dynamic is not None and dynamic_shapes is not None:
         raise TypeError("stenograph.export() takes dynamic= or dynamic_shapes=, not both")
-    if decomposition_table is not None and not aten_graph:
-        raise TypeError("stenograph.export(decomposition_table=...) needs aten_graph=True")
+    if (decomposition_table is not None or pre_dispatch) and not aten_graph:
+        raise TypeError("stenograph.export(decomposition_table=..., pre_dispatch=...) need aten_graph=True")
     function, bound_self = _target(fn)
 
     def run(*args: Any, **kwargs: Any) -> ExportResult:
@@ -124,7 +127,7 @@ def export(
         constraints = check_dims(declared, captured.output.inputs, captured.output.fake_mode.shape_env)
         module = bound_self if isinstance(bound_self, torch.nn.Module) else None
         decompositions = decomposition_table or {} if aten_graph else None
-        graph_module = _graph_module(function, captured, module, frame_label(code), decompositions)
+        graph_module = _graph_module(function, captured, module, frame_label(code), decompositions, pre_dispatch)
         prefix = (function.__closure__,) if code.co_freevars else ()
         if bound_self is not None:
             prefix = (*prefix, bound_self)
@@ -222,9 +225,10 @@ def _graph_module(
     module: torch.nn.Module | None,
     label: str,
     decompositions: dict | None,
+    pre_dispatch: bool,
 ) -> torch.fx.GraphModule:
     """The traced graph with the function's own parameters as placeholders; in ATen operators
-    when `decompositions` is a table (possibly empty)."""
+    when `decompositions` is a table (possibly empty), recorded before dispatch if `pre_dispatch`."""
     output = captured.output
     if output.side_effects:
         raise Unsupported(
@@ -242,7 +246,7 @@ def _graph_module(
         graph.graph_copy(output.graph, val_map)
         attributes: dict[str, Any] = dict(output.submodules)
     else:
-        val_map, attributes = _aten_copy(graph, captured, inputs, decompositions, label)
+        val_map, attributes = _aten_copy(graph, captured, inputs, decompositions, pre_dispatch, label)
     graph.output(_output_arg(captured.result, val_map, label))
     graph_module = torch.fx.GraphModule({**attributes, **builder.attributes}, graph, class_name="StenographExport")
     graph_module.meta["stenograph_frame"] = label
@@ -250,12 +254,22 @@ def _graph_module(
 
 
 def _aten_copy(
-    graph: torch.fx.Graph, captured: Capture, inputs: list[torch.fx.Node], decompositions: dict, label: str
+    graph: torch.fx.Graph,
+    captured: Capture,
+    inputs: list[torch.fx.Node],
+    decompositions: dict,
+    pre_dispatch: bool,
+    label: str,
 ) -> tuple[dict[torch.fx.Node, Any], dict[str, Any]]:
     """The captured graph recorded again in ATen operators by `make_fx` (on the trace's fake
     inputs, so symbolic sizes stay symbolic) and copied into `graph` reading `inputs`; which
-    node or value of it stands for each node the result reads, and the attributes it reads."""
+    node or value of it stands for each node the result reads, and the attributes it reads.
+
+    Below autograd (the default) a grad-mode switch leaves no trace, so a graph that switches
+    grad mode is recorded before dispatch (`pre_dispatch`), which keeps the switches: its
+    operators are then those autograd sees (`aten.linear`, not `aten.addmm`)."""
     output = captured.output
+    switches_grad_mode = any(n.target is torch._C._set_grad_enabled for n in output.graph.nodes)
     results = list(dict.fromkeys(_result_nodes(captured.result, label)))
     flat = torch.fx.Graph()
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
@@ -270,9 +284,13 @@ def _aten_copy(
     # (a tracing context: torch's `invoke_subgraph` records one subgraph per region there)
     context = torch._guards.TracingContext(output.fake_mode)
     with unset_fake_temporarily(), enable_python_dispatcher(), torch._guards.tracing(context), output.fake_mode:
-        aten = make_fx(run, decomposition_table=decompositions, tracing_mode="real", _allow_non_fake_inputs=True)(
-            *[i.fake for i in output.inputs]
-        )
+        aten = make_fx(
+            run,
+            decomposition_table=decompositions,
+            tracing_mode="real",
+            _allow_non_fake_inputs=True,
+            pre_dispatch=pre_dispatch or switches_grad_mode,
+        )(*[i.fake for i in output.inputs])
     placeholders = aten.graph.find_nodes(op="placeholder")
     copied = graph.graph_copy(aten.graph, dict(zip(placeholders, inputs)))
     attributes = {n.target: getattr(aten, n.target) for n in aten.graph.find_nodes(op="get_attr")}

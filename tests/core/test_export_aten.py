@@ -115,6 +115,31 @@ def test_higher_order_ops_are_kept():
     assert torch.ops.higher_order.cond in [n.target for n in gm.graph.nodes]
 
 
-def test_a_decomposition_table_needs_aten_graph():
-    with pytest.raises(TypeError, match="decomposition_table=...\\) needs aten_graph=True"):
-        stenograph.export(_shaped, decomposition_table={})
+def test_grad_mode_switches_are_kept_so_gradients_match_eager():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+        return (y + x).sum()
+
+    x = torch.randn(3, requires_grad=True)
+    gm, _ = stenograph.export(f, aten_graph=True)(x)
+    assert [n.target for n in gm.graph.nodes].count(torch._C._set_grad_enabled) == 2
+    a, b = (x.detach().clone().requires_grad_() for _ in range(2))
+    gm(a).backward()
+    f(b).backward()
+    assert_same(a.grad, b.grad)  # ones: y does not depend on x for autograd
+
+
+def test_pre_dispatch_records_the_operators_autograd_sees():
+    model = Block().eval()
+    x = torch.randn(2, 3)
+    gm, _ = stenograph.export(model, aten_graph=True, pre_dispatch=True)(x)
+    targets = [n.target for n in gm.graph.nodes]
+    assert torch.ops.aten.linear.default in targets and torch.ops.aten.addmm.default not in targets
+    assert_same(gm(x), model(x))
+
+
+def test_a_decomposition_table_and_pre_dispatch_need_aten_graph():
+    for options in ({"decomposition_table": {}}, {"pre_dispatch": True}):
+        with pytest.raises(TypeError, match="need aten_graph=True"):
+            stenograph.export(_shaped, **options)
