@@ -23,6 +23,7 @@ import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.autograd import grad_mode
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import api, entry, events
@@ -269,7 +270,14 @@ def _aten_copy(
     grad mode is recorded before dispatch (`pre_dispatch`), which keeps the switches: its
     operators are then those autograd sees (`aten.linear`, not `aten.addmm`)."""
     output = captured.output
-    switches_grad_mode = any(n.target is torch._C._set_grad_enabled for n in output.graph.nodes)
+    targets = {n.target for n in output.graph.nodes if n.op == "call_function"}
+    if grad_mode._enter_inference_mode in targets:
+        raise Unsupported(
+            f"stenograph.export(aten_graph=True): {label} enters torch.inference_mode, which an ATen graph "
+            "does not record (its outputs would track gradients)",
+            hint="export without aten_graph, or leave inference_mode out of the function",
+        )
+    switches_grad_mode = torch._C._set_grad_enabled in targets
     results = list(dict.fromkeys(_result_nodes(captured.result, label)))
     flat = torch.fx.Graph()
     copies: dict[torch.fx.Node, torch.fx.Node] = {}

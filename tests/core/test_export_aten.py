@@ -130,6 +130,19 @@ def test_grad_mode_switches_are_kept_so_gradients_match_eager():
     assert_same(a.grad, b.grad)  # ones: y does not depend on x for autograd
 
 
+def test_inference_mode_which_an_aten_graph_cannot_record_is_refused():
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+        return y
+
+    x = torch.randn(3)
+    with pytest.raises(stenograph.Unsupported, match="enters torch.inference_mode, which an ATen graph"):
+        stenograph.export(f, aten_graph=True)(x)
+    gm, _ = stenograph.export(f)(x)
+    assert gm(x).is_inference()
+
+
 def test_pre_dispatch_records_the_operators_autograd_sees():
     model = Block().eval()
     x = torch.randn(2, 3)
