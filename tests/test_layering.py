@@ -2,8 +2,8 @@
 
 The layers, bottom to top (a module may import its own layer and any layer below it):
 
-    L0 leaves      errors, config, torch_state, module_hooks, marks, process_state, recursion, stance:
-                   no stenograph imports but each other
+    L0 leaves      errors, config, torch_state, module_hooks, marks, process_state, recursion, stance,
+                   thread_flag: no stenograph imports but each other
     L1 bytecode    decoding and assembling code objects, resume code
     L2 guards      sources, guard sets, generated Python functions (pyfunc), guard failures
                    (guards/failures.py); and events, whose records carry guard failures
@@ -35,7 +35,18 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "stenograph"
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ["errors", "config", "torch_state", "module_hooks", "marks", "process_state", "recursion", "stance"], 0
+        [
+            "errors",
+            "config",
+            "torch_state",
+            "module_hooks",
+            "marks",
+            "process_state",
+            "recursion",
+            "stance",
+            "thread_flag",
+        ],
+        0,
     ),
     "bytecode": 1,
     **dict.fromkeys(["guards", "events"], 2),

@@ -344,7 +344,7 @@ class _RunOnly(contextlib.ContextDecorator):
     """`run()` as a context manager or decorator: no compiles inside it."""
 
     def __enter__(self) -> _RunOnly:
-        self._block = entry.run_only()
+        self._block = entry.run_only.on()
         self._block.__enter__()
         return self
 
@@ -363,7 +363,7 @@ def run(fn: Callable | None = None) -> Any:
         raise TypeError(f"stenograph.run() needs a callable, got {type(fn).__qualname__}")
 
     def running(*args: Any, **kwargs: Any) -> Any:
-        with entry.run_only():
+        with entry.run_only.on():
             return fn(*args, **kwargs)
 
     if not isinstance(fn, torch.nn.Module):

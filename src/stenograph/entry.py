@@ -7,13 +7,11 @@ guard function with the caller's own arguments, then one call of its transformed
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 import types
 import warnings
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 from . import config, events, process_state, torch_state
@@ -27,6 +25,7 @@ from .module_hooks import has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
 from .stance import current as _stance
+from .thread_flag import ThreadFlag
 
 
 class StenographWarning(UserWarning):
@@ -85,7 +84,7 @@ class FrameCache:
         for entry in self.entries:
             if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
                 return entry.fn, full
-        if self.eager_reason is not None or _run_only.active or not _stance.stance.compiles:
+        if self.eager_reason is not None or run_only.active or not _stance.stance.compiles:
             return fn, args
         # a miss deep in a recursion: the tracer and the backend get frames beyond the limit
         headroom = compile_headroom()
@@ -177,24 +176,8 @@ class FrameCache:
         warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=6)
 
 
-class _RunOnlyState(threading.local):
-    active = False
-
-
-# per thread, as torch.compile's frame callback is: `stenograph.run` in one thread does not stop
-# another from compiling
-_run_only = _RunOnlyState()
-
-
-@contextlib.contextmanager
-def run_only() -> Iterator[None]:
-    """Within the block, misses run eagerly instead of compiling; cached entries still run."""
-    previous = _run_only.active
-    _run_only.active = True
-    try:
-        yield
-    finally:
-        _run_only.active = previous
+# misses run eagerly instead of compiling while on (`stenograph.run`); cached entries still run
+run_only = ThreadFlag()
 
 
 def _out_of_depth(error: BaseException) -> bool:

@@ -121,7 +121,7 @@ def export(
         declared = [] if dynamic_shapes is None else _declared(function, bound_self, full, kwargs, dynamic_shapes)
         policy = DynamicPolicy(dynamic, dynamic_arguments(code), declared_bounds(declared))
         try:
-            with exporting():
+            with exporting.on():
                 captured = capture_frame(function, full, kwargs, policy)
         except Unsupported as first:
             raise _every_break(fn, args, kwargs, first, frame_label(code)) from None

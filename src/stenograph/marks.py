@@ -9,14 +9,14 @@ user decisions, like `config`, and survive `reset()` (which `explain()` calls), 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
-import threading
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from .thread_flag import ThreadFlag
 
 DISABLED_ATTR = "__stenograph_disabled__"
 CONSTANT_RESULT_ATTR = "__stenograph_constant_result__"
@@ -108,29 +108,15 @@ def is_compiling() -> bool:
     return False
 
 
-class _ExportState(threading.local):
-    active = False
-
-
-# per thread: an export in one thread must not fold True into another thread's compile
-_export_state = _ExportState()
+# on while `stenograph.export` traces (per thread: an export in one thread must not fold True
+# into another thread's compile)
+exporting = ThreadFlag()
 
 
 def is_exporting() -> bool:
     """True while `stenograph.export` traces (folded into the graph as a constant), False
     otherwise: stricter than `is_compiling`, which compiles see too."""
-    return _export_state.active
-
-
-@contextlib.contextmanager
-def exporting() -> Iterator[None]:
-    """The block is an export's trace: `is_exporting()` answers True in it."""
-    previous = _export_state.active
-    _export_state.active = True
-    try:
-        yield
-    finally:
-        _export_state.active = previous
+    return exporting.active
 
 
 # -- substitutes (`substitute_in_graph`) ----------------------------------------------------------
