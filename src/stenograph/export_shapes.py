@@ -179,7 +179,12 @@ def check_dims(dims: list[DeclaredDim], inputs: list[Any], shape_env: Any) -> li
         if expr is None or expr.is_number:
             value = int(expr) if expr is not None else int(size)
             found.append(f"{d.where()}: {d.name} specialised to {value}")
-            if d.strict:
+            if d.strict and value in (0, 1):
+                problems.append(
+                    f"{d.where()} ({d.name}) is {value} in the example, and sizes 0 and 1 are always "
+                    "specialised (export with an example of size 2 or more)"
+                )
+            elif d.strict:
                 problems.append(
                     f"{d.where()} ({d.name}) must stay dynamic, but the code specialised it to {value} "
                     "(declare it static: None, or Dim.AUTO)"

@@ -82,6 +82,11 @@ def test_a_dim_the_code_specialises_raises_naming_it():
             stenograph.export(f, dynamic_shapes={"x": {0: dim}})(torch.randn(8))
 
 
+def test_an_example_of_size_one_cannot_stay_dynamic():
+    with pytest.raises(ConstraintViolation, match=r"is 1 in the example, and sizes 0 and 1 are always specialised"):
+        stenograph.export(_rows_times_count, dynamic_shapes={"x": {0: Dim("rows")}})(torch.randn(1, 3), torch.randn(4))
+
+
 def test_a_range_the_code_narrows_raises_with_the_range_it_handles():
     def f(x, table):
         return x + table[: x.shape[0]].sum()
