@@ -27,6 +27,7 @@ from ..bytecode.resume_code import (
     HANDLED_EXCEPTION,
     ITERATOR_FROM_TUPLE,
     NULL_STACK_ENTRY,
+    REENTERED_CONTEXT,
     VALUE_STACK_ENTRY,
     LastiStackEntry,
     stack_arg_name,
@@ -42,6 +43,7 @@ from ..variables.cells import LazyValue
 from ..variables.containers import DictVariable, IteratorVariable, SequenceVariable, SetVariable
 from ..variables.contexts import ContextExitVariable
 from ..variables.exceptions import HandlerEntryVariable, LastiVariable
+from ..variables.global_contexts import GlobalContextMethod, close_in_graph
 from ..variables.frame_objects import NNModuleVariable
 from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
 from ..variables.symbolic import SymNodeVariable
@@ -80,6 +82,8 @@ class BreakWriter:
         self.rebuild = Reconstructor(self.writer)
         self.writer.namespace["___Continue"] = runtime.continue_class
         self.dynamic_locals: set[str] = set()  # live locals holding symbolic numbers
+        # inference-mode / autocast managers entered around the eager part, outermost first
+        self.reentered: list[str] = []
 
     # -- the frame state ---------------------------------------------------------------------
 
@@ -94,6 +98,8 @@ class BreakWriter:
                 slots.append(Slot(HANDLED_EXCEPTION, self._evaluate(var.exception)))
             elif isinstance(var, ContextExitVariable):
                 slots.append(Slot(VALUE_STACK_ENTRY, self._enter_context(var)))
+            elif isinstance(var, GlobalContextMethod):
+                slots.append(Slot(REENTERED_CONTEXT, self._enter_global_context(var)))
             elif isinstance(var, IteratorVariable):
                 items = var.items[var.index :]
                 as_range = _as_range(items)
@@ -128,11 +134,14 @@ class BreakWriter:
         ]
 
     def _grad_mode_before_open_contexts(self) -> bool:
-        """The real grad mode the eager part starts from: the mode before the outermost grad
-        context still open at the break (it is re-entered for real), else the traced mode."""
+        """The real grad mode the eager part starts from: the mode before the outermost grad or
+        inference-mode context still open at the break (it is re-entered for real), else the
+        traced mode."""
         for var in self.frame.stack:
             if isinstance(var, ContextExitVariable):
                 return var.previous
+            if isinstance(var, GlobalContextMethod):
+                return var.context.grad_before
         return torch.is_grad_enabled()
 
     def _enter_context(self, exit_var: ContextExitVariable) -> str:
@@ -144,6 +153,22 @@ class BreakWriter:
         self.writer.post.append(f"{name} = {cls}({args})")
         self.writer.post.append(f"{name}.__enter__()")
         return f"{name}.__exit__"
+
+    def _enter_global_context(self, method: GlobalContextMethod) -> str:
+        """Enter, for real, an inference-mode or autocast context open at the break; it is left
+        after the eager part (`_leave_global_contexts`) and the resume function gets the manager,
+        which its prologue enters again, so that its graph records the context's exit."""
+        if not method.is_open_exit(self.frame.output):
+            raise Unsupported(f"{method.describe()} on the stack at a graph break")
+        name = self._evaluate(method.context)
+        self.writer.post.append(f"{name}.__enter__()")
+        self.reentered.append(name)
+        return name
+
+    def _leave_global_contexts(self) -> list[str]:
+        """Leave, innermost first, the contexts `_enter_global_context` entered (grad-mode
+        contexts stay entered: the resume function gets their `__exit__`)."""
+        return [f"{name}.__exit__(None, None, None)" for name in reversed(self.reentered)]
 
     def _refuse_shared_iterators(self) -> None:
         """Iterators cross a break as tuples of their remaining items, one per reference: an
@@ -226,7 +251,8 @@ class BreakWriter:
 
     def handler_call(self, slots: list[Slot], live: list[tuple[str, str]]) -> list[str] | None:
         """The `except` clause sending an exception raised by the eager instruction to the
-        frame's own handler, when the instruction is inside a try or with block."""
+        frame's own handler, when the instruction is inside a try or with block (having left the
+        re-entered contexts, which the handler's resume function enters again)."""
         offset = self.origin.offset(self.inst.offset)
         for entry in exception_entries(self.origin.code):
             if entry.start <= offset < entry.end:
@@ -235,7 +261,8 @@ class BreakWriter:
                     handler_slots.append(Slot(LastiStackEntry(offset)))
                 handler_slots.append(Slot(VALUE_STACK_ENTRY, "___e"))
                 call = self.resume_call(entry.target, handler_slots, live, handler=True)
-                return ["except BaseException as ___e:", "    " + call]
+                leave = self._leave_global_contexts()
+                return ["except BaseException as ___e:", *("    " + line for line in [*leave, call])]
         return None
 
     # -- the instruction ---------------------------------------------------------------------
@@ -323,8 +350,11 @@ class BreakWriter:
             tail.append("try:")
             tail.extend("    " + line for line in eager)
             tail.extend(handler)
+        elif eager and self.reentered:
+            raise Unsupported("a graph break inside an inference-mode or autocast block but outside its handler")
         else:
             tail.extend(eager)
+        tail.extend(self._leave_global_contexts())
         for condition, offset, new_slots in continuations:
             call = self.resume_call(offset, new_slots, live)
             if condition is None:
@@ -333,6 +363,7 @@ class BreakWriter:
                 tail.append(f"if {condition}:")
                 tail.append("    " + call)
         line = frame.line if frame.current is None else _line_of(self.inst, frame.line)
+        close_in_graph(frame.output)
         return finish(self.writer, self.rebuild, input_sources, compile_graph, frame.code, self.fn, label, line)
 
     def instruction(self, slots: list[Slot]) -> Rendered:

@@ -43,7 +43,7 @@ from ..variables.contexts import ContextEnterVariable, GradModeContextVariable
 from ..variables.exceptions import HandlerEntryVariable
 from ..variables.functions import NestedFunctionVariable
 from ..variables.generators import GeneratorVariable, Yielded, send_into
-from ..variables.global_contexts import GlobalContextVariable, is_global_context_class
+from ..variables.global_contexts import GlobalContextVariable
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from ..variables.user_classes import SuperVariable, UserClassVariable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
@@ -788,8 +788,6 @@ def _render_call(site: BreakSite, argc: int, kw_names: tuple[str, ...], extra: i
     entries, exprs = stack[start : len(stack) - extra], values[start : len(values) - extra]
     callee, arg_positions = _callee_and_args(entries[:2], entries[2:])
     target = entries[callee]
-    if target.is_constant() and is_global_context_class(target.as_constant()):
-        raise Unsupported(f"{target.describe()} made outside the graph (its state is the graph's)")
     args = [exprs[i] for i in arg_positions]
     dynamic = _reads_number_from_data(entries[callee], [entries[i] for i in arg_positions])
     split = len(args) - len(kw_names)

@@ -53,6 +53,7 @@ from .frame_objects import (
     WeakrefVariable,
 )
 from .func_transforms import GradVariable, VmapVariable
+from .global_contexts import is_global_context_object, wrap_global_context
 from .functions import (
     DisallowedCallVariable,
     FoldedCallVariable,
@@ -116,6 +117,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.constant_match(source, value)
         return SizeVariable([constant(int(s)) for s in value], source)
+    if is_global_context_object(value) and source is not None:
+        return wrap_global_context(frame, value, source)
     policy = frame.output.policy
     if (
         type(value) in (int, float)
