@@ -122,14 +122,15 @@ class BreakWriter:
     def _while_handling(self, exception: Variable, lines: list[str]) -> list[str]:
         """The eager lines run inside an `except` block handling `exception`, as in the frame:
         `sys.exc_info()`, `traceback.print_exc()` and the chaining of what they raise see it. Its
-        traceback is left as it was (raising it again would add the generated code's frame)."""
+        traceback and `__context__` are left as they were (raising it again adds the generated
+        code's frame, and chains it to the exception the caller handles, if any)."""
         handled = self._evaluate(exception)
         return [
-            f"___tb = {handled}.__traceback__",
+            f"___tb, ___ctx = {handled}.__traceback__, {handled}.__context__",
             "try:",
             f"    raise {handled}",
             "except BaseException:",
-            f"    {handled}.__traceback__ = ___tb",
+            f"    {handled}.__traceback__, {handled}.__context__ = ___tb, ___ctx",
             *["    " + line for line in lines],
         ]
 

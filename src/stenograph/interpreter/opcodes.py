@@ -574,7 +574,7 @@ def _call_intrinsic_1(frame: Frame, inst: dis.Instruction) -> None:
     elif inst.argval == "INTRINSIC_LIST_TO_TUPLE" or inst.arg == 6:
         frame.push(TupleVariable(frame.pop().unpack(frame)))
     elif inst.argval == "INTRINSIC_STOPITERATION_ERROR" or inst.arg == 3:
-        raise TracedException(frame.pop())  # a generator's StopIteration guard: re-raise as is
+        raise TracedException(frame.pop(), reraise=True)  # a generator's StopIteration guard: as is
     else:
         raise Unsupported(f"CALL_INTRINSIC_1 {inst.argrepr}")
 
@@ -1234,7 +1234,7 @@ def _raise(frame: Frame, inst: dis.Instruction) -> None:
             handling = handling.parent
         if handling is None:
             raise Unsupported("bare raise outside an except block")
-        raise TracedException(handling.handled[-1])
+        raise TracedException(handling.handled[-1], reraise=True)
     cause = frame.pop() if inst.arg == 2 else None
     exc = exception_value(frame, frame.pop())
     if cause is not None:  # `raise X from Y`
@@ -1246,13 +1246,25 @@ def _raise(frame: Frame, inst: dis.Instruction) -> None:
 
 
 def _reraise_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
-    """An exception a handler resume function received leaves the frame: raise it again."""
-    return [f"raise {site.values[-1]}"], []
+    """An exception a handler resume function received leaves the frame, as RERAISE lets it: its
+    `__context__` and `__traceback__` kept. A `raise` statement would chain it to the exception
+    the generated code is handling (the caller's, when the compiled function was called in an
+    `except` block) and add the generated code's frame; a bare `raise` does neither, so the
+    exception is raised, caught, restored and raised again bare."""
+    exc = site.values[-1]
+    return [
+        f"___tb, ___ctx = {exc}.__traceback__, {exc}.__context__",
+        "try:",
+        f"    raise {exc}",
+        "except BaseException:",
+        f"    {exc}.__traceback__, {exc}.__context__ = ___tb, ___ctx",
+        "    raise",
+    ], []
 
 
 @op("RERAISE", eager=_reraise_eager)
 def _reraise(frame: Frame, inst: dis.Instruction) -> None:
-    raise TracedException(frame.pop())
+    raise TracedException(frame.pop(), reraise=True)
 
 
 @op("PUSH_EXC_INFO")
