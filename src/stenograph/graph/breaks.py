@@ -43,9 +43,9 @@ from ..variables.cells import LazyValue
 from ..variables.containers import DictVariable, IteratorVariable, SequenceVariable, SetVariable
 from ..variables.contexts import ContextExitVariable
 from ..variables.exceptions import HandlerEntryVariable, LastiVariable
-from ..variables.global_contexts import GlobalContextMethod, close_in_graph
 from ..variables.frame_objects import NNModuleVariable
 from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
+from ..variables.global_contexts import GlobalContextMethod, close_in_graph
 from ..variables.symbolic import SymNodeVariable
 from ..variables.trace_rules import is_untraced_library
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish

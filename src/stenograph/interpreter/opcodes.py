@@ -787,7 +787,6 @@ def _render_call(site: BreakSite, argc: int, kw_names: tuple[str, ...], extra: i
     start = len(stack) - extra - argc - 2
     entries, exprs = stack[start : len(stack) - extra], values[start : len(values) - extra]
     callee, arg_positions = _callee_and_args(entries[:2], entries[2:])
-    target = entries[callee]
     args = [exprs[i] for i in arg_positions]
     dynamic = _reads_number_from_data(entries[callee], [entries[i] for i in arg_positions])
     split = len(args) - len(kw_names)

@@ -53,7 +53,6 @@ from .frame_objects import (
     WeakrefVariable,
 )
 from .func_transforms import GradVariable, VmapVariable
-from .global_contexts import is_global_context_object, wrap_global_context
 from .functions import (
     DisallowedCallVariable,
     FoldedCallVariable,
@@ -66,6 +65,7 @@ from .functions import (
     UserFunctionVariable,
     UserMethodVariable,
 )
+from .global_contexts import is_global_context_object, wrap_global_context
 from .higher_order import CheckpointVariable, CondVariable
 from .trace_rules import (
     TORCH_CLASSES,
