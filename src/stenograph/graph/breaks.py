@@ -45,7 +45,7 @@ from ..variables.contexts import ContextExitVariable
 from ..variables.exceptions import HandlerEntryVariable, LastiVariable
 from ..variables.frame_objects import NNModuleVariable
 from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
-from ..variables.global_contexts import GlobalContextMethod, close_in_graph
+from ..variables.global_contexts import GlobalContextMethod, GlobalContextVariable, close_in_graph
 from ..variables.symbolic import SymNodeVariable
 from ..variables.trace_rules import is_untraced_library
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
@@ -83,7 +83,7 @@ class BreakWriter:
         self.writer.namespace["___Continue"] = runtime.continue_class
         self.dynamic_locals: set[str] = set()  # live locals holding symbolic numbers
         # inference-mode / autocast managers entered around the eager part, outermost first
-        self.reentered: list[str] = []
+        self.reentered: list[tuple[GlobalContextVariable, str]] = []
 
     # -- the frame state ---------------------------------------------------------------------
 
@@ -96,6 +96,9 @@ class BreakWriter:
                 slots.append(Slot(LastiStackEntry(self.origin.offset(var.offset))))
             elif isinstance(var, HandlerEntryVariable):
                 slots.append(Slot(HANDLED_EXCEPTION, self._evaluate(var.exception)))
+            elif isinstance(var, (ContextExitVariable, GlobalContextMethod)) and var.called:
+                # left already (a `with` block's exception exit): only popped from here on
+                slots.append(Slot(VALUE_STACK_ENTRY, "None"))
             elif isinstance(var, ContextExitVariable):
                 slots.append(Slot(VALUE_STACK_ENTRY, self._enter_context(var)))
             elif isinstance(var, GlobalContextMethod):
@@ -139,9 +142,9 @@ class BreakWriter:
         inference-mode context still open at the break (it is re-entered for real), else the
         traced mode."""
         for var in self.frame.stack:
-            if isinstance(var, ContextExitVariable):
+            if _open_grad_context(var):
                 return var.previous
-            if isinstance(var, GlobalContextMethod):
+            if isinstance(var, GlobalContextMethod) and not var.called:
                 return var.context.grad_before
         return torch.is_grad_enabled()
 
@@ -163,13 +166,22 @@ class BreakWriter:
             raise Unsupported(f"{method.describe()} on the stack at a graph break")
         name = self._evaluate(method.context)
         self.writer.post.append(f"{name}.__enter__()")
-        self.reentered.append(name)
+        self.reentered.append((method.context, name))
         return name
+
+    def _refuse_contexts_off_the_stack(self) -> None:
+        """Every open inference-mode or autocast context must be one whose `__exit__` is on the
+        stack (a `with` block): one entered by a bare `__enter__()` call would not be entered
+        again around the eager part and in the resume function."""
+        entered = [context for context, _ in self.reentered]
+        open_contexts = self.frame.output.open_contexts
+        if len(entered) != len(open_contexts) or any(a is not b for a, b in zip(entered, open_contexts)):
+            raise Unsupported("a graph break with an inference-mode or autocast context entered without `with`")
 
     def _leave_global_contexts(self) -> list[str]:
         """Leave, innermost first, the contexts `_enter_global_context` entered (grad-mode
         contexts stay entered: the resume function gets their `__exit__`)."""
-        return [f"{name}.__exit__(None, None, None)" for name in reversed(self.reentered)]
+        return [f"{name}.__exit__(None, None, None)" for _, name in reversed(self.reentered)]
 
     def _refuse_shared_iterators(self) -> None:
         """Iterators cross a break as tuples of their remaining items, one per reference: an
@@ -334,9 +346,16 @@ class BreakWriter:
 
     def build(self, compile_graph: GraphCompiler, input_sources: list, label: str) -> types.FunctionType:
         frame = self.frame
+        traced_grad_mode = torch.is_grad_enabled()
         self.rebuild.set_grad_mode(self._grad_mode_before_open_contexts(), frame.output.initial_grad_mode)
         self._refuse_shared_iterators()
         slots = self.stack_slots()
+        self._refuse_contexts_off_the_stack()
+        if any(s.kind is REENTERED_CONTEXT for s in slots) or any(_open_grad_context(v) for v in frame.stack):
+            # the contexts entered leave the innermost one's mode; the code may have switched it
+            # since (a `set_grad_enabled` statement, a grad block left on its exception path)
+            setter = self.writer.bind(torch._C._set_grad_enabled, "set_grad")
+            self.writer.post.append(f"{setter}({traced_grad_mode})")
         live = self.live_locals()
         if frame.output.side_effects:  # take values read from inputs before the replay changes them
             slots = [replace(s, expr=self.rebuild.pin(s.expr)) if s.expr else s for s in slots]
@@ -384,6 +403,11 @@ class BreakWriter:
             globals_expr=lambda: self.writer.namer.name_for(self.frame.f_globals),
         )
         return rendering(site, inst)
+
+
+def _open_grad_context(var: Variable) -> bool:
+    """The `__exit__` of a grad-mode context the frame is inside, entered again at the break."""
+    return isinstance(var, ContextExitVariable) and not var.called
 
 
 def _is_dynamic_number(var: Variable) -> bool:

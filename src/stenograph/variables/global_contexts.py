@@ -155,6 +155,7 @@ class GlobalContextMethod(Variable):
     def __init__(self, context: GlobalContextVariable, name: str) -> None:
         self.context = context
         self.name = name
+        self.called = False  # a `with` block's exception exit keeps it on the stack after the call
 
     def describe(self) -> str:
         return f"{self.context.describe()}.{self.name}"
@@ -166,6 +167,7 @@ class GlobalContextMethod(Variable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         ctx = self.context
         output = frame.output
+        self.called = True
         if self.name == "__enter__":
             ctx.enter(output)
             return ctx if ctx.kind is torch.autocast else constant(None)  # autocast's returns itself
