@@ -15,11 +15,11 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from ..shapes.fake import is_symbolic
+from . import tensor_scalars
 from .base import ConstantVariable, Variable, constant
 from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
 from .double_backward import creates_graph
 from .symbolic import SymNodeVariable
-from . import tensor_scalars
 from .tensor_effects import refuse_effect
 from .trace_rules import (
     TENSOR_DATA_HINT,
