@@ -349,38 +349,31 @@ def test_huggingface_gradient_checkpointing(reentrant):
     """A tiny Llama training step with `gradient_checkpointing_enable`: eager's gradients, and
     fewer tensors saved for backward than the same model compiled without it. Two graphs: the
     hook transformers adds (`requires_grad_` on the embeddings' output) is a graph break."""
-    transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(
-        vocab_size=100,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        use_cache=False,
-    )
+    pytest.importorskip("transformers")
+    from models.zoo import MODELS  # the model zoo's tiny Llama (tests/models/zoo.py)
+
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).train()
-    ids = torch.randint(3, 100, (2, 12), generator=torch.Generator().manual_seed(0))
+    case = MODELS["llama"]()
+    model = case.model.train()
+    model.config.use_cache = False
+    batch = case.train
 
     def saved(fn):
         count = []
         with torch.autograd.graph.saved_tensors_hooks(lambda x: count.append(x.numel()) or x, lambda x: x):
-            loss = fn(input_ids=ids, labels=ids).loss
+            loss = fn(**batch).loss
         loss.backward()
         return sum(count)
 
     without = stenograph.compile(copy.deepcopy(model), backend="aot_eager")
-    without(input_ids=ids, labels=ids)  # compiled before counting
+    without(**batch)  # compiled before counting
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # the method's new name, in transformers 5
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
     twin = copy.deepcopy(model)
     cnt = CompileCounterWithBackend("aot_eager")
     compiled = stenograph.compile(twin, backend=cnt)
-    compiled(input_ids=ids, labels=ids)
+    compiled(**batch)
     twin.zero_grad()
     assert saved(compiled) < saved(without)
     saved(model)
