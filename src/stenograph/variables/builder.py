@@ -332,6 +332,12 @@ def _special_callable(value: Any) -> Variable | None:
     if isinstance(original, types.FunctionType):
         # a compiled function called from compiled code: inline its original
         return UserFunctionVariable(original)
+    if isinstance(value, torch.jit.ScriptFunction):
+        # `torch.jit.script` keeps the Python function it compiled (under the name torch gives
+        # it for compilers): the trace inlines that, which computes what the script does
+        scripted = getattr(value, "_torchdynamo_inline", None)
+        if isinstance(scripted, types.FunctionType):
+            return UserFunctionVariable(scripted)
     return None
 
 
