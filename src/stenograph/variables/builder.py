@@ -33,6 +33,7 @@ from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import library
 from .base import ConstantVariable, GuardedOnUseConstant, Variable, constant
+from .checkpoint import CheckpointVariable
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
 from .containers import (
     DictVariable,
@@ -66,7 +67,7 @@ from .functions import (
     UserMethodVariable,
 )
 from .global_contexts import is_global_context_object, wrap_global_context
-from .higher_order import CheckpointVariable, CondVariable
+from .higher_order import CondVariable
 from .trace_rules import (
     TORCH_CLASSES,
     is_dict_key_constant,
