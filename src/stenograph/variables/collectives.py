@@ -18,6 +18,7 @@ are answered while tracing and guarded.
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -58,11 +59,8 @@ class CollectiveFunctionVariable(HandledFunctionVariable):
 
 def lookup(value: Any) -> Variable | None:
     """The tracker of a modelled `torch.distributed` function, None for any other value."""
-    try:
-        if value in _HANDLERS:
-            return CollectiveFunctionVariable(value)
-    except TypeError:  # unhashable
-        return None
+    if isinstance(value, types.FunctionType) and value in _HANDLERS:  # all are Python functions
+        return CollectiveFunctionVariable(value)
     return None
 
 
@@ -153,9 +151,19 @@ def _tensor(arg: Any, what: str) -> TensorVariable:
     return arg
 
 
-def _synchronous(bound: dict[str, Any], what: str) -> None:
+def _operands(frame: Frame, bound: dict[str, Any], what: str, *tensors: str) -> tuple[list[TensorVariable], str, int]:
+    """The named tensor arguments, and the group's name and size; an in-place call must be
+    synchronous."""
     if _value(bound.get("async_op", False)):
         raise Unsupported(f"{what}(async_op=True): the Work handle it returns is not modelled")
+    name, size = _group(frame, bound["group"], what)
+    return [_tensor(bound[key], what) for key in tensors], name, size
+
+
+def _first_dim(bound: dict[str, Any], key: str, what: str) -> None:
+    """The functional gather and scatter along dim 0 (other dims reshuffle chunks around it)."""
+    if _value(bound[key]) != 0:
+        raise Unsupported(f"{what} with {key} other than 0")
 
 
 def _record(frame: Frame, op: Any, args: list[Variable], what: str) -> TensorVariable:
@@ -186,18 +194,14 @@ if _AVAILABLE := torch.distributed.is_available():
     @_handler(dist.all_reduce)
     def _all_reduce(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed.all_reduce"
-        _synchronous(bound, what)
-        tensor = _tensor(bound["tensor"], what)
-        name, _ = _group(frame, bound["group"], what)
+        (tensor,), name, _ = _operands(frame, bound, what, "tensor")
         op = constant(_reduce_op(bound["op"], what))
         return _copy_into(frame, tensor, _record(frame, _ops.all_reduce.default, [tensor, op, constant(name)], what))
 
     @_handler(dist.all_gather_into_tensor, dist.all_gather_single)
     def _all_gather_into_tensor(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed.all_gather_into_tensor"
-        _synchronous(bound, what)
-        out, inp = _tensor(bound["output_tensor"], what), _tensor(bound["input_tensor"], what)
-        name, size = _group(frame, bound["group"], what)
+        (out, inp), name, size = _operands(frame, bound, what, "output_tensor", "input_tensor")
         _gathered_size(out, inp, size, what)
         args = [inp, constant(size), constant(name)]
         return _copy_into(frame, out, _record(frame, _ops.all_gather_into_tensor.default, args, what))
@@ -205,9 +209,7 @@ if _AVAILABLE := torch.distributed.is_available():
     @_handler(dist.reduce_scatter_tensor, dist.reduce_scatter_single)
     def _reduce_scatter_tensor(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed.reduce_scatter_tensor"
-        _synchronous(bound, what)
-        out, inp = _tensor(bound["output"], what), _tensor(bound["input"], what)
-        name, size = _group(frame, bound["group"], what)
+        (out, inp), name, size = _operands(frame, bound, what, "output", "input")
         _gathered_size(inp, out, size, what)
         args = [inp, constant(_reduce_op(bound["op"], what)), constant(size), constant(name)]
         return _copy_into(frame, out, _record(frame, _ops.reduce_scatter_tensor.default, args, what))
@@ -215,9 +217,7 @@ if _AVAILABLE := torch.distributed.is_available():
     @_handler(dist.broadcast)
     def _broadcast(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed.broadcast"
-        _synchronous(bound, what)
-        tensor = _tensor(bound["tensor"], what)
-        name, _ = _group(frame, bound["group"], what)
+        (tensor,), name, _ = _operands(frame, bound, what, "tensor")
         src, group_src = _value(bound["src"]), _value(bound["group_src"])
         if group_src is None:
             if src is None:
@@ -232,37 +232,31 @@ if _AVAILABLE := torch.distributed.is_available():
     @_handler(functional.all_reduce)
     def _functional_all_reduce(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed._functional_collectives.all_reduce"
-        tensor = _tensor(bound["self"], what)
-        name, _ = _group(frame, bound["group"], what)
+        (tensor,), name, _ = _operands(frame, bound, what, "self")
         op = constant(_reduce_op(bound["reduceOp"], what))
         return _record(frame, _ops.all_reduce.default, [tensor, op, constant(name)], what)
 
     @_handler(functional.all_gather_tensor, functional.all_gather_single)
     def _functional_all_gather(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed._functional_collectives.all_gather_tensor"
-        tensor = _tensor(bound["self"], what)
-        if _value(bound["gather_dim"]) != 0:
-            raise Unsupported(f"{what} with gather_dim other than 0")
-        name, size = _group(frame, bound["group"], what)
+        _first_dim(bound, "gather_dim", what)
+        (tensor,), name, size = _operands(frame, bound, what, "self")
         return _record(frame, _ops.all_gather_into_tensor.default, [tensor, constant(size), constant(name)], what)
 
     @_handler(functional.reduce_scatter_tensor, functional.reduce_scatter_single)
     def _functional_reduce_scatter(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed._functional_collectives.reduce_scatter_tensor"
-        tensor = _tensor(bound["self"], what)
-        if _value(bound["scatter_dim"]) != 0:
-            raise Unsupported(f"{what} with scatter_dim other than 0")
-        name, size = _group(frame, bound["group"], what)
+        _first_dim(bound, "scatter_dim", what)
+        (tensor,), name, size = _operands(frame, bound, what, "self")
         if tensor.fake.shape[0] % size:
             raise Unsupported(f"{what}: dim 0 of size {tensor.fake.shape[0]} is not divisible by {size}")
-        op = constant(_reduce_op(bound["reduceOp"], what))
-        return _record(frame, _ops.reduce_scatter_tensor.default, [tensor, op, constant(size), constant(name)], what)
+        args = [tensor, constant(_reduce_op(bound["reduceOp"], what)), constant(size), constant(name)]
+        return _record(frame, _ops.reduce_scatter_tensor.default, args, what)
 
     @_handler(functional.broadcast)
     def _functional_broadcast(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed._functional_collectives.broadcast"
-        tensor = _tensor(bound["self"], what)
-        name, _ = _group(frame, bound["group"], what)
+        (tensor,), name, _ = _operands(frame, bound, what, "self")
         return _record(frame, _ops.broadcast.default, [tensor, constant(_value(bound["src"])), constant(name)], what)
 
     @_handler(functional.wait_tensor)
