@@ -49,6 +49,11 @@ def functional(x: torch.Tensor, group: Any) -> torch.Tensor:
     return reduced.sum() + gathered.sum() + scattered.sum() + sent
 
 
+def reduce_argument(x: torch.Tensor) -> torch.Tensor:
+    dist.all_reduce(x)  # the caller's tensor changes
+    return x * 2
+
+
 def place_in_group(x: torch.Tensor) -> torch.Tensor:
     return x * dist.get_rank() + dist.get_world_size()
 
@@ -85,7 +90,8 @@ def _run(fn: Callable, *calls: tuple) -> dict[str, Any]:
     with CompileRecord() as record:
         for args in calls:
             before = record.compiles
-            same.append(_same(compiled(*args), fn(*args)))
+            copies = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+            same.append(_same(compiled(*args), fn(*copies)) and _same(args, copies))
             compiles.append(record.compiles - before)
     return {"same": same, "compiles": compiles, "graphs": counter.frame_count, "breaks": record.breaks}
 
@@ -99,6 +105,7 @@ def _collectives(rank: int, world_size: int) -> dict[str, Any]:
             "in_place": _run(in_place_reductions, (x,), (other,), (wide,)),
             "gather_scatter_broadcast": _run(gather_scatter_broadcast, (x,), (other,)),
             "functional": _run(functional, (x, dist.group.WORLD), (other, dist.group.WORLD), (x, group)),
+            "reduce_argument": _run(reduce_argument, (x.clone(),), (other.clone(),)),
             "place_in_group": _run(place_in_group, (x,), (other,)),
             "asynchronous": _run(asynchronous, (x,), (other,)),
             "with_barrier": _run(with_barrier, (x,), (other,)),
@@ -110,7 +117,10 @@ def test_collectives_are_graph_nodes_or_named_breaks_and_match_eager() -> None:
     for rank, results in enumerate(run_workers(_collectives, timeout=300)):
         for name, r in results.items():
             assert all(r["same"]), (rank, name, r)
-        captured = {k: results[k] for k in ("in_place", "gather_scatter_broadcast", "functional", "place_in_group")}
+        captured = {
+            k: results[k]
+            for k in ("in_place", "gather_scatter_broadcast", "functional", "reduce_argument", "place_in_group")
+        }
         for name, r in captured.items():
             assert r["breaks"] == [], (rank, name, r["breaks"])
             assert r["compiles"][:2] == [1, 0], (rank, name, r["compiles"])  # the second call compiles nothing
