@@ -1,9 +1,10 @@
 """FSDP2 (`fully_shard`) with compiled modules, on 2 gloo processes: losses equal eager FSDP2's
 over 5 steps, and only the first step compiles.
 
-Two ways a user combines them: compiling each block before sharding it (the OptimizedModule is
-what `fully_shard` converts), and compiling the sharded root. FSDP's hooks (all-gather before a
-block's forward, reshard after) run eagerly around the compiled forwards in both.
+Three ways a user combines them: compiling each block before sharding it (the OptimizedModule
+is what `fully_shard` converts), compiling the sharded root, and sharding the compiled root.
+FSDP's hooks (all-gather before a block's forward, reshard after) run eagerly around the
+compiled forwards in all three.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _losses(model: nn.Module, params: nn.Module, rank: int, world_size: int, rec
     return losses, compiles
 
 
-def _fsdp2_both_ways(rank: int, world_size: int, backend: str | None) -> dict[str, Any]:
+def _fsdp2_three_ways(rank: int, world_size: int, backend: str | None) -> dict[str, Any]:
     eager = _shard(_model())
     results: dict[str, Any] = {"eager": _losses(eager, eager, rank, world_size)[0]}
     with stenograph.config.patch(suppress_errors=False):
@@ -92,12 +93,22 @@ def _fsdp2_both_ways(rank: int, world_size: int, backend: str | None) -> dict[st
             results["root"] = _losses(compiled, model, rank, world_size, record)
         results["root_graphs"] = counter.frame_count
         results["root_breaks"] = sorted(set(record.breaks))
+
+        # shard the blocks, compile the root, then shard the compiled root
+        counter = CompileCounterWithBackend(backend) if backend else CompileCounter()
+        model = _model()
+        for block in list(model)[:2]:
+            fully_shard(block)
+        compiled = fully_shard(stenograph.compile(model, backend=counter))
+        with CompileRecord() as record:
+            results["compiled_root"] = _losses(compiled, compiled, rank, world_size, record)
+        results["compiled_root_graphs"] = counter.frame_count
     return results
 
 
 def _check(results: list[dict[str, Any]]) -> None:
     for rank, r in enumerate(results):
-        for mode in ("blocks", "root"):
+        for mode in ("blocks", "root", "compiled_root"):
             losses, compiles = r[mode]
             assert losses == pytest.approx(r["eager"], abs=1e-5), (rank, mode, losses, r["eager"])
             assert compiles[0] > 0 and compiles[1:] == [0] * (STEPS - 1), (rank, mode, compiles)
@@ -107,17 +118,17 @@ def _check(results: list[dict[str, Any]]) -> None:
         # one graph per distinct Block.forward input (the second block's input requires grad)
         assert r["blocks_graphs"] == 2 and r["blocks_breaks"] == []
         # Block.forward (two entries as above), then the last Linear after the second block
-        assert r["root_graphs"] == 3, r["root_graphs"]
+        assert r["root_graphs"] == r["compiled_root_graphs"] == 3, r
         assert all("torch.distributed is not traced" in reason for reason in r["root_breaks"]), r["root_breaks"]
     assert results[0]["eager"] != results[1]["eager"]  # each rank has its own data
 
 
-def test_fsdp2_compiled_blocks_and_compiled_root_train_as_eager() -> None:
-    _check(run_workers(_fsdp2_both_ways, None, timeout=300))
+def test_fsdp2_with_compiled_blocks_or_a_compiled_root_trains_as_eager() -> None:
+    _check(run_workers(_fsdp2_three_ways, None, timeout=300))
 
 
 @pytest.mark.slow
 def test_fsdp2_with_aot_autograd_graphs_trains_as_eager() -> None:
     """The same with AOTAutograd's joint graphs: the backward graph's gradients of the gathered
     parameters reach FSDP's reduce-scatter."""
-    _check(run_workers(_fsdp2_both_ways, "aot_eager", timeout=600))
+    _check(run_workers(_fsdp2_three_ways, "aot_eager", timeout=600))
