@@ -38,7 +38,7 @@ from ..marks import (
 )
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
-from . import library
+from . import collectives, library
 from .base import ConstantVariable, GuardedOnUseConstant, Variable, constant
 from .checkpoint import CheckpointVariable
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
@@ -158,7 +158,11 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.id_match(source, value)
         return PythonModuleVariable(value, source)
-    library_fn = library.lookup(value)
+    if collectives.is_process_group(value):
+        if source is not None:
+            guards.id_match(source, value)
+        return ConstantVariable(value, source)
+    library_fn = library.lookup(value) or collectives.lookup(value)
     if library_fn is not None:
         if source is not None:
             guards.id_match(source, value)
@@ -177,6 +181,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
     if isinstance(value, type):
         if source is not None:
             guards.id_match(source, value)
+        if collectives.is_reduce_op_class(value):
+            return collectives.ReduceOpClassVariable(value, source)
         if value in TORCH_CLASSES:
             return TorchClassVariable(value, source)
         if is_user_class(value):
