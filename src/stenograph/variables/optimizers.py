@@ -75,13 +75,21 @@ class OptimizerVariable(UserObjectVariable):
             frame.output.guards.type_match(source, state)
             return frame.output.register_container(state, OptimizerStateVariable(state, source))
         found = super().getattr(frame, name)
-        if name == "param_groups":
+        if name == "param_groups" and _is_torchs_own(type(self.value_object)):
             _refuse_eager_flags(self, found)
         if name == "_init_group" and isinstance(found, UserMethodVariable):
             method = _without_compiler_wrapper(found)
             if method.fn.__globals__.get("__name__", "").startswith("torch.optim."):
                 return _InitGroupVariable(self, method)  # torch's own, which only makes state
         return found
+
+
+def _is_torchs_own(cls: type) -> bool:
+    """One of torch.optim's optimizers, or a subclass of one (whose group flags mean what
+    torch.optim makes them mean)."""
+    return any(
+        klass.__module__.startswith("torch.optim.") and klass is not torch_optimizer.Optimizer for klass in cls.__mro__
+    )
 
 
 def _refuse_eager_flags(optimizer: OptimizerVariable, groups: Variable) -> None:
