@@ -137,30 +137,22 @@ NOT_TRACED_AUTOGRAD = frozenset({
 
 def untraced_library(fn: Any) -> str | None:
     """The library `fn` belongs to when it is one whose calls break the graph, else None. A
-    Python function belongs to the module `__module__` names and to the one whose code it runs
-    (its globals), which differ when `functools.wraps` copied `__module__`
-    (`torch._disable_dynamo`'s wrapper of `Optimizer.zero_grad`)."""
+    Python function whose code lies in one of torch's untraced packages belongs to it too, when
+    `functools.wraps` gave it another `__module__` (`torch._disable_dynamo`'s wrapper of
+    `Optimizer.zero_grad`, which says `torch.optim.optimizer`)."""
     if getattr(fn, "_wrapped_by_lr_sched", False):
         return None  # an LR scheduler's wrapper of `optimizer.step` (it marks the step as called)
-    modules = [getattr(fn, "__module__", None) or ""]
-    if isinstance(fn, types.FunctionType):
-        modules.append(fn.__globals__.get("__name__") or "")
-    for module in modules:
-        library = _untraced_module(module)
-        if library is not None:
-            return library
-    return None
-
-
-def _untraced_module(module: str) -> str | None:
+    module = getattr(fn, "__module__", None) or ""
     top = module.split(".")[0]
     if top in NOT_TRACED:
         return top
-    for prefix in NOT_TRACED_TORCH:
-        if module == prefix or module.startswith(prefix + "."):
-            return prefix
     if module in NOT_TRACED_AUTOGRAD:
         return module
+    code_module = (fn.__globals__.get("__name__") or "") if isinstance(fn, types.FunctionType) else ""
+    for name in (module, code_module):
+        for prefix in NOT_TRACED_TORCH:
+            if name == prefix or name.startswith(prefix + "."):
+                return prefix
     return None
 
 
