@@ -16,7 +16,6 @@ import torch
 from torch import nn
 
 import stenograph
-from stenograph import events
 from stenograph.testing import CompileCounter, CompileCounterWithBackend
 
 from ._support import t
@@ -43,15 +42,6 @@ MORE_OPTIMIZERS = {
 }
 STEPS = 6
 EXACT = {"rtol": 0, "atol": 0}
-
-
-@pytest.fixture
-def compiles():
-    """Every compile started (frames whose graph has no op count here too)."""
-    started: list = []
-    listener = events.subscribe(lambda e: started.append(e) if isinstance(e, events.CompileStarted) else None)
-    yield started
-    events.unsubscribe(listener)
 
 
 def _model():
