@@ -96,6 +96,13 @@ class InvalidConfig(StenographError, AttributeError):
     """An unknown config key or a value of the wrong type."""
 
 
+class NativeGuardsUnavailable(StenographError, RuntimeError):
+    """`config.native_guards` is True but the native guard checks cannot be built or loaded here.
+
+    Raised to the caller (not turned into an eager fallback): the setting is the user's.
+    """
+
+
 class ConstraintViolation(StenographError, ValueError):
     """A tensor's size lies outside the range `mark_dynamic(t, dim, min=, max=)` declared for it.
 
