@@ -58,7 +58,8 @@ class Unavailable(Exception):
 
 
 class _Loaded:
-    """The outcome of the first load, kept for the process (a failed build is not retried)."""
+    """The outcome of the first load, kept for the process: a failed build is not retried, and
+    `reset()` keeps it (not registered with process_state: a loaded library stays loaded)."""
 
     lock = threading.Lock()
     module: types.ModuleType | None = None
@@ -110,7 +111,7 @@ def build_key() -> str:
     digest.update(SOURCE.read_bytes())
     digest.update(sys.version.encode())
     digest.update(torch.__version__.encode())
-    digest.update(sysconfig.get_config_var("EXT_SUFFIX").encode())
+    digest.update(str(sysconfig.get_config_var("EXT_SUFFIX")).encode())
     return digest.hexdigest()[:16]
 
 
@@ -121,20 +122,23 @@ def _load() -> types.ModuleType:
     directory = cache_root() / f"{version}-{key}"
     library = directory / (name + importlib.machinery.EXTENSION_SUFFIXES[0])
     if not library.exists():
-        _check_environment()
+        ninja_dir = _check_environment()
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise Unavailable(f"cannot create the cache directory {directory}: {e}", environment=True) from e
         with _exclusive(directory / "lock"):
             if not library.exists():  # another process may have built it while this one waited
-                return _build(name, directory, library)
+                with _on_path(ninja_dir):
+                    return _build(name, directory, library)
     return _import(name, library)
 
 
-def _check_environment() -> None:
+def _check_environment() -> str | None:
     """A build needs Python's headers, a C++ compiler and ninja: say which is missing, rather
-    than fail a compile (Debian's Pythons ship without headers unless python3-dev is installed)."""
+    than fail a compile (Debian's Pythons ship without headers unless python3-dev is installed).
+    Returns the folder of the `ninja` package's binary when ninja is not on PATH but installed
+    with pip (its script folder is not always on PATH), else None."""
     include = sysconfig.get_paths()["include"]
     if not os.path.exists(os.path.join(include, "Python.h")):
         raise Unavailable(f"no Python.h in {include} (install the Python development headers)", environment=True)
@@ -142,11 +146,30 @@ def _check_environment() -> None:
     if shutil.which(compiler) is None:
         raise Unavailable(f"no C++ compiler ({compiler!r} is not on PATH; set CXX)", environment=True)
     try:
-        from torch.utils.cpp_extension import is_ninja_available  # slow import (setuptools), only to build
+        import torch.utils.cpp_extension  # noqa: F401 - a slow import (setuptools), needed only to build
     except ImportError as e:
         raise Unavailable(f"torch.utils.cpp_extension cannot be imported: {e}", environment=True) from e
-    if not is_ninja_available():
-        raise Unavailable("ninja is not on PATH (pip install ninja)", environment=True)
+    if shutil.which("ninja") is not None:
+        return None
+    try:
+        import ninja  # the PyPI package (the `test` extra installs it)
+    except ImportError:
+        raise Unavailable("ninja is not on PATH (pip install ninja)", environment=True) from None
+    return ninja.BIN_DIR
+
+
+@contextlib.contextmanager
+def _on_path(folder: str | None) -> Iterator[None]:
+    """`folder` first on PATH while building (torch runs `ninja` by name)."""
+    if folder is None:
+        yield
+        return
+    previous = os.environ.get("PATH", "")
+    os.environ["PATH"] = folder + os.pathsep + previous
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = previous
 
 
 @contextlib.contextmanager
@@ -156,7 +179,11 @@ def _exclusive(path: Path) -> Iterator[None]:
         yield
         return
     with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks: builds may overlap, the rename keeps them apart
+            yield
+            return
         try:
             yield
         finally:
@@ -170,8 +197,9 @@ def _build(name: str, directory: Path, library: Path) -> types.ModuleType:
     from torch.utils.cpp_extension import load as cpp_load
 
     start = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=directory))
+    work = None
     try:
+        work = Path(tempfile.mkdtemp(prefix="build-", dir=directory))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             module = cpp_load(name, [str(SOURCE)], build_directory=str(work), extra_cflags=["-O2"], verbose=False)
@@ -182,9 +210,11 @@ def _build(name: str, directory: Path, library: Path) -> types.ModuleType:
             shutil.copyfile(module.__file__, staged)
             os.replace(staged, library)
     except Exception as e:
-        raise Unavailable(f"building {SOURCE.name} failed: {_first_lines(str(e))}", environment=False) from e
+        reason = f"building {SOURCE.name} in {directory} failed: {_first_lines(str(e))}"
+        raise Unavailable(reason, environment=False) from e
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
     _log.info("built native guard checks in %.1f s into %s", time.perf_counter() - start, directory)
     return module
 
