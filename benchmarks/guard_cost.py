@@ -8,7 +8,11 @@ True (the extension is built on first need). Prints per call, in microseconds:
   overhead each compiler adds to eager. Both compilers get a backend returning `gm.forward`
   (as benchmarks/overhead.py), so they run the same kernels.
 
-Inference under `torch.no_grad()`. Minimum over `--repeat` rounds (the machine may be shared).
+The models are small (BERT: 4 layers of width 64; the ResNet: widths 8-64 on 16x16 images; the
+MLP of overhead.py) so that kernels do not drown the per-call overhead; the guards depend on
+the number of modules and tensors, not on their sizes. Inference under `torch.no_grad()`,
+batch 1. Minimum over `--repeat` rounds, the variants timed in alternation (the machine may be
+shared).
 
     python benchmarks/guard_cost.py [--repeat 7] [--calls 300] [--threads 1]
 """
@@ -50,17 +54,17 @@ class BasicBlock(nn.Module):
 
 
 class SmallResNet(nn.Module):
-    """ResNet-18's shape (4 stages of 2 basic blocks) at widths 16-128, for 32x32 images."""
+    """ResNet-18's shape (4 stages of 2 basic blocks) at widths 8-64, for 16x16 images."""
 
     def __init__(self, classes: int = 10) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
-        blocks, channels_in = [], 16
-        for channels, stride in ((16, 1), (32, 2), (64, 2), (128, 2)):
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        blocks, channels_in = [], 8
+        for channels, stride in ((8, 1), (16, 2), (32, 2), (64, 2)):
             blocks += [BasicBlock(channels_in, channels, stride), BasicBlock(channels, channels, 1)]
             channels_in = channels
         self.blocks = nn.Sequential(*blocks)
-        self.head = nn.Linear(128, classes)
+        self.head = nn.Linear(64, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.blocks(self.stem(x))
@@ -70,12 +74,12 @@ class SmallResNet(nn.Module):
 def bert() -> tuple[nn.Module, tuple]:
     from transformers import BertConfig, BertModel  # optional (the `models` extra)
 
-    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512)
+    config = BertConfig(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=128)
     return BertModel(config).eval(), (torch.randint(0, config.vocab_size, (1, 16)),)
 
 
 def resnet() -> tuple[nn.Module, tuple]:
-    return SmallResNet().eval(), (torch.randn(1, 3, 32, 32),)
+    return SmallResNet().eval(), (torch.randn(1, 3, 16, 16),)
 
 
 def mlp() -> tuple[nn.Module, tuple]:

@@ -16,16 +16,47 @@
 
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/UndefinedTensorImpl.h>
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
-#include <torch/csrc/autograd/python_variable.h>
+#include <torch/version.h>
 
 #include <cstdint>
 #include <limits>
 #include <new>
 #include <vector>
 
+// A Python tensor (torch.Tensor or nn.Parameter) is a THPVariable: the object header, then the
+// at::Tensor it wraps, i.e. one intrusive pointer to the TensorImpl. For the torch versions read
+// here that layout is declared below instead of including torch/csrc/autograd/python_variable.h,
+// whose parsing (pybind11, all of ATen's Tensor methods) would be most of the build time; module
+// initialisation checks it against `Tensor._cdata` (the TensorImpl's address) and refuses to load
+// if they differ. Other versions include the header.
+#define STENOGRAPH_KNOWN_TENSOR_LAYOUT \
+  (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 10 && TORCH_VERSION_MINOR <= 15)
+#if !STENOGRAPH_KNOWN_TENSOR_LAYOUT
+#include <torch/csrc/autograd/python_variable.h>
+#endif
+
 namespace {
+
+#if STENOGRAPH_KNOWN_TENSOR_LAYOUT
+struct VariableLayout {
+  PyObject_HEAD
+  c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> impl;
+};
+
+c10::TensorImpl* tensor_impl(PyObject* tensor) {
+  return reinterpret_cast<VariableLayout*>(tensor)->impl.get();
+}
+#else
+c10::TensorImpl* tensor_impl(PyObject* tensor) {
+  return THPVariable_Unpack(tensor).unsafeGetTensorImpl();
+}
+#endif
+
+PyObject* tensor_type = nullptr;  // torch.Tensor
+PyObject* parameter_type = nullptr;  // torch.nn.Parameter
 
 // a size or stride left to the shape guards (symbolic in the traced graph)
 constexpr int64_t kUnchecked = std::numeric_limits<int64_t>::min();
@@ -120,7 +151,7 @@ PyObject* tensor_check_call(PyObject* callable, PyObject* const* args, size_t na
   }
   Verdict verdict;
   try {
-    verdict = check_impl(self, THPVariable_Unpack(value).unsafeGetTensorImpl());
+    verdict = check_impl(self, tensor_impl(value));
   } catch (const std::exception&) {
     verdict = Verdict::kAskPython;
   }
@@ -151,7 +182,7 @@ PyObject* tensor_check_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) 
           &fallback)) {
     return nullptr;
   }
-  if (!THPVariable_CheckTypeExact(reinterpret_cast<PyTypeObject*>(type))) {
+  if (type != tensor_type && type != parameter_type) {
     PyErr_SetString(PyExc_TypeError, "TensorCheck: cls must be torch.Tensor or torch.nn.Parameter");
     return nullptr;
   }
@@ -409,6 +440,43 @@ bool find_plain_lookups() {
   return true;
 }
 
+// Whether tensor_impl() reads the TensorImpl torch's own `_cdata` names, for a Tensor and a
+// Parameter (sets an ImportError if not); keeps the two types for TensorCheck.
+bool check_tensor_layout() {
+  PyObject* torch = PyImport_ImportModule("torch");
+  if (torch == nullptr) {
+    return false;
+  }
+  PyObject* nn = PyObject_GetAttrString(torch, "nn");
+  tensor_type = PyObject_GetAttrString(torch, "Tensor");
+  parameter_type = nn == nullptr ? nullptr : PyObject_GetAttrString(nn, "Parameter");
+  PyObject* tensor = PyObject_CallMethod(torch, "empty", "(ii)", 2, 3);
+  PyObject* parameter = parameter_type == nullptr || tensor == nullptr
+      ? nullptr
+      : PyObject_CallFunctionObjArgs(parameter_type, tensor, nullptr);
+  bool same = parameter != nullptr;
+  for (PyObject* example : {tensor, parameter}) {
+    if (!same) {
+      break;
+    }
+    PyObject* address = PyObject_GetAttrString(example, "_cdata");
+    same = address != nullptr && PyLong_AsVoidPtr(address) == tensor_impl(example) && tensor_impl(example)->dim() == 2;
+    Py_XDECREF(address);
+  }
+  Py_XDECREF(parameter);
+  Py_XDECREF(tensor);
+  Py_XDECREF(nn);
+  Py_DECREF(torch);
+  if (PyErr_Occurred()) {
+    return false;
+  }
+  if (!same) {
+    PyErr_SetString(PyExc_ImportError, "stenograph native checks: torch's tensor objects have another layout");
+    return false;
+  }
+  return true;
+}
+
 bool ready(
     PyTypeObject& type,
     const char* name,
@@ -465,7 +533,7 @@ PyMODINIT_FUNC STENOGRAPH_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() {
           module_check_dealloc)) {
     return nullptr;
   }
-  if (!find_plain_lookups()) {
+  if (!find_plain_lookups() || !check_tensor_layout()) {
     return nullptr;
   }
   PyObject* module = PyModule_Create(&module_def);
