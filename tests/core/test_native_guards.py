@@ -386,11 +386,23 @@ def test_setting_false_builds_python_guards_without_loading(monkeypatch, cnt):
 
 @pytest.fixture
 def unbuildable(monkeypatch, tmp_path):
-    """A process whose extension was never loaded, in an empty cache, with no compiler."""
+    """A process whose extension was never loaded, in an empty cache, on a machine that cannot
+    build it."""
+
+    def missing() -> None:
+        raise native.Unavailable("no C++ compiler (a stand-in)", environment=True)
+
     monkeypatch.setattr(native._Loaded, "module", None)
     monkeypatch.setattr(native._Loaded, "failure", None)
     monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(native, "_check_environment", missing)
+
+
+def test_environment_check_names_what_is_missing(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    with pytest.raises(native.Unavailable, match="no Python.h|no C\\+\\+ compiler") as info:
+        native._check_environment()
+    assert info.value.environment
 
 
 def test_auto_falls_back_to_python_guards_with_one_log_line(unbuildable, caplog, cnt):
