@@ -22,16 +22,18 @@ from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 from ..errors import BreakKind, ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet, storage_pattern
 from ..guards.sources import Source
-from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
+from ..shapes.dynamic import DynamicPolicy, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
 from ..variables.base import constant
 from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, StructSeqVariable, TupleVariable
+from ..variables.global_contexts import STATE_FUNCTIONS
 from ..variables.symbolic import SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
     from ..variables.base import Variable
+    from ..variables.global_contexts import GlobalContextVariable
     from ..variables.tensor import TensorVariable
 
 
@@ -47,7 +49,9 @@ class GraphInput:
     # made symbolic when created (a later specialisation may turn its sizes back into ints, and
     # the shape guards must then check those ints)
     symbolic: bool = False
-    version: int = 0  # the fake tensor's version counter when created (in-place changes bump it)
+    # the fake tensor's version counter when created (in-place changes bump it); None for an
+    # inference tensor, which has none: it counts as changed
+    version: int | None = 0
 
 
 class ActiveFrame:
@@ -101,11 +105,13 @@ class OutputGraph:
         self._containers: dict[int, tuple[Any, Variable]] = {}  # lists/dicts/sets read from the frame
         # generator functions that are called for real (their body has a graph break)
         self.eager_generators: set = set()
-        # real contexts (inference mode, autocast) entered by the trace and not yet exited
-        self.open_contexts: list[Any] = []
+        # contexts (inference mode, autocast) the trace entered, for real, and has not left
+        self.open_contexts: list[GlobalContextVariable] = []
         self.initial_grad_mode = torch.is_grad_enabled()
         # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
         self.submodules: dict[str, torch.fx.GraphModule] = {}
+        # nested compile regions traced so far: region -> [(submodule name, graph structure)]
+        self.regions: dict[Any, list[tuple[str, Any]]] = {}
         self.guards.global_state()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -138,7 +144,7 @@ class OutputGraph:
         sharing of storage (the backend's functional graph reads the others' values from before
         the change): a call passing one tensor, or views of one, for two inputs compiles again."""
         tensors = [i for i in self.inputs if isinstance(i.fake, torch.Tensor)]
-        if any(i.fake._version != i.version for i in tensors):
+        if any(i.version is None or i.fake._version != i.version for i in tensors):
             # one check per call: the storage pattern also tells one object passed twice apart;
             # tensors without a plain storage (sparse, nested) are kept distinct by identity
             dense = [isinstance(i.example, torch.Tensor) and i.example.layout == torch.strided for i in tensors]
@@ -167,7 +173,8 @@ class OutputGraph:
             dims = self.policy.tensor_dims(source.name(), value)
         fake = fakeify(self.fake_mode, value, source, dims)
         if dims and any(dims):
-            self._apply_bounds(value, fake, source)
+            assert self.policy is not None
+            self._apply_bounds(value, fake, source, self.policy.bounds(source.name(), value))
         self.guards.tensor_match(source, value, fake)
         node = self._placeholder(source, fake, value)
         var = TensorVariable(node, fake, source=source)
@@ -198,14 +205,18 @@ class OutputGraph:
         node.meta["source"] = source.name()
         node.meta["stenograph_source"] = source  # backends read it (e.g. static inputs for CUDA graphs)
         symbolic = is_symbolic(fake) or (isinstance(fake, torch.Tensor) and has_symbols(fake))
-        version = fake._version if isinstance(fake, torch.Tensor) else 0
+        version = 0
+        if isinstance(fake, torch.Tensor):
+            version = None if fake.is_inference() else fake._version
         self.inputs.append(GraphInput(source, node, example, fake, symbolic, version))
         return node
 
-    def _apply_bounds(self, value: torch.Tensor, fake: torch.Tensor, source: Source) -> None:
+    def _apply_bounds(
+        self, value: torch.Tensor, fake: torch.Tensor, source: Source, bounds: dict[int, tuple[int | None, int | None]]
+    ) -> None:
         """`mark_dynamic(t, dim, min=, max=)`: constrain the dimension's symbol."""
         shape_env = self.fake_mode.shape_env
-        for dim, (low, high) in marked_bounds(value).items():
+        for dim, (low, high) in bounds.items():
             actual = value.shape[dim]
             if (low is not None and actual < low) or (high is not None and actual > high):
                 raise ConstraintViolation(
@@ -371,11 +382,14 @@ class OutputGraph:
     # -- finishing ------------------------------------------------------------------------------
 
     def op_count(self) -> int:
-        """Operations in the graph (grad-mode switches are bookkeeping, not operations)."""
+        """Operations in the graph. Grad-mode switches are bookkeeping, not operations, and so are
+        the enter and exit nodes of contexts when the graph leaves none open (a graph break cut
+        the block: the state the graph would switch to and back is entered again for real)."""
+        bookkeeping = {torch._C._set_grad_enabled} | (set() if self.open_contexts else STATE_FUNCTIONS)
         return sum(
             1
             for n in self.graph.nodes
-            if n.op in ("call_function", "call_method", "call_module") and n.target is not torch._C._set_grad_enabled
+            if n.op in ("call_function", "call_method", "call_module") and n.target not in bookkeeping
         )
 
 

@@ -23,6 +23,8 @@ from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSo
 from ..variables.base import Variable
 from ..variables.builder import wrap
 from ..variables.cells import Cell, LazyValue
+from ..variables.compile_regions import call_region, is_region
+from ..variables.exceptions import CallerExceptionVariable
 from ..variables.generators import GeneratorVariable, needs_close
 from ..variables.trace_rules import is_literal, is_trusted_module
 from .binding import bind_arguments
@@ -141,7 +143,8 @@ class Frame:
 
     def _chain(self, exc: TracedException) -> None:
         """Where an exception is raised (the first frame to see it), it records the exception
-        being handled there as its `__context__`, as CPython does."""
+        being handled there as its `__context__`, as CPython does: the caller's when no traced
+        frame handles one."""
         if exc.chained:
             return
         exc.chained = True
@@ -149,7 +152,11 @@ class Frame:
         while frame is not None and not frame.handled:
             frame = frame.parent
         attrs = exc.value.attrs
-        if frame is not None and attrs is not None and frame.handled[-1] is not exc.value:
+        if attrs is None:
+            return
+        if frame is None:
+            attrs.items["__context__"] = CallerExceptionVariable()
+        elif frame.handled[-1] is not exc.value:
             attrs.items["__context__"] = frame.handled[-1]
 
     def stack_trace(self) -> str:
@@ -241,7 +248,10 @@ class Frame:
         fn_source: Source | None = None,
         defaults: tuple[tuple[Variable, ...], dict[str, Variable]] | None = None,
     ) -> Variable:
-        """Run `fn`'s bytecode in a child frame sharing this graph; its return value."""
+        """Run `fn`'s bytecode in a child frame sharing this graph; its return value (a
+        `nested_compile_region` wrapper: its body, as a subgraph)."""
+        if is_region(fn):
+            return call_region(self, fn, fn_source, args, kwargs)
         code = fn.__code__
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than config.inline_depth_limit ({config.inline_depth_limit})")

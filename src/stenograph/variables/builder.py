@@ -28,11 +28,19 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ItemSource
-from ..marks import graph_break, is_allowed_in_graph, is_compiling, is_disallowed_in_graph
+from ..marks import (
+    graph_break,
+    is_allowed_in_graph,
+    is_compiling,
+    is_disallowed_in_graph,
+    is_exporting,
+    substitute_for,
+)
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
-from . import library
+from . import collectives, library
 from .base import ConstantVariable, GuardedOnUseConstant, Variable, constant
+from .checkpoint import CheckpointVariable
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
 from .containers import (
     DictVariable,
@@ -59,13 +67,15 @@ from .functions import (
     GraphBreakVariable,
     OpaqueCallableVariable,
     PartialVariable,
+    SubstitutedVariable,
     TensorMethodRefVariable,
     TorchClassVariable,
     TorchOpVariable,
     UserFunctionVariable,
     UserMethodVariable,
 )
-from .higher_order import CheckpointVariable, CondVariable
+from .global_contexts import is_global_context_object, wrap_global_context
+from .higher_order import CondVariable
 from .trace_rules import (
     TORCH_CLASSES,
     is_dict_key_constant,
@@ -116,6 +126,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.constant_match(source, value)
         return SizeVariable([constant(int(s)) for s in value], source)
+    if is_global_context_object(value) and source is not None:
+        return wrap_global_context(frame, value, source)
     policy = frame.output.policy
     if (
         type(value) in (int, float)
@@ -146,7 +158,11 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.id_match(source, value)
         return PythonModuleVariable(value, source)
-    library_fn = library.lookup(value)
+    if collectives.is_process_group(value):
+        if source is not None:
+            guards.id_match(source, value)
+        return ConstantVariable(value, source)
+    library_fn = library.lookup(value) or collectives.lookup(value)
     if library_fn is not None:
         if source is not None:
             guards.id_match(source, value)
@@ -165,6 +181,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
     if isinstance(value, type):
         if source is not None:
             guards.id_match(source, value)
+        if collectives.is_reduce_op_class(value):
+            return collectives.ReduceOpClassVariable(value, source)
         if value in TORCH_CLASSES:
             return TorchClassVariable(value, source)
         if is_user_class(value):
@@ -313,6 +331,12 @@ def _special_callable(value: Any) -> Variable | None:
         return None
     if value is is_compiling or value is torch.compiler.is_compiling:
         return FoldedCallVariable(value, True)
+    if value is is_exporting or value is torch.compiler.is_exporting:
+        # not guarded: an export's trace is never cached, and a compile never exports
+        return FoldedCallVariable(value, is_exporting())
+    substitute = substitute_for(value)
+    if substitute is not None:
+        return SubstitutedVariable(value, substitute)
     if value is graph_break:
         return GraphBreakVariable()
     if value is torch.cond:
@@ -331,6 +355,12 @@ def _special_callable(value: Any) -> Variable | None:
     if isinstance(original, types.FunctionType):
         # a compiled function called from compiled code: inline its original
         return UserFunctionVariable(original)
+    if isinstance(value, torch.jit.ScriptFunction):
+        # `torch.jit.script` keeps the Python function it compiled (under the name torch gives
+        # it for compilers): the trace inlines that, which computes what the script does
+        scripted = getattr(value, "_torchdynamo_inline", None)
+        if isinstance(scripted, types.FunctionType):
+            return UserFunctionVariable(scripted)
     return None
 
 

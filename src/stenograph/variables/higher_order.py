@@ -1,4 +1,4 @@
-"""Higher-order torch functions: `torch.cond` and `torch.utils.checkpoint.checkpoint`.
+"""Higher-order torch functions (`torch.cond` here, `checkpoint` in `checkpoint.py`).
 
 `torch.cond` is recorded with its branches as graphs of their own.
 Each branch is traced with the frame's own interpreter into a separate FX graph whose inputs are
@@ -9,16 +9,12 @@ the frame) become further operands of both branches, as torch.compile lifts them
 changes Python state (a list, an attribute, a global) raises `Unsupported`, and the call runs
 eagerly at a graph break. A predicate known while tracing (a Python bool or a
 static comparison) just inlines the branch it selects, as torch.compile does.
-
-`checkpoint(fn, *args, use_reentrant=False)` computes what `fn(*args)` computes, with the same
-gradients; it only trades memory for a second forward in backward. Its function is inlined (the
-activations are then kept, not recomputed). Eager runs the function a second time during
-backward, so one that changes Python state raises `Unsupported` and runs eagerly at a break.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -78,7 +74,10 @@ class CondVariable(HigherOrderVariable):
         if not all(isinstance(o, TensorVariable) for o in operands):
             raise Unsupported("torch.cond() operands that are not all tensors")
         fakes = [o.fake for o in operands]  # type: ignore[attr-defined]
-        bodies = [trace_body(frame, bound[key], fakes, "a torch.cond() branch") for key in ("true_fn", "false_fn")]
+        bodies = [
+            trace_body(frame, lambda inner, key=key: bound[key].call(frame, inner, {}), fakes, "a torch.cond() branch")
+            for key in ("true_fn", "false_fn")
+        ]
         (true_gm, false_gm), free = close_bodies(bodies)
         output = frame.output
         fakes += [node.meta["example_value"] for node in free]
@@ -111,9 +110,12 @@ class Body:
     free: list[torch.fx.Node]  # nodes of the frame's graph it uses, in order of first use
 
 
-def trace_body(frame: Frame, fn: Variable, fakes: list[Any], what: str, *, bare: bool = False) -> Body:
-    """`fn` called on tensors like `fakes`, traced into a graph of its own whose first inputs they
-    are (`bare`: a single tensor result is returned as itself, not as a 1-tuple). Tensors it
+def trace_body(
+    frame: Frame, call: Callable[[list[Variable]], Variable], fakes: list[Any], what: str, *, bare: bool = False
+) -> Body:
+    """`call(tensors)` on trackers of tensors like `fakes` (a function called with them), traced
+    into a graph of its own whose first inputs they are (`bare`: a single tensor result is
+    returned as itself, not as a 1-tuple). Tensors it
     reads from elsewhere (a closure's, a parameter, a value computed before) are left as nodes of
     the frame's graph; `close_bodies` makes them inputs."""
     output = frame.output
@@ -127,7 +129,7 @@ def trace_body(frame: Frame, fn: Variable, fakes: list[Any], what: str, *, bare:
             node = graph.placeholder(f"arg{i}")
             node.meta["example_value"] = fake
             inner.append(TensorVariable(node, fake))
-        result = fn.call(frame, inner, {})
+        result = call(inner)
         if output.side_effects.count() != effects_before:
             raise Unsupported(f"{what} changes Python state")
         single = isinstance(result, TensorVariable)
@@ -165,30 +167,3 @@ def close_bodies(bodies: list[Body]) -> tuple[list[torch.fx.GraphModule], list[t
                 user.replace_input_with(outer, inner)
         modules.append(torch.fx.GraphModule(torch.nn.Module(), body.graph))
     return modules, free
-
-
-class CheckpointVariable(HigherOrderVariable):
-    """`torch.utils.checkpoint.checkpoint` with `use_reentrant=False`."""
-
-    function = staticmethod(torch.utils.checkpoint.checkpoint)
-
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        options = dict(kwargs)
-        reentrant = options.pop("use_reentrant", None)
-        if reentrant is None or not reentrant.is_constant() or reentrant.as_constant() is not False:
-            raise Unsupported(
-                "torch.utils.checkpoint.checkpoint without use_reentrant=False",
-                hint="the reentrant variant runs its own backward pass; pass use_reentrant=False",
-            )
-        context_fn = options.pop("context_fn", None)
-        if context_fn is not None and context_fn.value_object is not torch.utils.checkpoint.noop_context_fn:
-            raise Unsupported("torch.utils.checkpoint.checkpoint with a context_fn")
-        for name in ("determinism_check", "debug", "early_stop", "preserve_rng_state"):
-            options.pop(name, None)  # checks and memory policy: no effect on what is computed
-        if not args:
-            raise Unsupported("torch.utils.checkpoint.checkpoint without a function")
-        effects_before = frame.output.side_effects.count()
-        result = args[0].call(frame, args[1:], options)
-        if frame.output.side_effects.count() != effects_before:
-            raise Unsupported("a checkpointed function changes Python state (eager runs it again in backward)")
-        return result
