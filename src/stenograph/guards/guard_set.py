@@ -243,12 +243,15 @@ class GuardSet:
         if all(type(s) is int for s in fake_shape + fake_stride):
             layout = f"{{v}}.shape == {shape!r} and {{v}}.stride() == {stride!r}"
             shown = f"size={list(shape)} stride={list(stride)}"
+            checked_sizes, checked_strides = shape, stride
         else:
             parts = [f"{{v}}.dim() == {len(shape)}"]
             parts += [f"{{v}}.size({i}) == {s}" for i, s in enumerate(fake_shape) if type(s) is int]
             parts += [f"{{v}}.stride({i}) == {s}" for i, s in enumerate(fake_stride) if type(s) is int]
             layout = " and ".join(parts)
             shown = f"size={[str(s) for s in fake_shape]} stride={[str(s) for s in fake_stride]}"
+            checked_sizes = tuple(s if type(s) is int else None for s in fake_shape)
+            checked_strides = tuple(s if type(s) is int else None for s in fake_stride)
         # `is_cpu` is one attribute read; comparing devices builds a torch.device object
         if tensor.device.type == "cpu":
             on_device = "{v}.is_cpu"
@@ -262,12 +265,7 @@ class GuardSet:
             f"requires_grad={tensor.requires_grad}"
         )
         facts = TensorFacts(
-            type(tensor),
-            tensor.dtype,
-            tensor.device,
-            tensor.requires_grad,
-            tuple(s if type(s) is int else None for s in fake_shape),
-            tuple(s if type(s) is int else None for s in fake_stride),
+            type(tensor), tensor.dtype, tensor.device, tensor.requires_grad, checked_sizes, checked_strides
         )
         self._add(RANK_TENSOR, source, template, text, kind="tensor", detail=facts)
 
