@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NoReturn
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from .base import Variable, constant
 from .user_classes import instantiate
 
@@ -26,6 +26,15 @@ class TracedException(Exception):
         super().__init__(value.describe())
         self.value = value
         self.chained = False  # `__context__` recorded (at the raise point)
+
+
+def is_attribute_error(error: Exception) -> bool:
+    """Whether `error`, met while tracing an attribute lookup, means "no such attribute": an
+    AttributeError the traced code raised (a `__getattr__`), or a missing attribute the tracer
+    found itself."""
+    if isinstance(error, TracedException):
+        return issubclass(error.value.python_type(), AttributeError)
+    return isinstance(error, Unsupported) and error.kind is BreakKind.MISSING_ATTRIBUTE
 
 
 class LastiVariable(Variable):
