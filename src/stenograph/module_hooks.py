@@ -49,3 +49,13 @@ def has_global_forward_hooks() -> bool:
     """Hooks registered for every module (`register_module_forward_hook` and friends)."""
     hooks = torch.nn.modules.module
     return bool(hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks)
+
+
+def has_registration_hooks() -> bool:
+    """Global hooks run when a module, buffer or parameter is registered on any module."""
+    hooks = torch.nn.modules.module
+    return bool(
+        hooks._global_module_registration_hooks
+        or hooks._global_buffer_registration_hooks
+        or hooks._global_parameter_registration_hooks
+    )

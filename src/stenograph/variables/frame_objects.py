@@ -383,7 +383,21 @@ class UserObjectVariable(Variable):
         return frame.inline_call(fn, [self, *args], kwargs, closure=None)
 
 
-def _value_type(var: Variable) -> type | None:
+def guard_global_hooks(frame: Frame) -> bool:
+    """Whether global module forward hooks run on a module call; either answer is guarded (by
+    the hooks' handle ids where there are some). Global backward hooks are Unsupported."""
+    guards = frame.output.guards
+    if not has_global_hooks():
+        guards.state_query(has_global_hooks, "has_global_hooks", False)
+        return False
+    ids = global_hook_ids()
+    guards.state_query(global_hook_ids, "global_hook_ids", ids)
+    if ids[3] or ids[4]:
+        raise Unsupported("global nn.Module backward hooks are registered")
+    return True
+
+
+def value_type(var: Variable) -> type | None:
     """The class of the value a tracker stands for, None when tracing does not know it."""
     try:
         return var.python_type()
@@ -403,11 +417,11 @@ class NNModuleVariable(UserObjectVariable):
         custom `__setattr__` or descriptor break the graph."""
         module = self.value_object
         tables = {table: module.__dict__.get(table) or {} for table in ("_parameters", "_buffers", "_modules")}
-        kind = _value_type(value)
+        kind = value_type(value)
         is_parameter = kind is not None and issubclass(kind, torch.nn.Parameter)
         is_tensor = kind is not None and issubclass(kind, torch.Tensor)
         fits = not (
-            isinstance(value, NNModuleVariable)
+            (kind is not None and issubclass(kind, torch.nn.Module))
             or name in tables["_modules"]
             or (name in tables["_parameters"] and not is_parameter)
             or (name in tables["_buffers"] and not (is_tensor and not is_parameter))
@@ -479,14 +493,8 @@ class NNModuleVariable(UserObjectVariable):
         module = self.value_object
         if has_backward_hooks(module):
             raise Unsupported(f"{self.describe()} has full backward hooks", hint="they run eagerly at a graph break")
+        global_hooks = guard_global_hooks(frame)
         guards = frame.output.guards
-        if has_global_hooks():
-            ids = global_hook_ids()
-            guards.state_query(global_hook_ids, "global_hook_ids", ids)
-            if ids[3] or ids[4]:
-                raise Unsupported("global nn.Module backward hooks are registered")
-        else:
-            guards.state_query(has_global_hooks, "has_global_hooks", False)
         if self.source is not None:
             for table in HOOK_TABLES:
                 hooks = getattr(module, table)
@@ -494,7 +502,7 @@ class NNModuleVariable(UserObjectVariable):
                     guards.dict_keys_match(AttrSource(self.source, table), hooks)
                 else:
                     guards.falsy(AttrSource(self.source, table), "no module hooks")
-        return has_module_hooks(module) or has_global_hooks()
+        return has_module_hooks(module) or global_hooks
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         custom_call = class_attribute(type(self.value_object), "__call__")

@@ -104,6 +104,10 @@ def bind_class_attr(
     if owner is not None and _is_builtin_class(owner) and callable(attr) and not isinstance(attr, types.FunctionType):
         return BaseMethodVariable(obj, owner, name)
     found_on = owner if via_super and owner is not None else cls
+    if isinstance(obj, NewObjectVariable) and owner is not None:
+        modelled = obj.inherited_member(frame, found_on, owner, name, attr)
+        if modelled is not None:
+            return modelled
     if hasattr(type(attr), "__get__") and not isinstance(
         attr, (types.FunctionType, property, staticmethod, classmethod, type, enum.Enum, *_CONSTANT_TYPES)
     ):
@@ -214,7 +218,10 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
     if is_namedtuple_class(cls):
         return NamedTupleVariable.construct(frame, cls, args, kwargs)
     if issubclass(cls, torch.nn.Module):
-        raise Unsupported(f"creating module {cls.__qualname__} inside the compiled function")
+        # cycle: variables.new_modules imports this module at module level
+        from .new_modules import instantiate_module
+
+        return instantiate_module(frame, cls, args, kwargs)
     if type(cls).__call__ is not type.__call__:
         raise Unsupported(f"class {cls.__qualname__} has a metaclass with its own __call__")
     base = _builtin_base(cls)
@@ -262,15 +269,35 @@ class NewObjectVariable(Variable):
 
     # -- attributes --------------------------------------------------------------------------
 
+    def class_hook(self, frame: Frame, name: str) -> Variable | None:
+        """The class's hook `name` (`__getattr__`, `__setattr__`, ...) bound to this object when it
+        is written in Python (or emulated: `inherited_member`), None when it is a builtin's."""
+        attr, owner = class_lookup(self.cls, name)
+        if not isinstance(attr, types.FunctionType):
+            return None
+        return bind_class_attr(frame, self, self.cls, attr, owner, name)
+
+    def inherited_member(self, frame: Frame, found_on: type, owner: type, name: str, attr: Any) -> Variable | None:
+        """Class attribute `name` of `owner` (found through `found_on`) as this object models it
+        instead of running it, or None: objects of plain classes model none."""
+        return None
+
     def getattr(self, frame: Frame, name: str) -> Variable:
-        hook, _ = class_lookup(self.cls, "__getattribute__")
-        if isinstance(hook, types.FunctionType):
-            # a class's own lookup (configs mapping aliases): inlined; `super().__getattribute__`
-            # inside it reaches `object_getattr`
-            if class_lookup(self.cls, "__getattr__")[0] is not MISSING:
-                raise Unsupported(f"{self.describe()}: a class with both __getattribute__ and __getattr__")
-            return frame.inline_call(hook, [self, constant(name)], {}, closure=None)
-        return self.object_getattr(frame, name)
+        # cycle: variables.exceptions imports variables.user_classes at module level
+        from .exceptions import TracedException, is_attribute_error
+
+        hook = self.class_hook(frame, "__getattribute__")
+        if hook is None:
+            return self.object_getattr(frame, name)
+        # a class's own lookup (configs mapping aliases): inlined; `super().__getattribute__`
+        # inside it reaches `object_getattr`; an AttributeError from it falls back on `__getattr__`
+        try:
+            return hook.call(frame, [constant(name)], {})
+        except (Unsupported, TracedException) as e:
+            fallback = self.class_hook(frame, "__getattr__")
+            if fallback is None or not is_attribute_error(e):
+                raise
+        return fallback.call(frame, [constant(name)], {})
 
     def object_getattr(self, frame: Frame, name: str) -> Variable:
         """`object.__getattribute__`, then the class's `__getattr__`."""
@@ -294,15 +321,15 @@ class NewObjectVariable(Variable):
             return pending
         if attr is not MISSING:
             return bind_class_attr(frame, self, self.cls, attr, owner, name)
-        hook, _ = class_lookup(self.cls, "__getattr__")
-        if isinstance(hook, types.FunctionType):
-            return frame.inline_call(hook, [self, constant(name)], {}, closure=None)
+        hook = self.class_hook(frame, "__getattr__")
+        if hook is not None:
+            return hook.call(frame, [constant(name)], {})
         raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
-        hook, owner = class_lookup(self.cls, "__setattr__")
-        if isinstance(hook, types.FunctionType):
-            frame.inline_call(hook, [self, constant(name), value], {}, closure=None)
+        hook = self.class_hook(frame, "__setattr__")
+        if hook is not None:
+            hook.call(frame, [constant(name), value], {})
             return
         self.store_attr(frame, name, value)
 
@@ -327,9 +354,9 @@ class NewObjectVariable(Variable):
     def delattr(self, frame: Frame, name: str) -> None:
         """`del obj.name`: the class's Python `__delattr__`, a data descriptor's `__delete__`
         (a property's deleter), or the attribute removed from the tracker."""
-        hook, _ = class_lookup(self.cls, "__delattr__")
-        if isinstance(hook, types.FunctionType):
-            frame.inline_call(hook, [self, constant(name)], {}, closure=None)
+        hook = self.class_hook(frame, "__delattr__")
+        if hook is not None:
+            hook.call(frame, [constant(name)], {})
             return
         self.remove_attr(frame, name)
 
@@ -415,24 +442,24 @@ class NewObjectVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.cls, "cls")
+        return rebuild.build_object(self, f"{cls}.__new__({cls})", lambda name: self.fill(rebuild, name))
 
-        def fill(name: str) -> list[str]:
-            lines = []
-            if self.items is not None:
-                setitem = rebuild.writer.bind(self.items.python_class.__setitem__, "setitem")
-                for k, v in self.items.items.items():
-                    lines.append(f"{setitem}({name}, {rebuild.constant(k)}, {rebuild.expr(v)})")
-            in_dict = {k: v for k, v in self.attrs.items.items() if not _is_slot(self.cls, k)}
-            if in_dict:
-                fields = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in in_dict.items())
-                lines.append(f"{name}.__dict__.update({{{fields}}})")
-            setter = rebuild.writer.bind(object.__setattr__, "setattr")
-            for k, v in self.attrs.items.items():
-                if k not in in_dict:  # BaseException.args, __slots__: stored by their descriptor
-                    lines.append(f"{setter}({name}, {k!r}, {rebuild.expr(v)})")
-            return lines
-
-        return rebuild.build_object(self, f"{cls}.__new__({cls})", fill)
+    def fill(self, rebuild: Any, name: str) -> list[str]:
+        """The statements giving the new real object `name` this tracker's contents."""
+        lines = []
+        if self.items is not None:
+            setitem = rebuild.writer.bind(self.items.python_class.__setitem__, "setitem")
+            for k, v in self.items.items.items():
+                lines.append(f"{setitem}({name}, {rebuild.constant(k)}, {rebuild.expr(v)})")
+        in_dict = {k: v for k, v in self.attrs.items.items() if not _is_slot(self.cls, k)}
+        if in_dict:
+            fields = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in in_dict.items())
+            lines.append(f"{name}.__dict__.update({{{fields}}})")
+        setter = rebuild.writer.bind(object.__setattr__, "setattr")
+        for k, v in self.attrs.items.items():
+            if k not in in_dict:  # BaseException.args, __slots__: stored by their descriptor
+                lines.append(f"{setter}({name}, {k!r}, {rebuild.expr(v)})")
+        return lines
 
 
 def _is_slot(cls: type, name: str) -> bool:
