@@ -242,6 +242,7 @@ TORCH_CLASSES = (
     torch.set_grad_enabled,
     torch.inference_mode,
     torch.autocast,
+    torch.nn.Parameter,
 )
 
 
