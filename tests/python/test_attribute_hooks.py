@@ -360,3 +360,36 @@ def _counting(x, obj):
 def test_setattr_hook_runs_once_per_write(cnt):
     results = check(_counting, lambda i: (t(3, seed=i), _Counting()), cnt)
     assert results[0][1] == "default missing"
+
+
+class _ReadsItsDict(_AliasedConfig):
+    """A lookup reading the instance `__dict__` itself (as transformers' configs do)."""
+
+    def __getattribute__(self, key):
+        extra = super().__getattribute__("__dict__").get("_extra")
+        if extra is not None and key in extra:
+            return extra[key]
+        return super().__getattribute__(key)
+
+
+def _through_the_dict(x, cfg):
+    cfg.hidden_size = 6
+    cfg.__dict__["_extra"] = {"bonus": 2}
+    state = cfg.__dict__
+    return x * cfg.d_model + cfg.bonus, "layers" in state, state.get("absent", -1)
+
+
+def test_instance_dict_read_and_written_through_a_lookup(cnt):
+    check(_through_the_dict, lambda i: (t(3, seed=i), _ReadsItsDict()), cnt)
+
+
+def _config_written_in_forward(x, cfg):
+    cfg.hidden_size = cfg.hidden_size * 2  # an alias of n_embd
+    cfg.use_cache = False
+    return x * cfg.n_embd + cfg.hidden_size
+
+
+@pytest.mark.slow
+def test_transformers_config_written_and_read(cnt):
+    transformers = pytest.importorskip("transformers")
+    check(_config_written_in_forward, lambda i: (t(3, seed=i), transformers.GPT2Config(n_embd=8)), cnt)

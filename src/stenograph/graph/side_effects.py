@@ -35,6 +35,8 @@ class SideEffects:
     # attributes stored under the object's own `__setattr__` / `__delattr__` (what an inlined hook
     # did through `object.__setattr__`): replayed through `object`'s, so the hook does not run twice
     raw: set[tuple[int, str]] = field(default_factory=set)
+    # ids of object trackers whose own `__setattr__` / `__delattr__` the trace ran
+    hooked: set[int] = field(default_factory=set)
     # (id of class, attribute) -> (class, attribute, new value tracker)
     class_attributes: dict[tuple[int, str], tuple[type, str, Variable]] = field(default_factory=dict)
     # (id of globals dict, name) -> (globals dict, name, new value tracker)
@@ -59,9 +61,16 @@ class SideEffects:
         found = self.attributes.get((id(obj), name))
         return None if found is None else found[2]
 
+    def changed_through_hook(self, obj: Variable) -> None:
+        """The trace ran `obj`'s own `__setattr__`/`__delattr__` (which may keep values anywhere)."""
+        self.hooked.add(id(obj))
+
     def wrote_to(self, obj: Variable) -> bool:
-        """Whether this trace wrote or deleted an attribute of `obj`."""
-        return any(key[0] == id(obj) for key in self.attributes)
+        """Whether this trace changed `obj`: an attribute written or deleted, its own attribute
+        hooks run, or (a dict subclass) its contents."""
+        if id(obj) in self.hooked or any(key[0] == id(obj) for key in self.attributes):
+            return True
+        return obj.source is not None and any(var.source == obj.source for var in self.containers.values())
 
     def class_attribute_written(self, cls: type, name: str, value: Variable) -> None:
         key = (id(cls), name)

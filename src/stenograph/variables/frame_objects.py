@@ -167,6 +167,7 @@ class UserObjectVariable(Variable):
         `super().__setattr__` lands in `object_setattr`."""
         hook = self._attribute_hook(frame, "__setattr__")
         if hook is not None:
+            frame.output.side_effects.changed_through_hook(self)
             hook.call(frame, [self, constant(name), value], {})
             return
         self.object_setattr(frame, name, value)
@@ -175,6 +176,7 @@ class UserObjectVariable(Variable):
         """`del obj.name`: the class's own `__delattr__` inlined, else `object_delattr`."""
         hook = self._attribute_hook(frame, "__delattr__")
         if hook is not None:
+            frame.output.side_effects.changed_through_hook(self)
             hook.call(frame, [self, constant(name)], {})
             return
         self.object_delattr(frame, name)
@@ -249,9 +251,8 @@ class UserObjectVariable(Variable):
 
         if not self._traces_reads(frame):
             return self._lookup(frame, name, computed=True)
-        # the class computes reads, and the trace writes the object (through the class's own
-        # `__setattr__`, or plainly): its `__getattribute__` and `__getattr__` are inlined, so
-        # what they compute sees the trace's writes
+        # the class computes reads, and the trace changed the object: its `__getattribute__` and
+        # `__getattr__` are inlined, so what they compute sees the trace's writes
         getattribute = self._attribute_hook(frame, "__getattribute__")
         fallback = self._attribute_hook(frame, "__getattr__")
         try:
@@ -265,13 +266,12 @@ class UserObjectVariable(Variable):
 
     def _traces_reads(self, frame: Frame) -> bool:
         """Whether attribute reads run the class's own lookup hooks in the trace rather than
-        for real: the class has one, and also its own `__setattr__`/`__delattr__`, or the trace
-        wrote an attribute of this object already."""
+        for real (reading for real, guarded, is cheaper to trace and needs none of the hooks'
+        code to be traceable): the class has one, and the trace changed the object already."""
         cls = type(self.value_object)
         if not (_own_hook(cls, "__getattribute__") or _own_hook(cls, "__getattr__")):
             return False
-        writes = _own_hook(cls, "__setattr__") or _own_hook(cls, "__delattr__")
-        return writes or frame.output.side_effects.wrote_to(self)
+        return frame.output.side_effects.wrote_to(self)
 
     def object_getattr(self, frame: Frame, name: str) -> Variable:
         """`object.__getattribute__` (a class's own `__getattribute__` calling its base): the
@@ -288,6 +288,8 @@ class UserObjectVariable(Variable):
             return pending
         obj = self.value_object
         instance_dict = getattr(obj, "__dict__", None)
+        if name == "__dict__" and isinstance(instance_dict, dict) and self.source is not None:
+            return InstanceDictVariable(self)
         cls_attr = class_attribute(type(obj), name)
         in_dict = pending is None and instance_dict is not None and name in instance_dict
         if in_dict and not is_data_descriptor(cls_attr):
@@ -395,6 +397,89 @@ def guard_global_hooks(frame: Frame) -> bool:
     if ids[3] or ids[4]:
         raise Unsupported("global nn.Module backward hooks are registered")
     return True
+
+
+class InstanceDictVariable(Variable):
+    """`obj.__dict__` of an object passed in (configs' own lookups read it): read key by key, each
+    read guarded, through the trace's pending writes of the object; an item assigned or deleted
+    is an attribute written or deleted as `object` stores it."""
+
+    def __init__(self, obj: UserObjectVariable) -> None:
+        assert obj.source is not None
+        self.obj = obj
+        self.source = AttrSource(obj.source, "__dict__")  # escaping, it is the real dict again
+
+    def python_type(self) -> type:
+        return dict
+
+    def describe(self) -> str:
+        return f"__dict__ of {self.obj.describe()}"
+
+    def entry(self, frame: Frame, key: Any) -> Variable | None:
+        """The value under `key`, None when there is none."""
+        # cycle: variables.builder imports variables.frame_objects at module level
+        from .builder import wrap
+
+        pending = frame.output.side_effects.pending_attribute(self.obj, key)
+        if pending is DELETED:
+            return None
+        if pending is not None:
+            return pending
+        real = self.obj.value_object.__dict__
+        if key in real:
+            return wrap(frame, real[key], ItemSource(self.source, key))
+        frame.output.guards.key_absent(self.source, key, f"{self.source.name()} lacks {key!r}")
+        return None
+
+    def contains(self, frame: Frame, item: Variable) -> bool | None:
+        return self.entry(frame, item.as_constant()) is not None
+
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
+        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
+        from .exceptions import raise_new
+
+        found = self.entry(frame, key.as_constant())
+        if found is None:
+            raise raise_new(frame, KeyError, key.as_constant())
+        return found
+
+    def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
+        self._change(frame, key.as_constant(), value)
+
+    def delitem(self, frame: Frame, key: Variable) -> None:
+        if self.entry(frame, key.as_constant()) is None:
+            self.getitem(frame, key)  # raises the KeyError
+        self._change(frame, key.as_constant(), DELETED)
+
+    def _change(self, frame: Frame, key: Any, value: Any) -> None:
+        # `object.__setattr__` replays it: the same unless a data descriptor takes the name
+        if not isinstance(key, str) or is_data_descriptor(class_attribute(type(self.obj.value_object), key)):
+            raise Unsupported(f"changing {self.describe()}[{key!r}], which a descriptor of its class handles")
+        frame.output.side_effects.attribute_written(self.obj, key, value, raw=True)
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        # cycle: variables.containers -> variables.user_classes -> variables.frame_objects
+        from .containers import BoundMethodVariable
+
+        if name not in ("get", "__getitem__", "__contains__", "__setitem__", "__delitem__"):
+            raise Unsupported(f"{self.describe()}.{name}", hint="read attributes by name: they are traced and guarded")
+        return BoundMethodVariable(self, name)
+
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if name == "get" and 1 <= len(args) <= 2 and not kwargs:
+            found = self.entry(frame, args[0].as_constant())
+            return found if found is not None else (args[1] if len(args) == 2 else constant(None))
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(frame, args[0])
+        if name == "__contains__" and len(args) == 1:
+            return constant(self.contains(frame, args[0]))
+        if name == "__setitem__" and len(args) == 2:
+            self.setitem(frame, *args)
+            return constant(None)
+        if name == "__delitem__" and len(args) == 1:
+            self.delitem(frame, args[0])
+            return constant(None)
+        return super().call_method(frame, name, args, kwargs)
 
 
 def value_type(var: Variable) -> type | None:
