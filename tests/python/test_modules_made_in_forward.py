@@ -236,3 +236,86 @@ def test_subclasses_of_torch_layers_break_at_their_creation(cnt, make):
     torch.manual_seed(0)
     torch.testing.assert_close(stenograph.compile(fn, backend=cnt)(t(4)), expected)
     assert cnt.frame_count == 2
+
+
+class _OldStyle(nn.Module):
+    def __init__(self):
+        nn.Module.__init__(self)
+        self.act = nn.GELU()
+
+    def forward(self, x):
+        return self.act(x)
+
+
+class _WithProperty(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self._k = k
+
+    @property
+    def k(self):
+        return self._k * 2
+
+    def forward(self, x, *, bias=0):
+        return x * self.k + bias
+
+
+class _OwnCall(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU()
+
+    def __call__(self, x):
+        return super().__call__(x) + 1
+
+    def forward(self, x):
+        return self.act(x)
+
+
+def _old_style(x, log):
+    return _OldStyle()(x)
+
+
+def _property_and_keywords(x, log):
+    return _WithProperty(3)(x, bias=1)
+
+
+def _own_call(x, log):
+    return _OwnCall()(x)
+
+
+def _stored_outside(x, log):
+    layers = [_WithProperty(i) for i in range(3)]
+    log.append(layers[1])  # escapes into a list passed in
+    return sum(layer(x) for layer in layers)
+
+
+@pytest.mark.parametrize("fn", [_old_style, _property_and_keywords, _own_call, _stored_outside])
+def test_module_class_shapes(cnt, fn):
+    check(fn, lambda i: (t(3, seed=i), []), cnt)
+
+
+def _evaluated(x):
+    m = _Block(4)
+    m.eval()  # the flag of the module and of its children, the torch layers among them
+    return m(x)[0], m.drop.training, m
+
+
+def test_train_and_eval_of_a_module_made_in_the_frame(cnt):
+    (out, dropout_training, module), _ = check(_evaluated, lambda i: (t(4, seed=i),), cnt, torch_graphs=2)
+    assert dropout_training is False and not module.drop.training and not module.inner.training
+
+
+def _converted(x):
+    y = x.sin()
+    m = _WithProperty(2)
+    m.to(torch.float64)
+    return m(y).cos()
+
+
+def test_other_module_methods_break_naming_them(cnt):
+    # torch.compile traces nn.Module.to's Python (1 graph); here it runs eagerly at a break
+    check(_converted, lambda i: (t(3, seed=i),), cnt, graphs=2, peer=False)
+    explained = stenograph.explain(_converted)(t(3))
+    reasons = [r.reason for r in explained.break_reasons]
+    assert any("nn.Module.to of a module _WithProperty created while tracing" in r for r in reasons)

@@ -768,6 +768,14 @@ class TorchModuleClassVariable(ConstantVariable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return NewModuleVariable.create(self.value, args, kwargs)
 
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if self.value is torch.nn.Module and isinstance(torch.nn.Module.__dict__.get(name), types.FunctionType):
+            # cycle: variables.new_modules imports this module at module level
+            from .new_modules import UnboundModuleMethodVariable
+
+            return UnboundModuleMethodVariable(name)  # `nn.Module.__init__(self)`
+        return super().getattr(frame, name)
+
 
 class NewModuleVariable(NNModuleVariable):
     """A torch.nn module without parameters or buffers (a loss, an activation) that the traced
@@ -821,11 +829,17 @@ class NewModuleVariable(NNModuleVariable):
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return resolved
 
+    def set_training(self, mode: bool) -> None:
+        """`train(mode)` of a module made in the frame that holds this one."""
+        self.value_object.training = mode  # the module made while tracing, seen by nothing else
+
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(type(self.value_object), "cls")
         args = [rebuild.constant(a) for a in self.args]
         args += [f"{k}={rebuild.constant(v)}" for k, v in self.kwargs.items()]
-        return rebuild.build_object(self, f"{cls}({', '.join(args)})", lambda name: [])
+        training = self.value_object.training
+        fill = (lambda name: []) if training else (lambda name: [f"{name}.training = False"])
+        return rebuild.build_object(self, f"{cls}({', '.join(args)})", fill)
 
 
 class PythonModuleVariable(Variable):

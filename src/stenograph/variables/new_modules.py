@@ -4,11 +4,11 @@ The class's own `__init__`, `forward` and other methods are inlined as for any c
 frame. What `nn.Module` itself does is modelled here instead of traced (its Python code runs
 global registration hooks and type checks through module globals): `__init__`, `__setattr__`
 filing submodules, buffers and plain attributes where eager Python files them, `__getattr__`
-finding them, `__delattr__`, `register_buffer`, `register_module` / `add_module`, and the call,
-which runs `forward` (a new module has no hooks of its own; global forward hooks and registration
+finding them, `__delattr__`, `register_buffer`, `register_module` / `add_module`, `train` /
+`eval`, and the call, which runs `forward` (a new module has no hooks of its own; global forward hooks and registration
 hooks are guarded absent). A parameter created in the frame (`nn.Parameter(torch.randn(n))`) is
 a graph break, where torch.compile breaks too: the call making the module then runs eagerly and
-the code after it is traced with the real module. Other `nn.Module` methods (`eval`, `to`,
+the code after it is traced with the real module. Other `nn.Module` methods (`to`,
 `parameters`) are Unsupported, naming the method.
 
 Buffers computed while tracing are graph values. A module that escapes (returned, stored, live at
@@ -26,10 +26,10 @@ import torch
 
 from ..errors import Unsupported
 from ..module_hooks import has_registration_hooks
-from .base import Variable, constant
+from .base import ConstantVariable, Variable, constant
 from .class_lookup import class_lookup
 from .containers import DictVariable
-from .frame_objects import guard_global_hooks, value_type
+from .frame_objects import NewModuleVariable, guard_global_hooks, value_type
 from .trace_rules import is_user_class
 from .user_classes import NewObjectVariable, class_attr_source
 
@@ -41,11 +41,14 @@ _TABLES = ("_parameters", "_buffers", "_modules")
 _MODELLED = frozenset(
     {
         "__init__", "__setattr__", "__getattr__", "__delattr__", "__call__", "_wrapped_call_impl", "_call_impl",
-        "register_buffer", "register_module", "add_module",
+        "register_buffer", "register_module", "add_module", "train", "eval",
     }
 )  # fmt: skip
-_REGISTER_BUFFER = inspect.signature(torch.nn.Module.register_buffer)
-_ADD_MODULE = inspect.signature(torch.nn.Module.add_module)
+_SIGNATURES = {
+    name: inspect.signature(getattr(torch.nn.Module, name))
+    for name in ("__setattr__", "__getattr__", "__delattr__", "register_buffer", "register_module", "add_module")
+    + ("train", "eval")
+}
 
 
 def instantiate_module(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
@@ -175,6 +178,18 @@ class NewModuleObjectVariable(NewObjectVariable):
             self.non_persistent.pop(name, None)
         self.tables[table].items[name] = value
 
+    def module_train(self, mode: bool) -> None:
+        """`train(mode)`: this module's flag and its children's; a module from outside among them
+        would change outside the frame, which is Unsupported."""
+        self.attrs.items["training"] = constant(mode)
+        for child in self.tables["_modules"].items.values():
+            if isinstance(child, NewModuleObjectVariable):
+                child.module_train(mode)
+            elif isinstance(child, NewModuleVariable):
+                child.set_training(mode)
+            elif not _is_none(child):
+                raise Unsupported(f"train/eval of {self.describe()}, which holds {child.describe()} from outside")
+
     def module_getattr(self, frame: Frame, name: str) -> Variable:
         """`nn.Module.__getattr__` (the lookup after instance and class found nothing)."""
         # cycle: variables.exceptions imports variables.user_classes, which imports this module lazily
@@ -241,37 +256,61 @@ class ModuleMethodVariable(Variable):
         module, name = self.module, self.name
         if name == "__init__":
             module.module_init(args, kwargs)
-        elif name in ("__call__", "_wrapped_call_impl", "_call_impl"):
+            return constant(None)
+        if name in ("__call__", "_wrapped_call_impl", "_call_impl"):
             if not module.initialised or guard_global_hooks(frame):
                 raise Unsupported(f"calling a {module.describe()} (global module hooks, or no nn.Module.__init__)")
             return module.getattr(frame, "forward").call(frame, args, kwargs)
-        elif name in ("__setattr__", "__getattr__", "__delattr__"):
-            arity = 2 if name == "__setattr__" else 1
-            if len(args) != arity or kwargs or not args[0].is_constant():
-                raise Unsupported(f"{self.describe()} with {len(args)} arguments")
-            attr = args[0].as_constant()
-            if name == "__getattr__":
-                return module.module_getattr(frame, attr)
-            if name == "__setattr__":
-                module.module_setattr(frame, attr, args[1])
-            else:
-                module.module_delattr(frame, attr)
-        else:
-            signature = _REGISTER_BUFFER if name == "register_buffer" else _ADD_MODULE
-            try:
-                bound = signature.bind(module, *args, **kwargs)
-            except TypeError as e:
-                raise Unsupported(f"{self.describe()}: {e}") from None
-            bound.apply_defaults()
-            values = dict(bound.arguments)
-            values.pop("self")
-            key = values.pop("name")
-            if not isinstance(key, Variable) or not key.is_constant():
-                raise Unsupported(f"{self.describe()} with a name not known while tracing")
-            if name == "register_buffer":
-                persistent = values["persistent"]
-                persistent = persistent.as_constant() if isinstance(persistent, Variable) else persistent
-                module.register_buffer(frame, key.as_constant(), values["tensor"], persistent)
-            else:
-                module.add_module(frame, key.as_constant(), values["module"])
+        values = self._arguments(args, kwargs)
+        if name in ("train", "eval"):
+            mode = values.get("mode", False)
+            if type(mode) is not bool:  # eagerly a ValueError
+                raise Unsupported(f"{self.describe()} with mode {mode!r}")
+            module.module_train(mode)
+            return module
+        if name == "__getattr__":
+            return module.module_getattr(frame, values["name"])
+        if name == "__setattr__":
+            module.module_setattr(frame, values["name"], values["value"])
+        elif name == "__delattr__":
+            module.module_delattr(frame, values["name"])
+        elif name == "register_buffer":
+            module.register_buffer(frame, values["name"], values["tensor"], values["persistent"])
+        else:  # register_module / add_module
+            module.add_module(frame, values["name"], values["module"])
         return constant(None)
+
+    def _arguments(self, args: list[Variable], kwargs: dict[str, Variable]) -> dict[str, Any]:
+        """The call's arguments by parameter name, defaults filled in; the names and flags must
+        be constants (given as Python values), other arguments stay trackers."""
+        try:
+            bound = _SIGNATURES[self.name].bind(self.module, *args, **kwargs)
+        except TypeError as e:
+            raise Unsupported(f"{self.describe()}: {e}") from None
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        del values["self"]
+        for key in ("name", "persistent", "mode"):
+            value = values.get(key)
+            if isinstance(value, Variable):
+                if not value.is_constant():
+                    raise Unsupported(f"{self.describe()} with {key} not known while tracing")
+                values[key] = value.as_constant()
+        return values
+
+
+class UnboundModuleMethodVariable(ConstantVariable):
+    """`nn.Module.name` taken from the class (a constant: the function) and called with the
+    module first (old-style `nn.Module.__init__(self)`): modelled for a module made while tracing."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(torch.nn.Module.__dict__[name])
+        self.name = name
+
+    def describe(self) -> str:
+        return f"nn.Module.{self.name}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if not args or not isinstance(args[0], NewModuleObjectVariable) or self.name not in _MODELLED:
+            raise Unsupported(f"{self.describe()} called on {args[0].describe() if args else 'nothing'}")
+        return ModuleMethodVariable(args[0], self.name).call(frame, args[1:], kwargs)
