@@ -6,6 +6,8 @@ torch.compile."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 from torch import nn
@@ -319,3 +321,29 @@ def test_other_module_methods_break_naming_them(cnt):
     explained = stenograph.explain(_converted)(t(3))
     reasons = [r.reason for r in explained.break_reasons]
     assert any("nn.Module.to of a module _WithProperty created while tracing" in r for r in reasons)
+
+
+_FACTOR = 2.0
+
+
+class _Global(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.factor = _FACTOR  # read from the module's globals while tracing __init__
+
+    def forward(self, x):
+        return x * self.factor
+
+
+def _reads_a_global(x):
+    return _Global()(x)
+
+
+def test_values_init_reads_are_guarded(cnt, monkeypatch):
+    compiled = stenograph.compile(_reads_a_global, backend=cnt)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(t(3)), t(3) * 2)
+    assert cnt.frame_count == 1
+    monkeypatch.setattr(sys.modules[__name__], "_FACTOR", 5.0)
+    torch.testing.assert_close(compiled(t(3)), t(3) * 5)
+    assert cnt.frame_count == 2
