@@ -65,6 +65,7 @@ from .functions import (
     UserFunctionVariable,
     UserMethodVariable,
 )
+from .global_contexts import is_global_context_object, wrap_global_context
 from .higher_order import CheckpointVariable, CondVariable
 from .trace_rules import (
     TORCH_CLASSES,
@@ -116,6 +117,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.constant_match(source, value)
         return SizeVariable([constant(int(s)) for s in value], source)
+    if is_global_context_object(value) and source is not None:
+        return wrap_global_context(frame, value, source)
     policy = frame.output.policy
     if (
         type(value) in (int, float)
@@ -331,6 +334,12 @@ def _special_callable(value: Any) -> Variable | None:
     if isinstance(original, types.FunctionType):
         # a compiled function called from compiled code: inline its original
         return UserFunctionVariable(original)
+    if isinstance(value, torch.jit.ScriptFunction):
+        # `torch.jit.script` keeps the Python function it compiled (under the name torch gives
+        # it for compilers): the trace inlines that, which computes what the script does
+        scripted = getattr(value, "_torchdynamo_inline", None)
+        if isinstance(scripted, types.FunctionType):
+            return UserFunctionVariable(scripted)
     return None
 
 
