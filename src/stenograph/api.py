@@ -11,7 +11,7 @@ import copy
 import functools
 import pickle
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import torch
@@ -29,7 +29,7 @@ from .marks import (
     is_compiling,
     mark_disabled,
 )
-from .module_hooks import has_module_hooks
+from .module_hooks import call_with_hooks, has_module_hooks
 from .variables.class_lookup import class_attribute
 from .variables.trace_rules import is_graph_op
 
@@ -141,8 +141,6 @@ _DELEGATED = (
     "named_buffers",
     "children",
     "named_children",
-    "modules",
-    "named_modules",
     "get_submodule",
     "get_parameter",
     "get_buffer",
@@ -163,6 +161,9 @@ class OptimizedModule(torch.nn.Module):
 
     The original module is not registered as a submodule, so `state_dict()` and
     `named_parameters()` keep the original keys; they and other structural methods delegate to it.
+    The wrapper itself is an nn.Module of its own for what is applied to it: its class may be
+    replaced (FSDP2's `fully_shard` does), hooks registered on it run around the compiled forward,
+    and `named_modules()` lists it, under the original's name, just before the original.
     """
 
     def __init__(
@@ -199,7 +200,7 @@ class OptimizedModule(torch.nn.Module):
             # an instance-level forward replaces the class's: compile that instead, eagerly for now
             return mod(*args, **kwargs)
         if has_module_hooks(mod):
-            return _call_with_hooks(mod, self._compiled_forward, args, kwargs)
+            return call_with_hooks(mod, self._compiled_forward, args, kwargs)
         return self._compiled_forward(mod, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -208,13 +209,28 @@ class OptimizedModule(torch.nn.Module):
         return getattr(self.__dict__["_orig_mod"], name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in self.__dict__:
+        if name in self.__dict__ or _is_data_descriptor(class_attribute(type(self), name)):
+            # the wrapper's own state, or what its class defines for it (`__class__`, properties)
             object.__setattr__(self, name, value)
         else:
             setattr(self._orig_mod, name, value)
 
     def __delattr__(self, name: str) -> None:
         delattr(self._orig_mod, name)
+
+    def named_modules(
+        self, memo: set[torch.nn.Module] | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, torch.nn.Module]]:
+        """The wrapper, then the original's modules under the same names: a walk from a parent
+        meets the wrapper (where `fully_shard` keeps its state) and the original (isinstance
+        checks on the user's classes still find it)."""
+        if memo is None:
+            memo = set()
+        if self not in memo:
+            if remove_duplicate:
+                memo.add(self)
+            yield prefix, self
+        yield from self._orig_mod.named_modules(memo, prefix, remove_duplicate)
 
     def train(self, mode: bool = True) -> OptimizedModule:
         self._orig_mod.train(mode)
@@ -243,6 +259,10 @@ class OptimizedModule(torch.nn.Module):
         return _compile_again(copy.deepcopy(reduced[0], memo), *reduced[1:])
 
 
+def _is_data_descriptor(attribute: Any) -> bool:
+    return hasattr(type(attribute), "__set__")
+
+
 def _compile_again(
     mod: torch.nn.Module, backend: Any, mode: str | None, options: dict | None, fullgraph: bool, dynamic: bool | None
 ) -> OptimizedModule:
@@ -262,30 +282,6 @@ def _delegate(name: str) -> Callable:
 
 for _name in _DELEGATED:
     setattr(OptimizedModule, _name, _delegate(_name))
-
-
-def _call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:
-    """Run the original module's forward pre-hooks and hooks around the compiled forward."""
-    if mod._backward_hooks or mod._backward_pre_hooks:
-        return mod(*args, **kwargs)  # full backward hooks need nn.Module's own call path
-    for hook_id, hook in list(mod._forward_pre_hooks.items()):
-        if hook_id in mod._forward_pre_hooks_with_kwargs:
-            result = hook(mod, args, kwargs)
-            if result is not None:
-                args, kwargs = result
-        else:
-            result = hook(mod, args)
-            if result is not None:
-                args = result if isinstance(result, tuple) else (result,)
-    output = forward(mod, *args, **kwargs)
-    for hook_id, hook in list(mod._forward_hooks.items()):
-        if hook_id in mod._forward_hooks_with_kwargs:
-            result = hook(mod, args, kwargs, output)
-        else:
-            result = hook(mod, args, output)
-        if result is not None:
-            output = result
-    return output
 
 
 def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str | None = None) -> Callable:

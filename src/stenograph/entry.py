@@ -23,7 +23,7 @@ from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
 from .guards.pyfunc import with_closure
-from .module_hooks import has_global_forward_hooks, has_module_hooks
+from .module_hooks import call_with_hooks, has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
 
@@ -465,7 +465,8 @@ process_state.register_containers("entry.module_callers", _module_callers)
 
 
 def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) -> Any:
-    """`call(module, *args)` running a module's compiled forward (hooks run eagerly around it).
+    """`call(module, *args)` running a module's compiled forward (its forward hooks run eagerly
+    around it; with global module hooks the module is called as it is).
 
     Used where a graph break calls a submodule: the submodule is compiled as its own frame.
     It does not raise the recursion limit (`recursion`): its two frames (this one and the
@@ -479,11 +480,13 @@ def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) 
     def call(module: Any, *args: Any, **kwargs: Any) -> Any:
         forward = type(module).forward
         plain = "forward" not in module.__dict__ and isinstance(forward, types.FunctionType)
-        if not plain or has_module_hooks(module) or has_global_forward_hooks():
+        if not plain or has_global_forward_hooks():
             return module(*args, **kwargs)
         wrapper = forwards.get(forward)
         if wrapper is None:
             wrapper = forwards[forward] = entry_wrapper(forward, backend, backend_name, False, dynamic)
+        if has_module_hooks(module):
+            return call_with_hooks(module, wrapper, args, kwargs)
         return wrapper(module, *args, **kwargs)
 
     _module_callers[(id(backend), dynamic)] = call

@@ -525,7 +525,10 @@ def _enter_with(location: InstrLocation) -> list[_bc.Instr]:
     sequence (leaves `__exit__` and its self)."""
     steps: list[tuple] = [("BEFORE_WITH",)]
     if _EXIT_TAKES_TWO:
-        steps = [("COPY", 1), ("LOAD_SPECIAL", 1), ("SWAP", 2), ("SWAP", 3), ("LOAD_SPECIAL", 0), ("CALL", 0)]
+        from bytecode.instr import SpecialMethod  # bytecode >= 0.17, which 3.14+ requires
+
+        exit_, enter = SpecialMethod.EXIT, SpecialMethod.ENTER
+        steps = [("COPY", 1), ("LOAD_SPECIAL", exit_), ("SWAP", 2), ("SWAP", 3), ("LOAD_SPECIAL", enter), ("CALL", 0)]
     return [_bc.Instr(*step, location=location) for step in [*steps, ("POP_TOP",)]]
 
 

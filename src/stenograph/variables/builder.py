@@ -31,8 +31,9 @@ from ..guards.sources import AttrSource, ItemSource
 from ..marks import graph_break, is_allowed_in_graph, is_compiling, is_disallowed_in_graph
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
-from . import library
+from . import collectives, library
 from .base import ConstantVariable, GuardedOnUseConstant, Variable, constant
+from .checkpoint import CheckpointVariable
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
 from .containers import (
     DictVariable,
@@ -66,7 +67,7 @@ from .functions import (
     UserMethodVariable,
 )
 from .global_contexts import is_global_context_object, wrap_global_context
-from .higher_order import CheckpointVariable, CondVariable
+from .higher_order import CondVariable
 from .trace_rules import (
     TORCH_CLASSES,
     is_dict_key_constant,
@@ -149,7 +150,11 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.id_match(source, value)
         return PythonModuleVariable(value, source)
-    library_fn = library.lookup(value)
+    if collectives.is_process_group(value):
+        if source is not None:
+            guards.id_match(source, value)
+        return ConstantVariable(value, source)
+    library_fn = library.lookup(value) or collectives.lookup(value)
     if library_fn is not None:
         if source is not None:
             guards.id_match(source, value)
@@ -168,6 +173,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
     if isinstance(value, type):
         if source is not None:
             guards.id_match(source, value)
+        if collectives.is_reduce_op_class(value):
+            return collectives.ReduceOpClassVariable(value, source)
         if value in TORCH_CLASSES:
             return TorchClassVariable(value, source)
         if is_user_class(value):
