@@ -28,7 +28,14 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ItemSource
-from ..marks import graph_break, is_allowed_in_graph, is_compiling, is_disallowed_in_graph
+from ..marks import (
+    graph_break,
+    is_allowed_in_graph,
+    is_compiling,
+    is_disallowed_in_graph,
+    is_exporting,
+    substitute_for,
+)
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import collectives, library
@@ -60,6 +67,7 @@ from .functions import (
     GraphBreakVariable,
     OpaqueCallableVariable,
     PartialVariable,
+    SubstitutedVariable,
     TensorMethodRefVariable,
     TorchClassVariable,
     TorchOpVariable,
@@ -323,6 +331,12 @@ def _special_callable(value: Any) -> Variable | None:
         return None
     if value is is_compiling or value is torch.compiler.is_compiling:
         return FoldedCallVariable(value, True)
+    if value is is_exporting or value is torch.compiler.is_exporting:
+        # not guarded: an export's trace is never cached, and a compile never exports
+        return FoldedCallVariable(value, is_exporting())
+    substitute = substitute_for(value)
+    if substitute is not None:
+        return SubstitutedVariable(value, substitute)
     if value is graph_break:
         return GraphBreakVariable()
     if value is torch.cond:
