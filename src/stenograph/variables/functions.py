@@ -396,7 +396,7 @@ _CONSTANT_RECORDS = (torch.device, torch.finfo, torch.iinfo)
 class TorchClassVariable(ConstantVariable):
     """torch classes whose construction is modelled: torch.Size, grad-mode contexts, and the constant
     records `torch.device`, `torch.finfo`, `torch.iinfo` (folded: `finfo()` reads the default dtype,
-    which every entry guards)."""
+    which every entry guards); `torch.nn.Parameter`, whose construction breaks with its reason."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if grad_mode_class(self.value):
@@ -406,6 +406,11 @@ class TorchClassVariable(ConstantVariable):
         if self.value is torch.Size:
             items = args[0].unpack(frame) if args else []
             return SizeVariable(items)
+        if self.value is torch.nn.Parameter:
+            raise Unsupported(
+                "creating a torch.nn.Parameter inside the compiled function",
+                hint="torch.compile breaks here too; create parameters in __init__ of a module passed in",
+            )
         if self.value in _CONSTANT_RECORDS and all(a.is_constant() for a in [*args, *kwargs.values()]):
             try:
                 record = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
