@@ -12,6 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 DISABLED_ATTR = "__stenograph_disabled__"
+# torch's mark for the same thing (torch.compiler.disable, torch._dynamo.disable, and torch's
+# internal `_disable_dynamo` wrappers once they have run, e.g. DDP's `_inside_ddp_forward`)
+TORCH_DISABLED_ATTR = "_torchdynamo_disable"
 CONSTANT_RESULT_ATTR = "__stenograph_constant_result__"
 
 _allowed_in_graph: set[Callable] = set()
@@ -30,7 +33,12 @@ def disabled_reason(fn: Any) -> str | None:
 
 
 def is_disabled(fn: Any) -> bool:
-    return bool(getattr(fn, DISABLED_ATTR, False))
+    return bool(getattr(fn, DISABLED_ATTR, False)) or is_torch_disabled(fn)
+
+
+def is_torch_disabled(fn: Any) -> bool:
+    """Whether torch marked `fn` as not to be traced by compilers."""
+    return getattr(fn, TORCH_DISABLED_ATTR, False) is True
 
 
 def allow_in_graph(fn: Any) -> Any:
