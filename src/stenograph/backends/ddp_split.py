@@ -31,6 +31,8 @@ import torch.fx
 from torch.fx.passes.split_module import split_module
 from torch.nn.parallel import DistributedDataParallel
 
+from ..shapes.lifted import lift_input_symbols
+
 __all__ = ["DdpPiece", "DdpSplit", "active_ddp_module", "compile_split"]
 
 
@@ -41,6 +43,7 @@ class DdpPiece:
     params: list[str] = field(default_factory=list)  # their sources, in the order gradients are ready
     nbytes: int = 0
     op_count: int = 0
+    code: str = ""  # the piece's graph as Python (print_readable)
 
 
 @dataclass
@@ -119,14 +122,29 @@ def compile_split(
     if len(pieces) == 1:
         return backend(gm, example_inputs), None
     piece_of = {node: i for i, (nodes, _) in enumerate(pieces) for node in nodes}
-    split = split_module(gm, gm, lambda node: piece_of[node], keep_original_order=True)
+    # a piece taking a tensor with symbolic sizes takes the symbols too; `split_module` passes them
+    # from where the graph takes them as inputs, as torch.compile's graphs do (shapes/lifted.py)
+    fakes = [n.meta.get("example_value") for n in placeholders]
+    lifted, example_inputs, unlift = lift_input_symbols(gm, example_inputs, fakes, range(len(fakes)))
+    split = split_module(lifted, lifted, _piece_of(lifted, gm, piece_of), keep_original_order=True)
     inputs = dict(zip((n for n in split.graph.nodes if n.op == "placeholder"), example_inputs))
-    for node in list(split.graph.nodes):
-        if node.op == "call_module":
-            _compile_piece(split, node, inputs, backend, gm.meta)
+    calls = [node for node in split.graph.nodes if node.op == "call_module"]
+    for call, (_, piece) in zip(calls, pieces, strict=True):
+        piece.code = _compile_piece(split, call, inputs, backend, gm.meta)
     split.recompile()
-    record = DdpSplit(cap, first_cap, [piece for _, piece in pieces])
-    return split.forward, record
+    return unlift(split.forward), DdpSplit(cap, first_cap, [piece for _, piece in pieces])
+
+
+def _piece_of(
+    lifted: torch.fx.GraphModule, gm: torch.fx.GraphModule, piece_of: dict[torch.fx.Node, int]
+) -> Callable[[torch.fx.Node], int]:
+    """The piece of each op of `lifted`, a copy of `gm` (the same ops, in the same order)."""
+    if lifted is gm:
+        return piece_of.__getitem__
+    ops = [n for n in gm.graph.nodes if n in piece_of]
+    copies = [n for n in lifted.graph.nodes if n.op not in ("placeholder", "get_attr", "output")]
+    by_copy = {copy: piece_of[op] for op, copy in zip(ops, copies, strict=True)}
+    return by_copy.__getitem__
 
 
 def _plan(
@@ -191,12 +209,13 @@ def _compile_piece(
     inputs: dict[torch.fx.Node, Any],
     backend: Callable[..., Any],
     meta: dict[str, Any],
-) -> None:
+) -> str:
     """Compile the piece `call` runs with its own example inputs, and call the result instead.
 
     The stitched graph's inputs keep the examples the whole graph got; a value made by an earlier
     piece is the fake tensor (or symbolic number) the trace gave it, which the piece's placeholder
-    carries in `meta["example_value"]`. The piece always returns a tuple, as captured graphs do."""
+    carries in `meta["example_value"]`. The piece always returns a tuple, as captured graphs do.
+    Returns the piece's code."""
     piece = split.get_submodule(str(call.target))
     own = [n for n in piece.graph.nodes if n.op == "placeholder"]
     examples = [inputs[arg] if arg in inputs else p.meta["example_value"] for arg, p in zip(call.args, own)]
@@ -208,4 +227,6 @@ def _compile_piece(
         call.replace_all_uses_with(first, delete_user_cb=lambda user: user is not first)
     piece.recompile()
     piece.meta.update(meta)  # the frame's label, for backends and logs that read it
+    code = piece.print_readable(print_output=False)
     split.add_submodule(str(call.target), _Piece(backend(piece, examples)))
+    return code
