@@ -231,3 +231,22 @@ def test_report_and_trace_show_the_split(tmp_path):
     writer.on_record("compiled", frame, record)
     writer.close()
     assert from_trace.load(str(tmp_path)).compiles()[0].ddp_split == record.ddp_split
+
+
+@pytest.mark.slow
+def test_inductor_compiles_each_piece_also_with_symbolic_sizes():
+    model = TinyTransformer(layers=1)
+    reference = copy.deepcopy(model)
+    counter = CompileCounterWithBackend("inductor")
+    compiled = stenograph.compile(model, backend=counter)
+    x, longer = torch.randn(X), torch.randn(2, 7, 8)
+    with inside_ddp(stand_in_ddp(model, 4096)):
+        out = compiled(x)
+        out.pow(2).mean().backward()
+        torch.testing.assert_close(compiled(longer), reference(longer))
+    reference(x).pow(2).mean().backward()
+    pieces = expected_pieces(module_bytes(model), 4096)
+    assert pieces == 3 and counter.frame_count == 2 * pieces
+    torch.testing.assert_close(out, reference(x))
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
