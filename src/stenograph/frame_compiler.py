@@ -21,6 +21,7 @@ from . import config, events, torch_state
 from .backends.ddp_split import DdpSplit, active_ddp_module, compile_split
 from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
+from .backends.recompute_regions import uncached_recompute_regions
 from .bytecode.instructions import decoded
 from .bytecode.resume_code import enclosing_with_statements, with_statement_start
 from .errors import BackendCompilerFailed, BreakKind, StenographError, Unsupported
@@ -438,6 +439,7 @@ def _graph_compiler(
             with (
                 torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)),
                 lstm_training_decomposition(gm, example_inputs),
+                uncached_recompute_regions(gm),
                 float_restart_requests(float_sources),
             ):
                 ddp = active_ddp_module() if config.optimize_ddp else None

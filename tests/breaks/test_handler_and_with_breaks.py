@@ -9,11 +9,14 @@ prologue), so `sys.exc_info()`, a bare `raise` and exception chaining behave as 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import traceback
 import warnings
 
 import pytest
 import torch
+from helpers import assert_same
 
 import stenograph
 
@@ -99,14 +102,107 @@ def _raise_from_handler(x, log):
         raise RuntimeError("translated")  # noqa: B904 (implicitly chained to the KeyError, as tested)
 
 
-def test_exception_raised_in_handler_after_a_break_is_chained(cnt, capsys):
-    compiled = _compiled(_raise_from_handler, cnt)
-    for fn in (_raise_from_handler, compiled):
+def _nested_raise(x, log):
+    try:
+        raise ValueError("a")
+    except ValueError:
+        try:
+            raise KeyError("b")
+        except KeyError as k:
+            print("inner", repr(k.__context__), repr(sys.exc_info()[1].__context__))
+            log.append(x + 1)
+            raise RuntimeError("c")  # noqa: B904 (implicitly chained to the KeyError, as tested)
+
+
+def _raise_from_caught(x, log):
+    try:
+        {}["m"]
+    except KeyError as k:
+        print("handling")
+        log.append(x * 2)
+        raise RuntimeError("c") from k
+
+
+def _raise_from_none(x, log):
+    try:
+        raise ValueError("v")
+    except ValueError:
+        print("handling")
+        log.append(x * 2)
+        raise RuntimeError("c") from None
+
+
+def _returns_caught(x, log):
+    try:
+        {}["m"]
+    except KeyError as k:
+        log.append(x - 1)
+        return k
+
+
+def _chain(e):
+    """Each exception of the chain printing walks: type, args, cause, context, suppression."""
+    links = []
+    while e is not None and len(links) < 8:
+        links.append((type(e), e.args, type(e.__cause__), type(e.__context__), e.__suppress_context__))
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    return links
+
+
+def _printed_chain(e):
+    """The chain as `traceback` prints it, without the tracebacks: each exception's line and the
+    sentences joining them."""
+    text = "".join(traceback.format_exception(e))
+    return [line for line in text.splitlines() if line and not line.startswith((" ", "Traceback"))]
+
+
+def _user_frames(e):
+    """The exception's own traceback as printed, without the frames of stenograph's package
+    (between the caller and the user's function sit its wrapper and trampoline) and without the
+    markers under part of a line (generated code shows the user's line whole)."""
+    package = os.path.dirname(stenograph.__file__)
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if package not in f.filename]
+    lines = "".join(traceback.format_list(frames)).splitlines()
+    return [line for line in lines if line.strip(" ^~")]
+
+
+@pytest.mark.parametrize("while_handling", [False, True], ids=["plain-call", "called-in-except"])
+@pytest.mark.parametrize(
+    "fn", [_raise_from_handler, _nested_raise, _raise_from_caught, _raise_from_none, _returns_caught]
+)
+def test_exceptions_raised_in_resumed_handlers_chain_as_eagerly(cnt, capsys, fn, while_handling):
+    """An exception raised (or returned) in a handler the resume function continues: its
+    `__context__`, `__cause__` and `__suppress_context__` down the chain, the printed chain and
+    the user's frames in the traceback of the one raised out of the function equal eager's, also
+    when the function is called while its caller handles another exception (which then ends the
+    chain, as eagerly). Exceptions raised and caught inside graphs are rebuilt objects, whose
+    tracebacks hold no frames (the printed chain shows them without their traceback lines)."""
+    compiled = _compiled(fn, cnt)
+
+    def run(f):
         log = []
-        with pytest.raises(RuntimeError) as info:
-            fn(torch.ones(2), log)
-        assert type(info.value.__context__) is KeyError and info.value.__context__.args == ("missing",)
-        torch.testing.assert_close(log[0], torch.full((2,), 2.0))
+        try:
+            if while_handling:
+                try:
+                    raise OSError("the caller's")
+                except OSError:
+                    result = f(torch.ones(2), log)
+            else:
+                result = f(torch.ones(2), log)
+        except RuntimeError as e:
+            result = e
+        return result, log, capsys.readouterr().out
+
+    for _ in range(2):
+        expected, eager_log, eager_out = run(fn)
+        actual, compiled_log, compiled_out = run(compiled)
+        assert compiled_out == eager_out
+        assert_same(compiled_log, eager_log)
+        assert _chain(actual) == _chain(expected)
+        assert _printed_chain(actual) == _printed_chain(expected)
+        if isinstance(expected, RuntimeError):  # raised out of the function (the returned one is rebuilt)
+            assert _user_frames(actual) == _user_frames(expected)
+    assert sys.exc_info() == (None, None, None)
     assert cnt.frame_count >= 1
 
 

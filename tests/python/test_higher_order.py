@@ -1,5 +1,5 @@
-"""Higher-order torch functions: `torch.cond` (recorded with branch graphs), checkpoint (inlined),
-and the function transforms `torch.func.grad` / `torch.vmap` (recorded with their body graphs).
+"""Higher-order torch functions: `torch.cond` (recorded with branch graphs) and the function
+transforms `torch.func.grad` / `torch.vmap` (recorded with their body graphs).
 
 Compiled vs eager on results, gradients and printed output, with graph counts beside
 torch.compile's.
@@ -8,7 +8,6 @@ torch.compile's.
 import pytest
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 import stenograph
 from stenograph.testing import CompileCounterWithBackend
@@ -90,63 +89,6 @@ def test_cond_guards(cnt):
     x = t(5, 4)
     torch.testing.assert_close(compiled(x), cond_fn(x))
     assert cnt.frame_count == 2  # a new shape compiles again
-
-
-class Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-
-    def forward(self, x):
-        return checkpoint(self._inner, x, 0.5, use_reentrant=False).sum()
-
-    def _inner(self, x, scale):
-        return torch.relu(self.lin(x)) * scale + x.sin()
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_checkpoint_is_inlined_with_the_same_gradients(backend):
-    torch.manual_seed(0)
-    block = Block()
-    cnt = CompileCounterWithBackend(backend)
-    check(block, lambda i: (t(2, 4, seed=i, grad=True),), cnt, grads=True)
-    compiled = stenograph.compile(block, backend=cnt)
-    block.zero_grad()
-    x = t(2, 4, grad=True)
-    compiled(x).backward()
-    got = [p.grad.clone() for p in block.parameters()]
-    block.zero_grad()
-    block(t(2, 4, grad=True)).backward()
-    for a, e in zip(got, [p.grad for p in block.parameters()]):
-        torch.testing.assert_close(a, e)
-
-
-def test_reentrant_checkpoint_runs_eagerly_at_a_break(cnt):
-    lin = nn.Linear(4, 4)
-
-    def fn(x):
-        return checkpoint(lin, x.sin(), use_reentrant=True).cos()
-
-    compiled = stenograph.compile(fn, backend=cnt)
-    x = t(2, 4, grad=True)
-    torch.testing.assert_close(compiled(x), fn(x))
-    assert cnt.frame_count == 2
-
-
-def test_checkpointed_function_that_prints_runs_eagerly(cnt, capsys):
-    def inner(x):
-        print("inner")
-        return x * x  # its backward needs x: recomputed
-
-    def fn(x):
-        return checkpoint(inner, x.sin(), use_reentrant=False).sum()
-
-    x_e, x_c = t(3, grad=True), t(3, grad=True)
-    fn(x_e).backward()
-    eager = capsys.readouterr().out
-    stenograph.compile(fn, backend=cnt)(x_c).backward()
-    assert capsys.readouterr().out == eager == "inner\ninner\n"  # again in backward, as eager
-    torch.testing.assert_close(x_c.grad, x_e.grad)
 
 
 def transforms(x):

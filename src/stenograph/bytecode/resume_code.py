@@ -15,8 +15,9 @@ Layout of a resume code object made by `build_resume_code`::
     RESUME 0
     <prologue_extra>           # stack-neutral instructions from the caller
     LOAD_FAST __stack0 ...     # one per stack entry, in order (PUSH_NULL for NULL_STACK_ENTRY,
-                               #   GET_ITER after ITERATOR_FROM_TUPLE, a constant for a
-                               #   LastiStackEntry); each argument slot is cleared once pushed
+                               #   GET_ITER after ITERATOR_FROM_TUPLE, the `with` entry after
+                               #   REENTERED_CONTEXT, a constant for a LastiStackEntry); each
+                               #   argument slot is cleared once pushed
                                #   so the frame does not keep the value alive longer than the
                                #   stack would
     JUMP_FORWARD <offset>
@@ -52,6 +53,7 @@ from .stackdepth import stack_depths
 __all__ = [
     "HANDLED_EXCEPTION",
     "PAIR_PARTS",
+    "REENTERED_CONTEXT",
     "ITERATOR_FROM_TUPLE",
     "LastiStackEntry",
     "NULL_STACK_ENTRY",
@@ -90,6 +92,13 @@ ITERATOR_FROM_TUPLE = _StackMarker("ITERATOR_FROM_TUPLE")
 #: with PUSH_EXC_INFO, which leaves the real previous one in the slot.
 HANDLED_EXCEPTION = _StackMarker("HANDLED_EXCEPTION")
 
+#: Marks the stack slot of a `with` block's `__exit__` whose context (inference mode, autocast)
+#: the caller left before the call, and that the resume function enters again: the caller
+#: passes the context manager, and the prologue enters it as the `with` statement does, which
+#: leaves its `__exit__` in the slot (from 3.14 `__exit__` and its self, filling the NULL slot
+#: that follows).
+REENTERED_CONTEXT = _StackMarker("REENTERED_CONTEXT")
+
 #: Marks a stack slot that holds a plain value, passed as an argument (any object that is not
 #: one of the other markers or a `LastiStackEntry` means the same to `build_resume_code`).
 VALUE_STACK_ENTRY = _StackMarker("VALUE_STACK_ENTRY")
@@ -109,13 +118,14 @@ class LastiStackEntry:
 
 
 #: How one stack slot at a graph break reaches its resume function, as `build_resume_code` reads
-#: it: `VALUE_STACK_ENTRY`, `NULL_STACK_ENTRY`, `ITERATOR_FROM_TUPLE` or `LastiStackEntry(offset)`.
+#: it: `VALUE_STACK_ENTRY`, `NULL_STACK_ENTRY`, `ITERATOR_FROM_TUPLE`, `HANDLED_EXCEPTION`,
+#: `REENTERED_CONTEXT` or `LastiStackEntry(offset)`.
 SlotKind = _StackMarker | LastiStackEntry
 
 
 def takes_argument(kind: SlotKind) -> bool:
     """Whether a slot of this kind is passed to the resume function (NULL and lasti are pushed)."""
-    return kind is VALUE_STACK_ENTRY or kind is ITERATOR_FROM_TUPLE or kind is HANDLED_EXCEPTION
+    return kind in (VALUE_STACK_ENTRY, ITERATOR_FROM_TUPLE, HANDLED_EXCEPTION, REENTERED_CONTEXT)
 
 
 _PY312 = sys.version_info >= (3, 12)
@@ -129,6 +139,9 @@ def _get_iter_pushes() -> int:
 # From 3.15 GET_ITER pushes the iterator and an index or NULL: an ITERATOR_FROM_TUPLE slot is
 # then followed by a NULL slot, which the prologue's GET_ITER fills.
 _GET_ITER_PUSHES_TWO = _get_iter_pushes() == 2
+
+# From 3.14 a `with` block keeps two entries for its `__exit__` (the method and its self)
+_EXIT_TAKES_TWO = "BEFORE_WITH" not in dis.opmap
 
 # Flags of code that is not a plain function body.
 _GENERATOR_FLAGS = (
@@ -282,6 +295,8 @@ def build_resume_code(
     for i, slot in enumerate(slots):
         if slot is NULL_STACK_ENTRY and _GET_ITER_PUSHES_TWO and i > 0 and slots[i - 1] is ITERATOR_FROM_TUPLE:
             continue  # pushed by the iterator's GET_ITER
+        if slot is NULL_STACK_ENTRY and _EXIT_TAKES_TWO and i > 0 and slots[i - 1] is REENTERED_CONTEXT:
+            continue  # the `__exit__`'s self, pushed by the `with` entry
         if slot is NULL_STACK_ENTRY:
             prologue.append(_bc.Instr("PUSH_NULL", location=at_target))
         elif isinstance(slot, LastiStackEntry):
@@ -295,6 +310,8 @@ def build_resume_code(
             elif slot is HANDLED_EXCEPTION:
                 prologue.append(_bc.Instr("PUSH_EXC_INFO", location=at_target))
                 prologue.append(_bc.Instr("POP_TOP", location=at_target))
+            elif slot is REENTERED_CONTEXT:
+                prologue.extend(_enter_with(at_target))
     prologue.append(_bc.Instr("JUMP_FORWARD", label, location=at_target))
 
     new = _bc.Bytecode(prologue + body)
@@ -319,7 +336,7 @@ def build_resume_code(
     # the `bytecode` package's own walk starts past the TryBegin of a region the prologue jumps
     # into and can get handler depths wrong (nested try/with, running handlers); the bound is
     # known: the original's depth plus the two entries an explicit `super(__class__, self)` adds,
-    # or the rebuilt stack plus the two entries a prologue's PUSH_EXC_INFO briefly adds
+    # or the rebuilt stack plus the two entries a prologue's PUSH_EXC_INFO or `with` entry briefly adds
     stacksize = max(code.co_stacksize, len(slots)) + 2
     if not marks:
         return assemble(new, stacksize=stacksize)
@@ -500,6 +517,19 @@ def _strip_prefix(items: list) -> list:
             if item.name not in _PREFIX_OPNAMES:
                 break
     raise ValueError("no RESUME in the frame-setup prefix")
+
+
+def _enter_with(location: InstrLocation) -> list[_bc.Instr]:
+    """Enter the context manager on top of the stack as a `with` statement does and drop the
+    `__enter__` result: BEFORE_WITH up to 3.13 (leaves `__exit__`), from 3.14 the LOAD_SPECIAL
+    sequence (leaves `__exit__` and its self)."""
+    steps: list[tuple] = [("BEFORE_WITH",)]
+    if _EXIT_TAKES_TWO:
+        from bytecode.instr import SpecialMethod  # bytecode >= 0.17, which 3.14+ requires
+
+        exit_, enter = SpecialMethod.EXIT, SpecialMethod.ENTER
+        steps = [("COPY", 1), ("LOAD_SPECIAL", exit_), ("SWAP", 2), ("SWAP", 3), ("LOAD_SPECIAL", enter), ("CALL", 0)]
+    return [_bc.Instr(*step, location=location) for step in [*steps, ("POP_TOP",)]]
 
 
 def _push_and_clear(name: str, location: InstrLocation) -> list[_bc.Instr]:

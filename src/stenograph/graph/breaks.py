@@ -27,6 +27,7 @@ from ..bytecode.resume_code import (
     HANDLED_EXCEPTION,
     ITERATOR_FROM_TUPLE,
     NULL_STACK_ENTRY,
+    REENTERED_CONTEXT,
     VALUE_STACK_ENTRY,
     LastiStackEntry,
     stack_arg_name,
@@ -44,6 +45,7 @@ from ..variables.contexts import ContextExitVariable
 from ..variables.exceptions import HandlerEntryVariable, LastiVariable
 from ..variables.frame_objects import NNModuleVariable
 from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
+from ..variables.global_contexts import GlobalContextMethod, GlobalContextVariable, close_in_graph
 from ..variables.symbolic import SymNodeVariable
 from ..variables.trace_rules import is_untraced_library
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
@@ -80,6 +82,8 @@ class BreakWriter:
         self.rebuild = Reconstructor(self.writer)
         self.writer.namespace["___Continue"] = runtime.continue_class
         self.dynamic_locals: set[str] = set()  # live locals holding symbolic numbers
+        # inference-mode / autocast managers entered around the eager part, outermost first
+        self.reentered: list[tuple[GlobalContextVariable, str]] = []
 
     # -- the frame state ---------------------------------------------------------------------
 
@@ -92,8 +96,13 @@ class BreakWriter:
                 slots.append(Slot(LastiStackEntry(self.origin.offset(var.offset))))
             elif isinstance(var, HandlerEntryVariable):
                 slots.append(Slot(HANDLED_EXCEPTION, self._evaluate(var.exception)))
+            elif isinstance(var, (ContextExitVariable, GlobalContextMethod)) and var.called:
+                # left already (a `with` block's exception exit): only popped from here on
+                slots.append(Slot(VALUE_STACK_ENTRY, "None"))
             elif isinstance(var, ContextExitVariable):
                 slots.append(Slot(VALUE_STACK_ENTRY, self._enter_context(var)))
+            elif isinstance(var, GlobalContextMethod):
+                slots.append(Slot(REENTERED_CONTEXT, self._enter_global_context(var)))
             elif isinstance(var, IteratorVariable):
                 items = var.items[var.index :]
                 as_range = _as_range(items)
@@ -116,23 +125,27 @@ class BreakWriter:
     def _while_handling(self, exception: Variable, lines: list[str]) -> list[str]:
         """The eager lines run inside an `except` block handling `exception`, as in the frame:
         `sys.exc_info()`, `traceback.print_exc()` and the chaining of what they raise see it. Its
-        traceback is left as it was (raising it again would add the generated code's frame)."""
+        traceback and `__context__` are left as they were (raising it again adds the generated
+        code's frame, and chains it to the exception the caller handles, if any)."""
         handled = self._evaluate(exception)
         return [
-            f"___tb = {handled}.__traceback__",
+            f"___tb, ___ctx = {handled}.__traceback__, {handled}.__context__",
             "try:",
             f"    raise {handled}",
             "except BaseException:",
-            f"    {handled}.__traceback__ = ___tb",
+            f"    {handled}.__traceback__, {handled}.__context__ = ___tb, ___ctx",
             *["    " + line for line in lines],
         ]
 
     def _grad_mode_before_open_contexts(self) -> bool:
-        """The real grad mode the eager part starts from: the mode before the outermost grad
-        context still open at the break (it is re-entered for real), else the traced mode."""
+        """The real grad mode the eager part starts from: the mode before the outermost grad or
+        inference-mode context still open at the break (it is re-entered for real), else the
+        traced mode."""
         for var in self.frame.stack:
-            if isinstance(var, ContextExitVariable):
+            if _open_grad_context(var):
                 return var.previous
+            if isinstance(var, GlobalContextMethod) and not var.called:
+                return var.context.grad_before
         return torch.is_grad_enabled()
 
     def _enter_context(self, exit_var: ContextExitVariable) -> str:
@@ -144,6 +157,31 @@ class BreakWriter:
         self.writer.post.append(f"{name} = {cls}({args})")
         self.writer.post.append(f"{name}.__enter__()")
         return f"{name}.__exit__"
+
+    def _enter_global_context(self, method: GlobalContextMethod) -> str:
+        """Enter, for real, an inference-mode or autocast context open at the break; it is left
+        after the eager part (`_leave_global_contexts`) and the resume function gets the manager,
+        which its prologue enters again, so that its graph records the context's exit."""
+        if not method.is_open_exit(self.frame.output):
+            raise Unsupported(f"{method.describe()} on the stack at a graph break")
+        name = self._evaluate(method.context)
+        self.writer.post.append(f"{name}.__enter__()")
+        self.reentered.append((method.context, name))
+        return name
+
+    def _refuse_contexts_off_the_stack(self) -> None:
+        """Every open inference-mode or autocast context must be one whose `__exit__` is on the
+        stack (a `with` block): one entered by a bare `__enter__()` call would not be entered
+        again around the eager part and in the resume function."""
+        entered = [context for context, _ in self.reentered]
+        open_contexts = self.frame.output.open_contexts
+        if len(entered) != len(open_contexts) or any(a is not b for a, b in zip(entered, open_contexts)):
+            raise Unsupported("a graph break with an inference-mode or autocast context entered without `with`")
+
+    def _leave_global_contexts(self) -> list[str]:
+        """Leave, innermost first, the contexts `_enter_global_context` entered (grad-mode
+        contexts stay entered: the resume function gets their `__exit__`)."""
+        return [f"{name}.__exit__(None, None, None)" for _, name in reversed(self.reentered)]
 
     def _refuse_shared_iterators(self) -> None:
         """Iterators cross a break as tuples of their remaining items, one per reference: an
@@ -226,7 +264,8 @@ class BreakWriter:
 
     def handler_call(self, slots: list[Slot], live: list[tuple[str, str]]) -> list[str] | None:
         """The `except` clause sending an exception raised by the eager instruction to the
-        frame's own handler, when the instruction is inside a try or with block."""
+        frame's own handler, when the instruction is inside a try or with block (having left the
+        re-entered contexts, which the handler's resume function enters again)."""
         offset = self.origin.offset(self.inst.offset)
         for entry in exception_entries(self.origin.code):
             if entry.start <= offset < entry.end:
@@ -235,7 +274,8 @@ class BreakWriter:
                     handler_slots.append(Slot(LastiStackEntry(offset)))
                 handler_slots.append(Slot(VALUE_STACK_ENTRY, "___e"))
                 call = self.resume_call(entry.target, handler_slots, live, handler=True)
-                return ["except BaseException as ___e:", "    " + call]
+                leave = self._leave_global_contexts()
+                return ["except BaseException as ___e:", *("    " + line for line in [*leave, call])]
         return None
 
     # -- the instruction ---------------------------------------------------------------------
@@ -306,9 +346,16 @@ class BreakWriter:
 
     def build(self, compile_graph: GraphCompiler, input_sources: list, label: str) -> types.FunctionType:
         frame = self.frame
+        traced_grad_mode = torch.is_grad_enabled()
         self.rebuild.set_grad_mode(self._grad_mode_before_open_contexts(), frame.output.initial_grad_mode)
         self._refuse_shared_iterators()
         slots = self.stack_slots()
+        self._refuse_contexts_off_the_stack()
+        if any(s.kind is REENTERED_CONTEXT for s in slots) or any(_open_grad_context(v) for v in frame.stack):
+            # the contexts entered leave the innermost one's mode; the code may have switched it
+            # since (a `set_grad_enabled` statement, a grad block left on its exception path)
+            setter = self.writer.bind(torch._C._set_grad_enabled, "set_grad")
+            self.writer.post.append(f"{setter}({traced_grad_mode})")
         live = self.live_locals()
         if frame.output.side_effects:  # take values read from inputs before the replay changes them
             slots = [replace(s, expr=self.rebuild.pin(s.expr)) if s.expr else s for s in slots]
@@ -323,8 +370,11 @@ class BreakWriter:
             tail.append("try:")
             tail.extend("    " + line for line in eager)
             tail.extend(handler)
+        elif eager and self.reentered:
+            raise Unsupported("a graph break inside an inference-mode or autocast block but outside its handler")
         else:
             tail.extend(eager)
+        tail.extend(self._leave_global_contexts())
         for condition, offset, new_slots in continuations:
             call = self.resume_call(offset, new_slots, live)
             if condition is None:
@@ -333,6 +383,7 @@ class BreakWriter:
                 tail.append(f"if {condition}:")
                 tail.append("    " + call)
         line = frame.line if frame.current is None else _line_of(self.inst, frame.line)
+        close_in_graph(frame.output)
         return finish(self.writer, self.rebuild, input_sources, compile_graph, frame.code, self.fn, label, line)
 
     def instruction(self, slots: list[Slot]) -> Rendered:
@@ -352,6 +403,11 @@ class BreakWriter:
             globals_expr=lambda: self.writer.namer.name_for(self.frame.f_globals),
         )
         return rendering(site, inst)
+
+
+def _open_grad_context(var: Variable) -> bool:
+    """The `__exit__` of a grad-mode context the frame is inside, entered again at the break."""
+    return isinstance(var, ContextExitVariable) and not var.called
 
 
 def _is_dynamic_number(var: Variable) -> bool:

@@ -26,12 +26,14 @@ from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
 from ..variables.base import constant
 from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, StructSeqVariable, TupleVariable
+from ..variables.global_contexts import STATE_FUNCTIONS
 from ..variables.symbolic import SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
     from ..variables.base import Variable
+    from ..variables.global_contexts import GlobalContextVariable
     from ..variables.tensor import TensorVariable
 
 
@@ -47,7 +49,9 @@ class GraphInput:
     # made symbolic when created (a later specialisation may turn its sizes back into ints, and
     # the shape guards must then check those ints)
     symbolic: bool = False
-    version: int = 0  # the fake tensor's version counter when created (in-place changes bump it)
+    # the fake tensor's version counter when created (in-place changes bump it); None for an
+    # inference tensor, which has none: it counts as changed
+    version: int | None = 0
 
 
 class ActiveFrame:
@@ -101,8 +105,8 @@ class OutputGraph:
         self._containers: dict[int, tuple[Any, Variable]] = {}  # lists/dicts/sets read from the frame
         # generator functions that are called for real (their body has a graph break)
         self.eager_generators: set = set()
-        # real contexts (inference mode, autocast) entered by the trace and not yet exited
-        self.open_contexts: list[Any] = []
+        # contexts (inference mode, autocast) the trace entered, for real, and has not left
+        self.open_contexts: list[GlobalContextVariable] = []
         self.initial_grad_mode = torch.is_grad_enabled()
         # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
         self.submodules: dict[str, torch.fx.GraphModule] = {}
@@ -138,7 +142,7 @@ class OutputGraph:
         sharing of storage (the backend's functional graph reads the others' values from before
         the change): a call passing one tensor, or views of one, for two inputs compiles again."""
         tensors = [i for i in self.inputs if isinstance(i.fake, torch.Tensor)]
-        if any(i.fake._version != i.version for i in tensors):
+        if any(i.version is None or i.fake._version != i.version for i in tensors):
             # one check per call: the storage pattern also tells one object passed twice apart;
             # tensors without a plain storage (sparse, nested) are kept distinct by identity
             dense = [isinstance(i.example, torch.Tensor) and i.example.layout == torch.strided for i in tensors]
@@ -198,7 +202,9 @@ class OutputGraph:
         node.meta["source"] = source.name()
         node.meta["stenograph_source"] = source  # backends read it (e.g. static inputs for CUDA graphs)
         symbolic = is_symbolic(fake) or (isinstance(fake, torch.Tensor) and has_symbols(fake))
-        version = fake._version if isinstance(fake, torch.Tensor) else 0
+        version = 0
+        if isinstance(fake, torch.Tensor):
+            version = None if fake.is_inference() else fake._version
         self.inputs.append(GraphInput(source, node, example, fake, symbolic, version))
         return node
 
@@ -371,11 +377,14 @@ class OutputGraph:
     # -- finishing ------------------------------------------------------------------------------
 
     def op_count(self) -> int:
-        """Operations in the graph (grad-mode switches are bookkeeping, not operations)."""
+        """Operations in the graph. Grad-mode switches are bookkeeping, not operations, and so are
+        the enter and exit nodes of contexts when the graph leaves none open (a graph break cut
+        the block: the state the graph would switch to and back is entered again for real)."""
+        bookkeeping = {torch._C._set_grad_enabled} | (set() if self.open_contexts else STATE_FUNCTIONS)
         return sum(
             1
             for n in self.graph.nodes
-            if n.op in ("call_function", "call_method", "call_module") and n.target is not torch._C._set_grad_enabled
+            if n.op in ("call_function", "call_method", "call_module") and n.target not in bookkeeping
         )
 
 

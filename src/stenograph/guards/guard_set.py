@@ -294,7 +294,7 @@ class GuardSet:
         self._add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})")
 
     def global_state(self) -> None:
-        """Grad mode and default dtype change what a graph computes."""
+        """Grad mode, inference mode and default dtype change what a graph computes."""
         grad = self.bind(torch.is_grad_enabled, "fn")
         self._add(
             RANK_GLOBAL_STATE,
@@ -302,6 +302,9 @@ class GuardSet:
             f"{grad}() is {torch.is_grad_enabled()}",
             f"grad mode is {'enabled' if torch.is_grad_enabled() else 'disabled'}",
         )
+        inference = self.bind(torch.is_inference_mode_enabled, "fn")
+        on = torch.is_inference_mode_enabled()
+        self._add(RANK_GLOBAL_STATE, None, f"{inference}() is {on}", f"inference mode is {'on' if on else 'off'}")
         dd = self.bind(torch.get_default_dtype, "fn")
         dtype = self.bind(torch.get_default_dtype(), "dtype")
         self._add(RANK_GLOBAL_STATE, None, f"{dd}() is {dtype}", f"default dtype is {torch.get_default_dtype()}")

@@ -98,10 +98,13 @@ def make_function(
         filename, line, shown_name = present_as
         tree = ast.parse(text)
         tree.body[0].name = name = shown_name
+        # every instruction spans the whole line: a traceback shows the line without markers
+        # under part of it (which would point at the generated code's columns)
+        width = len(linecache.getline(filename, line).rstrip("\r\n").encode())
         for node in ast.walk(tree):
             if "lineno" in node._attributes:
                 node.lineno = node.end_lineno = line
-                node.col_offset = node.end_col_offset = 0
+                node.col_offset, node.end_col_offset = 0, width
         exec(compile(tree, filename, "exec"), namespace)
     fn = namespace[name]
     if like is not None:

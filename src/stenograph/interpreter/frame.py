@@ -23,6 +23,7 @@ from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSo
 from ..variables.base import Variable
 from ..variables.builder import wrap
 from ..variables.cells import Cell, LazyValue
+from ..variables.exceptions import CallerExceptionVariable
 from ..variables.generators import GeneratorVariable, needs_close
 from ..variables.trace_rules import is_literal, is_trusted_module
 from .binding import bind_arguments
@@ -141,7 +142,8 @@ class Frame:
 
     def _chain(self, exc: TracedException) -> None:
         """Where an exception is raised (the first frame to see it), it records the exception
-        being handled there as its `__context__`, as CPython does."""
+        being handled there as its `__context__`, as CPython does: the caller's when no traced
+        frame handles one."""
         if exc.chained:
             return
         exc.chained = True
@@ -149,7 +151,11 @@ class Frame:
         while frame is not None and not frame.handled:
             frame = frame.parent
         attrs = exc.value.attrs
-        if frame is not None and attrs is not None and frame.handled[-1] is not exc.value:
+        if attrs is None:
+            return
+        if frame is None:
+            attrs.items["__context__"] = CallerExceptionVariable()
+        elif frame.handled[-1] is not exc.value:
             attrs.items["__context__"] = frame.handled[-1]
 
     def stack_trace(self) -> str:

@@ -43,7 +43,7 @@ from ..variables.contexts import ContextEnterVariable, GradModeContextVariable
 from ..variables.exceptions import HandlerEntryVariable
 from ..variables.functions import NestedFunctionVariable
 from ..variables.generators import GeneratorVariable, Yielded, send_into
-from ..variables.global_contexts import GlobalContextVariable, is_global_context_class
+from ..variables.global_contexts import GlobalContextVariable
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from ..variables.user_classes import SuperVariable, UserClassVariable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
@@ -574,7 +574,7 @@ def _call_intrinsic_1(frame: Frame, inst: dis.Instruction) -> None:
     elif inst.argval == "INTRINSIC_LIST_TO_TUPLE" or inst.arg == 6:
         frame.push(TupleVariable(frame.pop().unpack(frame)))
     elif inst.argval == "INTRINSIC_STOPITERATION_ERROR" or inst.arg == 3:
-        raise TracedException(frame.pop())  # a generator's StopIteration guard: re-raise as is
+        raise TracedException(frame.pop(), reraise=True)  # a generator's StopIteration guard: as is
     else:
         raise Unsupported(f"CALL_INTRINSIC_1 {inst.argrepr}")
 
@@ -787,9 +787,6 @@ def _render_call(site: BreakSite, argc: int, kw_names: tuple[str, ...], extra: i
     start = len(stack) - extra - argc - 2
     entries, exprs = stack[start : len(stack) - extra], values[start : len(values) - extra]
     callee, arg_positions = _callee_and_args(entries[:2], entries[2:])
-    target = entries[callee]
-    if target.is_constant() and is_global_context_class(target.as_constant()):
-        raise Unsupported(f"{target.describe()} made outside the graph (its state is the graph's)")
     args = [exprs[i] for i in arg_positions]
     dynamic = _reads_number_from_data(entries[callee], [entries[i] for i in arg_positions])
     split = len(args) - len(kw_names)
@@ -1236,7 +1233,7 @@ def _raise(frame: Frame, inst: dis.Instruction) -> None:
             handling = handling.parent
         if handling is None:
             raise Unsupported("bare raise outside an except block")
-        raise TracedException(handling.handled[-1])
+        raise TracedException(handling.handled[-1], reraise=True)
     cause = frame.pop() if inst.arg == 2 else None
     exc = exception_value(frame, frame.pop())
     if cause is not None:  # `raise X from Y`
@@ -1248,13 +1245,25 @@ def _raise(frame: Frame, inst: dis.Instruction) -> None:
 
 
 def _reraise_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
-    """An exception a handler resume function received leaves the frame: raise it again."""
-    return [f"raise {site.values[-1]}"], []
+    """An exception a handler resume function received leaves the frame, as RERAISE lets it: its
+    `__context__` and `__traceback__` kept. A `raise` statement would chain it to the exception
+    the generated code is handling (the caller's, when the compiled function was called in an
+    `except` block) and add the generated code's frame; a bare `raise` does neither, so the
+    exception is raised, caught, restored and raised again bare."""
+    exc = site.values[-1]
+    return [
+        f"___tb, ___ctx = {exc}.__traceback__, {exc}.__context__",
+        "try:",
+        f"    raise {exc}",
+        "except BaseException:",
+        f"    {exc}.__traceback__, {exc}.__context__ = ___tb, ___ctx",
+        "    raise",
+    ], []
 
 
 @op("RERAISE", eager=_reraise_eager)
 def _reraise(frame: Frame, inst: dis.Instruction) -> None:
-    raise TracedException(frame.pop())
+    raise TracedException(frame.pop(), reraise=True)
 
 
 @op("PUSH_EXC_INFO")

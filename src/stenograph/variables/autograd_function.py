@@ -11,6 +11,12 @@ frame's own interpreter, with a stand-in `ctx` that keeps what forward saves and
 tracer cannot capture, any change to Python state, or a tensor read from elsewhere than the
 arguments (a global, a module's parameter) raises `Unsupported` there and the call runs eagerly at
 a graph break. The nodes this speculation recorded are erased afterwards.
+
+A forward that changes an input in place and marks it dirty (`ctx.mark_dirty`) returns that input:
+the node's fake result is the argument's own fake, so the tracker is the argument's (`y is x`),
+and the real `apply` (eager backend) or the backend's copy into the input (AOTAutograd) changes
+the caller's tensor. Forward-mode AD (`save_for_forward`, `jvp`) needs the real `apply` with dual
+tensors: see `_refuse_forward_ad`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.autograd import forward_ad
 
 from .. import process_state
 from ..errors import Unsupported
@@ -31,7 +38,11 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 # what ctx methods do while speculating: kept (save_for_backward) or without effect on the trace
-_CTX_METHODS = frozenset({"save_for_backward", "mark_non_differentiable", "set_materialize_grads"})
+# (mark_dirty's in-place effect is the forward's own ops; save_for_forward only serves jvp, which
+# never runs in the node: see _refuse_forward_ad)
+_CTX_METHODS = frozenset({
+    "save_for_backward", "mark_non_differentiable", "set_materialize_grads", "mark_dirty", "save_for_forward",
+})  # fmt: skip
 
 
 class FunctionCtxVariable(Variable):
@@ -91,8 +102,22 @@ class FunctionApplyVariable(Variable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if kwargs:
             raise Unsupported(f"{self.describe()}() with keyword arguments")
+        self._refuse_forward_ad(frame)
         self._speculate(frame, args)
         return frame.output.call("call_function", apply_of(self.cls), args, {}, f"{self.describe()}()")
+
+    def _refuse_forward_ad(self, frame: Frame) -> None:
+        """Under forward-mode AD, `apply` computes tangents with the Function's `jvp` (or raises
+        for a Function without one). A backend that retraces the node (AOTAutograd) keeps only
+        the forward's ops, whose own derivatives would give the tangents instead. So inside a
+        `forward_ad.dual_level()` the apply runs eagerly at a break, and a graph holding it is
+        guarded to run outside one (no dual tensor exists there)."""
+        if _dual_level() >= 0:
+            raise Unsupported(
+                f"{self.describe()}() inside forward_ad.dual_level(): forward-mode AD runs the Function's jvp",
+                hint="forward-mode AD through autograd.Function runs eagerly",
+            )
+        frame.output.guards.state_query(_dual_level, "forward_ad dual level", -1)
 
     def _speculate(self, frame: Frame, args: list[Variable]) -> None:
         """Trace forward and backward once, to refuse what the apply node could not reproduce."""
@@ -122,6 +147,11 @@ class FunctionApplyVariable(Variable):
             # a backend that traces the node would keep the tensor it read while compiling
             raise Unsupported(f"{self.describe()}: forward or backward reads tensors other than its arguments")
         _erase_unused(output.graph, nodes_before)
+
+
+def _dual_level() -> int:
+    """The innermost forward-AD level entered (-1: none)."""
+    return forward_ad._current_level
 
 
 def apply_of(cls: type) -> Any:

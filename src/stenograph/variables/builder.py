@@ -33,6 +33,7 @@ from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import library
 from .base import ConstantVariable, GuardedOnUseConstant, Variable, constant
+from .checkpoint import CheckpointVariable
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
 from .containers import (
     DictVariable,
@@ -65,7 +66,8 @@ from .functions import (
     UserFunctionVariable,
     UserMethodVariable,
 )
-from .higher_order import CheckpointVariable, CondVariable
+from .global_contexts import is_global_context_object, wrap_global_context
+from .higher_order import CondVariable
 from .trace_rules import (
     TORCH_CLASSES,
     is_dict_key_constant,
@@ -116,6 +118,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.constant_match(source, value)
         return SizeVariable([constant(int(s)) for s in value], source)
+    if is_global_context_object(value) and source is not None:
+        return wrap_global_context(frame, value, source)
     policy = frame.output.policy
     if (
         type(value) in (int, float)

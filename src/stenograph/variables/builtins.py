@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
-from . import operators
+from . import operators, tensor_scalars
 from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
 from .class_statements import build_class
 from .containers import (
@@ -466,6 +466,8 @@ def _abs(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 
 @_handler(bool, int, float)
 def _number(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+        return tensor_scalars.number(frame, args[0], fn)
     if args and isinstance(args[0], TensorVariable):
         raise Unsupported(f"{fn.__name__}(tensor) reads the tensor's value", hint="keep the value as a tensor")
     if fn is bool and args:

@@ -53,11 +53,13 @@ class ContextExitVariable(Variable):
     def __init__(self, context: GradModeContextVariable, previous: bool) -> None:
         self.context = context
         self.previous = previous
+        self.called = False  # a `with` block's exception exit keeps it on the stack after the call
 
     def describe(self) -> str:
         return f"{self.context.describe()}.__exit__"
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        self.called = True
         frame.output.set_grad_enabled(self.previous)
         return constant(None)
 

@@ -9,7 +9,8 @@ exceptions.py`). Trackers raise it for errors the traced program would see (`rai
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import Unsupported
 from .base import Variable, constant
@@ -22,10 +23,24 @@ if TYPE_CHECKING:
 class TracedException(Exception):
     """The traced program raised `value` (a tracker of an exception instance)."""
 
-    def __init__(self, value: Variable) -> None:
+    def __init__(self, value: Variable, reraise: bool = False) -> None:
         super().__init__(value.describe())
         self.value = value
-        self.chained = False  # `__context__` recorded (at the raise point)
+        # `__context__` recorded (at the raise point); a re-raise (RERAISE, a bare `raise`) keeps it
+        self.chained = reraise
+
+
+class CallerExceptionVariable(Variable):
+    """The exception being handled where the compiled function was called (None when none is):
+    the `__context__` of an exception the frame raises while handling none of its own, as
+    CPython chains it. Unknown while tracing (an operation on it breaks the graph); the
+    generated code reads it at run time, outside any `except` block of its own."""
+
+    def describe(self) -> str:
+        return "the exception the caller handles"
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.writer.bind(sys.exc_info, 'exc_info')}()[1]"
 
 
 class LastiVariable(Variable):

@@ -3,9 +3,14 @@
 Both change global dispatch state that fake tensors must see (autocast changes result dtypes),
 so entering one while tracing enters the real context for the rest of the trace, and records
 torch's own enter/exit functions as graph nodes so the compiled graph switches at the same
-points. The real contexts a trace entered are listed on its `OutputGraph` (`open_contexts`);
-those of a trace that stops early are closed by `close_abandoned(output)`. A graph
-break inside such a block is not possible (the frame then runs eagerly).
+points. The contexts a trace entered and has not left are listed on its `OutputGraph`
+(`open_contexts`); those of a trace that stops early are closed by `close_abandoned(output)`.
+
+At a graph break inside such a block the graph before it leaves the contexts still open
+(`close_in_graph`), the transformed code enters them for real around the eager part and leaves
+them again, and the resume function's prologue enters them anew as the `with` statement would
+(`resume_code.REENTERED_CONTEXT`): its trace meets the real context manager as an argument
+(`wrap_global_context`), so its graph enters and exits the context where the code does.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from torch.amp import autocast_mode
 from torch.autograd import grad_mode
 
 from ..errors import Unsupported
+from ..guards.sources import AttrSource
 from .base import Variable, constant
 
 if TYPE_CHECKING:
     from ..graph.output_graph import OutputGraph
+    from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
 # class -> (enter function, exit function, parameter names of the enter function)
@@ -33,10 +40,23 @@ _KINDS: dict[type, tuple[Any, Any, tuple[str, ...]]] = {
     ),
 }
 _DEFAULTS = {"mode": True, "dtype": None, "enabled": True, "cache_enabled": None}
+# where a real context object keeps the arguments of its enter function (autocast's resolved)
+_ATTRIBUTES = {torch.inference_mode: ("mode",), torch.autocast: ("device", "fast_dtype", "_enabled", "_cache_enabled")}
+# the graph nodes that only switch state
+STATE_FUNCTIONS = frozenset(f for enter, exit_, _ in _KINDS.values() for f in (enter, exit_))
 
 
 def is_global_context_class(value: Any) -> bool:
     return value in _KINDS
+
+
+def _kind_of(cls: type) -> type | None:
+    """The modelled class `cls` is or derives from (`torch.cpu.amp.autocast` is an autocast)."""
+    return next((kind for kind in _KINDS if issubclass(cls, kind)), None)
+
+
+def is_global_context_object(value: Any) -> bool:
+    return _kind_of(type(value)) is not None
 
 
 def make_global_context(cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
@@ -50,20 +70,49 @@ def make_global_context(cls: type, args: list[Variable], kwargs: dict[str, Varia
     return GlobalContextVariable(cls, plain)
 
 
+def wrap_global_context(frame: Frame, value: Any, source: Source) -> Variable:
+    """A real inference-mode or autocast object read from the frame (the manager a resume
+    function enters, the one torch's decorators keep in a closure, a global), as the context it
+    enters: guarded on its class and on the arguments it enters with."""
+    kind = _kind_of(type(value))
+    assert kind is not None
+    guards = frame.output.guards
+    guards.type_match(source, value)
+    args = []
+    for name in _ATTRIBUTES[kind]:
+        attribute = getattr(value, name)
+        guards.constant_match(AttrSource(source, name), attribute)
+        args.append(attribute)
+    return GlobalContextVariable(type(value), tuple(args), source)
+
+
 def close_abandoned(output: OutputGraph) -> None:
     """Exit, innermost first, the real contexts of a trace that ended inside their blocks."""
     while output.open_contexts:
-        output.open_contexts.pop().__exit__(None, None, None)
+        context = output.open_contexts.pop()
+        _KINDS[context.kind][1](context.real)
+
+
+def close_in_graph(output: OutputGraph) -> None:
+    """End a graph cut by a graph break in the state it started in: leave the contexts still
+    open, innermost first, in the graph and in the trace (the break re-enters them for real)."""
+    while output.open_contexts:
+        output.open_contexts[-1].exit(output)
 
 
 class GlobalContextVariable(Variable):
-    """An inference-mode or autocast context manager object, not yet entered."""
+    """An inference-mode or autocast context manager object."""
 
-    def __init__(self, cls: type, args: tuple) -> None:
+    def __init__(self, cls: type, args: tuple, source: Source | None = None) -> None:
+        kind = _kind_of(cls)
+        assert kind is not None
         self.cls = cls
+        self.kind = kind
         self.args = args
-        self.real: Any = None
-        self.node: Any = None
+        self.source = source
+        self.real: Any = None  # what the enter function returned while tracing (an open context)
+        self.node: Any = None  # its graph node
+        self.grad_before = False  # the grad mode it was entered from (inference mode sets it)
 
     def python_type(self) -> type:
         return self.cls
@@ -73,31 +122,56 @@ class GlobalContextVariable(Variable):
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         if name in ("__enter__", "__exit__"):
-            return _ContextMethod(self, name)
+            return GlobalContextMethod(self, name)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
+    def reconstruct(self, rebuild: Any) -> str:
+        """A manager entering the same context (one object per tracker, `with ... as c` keeps it)."""
 
-class _ContextMethod(Variable):
+        def render() -> str:
+            cls = rebuild.writer.bind(self.kind, "cls")
+            return f"{cls}({', '.join(rebuild.constant(a) for a in self.args)})"
+
+        return rebuild.build_once(self, render)
+
+    def enter(self, output: OutputGraph) -> None:
+        enter, _, _ = _KINDS[self.kind]
+        self.grad_before = torch.is_grad_enabled()
+        self.real = enter(*self.args)
+        output.open_contexts.append(self)
+        self.node = output.graph.create_node("call_function", enter, self.args, {})
+
+    def exit(self, output: OutputGraph) -> None:
+        _, exit_, _ = _KINDS[self.kind]
+        output.open_contexts.pop()
+        exit_(self.real)
+        output.graph.create_node("call_function", exit_, (self.node,), {})
+
+
+class GlobalContextMethod(Variable):
+    """`__enter__` or `__exit__` of a `GlobalContextVariable` (a `with` block keeps the bound
+    `__exit__` on the stack)."""
+
     def __init__(self, context: GlobalContextVariable, name: str) -> None:
         self.context = context
         self.name = name
+        self.called = False  # a `with` block's exception exit keeps it on the stack after the call
 
     def describe(self) -> str:
         return f"{self.context.describe()}.{self.name}"
 
+    def is_open_exit(self, output: OutputGraph) -> bool:
+        """The `__exit__` of a context the trace is inside."""
+        return self.name == "__exit__" and any(c is self.context for c in output.open_contexts)
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         ctx = self.context
-        enter, exit_, _ = _KINDS[ctx.cls]
-        graph = frame.output.graph
+        output = frame.output
+        self.called = True
         if self.name == "__enter__":
-            ctx.real = enter(*ctx.args)
-            frame.output.open_contexts.append(ctx.real)
-            ctx.node = graph.create_node("call_function", enter, ctx.args, {})
-            return constant(None)
-        open_contexts = frame.output.open_contexts
-        if ctx.real is None or not open_contexts or open_contexts[-1] is not ctx.real:
+            ctx.enter(output)
+            return ctx if ctx.kind is torch.autocast else constant(None)  # autocast's returns itself
+        if not output.open_contexts or output.open_contexts[-1] is not ctx:
             raise Unsupported(f"{self.describe()} out of order")
-        open_contexts.pop()
-        exit_(ctx.real)
-        graph.create_node("call_function", exit_, (ctx.node,), {})
+        ctx.exit(output)
         return constant(False)

@@ -1,4 +1,4 @@
-"""Higher-order torch functions: `torch.cond` and `torch.utils.checkpoint.checkpoint`.
+"""Higher-order torch functions (`torch.cond` here, `checkpoint` in `checkpoint.py`).
 
 `torch.cond` is recorded with its branches as graphs of their own.
 Each branch is traced with the frame's own interpreter into a separate FX graph whose inputs are
@@ -9,11 +9,6 @@ the frame) become further operands of both branches, as torch.compile lifts them
 changes Python state (a list, an attribute, a global) raises `Unsupported`, and the call runs
 eagerly at a graph break. A predicate known while tracing (a Python bool or a
 static comparison) just inlines the branch it selects, as torch.compile does.
-
-`checkpoint(fn, *args, use_reentrant=False)` computes what `fn(*args)` computes, with the same
-gradients; it only trades memory for a second forward in backward. Its function is inlined (the
-activations are then kept, not recomputed). Eager runs the function a second time during
-backward, so one that changes Python state raises `Unsupported` and runs eagerly at a break.
 """
 
 from __future__ import annotations
@@ -165,30 +160,3 @@ def close_bodies(bodies: list[Body]) -> tuple[list[torch.fx.GraphModule], list[t
                 user.replace_input_with(outer, inner)
         modules.append(torch.fx.GraphModule(torch.nn.Module(), body.graph))
     return modules, free
-
-
-class CheckpointVariable(HigherOrderVariable):
-    """`torch.utils.checkpoint.checkpoint` with `use_reentrant=False`."""
-
-    function = staticmethod(torch.utils.checkpoint.checkpoint)
-
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        options = dict(kwargs)
-        reentrant = options.pop("use_reentrant", None)
-        if reentrant is None or not reentrant.is_constant() or reentrant.as_constant() is not False:
-            raise Unsupported(
-                "torch.utils.checkpoint.checkpoint without use_reentrant=False",
-                hint="the reentrant variant runs its own backward pass; pass use_reentrant=False",
-            )
-        context_fn = options.pop("context_fn", None)
-        if context_fn is not None and context_fn.value_object is not torch.utils.checkpoint.noop_context_fn:
-            raise Unsupported("torch.utils.checkpoint.checkpoint with a context_fn")
-        for name in ("determinism_check", "debug", "early_stop", "preserve_rng_state"):
-            options.pop(name, None)  # checks and memory policy: no effect on what is computed
-        if not args:
-            raise Unsupported("torch.utils.checkpoint.checkpoint without a function")
-        effects_before = frame.output.side_effects.count()
-        result = args[0].call(frame, args[1:], options)
-        if frame.output.side_effects.count() != effects_before:
-            raise Unsupported("a checkpointed function changes Python state (eager runs it again in backward)")
-        return result

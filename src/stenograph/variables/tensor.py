@@ -2,7 +2,8 @@
 
 Metadata (shape, dtype, device, ndim, requires_grad) is answered from the fake tensor and is
 therefore a constant at trace time, which the input guards make safe. Anything whose answer
-depends on the tensor's data (`.item()`, `bool(t)`, `.tolist()`) is refused with a precise reason.
+depends on the tensor's data (`.item()`, `bool(t)`, `.tolist()`) is `tensor_scalars`' concern: an
+unbacked symbol with `config.capture_scalar_outputs`, otherwise refused with a precise reason.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import config
 from ..errors import BreakKind, Unsupported
 from ..shapes.fake import is_symbolic
+from . import tensor_scalars
 from .base import ConstantVariable, Variable, constant
 from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
 from .double_backward import creates_graph
@@ -106,6 +107,15 @@ class TensorVariable(Variable):
         return TensorMethodVariable(self, name).call(frame, args, kwargs)
 
 
+_SCALAR_READS = {
+    "item": tensor_scalars.item,
+    "tolist": tensor_scalars.to_list,
+    "__float__": lambda frame, tensor: tensor_scalars.number(frame, tensor, float),
+    "__int__": lambda frame, tensor: tensor_scalars.number(frame, tensor, int),
+    "__bool__": lambda frame, tensor: tensor_scalars.number(frame, tensor, bool),
+}
+
+
 def _is_symbolic_result(result: object) -> bool:
     if isinstance(result, (tuple, list)):
         return any(is_symbolic(r) for r in result)
@@ -124,11 +134,10 @@ class TensorMethodVariable(Variable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         name = self.name
-        if name == "item" and not args and not kwargs and config.capture_scalar_outputs:
-            # an unbacked symbol: usable in tensor ops; a Python decision on it still breaks
-            return frame.output.call("call_method", "item", [self.tensor], {}, "Tensor.item()")
         if name in TENSOR_DATA_METHODS:
-            raise Unsupported(TENSOR_DATA_METHODS[name], hint=TENSOR_DATA_HINT, kind=BreakKind.DATA_DEPENDENT)
+            if args or kwargs or name not in _SCALAR_READS:
+                raise tensor_scalars.refuse(name)
+            return _SCALAR_READS[name](frame, self.tensor)
         double = name == "backward" and creates_graph(torch.Tensor.backward, [self.tensor, *args], kwargs)
         refuse_effect(name, f"Tensor.{name}()", double)
         if name in TENSOR_GUARDED_METADATA_METHODS and not args and not kwargs:

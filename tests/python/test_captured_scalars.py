@@ -1,0 +1,192 @@
+"""Numbers read from tensor data with `config.capture_scalar_outputs = True`: `float(t)`,
+`int(t)`, `bool(t)` and `t.tolist()` (integer tensors) stay in the graph as unbacked symbols, as
+`.item()` does and as torch.compile records them. A new value never recompiles; a Python branch
+on the number breaks; reads eager refuses, or torch.compile does not capture, keep their break."""
+
+import operator
+
+import pytest
+import torch
+import torch._dynamo
+
+import stenograph
+from stenograph.errors import Unsupported
+from stenograph.testing import CompileCounterWithBackend
+
+from ._support import assert_same, check, t
+
+
+@pytest.fixture(autouse=True)
+def _capture():
+    # torch.compile, the peer whose graph counts `check` compares, captures the same way
+    with stenograph.config.patch(capture_scalar_outputs=True), torch._dynamo.config.patch(capture_scalar_outputs=True):
+        yield
+
+
+pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True to a scalar")
+
+
+def _values(i):
+    return ((t(4, seed=i) * 3).requires_grad_(),)
+
+
+def _float(x):
+    v = float(x.sum())
+    return x * v + 1, v
+
+
+def _int(x):
+    n = int(x.sum())  # truncates toward zero, as Python's int()
+    return x * n, n
+
+
+def _int_of_int_tensor(x):
+    n = int((x * 10).long().sum())
+    return x + n, n
+
+
+def _float_of_int_tensor(x):
+    v = float((x * 10).long().sum())
+    return x * v, v
+
+
+def _bool(x):
+    b = bool(x.sum() > 0)
+    return x * b, b
+
+
+def _bool_of_number(x):
+    return bool(x.sum())
+
+
+def _dunder(x):
+    return x.sum().__float__() * x
+
+
+def _one_element_1d(x):
+    return x * float(x[:1])
+
+
+def _tolist(x):
+    items = (x * 10).long().tolist()
+    return x * items[0] + items[3], items
+
+
+def _tolist_2d(x):
+    rows = (x * 10).int().reshape(2, 2).tolist()
+    return x.sum() + rows[1][0] * rows[0][1], rows
+
+
+def _tolist_0d(x):
+    n = (x * 10).long().sum().tolist()
+    return x * n, n
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _float,
+        _int,
+        _int_of_int_tensor,
+        _float_of_int_tensor,
+        _bool,
+        _bool_of_number,
+        _dunder,
+        _one_element_1d,
+        _tolist,
+        _tolist_2d,
+        _tolist_0d,
+    ],
+)
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_read_is_one_graph_and_new_values_do_not_recompile(fn, backend):
+    """Results (numbers keep their Python type), gradients, one graph over six different values."""
+    cnt = CompileCounterWithBackend(backend)
+    check(fn, _values, cnt, graphs=1, calls=6, grads=True)
+
+
+def test_the_read_is_recorded_as_torch_compile_records_it(cnt):
+    """item() then sym_float / sym_int / `!= 0`; tolist() as indexing and item() per element."""
+    stenograph.compile(_float, backend=cnt)(*_values(0))
+    stenograph.compile(_int, backend=cnt)(*_values(0))
+    stenograph.compile(_bool_of_number, backend=cnt)(*_values(0))
+    stenograph.compile(_tolist, backend=cnt)(*_values(0))
+    targets = [[n.target for n in g.graph.nodes if n.op in ("call_method", "call_function")] for g in cnt.graphs]
+    assert targets[0][1:3] == ["item", torch.sym_float]
+    assert targets[1][1:3] == ["item", torch.sym_int]
+    assert targets[2][1:] == ["item", operator.ne]
+    assert targets[3].count("item") == 4
+
+
+def _branch(x):
+    v = float(x.sum())
+    if v > 0:
+        return x + v
+    return x - v
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_branch_on_the_number_breaks_cleanly(backend):
+    """The graph before the branch, one resume graph per direction: three in all, whatever the
+    values (torch.compile: four, it compiles a resume function again when the float it receives
+    changes)."""
+    cnt = CompileCounterWithBackend(backend)
+    check(_branch, lambda i: (t(4, seed=i) * 3,), cnt, graphs=3, calls=8, torch_graphs=4)
+    assert len({g.code for g in cnt.graphs}) == 3
+
+
+def test_a_new_shape_recompiles(cnt):
+    compiled = stenograph.compile(_float, backend=cnt)
+    for n in (4, 4, 6, 6):
+        x = torch.randn(n)
+        assert_same(compiled(x), _float(x))
+    assert cnt.frame_count == 2
+
+
+def _float_of_many(x):
+    return float(x)
+
+
+def _tolist_float(x):
+    return x * x.tolist()[0]
+
+
+def _int_of_bool(x):
+    return int(x.sum() > 0) + x
+
+
+@pytest.mark.parametrize(
+    ("fn", "reason"),
+    [
+        (_tolist_float, "Tensor.tolist() reads the tensor's values"),  # as torch.compile
+        (_int_of_bool, "int(tensor) reads the tensor's value"),
+        (_float_of_many, "float(tensor) reads the tensor's value"),  # eager raises
+    ],
+)
+def test_reads_not_captured_break_and_name_the_call(fn, reason):
+    with pytest.raises(Unsupported, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        stenograph.compile(fn, backend="eager", fullgraph=True)(torch.randn(4))
+    x = torch.randn(4)
+    if fn is _float_of_many:
+        with pytest.raises(ValueError, match="only one element tensors"):
+            stenograph.compile(fn, backend="eager")(x)
+        return
+    assert_same(stenograph.compile(fn, backend="eager")(x), fn(x))
+
+
+def test_without_the_setting_each_read_breaks(cnt):
+    with stenograph.config.patch(capture_scalar_outputs=False):
+        for fn in (_float, _int, _bool, _tolist):
+            with pytest.raises(Unsupported, match="reads the tensor's value"):
+                stenograph.compile(fn, backend=cnt, fullgraph=True)(*_values(0))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fn", [_float, _int, _bool, _tolist])
+def test_inductor_compiles_the_read(fn):
+    # int() / bool() differentiated: Inductor's backward names the symbol that item() made
+    # without defining it (NameError), under torch.compile as well; inference works
+    grads = fn in (_float, _tolist)
+    cnt = CompileCounterWithBackend("inductor")
+    with torch.set_grad_enabled(grads):
+        check(fn, _values, cnt, graphs=1, calls=3, grads=grads)
