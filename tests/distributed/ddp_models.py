@@ -39,11 +39,13 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
-class TinyTransformer(nn.Module):
-    def __init__(self, d_in: int = 8, d: int = 16, heads: int = 2, layers: int = 2, d_out: int = 4) -> None:
+class _Stack(nn.Module):
+    """Blocks between an input and an output projection."""
+
+    def __init__(self, d_in: int, d: int, d_out: int, blocks: list[nn.Module]) -> None:
         super().__init__()
         self.embed = nn.Linear(d_in, d)
-        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(blocks)
         self.head = nn.Linear(d, d_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -53,23 +55,18 @@ class TinyTransformer(nn.Module):
         return self.head(x)
 
 
-class EncoderStack(nn.Module):
-    """A few `nn.TransformerEncoderLayer`s between an input and an output projection."""
+class TinyTransformer(_Stack):
+    def __init__(self, d_in: int = 8, d: int = 16, heads: int = 2, layers: int = 2, d_out: int = 4) -> None:
+        super().__init__(d_in, d, d_out, [Block(d, heads) for _ in range(layers)])
+
+
+class EncoderStack(_Stack):
+    """A few `nn.TransformerEncoderLayer`s."""
 
     def __init__(self, d_in: int = 8, d: int = 16, layers: int = 3, d_out: int = 4) -> None:
-        super().__init__()
-        self.embed = nn.Linear(d_in, d)
-        self.layers = nn.ModuleList(
-            nn.TransformerEncoderLayer(d, nhead=2, dim_feedforward=32, dropout=0.0, batch_first=True)
-            for _ in range(layers)
-        )
-        self.head = nn.Linear(d, d_out)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.embed(x)
-        for layer in self.layers:
-            x = layer(x)
-        return self.head(x)
+        layer = nn.TransformerEncoderLayer
+        blocks = [layer(d, nhead=2, dim_feedforward=32, dropout=0.0, batch_first=True) for _ in range(layers)]
+        super().__init__(d_in, d, d_out, blocks)
 
 
 def module_bytes(model: nn.Module, counted: set[int] | None = None) -> list[int]:

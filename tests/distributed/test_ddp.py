@@ -132,7 +132,7 @@ def _encoder_pieces() -> int:
     sizes = []
     model = EncoderStack()
     sizes.append(_bytes(model.embed))
-    for layer in model.layers:
+    for layer in model.blocks:
         sizes += [_bytes(layer.self_attn), _bytes(layer.norm1), _bytes(layer.linear1)]
         sizes += [_bytes(layer.linear2), _bytes(layer.norm2)]
     sizes.append(_bytes(model.head))
