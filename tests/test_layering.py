@@ -2,8 +2,8 @@
 
 The layers, bottom to top (a module may import its own layer and any layer below it):
 
-    L0 leaves      errors, config, torch_state, module_hooks, marks, process_state, recursion: no
-                   stenograph imports but each other
+    L0 leaves      errors, config, torch_state, module_hooks, marks, process_state, recursion, stance,
+                   thread_flag: no stenograph imports but each other
     L1 bytecode    decoding and assembling code objects, resume code
     L2 guards      sources, guard sets, generated Python functions (pyfunc), guard failures
                    (guards/failures.py); and events, whose records carry guard failures
@@ -13,8 +13,8 @@ The layers, bottom to top (a module may import its own layer and any layer below
                    by concern), and backends
     L5 compiling   frame_compiler (compile_frame), verify
     L6 entry       the entry wrapper and its caches; hands its wrappers down as `graph.runtime.Runtime`
-    L7 user-facing api, compiler (the torch.compiler-style namespace), export, the package itself,
-                   testing, observability (logs, explain, inspection,
+    L7 user-facing api, compiler (the torch.compiler-style namespace), export (with export_shapes),
+                   the package itself, testing, observability (logs, explain, inspection,
                    structured_trace, progress), report, cli (the command line, demo, runner)
 
 What a lower layer needs from a higher one is passed down as an object (`Runtime`), or lives in
@@ -34,7 +34,20 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "stenograph"
 
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(["errors", "config", "torch_state", "module_hooks", "marks", "process_state", "recursion"], 0),
+    **dict.fromkeys(
+        [
+            "errors",
+            "config",
+            "torch_state",
+            "module_hooks",
+            "marks",
+            "process_state",
+            "recursion",
+            "stance",
+            "thread_flag",
+        ],
+        0,
+    ),
     "bytecode": 1,
     **dict.fromkeys(["guards", "events"], 2),
     "shapes": 3,
@@ -46,6 +59,7 @@ LAYERS: dict[str, int] = {
             "api",
             "compiler",
             "export",
+            "export_shapes",
             "__init__",
             "__main__",
             "testing",

@@ -6,18 +6,29 @@ from .api import (
     allow_in_graph,
     assume_constant_result,
     compile,
+    cudagraph_mark_step_begin,
     disable,
     disallow_in_graph,
     graph_break,
     is_compiling,
+    is_exporting,
+    nested_compile_region,
     optimize,
     reset,
     run,
+    set_stance,
     skip,
+    substitute_in_graph,
 )
-from .backends.registry import list_backends, lookup_backend, register_backend
+from .backends.registry import (
+    get_default_backend,
+    list_backends,
+    lookup_backend,
+    register_backend,
+    set_default_backend,
+)
 from .entry import StenographWarning
-from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
+from .errors import BreakKind, ConstraintViolation, RecompileError, StenographError, Unsupported
 from .export import ExportGuards, ExportResult, export
 from .observability import logs, structured_trace
 from .observability.explain import ExplainOutput, explain
@@ -37,6 +48,7 @@ __all__ = [
     "compile",
     "compiler",
     "config",
+    "cudagraph_mark_step_begin",
     "disable",
     "disallow_in_graph",
     "errors",
@@ -45,20 +57,27 @@ __all__ = [
     "export",
     "ExportGuards",
     "ExportResult",
+    "get_default_backend",
     "graph_break",
     "inspect",
     "is_compiling",
+    "is_exporting",
     "list_backends",
     "lookup_backend",
     "mark_dynamic",
     "mark_static",
     "maybe_mark_dynamic",
+    "nested_compile_region",
     "optimize",
+    "RecompileError",
     "register_backend",
     "reset",
     "run",
+    "set_default_backend",
     "set_logs",
+    "set_stance",
     "skip",
+    "substitute_in_graph",
     "testing",
 ]
 

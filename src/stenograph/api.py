@@ -11,15 +11,17 @@ import copy
 import functools
 import pickle
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import torch
 
 from . import entry, process_state
+from . import stance as stance_state
 from .backends.call_marks import marking_calls, wants_call_marks
-from .backends.registry import resolve_backend
+from .backends.registry import get_default_backend, resolve_backend
 from .errors import StenographError
+from .graph.codegen import in_compiled_code
 from .marks import (
     allow_in_graph,
     assume_constant_result,
@@ -27,9 +29,13 @@ from .marks import (
     graph_break,
     is_allowed_in_graph,
     is_compiling,
+    is_exporting,
     mark_disabled,
+    nested_compile_region,
+    substitute_in_graph,
 )
-from .module_hooks import has_module_hooks
+from .module_hooks import call_with_hooks, has_module_hooks
+from .stance import STANCES, Stance
 from .variables.class_lookup import class_attribute
 from .variables.trace_rules import is_graph_op
 
@@ -48,12 +54,15 @@ def compile(  # noqa: A001 - mirrors torch.compile
     *,
     fullgraph: bool = False,
     dynamic: bool | None = None,
-    backend: Any = "inductor",
+    backend: Any = None,
     mode: str | None = None,
     options: dict | None = None,
     disable: bool = False,
 ) -> Any:
-    """Compile a function or nn.Module; usable bare, with arguments, or as a plain call."""
+    """Compile a function or nn.Module; usable bare, with arguments, or as a plain call. Without
+    `backend`, the default backend (`set_default_backend`, initially "inductor")."""
+    if backend is None:
+        backend = get_default_backend()
     if dynamic not in (None, False, True):
         raise TypeError(f"stenograph.compile(dynamic=...) takes None, True or False, not {dynamic!r}")
     if not isinstance(fullgraph, bool):
@@ -141,8 +150,6 @@ _DELEGATED = (
     "named_buffers",
     "children",
     "named_children",
-    "modules",
-    "named_modules",
     "get_submodule",
     "get_parameter",
     "get_buffer",
@@ -163,6 +170,9 @@ class OptimizedModule(torch.nn.Module):
 
     The original module is not registered as a submodule, so `state_dict()` and
     `named_parameters()` keep the original keys; they and other structural methods delegate to it.
+    The wrapper itself is an nn.Module of its own for what is applied to it: its class may be
+    replaced (FSDP2's `fully_shard` does), hooks registered on it run around the compiled forward,
+    and `named_modules()` lists it, under the original's name, just before the original.
     """
 
     def __init__(
@@ -199,7 +209,7 @@ class OptimizedModule(torch.nn.Module):
             # an instance-level forward replaces the class's: compile that instead, eagerly for now
             return mod(*args, **kwargs)
         if has_module_hooks(mod):
-            return _call_with_hooks(mod, self._compiled_forward, args, kwargs)
+            return call_with_hooks(mod, self._compiled_forward, args, kwargs)
         return self._compiled_forward(mod, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -208,13 +218,28 @@ class OptimizedModule(torch.nn.Module):
         return getattr(self.__dict__["_orig_mod"], name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in self.__dict__:
+        if name in self.__dict__ or _is_data_descriptor(class_attribute(type(self), name)):
+            # the wrapper's own state, or what its class defines for it (`__class__`, properties)
             object.__setattr__(self, name, value)
         else:
             setattr(self._orig_mod, name, value)
 
     def __delattr__(self, name: str) -> None:
         delattr(self._orig_mod, name)
+
+    def named_modules(
+        self, memo: set[torch.nn.Module] | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, torch.nn.Module]]:
+        """The wrapper, then the original's modules under the same names: a walk from a parent
+        meets the wrapper (where `fully_shard` keeps its state) and the original (isinstance
+        checks on the user's classes still find it)."""
+        if memo is None:
+            memo = set()
+        if self not in memo:
+            if remove_duplicate:
+                memo.add(self)
+            yield prefix, self
+        yield from self._orig_mod.named_modules(memo, prefix, remove_duplicate)
 
     def train(self, mode: bool = True) -> OptimizedModule:
         self._orig_mod.train(mode)
@@ -243,6 +268,10 @@ class OptimizedModule(torch.nn.Module):
         return _compile_again(copy.deepcopy(reduced[0], memo), *reduced[1:])
 
 
+def _is_data_descriptor(attribute: Any) -> bool:
+    return hasattr(type(attribute), "__set__")
+
+
 def _compile_again(
     mod: torch.nn.Module, backend: Any, mode: str | None, options: dict | None, fullgraph: bool, dynamic: bool | None
 ) -> OptimizedModule:
@@ -262,30 +291,6 @@ def _delegate(name: str) -> Callable:
 
 for _name in _DELEGATED:
     setattr(OptimizedModule, _name, _delegate(_name))
-
-
-def _call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:
-    """Run the original module's forward pre-hooks and hooks around the compiled forward."""
-    if mod._backward_hooks or mod._backward_pre_hooks:
-        return mod(*args, **kwargs)  # full backward hooks need nn.Module's own call path
-    for hook_id, hook in list(mod._forward_pre_hooks.items()):
-        if hook_id in mod._forward_pre_hooks_with_kwargs:
-            result = hook(mod, args, kwargs)
-            if result is not None:
-                args, kwargs = result
-        else:
-            result = hook(mod, args)
-            if result is not None:
-                args = result if isinstance(result, tuple) else (result,)
-    output = forward(mod, *args, **kwargs)
-    for hook_id, hook in list(mod._forward_hooks.items()):
-        if hook_id in mod._forward_hooks_with_kwargs:
-            result = hook(mod, args, kwargs, output)
-        else:
-            result = hook(mod, args, output)
-        if result is not None:
-            output = result
-    return output
 
 
 def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str | None = None) -> Callable:
@@ -335,7 +340,7 @@ class _RunOnly(contextlib.ContextDecorator):
     """`run()` as a context manager or decorator: no compiles inside it."""
 
     def __enter__(self) -> _RunOnly:
-        self._block = entry.run_only()
+        self._block = entry.run_only.on()
         self._block.__enter__()
         return self
 
@@ -354,12 +359,108 @@ def run(fn: Callable | None = None) -> Any:
         raise TypeError(f"stenograph.run() needs a callable, got {type(fn).__qualname__}")
 
     def running(*args: Any, **kwargs: Any) -> Any:
-        with entry.run_only():
+        with entry.run_only.on():
             return fn(*args, **kwargs)
 
     if not isinstance(fn, torch.nn.Module):
         functools.update_wrapper(running, fn)
     return running
+
+
+class set_stance:  # noqa: N801 - mirrors torch.compiler.set_stance, a class used as a function
+    """Set what calls of compiled code do, process-wide (`torch.compiler.set_stance`): as a
+    function call (in force until changed), a context manager or a decorator (in force while
+    the block or function runs).
+
+    - "default": compile on a miss, run cached code when its guards pass; `force_backend`
+      compiles and runs every compiled function with that backend instead of its own;
+    - "force_eager": run every compiled function eagerly (cached code is ignored, nothing compiles);
+    - "eager_on_recompile": run cached code whose guards pass, and eagerly where none does
+      (nothing compiles);
+    - "fail_on_recompile": run cached code whose guards pass, and raise `RecompileError` where
+      none does.
+
+    Calling it from compiled code (at a graph break) raises RuntimeError, as torch's does.
+    """
+
+    def __init__(
+        self,
+        stance: str = "default",
+        *,
+        skip_guard_eval_unsafe: bool = False,
+        force_backend: Any = None,
+    ) -> None:
+        self.stance = _make_stance(stance, skip_guard_eval_unsafe, force_backend)
+        self.previous = _put_in_force(self.stance)
+
+    def __enter__(self) -> None:
+        _put_in_force(self.stance)
+
+    def __exit__(self, *exc: Any) -> None:
+        _put_in_force(self.previous)
+
+    def __call__(self, fn: Callable) -> Callable:
+        """As a decorator: the stance holds only while `fn` runs (each call sets it anew and
+        restores the one it found, so nested and recursive calls unwind correctly)."""
+        _put_in_force(self.previous)
+        if not callable(fn):
+            raise TypeError(f"set_stance(...) decorates a callable, got {type(fn).__qualname__}")
+        wanted = self.stance
+
+        @functools.wraps(fn)
+        def with_stance(*args: Any, **kwargs: Any) -> Any:
+            found = _put_in_force(wanted)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _put_in_force(found)
+
+        return with_stance
+
+
+# torch's stances that stenograph does not have
+_STANCES_NOT_PROVIDED = ("eager_then_compile", "aot_eager_then_compile")
+
+
+def _make_stance(name: Any, skip_guard_eval_unsafe: bool, force_backend: Any) -> Stance:
+    if not isinstance(name, str):
+        raise TypeError(
+            f"set_stance() takes a stance name (str), got {type(name).__qualname__}; "
+            "as a decorator write @set_stance('force_eager')"
+        )
+    if name in _STANCES_NOT_PROVIDED:
+        raise NotImplementedError(f"stenograph does not provide the stance {name!r}; it has {', '.join(STANCES)}")
+    if name not in STANCES:
+        raise ValueError(f"unknown stance {name!r}; the stances are {', '.join(STANCES)}")
+    if skip_guard_eval_unsafe:
+        raise NotImplementedError(
+            "set_stance(skip_guard_eval_unsafe=True) is not implemented: stenograph checks every guard of "
+            "each entry it tries (one generated Python function per entry); pass skip_guard_eval_unsafe=False"
+        )
+    if force_backend is None:
+        return Stance(name)
+    if name != "default":
+        raise ValueError(f"set_stance(force_backend=...) needs the 'default' stance, not {name!r}")
+    compiler, backend_name = _resolve_backend(force_backend, None, None)
+    return Stance(name, compiler, backend_name)
+
+
+def _put_in_force(wanted: Stance) -> Stance:
+    """Make `wanted` the stance; the one it replaces. Refused inside compiled code, where a
+    change would hold for part of one compiled call."""
+    if in_compiled_code():
+        raise RuntimeError("stenograph.set_stance() was called inside compiled code; call it outside compiled code")
+    return stance_state.swap(wanted)
+
+
+def cudagraph_mark_step_begin() -> None:
+    """Tell Inductor's CUDA-graph trees that a new iteration begins (torch.compiler's), where
+    the call marks of a compiled function do not say it: tensors a previous iteration's replay
+    returned may then be overwritten."""
+    # Inductor is slow to import: only when asked
+    from torch._inductor import cudagraph_trees
+
+    cudagraph_trees.mark_step_begin()
 
 
 def reset() -> None:
@@ -375,12 +476,17 @@ __all__ = [
     "allow_in_graph",
     "assume_constant_result",
     "compile",
+    "cudagraph_mark_step_begin",
     "disable",
     "disallow_in_graph",
     "graph_break",
     "is_compiling",
+    "is_exporting",
+    "nested_compile_region",
     "optimize",
     "reset",
     "run",
+    "set_stance",
     "skip",
+    "substitute_in_graph",
 ]

@@ -7,25 +7,25 @@ guard function with the caller's own arguments, then one call of its transformed
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 import types
 import warnings
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 from . import config, events, process_state, torch_state
-from .errors import BreakKind, ConstraintViolation, StenographError, Unsupported
+from .errors import BreakKind, ConstraintViolation, RecompileError, StenographError, Unsupported
 from .frame_compiler import CacheEntry, accepts, compile_frame, frame_label
 from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
 from .guards.pyfunc import with_closure
-from .module_hooks import has_global_forward_hooks, has_module_hooks
+from .module_hooks import call_with_hooks, has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
+from .stance import current as _stance
+from .thread_flag import ThreadFlag
 
 
 class StenographWarning(UserWarning):
@@ -84,7 +84,7 @@ class FrameCache:
         for entry in self.entries:
             if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
                 return entry.fn, full
-        if self.eager_reason is not None or _run_only.active:
+        if self.eager_reason is not None or run_only.active or not _stance.stance.compiles:
             return fn, args
         # a miss deep in a recursion: the tracer and the backend get frames beyond the limit
         headroom = compile_headroom()
@@ -100,6 +100,8 @@ class FrameCache:
         if not accepts(fn, args, kwargs):
             return fn, args  # wrong arguments: the call raises Python's TypeError, as in eager
         label = frame_label(self.code)
+        if _stance.stance.name == "fail_on_recompile":
+            raise RecompileError(self._refusal(fn, label, full, kwargs))
         if self.entries:
             newest = self.entries[-1]  # the reason reported: why the newest entry did not match
             failure = newest.guard_failure(full, kwargs) if newest.takes_defaults_of(fn) else _OTHER_DEFAULTS
@@ -158,30 +160,24 @@ class FrameCache:
         events.publish(events.FrameCompiled(self.code, label, entry, len(self.entries)))
         return entry.fn, full
 
+    def _refusal(self, fn: types.FunctionType, label: str, full: tuple, kwargs: dict) -> str:
+        """Why a call under `fail_on_recompile` would compile: each entry's failing guard."""
+        lines = [f"stenograph: {label} would compile, but the stance is 'fail_on_recompile'"]
+        if not self.entries:
+            lines.append("    it has no compiled entry yet (compile it under the default stance first)")
+        for i, entry in enumerate(self.entries):
+            failure = entry.guard_failure(full, kwargs) if entry.takes_defaults_of(fn) else _OTHER_DEFAULTS
+            lines.append(f"    - entry {i}: {(failure or GuardFailure('unknown')).reason}")
+        return "\n".join(lines)
+
     def _give_up(self, label: str, reason: str, cause: events.EagerCause, break_kind: BreakKind | None = None) -> None:
         self.eager_reason = reason
         events.publish(events.RunsEagerly(self.code, label, reason, cause, break_kind))
         warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=6)
 
 
-class _RunOnlyState(threading.local):
-    active = False
-
-
-# per thread, as torch.compile's frame callback is: `stenograph.run` in one thread does not stop
-# another from compiling
-_run_only = _RunOnlyState()
-
-
-@contextlib.contextmanager
-def run_only() -> Iterator[None]:
-    """Within the block, misses run eagerly instead of compiling; cached entries still run."""
-    previous = _run_only.active
-    _run_only.active = True
-    try:
-        yield
-    finally:
-        _run_only.active = previous
+# misses run eagerly instead of compiling while on (`stenograph.run`); cached entries still run
+run_only = ThreadFlag()
 
 
 def _out_of_depth(error: BaseException) -> bool:
@@ -334,6 +330,8 @@ def entry_wrapper(
         closure = prefix[0]
 
         def compiled(*args: Any, **kwargs: Any) -> Any:
+            if _stance.bypass:
+                return _bypassed(fn, prefix, args, kwargs, fullgraph, dynamic)
             d = fn.__defaults__
             k = fn.__kwdefaults__
             for entry in entries:
@@ -349,6 +347,8 @@ def entry_wrapper(
     else:
 
         def compiled(*args: Any, **kwargs: Any) -> Any:
+            if _stance.bypass:
+                return _bypassed(fn, prefix, args, kwargs, fullgraph, dynamic)
             d = fn.__defaults__
             k = fn.__kwdefaults__
             for entry in entries:
@@ -367,6 +367,25 @@ def entry_wrapper(
     compiled.__stenograph_original__ = fn  # type: ignore[attr-defined]
     compiled.__stenograph_cache__ = cache  # type: ignore[attr-defined]
     return compiled
+
+
+def _bypassed(
+    fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool, dynamic: bool | None
+) -> Any:
+    """A call under a stance that sets the function's own entries aside: `force_eager` runs it
+    eagerly, a forced backend runs (and compiles) the entries of that backend's cache."""
+    stance = _stance.stance
+    if stance.backend is None:
+        return fn(*args, **kwargs)
+    cache = owned_cache(fn, stance.backend, stance.backend_name, dynamic)
+    full = prefix + args
+    for entry in cache.entries:
+        if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
+            result = entry.fn(*full, **kwargs)
+            break
+    else:
+        result = cache.miss(fn, prefix, args, kwargs, fullgraph, 2)  # miss's frame and this one
+    return result.run() if type(result) is Continue else result
 
 
 def _nested(fn: types.FunctionType, entries: list[CacheEntry], miss: Any, fullgraph: bool, prefix: tuple) -> Any:
@@ -465,7 +484,8 @@ process_state.register_containers("entry.module_callers", _module_callers)
 
 
 def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) -> Any:
-    """`call(module, *args)` running a module's compiled forward (hooks run eagerly around it).
+    """`call(module, *args)` running a module's compiled forward (its forward hooks run eagerly
+    around it; with global module hooks the module is called as it is).
 
     Used where a graph break calls a submodule: the submodule is compiled as its own frame.
     It does not raise the recursion limit (`recursion`): its two frames (this one and the
@@ -479,11 +499,13 @@ def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) 
     def call(module: Any, *args: Any, **kwargs: Any) -> Any:
         forward = type(module).forward
         plain = "forward" not in module.__dict__ and isinstance(forward, types.FunctionType)
-        if not plain or has_module_hooks(module) or has_global_forward_hooks():
+        if not plain or has_global_forward_hooks():
             return module(*args, **kwargs)
         wrapper = forwards.get(forward)
         if wrapper is None:
             wrapper = forwards[forward] = entry_wrapper(forward, backend, backend_name, False, dynamic)
+        if has_module_hooks(module):
+            return call_with_hooks(module, wrapper, args, kwargs)
         return wrapper(module, *args, **kwargs)
 
     _module_callers[(id(backend), dynamic)] = call

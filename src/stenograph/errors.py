@@ -96,6 +96,13 @@ class InvalidConfig(StenographError, AttributeError):
     """An unknown config key or a value of the wrong type."""
 
 
+class RecompileError(StenographError, RuntimeError):
+    """A compiled function would compile under `set_stance("fail_on_recompile")`.
+
+    Raised to the caller, naming the function and why no compiled entry accepted the call.
+    """
+
+
 class ConstraintViolation(StenographError, ValueError):
     """A tensor's size lies outside the range `mark_dynamic(t, dim, min=, max=)` declared for it.
 

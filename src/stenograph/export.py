@@ -2,10 +2,12 @@
 
 Mirrors `torch._dynamo.export`: the graph module takes the function's own parameters (a module's
 forward without `self`) and returns what the function returns, so calling it with the same
-arguments gives eager's result. Parameters and buffers of an exported module are attributes of
-the graph module (the same tensors, under their qualified names); tensors read from globals or
+arguments gives eager's result; with `aten_graph=True` its operations are ATen operators, as
+`make_fx` records the captured graph. Parameters and buffers of an exported module are attributes
+of the graph module (the same tensors, under their qualified names); tensors read from globals or
 closures are held as constants. A function that needs a graph break raises `Unsupported` naming
-every break: it is then run once, with breaks, to find them all.
+every break: it is then run once, with breaks, to find them all. While it traces,
+`is_exporting()` is True.
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.fx
+from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.autograd import grad_mode
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import api, entry, events
 from .errors import Unsupported
+from .export_shapes import DeclaredDim, check_dims, declared_bounds, read_spec
 from .frame_compiler import Capture, capture_frame, frame_label
 from .graph.resume import dynamic_arguments
 from .guards.pyfunc import signature_only
 from .guards.sources import AttrSource, ItemSource, LocalSource, ModuleMemberSource, Source
+from .marks import exporting
 from .shapes.dynamic import DynamicPolicy
 from .variables.base import Variable
 from .variables.containers import DictVariable, ListVariable, TupleVariable
@@ -38,13 +46,22 @@ class ExportGuards:
 
     Iterating gives each check as text; `check(*args, **kwargs)` says whether arguments satisfy
     them all, i.e. whether the graph module is valid for that call, and `failure(...)` which
-    check they fail."""
+    check they fail. `constraints` says, for each dimension `dynamic_shapes=` declared, what the
+    trace made of it (`L['x'].size()[0]: batch in [2, 1024]`)."""
 
-    def __init__(self, texts: list[str], guard: types.FunctionType, explainer: Callable, prefix: tuple) -> None:
+    def __init__(
+        self,
+        texts: list[str],
+        guard: types.FunctionType,
+        explainer: Callable,
+        prefix: tuple,
+        constraints: list[str] | None = None,
+    ) -> None:
         self.texts = texts
         self._guard = guard
         self._explainer = explainer
         self._prefix = prefix
+        self.constraints = constraints or []
 
     def check(self, *args: Any, **kwargs: Any) -> bool:
         return bool(self._guard(*self._prefix, *args, **kwargs))
@@ -70,36 +87,72 @@ class ExportResult(NamedTuple):
 
 
 def export(
-    fn: Callable, *extra_args: Any, dynamic: bool | None = None, **extra_kwargs: Any
+    fn: Callable,
+    *extra_args: Any,
+    aten_graph: bool = False,
+    pre_dispatch: bool = False,
+    decomposition_table: dict | None = None,
+    dynamic: bool | None = None,
+    dynamic_shapes: Any = None,
+    **extra_kwargs: Any,
 ) -> Callable[..., ExportResult]:
     """`export(fn)(*args, **kwargs)` -> `ExportResult(graph_module, guards)` for a function, a
-    bound method, an `nn.Module` (its forward) or a compiled one of those. `dynamic` as in
+    bound method, an `nn.Module` (its forward) or a compiled one of those.
+
+    `aten_graph=True` gives the graph in ATen operators (as `make_fx` records them, with
+    `decomposition_table` applied; `pre_dispatch=True`: as autograd sees them, keeping
+    grad-mode switches, which a graph that switches grad mode always is). `dynamic_shapes`
+    declares dynamic dimensions as torch.export does (`export_shapes`). `dynamic` as in
     `compile`: None keeps sizes static unless marked (`mark_dynamic`), True makes every size and
     int argument symbolic, False none."""
     if extra_args or extra_kwargs:
         raise TypeError("use stenograph.export(fn)(*args, **kwargs)")
     if dynamic not in (None, False, True):
         raise TypeError(f"stenograph.export(dynamic=...) takes None, True or False, not {dynamic!r}")
+    if dynamic is not None and dynamic_shapes is not None:
+        raise TypeError("stenograph.export() takes dynamic= or dynamic_shapes=, not both")
+    if (decomposition_table is not None or pre_dispatch) and not aten_graph:
+        raise TypeError("stenograph.export(decomposition_table=..., pre_dispatch=...) need aten_graph=True")
     function, bound_self = _target(fn)
 
     def run(*args: Any, **kwargs: Any) -> ExportResult:
         full = (bound_self, *args) if bound_self is not None else args
         code = function.__code__
+        declared = [] if dynamic_shapes is None else _declared(function, bound_self, full, kwargs, dynamic_shapes)
+        policy = DynamicPolicy(dynamic, dynamic_arguments(code), declared_bounds(declared))
         try:
-            captured = capture_frame(function, full, kwargs, DynamicPolicy(dynamic, dynamic_arguments(code)))
+            with exporting.on():
+                captured = capture_frame(function, full, kwargs, policy)
         except Unsupported as first:
             raise _every_break(fn, args, kwargs, first, frame_label(code)) from None
+        constraints = check_dims(declared, captured.output.inputs, captured.output.fake_mode.shape_env)
         module = bound_self if isinstance(bound_self, torch.nn.Module) else None
-        graph_module = _graph_module(function, captured, module, frame_label(code))
+        decompositions = decomposition_table or {} if aten_graph else None
+        graph_module = _graph_module(function, captured, module, frame_label(code), decompositions, pre_dispatch)
         prefix = (function.__closure__,) if code.co_freevars else ()
         if bound_self is not None:
             prefix = (*prefix, bound_self)
         guard_set = captured.output.guards
         texts = [check.text for check in guard_set.ordered()]
         explainer = guard_set.build_explainer(code, signature_only(function), frame_label(code))
-        return ExportResult(graph_module, ExportGuards(texts, captured.guard, explainer, prefix))
+        return ExportResult(graph_module, ExportGuards(texts, captured.guard, explainer, prefix, constraints))
 
     return run
+
+
+def _declared(function: types.FunctionType, bound_self: Any, args: tuple, kwargs: dict, spec: Any) -> list[DeclaredDim]:
+    """`dynamic_shapes` read against the call's arguments (by the parameters of `function`,
+    less the bound `self`)."""
+    signature = inspect.signature(function, follow_wrapped=False)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(
+            f"stenograph.export: the arguments do not fit {function.__qualname__}{signature}: {e}"
+        ) from None
+    bound.apply_defaults()
+    parameters = list(signature.parameters.values())[1 if bound_self is not None else 0 :]
+    return read_spec(parameters, bound.arguments, spec)
 
 
 def _target(fn: Any) -> tuple[types.FunctionType, Any]:
@@ -168,9 +221,15 @@ def _every_break(fn: Any, args: tuple, kwargs: dict, first: Unsupported, label: 
 
 
 def _graph_module(
-    fn: types.FunctionType, captured: Capture, module: torch.nn.Module | None, label: str
+    fn: types.FunctionType,
+    captured: Capture,
+    module: torch.nn.Module | None,
+    label: str,
+    decompositions: dict | None,
+    pre_dispatch: bool,
 ) -> torch.fx.GraphModule:
-    """The traced graph with the function's own parameters as placeholders."""
+    """The traced graph with the function's own parameters as placeholders; in ATen operators
+    when `decompositions` is a table (possibly empty), recorded before dispatch if `pre_dispatch`."""
     output = captured.output
     if output.side_effects:
         raise Unsupported(
@@ -182,14 +241,75 @@ def _graph_module(
         raise Unsupported(f"stenograph.export: {label} leaves grad mode switched, which a graph cannot do")
     graph = torch.fx.Graph()
     builder = _InputBuilder(fn, graph, module)
-    val_map: dict[torch.fx.Node, torch.fx.Node] = {}
-    for graph_input in output.inputs:
-        val_map[graph_input.node] = builder.node_for(graph_input.source, graph_input.example)
-    graph.graph_copy(output.graph, val_map)
+    inputs = [builder.node_for(i.source, i.example) for i in output.inputs]
+    if decompositions is None:
+        val_map = dict(zip((i.node for i in output.inputs), inputs))
+        graph.graph_copy(output.graph, val_map)
+        attributes: dict[str, Any] = dict(output.submodules)
+    else:
+        val_map, attributes = _aten_copy(graph, captured, inputs, decompositions, pre_dispatch, label)
     graph.output(_output_arg(captured.result, val_map, label))
-    graph_module = torch.fx.GraphModule(builder.attributes, graph, class_name="StenographExport")
+    graph_module = torch.fx.GraphModule({**attributes, **builder.attributes}, graph, class_name="StenographExport")
     graph_module.meta["stenograph_frame"] = label
     return graph_module
+
+
+def _aten_copy(
+    graph: torch.fx.Graph,
+    captured: Capture,
+    inputs: list[torch.fx.Node],
+    decompositions: dict,
+    pre_dispatch: bool,
+    label: str,
+) -> tuple[dict[torch.fx.Node, Any], dict[str, Any]]:
+    """The captured graph recorded again in ATen operators by `make_fx` (on the trace's fake
+    inputs, so symbolic sizes stay symbolic) and copied into `graph` reading `inputs`; which
+    node or value of it stands for each node the result reads, and the attributes it reads.
+
+    Below autograd (the default) a grad-mode switch leaves no trace, so a graph that switches
+    grad mode is recorded before dispatch (`pre_dispatch`), which keeps the switches: its
+    operators are then those autograd sees (`aten.linear`, not `aten.addmm`)."""
+    output = captured.output
+    targets = {n.target for n in output.graph.nodes if n.op == "call_function"}
+    if grad_mode._enter_inference_mode in targets:
+        raise Unsupported(
+            f"stenograph.export(aten_graph=True): {label} enters torch.inference_mode, which an ATen graph "
+            "does not record (its outputs would track gradients)",
+            hint="export without aten_graph, or leave inference_mode out of the function",
+        )
+    switches_grad_mode = torch._C._set_grad_enabled in targets
+    results = list(dict.fromkeys(_result_nodes(captured.result, label)))
+    flat = torch.fx.Graph()
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}
+    flat.graph_copy(output.graph, copies)
+    flat.output(tuple(copies[n] for n in results))
+    flat_module = torch.fx.GraphModule(dict(output.submodules), flat)
+
+    def run(*args: Any) -> Any:
+        with torch.fx.traceback.preserve_node_meta():
+            return torch.fx.Interpreter(flat_module).run(*args)
+
+    # (a tracing context: torch's `invoke_subgraph` records one subgraph per region there)
+    context = torch._guards.TracingContext(output.fake_mode)
+    with unset_fake_temporarily(), enable_python_dispatcher(), torch._guards.tracing(context), output.fake_mode:
+        aten = make_fx(
+            run,
+            decomposition_table=decompositions,
+            tracing_mode="real",
+            _allow_non_fake_inputs=True,
+            pre_dispatch=pre_dispatch or switches_grad_mode,
+        )(*[i.fake for i in output.inputs])
+    placeholders = aten.graph.find_nodes(op="placeholder")
+    copied = graph.graph_copy(aten.graph, dict(zip(placeholders, inputs)))
+    attributes = {n.target: getattr(aten, n.target) for n in aten.graph.find_nodes(op="get_attr")}
+    return dict(zip(results, copied)), attributes
+
+
+def _result_nodes(var: Variable, label: str) -> list[torch.fx.Node]:
+    """The nodes of the traced graph that the returned value reads, in order."""
+    nodes: list[torch.fx.Node] = []
+    torch.fx.node.map_arg(_output_arg(var, {}, label), nodes.append)
+    return nodes
 
 
 class _InputBuilder:

@@ -1,15 +1,22 @@
 """Marks the user puts on functions, read by the trackers: `disable`, `allow_in_graph`,
-`disallow_in_graph`, `assume_constant_result`, `graph_break` and `is_compiling`.
+`disallow_in_graph`, `assume_constant_result`, `substitute_in_graph`, `nested_compile_region`,
+`graph_break`, `is_compiling` and `is_exporting`.
 
 A leaf module: `api` sets the marks and re-exports these functions; the tracing layer reads them
-here, so it never imports `api`. The allow- and disallow-in-graph sets are user decisions, like
-`config`, and survive `reset()` (which `explain()` calls), as torch's do.
+here, so it never imports `api`. The allow- and disallow-in-graph sets and the substitutes are
+user decisions, like `config`, and survive `reset()` (which `explain()` calls), as torch's do.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from .thread_flag import ThreadFlag
 
 DISABLED_ATTR = "__stenograph_disabled__"
 # torch's mark for the same thing (torch.compiler.disable, torch._dynamo.disable, and torch's
@@ -107,3 +114,133 @@ def graph_break() -> None:
 def is_compiling() -> bool:
     """True while stenograph traces (folded to True inside graphs); False when code runs."""
     return False
+
+
+# on while `stenograph.export` traces (per thread: an export in one thread must not fold True
+# into another thread's compile)
+exporting = ThreadFlag()
+
+
+def is_exporting() -> bool:
+    """True while `stenograph.export` traces (folded into the graph as a constant), False
+    otherwise: stricter than `is_compiling`, which compiles see too."""
+    return exporting.active
+
+
+# -- substitutes (`substitute_in_graph`) ----------------------------------------------------------
+
+_FUNCTION_TYPES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+)
+
+
+@dataclass(frozen=True)
+class Substitute:
+    """A Python function traced in place of `original` (usually a C function); `eager` is what
+    the decorator returned (it calls `original`)."""
+
+    original: Callable
+    traceable: types.FunctionType
+    eager: Callable
+    can_constant_fold_through: bool
+
+
+# by id of the original and of the decorator's result (each entry holds both alive)
+_substitutes: dict[int, Substitute] = {}
+
+
+def substitute_in_graph(
+    original_fn: Callable, *, can_constant_fold_through: bool = False, skip_signature_check: bool = False
+) -> Callable[[types.FunctionType], Callable]:
+    """Register the decorated Python function as what the tracer runs in place of `original_fn`
+    (torch.compiler's): a C function it could not trace becomes traceable. Eager calls, of the
+    original and of the function the decorator returns, run `original_fn` itself.
+
+    `can_constant_fold_through`: a call whose arguments are all constants calls `original_fn`
+    while tracing and folds its result into the graph. The substitute must take the same
+    parameters as the original (names, kinds, defaults; `*args, **kwargs` on either side matches
+    anything) unless `skip_signature_check`."""
+    if not isinstance(original_fn, _FUNCTION_TYPES):
+        raise TypeError(f"substitute_in_graph() expects a function, got {type(original_fn).__qualname__}")
+
+    def register(traceable_fn: types.FunctionType) -> Callable:
+        if not isinstance(traceable_fn, types.FunctionType):
+            raise TypeError(
+                f"@substitute_in_graph(...) decorates a Python function, got {type(traceable_fn).__qualname__}"
+            )
+        if not skip_signature_check:
+            _check_signatures(original_fn, traceable_fn)
+        if id(original_fn) in _substitutes:
+            raise ValueError(
+                f"{original_fn!r} already has a substitute: {_substitutes[id(original_fn)].traceable.__qualname__}"
+            )
+
+        @functools.wraps(traceable_fn)
+        def eager(*args: Any, **kwargs: Any) -> Any:
+            return original_fn(*args, **kwargs)
+
+        substitute = Substitute(original_fn, traceable_fn, eager, can_constant_fold_through)
+        _substitutes[id(original_fn)] = _substitutes[id(eager)] = substitute
+        return eager
+
+    return register
+
+
+def _check_signatures(original: Callable, traceable: types.FunctionType) -> None:
+    """The substitute takes what the original takes; an original without a signature (many C
+    functions) or `*args, **kwargs` on either side is not compared."""
+    try:
+        expected = _parameters(inspect.signature(original))
+    except ValueError:
+        return
+    got = _parameters(inspect.signature(traceable))
+    anything = _parameters(inspect.signature(lambda *args, **kwargs: None))
+    if expected != got and anything not in (expected, got):
+        raise TypeError(
+            f"substitute_in_graph: {traceable.__qualname__}{inspect.signature(traceable)} does not take the "
+            f"parameters of {getattr(original, '__qualname__', original)}{inspect.signature(original)} "
+            "(pass skip_signature_check=True to register it anyway)"
+        )
+
+
+def _parameters(signature: inspect.Signature) -> tuple:
+    """What must match: positional names in order, keyword-only names, defaults by name
+    (annotations and the names of `*args` / `**kwargs` do not matter)."""
+    params = signature.parameters.values()
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    positional = tuple(p.name for p in params if p.kind not in (*variadic, inspect.Parameter.KEYWORD_ONLY))
+    keyword_only = frozenset(p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY)
+    defaults = tuple(sorted((p.name, repr(p.default)) for p in params if p.kind not in variadic))
+    return positional, keyword_only, defaults
+
+
+def substitute_for(fn: Any) -> Substitute | None:
+    """The substitute registered for `fn` (the original or the decorated function), if any."""
+    return _substitutes.get(id(fn))
+
+
+# -- nested compile regions -----------------------------------------------------------------------
+
+# the attribute of a region's wrapper naming its body: torch.compiler's, so a function torch marked
+# is a region for stenograph too
+COMPILE_REGION_ATTR = "__marked_compile_region_fn__"
+
+
+def nested_compile_region(fn: Callable | None = None) -> Callable:
+    """Mark `fn` as a region traced into one subgraph that its calls with tensors of the same
+    metadata share (torch.compiler's `nested_compile_region`); eager calls just run it. Usable
+    as `@nested_compile_region` and `@nested_compile_region()`."""
+    if fn is None:
+        return nested_compile_region
+    if not callable(fn) or isinstance(fn, type):
+        raise TypeError(f"nested_compile_region() needs a function, got {type(fn).__qualname__}")
+
+    @functools.wraps(fn)
+    def region(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    setattr(region, COMPILE_REGION_ATTR, fn)
+    return region

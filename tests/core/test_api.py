@@ -92,6 +92,51 @@ def test_compiled_module_wrapper_behaves_like_the_module(cnt):
     assert cnt.frame_count == 1
 
 
+def test_compiled_submodule_is_listed_with_its_original_under_one_name(cnt):
+    """A walk from a parent (what FSDP2's root does to find its blocks' state) meets the wrapper
+    and then the original, both under the original's name; parameter names and state_dict keys
+    are the original's."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    plain = [(name, type(m)) for name, m in model.named_modules()]
+    layer = model[0]
+    model[0] = stenograph.compile(layer, backend=cnt)
+    assert [(n, m) for n, m in model.named_modules()][:3] == [("", model), ("0", model[0]), ("0", layer)]
+    assert [(name, type(m)) for name, m in model.named_modules() if m is not model[0]] == plain
+    assert list(model[0].modules()) == [model[0], layer]
+    assert [n for n, _ in model.named_parameters()] == ["0.weight", "0.bias"]
+    assert list(model.state_dict()) == ["0.weight", "0.bias"]
+
+
+class _Tagged:
+    """A mixin put in front of a module's class, as FSDP2's fully_shard does."""
+
+
+def test_replacing_the_class_of_a_compiled_module_changes_the_wrapper_only(cnt):
+    """`module.__class__ = ...` (fully_shard's conversion) is the wrapper's own: the original
+    keeps its class, and the wrapper still delegates and runs compiled."""
+    layer = nn.Linear(4, 4)
+    compiled = stenograph.compile(layer, backend=cnt)
+    compiled.__class__ = type("TaggedOptimizedModule", (_Tagged, type(compiled)), {})
+    assert isinstance(compiled, _Tagged) and isinstance(compiled, stenograph.OptimizedModule)
+    assert type(layer) is nn.Linear and compiled.weight is layer.weight
+    x = torch.randn(2, 4)
+    assert_same(compiled(x), layer(x))
+    assert cnt.frame_count == 1
+
+
+def test_hooks_registered_on_the_wrapper_run_around_the_compiled_forward(cnt):
+    """FSDP2 registers its unshard/reshard hooks on the module it converts (the wrapper)."""
+    layer = nn.Linear(4, 4)
+    compiled = stenograph.compile(layer, backend=cnt)
+    calls = []
+    compiled.register_forward_pre_hook(lambda mod, args: calls.append("pre"))
+    compiled.register_forward_hook(lambda mod, args, out: out * 2)
+    x = torch.randn(2, 4)
+    assert_same(compiled(x), layer(x) * 2)
+    assert calls == ["pre"] and cnt.frame_count == 1
+    assert not layer._forward_hooks and not layer._forward_pre_hooks
+
+
 def test_is_compiling_true_while_tracing_false_outside(cnt):
     """is_compiling() is False in eager code and True in the traced code (one graph)."""
 

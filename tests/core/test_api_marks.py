@@ -32,10 +32,64 @@ def restore_marks():
 def test_compiler_namespace_mirrors_torch_compiler_names():
     names = set(stenograph.compiler.__all__)
     assert names <= set(torch.compiler.__all__), names - set(torch.compiler.__all__)
-    for name in ("compile", "reset", "disable", "allow_in_graph", "assume_constant_result", "is_compiling"):
-        assert getattr(stenograph.compiler, name) is getattr(stenograph, name)
+    for name in names - {"is_dynamo_compiling"}:
+        assert getattr(stenograph.compiler, name) is getattr(stenograph, name), name
     assert stenograph.compiler.config is stenograph.config
     assert stenograph.compiler.list_backends() == stenograph.list_backends()
+
+
+@pytest.fixture
+def restore_default_backend():
+    """The default backend is a setting (reset() keeps it): put it back after the test."""
+    yield
+    stenograph.set_default_backend(None)
+
+
+def test_default_backend_is_what_compile_uses_without_one(restore_default_backend, cnt):
+    assert stenograph.compiler.get_default_backend() == "inductor"
+    stenograph.compiler.set_default_backend(cnt)
+    assert stenograph.get_default_backend() is cnt
+    compiled = stenograph.compile(lambda x: x * 3)
+    x = torch.randn(2)
+    assert_same(compiled(x), x * 3)
+    assert cnt.frame_count == 1
+    other = CompileCounter()
+    stenograph.compile(lambda x: x - 1, backend=other)(x)  # an explicit backend still wins
+    assert (cnt.frame_count, other.frame_count) == (1, 1)
+    stenograph.set_default_backend("eager")
+    assert stenograph.get_default_backend() == "eager"
+    stenograph.set_default_backend(None)
+    assert stenograph.get_default_backend() == "inductor"
+
+
+def test_default_backend_refuses_what_is_no_backend(restore_default_backend):
+    with pytest.raises(stenograph.errors.InvalidBackend, match="unknown backend 'eagr'. Did you mean 'eager'"):
+        stenograph.set_default_backend("eagr")
+    with pytest.raises(stenograph.errors.InvalidBackend, match="takes a backend name"):
+        stenograph.set_default_backend(3)
+    assert stenograph.get_default_backend() == "inductor"
+
+
+def test_cudagraph_mark_step_begin_marks_a_step_for_inductors_cudagraph_trees():
+    from torch._inductor.cudagraph_trees import MarkStepBox
+
+    before = MarkStepBox.mark_step_counter
+    stenograph.compiler.cudagraph_mark_step_begin()
+    assert MarkStepBox.mark_step_counter == before - 1  # what torch.compiler's does
+
+
+def test_is_exporting_is_true_only_while_export_traces(cnt):
+    def f(x):
+        if stenograph.compiler.is_exporting() and torch.compiler.is_exporting():
+            return x * 2
+        return x - 1
+
+    x = torch.randn(3)
+    graph_module, _ = stenograph.export(f)(x)
+    assert_same(graph_module(x), x * 2)  # folded while exporting: the graph has the exporting branch
+    assert_same(stenograph.compile(f, backend=cnt)(x), x - 1)  # compiles fold False
+    assert_same(f(x), x - 1)
+    assert not stenograph.is_exporting()
 
 
 def test_compiler_is_compiling_folds_inside_compiled_code(cnt):

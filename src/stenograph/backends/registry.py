@@ -37,10 +37,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ENTRY_POINT_GROUP",
     "CompilerFn",
+    "get_default_backend",
     "list_backends",
     "lookup_backend",
     "register_backend",
     "resolve_backend",
+    "set_default_backend",
 ]
 
 #: The backend contract (DESIGN.md decision 7).
@@ -102,6 +104,8 @@ class _State:
 
 
 _state = _State()
+# what `compile()` uses when no backend is given (`set_default_backend`); a setting, kept by reset()
+_default_backend: str | CompilerFn = "inductor"
 # Re-entrant: loading an entry point imports a module that may itself call register_backend.
 _lock = threading.RLock()
 
@@ -251,6 +255,26 @@ def _load_entry_point(name: str, ep: importlib.metadata.EntryPoint) -> _Entry:
             entry = _Entry(name, obj, (), _ep_label(ep))
             _state.entries[name] = entry
         return entry
+
+
+def set_default_backend(backend: str | CompilerFn | None) -> None:
+    """The backend `compile()` uses when none is given (torch.compiler's); None restores
+    "inductor". A name must be known now: a typo fails here, not at the first compile."""
+    global _default_backend
+    if backend is None:
+        _default_backend = "inductor"
+        return
+    if not isinstance(backend, str) and not callable(backend):
+        raise InvalidBackend(
+            f"set_default_backend() takes a backend name (str), a callable or None, got {type(backend).__name__}"
+        )
+    lookup_backend(backend)
+    _default_backend = backend
+
+
+def get_default_backend() -> str | CompilerFn:
+    """The backend `compile()` uses when none is given (initially "inductor")."""
+    return _default_backend
 
 
 def _all_names() -> list[str]:

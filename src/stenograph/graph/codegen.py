@@ -15,6 +15,7 @@ replaced by assignment are always the ones used.
 
 from __future__ import annotations
 
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,20 @@ from ..guards.pyfunc import make_function, parameter_list
 from ..guards.sources import GlobalsNamer, SourceRenderer
 from ..variables.base import Variable
 from .side_effects import SideEffects
+
+# a global name of every transformed function: code can tell whether compiled code is running
+TRANSFORMED_MARK = "___stenograph_transformed"
+
+
+def in_compiled_code() -> bool:
+    """Whether a transformed function is on the calling thread's stack (compiled code is
+    running, and the caller runs at one of its graph breaks)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if TRANSFORMED_MARK in frame.f_globals:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class CodeWriter:
@@ -42,7 +57,7 @@ class CodeWriter:
         self.pre: list[str] = []
         self.post: list[str] = []
         self.tail: list[str] = []
-        self.namespace: dict[str, Any] = {"___Size": torch.Size}
+        self.namespace: dict[str, Any] = {"___Size": torch.Size, TRANSFORMED_MARK: True}
         self._counter = 0
 
     def bind(self, obj: Any, hint: str) -> str:

@@ -22,7 +22,7 @@ from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 from ..errors import BreakKind, ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet, storage_pattern
 from ..guards.sources import Source
-from ..shapes.dynamic import DynamicPolicy, marked_bounds, may_be_dynamic
+from ..shapes.dynamic import DynamicPolicy, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
 from ..variables.base import constant
 from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, StructSeqVariable, TupleVariable
@@ -110,6 +110,8 @@ class OutputGraph:
         self.initial_grad_mode = torch.is_grad_enabled()
         # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
         self.submodules: dict[str, torch.fx.GraphModule] = {}
+        # nested compile regions traced so far: region -> [(submodule name, graph structure)]
+        self.regions: dict[Any, list[tuple[str, Any]]] = {}
         self.guards.global_state()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -171,7 +173,8 @@ class OutputGraph:
             dims = self.policy.tensor_dims(source.name(), value)
         fake = fakeify(self.fake_mode, value, source, dims)
         if dims and any(dims):
-            self._apply_bounds(value, fake, source)
+            assert self.policy is not None
+            self._apply_bounds(value, fake, source, self.policy.bounds(source.name(), value))
         self.guards.tensor_match(source, value, fake)
         node = self._placeholder(source, fake, value)
         var = TensorVariable(node, fake, source=source)
@@ -208,10 +211,12 @@ class OutputGraph:
         self.inputs.append(GraphInput(source, node, example, fake, symbolic, version))
         return node
 
-    def _apply_bounds(self, value: torch.Tensor, fake: torch.Tensor, source: Source) -> None:
+    def _apply_bounds(
+        self, value: torch.Tensor, fake: torch.Tensor, source: Source, bounds: dict[int, tuple[int | None, int | None]]
+    ) -> None:
         """`mark_dynamic(t, dim, min=, max=)`: constrain the dimension's symbol."""
         shape_env = self.fake_mode.shape_env
-        for dim, (low, high) in marked_bounds(value).items():
+        for dim, (low, high) in bounds.items():
             actual = value.shape[dim]
             if (low is not None and actual < low) or (high is not None and actual > high):
                 raise ConstraintViolation(

@@ -192,6 +192,10 @@ class GuardSet:
         """`key not in source` (an instance `__dict__` that must not shadow a class attribute)."""
         self._add(RANK_VALUE, source, f"{key!r} not in {{v}}", text)
 
+    def key_present(self, source: Source, key: str, text: str) -> None:
+        """`key in source` (an instance `__dict__` holding an attribute the trace deleted)."""
+        self._add(RANK_VALUE, source, f"{key!r} in {{v}}", text)
+
     def set_members_match(self, source: Source, value: set) -> None:
         """A set read from the frame: same type and members (compared with a frozen copy, since
         the set itself may change)."""

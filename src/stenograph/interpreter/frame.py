@@ -23,6 +23,7 @@ from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSo
 from ..variables.base import Variable
 from ..variables.builder import wrap
 from ..variables.cells import Cell, LazyValue
+from ..variables.compile_regions import call_region, is_region
 from ..variables.exceptions import CallerExceptionVariable
 from ..variables.generators import GeneratorVariable, needs_close
 from ..variables.trace_rules import is_literal, is_trusted_module
@@ -247,7 +248,10 @@ class Frame:
         fn_source: Source | None = None,
         defaults: tuple[tuple[Variable, ...], dict[str, Variable]] | None = None,
     ) -> Variable:
-        """Run `fn`'s bytecode in a child frame sharing this graph; its return value."""
+        """Run `fn`'s bytecode in a child frame sharing this graph; its return value (a
+        `nested_compile_region` wrapper: its body, as a subgraph)."""
+        if is_region(fn):
+            return call_region(self, fn, fn_source, args, kwargs)
         code = fn.__code__
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than config.inline_depth_limit ({config.inline_depth_limit})")

@@ -73,8 +73,16 @@ def may_be_dynamic(source: Source, is_tensor: bool, *, module_attribute: bool = 
 class DynamicPolicy:
     """Decides, per input, what is symbolic; one per frame cache (so per code object)."""
 
-    def __init__(self, dynamic: bool | None, from_data: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        dynamic: bool | None,
+        from_data: set[str] | None = None,
+        declared: dict[str, dict[int, tuple[int | None, int | None]]] | None = None,
+    ) -> None:
         self.dynamic = dynamic  # compile(dynamic=...): None automatic, True all, False never
+        # dimensions declared dynamic by source name, with bounds, as `mark_dynamic` declares them
+        # on the tensor (export's `dynamic_shapes=`, which must not mark the caller's tensors)
+        self.declared = declared or {}
         # numbers read from tensor data (a resume function's `.item()` result), and the items of
         # such lists: dynamic from the start, since their value changes from call to call
         self.from_data = from_data if from_data is not None else set()
@@ -86,7 +94,7 @@ class DynamicPolicy:
     def tensor_dims(self, name: str, t: torch.Tensor) -> list[bool]:
         """Which dimensions of input `t` (reached by source `name`) are symbolic in this trace."""
         static = getattr(t, _STATIC_ATTR, None) or set()
-        marked = set(marked_bounds(t)) | set(getattr(t, _MAYBE_DYNAMIC_ATTR, ()) or ())
+        marked = set(self.bounds(name, t)) | set(getattr(t, _MAYBE_DYNAMIC_ATTR, ()) or ())
         shape = list(t.shape)
         if self.dynamic is False:
             return [False] * len(shape)
@@ -105,6 +113,11 @@ class DynamicPolicy:
             dynamic = d in marked or seen[d] is None or not config.assume_static_by_default
             dims.append(dynamic and d not in static)
         return dims
+
+    def bounds(self, name: str, t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
+        """The dimensions of input `t` (reached by source `name`) declared dynamic, and their
+        (min, max): marked on the tensor, or declared for its source."""
+        return {**marked_bounds(t), **self.declared.get(name, {})}
 
     def int_is_dynamic(self, name: str, value: int | float) -> bool:
         """Whether an int or float argument is symbolic in this trace (NaN and infinities never

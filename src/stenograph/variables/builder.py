@@ -28,10 +28,17 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ItemSource
-from ..marks import graph_break, is_allowed_in_graph, is_compiling, is_disallowed_in_graph
+from ..marks import (
+    graph_break,
+    is_allowed_in_graph,
+    is_compiling,
+    is_disallowed_in_graph,
+    is_exporting,
+    substitute_for,
+)
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
-from . import library
+from . import collectives, library
 from .base import ConstantVariable, GuardedOnUseConstant, Variable, constant
 from .checkpoint import CheckpointVariable
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
@@ -60,6 +67,7 @@ from .functions import (
     GraphBreakVariable,
     OpaqueCallableVariable,
     PartialVariable,
+    SubstitutedVariable,
     TensorMethodRefVariable,
     TorchClassVariable,
     TorchOpVariable,
@@ -150,7 +158,11 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.id_match(source, value)
         return PythonModuleVariable(value, source)
-    library_fn = library.lookup(value)
+    if collectives.is_process_group(value):
+        if source is not None:
+            guards.id_match(source, value)
+        return ConstantVariable(value, source)
+    library_fn = library.lookup(value) or collectives.lookup(value)
     if library_fn is not None:
         if source is not None:
             guards.id_match(source, value)
@@ -169,6 +181,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
     if isinstance(value, type):
         if source is not None:
             guards.id_match(source, value)
+        if collectives.is_reduce_op_class(value):
+            return collectives.ReduceOpClassVariable(value, source)
         if value in TORCH_CLASSES:
             return TorchClassVariable(value, source)
         if is_user_class(value):
@@ -317,6 +331,12 @@ def _special_callable(value: Any) -> Variable | None:
         return None
     if value is is_compiling or value is torch.compiler.is_compiling:
         return FoldedCallVariable(value, True)
+    if value is is_exporting or value is torch.compiler.is_exporting:
+        # not guarded: an export's trace is never cached, and a compile never exports
+        return FoldedCallVariable(value, is_exporting())
+    substitute = substitute_for(value)
+    if substitute is not None:
+        return SubstitutedVariable(value, substitute)
     if value is graph_break:
         return GraphBreakVariable()
     if value is torch.cond:

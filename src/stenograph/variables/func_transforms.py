@@ -108,9 +108,9 @@ class TransformedVariable(Variable):
                 raise Unsupported(f"{self.describe()} with in_dims {in_dims!r}")
             with output.fake_mode:
                 samples = [f if d is None else f.select(d, 0) for f, d in zip(fakes, dims)]
-            body = trace_body(frame, self.fn, samples, what)
+            body = trace_body(frame, lambda inner: self.fn.call(frame, inner, {}), samples, what)
         else:
-            body = trace_body(frame, self.fn, fakes, what, bare=True)
+            body = trace_body(frame, lambda inner: self.fn.call(frame, inner, {}), fakes, what, bare=True)
         (module,), free = close_bodies([body])
         fakes += [node.meta["example_value"] for node in free]
         if self.kind == "vmap":

@@ -10,7 +10,7 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
-from ..marks import disabled_reason, graph_break, is_constant_result, is_disabled, is_torch_disabled
+from ..marks import Substitute, disabled_reason, graph_break, is_constant_result, is_disabled, is_torch_disabled
 from .base import ConstantVariable, Variable, constant
 from .cells import LazyValue, RealCellVariable
 from .containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
@@ -108,8 +108,9 @@ def _constant_result(
     return constant(result)
 
 
-class DisallowedCallVariable(Variable):
-    """A function marked `stenograph.disallow_in_graph`: each call is a graph break, run eagerly."""
+class MarkedFunctionVariable(Variable):
+    """A function the user marked (disallowed, substituted, folded): what its call does is the
+    subclass's; the function itself is rebuilt by binding the object."""
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
@@ -121,15 +122,19 @@ class DisallowedCallVariable(Variable):
     def describe(self) -> str:
         return f"function {getattr(self.fn, '__qualname__', self.fn)}"
 
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.fn, "fn")
+
+
+class DisallowedCallVariable(MarkedFunctionVariable):
+    """A function marked `stenograph.disallow_in_graph`: each call is a graph break, run eagerly."""
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(
             f"call to {getattr(self.fn, '__name__', self.fn)}, which is marked stenograph.disallow_in_graph",
             hint="it runs eagerly between graphs",
             kind=BreakKind.UNTRACED_CALL,
         )
-
-    def reconstruct(self, rebuild: Any) -> str:
-        return rebuild.writer.bind(self.fn, "fn")
 
 
 def refuse_untraced_library(fn: types.FunctionType, args: list[Variable], kwargs: dict[str, Variable]) -> None:
@@ -392,7 +397,7 @@ _CONSTANT_RECORDS = (torch.device, torch.finfo, torch.iinfo)
 class TorchClassVariable(ConstantVariable):
     """torch classes whose construction is modelled: torch.Size, grad-mode contexts, and the constant
     records `torch.device`, `torch.finfo`, `torch.iinfo` (folded: `finfo()` reads the default dtype,
-    which every entry guards)."""
+    which every entry guards); `torch.nn.Parameter`, whose construction breaks with its reason."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if grad_mode_class(self.value):
@@ -402,6 +407,11 @@ class TorchClassVariable(ConstantVariable):
         if self.value is torch.Size:
             items = args[0].unpack(frame) if args else []
             return SizeVariable(items)
+        if self.value is torch.nn.Parameter:
+            raise Unsupported(
+                "creating a torch.nn.Parameter inside the compiled function",
+                hint="torch.compile breaks here too; create parameters in __init__ of a module passed in",
+            )
         if self.value in _CONSTANT_RECORDS and all(a.is_constant() for a in [*args, *kwargs.values()]):
             try:
                 record = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
@@ -411,22 +421,36 @@ class TorchClassVariable(ConstantVariable):
         raise Unsupported(f"constructing {self.value.__qualname__} while tracing")
 
 
-class FoldedCallVariable(Variable):
+class FoldedCallVariable(MarkedFunctionVariable):
     """A function whose result is known while tracing (e.g. `is_compiling()` is True)."""
 
     def __init__(self, fn: Any, result: Any) -> None:
-        self.fn = fn
-        self.value_object = fn
+        super().__init__(fn)
         self.result = result
-
-    def describe(self) -> str:
-        return f"function {getattr(self.fn, '__qualname__', self.fn)}"
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return constant(self.result)
 
-    def reconstruct(self, rebuild: Any) -> str:
-        return rebuild.writer.bind(self.fn, "fn")
+
+class SubstitutedVariable(MarkedFunctionVariable):
+    """A function with a `substitute_in_graph` substitute: a call traces the substitute, or, when
+    it may be folded and every argument is a constant, calls the function now and uses its result."""
+
+    def __init__(self, fn: Any, substitute: Substitute) -> None:
+        super().__init__(fn)
+        self.substitute = substitute
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        substitute = self.substitute
+        if substitute.can_constant_fold_through and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            keywords = {k: v.as_constant() for k, v in kwargs.items()}
+            try:
+                result = substitute.original(*[a.as_constant() for a in args], **keywords)
+            except Exception as e:
+                raise_python_error(frame, e)
+            if is_literal(result):
+                return constant(result)
+        return frame.inline_call(substitute.traceable, args, kwargs, closure=None)
 
 
 class GraphBreakVariable(Variable):

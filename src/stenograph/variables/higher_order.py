@@ -14,6 +14,7 @@ static comparison) just inlines the branch it selects, as torch.compile does.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -73,7 +74,10 @@ class CondVariable(HigherOrderVariable):
         if not all(isinstance(o, TensorVariable) for o in operands):
             raise Unsupported("torch.cond() operands that are not all tensors")
         fakes = [o.fake for o in operands]  # type: ignore[attr-defined]
-        bodies = [trace_body(frame, bound[key], fakes, "a torch.cond() branch") for key in ("true_fn", "false_fn")]
+        bodies = [
+            trace_body(frame, lambda inner, key=key: bound[key].call(frame, inner, {}), fakes, "a torch.cond() branch")
+            for key in ("true_fn", "false_fn")
+        ]
         (true_gm, false_gm), free = close_bodies(bodies)
         output = frame.output
         fakes += [node.meta["example_value"] for node in free]
@@ -106,9 +110,12 @@ class Body:
     free: list[torch.fx.Node]  # nodes of the frame's graph it uses, in order of first use
 
 
-def trace_body(frame: Frame, fn: Variable, fakes: list[Any], what: str, *, bare: bool = False) -> Body:
-    """`fn` called on tensors like `fakes`, traced into a graph of its own whose first inputs they
-    are (`bare`: a single tensor result is returned as itself, not as a 1-tuple). Tensors it
+def trace_body(
+    frame: Frame, call: Callable[[list[Variable]], Variable], fakes: list[Any], what: str, *, bare: bool = False
+) -> Body:
+    """`call(tensors)` on trackers of tensors like `fakes` (a function called with them), traced
+    into a graph of its own whose first inputs they are (`bare`: a single tensor result is
+    returned as itself, not as a 1-tuple). Tensors it
     reads from elsewhere (a closure's, a parameter, a value computed before) are left as nodes of
     the frame's graph; `close_bodies` makes them inputs."""
     output = frame.output
@@ -122,7 +129,7 @@ def trace_body(frame: Frame, fn: Variable, fakes: list[Any], what: str, *, bare:
             node = graph.placeholder(f"arg{i}")
             node.meta["example_value"] = fake
             inner.append(TensorVariable(node, fake))
-        result = fn.call(frame, inner, {})
+        result = call(inner)
         if output.side_effects.count() != effects_before:
             raise Unsupported(f"{what} changes Python state")
         single = isinstance(result, TensorVariable)

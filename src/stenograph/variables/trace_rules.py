@@ -180,6 +180,8 @@ def is_graph_op(value: Any) -> bool:
     """Whether calling `value` should be recorded as one graph node."""
     if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True
+    if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType)):
+        return False  # (nor read the names of other objects: their own `__getattr__` may raise)
     name = getattr(value, "__name__", "")
     if name in STATEFUL_TORCH:
         return False
@@ -240,6 +242,7 @@ TORCH_CLASSES = (
     torch.set_grad_enabled,
     torch.inference_mode,
     torch.autocast,
+    torch.nn.Parameter,
 )
 
 

@@ -1,0 +1,56 @@
+"""The compiler's stance (`set_stance`): what a call of compiled code does, process-wide.
+
+A leaf: `api.set_stance` sets it, the entry wrapper reads it. The wrapper's cached path reads
+one attribute, `current.bypass`, true only for the stances that change what a cached call runs
+(`force_eager`, and `default` with a forced backend); the stances that only change what a miss
+does (`eager_on_recompile`, `fail_on_recompile`) are read on the miss path, where it costs nothing
+measurable. Process-wide, not per thread, as torch.compile's stance is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
+
+
+@dataclass(frozen=True)
+class Stance:
+    """One stance: its name, and for `default` the backend forced on every compiled call."""
+
+    name: str = "default"
+    backend: Any = None  # the resolved compiler function of `force_backend`, or None
+    backend_name: str = ""
+
+    @property
+    def bypass(self) -> bool:
+        """A cached call does not run the function's own entries (it runs eagerly, or with the
+        forced backend's)."""
+        return self.name == "force_eager" or self.backend is not None
+
+    @property
+    def compiles(self) -> bool:
+        """A miss may compile (else it runs eagerly)."""
+        return self.name not in ("force_eager", "eager_on_recompile")
+
+
+class _Current:
+    """The stance in force; `bypass` copied into a slot so the cached path reads one attribute."""
+
+    __slots__ = ("stance", "bypass")
+
+    def __init__(self) -> None:
+        self.stance = Stance()
+        self.bypass = False
+
+
+current = _Current()
+
+
+def swap(stance: Stance) -> Stance:
+    """Put `stance` in force; the one it replaces."""
+    previous = current.stance
+    current.stance = stance
+    current.bypass = stance.bypass
+    return previous
