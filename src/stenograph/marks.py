@@ -44,8 +44,12 @@ def is_disabled(fn: Any) -> bool:
 
 
 def is_torch_disabled(fn: Any) -> bool:
-    """Whether torch marked `fn` as not to be traced by compilers."""
-    return getattr(fn, TORCH_DISABLED_ATTR, False) is True
+    """Whether torch marked `fn` as not to be traced by compilers: `disable(fn, recursive=False)`
+    (what `_disable_dynamo` wraps with); a recursive `torch.compiler.disable` wrapper is traced
+    into as before, its own code breaking where it calls torch's machinery."""
+    return (
+        getattr(fn, TORCH_DISABLED_ATTR, False) is True and getattr(fn, "_torchdynamo_disable_recursive", True) is False
+    )
 
 
 def allow_in_graph(fn: Any) -> Any:
