@@ -48,7 +48,7 @@ class UserFunctionVariable(Variable):
         refuse_untraced_library(self.fn, args, kwargs)
         if is_disabled(self.fn):
             why = disabled_reason(self.fn)
-            mark = "torch.compiler.disable" if is_torch_disabled(self.fn) else "stenograph.disable"
+            mark = "torch._dynamo.disable(recursive=False)" if is_torch_disabled(self.fn) else "stenograph.disable"
             raise Unsupported(
                 f"call to {self.fn.__qualname__}, which is marked {mark}" + (f": {why}" if why else ""),
                 hint="disabled functions run eagerly",
