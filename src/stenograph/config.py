@@ -54,6 +54,10 @@ _DEFAULTS: dict[str, Any] = {
     # ops whose output size depends on tensor data (nonzero, x[mask], unique, masked_select) are
     # recorded with an unbacked size instead of breaking the graph
     "capture_dynamic_output_shape_ops": False,
+    # a graph compiled inside a DistributedDataParallel forward is split at DDP's gradient buckets,
+    # each piece compiled on its own so all-reduces overlap the backward (torch.compile's setting
+    # of the same name; backends/ddp_split.py)
+    "optimize_ddp": True,
     # deepest inlining of user calls before the call runs as an opaque eager call
     "inline_depth_limit": 64,
     # benchmark switches, off only to measure what they are worth:

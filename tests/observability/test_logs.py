@@ -158,6 +158,7 @@ def test_parse_setting():
         "recompiles": False,
         "bytecode": False,
         "dynamic": False,
+        "ddp_graphs": False,
     }
     assert all(logs.parse_setting("all").values())
     with pytest.raises(InvalidConfig, match="(?s)unknown log name.*nope.*graph_breaks"):

@@ -10,7 +10,7 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
-from ..marks import Substitute, disabled_reason, graph_break, is_constant_result, is_disabled
+from ..marks import Substitute, disabled_reason, graph_break, is_constant_result, is_disabled, is_torch_disabled
 from .base import ConstantVariable, Variable, constant
 from .cells import LazyValue, RealCellVariable
 from .containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
@@ -48,8 +48,9 @@ class UserFunctionVariable(Variable):
         refuse_untraced_library(self.fn, args, kwargs)
         if is_disabled(self.fn):
             why = disabled_reason(self.fn)
+            mark = "torch._dynamo.disable(recursive=False)" if is_torch_disabled(self.fn) else "stenograph.disable"
             raise Unsupported(
-                f"call to {self.fn.__qualname__}, which is marked stenograph.disable" + (f": {why}" if why else ""),
+                f"call to {self.fn.__qualname__}, which is marked {mark}" + (f": {why}" if why else ""),
                 hint="disabled functions run eagerly",
                 kind=BreakKind.UNTRACED_CALL,
             )
