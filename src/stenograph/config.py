@@ -8,11 +8,27 @@ the wrong type raise `InvalidConfig` instead of being silently ignored.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import types
 from typing import Any
 
 from .errors import InvalidConfig
+
+# settings taking a fixed set of values of mixed types (checked by identity for bools and None)
+_CHOICES: dict[str, tuple[Any, ...]] = {"native_guards": ("auto", None, True, False)}
+
+# STENOGRAPH_NATIVE_GUARDS=auto|1|0 sets the default of `native_guards`
+_NATIVE_ENV = "STENOGRAPH_NATIVE_GUARDS"
+_NATIVE_ENV_VALUES = {"": "auto", "auto": "auto", "1": True, "true": True, "0": False, "false": False}
+
+
+def _native_guards_default() -> Any:
+    text = os.environ.get(_NATIVE_ENV, "").strip().lower()
+    if text not in _NATIVE_ENV_VALUES:
+        raise InvalidConfig(f"{_NATIVE_ENV}={text!r}: expected auto, 1 or 0")
+    return _NATIVE_ENV_VALUES[text]
+
 
 _DEFAULTS: dict[str, Any] = {
     # compiles per code object before the frame runs eagerly for good (one warning)
@@ -38,6 +54,10 @@ _DEFAULTS: dict[str, Any] = {
     # ops whose output size depends on tensor data (nonzero, x[mask], unique, masked_select) are
     # recorded with an unbacked size instead of breaking the graph
     "capture_dynamic_output_shape_ops": False,
+    # a graph compiled inside a DistributedDataParallel forward is split at DDP's gradient buckets,
+    # each piece compiled on its own so all-reduces overlap the backward (torch.compile's setting
+    # of the same name; backends/ddp_split.py)
+    "optimize_ddp": True,
     # deepest inlining of user calls before the call runs as an opaque eager call
     "inline_depth_limit": 64,
     # benchmark switches, off only to measure what they are worth:
@@ -46,6 +66,10 @@ _DEFAULTS: dict[str, Any] = {
     # entries compiled for CUDA graphs advance the CUDA-graph trees' call counter per call
     # (benchmarks/cudagraph_loops.py)
     "cudagraph_call_marks": True,
+    # guard functions call native (C++) checks for tensors and modules, built on first need
+    # (guards/native.py): "auto" (or None) when they build, False never, True always (raises
+    # NativeGuardsUnavailable when they cannot be built); applies to guards built afterwards
+    "native_guards": _native_guards_default(),
 }
 
 _ALIASES = {"cache_size_limit": "recompile_limit"}
@@ -77,6 +101,12 @@ class _Config(types.ModuleType):
             super().__setattr__(name, value)
             return
         key = self._canonical(name)
+        if key in _CHOICES:
+            if not any(value is c or (type(value) is str and value == c) for c in _CHOICES[key]):
+                choices = ", ".join(repr(c) for c in _CHOICES[key])
+                raise InvalidConfig(f"stenograph.config.{name} must be one of {choices}, got {value!r}")
+            self._store(key, value)
+            return
         expected = type(_DEFAULTS[key])
         if type(value) is not expected and not (expected is float and type(value) is int):
             raise InvalidConfig(

@@ -15,7 +15,14 @@ import weakref
 from typing import Any
 
 from . import config, events, process_state, torch_state
-from .errors import BreakKind, ConstraintViolation, RecompileError, StenographError, Unsupported
+from .errors import (
+    BreakKind,
+    ConstraintViolation,
+    NativeGuardsUnavailable,
+    RecompileError,
+    StenographError,
+    Unsupported,
+)
 from .frame_compiler import CacheEntry, accepts, compile_frame, frame_label
 from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
@@ -126,7 +133,7 @@ class FrameCache:
                 entry = compile_frame(
                     fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy, runtime=RUNTIME
                 )
-        except ConstraintViolation:
+        except (ConstraintViolation, NativeGuardsUnavailable):
             raise
         except Exception as e:
             if fullgraph:

@@ -100,6 +100,13 @@ class InvalidConfig(StenographError, AttributeError):
     """An unknown config key or a value of the wrong type."""
 
 
+class NativeGuardsUnavailable(StenographError, RuntimeError):
+    """`config.native_guards` is True but the native guard checks cannot be built or loaded here.
+
+    Raised to the caller (not turned into an eager fallback): the setting is the user's.
+    """
+
+
 class RecompileError(StenographError, RuntimeError):
     """A compiled function would compile under `set_stance("fail_on_recompile")`.
 

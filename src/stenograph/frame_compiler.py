@@ -18,6 +18,7 @@ import torch._guards
 import torch.fx
 
 from . import config, events, torch_state
+from .backends.ddp_split import DdpSplit, active_ddp_module, compile_split
 from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
 from .backends.recompute_regions import uncached_recompute_regions
@@ -88,6 +89,11 @@ class CacheEntry:
         if self._explainer is None:
             self._explainer = self.guard_set.build_explainer(self.code, self.like, self.label)
         return self._explainer(*args, **kwargs)
+
+    @property
+    def ddp_split(self) -> DdpSplit | None:
+        """How the entry's graph was split at DDP's gradient buckets (None: not split)."""
+        return self.graph.meta.get("stenograph_ddp_split") if self.graph is not None else None
 
     @property
     def guard_source(self) -> str:
@@ -436,7 +442,13 @@ def _graph_compiler(
                 uncached_recompute_regions(gm),
                 float_restart_requests(float_sources),
             ):
-                compiled = backend(backend_gm, backend_inputs)
+                ddp = active_ddp_module() if config.optimize_ddp else None
+                if ddp is None:
+                    compiled = backend(backend_gm, backend_inputs)
+                else:
+                    compiled, split = compile_split(backend_gm, backend_inputs, backend, ddp)
+                    if split is not None:
+                        gm.meta["stenograph_ddp_split"] = split
         except StenographError:
             raise
         except Exception as e:

@@ -19,6 +19,9 @@ from typing import Any
 from .thread_flag import ThreadFlag
 
 DISABLED_ATTR = "__stenograph_disabled__"
+# torch's mark for the same thing (torch.compiler.disable, torch._dynamo.disable, and torch's
+# internal `_disable_dynamo` wrappers once they have run, e.g. DDP's `_inside_ddp_forward`)
+TORCH_DISABLED_ATTR = "_torchdynamo_disable"
 CONSTANT_RESULT_ATTR = "__stenograph_constant_result__"
 
 _allowed_in_graph: set[Callable] = set()
@@ -37,7 +40,16 @@ def disabled_reason(fn: Any) -> str | None:
 
 
 def is_disabled(fn: Any) -> bool:
-    return bool(getattr(fn, DISABLED_ATTR, False))
+    return bool(getattr(fn, DISABLED_ATTR, False)) or is_torch_disabled(fn)
+
+
+def is_torch_disabled(fn: Any) -> bool:
+    """Whether torch marked `fn` as not to be traced by compilers: `disable(fn, recursive=False)`
+    (what `_disable_dynamo` wraps with); a recursive `torch.compiler.disable` wrapper is traced
+    into as before, its own code breaking where it calls torch's machinery."""
+    return (
+        getattr(fn, TORCH_DISABLED_ATTR, False) is True and getattr(fn, "_torchdynamo_disable_recursive", True) is False
+    )
 
 
 def allow_in_graph(fn: Any) -> Any:

@@ -54,6 +54,16 @@ def has_global_forward_hooks() -> bool:
     return bool(hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks)
 
 
+def has_registration_hooks() -> bool:
+    """Global hooks run when a module, buffer or parameter is registered on any module."""
+    hooks = torch.nn.modules.module
+    return bool(
+        hooks._global_module_registration_hooks
+        or hooks._global_buffer_registration_hooks
+        or hooks._global_parameter_registration_hooks
+    )
+
+
 def call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:
     """`mod(*args, **kwargs)` with `forward(mod, ...)` (a compiled forward) in place of its own:
     the module's forward pre-hooks and hooks run eagerly around it, as `nn.Module.__call__` runs

@@ -126,6 +126,13 @@ def _late_binding(x):
     return scaled(x)
 
 
+def _late_binding_of_a_parameter(x, k=2):
+    scaled = lambda t: t * k  # noqa: E731
+    print("made")
+    k = 5  # one store, but the call bound the parameter first
+    return scaled(x)
+
+
 def _walrus_in_a_comprehension(x):
     total = 0
     partial = [(total := total + i) for i in range(4) if print("i", i) is None]
@@ -143,7 +150,8 @@ def test_cells_assigned_again_keep_eager_semantics(capsys):
     so the frame runs eagerly (one warning) and gives eager's results."""
     # 3.12 inlines comprehensions (PEP 709): the walrus then writes the frame's own variable
     inlined = sys.version_info >= (3, 12)
-    for fn, shares in ((_nonlocal_counter, True), (_late_binding, True), (_walrus_in_a_comprehension, not inlined)):
+    cases = [(_nonlocal_counter, True), (_late_binding, True), (_late_binding_of_a_parameter, True)]
+    for fn, shares in [*cases, (_walrus_in_a_comprehension, not inlined)]:
         expected = fn(torch.zeros(2))
         eager_out = capsys.readouterr().out
         expect = pytest.warns(stenograph.StenographWarning, match="shares the variable") if shares else nullcontext()

@@ -3,6 +3,7 @@ is interrupted or fails leaves torch's global state and stenograph's caches as t
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import re
 import sys
@@ -172,7 +173,16 @@ def _call_traced(compiled, tracer, *args):
         return True
     finally:
         sys.settrace(None)
+        _forget_leaked_handled_exception()
     return False
+
+
+def _forget_leaked_handled_exception():
+    """CPython leaves the exception an `except` block was handling set for the whole thread when a
+    trace function raises inside that block (eager code alone does it: a KeyboardInterrupt raised
+    at a line of contextlib's `except StopIteration:` in `__exit__` leaves `sys.exc_info()` at
+    that StopIteration for every later frame). Clear it, so later tests start as Python does."""
+    ctypes.pythonapi.PyErr_SetHandledException(ctypes.py_object(None))
 
 
 def _events_in_clean_compile(event_kind, where=None):

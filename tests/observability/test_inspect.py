@@ -17,6 +17,7 @@ def test_inspect_before_any_call_says_so():
     assert "call the compiled function first" in str(stenograph.inspect(g))
 
 
+@stenograph.config.patch(native_guards=False)  # the tensor check in its Python form
 def test_inspect_lists_entries_of_the_function_and_its_resume_functions():
     g = stenograph.compile(breaking, backend="eager")
     g(torch.randn(4), 1)

@@ -63,6 +63,7 @@ def test_verbose_adds_the_internal_stack(capsys):
     assert os.path.join("stenograph", "") in err  # frames inside the package
 
 
+@config.patch(native_guards=False)  # the tensor check in its Python form
 def test_guards_print_the_generated_guard_function(capsys):
     stenograph.set_logs(guards=True)
     stenograph.compile(straight, backend="eager")(torch.randn(3))
@@ -157,6 +158,7 @@ def test_parse_setting():
         "recompiles": False,
         "bytecode": False,
         "dynamic": False,
+        "ddp_graphs": False,
     }
     assert all(logs.parse_setting("all").values())
     with pytest.raises(InvalidConfig, match="(?s)unknown log name.*nope.*graph_breaks"):

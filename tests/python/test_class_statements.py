@@ -1,9 +1,11 @@
 """`class` statements inside the compiled function: a declarative body is built once while tracing
 and its class used like any user class (one graph, as torch.compile with
-`enable_trace_load_build_class`); a body that could run code is a graph break at the statement."""
+`enable_trace_load_build_class`); a body reading the function's variables is built with their
+values (constants, guarded); a body that could run code is a graph break at the statement."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import stenograph
@@ -97,21 +99,107 @@ def test_instances_of_a_local_class_escape_as_real_objects(cnt):
     assert cnt.frame_count == 1
 
 
-def test_a_body_reading_the_frame_is_a_graph_break_at_the_statement(cnt, capsys):
-    def fn(x, k):
-        y = x + 1
+def _closing_over(x, k, n):
+    y = x + 1
 
-        class Adder:
-            def apply(self, t):
-                return t + k  # closes over the function's variable
+    class Adder:
+        size = n  # read when the class is built
+        pair = (n, "units")
 
-        return Adder().apply(y) * 2
+        def apply(self, t):
+            return t + k * self.size  # closes over the function's variable
 
-    compiled = stenograph.compile(fn, backend=cnt)
+    return Adder().apply(y) * 2, Adder.pair, Adder.__qualname__
+
+
+def test_a_body_reading_the_frame_is_built_with_its_values(cnt):
+    # eager Python builds a new class per call; the trace builds one per (k, n) it compiles for.
+    # torch.compile breaks at the statement, and its resume function recompiles for every new class
+    check(_closing_over, lambda i: (t(3, seed=i), 2, 3), cnt, torch_graphs=3)
+
+
+def test_a_body_reading_the_frame_guards_the_values(cnt):
+    compiled = stenograph.compile(_closing_over, backend=cnt)
+    x = t(3)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x, 2, 3)[0], _closing_over(x, 2, 3)[0])
+    assert cnt.frame_count == 1  # identical inputs: the class built while tracing serves both
+    for k, n in ((5, 3), (2, 7), (5, 7)):
+        out, pair, _ = compiled(x, k, n)
+        torch.testing.assert_close(out, _closing_over(x, k, n)[0])
+        assert pair == (n, "units")
+    # a new k recompiles; the next new value makes the int symbolic, which the class body
+    # specialises (a compile per value, as torch.compile specialises what a class statement reads)
+    assert cnt.frame_count == 4
+
+
+def _returns_instance(x, k):
+    class Box:
+        def scaled(self, t):
+            return t * k
+
+    box = Box()
+    return box.scaled(x), box
+
+
+def test_an_instance_of_a_closure_class_escapes(cnt):
+    compiled = stenograph.compile(_returns_instance, backend=cnt)
+    out, box = compiled(t(3), 4)
+    torch.testing.assert_close(out, t(3) * 4)
+    torch.testing.assert_close(box.scaled(t(3)), t(3) * 4)  # its method works outside, with k
+    assert type(box).__qualname__ == "_returns_instance.<locals>.Box"
+    assert cnt.frame_count == 1
+
+
+def _reassigned(x, k):
+    class Late:
+        def get(self):
+            return k
+
+    k = k + 1  # the method reads the cell when it runs: sees 4 here
+    return x * Late().get()
+
+
+def _tensor_closure(x):
+    w = x * 2
+
+    class Uses:
+        def apply(self, t):
+            return t + w
+
+    return Uses().apply(x)
+
+
+def test_a_method_closing_over_a_tensor_breaks_at_the_statement(cnt):
+    compiled = stenograph.compile(_tensor_closure, backend=cnt)
     for i in range(2):
-        torch.testing.assert_close(compiled(t(3, seed=i), 2), fn(t(3, seed=i), 2))
-    explained = stenograph.explain(fn)(t(3), 2)
-    assert any("reads variables of the enclosing function" in r.reason for r in explained.break_reasons)
+        torch.testing.assert_close(compiled(t(3, seed=i)), _tensor_closure(t(3, seed=i)))
+    explained = stenograph.explain(_tensor_closure)(t(3))
+    assert any("'w', which is not a constant" in r.reason for r in explained.break_reasons)
+
+
+def test_a_method_closing_over_a_variable_assigned_later_runs_eagerly(cnt):
+    # as a lambda doing so: the class's cell would have to be the frame's own (late binding)
+    compiled = stenograph.compile(_reassigned, backend=cnt)
+    with pytest.warns(stenograph.StenographWarning, match="reads 'k', which is assigned again"):
+        torch.testing.assert_close(compiled(t(3), 3), _reassigned(t(3), 3))
+
+
+def _assigns_nonlocal(x, k):
+    y = x + 1
+
+    class Writes:
+        nonlocal k
+        k = 10
+
+    return y * k
+
+
+def test_a_body_assigning_the_functions_variable_runs_eagerly(cnt):
+    # no break can be written at the statement either: the body shares `k` with the frame
+    compiled = stenograph.compile(_assigns_nonlocal, backend=cnt)
+    with pytest.warns(stenograph.StenographWarning, match="assigns the enclosing function's 'k'"):
+        torch.testing.assert_close(compiled(t(3), 2), _assigns_nonlocal(t(3), 2))
 
 
 def test_a_body_that_runs_code_is_a_graph_break(cnt, capsys):
@@ -159,3 +247,40 @@ def test_a_base_running_code_when_subclassed_is_a_graph_break(cnt):
     assert _Registering.registered == ["Plugin"] * 4  # once per call, compiled as eager
     explained = stenograph.explain(fn)(t(3))
     assert any("runs code when subclassed" in r.reason for r in explained.break_reasons)
+
+
+def _make_outer(factor):
+    def fn(x):
+        class Sized:
+            size = factor  # a cell of the enclosing function's closure, read once
+
+        return x * Sized.size
+
+    return fn
+
+
+def test_a_body_reading_an_enclosing_closure_is_guarded_on_its_value(cnt):
+    first, second = _make_outer(2), _make_outer(3)
+    compiled_first = stenograph.compile(first, backend=cnt)
+    compiled_second = stenograph.compile(second, backend=cnt)
+    for _ in range(2):
+        torch.testing.assert_close(compiled_first(t(3)), t(3) * 2)
+    assert cnt.frame_count == 1
+    torch.testing.assert_close(compiled_second(t(3)), t(3) * 3)  # same code, another value
+    assert cnt.frame_count == 2
+
+
+def _in_a_loop(x):
+    classes = []
+    for n in range(3):
+
+        class Step:
+            size = n
+
+        classes.append(Step)
+    return x * sum(c.size for c in classes), classes[0] is not classes[1]
+
+
+def test_a_class_statement_in_a_loop_builds_a_class_per_iteration(cnt):
+    # torch.compile breaks at the statement inside the loop and runs the frame eagerly
+    check(_in_a_loop, lambda i: (t(3, seed=i),), cnt, torch_graphs=0)

@@ -62,7 +62,9 @@ def test_hook_that_prints_breaks_where_it_prints(cnt, capsys):
     """The hooked call is made at the break: its hooks run eagerly around its own compiled
     forward (the Linear's graph), then the code after it: 2 graphs, as torch.compile gives."""
     net = _hooked(lambda m: m.register_forward_hook(lambda mod, args, out: print("out", out.shape)))
-    check(net, lambda i: (t(2, 4, seed=i),), cnt, capsys, graphs=2, torch_graphs=2)
+    # torch 2.11's torch.compile gives 1 graph here (measured on the GPU machine), 2.13's gives 2
+    newer_torch = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 13)
+    check(net, lambda i: (t(2, 4, seed=i),), cnt, capsys, graphs=2, torch_graphs=2, peer=newer_torch)
 
 
 def test_hook_with_state_of_its_own(cnt):

@@ -46,6 +46,7 @@ from ..variables.exceptions import HandlerEntryVariable, LastiVariable
 from ..variables.frame_objects import NNModuleVariable
 from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
 from ..variables.global_contexts import GlobalContextMethod, GlobalContextVariable, close_in_graph
+from ..variables.new_modules import NewModuleObjectVariable
 from ..variables.symbolic import SymNodeVariable
 from ..variables.trace_rules import is_untraced_library
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
@@ -345,7 +346,7 @@ class BreakWriter:
             return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"
         if isinstance(var, BuiltinVariable) and var.fn in (locals, vars):
             raise Unsupported(f"{var.fn.__name__}() would see the generated code's variables")
-        if isinstance(var, NNModuleVariable):
+        if isinstance(var, (NNModuleVariable, NewModuleObjectVariable)):
             module_caller = runtime.module_caller(self.backend, self.backend_name, self.dynamic_setting)
             caller = self.writer.bind(module_caller, "modcall")
             module = self._evaluate(var)

@@ -14,12 +14,14 @@ import math
 import types
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
+from . import native
 from .failures import GuardFailure
+from .lowering import replacements
 from .pyfunc import make_function, parameter_list
 from .sources import GlobalsNamer, Source, SourceRenderer
 
@@ -42,6 +44,23 @@ class Check:
     text: str  # human-readable, for recompile reasons
     other: Source | None = None  # rendered as `{w}` when a check relates two sources
     refs: list[tuple[Source, str]] | None = None  # shape guards: `___S<k>___` -> source + suffix
+    # what `lowering.py` reads to replace the check by a native one: "type" (detail: the class),
+    # "empty", "absent" (the key), "is" (the constant), "tensor" (`TensorFacts`); "native" for
+    # a check it made
+    kind: str = ""
+    detail: Any = None
+
+
+@dataclass(frozen=True)
+class TensorFacts:
+    """What `tensor_match` checks, as values: sizes and strides left to the shape guards are None."""
+
+    cls: type
+    dtype: torch.dtype
+    device: torch.device
+    requires_grad: bool
+    sizes: tuple[int | None, ...]
+    strides: tuple[int | None, ...]
 
 
 @dataclass
@@ -64,14 +83,23 @@ class GuardSet:
         self.bindings[name] = obj
         return name
 
-    def _add(self, rank: int, source: Source | None, template: str, text: str, other: Source | None = None) -> None:
+    def _add(
+        self,
+        rank: int,
+        source: Source | None,
+        template: str,
+        text: str,
+        other: Source | None = None,
+        kind: str = "",
+        detail: Any = None,
+    ) -> None:
         """One check (once): templates are written only here, by the named kinds of guard below;
         code elsewhere asks for a guard by its name."""
         key = (source, template, other)
         if key in self._seen:
             return
         self._seen.add(key)
-        self.checks.append(Check(rank, source, template, text, other))
+        self.checks.append(Check(rank, source, template, text, other, kind=kind, detail=detail))
 
     def same_object(self, source: Source, other: Source) -> None:
         """Two sources reach one object (e.g. tied weights): the graph has one input for both."""
@@ -88,7 +116,8 @@ class GuardSet:
 
     def type_match(self, source: Source, value: Any) -> None:
         name = self.bind(type(value), "type")
-        self._add(RANK_TYPE, source, f"type({{v}}) is {name}", f"type({source.name()}) is {type(value).__qualname__}")
+        text = f"type({source.name()}) is {type(value).__qualname__}"
+        self._add(RANK_TYPE, source, f"type({{v}}) is {name}", text, kind="type", detail=type(value))
 
     def id_match(self, source: Source, value: Any) -> None:
         """`source` must be this very object; held weakly when it can be."""
@@ -121,7 +150,8 @@ class GuardSet:
     def constant_match(self, source: Source, value: Any) -> None:
         """Specialisation on a Python constant: type and value must both match."""
         if value is None or value is True or value is False or value is Ellipsis:
-            self._add(RANK_VALUE, source, f"{{v}} is {value!r}", f"{source.name()} is {value!r}")
+            text = f"{source.name()} is {value!r}"
+            self._add(RANK_VALUE, source, f"{{v}} is {value!r}", text, kind="is", detail=value)
             return
         if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
             name = self.bind(value, "const")
@@ -190,7 +220,11 @@ class GuardSet:
 
     def key_absent(self, source: Source, key: str, text: str) -> None:
         """`key not in source` (an instance `__dict__` that must not shadow a class attribute)."""
-        self._add(RANK_VALUE, source, f"{key!r} not in {{v}}", text)
+        self._add(RANK_VALUE, source, f"{key!r} not in {{v}}", text, kind="absent", detail=key)
+
+    def key_present(self, source: Source, key: str, text: str) -> None:
+        """`key in source` (an instance `__dict__` holding an attribute the trace deleted)."""
+        self._add(RANK_VALUE, source, f"{key!r} in {{v}}", text)
 
     def set_members_match(self, source: Source, value: set) -> None:
         """A set read from the frame: same type and members (compared with a frozen copy, since
@@ -213,12 +247,15 @@ class GuardSet:
         if all(type(s) is int for s in fake_shape + fake_stride):
             layout = f"{{v}}.shape == {shape!r} and {{v}}.stride() == {stride!r}"
             shown = f"size={list(shape)} stride={list(stride)}"
+            checked_sizes, checked_strides = shape, stride
         else:
             parts = [f"{{v}}.dim() == {len(shape)}"]
             parts += [f"{{v}}.size({i}) == {s}" for i, s in enumerate(fake_shape) if type(s) is int]
             parts += [f"{{v}}.stride({i}) == {s}" for i, s in enumerate(fake_stride) if type(s) is int]
             layout = " and ".join(parts)
             shown = f"size={[str(s) for s in fake_shape]} stride={[str(s) for s in fake_stride]}"
+            checked_sizes = tuple(s if type(s) is int else None for s in fake_shape)
+            checked_strides = tuple(s if type(s) is int else None for s in fake_stride)
         # `is_cpu` is one attribute read; comparing devices builds a torch.device object
         if tensor.device.type == "cpu":
             on_device = "{v}.is_cpu"
@@ -231,7 +268,10 @@ class GuardSet:
         text = f"{source.name()}: {type(tensor).__name__} {tensor.dtype} {tensor.device} {shown} " + (
             f"requires_grad={tensor.requires_grad}"
         )
-        self._add(RANK_TENSOR, source, template, text)
+        facts = TensorFacts(
+            type(tensor), tensor.dtype, tensor.device, tensor.requires_grad, checked_sizes, checked_strides
+        )
+        self._add(RANK_TENSOR, source, template, text, kind="tensor", detail=facts)
 
     def shape_relations(self, guards: list[tuple[str, list[tuple[Source, str]]]]) -> None:
         """Guards from the ShapeEnv: expressions over input sizes, with `___S<k>___` standing
@@ -291,7 +331,7 @@ class GuardSet:
 
     def falsy(self, source: Source, what: str) -> None:
         """The object is empty (e.g. a module's hook dict)."""
-        self._add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})")
+        self._add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})", kind="empty")
 
     def global_state(self) -> None:
         """Grad mode, inference mode and default dtype change what a graph computes."""
@@ -351,13 +391,16 @@ class GuardSet:
             ),
         )
 
-    def source_text(self, on_fail: Callable[[int, str], str]) -> tuple[list[str], GlobalsNamer]:
-        """Body lines of the guard function; `on_fail(i, value)` is what failing check i
-        returns (`value` is the expression of the checked value, or "None")."""
+    def source_text(
+        self, on_fail: Callable[[int, str], str], checks: list[Check] | None = None
+    ) -> tuple[list[str], GlobalsNamer]:
+        """Body lines of the guard function for `checks` (default: `ordered()`); `on_fail(i,
+        value)` is what failing check i returns (`value` is the expression of the checked value,
+        or "None"). A native check's line ends with its text as a comment."""
         namer = GlobalsNamer()
         renderer = SourceRenderer(namer)
         lines: list[str] = []
-        for index, check in enumerate(self.ordered()):
+        for index, check in enumerate(self.ordered() if checks is None else checks):
             if check.refs is not None:
                 condition = check.template
                 for k, (source, suffix) in enumerate(check.refs):
@@ -369,21 +412,48 @@ class GuardSet:
                 condition = check.template.replace("{v}", value)
                 if check.other is not None:
                     condition = condition.replace("{w}", renderer.render(check.other, lines))
-            lines.append(f"if not ({condition}): return {on_fail(index, value)}")
+            comment = "  # " + check.text.replace("\n", " ") if check.kind == "native" else ""
+            lines.append(f"if not ({condition}): return {on_fail(index, value)}{comment}")
         return lines, namer
 
     def build(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
         """The guard function: True when every check passes, False otherwise (never raises, but
         for RecursionError: a check run out of depth deep in a recursion has not failed, and
-        taking it for a miss would compile a duplicate entry there)."""
-        lines, namer = self.source_text(lambda index, value: "False")
+        taking it for a miss would compile a duplicate entry there).
+
+        Checks the native extension can make are made by it when `config.native_guards` allows
+        (decided here, once: the function itself never asks)."""
+        checks = self.ordered()
+        extension = native.checks_module()
+        native_names: dict[str, Any] = {}
+        if extension is not None:
+            checks = self._lowered(checks, extension, native_names)
+        lines, namer = self.source_text(lambda index, value: "False", checks)
         body = (
             ["try:"]
             + ["    " + line for line in lines]
             + ["    return True", "except RecursionError:", "    raise", "except Exception:", "    return False"]
         )
-        namespace = {**self.bindings, **namer.bindings(), **_SHAPE_GUARD_NAMES}
+        namespace = {**self.bindings, **namer.bindings(), **native_names, **_SHAPE_GUARD_NAMES}
         return make_function("___guard", parameter_list(code), body, namespace, like=like, label=f"guard for {label}")
+
+    def _lowered(self, checks: list[Check], extension: types.ModuleType, names: dict[str, Any]) -> list[Check]:
+        """`checks` with the native replacements `lowering.py` finds put in place; the native
+        objects they call are added to `names`."""
+        found = replacements(checks, extension, self.bindings)
+        absorbed = {id(c) for r in found.values() for c in r.absorbed}
+        lowered = []
+        for check in checks:
+            if id(check) in absorbed:
+                continue
+            replacement = found.get(id(check))
+            if replacement is None:
+                lowered.append(check)
+                continue
+            name = f"___{replacement.hint}{len(names)}"
+            names[name] = replacement.native
+            lowered.append(replace(check, template=f"{name}({{v}})", text=replacement.text, kind="native", detail=None))
+        return lowered
 
     def build_explainer(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
         """A twin of the guard function returning the first failing check as a `GuardFailure`

@@ -1,7 +1,9 @@
 """`explain(fn)(*args, **kwargs)`: compile and run once, and report what was captured.
 
 Counts graphs across the function and every resume function and callee compiled on the way,
-lists each graph break with its user stack, the guards of every entry and compile times.
+lists each graph break with its user stack, the guards of every entry and compile times. A graph
+split at DistributedDataParallel's buckets counts as its pieces (each one reached the backend),
+and `ddp_splits` says which graph was split into how many.
 Caches are cleared before and after, so the report describes a fresh compilation.
 """
 
@@ -44,6 +46,7 @@ class ExplainOutput:
     ops_per_graph: list[list[Any]] = field(default_factory=list)
     out_guards: list[str] = field(default_factory=list)
     compile_times: str = ""
+    ddp_splits: list[str] = field(default_factory=list)  # "<frame>: graph split into N pieces ..."
 
     def __str__(self) -> str:
         lines = [
@@ -59,6 +62,9 @@ class ExplainOutput:
         for i, ops in enumerate(self.ops_per_graph, 1):
             lines.append(f"  Ops {i}:")
             lines.extend(f"    {_op_name(op)}" for op in ops)
+        if self.ddp_splits:
+            lines.append("DDP Splits:")
+            lines.extend(f"  {split}" for split in self.ddp_splits)
         lines.append("Out Guards:")
         lines.extend(f"  {g}" for g in self.out_guards)
         if self.compile_times:
@@ -90,6 +96,8 @@ def explain(fn: Callable, *deprecated_args: Any, **deprecated_kwargs: Any) -> Ca
                 entry = event.entry
                 result.out_guards.extend(check.text for check in entry.guard_set.ordered())
                 times.append(f"{frame_name(entry.code)}: {entry.capture_seconds + entry.backend_seconds:.4f}s")
+                if entry.ddp_split is not None:
+                    result.ddp_splits.append(f"{frame_name(entry.code)}: {entry.ddp_split.summary()}")
 
         api.reset()
         events.subscribe(listen)

@@ -9,6 +9,7 @@ Each name is a logger on the `logging` module, `stenograph.<name>`, fed from the
     recompiles    which guard failed, with its old and new value
     bytecode      original and transformed code of each entry, readable
     dynamic       the symbolic (dynamic) sizes and values each graph takes
+    ddp_graphs    each graph split at DistributedDataParallel's buckets: the pieces and their code
 
 Enabling a name sets its logger to DEBUG and prints it to stderr; `config.verbose` adds
 stenograph's internal stacks (where a break was decided, where a recompile was triggered).
@@ -37,6 +38,7 @@ NAMES: dict[str, str] = {
     "recompiles": "which guard failed, with its old and new value",
     "bytecode": "original and transformed code of each entry, readable",
     "dynamic": "the symbolic (dynamic) sizes and values each graph takes",
+    "ddp_graphs": "each graph split at DistributedDataParallel's buckets: the pieces and their code",
 }
 ENV_VAR = "STENOGRAPH_LOGS"
 
@@ -73,6 +75,7 @@ def set_logs(
     recompiles: bool = False,
     bytecode: bool = False,
     dynamic: bool = False,
+    ddp_graphs: bool = False,
 ) -> None:
     """Turn log names on (True) or off (False): each call replaces the previous setting."""
     enabled = {
@@ -82,6 +85,7 @@ def set_logs(
         "recompiles": recompiles,
         "bytecode": bytecode,
         "dynamic": dynamic,
+        "ddp_graphs": ddp_graphs,
     }
     for name, on in enabled.items():
         if not isinstance(on, bool):
@@ -128,13 +132,15 @@ def _on_event(event: events.CompileEvent) -> None:
     if isinstance(event, events.FrameCompiled):
         entry = event.entry
         if log := _enabled("graph_code"):
-            log.debug("%s", graph_code_message(cid, event.label, entry.graph))
+            log.debug("%s", graph_code_message(cid, event.label, entry.graph, entry.ddp_split))
         if log := _enabled("guards"):
             log.debug("GUARDS %s %s\n%s", cid, event.label, entry.guard_source.rstrip())
         if log := _enabled("bytecode"):
             log.debug("%s", bytecode_message(cid, entry))
         if log := _enabled("dynamic"):
             log.debug("%s %s: %s", cid, event.label, dynamic_summary(entry))
+        if entry.ddp_split is not None and (log := _enabled("ddp_graphs")):
+            log.debug("%s", ddp_split_message(cid, event.label, entry.ddp_split))
     elif isinstance(event, events.GraphBreak):
         if log := _enabled("graph_breaks"):
             log.debug("%s", graph_break_message(cid, event))
@@ -147,10 +153,21 @@ def _on_event(event: events.CompileEvent) -> None:
             log.debug("%s %s runs eagerly from now on: %s", cid, event.label, event.reason)
 
 
-def graph_code_message(cid: str, label: str, graph: torch.fx.GraphModule | None) -> str:
+def graph_code_message(cid: str, label: str, graph: torch.fx.GraphModule | None, split: Any = None) -> str:
     if graph is None:
         return f"TRACED GRAPH {cid} {label}: no tensor operations, no graph"
-    return f"TRACED GRAPH {cid} {label}\n{readable_graph(graph)}"
+    text = f"TRACED GRAPH {cid} {label}\n{readable_graph(graph)}"
+    if split is not None:
+        text += f"\n({split.summary()}; STENOGRAPH_LOGS=ddp_graphs shows them)"
+    return text
+
+
+def ddp_split_message(cid: str, label: str, split: Any) -> str:
+    """The buckets a graph was split at (a `backends.ddp_split.DdpSplit`) and each piece's code."""
+    text = [f"DDP SPLIT {cid} {label}: {split.table()}"]
+    for i, piece in enumerate(split.pieces):
+        text += [f"--- piece {i}", piece.code.rstrip()]
+    return "\n".join(text)
 
 
 def readable_graph(graph: torch.fx.GraphModule) -> str:

@@ -108,6 +108,8 @@ class TraceWriter:
             sizes = {n.name: n.shape for n in record.graph.nodes if n.shape}
             self.emit({"dynamo_output_graph": {"sizes": sizes}, **ids}, record.graph.code)
             self.artifact(ids, "stenograph_graph_nodes", [asdict(n) for n in record.graph.nodes])
+        if record.ddp_split is not None:
+            self.artifact(ids, "stenograph_ddp_split", record.ddp_split, encoding="string")
         self.emit({"dynamo_guards": {}, **ids}, [{"code": text} for text in record.guards])
         self.emit({"dynamo_cpp_guards_str": {}, **ids}, record.guard_source)
         self.artifact(ids, "stenograph_transformed_code", record.transformed_source, encoding="string")

@@ -94,6 +94,8 @@ def load(path: str, title: str = "stenograph report") -> Session:
         elif artifact == "stenograph_graph_nodes":
             assert record.graph is not None
             record.graph.nodes = [NodeRecord(**node) for node in data]
+        elif artifact == "stenograph_ddp_split":
+            record.ddp_split = payload or ""
         elif artifact == "stenograph_transformed_code":
             record.transformed_source = payload or ""
         elif artifact == "stenograph_call_times":

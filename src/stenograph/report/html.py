@@ -236,6 +236,10 @@ def _compile(record: CompileRecord, open_: bool) -> str:
         html.append(f'<div class="why fail"><b>Runs eagerly:</b> {escape(record.failure)}</div>')
     if record.graph_break is not None:
         html.append(_graph_break(record))
+    if record.ddp_split is not None:
+        summary, _, pieces = record.ddp_split.partition("\n")
+        html.append(f'<div class="why"><b>Split for DDP:</b> {escape(summary)}</div>')
+        html.append(f"<details><summary>Pieces</summary><pre>{escape(pieces)}</pre></details>")
     if graph is not None:
         html.append(f"<h3>Graph ({_plural(graph.op_count, 'op')}, {_plural(graph.input_count, 'input')})</h3>")
         html.append(f"<pre>{python_html(graph.code)}</pre>")

@@ -127,6 +127,7 @@ class CompileRecord:
     capture_s: float | None = None
     backend_s: float | None = None
     calls: CallStats = field(default_factory=CallStats)
+    ddp_split: str | None = None  # how the graph was split at DDP's buckets (the pieces' table)
 
     @property
     def compiled(self) -> bool:

@@ -112,6 +112,7 @@ def fill_compiled(record: CompileRecord, entry: Any) -> None:
     record.transformed_source = entry.transformed_source
     record.capture_s = entry.capture_seconds
     record.backend_s = entry.backend_seconds
+    record.ddp_split = entry.ddp_split.table() if entry.ddp_split is not None else None
 
 
 def graph_record(gm: torch.fx.GraphModule) -> GraphRecord:

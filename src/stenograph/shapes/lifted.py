@@ -17,13 +17,13 @@ call reads the symbols' values from the tensors the graph is called with.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 import torch.fx
 
-__all__ = ["lift_aliased_input_symbols"]
+__all__ = ["lift_aliased_input_symbols", "lift_input_symbols"]
 
 # where a symbol's value is read from at call time: (input position, "size" | "stride" | "offset", dim)
 _Getter = tuple[int, str, int]
@@ -48,7 +48,7 @@ def _aliasing_positions(examples: list[Any]) -> list[int]:
     return sorted(pos for group in by_storage.values() if len(group) > 1 for pos in group)
 
 
-def _symbols_to_lift(fakes: list[Any], positions: list[int]) -> list[tuple[torch.SymInt, _Getter]]:
+def _symbols_to_lift(fakes: list[Any], positions: Iterable[int]) -> list[tuple[torch.SymInt, _Getter]]:
     # symbols the graph already receives as symbolic int arguments
     known = {f.node.expr for f in fakes if isinstance(f, torch.SymInt) and f.node.expr.is_Symbol}
     lifted: list[tuple[torch.SymInt, _Getter]] = []
@@ -80,7 +80,15 @@ def lift_aliased_input_symbols(
     """(graph for the backend, its example inputs, wrapper giving the compiled graph `gm`'s own
     calling convention). `gm` and `examples` come back as they are when no input aliases another
     or those that do have static sizes."""
-    lifted = _symbols_to_lift(fakes, _aliasing_positions(examples))
+    return lift_input_symbols(gm, examples, fakes, _aliasing_positions(examples))
+
+
+def lift_input_symbols(
+    gm: torch.fx.GraphModule, examples: list[Any], fakes: list[Any], positions: Iterable[int]
+) -> tuple[torch.fx.GraphModule, list[Any], Callable[[Callable[..., Any]], Callable[..., Any]]]:
+    """As `lift_aliased_input_symbols`, for the symbols of the tensor inputs at `positions` (the
+    DDP split lifts every input's: a piece needs the symbols of the tensors it is handed)."""
+    lifted = _symbols_to_lift(fakes, positions)
     if not lifted:
         return gm, examples, lambda compiled: compiled
 

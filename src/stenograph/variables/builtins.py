@@ -31,7 +31,7 @@ from .containers import (
     iterate,
     sort_items,
 )
-from .exceptions import raise_python_error
+from .exceptions import TracedException, is_attribute_error, raise_python_error
 from .functions import NestedFunctionVariable, TorchOpVariable, UserFunctionVariable, UserMethodVariable
 from .generators import stop_iteration
 from .symbolic import SymNodeVariable
@@ -305,8 +305,8 @@ def _getattr(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Vari
     if len(args) == 3:
         try:
             return obj.getattr(frame, name)
-        except Unsupported as e:
-            if e.kind is BreakKind.MISSING_ATTRIBUTE:
+        except (Unsupported, TracedException) as e:
+            if is_attribute_error(e):
                 return args[2]
             raise
     return obj.getattr(frame, name)
@@ -317,8 +317,8 @@ def _hasattr(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Vari
     obj, name = args[0], args[1].as_constant()
     try:
         obj.getattr(frame, name)
-    except Unsupported as e:
-        if e.kind is BreakKind.MISSING_ATTRIBUTE:
+    except (Unsupported, TracedException) as e:
+        if is_attribute_error(e):
             return constant(False)
         raise
     return constant(True)

@@ -57,6 +57,8 @@ class Cell:
         if self.owner is None:
             return False
         stores = _cell_stores(*self.owner)
+        if _is_parameter(*self.owner):
+            return stores == 0  # bound by the call: any store assigns it again
         return stores == 0 or (stores == 1 and self.contents is not None)
 
     def write(self, frame: Frame, value: Variable) -> None:
@@ -94,6 +96,12 @@ def _count_cell_stores(code: types.CodeType, name: str) -> int:
     if any(_nested_writes(const, name) for const in code.co_consts if isinstance(const, types.CodeType)):
         return 2
     return len(stores)
+
+
+def _is_parameter(code: types.CodeType, name: str) -> bool:
+    flags = code.co_flags
+    count = code.co_argcount + code.co_kwonlyargcount + bool(flags & 0x04) + bool(flags & 0x08)
+    return name in code.co_varnames[:count]
 
 
 def _nested_writes(code: types.CodeType, name: str) -> bool:

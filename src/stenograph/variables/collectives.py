@@ -183,6 +183,11 @@ def _gathered_size(target: TensorVariable, source: TensorVariable, size: int, wh
         raise Unsupported(f"{what}: output of shape {tuple(target.fake.shape)} does not fit the collective's result")
 
 
+def _newer(module: Any, name: str) -> list[Any]:
+    """`module.name` where this torch has it (the `*_single` spellings are newer than 2.11)."""
+    return [getattr(module, name)] if hasattr(module, name) else []
+
+
 # -- in-place c10d calls --------------------------------------------------------------------------
 
 if _AVAILABLE := torch.distributed.is_available():
@@ -198,7 +203,7 @@ if _AVAILABLE := torch.distributed.is_available():
         op = constant(_reduce_op(bound["op"], what))
         return _copy_into(frame, tensor, _record(frame, _ops.all_reduce.default, [tensor, op, constant(name)], what))
 
-    @_handler(dist.all_gather_into_tensor, dist.all_gather_single)
+    @_handler(dist.all_gather_into_tensor, *_newer(dist, "all_gather_single"))
     def _all_gather_into_tensor(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed.all_gather_into_tensor"
         (out, inp), name, size = _operands(frame, bound, what, "output_tensor", "input_tensor")
@@ -206,7 +211,7 @@ if _AVAILABLE := torch.distributed.is_available():
         args = [inp, constant(size), constant(name)]
         return _copy_into(frame, out, _record(frame, _ops.all_gather_into_tensor.default, args, what))
 
-    @_handler(dist.reduce_scatter_tensor, dist.reduce_scatter_single)
+    @_handler(dist.reduce_scatter_tensor, *_newer(dist, "reduce_scatter_single"))
     def _reduce_scatter_tensor(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed.reduce_scatter_tensor"
         (out, inp), name, size = _operands(frame, bound, what, "output", "input")
@@ -236,14 +241,14 @@ if _AVAILABLE := torch.distributed.is_available():
         op = constant(_reduce_op(bound["reduceOp"], what))
         return _record(frame, _ops.all_reduce.default, [tensor, op, constant(name)], what)
 
-    @_handler(functional.all_gather_tensor, functional.all_gather_single)
+    @_handler(functional.all_gather_tensor, *_newer(functional, "all_gather_single"))
     def _functional_all_gather(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed._functional_collectives.all_gather_tensor"
         _first_dim(bound, "gather_dim", what)
         (tensor,), name, size = _operands(frame, bound, what, "self")
         return _record(frame, _ops.all_gather_into_tensor.default, [tensor, constant(size), constant(name)], what)
 
-    @_handler(functional.reduce_scatter_tensor, functional.reduce_scatter_single)
+    @_handler(functional.reduce_scatter_tensor, *_newer(functional, "reduce_scatter_single"))
     def _functional_reduce_scatter(frame: Frame, bound: dict[str, Any]) -> Variable:
         what = "torch.distributed._functional_collectives.reduce_scatter_tensor"
         _first_dim(bound, "scatter_dim", what)

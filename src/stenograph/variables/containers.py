@@ -365,8 +365,11 @@ class DictVariable(Variable):
         return codegen.build_once(self, render)
 
     def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
-        items = pin("{" + ", ".join(f"{expr(ConstantVariable(k))}: {expr(v)}" for k, v in self.items.items()) + "}")
-        return f"{target}.clear(); {target}.update({items})"
+        return f"{target}.clear(); {target}.update({self._pinned_items(expr, pin)})"
+
+    def _pinned_items(self, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str:
+        """The new contents as a dict, taken into a local before any change is replayed."""
+        return pin("{" + ", ".join(f"{expr(ConstantVariable(k))}: {expr(v)}" for k, v in self.items.items()) + "}")
 
     def is_constant(self) -> bool:
         return all(v.is_constant() for v in self.items.values())
@@ -414,19 +417,22 @@ class DictVariable(Variable):
         """`d[key]` of a key not in the dict (`__missing__` of the dict subclasses modelled)."""
         raise raise_new(frame, KeyError, dict_key(key))
 
+    def _changed(self, frame: Frame, what: str) -> None:
+        """Called before each change: a dict from the frame gets it replayed after the graph."""
+        if self.source is not None:
+            frame.output.side_effects.container_mutated(self)
+
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
         k = dict_key(key)
         if self.items.get(k) is value:
             return  # the value already there (an optimizer storing its state back): no change
-        if self.source is not None:
-            frame.output.side_effects.container_mutated(self)
+        self._changed(frame, "item assignment")
         self.items[k] = value
 
     def delitem(self, frame: Frame, key: Variable) -> None:
         if dict_key(key) not in self.items:
             raise raise_new(frame, KeyError, dict_key(key))
-        if self.source is not None:
-            frame.output.side_effects.container_mutated(self)
+        self._changed(frame, "item deletion")
         del self.items[dict_key(key)]
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
@@ -442,8 +448,7 @@ class DictVariable(Variable):
         if name == "__contains__" and len(args) == 1:
             return constant(dict_key(args[0]) in self.items)
         if name in ("update", "__setitem__", "pop", "setdefault", "clear", "move_to_end", "popitem", "__delitem__"):
-            if self.source is not None:
-                frame.output.side_effects.container_mutated(self)
+            self._changed(frame, name)
             if name == "update":
                 other = args[0] if args else DictVariable({})
                 if isinstance(other, DictVariable):
@@ -494,6 +499,22 @@ class DictVariable(Variable):
         if name == "__iter__" and not args:
             return iterate(frame, self)
         raise Unsupported(f"method {name!r} of {self.describe()}")
+
+
+class DictContentsVariable(DictVariable):
+    """The contents of a dict subclass instance passed in (`python_class`: its builtin base),
+    changed through dict's own methods: replayed through them too, so the class's Python ones
+    (`update`, `__setitem__`) do not run a second time. Those of an OrderedDict subclass are
+    only read (its order lives in OrderedDict's own table)."""
+
+    def _changed(self, frame: Frame, what: str) -> None:
+        if self.python_class is not dict:
+            raise Unsupported(f"{what} on a {self.python_class.__qualname__} subclass instance passed in")
+        super()._changed(frame, what)
+
+    def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
+        clear, update = expr(ConstantVariable(dict.clear)), expr(ConstantVariable(dict.update))
+        return f"{clear}({target}); {update}({target}, {self._pinned_items(expr, pin)})"
 
 
 class IteratorVariable(Variable):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from .base import Variable, constant
 from .user_classes import instantiate
 
@@ -41,6 +41,15 @@ class CallerExceptionVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.writer.bind(sys.exc_info, 'exc_info')}()[1]"
+
+
+def is_attribute_error(error: Exception) -> bool:
+    """Whether `error`, met while tracing an attribute lookup, means "no such attribute": an
+    AttributeError the traced code raised (a `__getattr__`), or a missing attribute the tracer
+    found itself."""
+    if isinstance(error, TracedException):
+        return issubclass(error.value.python_type(), AttributeError)
+    return isinstance(error, Unsupported) and error.kind is BreakKind.MISSING_ATTRIBUTE
 
 
 class LastiVariable(Variable):

@@ -14,10 +14,19 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
-from ..guards.sources import AttrSource, ClassSource, GlobalSource, ModuleMemberSource, WeakrefTargetSource
+from ..graph.side_effects import DELETED
+from ..guards.sources import (
+    AttrSource,
+    ClassSource,
+    GlobalSource,
+    ItemSource,
+    ModuleMemberSource,
+    WeakrefTargetSource,
+)
 from ..module_hooks import HOOK_TABLES, global_hook_ids, has_backward_hooks, has_global_hooks, has_module_hooks
 from .base import ConstantVariable, Variable, constant
 from .class_lookup import MISSING, class_attribute
+from .descriptors import has_python_method, is_data_descriptor, run_descriptor
 from .trace_rules import is_literal, is_trusted_module
 
 if TYPE_CHECKING:
@@ -38,12 +47,15 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
     # cycles: variables.builder imports variables.frame_objects at module level; variables.user_classes imports
     # variables.frame_objects at module level
     from .builder import wrap
-    from .user_classes import class_attr_source, class_member, guard_not_shadowed, pending_class_attribute
+    from .user_classes import (
+        class_attr_source,
+        class_member,
+        class_variable,
+        guard_not_shadowed,
+        pending_class_attribute,
+    )
 
     if name == "__class__":
-        # cycle: variables.user_classes imports variables.frame_objects at module level
-        from .user_classes import class_variable
-
         return class_variable(type(obj))
     cls = type(obj)
     pending = pending_class_attribute(frame, cls, name, through_instance=True)
@@ -73,18 +85,20 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
         )
     if isinstance(obj, dict) and obj_var.source is not None:
         # cycle: variables.user_classes imports variables.frame_objects at module level
-        from .user_classes import dict_read_method
+        from .user_classes import dict_method
 
         # `output.keys()` of a dict subclass (HuggingFace's ModelOutput): the real contents, guarded
-        method = dict_read_method(obj_var, cls_attr, name)
+        method = dict_method(obj_var, cls_attr, name)
         if method is not None:
             return method
     known = (property, staticmethod, classmethod, types.FunctionType, int, float, str, bool, tuple)
-    if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
-        raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
-    source = class_attr_source(frame, cls, name, cls_attr)
-    if not isinstance(cls_attr, property):  # a property wins over the instance's __dict__
+    if not is_data_descriptor(cls_attr):  # a data descriptor wins over the instance's __dict__
         guard_not_shadowed(frame, obj_var, name)
+    if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
+        if not has_python_method(cls_attr, "__get__"):
+            raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
+        return run_descriptor(frame, cls, name, cls_attr, "__get__", obj_var, [class_variable(cls)])
+    source = class_attr_source(frame, cls, name, cls_attr)
     return class_member(frame, obj_var, constant(cls), cls_attr, name, source)
 
 
@@ -106,6 +120,19 @@ def _object_truth(frame: Frame, var: Variable) -> bool:
         class_attr_source(frame, cls, name, attr)
         return frame.inline_call(attr, [var], {}, closure=None).truth(frame)
     return True
+
+
+# builtin classes whose attribute hooks, though slots of their own, are `object`'s generic lookup
+# and storage
+_GENERIC_ATTRIBUTES = (object, dict, list, tuple, types.SimpleNamespace, BaseException)
+# dict's C methods an attribute dict uses as its hooks (`__setattr__ = dict.__setitem__`)
+_DICT_HOOKS = (dict.__getitem__, dict.__setitem__, dict.__delitem__)
+
+
+def _own_hook(cls: type, name: str) -> bool:
+    """Whether `cls` has an attribute hook `name` of its own (not `object`'s generic one)."""
+    hook = class_attribute(cls, name)
+    return hook is not MISSING and not any(hook is klass.__dict__.get(name) for klass in _GENERIC_ATTRIBUTES)
 
 
 class UserObjectVariable(Variable):
@@ -136,39 +163,115 @@ class UserObjectVariable(Variable):
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         """Attribute writes are replayed on the real object after the graph; a class's own
-        `__setattr__` written in Python (configs mapping aliases) is inlined, and its
+        `__setattr__` (configs mapping aliases, attribute dicts) is inlined, and its
         `super().__setattr__` lands in `object_setattr`."""
-        # cycle: variables.user_classes imports variables.frame_objects at module level
-        from .user_classes import class_attr_source
+        hook = self._attribute_hook(frame, "__setattr__")
+        if hook is not None:
+            frame.output.side_effects.changed_through_hook(self)
+            hook.call(frame, [self, constant(name), value], {})
+            return
+        self.object_setattr(frame, name, value)
+
+    def delattr(self, frame: Frame, name: str) -> None:
+        """`del obj.name`: the class's own `__delattr__` inlined, else `object_delattr`."""
+        hook = self._attribute_hook(frame, "__delattr__")
+        if hook is not None:
+            frame.output.side_effects.changed_through_hook(self)
+            hook.call(frame, [self, constant(name)], {})
+            return
+        self.object_delattr(frame, name)
+
+    def _attribute_hook(self, frame: Frame, name: str) -> Variable | None:
+        """The class's own attribute hook `name` (`__getattribute__`, `__getattr__`,
+        `__setattr__`, `__delattr__`) as a tracker to call with the object first: a Python
+        function (guarded by identity), or one of dict's C methods standing in for it in an
+        attribute dict (`__getattr__ = dict.__getitem__`); None when the class has none of its
+        own. Any other hook in C is Unsupported."""
+        # cycles: variables.functions -> variables.containers -> variables.user_classes -> variables.frame_objects;
+        # variables.user_classes imports variables.frame_objects at module level
+        from .functions import UserFunctionVariable
+        from .user_classes import UnboundBaseMethodVariable, class_attr_source
 
         self._use()
         cls = type(self.value_object)
-        hook = class_attribute(cls, "__setattr__")
+        hook = class_attribute(cls, name)
+        if not _own_hook(cls, name):
+            return None
         if isinstance(hook, types.FunctionType):
-            if cls.__getattribute__ is not object.__getattribute__ or hasattr(cls, "__getattr__"):
-                # its computed reads are made for real, and would not see this trace's writes
-                raise Unsupported(
-                    f"setting {name!r} on {self.describe()}, whose class defines __setattr__ and computes attributes"
-                )
-            class_attr_source(frame, cls, "__setattr__", hook)  # replacing it recompiles
-            frame.inline_call(hook, [self, constant(name), value], {}, closure=None)
-            return
-        if cls.__setattr__ is not object.__setattr__:
-            raise Unsupported(f"setting {name!r} on {self.describe()}, whose class defines __setattr__ in C")
-        self.object_setattr(frame, name, value)
+            return UserFunctionVariable(hook, class_attr_source(frame, cls, name, hook))
+        if isinstance(self.value_object, dict) and hook in _DICT_HOOKS:
+            frame.output.guards.id_match(AttrSource(ClassSource(cls), name), hook)
+            return UnboundBaseMethodVariable(dict, hook.__name__)
+        raise Unsupported(f"{name} of {self.describe()} is implemented in C")
 
     def object_setattr(self, frame: Frame, name: str, value: Variable) -> None:
-        """`object.__setattr__`: a plain attribute, replayed on the real object after the graph."""
-        cls_attr = class_attribute(type(self.value_object), name)
-        # a slot (member descriptor) stores like an instance attribute; other data descriptors
-        # (properties with setters) run Python code
-        is_slot = isinstance(cls_attr, types.MemberDescriptorType)
-        if hasattr(type(cls_attr), "__set__") and not is_slot:
-            raise Unsupported(f"setting {name!r} on {self.describe()} runs a descriptor")
-        frame.output.side_effects.attribute_written(self, name, value)
+        """`object.__setattr__`: a data descriptor's Python `__set__` (a property's setter)
+        runs; anything else is a plain attribute, replayed on the real object after the graph
+        (through `object.__setattr__` where the class has its own, which already ran)."""
+        cls = type(self.value_object)
+        cls_attr = class_attribute(cls, name)
+        # a slot (member descriptor) stores like an instance attribute
+        if is_data_descriptor(cls_attr) and not isinstance(cls_attr, types.MemberDescriptorType):
+            run_descriptor(frame, cls, name, cls_attr, "__set__", self, [value])
+            return
+        raw = _own_hook(cls, "__setattr__")
+        frame.output.side_effects.attribute_written(self, name, value, raw=raw)
+
+    def object_delattr(self, frame: Frame, name: str) -> None:
+        """`object.__delattr__`: a data descriptor's Python `__delete__` (a property's deleter)
+        runs; a plain attribute is deleted after the graph. Its presence is guarded, or the
+        traced program gets Python's AttributeError."""
+        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
+        from .exceptions import raise_new
+
+        obj = self.value_object
+        cls = type(obj)
+        cls_attr = class_attribute(cls, name)
+        if is_data_descriptor(cls_attr) and not isinstance(cls_attr, types.MemberDescriptorType):
+            run_descriptor(frame, cls, name, cls_attr, "__delete__", self, [])
+            return
+        pending = frame.output.side_effects.pending_attribute(self, name)
+        instance_dict = getattr(obj, "__dict__", None)
+        if pending is None and self.source is not None and isinstance(instance_dict, dict):
+            dict_source = AttrSource(self.source, "__dict__")
+            text = f"{self.source.name()}.__dict__ {{}} {name!r}"
+            if name in instance_dict:
+                frame.output.guards.key_present(dict_source, name, text.format("holds"))
+                pending = constant(None)
+            else:
+                frame.output.guards.key_absent(dict_source, name, text.format("lacks"))
+        if pending is None or pending is DELETED:
+            raise raise_new(frame, AttributeError, name)
+        raw = _own_hook(cls, "__delattr__")
+        frame.output.side_effects.attribute_written(self, name, DELETED, raw=raw)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        return self._lookup(frame, name, computed=True)
+        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
+        from .exceptions import TracedException, is_attribute_error
+
+        if not self._traces_reads(frame):
+            return self._lookup(frame, name, computed=True)
+        # the class computes reads, and the trace changed the object: its `__getattribute__` and
+        # `__getattr__` are inlined, so what they compute sees the trace's writes
+        getattribute = self._attribute_hook(frame, "__getattribute__")
+        fallback = self._attribute_hook(frame, "__getattr__")
+        try:
+            if getattribute is not None:
+                return getattribute.call(frame, [self, constant(name)], {})
+            return self._lookup(frame, name, computed=False)
+        except (Unsupported, TracedException) as e:
+            if fallback is None or not is_attribute_error(e):
+                raise
+        return fallback.call(frame, [self, constant(name)], {})
+
+    def _traces_reads(self, frame: Frame) -> bool:
+        """Whether attribute reads run the class's own lookup hooks in the trace rather than
+        for real (reading for real, guarded, is cheaper to trace and needs none of the hooks'
+        code to be traceable): the class has one, and the trace changed the object already."""
+        cls = type(self.value_object)
+        if not (_own_hook(cls, "__getattribute__") or _own_hook(cls, "__getattr__")):
+            return False
+        return frame.output.side_effects.wrote_to(self)
 
     def object_getattr(self, frame: Frame, name: str) -> Variable:
         """`object.__getattribute__` (a class's own `__getattribute__` calling its base): the
@@ -181,14 +284,20 @@ class UserObjectVariable(Variable):
 
         self._use()
         pending = frame.output.side_effects.pending_attribute(self, name)
-        if pending is not None:
+        if pending is not None and pending is not DELETED:
             return pending
         obj = self.value_object
         instance_dict = getattr(obj, "__dict__", None)
+        if name == "__dict__" and isinstance(instance_dict, dict) and self.source is not None:
+            return InstanceDictVariable(self)
         cls_attr = class_attribute(type(obj), name)
-        is_data_descriptor = hasattr(type(cls_attr), "__set__") or isinstance(cls_attr, property)
-        if instance_dict is not None and name in instance_dict and not is_data_descriptor:
-            source = AttrSource(self.source, name) if self.source is not None else None
+        in_dict = pending is None and instance_dict is not None and name in instance_dict
+        if in_dict and not is_data_descriptor(cls_attr):
+            source = None
+            if self.source is not None and type(obj).__getattribute__ is object.__getattribute__:
+                source = AttrSource(self.source, name)
+            elif self.source is not None:  # `obj.name` would run the class's own lookup
+                source = ItemSource(AttrSource(self.source, "__dict__"), name)
             return wrap(frame, instance_dict[name], source)
         resolved = _resolve_class_attr(frame, self, obj, name)
         if resolved is not None:
@@ -202,29 +311,49 @@ class UserObjectVariable(Variable):
             except AttributeError:
                 raise self._missing(frame, name) from None
             return wrap(frame, value, AttrSource(self.source, name))
-        raise self._missing(frame, name)
+        raise self._missing(frame, name, computed=computed)
 
-    def _missing(self, frame: Frame, name: str) -> Unsupported:
+    def _missing(self, frame: Frame, name: str, *, computed: bool = True) -> Unsupported:
         """The error for an attribute the object lacks; `hasattr` and `getattr` with a default
-        turn it into an answer, so the absence is guarded (setting it later recompiles)."""
-        if self.source is not None:
-            frame.output.guards.attribute_absent(self.source, self.value_object, name)
+        turn it into an answer, so the absence is guarded (setting it later recompiles): for
+        `object`'s lookup alone (`computed` False), in the instance `__dict__` and the class,
+        where the class's own hooks do not look; nothing when the trace deleted it."""
+        obj = self.value_object
+        deleted = frame.output.side_effects.pending_attribute(self, name) is DELETED
+        if self.source is not None and not deleted:
+            guards = frame.output.guards
+            if computed:
+                guards.attribute_absent(self.source, obj, name)
+            else:
+                guards.attribute_absent(ClassSource(type(obj)), type(obj), name)
+                if isinstance(getattr(obj, "__dict__", None), dict):
+                    text = f"{self.source.name()}.__dict__ lacks {name!r}"
+                    guards.key_absent(AttrSource(self.source, "__dict__"), name, text)
         return Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
     # -- protocols written in Python on the object's class ---------------------------------------
 
     def _dunder(self, frame: Frame, name: str, args: list[Variable]) -> Variable:
         # cycle: variables.user_classes imports variables.frame_objects at module level
-        from .user_classes import python_dunder
+        from .user_classes import dict_method, python_dunder
 
         self._use()
         fn = python_dunder(frame, self, name)
-        if fn is None:
-            raise Unsupported(f"{self.describe()} has no Python {name} (implemented in C or missing)")
-        return frame.inline_call(fn, [self, *args], {}, closure=None)
+        if fn is not None:
+            return frame.inline_call(fn, [self, *args], {}, closure=None)
+        method = dict_method(self, class_attribute(type(self.value_object), name), name)
+        if method is not None:  # a dict subclass using dict's own: its real contents
+            return method.call(frame, args, {})
+        raise Unsupported(f"{self.describe()} has no Python {name} (implemented in C or missing)")
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
         return self._dunder(frame, "__getitem__", [key])
+
+    def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
+        self._dunder(frame, "__setitem__", [key, value])
+
+    def delitem(self, frame: Frame, key: Variable) -> None:
+        self._dunder(frame, "__delitem__", [key])
 
     def length(self, frame: Frame) -> int:
         return self._dunder(frame, "__len__", []).as_constant()
@@ -256,7 +385,104 @@ class UserObjectVariable(Variable):
         return frame.inline_call(fn, [self, *args], kwargs, closure=None)
 
 
-def _value_type(var: Variable) -> type | None:
+def guard_global_hooks(frame: Frame) -> bool:
+    """Whether global module forward hooks run on a module call; either answer is guarded (by
+    the hooks' handle ids where there are some). Global backward hooks are Unsupported."""
+    guards = frame.output.guards
+    if not has_global_hooks():
+        guards.state_query(has_global_hooks, "has_global_hooks", False)
+        return False
+    ids = global_hook_ids()
+    guards.state_query(global_hook_ids, "global_hook_ids", ids)
+    if ids[3] or ids[4]:
+        raise Unsupported("global nn.Module backward hooks are registered")
+    return True
+
+
+class InstanceDictVariable(Variable):
+    """`obj.__dict__` of an object passed in (configs' own lookups read it): read key by key, each
+    read guarded, through the trace's pending writes of the object; an item assigned or deleted
+    is an attribute written or deleted as `object` stores it."""
+
+    def __init__(self, obj: UserObjectVariable) -> None:
+        assert obj.source is not None
+        self.obj = obj
+        self.source = AttrSource(obj.source, "__dict__")  # escaping, it is the real dict again
+
+    def python_type(self) -> type:
+        return dict
+
+    def describe(self) -> str:
+        return f"__dict__ of {self.obj.describe()}"
+
+    def entry(self, frame: Frame, key: Any) -> Variable | None:
+        """The value under `key`, None when there is none."""
+        # cycle: variables.builder imports variables.frame_objects at module level
+        from .builder import wrap
+
+        pending = frame.output.side_effects.pending_attribute(self.obj, key)
+        if pending is DELETED:
+            return None
+        if pending is not None:
+            return pending
+        real = self.obj.value_object.__dict__
+        if key in real:
+            return wrap(frame, real[key], ItemSource(self.source, key))
+        frame.output.guards.key_absent(self.source, key, f"{self.source.name()} lacks {key!r}")
+        return None
+
+    def contains(self, frame: Frame, item: Variable) -> bool | None:
+        return self.entry(frame, item.as_constant()) is not None
+
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
+        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
+        from .exceptions import raise_new
+
+        found = self.entry(frame, key.as_constant())
+        if found is None:
+            raise raise_new(frame, KeyError, key.as_constant())
+        return found
+
+    def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
+        self._change(frame, key.as_constant(), value)
+
+    def delitem(self, frame: Frame, key: Variable) -> None:
+        if self.entry(frame, key.as_constant()) is None:
+            self.getitem(frame, key)  # raises the KeyError
+        self._change(frame, key.as_constant(), DELETED)
+
+    def _change(self, frame: Frame, key: Any, value: Any) -> None:
+        # `object.__setattr__` replays it: the same unless a data descriptor takes the name
+        if not isinstance(key, str) or is_data_descriptor(class_attribute(type(self.obj.value_object), key)):
+            raise Unsupported(f"changing {self.describe()}[{key!r}], which a descriptor of its class handles")
+        frame.output.side_effects.attribute_written(self.obj, key, value, raw=True)
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        # cycle: variables.containers -> variables.user_classes -> variables.frame_objects
+        from .containers import BoundMethodVariable
+
+        if name not in ("get", "__getitem__", "__contains__", "__setitem__", "__delitem__"):
+            raise Unsupported(f"{self.describe()}.{name}", hint="read attributes by name: they are traced and guarded")
+        return BoundMethodVariable(self, name)
+
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if name == "get" and 1 <= len(args) <= 2 and not kwargs:
+            found = self.entry(frame, args[0].as_constant())
+            return found if found is not None else (args[1] if len(args) == 2 else constant(None))
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(frame, args[0])
+        if name == "__contains__" and len(args) == 1:
+            return constant(self.contains(frame, args[0]))
+        if name == "__setitem__" and len(args) == 2:
+            self.setitem(frame, *args)
+            return constant(None)
+        if name == "__delitem__" and len(args) == 1:
+            self.delitem(frame, args[0])
+            return constant(None)
+        return super().call_method(frame, name, args, kwargs)
+
+
+def value_type(var: Variable) -> type | None:
     """The class of the value a tracker stands for, None when tracing does not know it."""
     try:
         return var.python_type()
@@ -276,11 +502,11 @@ class NNModuleVariable(UserObjectVariable):
         custom `__setattr__` or descriptor break the graph."""
         module = self.value_object
         tables = {table: module.__dict__.get(table) or {} for table in ("_parameters", "_buffers", "_modules")}
-        kind = _value_type(value)
+        kind = value_type(value)
         is_parameter = kind is not None and issubclass(kind, torch.nn.Parameter)
         is_tensor = kind is not None and issubclass(kind, torch.Tensor)
         fits = not (
-            isinstance(value, NNModuleVariable)
+            (kind is not None and issubclass(kind, torch.nn.Module))
             or name in tables["_modules"]
             or (name in tables["_parameters"] and not is_parameter)
             or (name in tables["_buffers"] and not (is_tensor and not is_parameter))
@@ -352,14 +578,8 @@ class NNModuleVariable(UserObjectVariable):
         module = self.value_object
         if has_backward_hooks(module):
             raise Unsupported(f"{self.describe()} has full backward hooks", hint="they run eagerly at a graph break")
+        global_hooks = guard_global_hooks(frame)
         guards = frame.output.guards
-        if has_global_hooks():
-            ids = global_hook_ids()
-            guards.state_query(global_hook_ids, "global_hook_ids", ids)
-            if ids[3] or ids[4]:
-                raise Unsupported("global nn.Module backward hooks are registered")
-        else:
-            guards.state_query(has_global_hooks, "has_global_hooks", False)
         if self.source is not None:
             for table in HOOK_TABLES:
                 hooks = getattr(module, table)
@@ -367,7 +587,7 @@ class NNModuleVariable(UserObjectVariable):
                     guards.dict_keys_match(AttrSource(self.source, table), hooks)
                 else:
                     guards.falsy(AttrSource(self.source, table), "no module hooks")
-        return has_module_hooks(module) or has_global_hooks()
+        return has_module_hooks(module) or global_hooks
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         custom_call = class_attribute(type(self.value_object), "__call__")
@@ -548,6 +768,14 @@ class TorchModuleClassVariable(ConstantVariable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return NewModuleVariable.create(self.value, args, kwargs)
 
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if self.value is torch.nn.Module and isinstance(torch.nn.Module.__dict__.get(name), types.FunctionType):
+            # cycle: variables.new_modules imports this module at module level
+            from .new_modules import UnboundModuleMethodVariable
+
+            return UnboundModuleMethodVariable(name)  # `nn.Module.__init__(self)`
+        return super().getattr(frame, name)
+
 
 class NewModuleVariable(NNModuleVariable):
     """A torch.nn module without parameters or buffers (a loss, an activation) that the traced
@@ -601,11 +829,17 @@ class NewModuleVariable(NNModuleVariable):
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return resolved
 
+    def set_training(self, mode: bool) -> None:
+        """`train(mode)` of a module made in the frame that holds this one."""
+        self.value_object.training = mode  # the module made while tracing, seen by nothing else
+
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(type(self.value_object), "cls")
         args = [rebuild.constant(a) for a in self.args]
         args += [f"{k}={rebuild.constant(v)}" for k, v in self.kwargs.items()]
-        return rebuild.build_object(self, f"{cls}({', '.join(args)})", lambda name: [])
+        training = self.value_object.training
+        fill = (lambda name: []) if training else (lambda name: [f"{name}.training = False"])
+        return rebuild.build_object(self, f"{cls}({', '.join(args)})", fill)
 
 
 class PythonModuleVariable(Variable):

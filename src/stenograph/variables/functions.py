@@ -10,7 +10,7 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
-from ..marks import Substitute, disabled_reason, graph_break, is_constant_result, is_disabled
+from ..marks import Substitute, disabled_reason, graph_break, is_constant_result, is_disabled, is_torch_disabled
 from .base import ConstantVariable, Variable, constant
 from .cells import LazyValue, RealCellVariable
 from .containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
@@ -48,8 +48,9 @@ class UserFunctionVariable(Variable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if is_disabled(self.fn):
             why = disabled_reason(self.fn)
+            mark = "torch._dynamo.disable(recursive=False)" if is_torch_disabled(self.fn) else "stenograph.disable"
             raise Unsupported(
-                f"call to {self.fn.__qualname__}, which is marked stenograph.disable" + (f": {why}" if why else ""),
+                f"call to {self.fn.__qualname__}, which is marked {mark}" + (f": {why}" if why else ""),
                 hint="disabled functions run eagerly",
                 kind=BreakKind.UNTRACED_CALL,
             )
@@ -397,7 +398,7 @@ _CONSTANT_RECORDS = (torch.device, torch.finfo, torch.iinfo)
 class TorchClassVariable(ConstantVariable):
     """torch classes whose construction is modelled: torch.Size, grad-mode contexts, and the constant
     records `torch.device`, `torch.finfo`, `torch.iinfo` (folded: `finfo()` reads the default dtype,
-    which every entry guards)."""
+    which every entry guards); `torch.nn.Parameter`, whose construction breaks with its reason."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if grad_mode_class(self.value):
@@ -409,6 +410,11 @@ class TorchClassVariable(ConstantVariable):
         if self.value is torch.Size:
             items = args[0].unpack(frame) if args else []
             return SizeVariable(items)
+        if self.value is torch.nn.Parameter:
+            raise Unsupported(
+                "creating a torch.nn.Parameter inside the compiled function",
+                hint="torch.compile breaks here too; create parameters in __init__ of a module passed in",
+            )
         if self.value in _CONSTANT_RECORDS and all(a.is_constant() for a in [*args, *kwargs.values()]):
             try:
                 record = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})

@@ -201,6 +201,8 @@ def is_graph_op(value: Any) -> bool:
     """Whether calling `value` should be recorded as one graph node."""
     if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True
+    if not isinstance(value, (types.BuiltinFunctionType, types.FunctionType)):
+        return False  # (nor read the names of other objects: their own `__getattr__` may raise)
     name = getattr(value, "__name__", "")
     if name in STATEFUL_TORCH:
         return False
@@ -250,7 +252,7 @@ def is_state_reader(fn: Any) -> bool:
 # -- classes --------------------------------------------------------------------------------------
 
 # torch classes with trackers of their own (sizes, devices, dtype limits, grad-mode and autocast
-# contexts, profiler ranges)
+# contexts, profiler ranges, `nn.Parameter` made in the frame)
 TORCH_CLASSES = (
     torch.Size,
     torch.device,
@@ -262,6 +264,7 @@ TORCH_CLASSES = (
     torch.inference_mode,
     torch.autocast,
     torch.autograd.profiler.record_function,
+    torch.nn.Parameter,
 )
 
 

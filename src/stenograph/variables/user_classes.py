@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
+from ..graph.side_effects import DELETED
 from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .base import ConstantVariable, Variable, constant
 from .class_lookup import MISSING, class_attribute, class_lookup
+from .descriptors import has_python_method, is_data_descriptor, run_descriptor
 from .frame_objects import UserObjectVariable
 from .trace_rules import TORCH_CLASSES, is_literal, is_plain_function_class, is_user_class
 
@@ -68,6 +70,8 @@ def guard_not_shadowed(frame: Frame, obj: Variable, name: str) -> None:
     real = obj.value_object
     if obj.source is None or not isinstance(getattr(real, "__dict__", None), dict):
         return
+    if frame.output.side_effects.pending_attribute(obj, name) is DELETED:
+        return  # the trace deleted it: its presence before was guarded
     text = f"{obj.source.name()}.__dict__ lacks {name!r} (class attribute {type(real).__qualname__}.{name})"
     frame.output.guards.key_absent(AttrSource(obj.source, "__dict__"), name, text)
 
@@ -99,11 +103,18 @@ def bind_class_attr(
 
     if owner is not None and _is_builtin_class(owner) and callable(attr) and not isinstance(attr, types.FunctionType):
         return BaseMethodVariable(obj, owner, name)
+    found_on = owner if via_super and owner is not None else cls
+    if isinstance(obj, NewObjectVariable) and owner is not None:
+        modelled = obj.inherited_member(frame, found_on, owner, name, attr)
+        if modelled is not None:
+            return modelled
     if hasattr(type(attr), "__get__") and not isinstance(
         attr, (types.FunctionType, property, staticmethod, classmethod, type, enum.Enum, *_CONSTANT_TYPES)
     ):
-        raise Unsupported(f"descriptor {name!r} ({type(attr).__name__}) of {cls.__qualname__}")
-    source = class_attr_source(frame, owner if via_super and owner is not None else cls, name, attr)
+        if not has_python_method(attr, "__get__"):
+            raise Unsupported(f"descriptor {name!r} ({type(attr).__name__}) of {cls.__qualname__}")
+        return run_descriptor(frame, found_on, name, attr, "__get__", obj, [class_variable(cls)])
+    source = class_attr_source(frame, found_on, name, attr)
     return class_member(frame, obj, UserClassVariable(cls), attr, name, source)
 
 
@@ -207,7 +218,10 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
     if is_namedtuple_class(cls):
         return NamedTupleVariable.construct(frame, cls, args, kwargs)
     if issubclass(cls, torch.nn.Module):
-        raise Unsupported(f"creating module {cls.__qualname__} inside the compiled function")
+        # cycle: variables.new_modules imports this module at module level
+        from .new_modules import instantiate_module
+
+        return instantiate_module(frame, cls, args, kwargs)
     if type(cls).__call__ is not type.__call__:
         raise Unsupported(f"class {cls.__qualname__} has a metaclass with its own __call__")
     base = _builtin_base(cls)
@@ -255,15 +269,35 @@ class NewObjectVariable(Variable):
 
     # -- attributes --------------------------------------------------------------------------
 
+    def class_hook(self, frame: Frame, name: str) -> Variable | None:
+        """The class's hook `name` (`__getattr__`, `__setattr__`, ...) bound to this object when it
+        is written in Python (or emulated: `inherited_member`), None when it is a builtin's."""
+        attr, owner = class_lookup(self.cls, name)
+        if not isinstance(attr, types.FunctionType):
+            return None
+        return bind_class_attr(frame, self, self.cls, attr, owner, name)
+
+    def inherited_member(self, frame: Frame, found_on: type, owner: type, name: str, attr: Any) -> Variable | None:
+        """Class attribute `name` of `owner` (found through `found_on`) as this object models it
+        instead of running it, or None: objects of plain classes model none."""
+        return None
+
     def getattr(self, frame: Frame, name: str) -> Variable:
-        hook, _ = class_lookup(self.cls, "__getattribute__")
-        if isinstance(hook, types.FunctionType):
-            # a class's own lookup (configs mapping aliases): inlined; `super().__getattribute__`
-            # inside it reaches `object_getattr`
-            if class_lookup(self.cls, "__getattr__")[0] is not MISSING:
-                raise Unsupported(f"{self.describe()}: a class with both __getattribute__ and __getattr__")
-            return frame.inline_call(hook, [self, constant(name)], {}, closure=None)
-        return self.object_getattr(frame, name)
+        # cycle: variables.exceptions imports variables.user_classes at module level
+        from .exceptions import TracedException, is_attribute_error
+
+        hook = self.class_hook(frame, "__getattribute__")
+        if hook is None:
+            return self.object_getattr(frame, name)
+        # a class's own lookup (configs mapping aliases): inlined; `super().__getattribute__`
+        # inside it reaches `object_getattr`; an AttributeError from it falls back on `__getattr__`
+        try:
+            return hook.call(frame, [constant(name)], {})
+        except (Unsupported, TracedException) as e:
+            fallback = self.class_hook(frame, "__getattr__")
+            if fallback is None or not is_attribute_error(e):
+                raise
+        return fallback.call(frame, [constant(name)], {})
 
     def object_getattr(self, frame: Frame, name: str) -> Variable:
         """`object.__getattribute__`, then the class's `__getattr__`."""
@@ -272,12 +306,11 @@ class NewObjectVariable(Variable):
         if name == "__dict__":
             return self.attrs
         attr, owner = class_lookup(self.cls, name)
-        is_data_descriptor = isinstance(attr, property) or hasattr(type(attr), "__set__")
         # slots of builtin bases (BaseException.args) and of `__slots__` classes are modelled
         # as plain attributes
         is_member = isinstance(attr, types.MemberDescriptorType)
         modelled_slot = owner is not None and (_is_builtin_class(owner) or is_member)
-        if (modelled_slot or not is_data_descriptor) and name in self.attrs.items:
+        if (modelled_slot or not is_data_descriptor(attr)) and name in self.attrs.items:
             return self.attrs.items[name]
         if is_member:
             raise Unsupported(
@@ -288,31 +321,28 @@ class NewObjectVariable(Variable):
             return pending
         if attr is not MISSING:
             return bind_class_attr(frame, self, self.cls, attr, owner, name)
-        hook, _ = class_lookup(self.cls, "__getattr__")
-        if isinstance(hook, types.FunctionType):
-            return frame.inline_call(hook, [self, constant(name)], {}, closure=None)
+        hook = self.class_hook(frame, "__getattr__")
+        if hook is not None:
+            return hook.call(frame, [constant(name)], {})
         raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
-        hook, owner = class_lookup(self.cls, "__setattr__")
-        if isinstance(hook, types.FunctionType):
-            frame.inline_call(hook, [self, constant(name), value], {}, closure=None)
+        hook = self.class_hook(frame, "__setattr__")
+        if hook is not None:
+            hook.call(frame, [constant(name), value], {})
             return
         self.store_attr(frame, name, value)
 
     def store_attr(self, frame: Frame, name: str, value: Variable) -> None:
-        """`object.__setattr__`: a property setter runs, anything else lands in `__dict__`."""
+        """`object.__setattr__`: a data descriptor's Python `__set__` (a property's setter)
+        runs, anything else lands in `__dict__`."""
         attr, _ = class_lookup(self.cls, name)
-        if isinstance(attr, property):
-            if attr.fset is None:
-                raise Unsupported(f"property {name!r} of {self.cls.__qualname__} has no setter")
-            frame.inline_call(attr.fset, [self, value], {}, closure=None)
-            return
         if isinstance(attr, types.MemberDescriptorType):
             self.attrs.items[name] = value  # a `__slots__` entry
             return
-        if hasattr(type(attr), "__set__"):
-            raise Unsupported(f"setting {name!r} on {self.describe()} runs a descriptor")
+        if is_data_descriptor(attr):
+            run_descriptor(frame, self.cls, name, attr, "__set__", self, [value])
+            return
         if self.cls.__dictoffset__ == 0 and not issubclass(self.cls, BaseException):
             # cycle: variables.exceptions imports variables.user_classes at module level
             from .exceptions import raise_new
@@ -322,6 +352,20 @@ class NewObjectVariable(Variable):
         self.attrs.items[name] = value
 
     def delattr(self, frame: Frame, name: str) -> None:
+        """`del obj.name`: the class's Python `__delattr__`, a data descriptor's `__delete__`
+        (a property's deleter), or the attribute removed from the tracker."""
+        hook = self.class_hook(frame, "__delattr__")
+        if hook is not None:
+            hook.call(frame, [constant(name)], {})
+            return
+        self.remove_attr(frame, name)
+
+    def remove_attr(self, frame: Frame, name: str) -> None:
+        """`object.__delattr__`."""
+        attr, _ = class_lookup(self.cls, name)
+        if is_data_descriptor(attr) and not isinstance(attr, types.MemberDescriptorType):
+            run_descriptor(frame, self.cls, name, attr, "__delete__", self, [])
+            return
         if name not in self.attrs.items:
             raise Unsupported(f"deleting missing attribute {name!r} of {self.describe()}")
         del self.attrs.items[name]
@@ -398,24 +442,24 @@ class NewObjectVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.cls, "cls")
+        return rebuild.build_object(self, f"{cls}.__new__({cls})", lambda name: self.fill(rebuild, name))
 
-        def fill(name: str) -> list[str]:
-            lines = []
-            if self.items is not None:
-                setitem = rebuild.writer.bind(self.items.python_class.__setitem__, "setitem")
-                for k, v in self.items.items.items():
-                    lines.append(f"{setitem}({name}, {rebuild.constant(k)}, {rebuild.expr(v)})")
-            in_dict = {k: v for k, v in self.attrs.items.items() if not _is_slot(self.cls, k)}
-            if in_dict:
-                fields = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in in_dict.items())
-                lines.append(f"{name}.__dict__.update({{{fields}}})")
-            setter = rebuild.writer.bind(object.__setattr__, "setattr")
-            for k, v in self.attrs.items.items():
-                if k not in in_dict:  # BaseException.args, __slots__: stored by their descriptor
-                    lines.append(f"{setter}({name}, {k!r}, {rebuild.expr(v)})")
-            return lines
-
-        return rebuild.build_object(self, f"{cls}.__new__({cls})", fill)
+    def fill(self, rebuild: Any, name: str) -> list[str]:
+        """The statements giving the new real object `name` this tracker's contents."""
+        lines = []
+        if self.items is not None:
+            setitem = rebuild.writer.bind(self.items.python_class.__setitem__, "setitem")
+            for k, v in self.items.items.items():
+                lines.append(f"{setitem}({name}, {rebuild.constant(k)}, {rebuild.expr(v)})")
+        in_dict = {k: v for k, v in self.attrs.items.items() if not _is_slot(self.cls, k)}
+        if in_dict:
+            fields = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in in_dict.items())
+            lines.append(f"{name}.__dict__.update({{{fields}}})")
+        setter = rebuild.writer.bind(object.__setattr__, "setattr")
+        for k, v in self.attrs.items.items():
+            if k not in in_dict:  # BaseException.args, __slots__: stored by their descriptor
+                lines.append(f"{setter}({name}, {k!r}, {rebuild.expr(v)})")
+        return lines
 
 
 def _is_slot(cls: type, name: str) -> bool:
@@ -439,14 +483,18 @@ class BaseMethodVariable(Variable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         obj, name = self.obj, self.name
         if not isinstance(obj, NewObjectVariable):
-            if name in _DICT_READS and issubclass(self.owner, dict) and obj.source is not None:
-                return _dict_view(frame, obj).call_method(frame, name, args, kwargs)
+            if name in _DICT_METHODS and issubclass(self.owner, dict) and obj.source is not None:
+                return _dict_method(frame, dict_contents(frame, obj), name, args, kwargs)
             plain = isinstance(obj, UserObjectVariable) and not isinstance(obj.value_object, torch.nn.Module)
-            if plain and self.owner is object and name == "__setattr__" and len(args) == 2 and not kwargs:
-                obj.object_setattr(frame, args[0].as_constant(), args[1])
+            if plain and self.owner is object and not kwargs and len(args) == _ATTRIBUTE_ARITY.get(name):
+                attr = args[0].as_constant()
+                if name == "__getattribute__":
+                    return obj.object_getattr(frame, attr)
+                if name == "__setattr__":
+                    obj.object_setattr(frame, attr, args[1])
+                else:
+                    obj.object_delattr(frame, attr)
                 return constant(None)
-            if plain and self.owner is object and name == "__getattribute__" and len(args) == 1 and not kwargs:
-                return obj.object_getattr(frame, args[0].as_constant())
             raise Unsupported(f"{self.describe()}")
         if name == "__init__":
             if issubclass(self.owner, BaseException):
@@ -462,7 +510,7 @@ class BaseMethodVariable(Variable):
         if name == "__getattribute__" and len(args) == 1:
             return obj.object_getattr(frame, args[0].as_constant())
         if name == "__delattr__" and len(args) == 1:
-            obj.delattr(frame, args[0].as_constant())
+            obj.remove_attr(frame, args[0].as_constant())
             return constant(None)
         if name in ("__eq__", "__ne__") and len(args) == 1 and self.owner is object:
             same = args[0] is obj
@@ -472,52 +520,69 @@ class BaseMethodVariable(Variable):
         if name == "__repr__" and issubclass(self.owner, BaseException):
             return constant(repr(_exception_value(obj)))
         if obj.items is not None and self.owner is not object:
-            if name == "__setitem__":
-                obj.items.setitem(frame, *args)
-                return constant(None)
-            if name == "__getitem__":
-                return obj.items.getitem(frame, args[0])
-            if name == "__delitem__":
-                obj.items.call_method(frame, "pop", args, {})
-                return constant(None)
-            if name == "__len__":
-                return constant(obj.items.length(frame))
-            if name == "__contains__":
-                return obj.items.call_method(frame, "__contains__", args, {})
-            if name == "__iter__":
-                # cycle: variables.containers imports variables.user_classes at module level
-                from .containers import IteratorVariable
-
-                return IteratorVariable(obj.items.unpack(frame))
-            return obj.items.call_method(frame, name, args, kwargs)
+            return _dict_method(frame, obj.items, name, args, kwargs)
         raise Unsupported(f"{self.describe()} with {len(args)} arguments")
 
 
-_DICT_READS = {"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"}
+def _dict_method(
+    frame: Frame, items: Variable, name: str, args: list[Variable], kwargs: dict[str, Variable]
+) -> Variable:
+    """A C method of dict called on the contents (`items`) of a dict subclass instance."""
+    if name == "__setitem__":
+        items.setitem(frame, *args)
+        return constant(None)
+    if name == "__getitem__":
+        return items.getitem(frame, args[0])
+    if name == "__delitem__":
+        items.call_method(frame, "pop", args, {})
+        return constant(None)
+    if name == "__len__":
+        return constant(items.length(frame))
+    if name == "__iter__":
+        # cycle: variables.containers imports variables.user_classes at module level
+        from .containers import IteratorVariable
+
+        return IteratorVariable(items.unpack(frame))
+    return items.call_method(frame, name, args, kwargs)
 
 
-def dict_read_method(obj: Variable, cls_attr: Any, name: str) -> Variable | None:
-    """`obj.keys` (and the other reads of `_DICT_READS`) of an outside dict subclass instance whose
-    class inherits the method from `dict`/`OrderedDict`: bound to read the real contents."""
+# `object`'s attribute methods called on an outside object (a class's hook calling its base)
+_ATTRIBUTE_ARITY = {"__getattribute__": 1, "__setattr__": 2, "__delattr__": 1}
+# dict's methods on an outside dict subclass instance, which act on its real contents
+_DICT_METHODS = {
+    *("get", "keys", "values", "items", "__getitem__", "__contains__", "__len__", "__iter__"),
+    *("__setitem__", "__delitem__", "pop", "setdefault", "update", "clear"),
+}
+
+
+def dict_method(obj: Variable, cls_attr: Any, name: str) -> Variable | None:
+    """`obj.keys` (and the other methods of `_DICT_METHODS`) of an outside dict subclass instance
+    whose class inherits the method from `dict`/`OrderedDict`: bound to its real contents."""
     for owner in (collections.OrderedDict, dict):
-        if name in _DICT_READS and cls_attr is owner.__dict__.get(name):
+        if name in _DICT_METHODS and cls_attr is owner.__dict__.get(name):
             return BaseMethodVariable(obj, owner, name)
     return None
 
 
-def _dict_view(frame: Frame, obj: Variable) -> Variable:
-    """The contents of an outside dict subclass instance, read through its source (guarded)."""
+def dict_contents(frame: Frame, obj: Variable) -> Variable:
+    """The contents of an outside dict subclass instance, read through its source (keys
+    guarded): one tracker per object for the whole trace, so a change made through dict's
+    methods is seen by later reads and replayed on the object after the graph."""
     # cycles: variables.builder imports variables.user_classes at module level; variables.containers imports
     # variables.user_classes at module level
     from .builder import wrap
-    from .containers import DictVariable
+    from .containers import DictContentsVariable
 
     real = obj.value_object
+    known = frame.output.known_container(real, obj.source)
+    if known is not None:
+        return known
     if not all(is_literal(k) for k in real):
         raise Unsupported(f"{obj.describe()} has non-constant keys")
     frame.output.guards.dict_keys_match(obj.source, real)
     items = {k: wrap(frame, dict.__getitem__(real, k), ItemSource(obj.source, k)) for k in dict.keys(real)}
-    return DictVariable(items, obj.source)
+    contents = DictContentsVariable(items, obj.source, python_class=_builtin_base(type(real)))
+    return frame.output.register_container(real, contents)
 
 
 def _tuple(items: list[Variable]) -> Variable:

@@ -1,0 +1,84 @@
+"""Descriptors written in Python met through an instance: properties' getters, setters and
+deleters, and classes with their own `__get__` / `__set__` / `__delete__` (validators, typed
+fields).
+
+Python runs them for `obj.name`, `obj.name = v` and `del obj.name` when the class attribute
+`name` is one; the tracer inlines the same function, so what it does to the object (usually a
+write of a private attribute) is traced like any other code: recorded on an object made in the
+frame, replayed after the graph on one passed in. Each function run is guarded by identity on
+its class, so replacing a property or a descriptor's method recompiles.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Unsupported
+from ..guards.sources import AttrSource, ClassSource, ItemSource
+from .class_lookup import MISSING, class_lookup
+
+if TYPE_CHECKING:
+    from ..guards.sources import Source
+    from ..interpreter.frame import Frame
+    from .base import Variable
+
+# what each access calls: the property's function, or the descriptor class's method
+_PROPERTY_FUNCTION = {"__get__": "fget", "__set__": "fset", "__delete__": "fdel"}
+
+
+def is_data_descriptor(attr: Any) -> bool:
+    """Whether `attr`, found on a class, takes precedence over the instance `__dict__`."""
+    kind = type(attr)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+
+
+def has_python_method(attr: Any, method: str) -> bool:
+    """Whether `attr` answers `method` (`__get__`, `__set__`, `__delete__`) with Python code the
+    tracer can inline: a property's function, or its class's own method."""
+    if isinstance(attr, property):
+        return isinstance(getattr(attr, _PROPERTY_FUNCTION[method]), types.FunctionType)
+    return isinstance(class_lookup(type(attr), method)[0], types.FunctionType)
+
+
+def run_descriptor(
+    frame: Frame, owner: type, name: str, attr: Any, method: str, obj: Variable, args: list[Variable]
+) -> Variable:
+    """Run `attr.method(obj, *args)` (`attr` is `owner.name`) by inlining its Python code.
+
+    A property without that function, or a descriptor implemented in C, is Unsupported: the
+    access then runs eagerly (and raises Python's own error where the property has no setter).
+    """
+    # cycles: variables.user_classes and variables.frame_objects import this module at module level,
+    # and variables.builder and variables.functions import them
+    from .builder import wrap
+    from .functions import UserFunctionVariable
+    from .user_classes import class_attr_source
+
+    if isinstance(attr, property):
+        source = class_attr_source(frame, owner, name, attr)
+        field = _PROPERTY_FUNCTION[method]
+        fn = getattr(attr, field)
+        if not isinstance(fn, types.FunctionType):
+            raise Unsupported(f"property {name!r} of {owner.__qualname__} has no Python {field}")
+        return UserFunctionVariable(fn, AttrSource(source, field)).call(frame, [obj, *args], {})
+    fn, _ = class_lookup(type(attr), method)
+    if fn is MISSING or not isinstance(fn, types.FunctionType):
+        raise Unsupported(f"descriptor {name!r} ({type(attr).__name__}) of {owner.__qualname__} has no Python {method}")
+    method_source = class_attr_source(frame, type(attr), method, fn)  # replacing the method recompiles
+    descriptor = wrap(frame, attr, _descriptor_source(frame, owner, name, attr))
+    return UserFunctionVariable(fn, method_source).call(frame, [descriptor, obj, *args], {})
+
+
+def _descriptor_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
+    """Where `cls.name` is found, as a source that does not run the descriptor (`cls.name` would
+    call its `__get__` with no instance): the defining class's `__dict__` entry, guarded by
+    identity, and no class before it in the MRO defining the name."""
+    guards = frame.output.guards
+    _, found_on = class_lookup(cls, name)
+    for klass in cls.__mro__[: cls.__mro__.index(found_on)]:
+        text = f"{klass.__qualname__} does not define {name!r}"
+        guards.key_absent(AttrSource(ClassSource(klass), "__dict__"), name, text)
+    source = ItemSource(AttrSource(ClassSource(found_on), "__dict__"), name)
+    guards.id_match(source, attr)
+    return source

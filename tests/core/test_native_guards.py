@@ -1,0 +1,463 @@
+"""Native guard checks (guards/native_checks.cpp): they answer as the Python checks they replace.
+
+Each table builds one guard set twice, with `config.native_guards` True and False, and asks both
+guard functions about the same values. The compile tests show the fused module checks still
+recompile when a hook is added, `training` flips or `forward` is overridden on the instance.
+Tests that need the extension skip where the machine cannot build it (no compiler, no Python.h,
+STENOGRAPH_NATIVE_GUARDS=0) and fail where a build here fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+import stenograph
+from stenograph import config
+from stenograph.errors import InvalidConfig, NativeGuardsUnavailable
+from stenograph.guards import native
+from stenograph.guards.guard_set import GuardSet
+from stenograph.guards.sources import AttrSource, LocalSource
+from stenograph.module_hooks import HOOK_TABLES
+
+
+@pytest.fixture(scope="module")
+def extension():
+    if config.native_guards is False:
+        pytest.skip("native guard checks turned off (STENOGRAPH_NATIVE_GUARDS=0)")
+    try:
+        return native.load()
+    except native.Unavailable as e:
+        if e.environment:
+            pytest.skip(f"native guard checks cannot be built here: {e}")
+        raise
+
+
+def _one_argument(x):
+    return x
+
+
+def both_guards(fill: Callable[[GuardSet], None]) -> tuple[Callable, Callable]:
+    """The guard function of one guard set, built native and built Python (one parameter, x)."""
+    built = []
+    for setting in (True, False):
+        guards = GuardSet()
+        fill(guards)
+        with config.patch(native_guards=setting):
+            built.append(guards.build(_one_argument.__code__, None, "test"))
+    native_guard, python_guard = built
+    assert "___tensor" in native_guard.__stenograph_source__ or "___module" in native_guard.__stenograph_source__
+    assert "___tensor" not in python_guard.__stenograph_source__
+    return native_guard, python_guard
+
+
+def agree(native_guard: Callable, python_guard: Callable, value: Any) -> bool:
+    answer = native_guard(value)
+    assert answer is python_guard(value), f"native {answer} != Python for {value!r:.80}"
+    return answer
+
+
+class MyTensor(torch.Tensor):
+    pass
+
+
+X = SimpleNamespace(source=LocalSource("x"))
+
+
+def tensor_guards(example: torch.Tensor, fake: Any = None) -> tuple[Callable, Callable]:
+    return both_guards(lambda guards: guards.tensor_match(X.source, example, fake))
+
+
+def test_tensor_check_agrees_with_python_on_variations(extension):
+    base = torch.randn(3, 4)
+    native_guard, python_guard = tensor_guards(base)
+    expected = [
+        (base, True),
+        (base.clone(), True),
+        (torch.zeros(3, 4), True),
+        (base.double(), False),
+        (base.to(torch.float16), False),
+        (torch.randn(4, 3), False),
+        (torch.randn(3, 4, 1), False),
+        (torch.randn(3), False),
+        (torch.randn(4, 3).t(), False),  # same sizes, other strides
+        (torch.randn(3, 8)[:, ::2], False),
+        (base.clone().requires_grad_(), False),
+        (nn.Parameter(base.clone()), False),
+        (nn.Parameter(base.clone(), requires_grad=False), False),
+        (base.as_subclass(MyTensor), False),
+        (torch.empty(3, 4, device="meta"), False),
+        (base.to_sparse(), False),
+        (None, False),
+        (3, False),
+        ("x", False),
+        ([base], False),
+        (base.numpy(), False),
+    ]
+    for value, answer in expected:
+        assert agree(native_guard, python_guard, value) is answer, value
+
+
+def test_tensor_check_of_a_parameter_and_of_a_meta_tensor(extension):
+    weight = nn.Parameter(torch.randn(2, 5))
+    native_guard, python_guard = tensor_guards(weight)
+    for value, answer in [
+        (weight, True),
+        (nn.Parameter(torch.zeros(2, 5)), True),
+        (weight.detach(), False),  # a Tensor, not a Parameter
+        (nn.Parameter(torch.zeros(2, 5), requires_grad=False), False),
+        (nn.Parameter(torch.zeros(5, 2)), False),
+    ]:
+        assert agree(native_guard, python_guard, value) is answer
+    meta = torch.empty(2, 3, device="meta")
+    native_guard, python_guard = tensor_guards(meta)
+    assert agree(native_guard, python_guard, torch.empty(2, 3, device="meta")) is True
+    assert agree(native_guard, python_guard, torch.empty(2, 3)) is False
+    assert agree(native_guard, python_guard, torch.empty(3, 2, device="meta")) is False
+
+
+def test_sizes_left_to_shape_guards_are_not_checked(extension):
+    # a fake whose first size (and the stride it makes) is symbolic: only the rest is checked
+    fake = SimpleNamespace(shape=("s0", 4), stride=lambda: (4, 1))
+    native_guard, python_guard = tensor_guards(torch.randn(3, 4), fake)
+    for value, answer in [
+        (torch.randn(3, 4), True),
+        (torch.randn(9, 4), True),
+        (torch.randn(9, 5), False),
+        (torch.randn(9, 4, 1), False),
+        (torch.randn(4, 9).t(), False),  # stride 1 in dimension 0 (4 is checked)
+    ]:
+        assert agree(native_guard, python_guard, value) is answer
+    symbolic_stride = SimpleNamespace(shape=("s0", "s1"), stride=lambda: ("s1", 1))
+    native_guard, python_guard = tensor_guards(torch.randn(3, 4), symbolic_stride)
+    assert agree(native_guard, python_guard, torch.randn(7, 2)) is True
+    assert agree(native_guard, python_guard, torch.randn(2, 7).t()) is False
+
+
+def test_tensor_check_under_a_torch_function_mode_asks_python(extension):
+    """The Python check's `v.dtype` goes through an active torch-function mode; so does the
+    native check's answer (it hands the value to the Python form)."""
+    seen = []
+
+    class Spy(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    base = torch.randn(2, 2)
+    native_guard, python_guard = tensor_guards(base)
+    with Spy():
+        assert agree(native_guard, python_guard, base) is True
+        assert agree(native_guard, python_guard, base.double()) is False
+    assert seen  # both consulted the mode
+
+
+def module_guards(module: nn.Module, *, hooks: bool = True, forward: bool = True, flags: tuple = ("training",)):
+    """A module's type check with the attribute checks a call of it adds."""
+    source = LocalSource("x")
+
+    def fill(guards: GuardSet) -> None:
+        guards.type_match(source, module)
+        if hooks:
+            for table in HOOK_TABLES:
+                guards.falsy(AttrSource(source, table), "no module hooks")
+        if forward:
+            guards.key_absent(AttrSource(source, "__dict__"), "forward", "forward not overridden")
+        for flag in flags:
+            guards.constant_match(AttrSource(source, flag), getattr(module, flag))
+
+    return both_guards(fill)
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.inplace = False
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def test_module_check_agrees_with_python_on_variations(extension):
+    block = Block()
+    native_guard, python_guard = module_guards(block, flags=("training", "inplace"))
+    assert agree(native_guard, python_guard, block) is True
+    assert agree(native_guard, python_guard, Block()) is True
+    for value in (nn.Linear(2, 2), None, 3, torch.randn(2)):
+        assert agree(native_guard, python_guard, value) is False
+    changes = [
+        lambda b: b.register_forward_hook(lambda *a: None),
+        lambda b: b.register_forward_pre_hook(lambda *a: None),
+        lambda b: b.register_full_backward_hook(lambda *a: None),
+        lambda b: b.register_full_backward_pre_hook(lambda *a: None),
+        lambda b: b.eval(),
+        lambda b: setattr(b, "inplace", True),
+        lambda b: setattr(b, "forward", lambda x: x),
+        lambda b: delattr(b, "training"),  # then Module.__getattr__ raises: the check fails
+        lambda b: b.__dict__.pop("_forward_hooks"),
+    ]
+    for change in changes:
+        changed = Block()
+        change(changed)
+        assert agree(native_guard, python_guard, changed) is False
+
+
+def test_module_check_follows_changes_to_the_class(extension):
+    """The native check reads instance dicts directly only while the class is as it was built
+    against; a property shadowing an instance attribute (or any class change) makes it ask
+    `getattr`, as Python does."""
+
+    class Local(nn.Module):
+        def forward(self, x):
+            return x
+
+    module = Local()
+    native_guard, python_guard = module_guards(module)
+    assert agree(native_guard, python_guard, module) is True
+    Local.training = property(lambda self: False)
+    try:
+        assert agree(native_guard, python_guard, module) is False
+    finally:
+        del Local.training
+    assert agree(native_guard, python_guard, module) is True
+    Local.counter = 1  # an unrelated change: the answer stays
+    assert agree(native_guard, python_guard, module) is True
+
+
+def test_module_check_for_only_some_of_the_checks(extension):
+    linear = nn.Linear(2, 2)
+    for options in ({"hooks": False}, {"forward": False}, {"flags": ()}, {"hooks": False, "forward": False}):
+        native_guard, python_guard = module_guards(linear, **options)
+        assert agree(native_guard, python_guard, linear) is True
+        assert agree(native_guard, python_guard, nn.Linear(2, 2).eval()) is (options.get("flags") == ())
+
+
+def test_type_check_alone_stays_python(extension):
+    guards = GuardSet()
+    guards.type_match(LocalSource("x"), nn.Linear(1, 1))
+    with config.patch(native_guards=True):
+        fn = guards.build(_one_argument.__code__, None, "test")
+    assert "___module" not in fn.__stenograph_source__ and "type(x) is" in fn.__stenograph_source__
+
+
+def test_tensor_subclass_checks_stay_python(extension):
+    guards = GuardSet()
+    guards.tensor_match(LocalSource("x"), torch.randn(2).as_subclass(MyTensor))
+    with config.patch(native_guards=True):
+        fn = guards.build(_one_argument.__code__, None, "test")
+    assert "___tensor" not in fn.__stenograph_source__
+
+
+# -- through compile: recompiles, reasons, guard source ----------------------------------------
+
+
+@pytest.fixture(params=[True, False], ids=["native", "python"])
+def guards_setting(request):
+    if request.param:
+        request.getfixturevalue("extension")
+    with config.patch(native_guards=request.param):
+        yield request.param
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(torch.relu(self.fc(x)))
+
+
+def test_module_changes_recompile(guards_setting, cnt):
+    net = Net().eval()
+    compiled = stenograph.compile(net, backend=cnt)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), net(x))
+    compiled(x)
+    assert cnt.frame_count == 1
+
+    handle = net.fc.register_forward_hook(lambda mod, args, out: out * 2)
+    torch.testing.assert_close(compiled(x), net(x))
+    assert cnt.frame_count == 2
+    handle.remove()
+
+    net.drop.train()  # dropout on: compare its effect through a seeded run
+    torch.manual_seed(1)
+    out = compiled(x)
+    torch.manual_seed(1)
+    torch.testing.assert_close(out, net(x))
+    assert cnt.frame_count == 3
+    net.drop.eval()
+
+    net.fc.forward = lambda inp: inp + 100.0
+    torch.testing.assert_close(compiled(x), net(x))
+    assert cnt.frame_count == 4
+    del net.fc.forward
+    compiled(x)  # the first entry fits again
+    assert cnt.frame_count == 4
+
+
+def test_tensor_changes_recompile(guards_setting, cnt):
+    def f(x, w):
+        return x @ w
+
+    compiled = stenograph.compile(f, backend=cnt, dynamic=False)
+    x, w = torch.randn(2, 3), torch.randn(3, 3)
+    compiled(x, w)
+    compiled(x.clone(), w.clone())
+    assert cnt.frame_count == 1
+    for args in [
+        (x.double(), w.double()),
+        (x, w.t()),
+        (x, w.clone().requires_grad_()),
+        (x, nn.Parameter(w.clone())),
+    ]:
+        before = cnt.frame_count
+        torch.testing.assert_close(compiled(*args), f(*args))
+        assert cnt.frame_count == before + 1
+
+
+def test_recompile_reasons_do_not_depend_on_the_setting(extension):
+    def f(x):
+        return x + 1
+
+    def reasons(setting: bool) -> dict[str, list[str]]:
+        stenograph.reset()
+        with config.patch(native_guards=setting):
+            compiled = stenograph.compile(f, backend="eager", dynamic=False)
+            compiled(torch.randn(2))
+            compiled(torch.randn(2, dtype=torch.float64))
+            compiled(torch.randn(2).requires_grad_())
+            compiled(torch.randn(3))
+        return stenograph.inspect(compiled).recompile_reasons
+
+    found = reasons(True)
+    assert found == reasons(False)
+    assert len(next(iter(found.values()))) == 3
+
+
+def test_guard_source_shows_native_calls_with_their_checks(extension):
+    def f(x):
+        return x * 2
+
+    with config.patch(native_guards=True):
+        compiled = stenograph.compile(f, backend="eager")
+        compiled(torch.randn(3))
+    source = stenograph.inspect(compiled).entries[0].guard_source
+    assert "if not (___tensor" in source
+    assert "# L['x']: Tensor torch.float32 cpu size=[3] stride=[1] requires_grad=False" in source
+
+
+# -- the setting and the loader ------------------------------------------------------------------
+
+
+def test_setting_takes_auto_none_and_bools_only():
+    for value in ("auto", None, True, False):
+        with config.patch(native_guards=value):
+            assert config.native_guards is value or config.native_guards == value
+    for value in ("yes", 1, 0, "on"):
+        with pytest.raises(InvalidConfig, match="native_guards must be one of"):
+            config.native_guards = value
+
+
+def test_setting_false_builds_python_guards_without_loading(monkeypatch, cnt):
+    def refuse() -> None:
+        raise AssertionError("the extension must not be loaded")
+
+    monkeypatch.setattr(native, "load", refuse)
+    with config.patch(native_guards=False):
+        compiled = stenograph.compile(lambda x: x + 1, backend=cnt)
+        compiled(torch.randn(2))
+    assert "___tensor" not in stenograph.inspect(compiled).entries[0].guard_source
+
+
+@pytest.fixture
+def unbuildable(monkeypatch, tmp_path):
+    """A process whose extension was never loaded, in an empty cache, on a machine that cannot
+    build it."""
+
+    def missing() -> None:
+        raise native.Unavailable("no C++ compiler (a stand-in)", environment=True)
+
+    monkeypatch.setattr(native._Loaded, "module", None)
+    monkeypatch.setattr(native._Loaded, "failure", None)
+    monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(native, "_check_environment", missing)
+
+
+def test_environment_check_names_what_is_missing(monkeypatch, tmp_path):
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    with pytest.raises(native.Unavailable, match="no Python.h|no C\\+\\+ compiler") as info:
+        native._check_environment()
+    assert info.value.environment
+
+
+def test_auto_falls_back_to_python_guards_with_one_log_line(unbuildable, caplog, cnt):
+    def f(x):
+        return x - 1
+
+    with caplog.at_level(logging.INFO, logger="stenograph.guards"), config.patch(native_guards="auto"):
+        compiled = stenograph.compile(f, backend=cnt)
+        x = torch.randn(2)
+        torch.testing.assert_close(compiled(x), f(x))
+        stenograph.compile(lambda x: x * 3, backend=cnt)(torch.randn(2))
+    lines = [r.getMessage() for r in caplog.records if "native guard checks unavailable" in r.getMessage()]
+    assert len(lines) == 1 and "no C++ compiler" in lines[0]
+    assert "___tensor" not in stenograph.inspect(compiled).entries[0].guard_source
+    assert cnt.frame_count == 2
+
+
+def test_required_raises_a_clear_error(unbuildable):
+    with config.patch(native_guards=True):
+        compiled = stenograph.compile(lambda x: x + 1, backend="eager")
+        with pytest.raises(NativeGuardsUnavailable, match="native_guards is True.*no C\\+\\+ compiler"):
+            compiled(torch.randn(2))
+
+
+def test_environment_variable_sets_the_default():
+    script = "import stenograph; print(repr(stenograph.config.native_guards))"
+    answers = {}
+    for text in ("0", "bogus"):
+        env = {**os.environ, "STENOGRAPH_NATIVE_GUARDS": text, "PYTHONPATH": os.pathsep.join(sys.path)}
+        run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        answers[text] = run.stdout.strip() if run.returncode == 0 else run.stderr.strip().splitlines()[-1]
+    assert answers["0"] == "False"
+    assert "STENOGRAPH_NATIVE_GUARDS='bogus': expected auto, 1 or 0" in answers["bogus"]
+
+
+@pytest.mark.slow
+def test_parallel_processes_build_once(extension, tmp_path):
+    """Two processes starting on an empty cache: one builds, the other waits and imports."""
+    script = textwrap.dedent(
+        """
+        import logging, sys, torch, stenograph
+        logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+        with stenograph.config.patch(native_guards=True):
+            compiled = stenograph.compile(lambda x: x + 1, backend="eager")
+            compiled(torch.randn(2))
+        print("native" if "___tensor" in stenograph.inspect(compiled).entries[0].guard_source else "python")
+        """
+    )
+    env = {**os.environ, native.CACHE_ENV: str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
+    runs = [
+        subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    outputs = [run.communicate()[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0]
+    assert all(out.strip().endswith("native") for out in outputs)
+    assert sum("built native guard checks" in out for out in outputs) == 1
+    libraries = [p for p in tmp_path.rglob("stenograph_native_*") if p.is_file()]
+    assert len(libraries) == 1 and not list(tmp_path.rglob("build-*"))
