@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import stenograph
+from stenograph import events
 from stenograph.testing import CompileCounter
 
 
@@ -34,3 +35,13 @@ def _fresh_state():
 def cnt() -> CompileCounter:
     """A fresh counting backend: frame_count graphs, op_count ops, graphs the GraphModules."""
     return CompileCounter()
+
+
+@pytest.fixture
+def compiles() -> list:
+    """Every compile started, in order (frames whose graph has no op count here too, unlike
+    CompileCounter's graphs)."""
+    started: list = []
+    listener = events.subscribe(lambda e: started.append(e) if isinstance(e, events.CompileStarted) else None)
+    yield started
+    events.unsubscribe(listener)

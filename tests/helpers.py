@@ -114,18 +114,20 @@ def line_of(fn: Callable, needle: str, occurrence: int = 1) -> int:
 # torch.compile as a peer
 
 
-def count_torch_graphs(fn: Callable, run: Callable[[Callable], object]) -> int:
-    """Graphs that torch.compile(fn, backend=<counter>) hands over while `run(compiled)` calls it.
-
-    torch's caches are reset before and after, so nothing of torch's leaks into stenograph's run.
-    """
+def torch_peer(run: Callable[[], Any]) -> Any:
+    """`run()`, which uses torch.compile, between resets of torch's caches, so nothing of torch's
+    leaks into stenograph's runs."""
     import torch._dynamo
 
     torch._dynamo.reset()
-    counter = CompileCounter()  # the same counting backend serves torch.compile
-    compiled = torch.compile(fn, backend=counter)
     try:
-        run(compiled)
+        return run()
     finally:
         torch._dynamo.reset()
+
+
+def count_torch_graphs(fn: Callable, run: Callable[[Callable], object]) -> int:
+    """Graphs that torch.compile(fn, backend=<counter>) hands over while `run(compiled)` calls it."""
+    counter = CompileCounter()  # the same counting backend serves torch.compile
+    torch_peer(lambda: run(torch.compile(fn, backend=counter)))
     return counter.frame_count

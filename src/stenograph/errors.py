@@ -57,6 +57,10 @@ class Unsupported(StenographError):
         self.break_index: int | None = None
         # (internal) the generator whose body raised it: that generator is then run for real
         self.generator_code = None
+        # (internal) the call at the break runs as plain Python, not compiled as a frame of its
+        # own: what the callee meets must run eagerly as a whole (an optimizer step whose checks
+        # torch skips under a compiler), where a break inside it would only move further in
+        self.eager_callee = False
         self.location = location
         self.source_line = source_line
         self.hint = hint

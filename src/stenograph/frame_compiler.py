@@ -378,7 +378,7 @@ def _break_at(
     if result is not None or frame.ip != index:
         raise reason  # the second trace did not stop where the first one failed
     try:
-        writer = BreakWriter(frame, index, fn, backend, backend_name, runtime)
+        writer = BreakWriter(frame, index, fn, backend, backend_name, runtime, compile_callees=not reason.eager_callee)
         # a create_graph=True backward at the break differentiates this graph's backward again
         graph_backend = backend
         if reason.kind is BreakKind.TWICE_DIFFERENTIABLE:

@@ -109,3 +109,17 @@ def test_inductor_backend_marks_before_compile_fx(monkeypatch, enabled):
     with stenograph.config.patch(mark_static_inputs=enabled):
         torch.testing.assert_close(stenograph.compile(model)(x), model(x))
     assert seen == ([None] if enabled else ["absent"])
+
+
+def test_parameters_and_optimizer_state_of_a_step_are_static_inputs_gradients_are_not():
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(4, 3)).sum().backward()
+    rec = EagerAndRecordGraphs()
+    stenograph.compile(opt.step, backend=rec)()
+    (gm,) = rec.graphs
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    static = {placeholders[i].meta["source"] for i in static_input_indices(gm, [None] * len(placeholders))}
+    others = {n.meta["source"] for n in placeholders} - static
+    assert len(static) == 2 + 2 * 3  # weight and bias; their step counts and two moments
+    assert all(name.endswith(".grad") for name in others) and len(others) == 2

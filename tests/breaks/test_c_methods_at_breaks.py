@@ -8,17 +8,7 @@ import pytest
 import torch
 
 import stenograph
-from stenograph import events
 from stenograph.testing import CompileCounter
-
-
-@pytest.fixture
-def compiles():
-    """Every compile started (graphs with no op count here too, unlike CompileCounter's)."""
-    started = []
-    listener = events.subscribe(lambda e: started.append(e) if isinstance(e, events.CompileStarted) else None)
-    yield started
-    events.unsubscribe(listener)
 
 
 def _append_after_print(x, log):

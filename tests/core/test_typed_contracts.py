@@ -150,7 +150,7 @@ def test_missing_attributes_answer_hasattr_and_getattr_defaults(cnt):
 
 def test_another_unsupported_attribute_read_still_breaks():
     def fn(x):
-        return hasattr(x, "grad")  # reading Tensor.grad: a break, not a missing attribute
+        return hasattr(x * 2, "grad")  # Tensor.grad of a computed tensor: a break, not a missing attribute
 
     assert _break_kinds(fn, torch.ones(2)) == [BreakKind.UNSUPPORTED]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+import typing
 
 import torch
 
@@ -172,3 +173,14 @@ def _strings(x, name):
 
 def test_fstrings_percent_and_format_on_constants(cnt):
     check(_strings, lambda i: (t(5, seed=i), "layer"), cnt)
+
+
+def _cast_to_generic_alias(xs):
+    ys = typing.cast(list[torch.Tensor], xs)
+    pairs = typing.cast(dict[str, tuple[int, ...]], {"n": (len(ys),)})
+    return [y * 2 for y in ys], pairs
+
+
+def test_builtin_classes_subscripted_as_annotations(cnt):
+    """`list[Tensor]` in `typing.cast` (torch.optim's foreach code): a constant alias."""
+    check(_cast_to_generic_alias, lambda i: ([t(2, seed=i), t(3, seed=i)],), cnt)

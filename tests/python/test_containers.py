@@ -218,3 +218,25 @@ def _appends_while_iterating(x, lst):
 
 def test_a_list_grown_during_its_loop_is_iterated_to_its_end(cnt):
     check(_appends_while_iterating, lambda i: (t(2, seed=i), [1, 2]), cnt)
+
+
+def _by_device_and_dtype(grouped):
+    found = []
+    for (device, dtype), (tensors, indices) in grouped.items():
+        found.append((device.type, dtype, tensors[0] * 2, indices))
+    return found
+
+
+def test_dict_keyed_by_device_and_dtype_tuples(cnt):
+    """Keys whose repr is not Python (`(device(type='cpu'), torch.float32)`) are reached by
+    binding the key itself in the generated code (torch's `_group_tensors_by_device_and_dtype`)."""
+
+    def args(i):
+        return (
+            {
+                (torch.device("cpu"), torch.float32): ([t(3, seed=i)], [0]),
+                (torch.device("cpu"), torch.int64): ([torch.arange(2)], [1]),
+            },
+        )
+
+    check(_by_device_and_dtype, args, cnt)

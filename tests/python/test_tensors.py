@@ -3,6 +3,7 @@ visible to the caller), requires_grad_, dtype conversions and random ops under a
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -110,3 +111,54 @@ def test_torch_return_types_keep_their_names(cnt):
     check(_return_types, lambda i: (t(5, seed=i),), cnt)
     result = stenograph.compile(_return_types, backend="eager")(t(5))
     assert type(result[2]) is torch.return_types.topk
+
+
+def _scaled_grads(weight, bias):
+    return weight.grad * 2, bias.grad is None
+
+
+def _leaves(i):
+    weight, bias = t(3, seed=i, grad=True), t(3, seed=10 + i, grad=True)
+    (weight * 2).sum().backward()  # a gradient for the weight only
+    return weight, bias
+
+
+def test_grad_of_a_leaf_read_from_the_frame(cnt):
+    """`p.grad` (as optimizers read it) is a graph input; a None gradient is guarded as None."""
+    check(_scaled_grads, _leaves, cnt)
+    compiled = stenograph.compile(_scaled_grads, backend=cnt)
+    weight, bias = _leaves(0)
+    bias.grad = torch.ones(3)
+    out, no_grad = compiled(weight, bias)
+    assert not no_grad and torch.equal(out, weight.grad * 2)
+    assert cnt.frame_count == 2  # the bias gradient appeared: compiled again
+
+
+def _grad_of_computed(x):
+    y = x * 2
+    return y, y.grad
+
+
+def test_grad_of_a_computed_tensor_breaks():
+    with pytest.warns(UserWarning, match="not a leaf"):  # eager's, from the eager read at the break
+        reasons = stenograph.explain(_grad_of_computed)(t(3, grad=True)).break_reasons
+    assert [r.reason for r in reasons] == [
+        "reading Tensor.grad of tensor mul (3, float32), computed inside the compiled function"
+    ]
+
+
+def _addcdiv_with_tensor_value(x, a, b, value):
+    y = x * 1
+    y.addcdiv_(a, b, value=-value)
+    return y * 2
+
+
+def test_tensor_where_an_op_takes_a_number_breaks(cnt):
+    """`value=` is a Python number to addcdiv_: a 0-d tensor there is read with `.item()`."""
+
+    def args(i):
+        return t(3, seed=i), t(3, seed=i + 1), t(3, seed=i + 2).abs() + 1, torch.tensor(0.5 + i)
+
+    check(_addcdiv_with_tensor_value, args, cnt, graphs=2, peer=False)
+    reasons = stenograph.explain(_addcdiv_with_tensor_value)(*args(0)).break_reasons
+    assert [r.reason for r in reasons] == ["Tensor.addcdiv_() reads a tensor's value as a Python number"]

@@ -59,7 +59,9 @@ def test_stateful_torch_is_never_a_graph_op() -> None:
     [
         (logging.getLogger, "logging"),
         (stenograph.reset, "stenograph"),
-        (torch.optim.Optimizer.zero_grad, "torch.optim"),
+        (torch.optim.Optimizer.zero_grad, "torch._compile"),  # torch._disable_dynamo's wrapper
+        (torch.optim.lr_scheduler.StepLR.step, "torch.optim.lr_scheduler"),
+        (torch.optim.Adam.step, None),  # an optimizer's step is traced (variables/optimizers.py)
         (torch.autograd.grad, "torch.autograd"),
         (torch.autograd.backward, "torch.autograd"),
         (torch.func.grad, "torch.func"),
@@ -72,6 +74,15 @@ def test_stateful_torch_is_never_a_graph_op() -> None:
 def test_untraced_libraries(fn, library) -> None:
     assert rules.untraced_library(fn) == library
     assert rules.is_untraced_library(fn) is (library is not None)
+
+
+def test_an_lr_schedulers_wrapper_of_step_is_traced() -> None:
+    """A scheduler replaces `opt.step` by a wrapper of its own module (untraced) that marks the
+    step as called; tracing it captures the step inside."""
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    torch.optim.lr_scheduler.StepLR(opt, step_size=1)
+    assert rules.untraced_library(opt.step) is None
+    assert rules.untraced_library(torch.optim.lr_scheduler.StepLR.get_lr) == "torch.optim.lr_scheduler"
 
 
 def test_tensor_methods() -> None:

@@ -15,8 +15,10 @@ from the graphs that its capturer hands over:
 * a placeholder whose `meta["tensor_dict"]["_dynamo_static_input_type"]` is set is static.
 
 This module fills in that contract for the placeholders whose stenograph source is a module's
-`_parameters[...]` or `_buffers[...]` entry. It does not import or call torch._dynamo. Static
-inputs are safe to mark: cudagraph trees re-record when a static input's address changes.
+`_parameters[...]` or `_buffers[...]` entry, for other parameters (an optimizer's `param_groups`)
+and for optimizer state (`opt.state[p]`'s moments and step counts, changed in place every step).
+It does not import or call torch._dynamo. Static inputs are safe to mark: cudagraph trees
+re-record when a static input's address changes.
 
 The contract is private to PyTorch and may change, so `mark_static_inputs` checks it with the
 installed AOTAutograd's own reader and removes the marks again when the reader does not return
@@ -30,7 +32,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from ..guards.sources import ModuleMemberSource
+from ..guards.sources import ModuleMemberSource, OptimizerStateSource, Source
 
 __all__ = ["mark_static_inputs", "static_input_indices"]
 
@@ -38,7 +40,8 @@ _MARK = "_dynamo_static_input_type"
 
 
 def static_input_indices(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[int]:
-    """Positions of the placeholders that are module parameters or buffers."""
+    """Positions of the placeholders that are module parameters or buffers, parameters reached
+    another way (an optimizer's `param_groups`), or optimizer state (moments, step counts)."""
     found = []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, node in enumerate(placeholders):
@@ -46,9 +49,19 @@ def static_input_indices(gm: torch.fx.GraphModule, example_inputs: list[Any]) ->
         example = example_inputs[i] if i < len(example_inputs) else None
         if isinstance(source, ModuleMemberSource) and source.table in ("_parameters", "_buffers"):
             found.append(i)
+        elif isinstance(node.meta.get("example_value"), torch.nn.Parameter) or _in_optimizer_state(source):
+            found.append(i)
         elif source is None and isinstance(example, torch.nn.Parameter):
             found.append(i)  # a graph built by hand (tests): parameters only
     return found
+
+
+def _in_optimizer_state(source: Source | None) -> bool:
+    while source is not None:
+        if isinstance(source, OptimizerStateSource):
+            return True
+        source = source.base()
+    return False
 
 
 def mark_static_inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[int]:

@@ -62,9 +62,19 @@ class BreakWriter:
     """Builds the transformed function of a frame that breaks at `frame.instructions[index]`."""
 
     def __init__(
-        self, frame: Frame, index: int, fn: types.FunctionType, backend: Any, backend_name: str, runtime: Runtime
+        self,
+        frame: Frame,
+        index: int,
+        fn: types.FunctionType,
+        backend: Any,
+        backend_name: str,
+        runtime: Runtime,
+        *,
+        compile_callees: bool = True,
     ) -> None:
         self.frame = frame
+        # False: a function called at the break runs as plain Python (`Unsupported.eager_callee`)
+        self.compile_callees = compile_callees
         self.inst = frame.instructions[index]
         # a resume function that breaks again is resumed from the original code
         try:
@@ -287,7 +297,8 @@ class BreakWriter:
         runtime = self.runtime
         callee = getattr(var, "fn", None)
         compile_callee = (
-            not is_disabled(callee)
+            self.compile_callees
+            and not is_disabled(callee)
             and not is_untraced_library(callee)
             # `@contextmanager`'s wrapper: compiled, it could only return a generator it cannot rebuild
             and getattr(getattr(callee, "__code__", None), "co_filename", None) != contextlib.__file__

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
-from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
+from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
 
 from ..errors import BreakKind, ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet, storage_pattern
@@ -29,6 +29,7 @@ from ..variables.containers import ListVariable, SequenceVariable, SizeVariable,
 from ..variables.global_contexts import STATE_FUNCTIONS
 from ..variables.symbolic import SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
+from ..variables.trace_rules import TENSOR_DATA_HINT
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
@@ -160,13 +161,22 @@ class OutputGraph:
                     self.guards.storage_offset_match(i.source, i.example.storage_offset())
             self.guards.all_distinct([i.source for i, d in zip(tensors, dense) if not d])
 
+    def real_object(self, var: Variable) -> Any:
+        """The real object a tracker read from the frame stands for: a tensor input's tensor, a
+        list/dict/set read from the frame; None for anything made while tracing."""
+        if isinstance(var, TensorVariable):
+            return next((i.example for i in self.inputs if i.node is var.node), None)
+        return next((value for value, known in self._containers.values() if known is var), None)
+
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
         """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""
         known = self._input_vars.get(id(value))
         if known is not None:
-            # the same tensor reached another way (tied weights, an argument passed twice)
+            # the same tensor reached another way (tied weights, an argument passed twice), or
+            # read again the same way (`p.grad`, read twice)
             assert known.source is not None
-            self.guards.same_object(source, known.source)
+            if known.source != source:
+                self.guards.same_object(source, known.source)
             return known
         dims = None
         if self.policy is not None and may_be_dynamic(source, is_tensor=True):
@@ -307,7 +317,17 @@ class OutputGraph:
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
         # sizes or scalars the op made up (nonzero's length, item()) are bound to this node, so a
         # backend that retraces the graph (AOTAutograd) knows where each unbacked symbol comes from
-        bindings = compute_unbacked_bindings(self.fake_mode.shape_env, fake)
+        try:
+            bindings = compute_unbacked_bindings(self.fake_mode.shape_env, fake)
+        except PendingUnbackedSymbolNotFound as e:
+            # a value made up inside the op and not returned: a tensor passed where it takes a
+            # Python number (`x.addcdiv_(a, b, value=t)` reads `t.item()`)
+            self.graph.erase_node(node)
+            raise Unsupported(
+                f"{describe} reads a tensor's value as a Python number",
+                hint=TENSOR_DATA_HINT,
+                kind=BreakKind.DATA_DEPENDENT,
+            ) from e
         if bindings:
             node.meta["unbacked_bindings"] = bindings
         return self.wrap_result(node, fake, describe, _tensor_arguments([*args, *kwargs.values()]))

@@ -10,6 +10,7 @@ cells through `___cells`; a class met while tracing through the class itself (`C
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,8 +178,19 @@ class AttrSource(Source):
         return f"{self.parent.name()}.{self.attr}"
 
 
-# keys written into generated code as their repr; others (classes, dtypes) are bound by name
-_WRITTEN_KEYS = (int, str, bytes, float, tuple, frozenset, type(None))
+# keys written into generated code as their repr; others (classes, dtypes, tuples holding them)
+# are bound by name
+_WRITTEN_KEYS = (int, bool, str, bytes, type(None))
+
+
+def _written(key: object) -> bool:
+    """Whether `repr(key)` is an expression giving the key back in generated code (not for an
+    enum member, a torch.device, nan)."""
+    if type(key) is float:
+        return math.isfinite(key)
+    if type(key) in (tuple, frozenset):
+        return all(_written(k) for k in key)  # type: ignore[attr-defined]
+    return type(key) in _WRITTEN_KEYS
 
 
 @dataclass(frozen=True)
@@ -193,12 +205,34 @@ class ItemSource(Source):
         return self.parent
 
     def suffix(self, globals_names: GlobalsNamer) -> str:
-        if isinstance(self.key, _WRITTEN_KEYS):
+        if _written(self.key):
             return f"[{self.key!r}]"
         return f"[{globals_names.name_for(self.key)}]"
 
     def name(self) -> str:
         return f"{self.parent.name()}[{self.key!r}]"
+
+
+@dataclass(frozen=True)
+class OptimizerStateSource(Source):
+    """The state an optimizer keeps for one parameter: `opt.state.get(p)`, where `parent` reaches
+    `opt.state` (a dict keyed by the parameters themselves) and `param` reaches the parameter.
+
+    `.get` rather than `[...]`: `opt.state` is a defaultdict, and a guard reading a missing entry
+    must fail, not create it.
+    """
+
+    parent: Source
+    param: Source
+
+    def base(self) -> Source:
+        return self.parent
+
+    def suffix(self, globals_names: GlobalsNamer) -> str:
+        return f".get({self.param.expr(globals_names)})"
+
+    def name(self) -> str:
+        return f"{self.parent.name()}[{self.param.name()}]"
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,7 @@ from .functions import (
 )
 from .global_contexts import is_global_context_object, wrap_global_context
 from .higher_order import CondVariable
+from .optimizers import OptimizerClassVariable, OptimizerVariable, optimizer_helper
 from .trace_rules import (
     TORCH_CLASSES,
     is_dict_key_constant,
@@ -154,6 +155,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
             # (attributes, members, hooks, training flag) is guarded where it is read
             guards.type_match(source, value)
         return NNModuleVariable(value, source)
+    if isinstance(value, torch.optim.Optimizer) and source is not None:
+        return OptimizerVariable(value, source, lambda: guards.type_match(source, value))
     if isinstance(value, types.ModuleType):
         if source is not None:
             guards.id_match(source, value)
@@ -162,7 +165,7 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         if source is not None:
             guards.id_match(source, value)
         return ConstantVariable(value, source)
-    library_fn = library.lookup(value) or collectives.lookup(value)
+    library_fn = library.lookup(value) or collectives.lookup(value) or optimizer_helper(value)
     if library_fn is not None:
         if source is not None:
             guards.id_match(source, value)
@@ -185,6 +188,8 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
             return collectives.ReduceOpClassVariable(value, source)
         if value in TORCH_CLASSES:
             return TorchClassVariable(value, source)
+        if issubclass(value, torch.optim.Optimizer):
+            return OptimizerClassVariable(value, source)
         if is_user_class(value):
             return UserClassVariable(value, source)
         if is_torch_module_class(value):

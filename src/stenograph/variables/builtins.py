@@ -134,6 +134,11 @@ class BuiltinVariable(HandledFunctionVariable):
             return constant(attr)
         return super().getattr(frame, name)
 
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
+        if isinstance(self.fn, type) and hasattr(self.fn, "__class_getitem__") and key.is_constant():
+            return constant(self.fn[key.as_constant()])  # `list[Tensor]`, as in `typing.cast(list[Tensor], x)`
+        return super().getitem(frame, key)
+
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "builtin")
 

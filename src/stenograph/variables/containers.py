@@ -423,8 +423,11 @@ class DictVariable(Variable):
             frame.output.side_effects.container_mutated(self)
 
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
+        k = dict_key(key)
+        if self.items.get(k) is value:
+            return  # the value already there (an optimizer storing its state back): no change
         self._changed(frame, "item assignment")
-        self.items[dict_key(key)] = value
+        self.items[k] = value
 
     def delitem(self, frame: Frame, key: Variable) -> None:
         if dict_key(key) not in self.items:

@@ -18,6 +18,7 @@ from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
 from .exceptions import raise_python_error
 from .global_contexts import is_global_context_class, make_global_context
+from .profiler_ranges import is_record_function_class, make_record_function
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
 from .trace_rules import is_literal, is_state_reader, trace_constant, untraced_library
@@ -45,7 +46,6 @@ class UserFunctionVariable(Variable):
         return True  # functions define neither __bool__ nor __len__
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        refuse_untraced_library(self.fn, args, kwargs)
         if is_disabled(self.fn):
             why = disabled_reason(self.fn)
             mark = "torch._dynamo.disable(recursive=False)" if is_torch_disabled(self.fn) else "stenograph.disable"
@@ -54,6 +54,7 @@ class UserFunctionVariable(Variable):
                 hint="disabled functions run eagerly",
                 kind=BreakKind.UNTRACED_CALL,
             )
+        refuse_untraced_library(self.fn, args, kwargs)
         if is_constant_result(self.fn):
             return _constant_result(frame, self.fn, args, kwargs)
         return frame.inline_call(self.fn, args, kwargs, closure=None, fn_source=self.source)
@@ -404,6 +405,8 @@ class TorchClassVariable(ConstantVariable):
             return make_grad_context(frame, self.value, args, kwargs)
         if is_global_context_class(self.value):
             return make_global_context(self.value, args, kwargs)
+        if is_record_function_class(self.value):
+            return make_record_function(frame, args, kwargs)
         if self.value is torch.Size:
             items = args[0].unpack(frame) if args else []
             return SizeVariable(items)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
+from ..guards.sources import AttrSource
 from ..shapes.fake import is_symbolic
 from . import tensor_scalars
 from .base import ConstantVariable, Variable, constant
@@ -93,7 +94,7 @@ class TensorVariable(Variable):
         if name == "data":
             return frame.output.call("call_method", "detach", [self], {}, "Tensor.data")
         if name == "grad":
-            raise Unsupported("reading Tensor.grad inside a compiled function")
+            return _read_grad(frame, self)
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
         if not hasattr(torch.Tensor, name):
@@ -105,6 +106,22 @@ class TensorVariable(Variable):
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return TensorMethodVariable(self, name).call(frame, args, kwargs)
+
+
+def _read_grad(frame: Frame, tensor: TensorVariable) -> Variable:
+    """`p.grad` of a leaf read from the frame (a parameter, as an optimizer reads it): the real
+    gradient, read through `p.grad` as another graph input (a None gradient guarded as None).
+    Graphs never change which tensor `.grad` holds: backward, `zero_grad` and `.grad` writes run
+    eagerly at graph breaks."""
+    # cycle: variables.builder imports variables.tensor (through variables.functions) at module level
+    from .builder import wrap
+
+    real = frame.output.real_object(tensor)
+    if real is None or tensor.source is None:
+        raise Unsupported(f"reading Tensor.grad of {tensor.describe()}, computed inside the compiled function")
+    if not real.is_leaf and not real.retains_grad:
+        raise Unsupported(f"reading Tensor.grad of {tensor.describe()}, which is not a leaf (eager warns)")
+    return wrap(frame, real.grad, AttrSource(tensor.source, "grad"))
 
 
 _SCALAR_READS = {

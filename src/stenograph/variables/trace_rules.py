@@ -95,13 +95,25 @@ NOT_TRACED = frozenset({
     "stenograph",  # its own API (compile, reset, mark_dynamic) is runtime machinery, not model code
 })  # fmt: skip
 
-# torch packages that are runtime machinery rather than model code: optimizers (stateful, decorated
-# to run outside compilers), the compiler front end's own helpers, and function transforms
-# (`torch.func.grad`, `torch.vmap`: interpreter stacks that tracing does not model)
+# torch packages that are runtime machinery rather than model code: the compiler front end's own
+# helpers (with `torch._disable_dynamo`'s wrappers, such as `Optimizer.zero_grad`), function
+# transforms (`torch.func.grad`, `torch.vmap`: interpreter stacks that tracing does not model), and
+# the parts of torch.optim that are not an optimizer's step (LR schedulers, weight averaging) or
+# whose step decides on values of its state or passes them where Python numbers go (L-BFGS's line
+# search, RAdam's rectification, ASGD's averaging, Adagrad's, Adafactor's and Muon's step sizes) or
+# takes sparse gradients. The other optimizers' `step` is traced (optimizers.py).
 NOT_TRACED_TORCH = (
     "torch._dynamo",
     "torch._compile",
-    "torch.optim",
+    "torch.optim.lr_scheduler",
+    "torch.optim.swa_utils",
+    "torch.optim.lbfgs",
+    "torch.optim.sparse_adam",
+    "torch.optim.adagrad",
+    "torch.optim.radam",
+    "torch.optim.asgd",
+    "torch.optim._adafactor",
+    "torch.optim._muon",
     "torch.utils.data",
     "torch.distributed",
     "torch._functorch",
@@ -110,28 +122,37 @@ NOT_TRACED_TORCH = (
 
 # autograd's entry points (`torch.autograd.grad`, `backward`, `Function.apply`, `autograd.functional`,
 # forward AD, saved-tensor hooks): they run a backward pass or build autograd nodes and hooks, which a
-# forward graph cannot hold. Only these modules: `torch.autograd.grad_mode` (no_grad and its kin) is
-# modelled by tracing.
+# forward graph cannot hold; and the profiler's ranges entered while a profiler records (made at a
+# graph break, profiler_ranges.py). Only these modules: `torch.autograd.grad_mode` (no_grad and its
+# kin) is modelled by tracing.
 NOT_TRACED_AUTOGRAD = frozenset({
     "torch.autograd",
     "torch.autograd.function",
     "torch.autograd.functional",
     "torch.autograd.forward_ad",
     "torch.autograd.graph",
+    "torch.autograd.profiler",
 })  # fmt: skip
 
 
 def untraced_library(fn: Any) -> str | None:
-    """The library `fn` belongs to when it is one whose calls break the graph, else None."""
+    """The library `fn` belongs to when it is one whose calls break the graph, else None. A
+    Python function whose code lies in one of torch's untraced packages belongs to it too, when
+    `functools.wraps` gave it another `__module__` (`torch._disable_dynamo`'s wrapper of
+    `Optimizer.zero_grad`, which says `torch.optim.optimizer`)."""
+    if getattr(fn, "_wrapped_by_lr_sched", False):
+        return None  # an LR scheduler's wrapper of `optimizer.step` (it marks the step as called)
     module = getattr(fn, "__module__", None) or ""
     top = module.split(".")[0]
     if top in NOT_TRACED:
         return top
-    for prefix in NOT_TRACED_TORCH:
-        if module == prefix or module.startswith(prefix + "."):
-            return prefix
     if module in NOT_TRACED_AUTOGRAD:
         return module
+    code_module = (fn.__globals__.get("__name__") or "") if isinstance(fn, types.FunctionType) else ""
+    for name in (module, code_module):
+        for prefix in NOT_TRACED_TORCH:
+            if name == prefix or name.startswith(prefix + "."):
+                return prefix
     return None
 
 
@@ -231,7 +252,7 @@ def is_state_reader(fn: Any) -> bool:
 # -- classes --------------------------------------------------------------------------------------
 
 # torch classes with trackers of their own (sizes, devices, dtype limits, grad-mode and autocast
-# contexts)
+# contexts, profiler ranges, `nn.Parameter` made in the frame)
 TORCH_CLASSES = (
     torch.Size,
     torch.device,
@@ -242,6 +263,7 @@ TORCH_CLASSES = (
     torch.set_grad_enabled,
     torch.inference_mode,
     torch.autocast,
+    torch.autograd.profiler.record_function,
     torch.nn.Parameter,
 )
 
