@@ -49,10 +49,13 @@ def _made_and_called(x):
 
 
 # torch.compile breaks in `hasattr(self, "missing")` (its sourceless builder meets the module's
-# `__loader__`): 2 graphs
+# `__loader__`): 2 graphs up to Python 3.13; on 3.14+ it traces it (1 graph)
+_PEER_GRAPHS = 2 if sys.version_info < (3, 14) else 1
+
+
 def test_module_made_and_called_in_the_frame(cnt):
     # dropout draws from the RNG in the graph: the stream matches eager's
-    check(_made_and_called, lambda i: (t(4, seed=i, grad=True),), cnt, grads=True, torch_graphs=2)
+    check(_made_and_called, lambda i: (t(4, seed=i, grad=True),), cnt, grads=True, torch_graphs=_PEER_GRAPHS)
 
 
 def _made_and_returned(x):
@@ -61,7 +64,7 @@ def _made_and_returned(x):
 
 
 def test_module_made_in_the_frame_escapes_as_a_real_module(cnt):
-    (out, module), _ = check(_made_and_returned, lambda i: (t(4, seed=i),), cnt, torch_graphs=2)
+    (out, module), _ = check(_made_and_returned, lambda i: (t(4, seed=i),), cnt, torch_graphs=_PEER_GRAPHS)
     assert type(module) is _Block and list(module._modules) == ["act", "drop", "inner", "squash"]
     assert list(module.state_dict()) == ["scale"]  # the inner buffer is not persistent
     assert module.inner._non_persistent_buffers_set == {"shift"}
@@ -304,7 +307,7 @@ def _evaluated(x):
 
 
 def test_train_and_eval_of_a_module_made_in_the_frame(cnt):
-    (out, dropout_training, module), _ = check(_evaluated, lambda i: (t(4, seed=i),), cnt, torch_graphs=2)
+    (out, dropout_training, module), _ = check(_evaluated, lambda i: (t(4, seed=i),), cnt, torch_graphs=_PEER_GRAPHS)
     assert dropout_training is False and not module.drop.training and not module.inner.training
 
 
