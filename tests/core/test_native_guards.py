@@ -28,7 +28,7 @@ from stenograph import config
 from stenograph.errors import InvalidConfig, NativeGuardsUnavailable
 from stenograph.guards import native
 from stenograph.guards.guard_set import GuardSet
-from stenograph.guards.sources import AttrSource, LocalSource
+from stenograph.guards.sources import AttrSource, GlobalSource, LocalSource, ModuleMemberSource
 from stenograph.module_hooks import HOOK_TABLES
 
 
@@ -50,6 +50,11 @@ def _one_argument(x):
 
 def both_guards(fill: Callable[[GuardSet], None]) -> tuple[Callable, Callable]:
     """The guard function of one guard set, built native and built Python (one parameter, x)."""
+    return both_guards_of(fill, "___tensor", "___module")
+
+
+def both_guards_of(fill: Callable[[GuardSet], None], *natives: str) -> tuple[Callable, Callable]:
+    """As `both_guards`, the native one calling one of the native checks named `natives`."""
     built = []
     for setting in (True, False):
         guards = GuardSet()
@@ -57,8 +62,8 @@ def both_guards(fill: Callable[[GuardSet], None]) -> tuple[Callable, Callable]:
         with config.patch(native_guards=setting):
             built.append(guards.build(_one_argument.__code__, None, "test"))
     native_guard, python_guard = built
-    assert "___tensor" in native_guard.__stenograph_source__ or "___module" in native_guard.__stenograph_source__
-    assert "___tensor" not in python_guard.__stenograph_source__
+    assert any(name in native_guard.__stenograph_source__ for name in natives)
+    assert not any(f"___{kind}" in python_guard.__stenograph_source__ for kind in ("tensor", "module", "root"))
     return native_guard, python_guard
 
 
@@ -244,6 +249,156 @@ def test_module_check_for_only_some_of_the_checks(extension):
         assert agree(native_guard, python_guard, nn.Linear(2, 2).eval()) is (options.get("flags") == ())
 
 
+def member_guards(module: nn.Module) -> tuple[Callable, Callable]:
+    """A convolution's type check with the checks a call of it adds on its members: constant
+    attributes (type and value), `is` / `is not` flags, its parameters (a tensor check, `bias is
+    None`) and the keys of its module table."""
+    source = LocalSource("x")
+
+    def fill(guards: GuardSet) -> None:
+        guards.type_match(source, module)
+        for name in ("stride", "padding", "dilation", "groups", "padding_mode"):
+            guards.constant_match(AttrSource(source, name), getattr(module, name))
+        guards.not_identical(AttrSource(source, "transposed"), None)
+        guards.constant_match(AttrSource(source, "scale"), module.scale)
+        guards.tensor_match(ModuleMemberSource(source, "_parameters", "weight"), module.weight)
+        guards.constant_match(ModuleMemberSource(source, "_parameters", "bias"), None)
+        guards.dict_keys_match(AttrSource(source, "_modules"), module._modules)
+
+    return both_guards(fill)
+
+
+def scaled_conv() -> nn.Conv2d:
+    conv = nn.Conv2d(2, 4, 3, bias=False)
+    conv.scale = 0.5
+    conv.act = nn.ReLU()
+    return conv
+
+
+class _OrderedParameters(dict):
+    """A parameter table of another dict type: item reads go through `__getitem__`."""
+
+
+def test_module_check_of_members_agrees_with_python(extension):
+    conv = scaled_conv()
+    native_guard, python_guard = member_guards(conv)
+    assert "_parameters" not in native_guard.__stenograph_source__  # read inside the native check
+    assert agree(native_guard, python_guard, conv) is True
+    assert agree(native_guard, python_guard, scaled_conv()) is True
+    changes = {
+        "stride": lambda c: setattr(c, "stride", (2, 2)),
+        "stride as a list": lambda c: setattr(c, "stride", [1, 1]),
+        "padding_mode": lambda c: setattr(c, "padding_mode", "reflect"),
+        "groups as a float": lambda c: setattr(c, "groups", 1.0),
+        "scale": lambda c: setattr(c, "scale", 0.25),
+        "scale as an int": lambda c: setattr(c, "scale", 1),
+        "transposed None": lambda c: setattr(c, "transposed", None),
+        "bias set": lambda c: setattr(c, "bias", nn.Parameter(torch.zeros(4))),
+        "weight reshaped": lambda c: setattr(c, "weight", nn.Parameter(torch.zeros(4, 2, 1, 1))),
+        "weight as a tensor": lambda c: c._parameters.__setitem__("weight", torch.zeros(4, 2, 3, 3)),
+        "weight frozen": lambda c: c.weight.requires_grad_(False),
+        "weight removed": lambda c: c._parameters.pop("weight"),
+        "another submodule": lambda c: setattr(c, "extra", nn.Identity()),
+        "submodules reordered": lambda c: c._modules.update(act=c._modules.pop("act"), first=None),
+        "no module table": lambda c: c.__dict__.pop("_modules"),
+    }
+    for what, change in changes.items():
+        changed = scaled_conv()
+        change(changed)
+        assert agree(native_guard, python_guard, changed) is False, what
+    other_tables = scaled_conv()
+    other_tables._parameters = _OrderedParameters(other_tables._parameters)
+    assert agree(native_guard, python_guard, other_tables) is True
+    other_tables._parameters.pop("weight")
+    assert agree(native_guard, python_guard, other_tables) is False
+    other_tables = scaled_conv()
+    other_tables._modules = _OrderedParameters(other_tables._modules)  # the keys' type is checked
+    assert agree(native_guard, python_guard, other_tables) is False
+
+
+def test_module_check_of_members_follows_the_class(extension):
+    """A class attribute shadowing a checked member makes the native check ask `getattr`."""
+
+    class Local(nn.Conv2d):
+        pass
+
+    conv = Local(2, 4, 3, bias=False)
+    conv.scale = 0.5
+    conv.act = nn.ReLU()
+    native_guard, python_guard = member_guards(conv)
+    assert agree(native_guard, python_guard, conv) is True
+    Local.stride = property(lambda self: (3, 3))
+    try:
+        assert agree(native_guard, python_guard, conv) is False
+    finally:
+        del Local.stride
+    assert agree(native_guard, python_guard, conv) is True
+
+
+def _helper(x):
+    return x + 1
+
+
+class _Marker:
+    pass
+
+
+def test_root_check_of_globals_agrees_with_python(extension):
+    """Checks on names of a globals dict: identity (weakly held and not), type, a function's code."""
+    space = {"__name__": "space", "helper": _helper, "marker": _Marker, "flag": True, "limit": 3}
+
+    def fill(guards: GuardSet) -> None:
+        guards.type_match(GlobalSource("helper", space), _helper)
+        guards.code_match(GlobalSource("helper", space), _helper)
+        guards.id_match(GlobalSource("marker", space), _Marker)
+        guards.constant_match(GlobalSource("flag", space), True)
+        guards.constant_match(GlobalSource("limit", space), 3)
+
+    native_guard, python_guard = both_guards_of(fill, "___root")
+    assert agree(native_guard, python_guard, None) is True
+    assert native_guard.__stenograph_source__.count("___root") == 1
+    changes = {
+        "helper replaced": ("helper", lambda x: x),
+        "helper not a function": ("helper", len),
+        "marker replaced": ("marker", type("_Marker", (), {})),
+        "flag off": ("flag", False),
+        "limit as a float": ("limit", 3.0),
+        "limit changed": ("limit", 4),
+    }
+    for what, (name, value) in changes.items():
+        saved = space[name]
+        space[name] = value
+        try:
+            assert agree(native_guard, python_guard, None) is False, what
+        finally:
+            space[name] = saved
+    del space["marker"]
+    assert agree(native_guard, python_guard, None) is False
+
+
+def test_module_check_of_missing_attributes_agrees_with_python(extension):
+    """`getattr(m, name, default)` that found nothing: natively, as Module.__getattr__ looks."""
+    conv = scaled_conv()
+    source = LocalSource("x")
+
+    def fill(guards: GuardSet) -> None:
+        guards.type_match(source, conv)
+        guards.attribute_absent(source, conv, "gate")
+
+    native_guard, python_guard = both_guards_of(fill, "___module")
+    assert agree(native_guard, python_guard, conv) is True
+    for where in ("__dict__", "_parameters", "_buffers", "_modules"):
+        changed = scaled_conv()
+        getattr(changed, where)["gate"] = nn.Identity() if where == "_modules" else torch.zeros(1)
+        assert agree(native_guard, python_guard, changed) is False, where
+    nn.Conv2d.gate = None
+    try:
+        assert agree(native_guard, python_guard, scaled_conv()) is False
+    finally:
+        del nn.Conv2d.gate
+    assert agree(native_guard, python_guard, scaled_conv()) is True
+
+
 def test_type_check_alone_stays_python(extension):
     guards = GuardSet()
     guards.type_match(LocalSource("x"), nn.Linear(1, 1))
@@ -308,6 +463,120 @@ def test_module_changes_recompile(guards_setting, cnt):
     del net.fc.forward
     compiled(x)  # the first entry fits again
     assert cnt.frame_count == 4
+
+
+class ConvNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+def test_module_member_changes_recompile(guards_setting, cnt):
+    """Constants read off modules, parameters and optional parameters are guarded natively as
+    in Python: each change recompiles and the result follows eager."""
+    net = ConvNet().eval()
+    compiled = stenograph.compile(net, backend=cnt)
+    x = torch.randn(1, 3, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), net(x))
+        compiled(x)
+        assert cnt.frame_count == 1
+        changes = [
+            lambda: setattr(net.conv, "stride", (2, 2)),
+            lambda: setattr(net.conv, "padding", (0, 0)),
+            lambda: setattr(net.bn, "eps", 0.5),
+            lambda: setattr(net.conv, "bias", None),
+            lambda: setattr(net.bn, "running_mean", torch.zeros(8)[::2]),  # another stride
+            lambda: setattr(net.conv, "weight", nn.Parameter(torch.randn(4, 3, 1, 1))),
+        ]
+        for count, change in enumerate(changes, start=2):
+            change()
+            torch.testing.assert_close(compiled(x), net(x))
+            assert cnt.frame_count == count
+            compiled(x)
+            assert cnt.frame_count == count
+
+
+class Tree(nn.Module):
+    """Three levels of modules: the root, two ConvNets, their convolutions and norms."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stages = nn.Sequential(ConvNet(), ConvNet())
+        self.stages[1].conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.stages(x)
+
+
+def test_module_tree_is_checked_by_one_native_call(guards_setting, cnt):
+    net = Tree().eval()
+    compiled = stenograph.compile(net, backend=cnt)
+    x = torch.randn(1, 3, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), net(x))
+        if guards_setting:
+            source = stenograph.inspect(compiled).entries[0].guard_source
+            assert source.count("(___module") == 1 and "_modules[" not in source
+            assert "# type(L['self'].stages.1.bn) is BatchNorm2d;" in source  # each module's checks listed
+        changes = [
+            lambda: net.stages[1].bn.register_forward_hook(lambda mod, args, out: out + 1),
+            lambda: net.stages[0].bn.train(),
+            lambda: setattr(net.stages[1].conv, "weight", nn.Parameter(torch.randn(4, 4, 1, 1))),
+            lambda: setattr(net.stages[0], "bn", nn.Identity()),
+            lambda: net.stages.append(nn.ReLU()),
+        ]
+        for count, change in enumerate(changes, start=2):
+            change()
+            torch.testing.assert_close(compiled(x), net(x))
+            assert cnt.frame_count == count
+            compiled(x)
+            assert cnt.frame_count == count
+
+
+def _scale(x):
+    return x * 2
+
+
+class Gated(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        gate = getattr(self, "gate", None)
+        y = _scale(self.fc(x))
+        return y if gate is None else y * gate
+
+
+def test_global_and_missing_attribute_changes_recompile(guards_setting, cnt):
+    net = Gated()
+    compiled = stenograph.compile(net, backend=cnt)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), net(x))
+    compiled(x)
+    assert cnt.frame_count == 1
+    if guards_setting:
+        source = stenograph.inspect(compiled).entries[0].guard_source
+        assert "___root" in source and "has no attribute 'gate'" in source
+    net.gate = 3.0
+    torch.testing.assert_close(compiled(x), net(x))
+    assert cnt.frame_count == 2
+    del net.gate
+    global _scale
+    saved = _scale
+    _scale = lambda x: x * 5  # noqa: E731 - rebinding the global the trace read
+    try:
+        torch.testing.assert_close(compiled(x), net(x))
+        assert cnt.frame_count == 3
+    finally:
+        _scale = saved
+    compiled(x)  # the first entry fits again
+    assert cnt.frame_count == 3
 
 
 def test_tensor_changes_recompile(guards_setting, cnt):

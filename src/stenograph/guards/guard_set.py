@@ -25,6 +25,9 @@ from .lowering import replacements
 from .pyfunc import make_function, parameter_list
 from .sources import GlobalsNamer, Source, SourceRenderer
 
+# where nn.Module keeps its parameters, buffers and submodules, by name
+MODULE_TABLES = ("_parameters", "_buffers", "_modules")
+
 # ranks: lower runs first
 RANK_GLOBAL_STATE = 0
 RANK_TYPE = 1
@@ -45,8 +48,11 @@ class Check:
     other: Source | None = None  # rendered as `{w}` when a check relates two sources
     refs: list[tuple[Source, str]] | None = None  # shape guards: `___S<k>___` -> source + suffix
     # what `lowering.py` reads to replace the check by a native one: "type" (detail: the class),
-    # "empty", "absent" (the key), "is" (the constant), "tensor" (`TensorFacts`); "native" for
-    # a check it made
+    # "empty", "absent" (the key), "lacks" (a module without an attribute: its name, class and
+    # the class dicts of its MRO), "is" and "is not" (the object), "is ref" (a weak reference to
+    # the object), "code" (the code object of a function), "equal" (the value compared with
+    # `==`), "zero" (0.0 or -0.0, told apart by sign), "keys" (a dict's keys, a tuple), "tensor"
+    # (`TensorFacts`); "native" for a check it made
     kind: str = ""
     detail: Any = None
 
@@ -122,15 +128,19 @@ class GuardSet:
     def id_match(self, source: Source, value: Any) -> None:
         """`source` must be this very object; held weakly when it can be."""
         expr, ref = self._held(value)
+        text = f"{source.name()} is the same object"
         if ref is not None:
             self.watched.append(ref)
-        self._add(RANK_ID, source, f"{{v}} is {expr}", f"{source.name()} is the same object")
+            self._add(RANK_ID, source, f"{{v}} is {expr}", text, kind="is ref", detail=ref)
+        else:
+            self._add(RANK_ID, source, f"{{v}} is {expr}", text, kind="is", detail=value)
 
     def code_match(self, source: Source, fn: types.FunctionType) -> None:
         """The function at `source` runs `fn`'s code (a closure made anew on each call is the
         same function: its cells and defaults are guarded through their own sources)."""
         code = self.bind(fn.__code__, "code")
-        self._add(RANK_ID, source, f"{{v}}.__code__ is {code}", f"{source.name()}.__code__ is {fn.__qualname__}'s")
+        text = f"{source.name()}.__code__ is {fn.__qualname__}'s"
+        self._add(RANK_ID, source, f"{{v}}.__code__ is {code}", text, kind="code", detail=fn.__code__)
 
     def globals_match(self, source: Source, module_globals: dict) -> None:
         """`source` is this very globals dict of a module."""
@@ -168,6 +178,8 @@ class GuardSet:
                 source,
                 f"{{v}} == 0.0 and {sign}(1.0, {{v}}) == {math.copysign(1.0, value)!r}",
                 f"{source.name()} == {value!r}",
+                kind="zero",
+                detail=value,
             )
         elif _has_signed_zero_or_nan(value):
             # a tuple or complex holding -0.0 or nan: `==` cannot tell those apart
@@ -175,10 +187,12 @@ class GuardSet:
             const = self.bind(value, "const")
             self._add(RANK_VALUE, source, f"{same}({{v}}, {const})", f"{source.name()} == {_short(value)}")
         elif isinstance(value, (int, float, str, bytes, complex)) and _repr_roundtrips(value):
-            self._add(RANK_VALUE, source, f"{{v}} == {value!r}", f"{source.name()} == {_short(value)}")
+            text = f"{source.name()} == {_short(value)}"
+            self._add(RANK_VALUE, source, f"{{v}} == {value!r}", text, kind="equal", detail=value)
         else:
             name = self.bind(value, "const")
-            self._add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {_short(value)}")
+            text = f"{source.name()} == {_short(value)}"
+            self._add(RANK_VALUE, source, f"{{v}} == {name}", text, kind="equal", detail=value)
 
     def ordinary_float(self, source: Source) -> None:
         """A float made symbolic must stay finite and non-zero: symbolic arithmetic treats nan
@@ -189,7 +203,8 @@ class GuardSet:
     def not_identical(self, source: Source, value: Any) -> None:
         """`source` is not the object `value` (an `is` the trace decided False)."""
         if value is None or value is True or value is False or value is Ellipsis:
-            self._add(RANK_ID, source, f"{{v}} is not {value!r}", f"{source.name()} is not {value!r}")
+            text = f"{source.name()} is not {value!r}"
+            self._add(RANK_ID, source, f"{{v}} is not {value!r}", text, kind="is not", detail=value)
             return
         expr, ref = self._held(value)
         what = "the same object" if ref is not None else _short(value)
@@ -205,9 +220,11 @@ class GuardSet:
             # Module.__getattr__ raises a formatted AttributeError (microseconds): look where it
             # looks, and in the class dicts along the MRO, directly
             parts = [f"{name!r} not in {{v}}.__dict__"]
-            parts += [f"{name!r} not in {{v}}.{table}" for table in ("_parameters", "_buffers", "_modules")]
+            parts += [f"{name!r} not in {{v}}.{table}" for table in MODULE_TABLES]
             parts += [f"{name!r} not in {self.bind(klass.__dict__, 'classdict')}" for klass in cls.__mro__]
-            self._add(RANK_VALUE, source, f"type({{v}}) is {self.bind(cls, 'type')} and " + " and ".join(parts), text)
+            template = f"type({{v}}) is {self.bind(cls, 'type')} and " + " and ".join(parts)
+            class_dicts = tuple(klass.__dict__ for klass in cls.__mro__)
+            self._add(RANK_VALUE, source, template, text, kind="lacks", detail=(name, cls, class_dicts))
             return
         if isinstance(obj, type) and type(obj).__getattribute__ is type.__getattribute__:
             # hasattr on a class raises and catches inside (hundreds of ns): look in the dicts
@@ -287,7 +304,8 @@ class GuardSet:
         self.type_match(source, value)
         keys = tuple(value.keys())
         name = self.bind(keys, "keys")
-        self._add(RANK_VALUE, source, f"tuple({{v}}) == {name}", f"keys of {source.name()} == {keys!r}")
+        text = f"keys of {source.name()} == {keys!r}"
+        self._add(RANK_VALUE, source, f"tuple({{v}}) == {name}", text, kind="keys", detail=keys)
 
     def length_match(self, source: Source, value: Any) -> None:
         self.type_match(source, value)
@@ -412,8 +430,10 @@ class GuardSet:
                 condition = check.template.replace("{v}", value)
                 if check.other is not None:
                     condition = condition.replace("{w}", renderer.render(check.other, lines))
-            comment = "  # " + check.text.replace("\n", " ") if check.kind == "native" else ""
+            described = check.text.splitlines() if check.kind == "native" else []
+            comment = "  # " + described[0] if described else ""
             lines.append(f"if not ({condition}): return {on_fail(index, value)}{comment}")
+            lines += [f"# {line}" for line in described[1:]]
         return lines, namer
 
     def build(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:
@@ -440,19 +460,21 @@ class GuardSet:
     def _lowered(self, checks: list[Check], extension: types.ModuleType, names: dict[str, Any]) -> list[Check]:
         """`checks` with the native replacements `lowering.py` finds put in place; the native
         objects they call are added to `names`."""
-        found = replacements(checks, extension, self.bindings)
-        absorbed = {id(c) for r in found.values() for c in r.absorbed}
+        placed, absorbed = replacements(checks, extension, self.bindings)
         lowered = []
         for check in checks:
-            if id(check) in absorbed:
-                continue
-            replacement = found.get(id(check))
+            replacement = placed.get(id(check))
             if replacement is None:
-                lowered.append(check)
+                if id(check) not in absorbed:
+                    lowered.append(check)
                 continue
             name = f"___{replacement.hint}{len(names)}"
             names[name] = replacement.native
-            lowered.append(replace(check, template=f"{name}({{v}})", text=replacement.text, kind="native", detail=None))
+            if replacement.takes_value:
+                native_check = replace(check, template=f"{name}({{v}})", text=replacement.text, kind="native")
+            else:
+                native_check = replace(check, source=None, template=f"{name}()", text=replacement.text, kind="native")
+            lowered.append(replace(native_check, detail=None))
         return lowered
 
     def build_explainer(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:

@@ -4,8 +4,9 @@
 // an object built once, when a guard function is built, and called once per guard call with the
 // value to check: `TensorCheck(cls, dtype, ...)(v)` and `ModuleCheck(cls, ...)(m)` answer True or
 // False exactly as the Python expressions they replace (guard_set.py's `tensor_match`, and a
-// module's type, hook-table, instance-dict and flag checks). A Python error raised while checking
-// propagates, so the guard function treats it as the Python expression's error.
+// module's type, hook-table, instance-dict and flag checks, with those on its constant
+// attributes, parameters and buffers). A Python error raised while checking propagates, so the
+// guard function treats it as the Python expression's error.
 //
 // What the C++ side cannot answer the same way as Python it hands to the Python expression (the
 // `fallback` of a TensorCheck): a torch-function mode is active (Python's `v.dtype` would call
@@ -21,7 +22,9 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/version.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <vector>
@@ -136,13 +139,8 @@ Verdict check_impl(const TensorCheck* self, const c10::TensorImpl* impl) {
   return impl->requires_grad() == self->requires_grad ? Verdict::kPass : Verdict::kFail;
 }
 
-PyObject* tensor_check_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  auto* self = reinterpret_cast<TensorCheck*>(callable);
-  if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != nullptr) {
-    PyErr_SetString(PyExc_TypeError, "TensorCheck takes one positional argument");
-    return nullptr;
-  }
-  PyObject* value = args[0];
+// The answer of `self` for `value` (a new reference to True or False; nullptr with an exception).
+PyObject* run_tensor_check(TensorCheck* self, PyObject* value) {
   if (Py_TYPE(value) != self->type) {
     return answer(false);
   }
@@ -159,6 +157,14 @@ PyObject* tensor_check_call(PyObject* callable, PyObject* const* args, size_t na
     return PyObject_CallOneArg(self->fallback, value);
   }
   return answer(verdict == Verdict::kPass);
+}
+
+PyObject* tensor_check_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != nullptr) {
+    PyErr_SetString(PyExc_TypeError, "TensorCheck takes one positional argument");
+    return nullptr;
+  }
+  return run_tensor_check(reinterpret_cast<TensorCheck*>(callable), args[0]);
 }
 
 PyObject* tensor_check_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) {
@@ -211,10 +217,27 @@ PyObject* tensor_check_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) 
   return reinterpret_cast<PyObject*>(self);
 }
 
+// The checks take part in garbage collection: a guard function's globals hold them, and what
+// they hold (a Python fallback, a globals dict) can lead back to it. A cleared check answers
+// False (its type is gone).
+int tensor_check_traverse(PyObject* obj, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<TensorCheck*>(obj);
+  Py_VISIT(self->type);
+  Py_VISIT(self->fallback);
+  return 0;
+}
+
+int tensor_check_clear(PyObject* obj) {
+  auto* self = reinterpret_cast<TensorCheck*>(obj);
+  Py_CLEAR(self->type);
+  Py_CLEAR(self->fallback);
+  return 0;
+}
+
 void tensor_check_dealloc(PyObject* obj) {
   auto* self = reinterpret_cast<TensorCheck*>(obj);
-  Py_XDECREF(self->type);
-  Py_XDECREF(self->fallback);
+  PyObject_GC_UnTrack(obj);
+  tensor_check_clear(obj);
   self->sizes.~vector();
   self->strides.~vector();
   Py_TYPE(obj)->tp_free(obj);
@@ -222,24 +245,301 @@ void tensor_check_dealloc(PyObject* obj) {
 
 PyTypeObject TensorCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
+PyTypeObject ModuleCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// -- Member checks -----------------------------------------------------------------------------
+
+// One step from an object to a value the guard reads: `.name` or `[name]`.
+struct Step {
+  PyObject* name;  // an attribute name, or a key
+  bool item;
+};
+
+// What a member check asks of the value its steps reach.
+enum class Op { kType, kIs, kIsNot, kIsReferent, kCode, kEqual, kZero, kEmpty, kNotIn, kKeys, kTensor, kModule };
+
+// A check on a value reached from a module (or a fixed root) by `steps`: `m.stride`,
+// `m._parameters['weight']`, `m.config.__dict__['x']`; of exactly `type` (nullptr: any type),
+// then compared by `op` with `expected`.
+struct MemberCheck {
+  std::vector<Step> steps;
+  PyTypeObject* type;
+  Op op;
+  // kType, kEmpty: unused; kIsReferent: a weak reference; kCode: a code object; kZero: 0.0 or
+  // -0.0; kNotIn: the key; kKeys: the keys' tuple; kTensor: a TensorCheck; kModule: a ModuleCheck
+  PyObject* expected;
+};
+
+PyObject* dict_name = nullptr;  // "__dict__", interned
+PyObject* getattribute_name = nullptr;  // "__getattribute__", interned
+PyObject* code_name = nullptr;  // "__code__", interned
+PyObject* table_names[3] = {nullptr, nullptr, nullptr};  // "_parameters", "_buffers", "_modules"
+PyObject* object_getattribute = nullptr;  // object.__getattribute__ (a slot wrapper)
+getter instance_dict_getter = nullptr;  // what a Python class's `__dict__` descriptor calls
+
+// `container[key]` (a new reference; nullptr with an exception, a KeyError for a missing key).
+PyObject* read_item(PyObject* container, PyObject* key) {
+  if (!PyDict_CheckExact(container)) {
+    return PyObject_GetItem(container, key);
+  }
+  PyObject* found = PyDict_GetItemWithError(container, key);
+  if (found == nullptr && !PyErr_Occurred()) {
+    PyErr_SetObject(PyExc_KeyError, key);
+  }
+  return Py_XNewRef(found);
+}
+
+// `value` (a new reference, taken) followed along steps[first:] (a new reference; nullptr with
+// an exception, also when `value` is nullptr).
+PyObject* follow(PyObject* value, const std::vector<Step>& steps, size_t first) {
+  for (size_t i = first; value != nullptr && i < steps.size(); i++) {
+    PyObject* next = steps[i].item ? read_item(value, steps[i].name) : PyObject_GetAttr(value, steps[i].name);
+    Py_DECREF(value);
+    value = next;
+  }
+  return value;
+}
+
+// 1: `tuple(value) == keys`; 0: not; -1: an error.
+int same_keys(PyObject* value, PyObject* keys) {
+  if (!PyDict_CheckExact(value)) {
+    PyObject* items = PySequence_Tuple(value);
+    int equal = items == nullptr ? -1 : PyObject_RichCompareBool(items, keys, Py_EQ);
+    Py_XDECREF(items);
+    return equal;
+  }
+  if (PyDict_GET_SIZE(value) != PyTuple_GET_SIZE(keys)) {
+    return 0;
+  }
+  Py_ssize_t position = 0, index = 0;
+  PyObject *key, *entry;
+  while (PyDict_Next(value, &position, &key, &entry)) {
+    int equal = PyObject_RichCompareBool(key, PyTuple_GET_ITEM(keys, index++), Py_EQ);
+    if (equal != 1) {
+      return equal;
+    }
+  }
+  return 1;
+}
+
+// 1: `value is ref()` (a dead reference gives None); 0: not; -1: an error.
+int same_as_referent(PyObject* value, PyObject* ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* referent = nullptr;
+  if (PyWeakref_GetRef(ref, &referent) < 0) {
+    return -1;
+  }
+  bool same = value == (referent == nullptr ? Py_None : referent);
+  Py_XDECREF(referent);
+  return same;
+#else
+  PyObject* referent = PyWeakref_GetObject(ref);  // borrowed; None when dead
+  return referent == nullptr ? -1 : value == referent;
+#endif
+}
+
+// 1: `value.__code__ is code`; 0: not; -1: an error (no `__code__`: an AttributeError).
+int same_code(PyObject* value, PyObject* code) {
+  if (PyFunction_Check(value)) {  // functions cannot be subclassed: `__code__` is the slot
+    return PyFunction_GET_CODE(value) == code;
+  }
+  PyObject* found = PyObject_GetAttr(value, code_name);
+  if (found == nullptr) {
+    return -1;
+  }
+  Py_DECREF(found);
+  return found == code;
+}
+
+// 1: `value == 0.0 and copysign(1.0, value) == copysign(1.0, zero)`; 0: not; -1: an error.
+int same_zero(PyObject* value, PyObject* zero) {
+  PyObject* result = PyObject_RichCompare(value, zero, Py_EQ);  // `==` as Python evaluates it
+  if (result == nullptr) {
+    return -1;
+  }
+  int equal = PyObject_IsTrue(result);
+  Py_DECREF(result);
+  if (equal != 1) {
+    return equal;
+  }
+  double number = PyFloat_AsDouble(value);
+  if (number == -1.0 && PyErr_Occurred()) {
+    return -1;
+  }
+  return std::signbit(number) == std::signbit(PyFloat_AS_DOUBLE(zero));
+}
+
+struct ModuleCheck;
+PyObject* run_module_check(ModuleCheck* self, PyObject* module);
+
+// 1: `value` passes `check`'s comparison; 0: fails; -1: an error.
+int compare(const MemberCheck& check, PyObject* value) {
+  if (check.type != nullptr && Py_TYPE(value) != check.type) {
+    return 0;
+  }
+  PyObject* result = nullptr;
+  switch (check.op) {
+    case Op::kType:
+      return 1;
+    case Op::kIs:
+      return value == check.expected;
+    case Op::kIsNot:
+      return value != check.expected;
+    case Op::kIsReferent:
+      return same_as_referent(value, check.expected);
+    case Op::kCode:
+      return same_code(value, check.expected);
+    case Op::kZero:
+      return same_zero(value, check.expected);
+    case Op::kEmpty: {
+      int truth = PyObject_IsTrue(value);
+      return truth < 0 ? -1 : truth == 0;
+    }
+    case Op::kNotIn: {
+      int found = PySequence_Contains(value, check.expected);
+      return found < 0 ? -1 : found == 0;
+    }
+    case Op::kKeys:
+      return same_keys(value, check.expected);
+    case Op::kEqual:
+      result = PyObject_RichCompare(value, check.expected, Py_EQ);
+      break;
+    case Op::kTensor:
+      result = run_tensor_check(reinterpret_cast<TensorCheck*>(check.expected), value);
+      break;
+    case Op::kModule:
+      result = run_module_check(reinterpret_cast<ModuleCheck*>(check.expected), value);
+      break;
+  }
+  if (result == nullptr) {
+    return -1;
+  }
+  int truth = PyObject_IsTrue(result);
+  Py_DECREF(result);
+  return truth;
+}
+
+// 1, 0 or -1 as compare(), for the value `check` reaches from `value` (a new reference, taken;
+// nullptr: reading its first step failed) along its steps after the first.
+int check_reached(const MemberCheck& check, PyObject* value) {
+  value = follow(value, check.steps, 1);
+  if (value == nullptr) {
+    return -1;
+  }
+  int verdict = compare(check, value);
+  Py_DECREF(value);
+  return verdict;
+}
+
+// One entry of a `members` tuple: (steps, type or None, op, expected), steps a non-empty tuple
+// of (name, item) pairs; op one of "type", "is", "is not", "is ref" (expected a weak reference:
+// `v is ref()`), "code" (`v.__code__ is expected`), "==", "zero" (`v == 0.0` with expected's
+// sign), "empty" (`not v`), "not in" (`expected not in v`), "keys" (expected a tuple: `tuple(v)
+// == expected`), "tensor" (expected a TensorCheck) and "module" (expected a ModuleCheck: a
+// submodule's own checks). The objects stay owned by the tuple.
+bool read_member(PyObject* entry, MemberCheck& check) {
+  static const struct {
+    const char* name;
+    Op op;
+  } ops[] = {
+      {"type", Op::kType},
+      {"is", Op::kIs},
+      {"is not", Op::kIsNot},
+      {"is ref", Op::kIsReferent},
+      {"code", Op::kCode},
+      {"==", Op::kEqual},
+      {"zero", Op::kZero},
+      {"empty", Op::kEmpty},
+      {"not in", Op::kNotIn},
+      {"keys", Op::kKeys},
+      {"tensor", Op::kTensor},
+      {"module", Op::kModule}};
+  if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 4 || !PyTuple_Check(PyTuple_GET_ITEM(entry, 0)) ||
+      PyTuple_GET_SIZE(PyTuple_GET_ITEM(entry, 0)) == 0 || !PyUnicode_Check(PyTuple_GET_ITEM(entry, 2))) {
+    PyErr_SetString(PyExc_TypeError, "members must hold (steps, type, op, expected) tuples");
+    return false;
+  }
+  PyObject* steps = PyTuple_GET_ITEM(entry, 0);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(steps); i++) {
+    PyObject* step = PyTuple_GET_ITEM(steps, i);
+    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2 || !PyBool_Check(PyTuple_GET_ITEM(step, 1))) {
+      PyErr_SetString(PyExc_TypeError, "members: a step must be a (name, item) pair");
+      return false;
+    }
+    bool item = PyTuple_GET_ITEM(step, 1) == Py_True;
+    if (!item && !PyUnicode_Check(PyTuple_GET_ITEM(step, 0))) {
+      PyErr_SetString(PyExc_TypeError, "members: an attribute step needs a string");
+      return false;
+    }
+    check.steps.push_back(Step{PyTuple_GET_ITEM(step, 0), item});
+  }
+  PyObject* type = PyTuple_GET_ITEM(entry, 1);
+  if (type != Py_None && !PyType_Check(type)) {
+    PyErr_SetString(PyExc_TypeError, "members: a member's type must be a class or None");
+    return false;
+  }
+  check.type = type == Py_None ? nullptr : reinterpret_cast<PyTypeObject*>(type);
+  check.expected = PyTuple_GET_ITEM(entry, 3);
+  const char* op = PyUnicode_AsUTF8(PyTuple_GET_ITEM(entry, 2));
+  if (op == nullptr) {
+    return false;
+  }
+  for (const auto& known : ops) {
+    if (strcmp(op, known.name) != 0) {
+      continue;
+    }
+    check.op = known.op;
+    const char* wrong = nullptr;
+    if (check.op == Op::kIsReferent && !PyWeakref_CheckRef(check.expected)) {
+      wrong = "an 'is ref' check needs a weak reference";
+    } else if (check.op == Op::kZero && !PyFloat_CheckExact(check.expected)) {
+      wrong = "a 'zero' check needs a float";
+    } else if (check.op == Op::kKeys && !PyTuple_CheckExact(check.expected)) {
+      wrong = "a 'keys' check needs a tuple of keys";
+    } else if (check.op == Op::kTensor && Py_TYPE(check.expected) != &TensorCheckType) {
+      wrong = "a 'tensor' check needs a TensorCheck";
+    } else if (check.op == Op::kModule && Py_TYPE(check.expected) != &ModuleCheckType) {
+      wrong = "a 'module' check needs a ModuleCheck";
+    }
+    if (wrong != nullptr) {
+      PyErr_Format(PyExc_TypeError, "members: %s", wrong);
+      return false;
+    }
+    return true;
+  }
+  PyErr_Format(PyExc_ValueError, "members: unknown op %R", PyTuple_GET_ITEM(entry, 2));
+  return false;
+}
+
+bool read_members(PyObject* members, std::vector<MemberCheck>& checks) {
+  if (!PyTuple_Check(members)) {
+    PyErr_SetString(PyExc_TypeError, "members must be a tuple");
+    return false;
+  }
+  checks.resize(PyTuple_GET_SIZE(members));
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
+    if (!read_member(PyTuple_GET_ITEM(members, i), checks[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // -- ModuleCheck -----------------------------------------------------------------------------
 
 struct ModuleCheck {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   PyTypeObject* type;  // `type(m) is T`
-  PyObject* empty;  // tuple of attribute names whose values must be falsy (`not m._forward_hooks`)
-  PyObject* absent;  // tuple of keys that must not be in `m.__dict__`
-  PyObject* same;  // tuple of (attribute name, object) pairs: `m.training is True`
+  PyObject* members;  // the tuple the checks below were read from (owns their objects)
+  std::vector<MemberCheck> checks;
+  // tuple of (name, class dicts) pairs: m has no attribute `name`, as nn.Module answers it (not
+  // in its __dict__, its parameter, buffer or module table, nor in any of those class dicts)
+  PyObject* missing;
   // While T's version tag is `version` (no class in T's MRO changed since the check was built),
-  // the attributes read are known to be plain instance-dict entries; 0: always ask getattr.
+  // the attributes read first are known to be plain instance-dict entries; 0: always ask getattr.
   unsigned int version;
 };
-
-PyObject* dict_name = nullptr;  // "__dict__", interned
-PyObject* getattribute_name = nullptr;  // "__getattribute__", interned
-PyObject* object_getattribute = nullptr;  // object.__getattribute__ (a slot wrapper)
-getter instance_dict_getter = nullptr;  // what a Python class's `__dict__` descriptor calls
 
 // Whether `getattr(m, name)` for an instance m of `type` is m's instance-dict entry when it has
 // one: `__getattribute__` is object's and no class in the MRO defines `name` (no descriptor).
@@ -255,22 +555,20 @@ bool plain_instance_dict(PyTypeObject* type) {
       reinterpret_cast<PyGetSetDescrObject*>(descriptor)->d_getset->get == instance_dict_getter;
 }
 
-unsigned int fast_path_version(PyTypeObject* type, PyObject* empty, PyObject* absent, PyObject* same) {
-  if (_PyType_Lookup(type, getattribute_name) != object_getattribute) {
+unsigned int fast_path_version(PyTypeObject* type, PyObject* missing, const std::vector<MemberCheck>& checks) {
+  if (_PyType_Lookup(type, getattribute_name) != object_getattribute || !plain_instance_dict(type)) {
     return 0;
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(empty); i++) {
-    if (!plain_attribute(type, PyTuple_GET_ITEM(empty, i))) {
+  for (PyObject* table : table_names) {
+    if (PyTuple_GET_SIZE(missing) > 0 && !plain_attribute(type, table)) {
       return 0;
     }
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(same); i++) {
-    if (!plain_attribute(type, PyTuple_GET_ITEM(PyTuple_GET_ITEM(same, i), 0))) {
+  for (const MemberCheck& check : checks) {
+    const Step& first = check.steps[0];
+    if (!first.item && first.name != dict_name && !plain_attribute(type, first.name)) {
       return 0;
     }
-  }
-  if (!plain_instance_dict(type)) {
-    return 0;
   }
   // the lookups above gave the type a version tag (0 if none could be assigned)
   return type->tp_version_tag;
@@ -280,6 +578,9 @@ unsigned int fast_path_version(PyTypeObject* type, PyObject* empty, PyObject* ab
 // instance dict when the fast path holds, else nullptr.
 PyObject* read_attribute(PyObject* module, PyObject* dict, PyObject* name) {
   if (dict != nullptr) {
+    if (name == dict_name) {
+      return Py_NewRef(dict);
+    }
     PyObject* found = PyDict_GetItemWithError(dict, name);
     if (found != nullptr) {
       return Py_NewRef(found);
@@ -292,54 +593,49 @@ PyObject* read_attribute(PyObject* module, PyObject* dict, PyObject* name) {
   return PyObject_GetAttr(module, name);
 }
 
+// 1: `name` (of a (name, class dicts) pair) is in none of `module`'s __dict__, tables and those
+// class dicts; 0: it is in one; -1: an error.
+int lacks_attribute(PyObject* module, PyObject* dict, PyObject* pair) {
+  PyObject* name = PyTuple_GET_ITEM(pair, 0);
+  PyObject* class_dicts = PyTuple_GET_ITEM(pair, 1);
+  int found = 0;
+  for (PyObject* where : {dict_name, table_names[0], table_names[1], table_names[2]}) {
+    PyObject* table = read_attribute(module, dict, where);
+    if (table == nullptr) {
+      return -1;
+    }
+    found = PySequence_Contains(table, name);
+    Py_DECREF(table);
+    if (found != 0) {
+      return found < 0 ? -1 : 0;
+    }
+  }
+  for (Py_ssize_t i = 0; found == 0 && i < PyTuple_GET_SIZE(class_dicts); i++) {
+    found = PySequence_Contains(PyTuple_GET_ITEM(class_dicts, i), name);
+  }
+  return found < 0 ? -1 : found == 0;
+}
+
 PyObject* module_check_body(ModuleCheck* self, PyObject* module, PyObject* dict) {
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->empty); i++) {
-    PyObject* value = read_attribute(module, dict, PyTuple_GET_ITEM(self->empty, i));
-    if (value == nullptr) {
-      return nullptr;
-    }
-    int truth = PyObject_IsTrue(value);
-    Py_DECREF(value);
-    if (truth != 0) {
-      return truth < 0 ? nullptr : answer(false);
+  for (const MemberCheck& check : self->checks) {
+    const Step& first = check.steps[0];
+    PyObject* value = first.item ? read_item(module, first.name) : read_attribute(module, dict, first.name);
+    int verdict = check_reached(check, value);
+    if (verdict != 1) {
+      return verdict < 0 ? nullptr : answer(false);
     }
   }
-  if (PyTuple_GET_SIZE(self->absent) > 0) {
-    PyObject* instance_dict = dict != nullptr ? Py_NewRef(dict) : PyObject_GetAttr(module, dict_name);
-    if (instance_dict == nullptr) {
-      return nullptr;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->absent); i++) {
-      int found = PySequence_Contains(instance_dict, PyTuple_GET_ITEM(self->absent, i));
-      if (found != 0) {
-        Py_DECREF(instance_dict);
-        return found < 0 ? nullptr : answer(false);
-      }
-    }
-    Py_DECREF(instance_dict);
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->same); i++) {
-    PyObject* pair = PyTuple_GET_ITEM(self->same, i);
-    PyObject* value = read_attribute(module, dict, PyTuple_GET_ITEM(pair, 0));
-    if (value == nullptr) {
-      return nullptr;
-    }
-    bool same = value == PyTuple_GET_ITEM(pair, 1);
-    Py_DECREF(value);
-    if (!same) {
-      return answer(false);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->missing); i++) {
+    int verdict = lacks_attribute(module, dict, PyTuple_GET_ITEM(self->missing, i));
+    if (verdict != 1) {
+      return verdict < 0 ? nullptr : answer(false);
     }
   }
   return answer(true);
 }
 
-PyObject* module_check_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  auto* self = reinterpret_cast<ModuleCheck*>(callable);
-  if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != nullptr) {
-    PyErr_SetString(PyExc_TypeError, "ModuleCheck takes one positional argument");
-    return nullptr;
-  }
-  PyObject* module = args[0];
+// The answer of `self` for `module` (a new reference to True or False; nullptr with an exception).
+PyObject* run_module_check(ModuleCheck* self, PyObject* module) {
   if (Py_TYPE(module) != self->type) {
     return answer(false);
   }
@@ -355,71 +651,166 @@ PyObject* module_check_call(PyObject* callable, PyObject* const* args, size_t na
   return result;
 }
 
-bool interned_names(PyObject* names, const char* what) {
-  if (!PyTuple_Check(names)) {
-    PyErr_Format(PyExc_TypeError, "ModuleCheck: %s must be a tuple", what);
-    return false;
+PyObject* module_check_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != nullptr) {
+    PyErr_SetString(PyExc_TypeError, "ModuleCheck takes one positional argument");
+    return nullptr;
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
-    if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i))) {
-      PyErr_Format(PyExc_TypeError, "ModuleCheck: %s must hold strings", what);
-      return false;
-    }
+  return run_module_check(reinterpret_cast<ModuleCheck*>(callable), args[0]);
+}
+
+bool missing_pairs(PyObject* missing) {
+  bool ok = PyTuple_Check(missing);
+  for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(missing); i++) {
+    PyObject* pair = PyTuple_GET_ITEM(missing, i);
+    ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 && PyUnicode_Check(PyTuple_GET_ITEM(pair, 0)) &&
+        PyTuple_Check(PyTuple_GET_ITEM(pair, 1));
   }
-  return true;
+  if (!ok) {
+    PyErr_SetString(PyExc_TypeError, "ModuleCheck: missing must be a tuple of (name, tuple of class dicts) pairs");
+  }
+  return ok;
 }
 
 PyObject* module_check_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"cls", "empty", "absent", "same", nullptr};
-  PyObject *type, *empty, *absent, *same;
+  static const char* names[] = {"cls", "members", "missing", nullptr};
+  PyObject *type, *members, *missing;
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwargs, "O!OOO:ModuleCheck", const_cast<char**>(names), &PyType_Type, &type, &empty, &absent, &same)) {
+          args, kwargs, "O!OO:ModuleCheck", const_cast<char**>(names), &PyType_Type, &type, &members, &missing)) {
     return nullptr;
   }
-  if (!interned_names(empty, "empty") || !interned_names(absent, "absent")) {
+  std::vector<MemberCheck> checks;
+  if (!missing_pairs(missing) || !read_members(members, checks)) {
     return nullptr;
-  }
-  if (!PyTuple_Check(same)) {
-    PyErr_SetString(PyExc_TypeError, "ModuleCheck: same must be a tuple of (name, object) pairs");
-    return nullptr;
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(same); i++) {
-    PyObject* pair = PyTuple_GET_ITEM(same, i);
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) {
-      PyErr_SetString(PyExc_TypeError, "ModuleCheck: same must be a tuple of (name, object) pairs");
-      return nullptr;
-    }
   }
   auto* self = reinterpret_cast<ModuleCheck*>(cls->tp_alloc(cls, 0));
   if (self == nullptr) {
     return nullptr;
   }
+  new (&self->checks) std::vector<MemberCheck>(std::move(checks));
   self->vectorcall = module_check_call;
   self->type = reinterpret_cast<PyTypeObject*>(Py_NewRef(type));
-  self->empty = Py_NewRef(empty);
-  self->absent = Py_NewRef(absent);
-  self->same = Py_NewRef(same);
-  self->version = fast_path_version(self->type, empty, absent, same);
+  self->members = Py_NewRef(members);
+  self->missing = Py_NewRef(missing);
+  self->version = fast_path_version(self->type, missing, self->checks);
   return reinterpret_cast<PyObject*>(self);
+}
+
+int module_check_traverse(PyObject* obj, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<ModuleCheck*>(obj);
+  Py_VISIT(self->type);
+  Py_VISIT(self->members);
+  Py_VISIT(self->missing);
+  return 0;
+}
+
+int module_check_clear(PyObject* obj) {
+  auto* self = reinterpret_cast<ModuleCheck*>(obj);
+  self->checks.clear();  // they point into `members`
+  Py_CLEAR(self->type);
+  Py_CLEAR(self->members);
+  Py_CLEAR(self->missing);
+  return 0;
 }
 
 void module_check_dealloc(PyObject* obj) {
   auto* self = reinterpret_cast<ModuleCheck*>(obj);
-  Py_XDECREF(self->type);
-  Py_XDECREF(self->empty);
-  Py_XDECREF(self->absent);
-  Py_XDECREF(self->same);
+  PyObject_GC_UnTrack(obj);
+  module_check_clear(obj);
+  self->checks.~vector();
   Py_TYPE(obj)->tp_free(obj);
 }
 
-PyTypeObject ModuleCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+// -- RootCheck -------------------------------------------------------------------------------
+
+// Checks on values reached from one object the guard function holds fixed: the names in a
+// module's globals dict (`g['torch'] is ref()`, `g['f'].__code__ is code`) or a class's
+// attributes (`C.forward is ref()`). Called with no arguments.
+struct RootCheck {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* root;
+  PyObject* members;  // the tuple the checks below were read from (owns their objects)
+  std::vector<MemberCheck> checks;
+};
+
+PyObject* root_check_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* self = reinterpret_cast<RootCheck*>(callable);
+  if (PyVectorcall_NARGS(nargsf) != 0 || kwnames != nullptr) {
+    PyErr_SetString(PyExc_TypeError, "RootCheck takes no arguments");
+    return nullptr;
+  }
+  if (self->root == nullptr) {  // cleared
+    return answer(false);
+  }
+  for (const MemberCheck& check : self->checks) {
+    const Step& first = check.steps[0];
+    PyObject* value = first.item ? read_item(self->root, first.name) : PyObject_GetAttr(self->root, first.name);
+    int verdict = check_reached(check, value);
+    if (verdict != 1) {
+      return verdict < 0 ? nullptr : answer(false);
+    }
+  }
+  return answer(true);
+}
+
+PyObject* root_check_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) {
+  static const char* names[] = {"root", "members", nullptr};
+  PyObject *root, *members;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:RootCheck", const_cast<char**>(names), &root, &members)) {
+    return nullptr;
+  }
+  std::vector<MemberCheck> checks;
+  if (!read_members(members, checks)) {
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<RootCheck*>(cls->tp_alloc(cls, 0));
+  if (self == nullptr) {
+    return nullptr;
+  }
+  new (&self->checks) std::vector<MemberCheck>(std::move(checks));
+  self->vectorcall = root_check_call;
+  self->root = Py_NewRef(root);
+  self->members = Py_NewRef(members);
+  return reinterpret_cast<PyObject*>(self);
+}
+
+int root_check_traverse(PyObject* obj, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<RootCheck*>(obj);
+  Py_VISIT(self->root);
+  Py_VISIT(self->members);
+  return 0;
+}
+
+int root_check_clear(PyObject* obj) {
+  auto* self = reinterpret_cast<RootCheck*>(obj);
+  self->checks.clear();  // they point into `members`
+  Py_CLEAR(self->root);
+  Py_CLEAR(self->members);
+  return 0;
+}
+
+void root_check_dealloc(PyObject* obj) {
+  auto* self = reinterpret_cast<RootCheck*>(obj);
+  PyObject_GC_UnTrack(obj);
+  root_check_clear(obj);
+  self->checks.~vector();
+  Py_TYPE(obj)->tp_free(obj);
+}
+
+PyTypeObject RootCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 // The lookups a plain Python class answers: object.__getattribute__, and the getter of the
 // `__dict__` descriptor of a class statement's class (read off a class made here).
 bool find_plain_lookups() {
   dict_name = PyUnicode_InternFromString("__dict__");
   getattribute_name = PyUnicode_InternFromString("__getattribute__");
-  if (dict_name == nullptr || getattribute_name == nullptr) {
+  code_name = PyUnicode_InternFromString("__code__");
+  table_names[0] = PyUnicode_InternFromString("_parameters");
+  table_names[1] = PyUnicode_InternFromString("_buffers");
+  table_names[2] = PyUnicode_InternFromString("_modules");
+  if (dict_name == nullptr || getattribute_name == nullptr || code_name == nullptr || table_names[0] == nullptr ||
+      table_names[1] == nullptr || table_names[2] == nullptr) {
     return false;
   }
   object_getattribute = _PyType_Lookup(&PyBaseObject_Type, getattribute_name);
@@ -484,11 +875,15 @@ bool ready(
     Py_ssize_t size,
     Py_ssize_t vectorcall_offset,
     newfunc make,
-    destructor dealloc) {
+    destructor dealloc,
+    traverseproc traverse,
+    inquiry clear) {
   type.tp_name = name;
   type.tp_doc = doc;
   type.tp_basicsize = size;
-  type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC;
+  type.tp_traverse = traverse;
+  type.tp_clear = clear;
   type.tp_vectorcall_offset = vectorcall_offset;
   type.tp_call = PyVectorcall_Call;
   type.tp_new = make;
@@ -520,17 +915,35 @@ PyMODINIT_FUNC STENOGRAPH_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() {
           sizeof(TensorCheck),
           offsetof(TensorCheck, vectorcall),
           tensor_check_new,
-          tensor_check_dealloc) ||
+          tensor_check_dealloc,
+          tensor_check_traverse,
+          tensor_check_clear) ||
       !ready(
           ModuleCheckType,
           "stenograph.ModuleCheck",
-          "ModuleCheck(cls, empty, absent, same): called with a value, whether its type is cls, the "
-          "attributes named in empty are falsy, the keys in absent are not in its __dict__ and each "
-          "(name, obj) of same has getattr(value, name) is obj.",
+          "ModuleCheck(cls, members, missing): called with a value, whether its type is cls, each (name, "
+          "class dicts) of missing names no attribute of it (not in its __dict__, _parameters, _buffers, "
+          "_modules or those dicts) and each (steps, type, op, expected) of members holds for the value its "
+          "steps ((name, item) pairs: [name] or .name) reach: of exactly type (None: any), and passing op "
+          "('type', 'is', 'is not', 'is ref', 'code', '==', 'zero', 'empty', 'not in', 'keys', 'tensor', "
+          "'module').",
           sizeof(ModuleCheck),
           offsetof(ModuleCheck, vectorcall),
           module_check_new,
-          module_check_dealloc)) {
+          module_check_dealloc,
+          module_check_traverse,
+          module_check_clear) ||
+      !ready(
+          RootCheckType,
+          "stenograph.RootCheck",
+          "RootCheck(root, members): called with no arguments, whether each (steps, type, op, expected) of "
+          "members holds for the value its steps reach from root, as in ModuleCheck.",
+          sizeof(RootCheck),
+          offsetof(RootCheck, vectorcall),
+          root_check_new,
+          root_check_dealloc,
+          root_check_traverse,
+          root_check_clear)) {
     return nullptr;
   }
   if (!find_plain_lookups() || !check_tensor_layout()) {
@@ -541,7 +954,8 @@ PyMODINIT_FUNC STENOGRAPH_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() {
     return nullptr;
   }
   if (PyModule_AddObjectRef(module, "TensorCheck", reinterpret_cast<PyObject*>(&TensorCheckType)) < 0 ||
-      PyModule_AddObjectRef(module, "ModuleCheck", reinterpret_cast<PyObject*>(&ModuleCheckType)) < 0) {
+      PyModule_AddObjectRef(module, "ModuleCheck", reinterpret_cast<PyObject*>(&ModuleCheckType)) < 0 ||
+      PyModule_AddObjectRef(module, "RootCheck", reinterpret_cast<PyObject*>(&RootCheckType)) < 0) {
     Py_DECREF(module);
     return nullptr;
   }
