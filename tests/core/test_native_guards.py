@@ -465,6 +465,17 @@ def test_module_changes_recompile(guards_setting, cnt):
     assert cnt.frame_count == 4
 
 
+def each_change_recompiles_once(compiled: Callable, net: nn.Module, x: torch.Tensor, changes: list, cnt) -> None:
+    """After each change the compiled module follows eager with one more compile, and a second
+    call compiles nothing."""
+    for count, change in enumerate(changes, start=cnt.frame_count + 1):
+        change()
+        torch.testing.assert_close(compiled(x), net(x))
+        assert cnt.frame_count == count
+        compiled(x)
+        assert cnt.frame_count == count
+
+
 class ConvNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -493,12 +504,7 @@ def test_module_member_changes_recompile(guards_setting, cnt):
             lambda: setattr(net.bn, "running_mean", torch.zeros(8)[::2]),  # another stride
             lambda: setattr(net.conv, "weight", nn.Parameter(torch.randn(4, 3, 1, 1))),
         ]
-        for count, change in enumerate(changes, start=2):
-            change()
-            torch.testing.assert_close(compiled(x), net(x))
-            assert cnt.frame_count == count
-            compiled(x)
-            assert cnt.frame_count == count
+        each_change_recompiles_once(compiled, net, x, changes, cnt)
 
 
 class Tree(nn.Module):
@@ -530,12 +536,7 @@ def test_module_tree_is_checked_by_one_native_call(guards_setting, cnt):
             lambda: setattr(net.stages[0], "bn", nn.Identity()),
             lambda: net.stages.append(nn.ReLU()),
         ]
-        for count, change in enumerate(changes, start=2):
-            change()
-            torch.testing.assert_close(compiled(x), net(x))
-            assert cnt.frame_count == count
-            compiled(x)
-            assert cnt.frame_count == count
+        each_change_recompiles_once(compiled, net, x, changes, cnt)
 
 
 def _scale(x):
