@@ -580,6 +580,43 @@ def test_global_and_missing_attribute_changes_recompile(guards_setting, cnt):
     assert cnt.frame_count == 3
 
 
+class AliasConfig:
+    """A configuration with a lookup of its own, as HuggingFace's: `width` reads `hidden`."""
+
+    attribute_map = {"width": "hidden"}
+
+    def __init__(self) -> None:
+        self.hidden = 4
+        self.scaled = True
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+def test_config_with_its_own_lookup_is_guarded_through_its_instance_dict(guards_setting, cnt):
+    """What the class's `__getattribute__` read through `object`'s lookup is guarded in the
+    instance dict as `object` finds it, without running the class's lookup again."""
+
+    def f(x, cfg):
+        return x * cfg.width if cfg.scaled else x - 1
+
+    compiled = stenograph.compile(f, backend=cnt)
+    cfg, x = AliasConfig(), torch.randn(3)
+    torch.testing.assert_close(compiled(x, cfg), f(x, cfg))
+    compiled(x, AliasConfig())
+    assert cnt.frame_count == 1
+    source = stenograph.inspect(compiled).entries[0].guard_source
+    assert ".__dict__[" not in source
+    assert ("'__dict__')" in source) is not guards_setting  # Python: object.__getattribute__(cfg, '__dict__')
+    for count, change in enumerate([lambda c: setattr(c, "hidden", 5), lambda c: setattr(c, "scaled", False)], 2):
+        changed = AliasConfig()
+        change(changed)
+        torch.testing.assert_close(compiled(x, changed), f(x, changed))
+        assert cnt.frame_count == count
+
+
 def test_tensor_changes_recompile(guards_setting, cnt):
     def f(x, w):
         return x @ w

@@ -43,6 +43,7 @@ from .sources import (
     ClassSource,
     FixedObjectSource,
     GlobalSource,
+    InstanceDictSource,
     ItemSource,
     ModuleMemberSource,
     Source,
@@ -69,8 +70,9 @@ _MEMBER_OPS = {
     "tensor": "tensor",
 }
 
-# how a value is reached from its owner: (attribute name, False) or (key, True) steps
-Steps = tuple[tuple[Any, bool], ...]
+# how a value is reached from its owner: steps (attribute name or key, how), `how` one of
+ATTRIBUTE, ITEM, INSTANCE_DICT = 0, 1, 2  # `.name`, `[key]`, object.__getattribute__(v, '__dict__')
+Steps = tuple[tuple[Any, int], ...]
 
 
 @dataclass
@@ -141,19 +143,21 @@ def _owner_and_steps(source: Source, modules: dict[Source, Check]) -> tuple[Sour
     class or fixed object its path starts from, with the steps from there down to `source`; None
     when the path passes through anything else (a local, the frame's closure, a weak reference's
     target, ...)."""
-    steps: list[tuple[Any, bool]] = []
+    steps: list[tuple[Any, int]] = []
     current = source
     while True:
         if steps and current in modules:
             return current, tuple(reversed(steps))
         if isinstance(current, AttrSource):
-            steps.append((current.attr, False))
+            steps.append((current.attr, ATTRIBUTE))
+        elif isinstance(current, InstanceDictSource):
+            steps.append(("__dict__", INSTANCE_DICT))
         elif isinstance(current, ItemSource):
-            steps.append((current.key, True))
+            steps.append((current.key, ITEM))
         elif isinstance(current, ModuleMemberSource):
-            steps += [(current.key, True), (current.table, False)]
+            steps += [(current.key, ITEM), (current.table, ATTRIBUTE)]
         elif isinstance(current, GlobalSource):
-            steps.append((current.global_name, True))
+            steps.append((current.global_name, ITEM))
             return _Root(current.globals_dict), tuple(reversed(steps))
         elif isinstance(current, ClassSource) and steps:
             return _Root(current.cls), tuple(reversed(steps))

@@ -249,10 +249,13 @@ PyTypeObject ModuleCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 // -- Member checks -----------------------------------------------------------------------------
 
-// One step from an object to a value the guard reads: `.name` or `[name]`.
+// One step from an object to a value the guard reads: `.name`, `[name]`, or the instance dict as
+// `object.__getattribute__(v, '__dict__')` finds it (whatever the class's own lookup does).
+enum class How { kAttribute = 0, kItem = 1, kInstanceDict = 2 };
+
 struct Step {
-  PyObject* name;  // an attribute name, or a key
-  bool item;
+  PyObject* name;  // an attribute name, a key, or "__dict__"
+  How how;
 };
 
 // What a member check asks of the value its steps reach.
@@ -289,11 +292,24 @@ PyObject* read_item(PyObject* container, PyObject* key) {
   return Py_XNewRef(found);
 }
 
+// What `step` reads from `value` (a new reference; nullptr with an exception).
+PyObject* take_step(PyObject* value, const Step& step) {
+  switch (step.how) {
+    case How::kItem:
+      return read_item(value, step.name);
+    case How::kInstanceDict:
+      return PyObject_GenericGetAttr(value, step.name);
+    case How::kAttribute:
+      break;
+  }
+  return PyObject_GetAttr(value, step.name);
+}
+
 // `value` (a new reference, taken) followed along steps[first:] (a new reference; nullptr with
 // an exception, also when `value` is nullptr).
 PyObject* follow(PyObject* value, const std::vector<Step>& steps, size_t first) {
   for (size_t i = first; value != nullptr && i < steps.size(); i++) {
-    PyObject* next = steps[i].item ? read_item(value, steps[i].name) : PyObject_GetAttr(value, steps[i].name);
+    PyObject* next = take_step(value, steps[i]);
     Py_DECREF(value);
     value = next;
   }
@@ -432,7 +448,7 @@ int check_reached(const MemberCheck& check, PyObject* value) {
 }
 
 // One entry of a `members` tuple: (steps, type or None, op, expected), steps a non-empty tuple
-// of (name, item) pairs; op one of "type", "is", "is not", "is ref" (expected a weak reference:
+// of (name, how) pairs, how 0 (`.name`), 1 (`[name]`) or 2 (the instance dict); op one of "type", "is", "is not", "is ref" (expected a weak reference:
 // `v is ref()`), "code" (`v.__code__ is expected`), "==", "zero" (`v == 0.0` with expected's
 // sign), "empty" (`not v`), "not in" (`expected not in v`), "keys" (expected a tuple: `tuple(v)
 // == expected`), "tensor" (expected a TensorCheck) and "module" (expected a ModuleCheck: a
@@ -462,16 +478,20 @@ bool read_member(PyObject* entry, MemberCheck& check) {
   PyObject* steps = PyTuple_GET_ITEM(entry, 0);
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(steps); i++) {
     PyObject* step = PyTuple_GET_ITEM(steps, i);
-    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2 || !PyBool_Check(PyTuple_GET_ITEM(step, 1))) {
-      PyErr_SetString(PyExc_TypeError, "members: a step must be a (name, item) pair");
+    long how = -1;
+    if (PyTuple_Check(step) && PyTuple_GET_SIZE(step) == 2 && PyLong_CheckExact(PyTuple_GET_ITEM(step, 1))) {
+      how = PyLong_AsLong(PyTuple_GET_ITEM(step, 1));
+    }
+    if (how < 0 || how > 2) {
+      PyErr_Clear();
+      PyErr_SetString(PyExc_TypeError, "members: a step must be a (name, how) pair, how 0, 1 or 2");
       return false;
     }
-    bool item = PyTuple_GET_ITEM(step, 1) == Py_True;
-    if (!item && !PyUnicode_Check(PyTuple_GET_ITEM(step, 0))) {
+    if (how != 1 && !PyUnicode_Check(PyTuple_GET_ITEM(step, 0))) {
       PyErr_SetString(PyExc_TypeError, "members: an attribute step needs a string");
       return false;
     }
-    check.steps.push_back(Step{PyTuple_GET_ITEM(step, 0), item});
+    check.steps.push_back(Step{PyTuple_GET_ITEM(step, 0), static_cast<How>(how)});
   }
   PyObject* type = PyTuple_GET_ITEM(entry, 1);
   if (type != Py_None && !PyType_Check(type)) {
@@ -566,7 +586,7 @@ unsigned int fast_path_version(PyTypeObject* type, PyObject* missing, const std:
   }
   for (const MemberCheck& check : checks) {
     const Step& first = check.steps[0];
-    if (!first.item && first.name != dict_name && !plain_attribute(type, first.name)) {
+    if (first.how == How::kAttribute && first.name != dict_name && !plain_attribute(type, first.name)) {
       return 0;
     }
   }
@@ -619,7 +639,9 @@ int lacks_attribute(PyObject* module, PyObject* dict, PyObject* pair) {
 PyObject* module_check_body(ModuleCheck* self, PyObject* module, PyObject* dict) {
   for (const MemberCheck& check : self->checks) {
     const Step& first = check.steps[0];
-    PyObject* value = first.item ? read_item(module, first.name) : read_attribute(module, dict, first.name);
+    // the instance dict, or an attribute in it, read directly on the fast path
+    bool direct = dict != nullptr && first.how != How::kItem;
+    PyObject* value = direct ? read_attribute(module, dict, first.name) : take_step(module, first);
     int verdict = check_reached(check, value);
     if (verdict != 1) {
       return verdict < 0 ? nullptr : answer(false);
@@ -744,8 +766,7 @@ PyObject* root_check_call(PyObject* callable, PyObject* const* args, size_t narg
     return answer(false);
   }
   for (const MemberCheck& check : self->checks) {
-    const Step& first = check.steps[0];
-    PyObject* value = first.item ? read_item(self->root, first.name) : PyObject_GetAttr(self->root, first.name);
+    PyObject* value = take_step(self->root, check.steps[0]);
     int verdict = check_reached(check, value);
     if (verdict != 1) {
       return verdict < 0 ? nullptr : answer(false);
@@ -924,7 +945,7 @@ PyMODINIT_FUNC STENOGRAPH_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() {
           "ModuleCheck(cls, members, missing): called with a value, whether its type is cls, each (name, "
           "class dicts) of missing names no attribute of it (not in its __dict__, _parameters, _buffers, "
           "_modules or those dicts) and each (steps, type, op, expected) of members holds for the value its "
-          "steps ((name, item) pairs: [name] or .name) reach: of exactly type (None: any), and passing op "
+          "steps ((name, how) pairs: .name, [name] or the instance dict) reach: of exactly type (None: any), and passing op "
           "('type', 'is', 'is not', 'is ref', 'code', '==', 'zero', 'empty', 'not in', 'keys', 'tensor', "
           "'module').",
           sizeof(ModuleCheck),

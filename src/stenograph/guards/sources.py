@@ -21,10 +21,16 @@ class Source:
     """Base class: a path from the frame to a value."""
 
     def expr(self, globals_names: GlobalsNamer) -> str:
-        """The expression, written out in full (derived sources append `suffix()`)."""
+        """The expression, written out in full (derived sources apply themselves to their
+        parent's expression)."""
         parent = self.base()
         assert parent is not None, f"{type(self).__name__} must define expr()"
-        return parent.expr(globals_names) + self.suffix(globals_names)
+        return self.apply(parent.expr(globals_names), globals_names)
+
+    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
+        """For a derived source: the expression reaching it from its parent's, `parent_expr`
+        followed by `suffix()` unless the source says otherwise."""
+        return parent_expr + self.suffix(globals_names)
 
     def suffix(self, globals_names: GlobalsNamer) -> str:
         """For a derived source: the text that reaches it from its parent's value (objects it
@@ -178,6 +184,25 @@ class AttrSource(Source):
         return f"{self.parent.name()}.{self.attr}"
 
 
+@dataclass(frozen=True)
+class InstanceDictSource(Source):
+    """The instance `__dict__` of the object at `parent` as `object.__getattribute__` finds it:
+    what a read through `object`'s lookup sees (`super().__getattribute__(name)` inside a class's
+    own `__getattribute__`). Written `obj.__dict__` it would run that class's lookup again, about
+    a microsecond for a HuggingFace config."""
+
+    parent: Source
+
+    def base(self) -> Source:
+        return self.parent
+
+    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
+        return f"{globals_names.name_for(object.__getattribute__)}({parent_expr}, '__dict__')"
+
+    def name(self) -> str:
+        return f"{self.parent.name()}.__dict__"
+
+
 # keys written into generated code as their repr; others (classes, dtypes, tuples holding them)
 # are bound by name
 _WRITTEN_KEYS = (int, bool, str, bytes, type(None))
@@ -269,7 +294,7 @@ class SourceRenderer:
         parent = source.base()
         if parent is None:
             return source.expr(self.namer)
-        return self._bind(parent, lines) + source.suffix(self.namer)
+        return source.apply(self._bind(parent, lines), self.namer)
 
     def bind(self, source: Source, lines: list[str]) -> str:
         """A local holding `source`'s value (assigned on first use)."""

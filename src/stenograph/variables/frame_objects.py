@@ -19,6 +19,7 @@ from ..guards.sources import (
     AttrSource,
     ClassSource,
     GlobalSource,
+    InstanceDictSource,
     ItemSource,
     ModuleMemberSource,
     WeakrefTargetSource,
@@ -287,7 +288,7 @@ class UserObjectVariable(Variable):
         if pending is not None and pending is not DELETED:
             return pending
         obj = self.value_object
-        instance_dict = getattr(obj, "__dict__", None)
+        instance_dict = object_instance_dict(obj)
         if name == "__dict__" and isinstance(instance_dict, dict) and self.source is not None:
             return InstanceDictVariable(self)
         cls_attr = class_attribute(type(obj), name)
@@ -297,7 +298,7 @@ class UserObjectVariable(Variable):
             if self.source is not None and type(obj).__getattribute__ is object.__getattribute__:
                 source = AttrSource(self.source, name)
             elif self.source is not None:  # `obj.name` would run the class's own lookup
-                source = ItemSource(AttrSource(self.source, "__dict__"), name)
+                source = ItemSource(InstanceDictSource(self.source), name)
             return wrap(frame, instance_dict[name], source)
         resolved = _resolve_class_attr(frame, self, obj, name)
         if resolved is not None:
@@ -326,9 +327,9 @@ class UserObjectVariable(Variable):
                 guards.attribute_absent(self.source, obj, name)
             else:
                 guards.attribute_absent(ClassSource(type(obj)), type(obj), name)
-                if isinstance(getattr(obj, "__dict__", None), dict):
+                if isinstance(object_instance_dict(obj), dict):
                     text = f"{self.source.name()}.__dict__ lacks {name!r}"
-                    guards.key_absent(AttrSource(self.source, "__dict__"), name, text)
+                    guards.key_absent(InstanceDictSource(self.source), name, text)
         return Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
     # -- protocols written in Python on the object's class ---------------------------------------
@@ -399,6 +400,15 @@ def guard_global_hooks(frame: Frame) -> bool:
     return True
 
 
+def object_instance_dict(obj: Any) -> Any:
+    """`obj`'s instance `__dict__` as `object.__getattribute__` finds it (None if it has none):
+    where `object`'s attribute lookup reads, whatever the class's own `__getattribute__` does."""
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+
+
 class InstanceDictVariable(Variable):
     """`obj.__dict__` of an object passed in (configs' own lookups read it): read key by key, each
     read guarded, through the trace's pending writes of the object; an item assigned or deleted
@@ -407,7 +417,7 @@ class InstanceDictVariable(Variable):
     def __init__(self, obj: UserObjectVariable) -> None:
         assert obj.source is not None
         self.obj = obj
-        self.source = AttrSource(obj.source, "__dict__")  # escaping, it is the real dict again
+        self.source = InstanceDictSource(obj.source)  # escaping, it is the real dict again
 
     def python_type(self) -> type:
         return dict
