@@ -616,6 +616,25 @@ def test_config_with_its_own_lookup_is_guarded_through_its_instance_dict(guards_
         assert cnt.frame_count == count
 
 
+def test_in_place_changes_of_a_parameter_recompile(guards_setting, cnt):
+    """The same Parameter objects with another dtype (`p.data = ...`) or requires_grad: each
+    parameter's metadata is checked on every call, not only its identity."""
+    lin = nn.Linear(4, 4)
+    compiled = stenograph.compile(lin, backend=cnt)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), lin(x))
+    weight = lin.weight
+    lin.weight.requires_grad_(False)
+    compiled(x).sum().backward()
+    assert cnt.frame_count == 2 and weight.grad is None and lin.bias.grad is not None
+    lin.zero_grad(set_to_none=True)
+    lin.weight.data = lin.weight.data.double()
+    lin.bias.data = lin.bias.data.double()
+    assert lin.weight is weight
+    torch.testing.assert_close(compiled(x.double()), lin(x.double()))
+    assert cnt.frame_count == 3
+
+
 def test_tensor_changes_recompile(guards_setting, cnt):
     def f(x, w):
         return x @ w
