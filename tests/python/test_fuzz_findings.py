@@ -214,3 +214,49 @@ def test_float_results_keep_the_sign_of_zero(backend):
     finally:
         _Scale.k = 2
     assert cnt.frame_count == 3  # constants; then k, v symbolic; then n symbolic, loop guarded per n
+
+
+class _DropoutBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.nn.functional.dropout(self.fc(x), 0.25, training=True).relu()
+
+
+class _CountZeros(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the zero tensors made while it is active (the autograd engine's, for gradients
+    of differentiable outputs nothing used)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.zeros = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.zeros += func in (torch.ops.aten.zeros.default, torch.ops.aten.zeros_like.default)
+        return func(*args, **(kwargs or {}))
+
+
+def test_random_draws_kept_as_outputs_get_no_gradient():
+    """A draw kept alive as an extra graph output is returned detached: the backward pass gets
+    no zero gradient for it, and results and gradients equal eager's on the same seeds."""
+    model = _DropoutBlock()
+    compiled = stenograph.compile(model, backend="aot_eager")
+    x = torch.randn(4, 8)
+    for _ in range(2):
+        torch.manual_seed(1)
+        expected = model(x)
+        expected.sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        torch.manual_seed(1)
+        out = compiled(x)
+        counter = _CountZeros()
+        with counter:
+            out.sum().backward()
+        assert counter.zeros == 0
+        assert_same(out, expected)
+        for p, grad in zip(model.parameters(), grads):
+            torch.testing.assert_close(p.grad, grad)
+        model.zero_grad()

@@ -8,7 +8,9 @@ The caller's GraphModule is left untouched (other backends and test recorders ho
 
 Every random draw is an output of the copy too (dropped by the wrapper): AOTAutograd would remove
 one whose value the result does not use as dead code, and the global generator would then not
-advance as it does in eager.
+advance as it does in eager. The draw is returned detached: as a differentiable output it would
+get a gradient of zeros in every backward pass (six zero tensors and six additions of activation
+size a step for a Transformer encoder's dropouts).
 """
 
 from __future__ import annotations
@@ -86,9 +88,8 @@ def with_flat_tuple_output(
     out = gm.graph.output_node().args[0]
     leaves: list[Any] = []
     spec = _flatten(out, leaves)
-    kept = len(leaves)
-    leaves += _random_draws(gm.graph, leaves)
-    if kept == len(leaves) and spec[0] == "seq" and spec[1] is tuple and all(c[0] == "leaf" for c in spec[2]):
+    draws = _random_draws(gm.graph, leaves)
+    if not draws and spec[0] == "seq" and spec[1] is tuple and all(c[0] == "leaf" for c in spec[2]):
 
         def restore_tuple(fn: Callable[..., Any]) -> Callable[..., Any]:
             def call(*args: Any) -> Any:
@@ -101,8 +102,10 @@ def with_flat_tuple_output(
     graph = torch.fx.Graph()
     val_map: dict[torch.fx.Node, torch.fx.Node] = {}
     graph.graph_copy(gm.graph, val_map)
-    graph.output(tuple(val_map[node] for node in leaves))
+    detached = [graph.call_method("detach", (val_map[node],)) for node in draws]
+    graph.output(tuple(val_map[node] for node in leaves) + tuple(detached))
     flat_gm = torch.fx.GraphModule(gm, graph)
+    kept = len(leaves)
 
     def restore(fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any) -> Any:
