@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import bisect
 import collections
+import contextlib
 import dis
-import threading
 import types
 import weakref
 from collections.abc import Iterator, Mapping
@@ -266,48 +266,56 @@ class _DecodeCache:
     Keyed by identity, not equality: code objects compare equal by content, and an entry must
     belong to exactly the object it was computed for. Weakref callbacks only record the dead
     key; the purge happens on the next lookup, never inside a garbage-collection callback.
+
+    No lock: each dict and list operation below is atomic under the GIL, and what two threads
+    can interleave is harmless (a code decoded twice, an entry already gone). A lock held here
+    could be left held for good by an exception a trace function raises at the wrong moment
+    (a KeyboardInterrupt), and every later compile of the process would wait on it.
     """
 
     def __init__(self, maxsize: int) -> None:
         self.maxsize = maxsize
         self._entries: collections.OrderedDict[int, tuple[weakref.ref, DecodedCode]] = collections.OrderedDict()
         self._dead: list[tuple[int, weakref.ref]] = []
-        self._lock = threading.Lock()
 
     def _purge(self) -> None:
         while self._dead:
-            key, ref = self._dead.pop()
+            try:
+                key, ref = self._dead.pop()
+            except IndexError:  # emptied by another thread meanwhile
+                return
             current = self._entries.get(key)
             if current is not None and current[0] is ref:
-                del self._entries[key]
+                self._entries.pop(key, None)
 
     def get(self, code: types.CodeType) -> DecodedCode:
         key = id(code)
-        with self._lock:
-            self._purge()
-            hit = self._entries.get(key)
-            if hit is not None and hit[0]() is code:
+        self._purge()
+        hit = self._entries.get(key)
+        if hit is not None and hit[0]() is code:
+            with contextlib.suppress(KeyError):  # evicted by another thread meanwhile
                 self._entries.move_to_end(key)
-                return hit[1]
+            return hit[1]
         result = DecodedCode(code)
         dead = self._dead
         ref = weakref.ref(code, lambda r, key=key: dead.append((key, r)))
-        with self._lock:
-            self._entries[key] = (ref, result)
+        self._entries[key] = (ref, result)
+        with contextlib.suppress(KeyError):
             self._entries.move_to_end(key)
-            while len(self._entries) > self.maxsize:
+        while len(self._entries) > self.maxsize:
+            try:
                 self._entries.popitem(last=False)
+            except KeyError:
+                break
         return result
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._dead.clear()
+        self._entries.clear()
+        self._dead.clear()
 
     def __len__(self) -> int:
-        with self._lock:
-            self._purge()
-            return len(self._entries)
+        self._purge()
+        return len(self._entries)
 
 
 _cache = _DecodeCache(maxsize=2048)
