@@ -29,7 +29,7 @@ from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
 from .guards.pyfunc import with_closure
 from .module_hooks import call_with_hooks, has_global_forward_hooks, has_module_hooks
-from .recursion import compile_headroom, lift, lower, lower_headroom
+from .recursion import compile_headroom, in_compile, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
 from .stance import current as _stance
 from .thread_flag import ThreadFlag
@@ -93,12 +93,17 @@ class FrameCache:
                 return entry.fn, full
         if self.eager_reason is not None or run_only.active or not _stance.stance.compiles:
             return fn, args
-        # a miss deep in a recursion: the tracer and the backend get frames beyond the limit
-        headroom = compile_headroom()
+        # a miss deep in a recursion: the tracer and the backend get frames beyond the limit (a
+        # compile nested in a compile gets no more); raised inside the `try`, so an interrupt
+        # anywhere leaves nothing raised
+        outermost = not in_compile()
         try:
+            if outermost:
+                compile_headroom()
             return self._compile(fn, prefix, args, kwargs, fullgraph)
         finally:
-            lower_headroom(headroom)
+            if outermost:
+                lower_headroom()
 
     def _compile(
         self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool

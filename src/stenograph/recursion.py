@@ -92,29 +92,35 @@ def _pay() -> None:
         _owed[0] += owed
 
 
-def compile_headroom() -> int:
-    """Raise the limit for a compile (the caller is a miss path, serialised by the compile lock;
-    a compile nested in a compile gets no more). Returns what to `lower_headroom`."""
+def in_compile() -> bool:
+    """Whether a compile's headroom is added now."""
+    return _in_compile[0]
+
+
+def compile_headroom() -> None:
+    """Raise the limit for a compile (the caller is a miss path, serialised by the compile lock).
+    The raise and its record (`_in_compile`) are one line, with no call of Python code between:
+    an exception a trace function raises at a line event (a KeyboardInterrupt) lands before or
+    after both, never between, so `lower_headroom` in the caller's `finally` knows what to undo."""
     if _in_compile[0]:
-        return 0
-    try:
-        next(_SHIFT[COMPILE_HEADROOM])
-    except RecursionError:
-        return 0
-    _in_compile[0] = True
-    return COMPILE_HEADROOM
-
-
-def lower_headroom(k: int) -> None:
-    if not k:
         return
-    _in_compile[0] = False
+    try:  # `setrecursionlimit` returns None: the store follows the raise with no call between
+        _in_compile[0] = next(_SHIFT[COMPILE_HEADROOM]) is None
+    except RecursionError:  # at the limit itself: no headroom
+        return
+
+
+def lower_headroom() -> None:
+    """Undo `compile_headroom()` if it took effect (same one-line discipline)."""
+    if not _in_compile[0]:
+        return
     # written out, not a call of a shared helper: at the limit itself that call would be refused
     # outside any `try`, leaving the limit raised
     try:
-        next(_SHIFT[-k])
+        _in_compile[0] = next(_SHIFT[-COMPILE_HEADROOM]) is not None
     except RecursionError:
-        _owed[0] += k
+        _in_compile[0] = False
+        _owed[0] += COMPILE_HEADROOM
         return
     if _owed[0]:
         _pay()
