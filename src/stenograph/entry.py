@@ -73,7 +73,10 @@ class FrameCache:
         outside the lock, with the recursion limit raised by `frames`: this frame's, and the
         caller's when that is the entry wrapper user code called (`recursion`).
         """
+        outermost = not compile_lock._is_owned()  # no compile of this thread is in progress
         with compile_lock:
+            if outermost:  # none of any thread then: a headroom still raised was left by an interrupt
+                lower_headroom()
             target, call_args = self._resolve(fn, prefix, args, kwargs, fullgraph)
         added = lift(frames)
         try:
@@ -94,8 +97,8 @@ class FrameCache:
         if self.eager_reason is not None or run_only.active or not _stance.stance.compiles:
             return fn, args
         # a miss deep in a recursion: the tracer and the backend get frames beyond the limit (a
-        # compile nested in a compile gets no more); raised inside the `try`, so an interrupt
-        # anywhere leaves nothing raised
+        # compile nested in a compile gets no more); raised inside the `try`. An interrupt at the
+        # call of `lower_headroom` below leaves it raised: the next outermost miss lowers it.
         outermost = not in_compile()
         try:
             if outermost:

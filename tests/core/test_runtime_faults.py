@@ -762,3 +762,18 @@ def test_recursion_error_in_the_tracer_is_not_taken_for_the_program(cnt, monkeyp
         assert cnt.frame_count == 0
         assert_same(compiled(x), fn(x))
         assert cnt.frame_count == 1
+
+
+def test_headroom_left_raised_by_an_interrupted_compile_is_lowered_by_the_next_miss(cnt):
+    """An interrupt landing on the call that lowers a compile's recursion headroom leaves it
+    raised (the state `compile_headroom()` makes here); the next compile, when no other runs,
+    lowers it, and the limit is the user's again."""
+    limit = sys.getrecursionlimit()
+    recursion.compile_headroom()
+    assert recursion.lifted() == recursion.COMPILE_HEADROOM
+    assert sys.getrecursionlimit() == limit + recursion.COMPILE_HEADROOM
+    compiled = stenograph.compile(_pointwise, backend=cnt)
+    x = torch.randn(3)
+    assert_same(compiled(x), _pointwise(x))
+    assert recursion.lifted() == 0 and sys.getrecursionlimit() == limit
+    assert cnt.frame_count == 1
