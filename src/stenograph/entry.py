@@ -29,7 +29,7 @@ from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
 from .guards.pyfunc import with_closure
 from .module_hooks import call_with_hooks, has_global_forward_hooks, has_module_hooks
-from .recursion import compile_headroom, in_compile, lift, lower, lower_headroom
+from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
 from .stance import current as _stance
 from .thread_flag import ThreadFlag
@@ -73,11 +73,11 @@ class FrameCache:
         outside the lock, with the recursion limit raised by `frames`: this frame's, and the
         caller's when that is the entry wrapper user code called (`recursion`).
         """
-        outermost = not compile_lock._is_owned()  # no compile of this thread is in progress
+        # this thread already holds the lock: a compile inside a compile (a backend calling
+        # compiled code); otherwise no compile of any thread runs once the lock is taken
+        nested = compile_lock._is_owned()
         with compile_lock:
-            if outermost:  # none of any thread then: a headroom still raised was left by an interrupt
-                lower_headroom()
-            target, call_args = self._resolve(fn, prefix, args, kwargs, fullgraph)
+            target, call_args = self._resolve(fn, prefix, args, kwargs, fullgraph, nested)
         added = lift(frames)
         try:
             return target(*call_args, **kwargs)
@@ -86,7 +86,7 @@ class FrameCache:
                 lower(added)
 
     def _resolve(
-        self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool
+        self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool, nested: bool
     ) -> tuple[Any, tuple]:
         """What runs this call, and with which positional arguments: an entry (compiled now
         or by another thread meanwhile) or `fn` itself, eagerly."""
@@ -96,17 +96,17 @@ class FrameCache:
                 return entry.fn, full
         if self.eager_reason is not None or run_only.active or not _stance.stance.compiles:
             return fn, args
-        # a miss deep in a recursion: the tracer and the backend get frames beyond the limit (a
-        # compile nested in a compile gets no more); raised inside the `try`. An interrupt at the
-        # call of `lower_headroom` below leaves it raised: the next outermost miss lowers it.
-        outermost = not in_compile()
+        if nested:  # the outer compile's headroom serves both
+            return self._compile(fn, prefix, args, kwargs, fullgraph)
+        # a miss deep in a recursion: the tracer and the backend get frames beyond the limit. No
+        # compile runs now, so a headroom still raised was left by an interrupt landing on the
+        # `lower_headroom` call of an earlier compile: lowered first.
+        lower_headroom()
         try:
-            if outermost:
-                compile_headroom()
+            compile_headroom()
             return self._compile(fn, prefix, args, kwargs, fullgraph)
         finally:
-            if outermost:
-                lower_headroom()
+            lower_headroom()
 
     def _compile(
         self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool

@@ -92,18 +92,11 @@ def _pay() -> None:
         _owed[0] += owed
 
 
-def in_compile() -> bool:
-    """Whether a compile's headroom is added now."""
-    return _in_compile[0]
-
-
 def compile_headroom() -> None:
-    """Raise the limit for a compile (the caller is a miss path, serialised by the compile lock).
+    """Raise the limit for a compile (the caller is an outermost miss, holding the compile lock).
     The raise and its record (`_in_compile`) are one line, with no call of Python code between:
     an exception a trace function raises at a line event (a KeyboardInterrupt) lands before or
     after both, never between, so `lower_headroom` in the caller's `finally` knows what to undo."""
-    if _in_compile[0]:
-        return
     try:  # `setrecursionlimit` returns None: the store follows the raise with no call between
         _in_compile[0] = next(_SHIFT[COMPILE_HEADROOM]) is None
     except RecursionError:  # at the limit itself: no headroom

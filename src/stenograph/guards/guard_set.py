@@ -23,10 +23,7 @@ from . import native
 from .failures import GuardFailure
 from .lowering import replacements
 from .pyfunc import make_function, parameter_list
-from .sources import GlobalsNamer, Source, SourceRenderer
-
-# where nn.Module keeps its parameters, buffers and submodules, by name
-MODULE_TABLES = ("_parameters", "_buffers", "_modules")
+from .sources import MODULE_TABLES, GlobalsNamer, Source, SourceRenderer
 
 # ranks: lower runs first
 RANK_GLOBAL_STATE = 0
@@ -470,11 +467,10 @@ class GuardSet:
                 continue
             name = f"___{replacement.hint}{len(names)}"
             names[name] = replacement.native
-            if replacement.takes_value:
-                native_check = replace(check, template=f"{name}({{v}})", text=replacement.text, kind="native")
-            else:
-                native_check = replace(check, source=None, template=f"{name}()", text=replacement.text, kind="native")
-            lowered.append(replace(native_check, detail=None))
+            # a check called with nothing (a RootCheck) has no value for the function to fetch
+            source, call = (check.source, f"{name}({{v}})") if replacement.takes_value else (None, f"{name}()")
+            native = replace(check, source=source, template=call, text=replacement.text, kind="native", detail=None)
+            lowered.append(native)
         return lowered
 
     def build_explainer(self, code: types.CodeType, like: types.FunctionType | None, label: str) -> types.FunctionType:

@@ -260,6 +260,10 @@ class OptimizerStateSource(Source):
         return f"{self.parent.name()}[{self.param.name()}]"
 
 
+# where nn.Module keeps its parameters, buffers and submodules, by name
+MODULE_TABLES = ("_parameters", "_buffers", "_modules")
+
+
 @dataclass(frozen=True)
 class ModuleMemberSource(Source):
     """A parameter, buffer or submodule of an nn.Module, read from its dict directly.

@@ -16,6 +16,7 @@ import torch
 from ..errors import BreakKind, Unsupported
 from ..graph.side_effects import DELETED
 from ..guards.sources import (
+    MODULE_TABLES,
     AttrSource,
     ClassSource,
     GlobalSource,
@@ -511,7 +512,7 @@ class NNModuleVariable(UserObjectVariable):
         `nn.Module.__setattr__` would refuse (a plain tensor under a parameter's name), and a
         custom `__setattr__` or descriptor break the graph."""
         module = self.value_object
-        tables = {table: module.__dict__.get(table) or {} for table in ("_parameters", "_buffers", "_modules")}
+        tables = {table: module.__dict__.get(table) or {} for table in MODULE_TABLES}
         kind = value_type(value)
         is_parameter = kind is not None and issubclass(kind, torch.nn.Parameter)
         is_tensor = kind is not None and issubclass(kind, torch.Tensor)
@@ -562,7 +563,7 @@ class NNModuleVariable(UserObjectVariable):
             return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
         if name in module.__dict__:
             return wrap(frame, module.__dict__[name], AttrSource(self.source, name), module_attribute=True)
-        for table in ("_parameters", "_buffers", "_modules"):
+        for table in MODULE_TABLES:
             members = module.__dict__.get(table)
             if members is not None and name in members:
                 if type(module).__getattr__ is not torch.nn.Module.__getattr__:

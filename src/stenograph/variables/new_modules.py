@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
+from ..guards.sources import MODULE_TABLES
 from ..module_hooks import has_registration_hooks
 from .base import ConstantVariable, Variable, constant
 from .class_lookup import class_lookup
@@ -36,7 +37,6 @@ from .user_classes import NewObjectVariable, class_attr_source
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
-_TABLES = ("_parameters", "_buffers", "_modules")
 # nn.Module's methods modelled for a module made while tracing; any other is Unsupported
 _MODELLED = frozenset(
     {
@@ -86,7 +86,7 @@ class NewModuleObjectVariable(NewObjectVariable):
 
     def __init__(self, cls: type) -> None:
         super().__init__(cls)
-        self.tables = {table: DictVariable({}) for table in _TABLES}
+        self.tables = {table: DictVariable({}) for table in MODULE_TABLES}
         self.non_persistent: dict[str, None] = {}  # buffer names left out of the state dict, in order
         self.initialised = False  # nn.Module.__init__ ran
 
@@ -104,7 +104,7 @@ class NewModuleObjectVariable(NewObjectVariable):
         return ModuleMethodVariable(self, name)
 
     def object_getattr(self, frame: Frame, name: str) -> Variable:
-        if name in _TABLES and self.initialised:
+        if name in MODULE_TABLES and self.initialised:
             return self.tables[name]
         if name == "__dict__":
             raise Unsupported(f"__dict__ of a {self.describe()}")
@@ -135,7 +135,7 @@ class NewModuleObjectVariable(NewObjectVariable):
             raise Unsupported(f"nn.Module.__init__ of {self.describe()} called with arguments")
         self.initialised = True
         self.attrs.items["training"] = constant(True)
-        for table in _TABLES:
+        for table in MODULE_TABLES:
             self.tables[table] = DictVariable({})
         self.non_persistent = {}
 
@@ -143,7 +143,7 @@ class NewModuleObjectVariable(NewObjectVariable):
         """`nn.Module.__setattr__`: files `value` as eager Python does. What it would refuse, or
         a parameter created in the frame, is Unsupported (the statement runs eagerly)."""
         kind = value_type(value)
-        tables = {table: self.tables[table].items for table in _TABLES}
+        tables = {table: self.tables[table].items for table in MODULE_TABLES}
         if kind is not None and issubclass(kind, torch.nn.Parameter):
             if value.source is None:
                 raise Unsupported(
@@ -171,7 +171,7 @@ class NewModuleObjectVariable(NewObjectVariable):
             raise Unsupported(f"registering {name!r} on {self.describe()} before nn.Module.__init__ ran")
         guard_no_registration_hooks(frame)
         self.attrs.items.pop(name, None)
-        for other in _TABLES:
+        for other in MODULE_TABLES:
             if other != table:
                 self.tables[other].items.pop(name, None)
         if table != "_buffers":
@@ -195,13 +195,13 @@ class NewModuleObjectVariable(NewObjectVariable):
         # cycle: variables.exceptions imports variables.user_classes, which imports this module lazily
         from .exceptions import raise_new
 
-        for table in _TABLES:
+        for table in MODULE_TABLES:
             if name in self.tables[table].items:
                 return self.tables[table].items[name]
         raise raise_new(frame, AttributeError, f"'{self.cls.__name__}' object has no attribute '{name}'")
 
     def module_delattr(self, frame: Frame, name: str) -> None:
-        for table in _TABLES:
+        for table in MODULE_TABLES:
             if name in self.tables[table].items:
                 del self.tables[table].items[name]
                 self.non_persistent.pop(name, None)
@@ -230,7 +230,7 @@ class NewModuleObjectVariable(NewObjectVariable):
         if not isinstance(name, str) or not name or "." in name:
             return False
         taken = name in self.attrs.items or class_lookup(self.cls, name)[1] is not None
-        taken = taken or any(name in self.tables[other].items for other in _TABLES if other != table)
+        taken = taken or any(name in self.tables[other].items for other in MODULE_TABLES if other != table)
         return not taken
 
 
