@@ -25,10 +25,11 @@ from torch.overrides import TorchFunctionMode
 
 import stenograph
 from stenograph import config
+from stenograph import entry as entries
 from stenograph.errors import InvalidConfig, NativeGuardsUnavailable
 from stenograph.guards import native
 from stenograph.guards.guard_set import GuardSet
-from stenograph.guards.sources import AttrSource, GlobalSource, LocalSource, ModuleMemberSource
+from stenograph.guards.sources import AttrSource, GlobalSource, ItemSource, LocalSource, ModuleMemberSource
 from stenograph.module_hooks import HOOK_TABLES
 
 
@@ -376,6 +377,64 @@ def test_root_check_of_globals_agrees_with_python(extension):
     assert agree(native_guard, python_guard, None) is False
 
 
+def _make_counter(start):
+    def counter(step=1, *, scale=2):
+        return start + step * scale
+
+    return counter
+
+
+class _Holder:
+    def method(self):
+        return self
+
+
+def test_root_check_reads_function_method_and_cell_slots_as_python(extension):
+    """A function's code, defaults, keyword defaults, closure and globals, a cell's contents and a
+    bound method's function and self, read from the objects' fields, agree with Python's lookup,
+    also for an empty cell, a function without defaults and a value of another type."""
+    holder = _Holder()
+    space = {"__name__": "space", "counter": _make_counter(5), "bound": holder.method, "plain": _helper}
+
+    def fill(guards: GuardSet) -> None:
+        counter, bound, plain = (GlobalSource(name, space) for name in ("counter", "bound", "plain"))
+        guards.type_match(counter, space["counter"])
+        guards.code_match(counter, space["counter"])
+        guards.constant_match(ItemSource(AttrSource(counter, "__defaults__"), 0), 1)
+        guards.constant_match(ItemSource(AttrSource(counter, "__kwdefaults__"), "scale"), 2)
+        cell = ItemSource(AttrSource(counter, "__closure__"), 0)
+        guards.constant_match(AttrSource(cell, "cell_contents"), 5)
+        guards.id_match(AttrSource(counter, "__globals__"), space["counter"].__globals__)
+        guards.id_match(AttrSource(bound, "__func__"), _Holder.method)
+        guards.id_match(AttrSource(bound, "__self__"), holder)
+        guards.constant_match(AttrSource(plain, "__defaults__"), None)
+
+    native_guard, python_guard = both_guards_of(fill, "___root")
+    assert agree(native_guard, python_guard, None) is True
+    counter = space["counter"]
+    changes = {
+        "defaults": lambda: setattr(counter, "__defaults__", (3,)),
+        "keyword defaults": lambda: setattr(counter, "__kwdefaults__", {"scale": 4}),
+        "cell contents": lambda: setattr(counter.__closure__[0], "cell_contents", 6),
+        "empty cell": lambda: delattr(counter.__closure__[0], "cell_contents"),
+        "another function": lambda: space.__setitem__("counter", _make_counter(6)),
+        "not a function": lambda: space.__setitem__("counter", SimpleNamespace(__defaults__=(1,))),
+        "method of another object": lambda: space.__setitem__("bound", _Holder().method),
+        "plain gets defaults": lambda: setattr(_helper, "__defaults__", (1,)),
+    }
+    for what, change in changes.items():
+        saved = dict(space), counter.__defaults__, counter.__kwdefaults__, counter.__closure__[0].cell_contents
+        change()
+        try:
+            assert agree(native_guard, python_guard, None) is False, what
+        finally:
+            space.update(saved[0])
+            counter.__defaults__, counter.__kwdefaults__ = saved[1], saved[2]
+            counter.__closure__[0].cell_contents = saved[3]
+            _helper.__defaults__ = None
+        assert agree(native_guard, python_guard, None) is True, what
+
+
 def test_module_check_of_missing_attributes_agrees_with_python(extension):
     """`getattr(m, name, default)` that found nothing: natively, as Module.__getattr__ looks."""
     conv = scaled_conv()
@@ -441,7 +500,7 @@ def test_module_changes_recompile(guards_setting, cnt):
     compiled = stenograph.compile(net, backend=cnt)
     x = torch.randn(2, 4)
     torch.testing.assert_close(compiled(x), net(x))
-    compiled(x)
+    call_until_remembered(compiled, x)
     assert cnt.frame_count == 1
 
     handle = net.fc.register_forward_hook(lambda mod, args, out: out * 2)
@@ -449,6 +508,7 @@ def test_module_changes_recompile(guards_setting, cnt):
     assert cnt.frame_count == 2
     handle.remove()
 
+    call_until_remembered(compiled, x)
     net.drop.train()  # dropout on: compare its effect through a seeded run
     torch.manual_seed(1)
     out = compiled(x)
@@ -457,6 +517,7 @@ def test_module_changes_recompile(guards_setting, cnt):
     assert cnt.frame_count == 3
     net.drop.eval()
 
+    call_until_remembered(compiled, x)
     net.fc.forward = lambda inp: inp + 100.0
     torch.testing.assert_close(compiled(x), net(x))
     assert cnt.frame_count == 4
@@ -465,10 +526,31 @@ def test_module_changes_recompile(guards_setting, cnt):
     assert cnt.frame_count == 4
 
 
+def remembered_trees() -> list[bool]:
+    """For each ModuleCheck a cache entry's guard function calls: whether it remembers its tree."""
+    return [
+        check.remembered
+        for cache in entries.all_caches()
+        for entry in cache.entries
+        for check in entry.guard.__globals__.values()
+        if type(check).__name__ == "ModuleCheck"
+    ]
+
+
+def call_until_remembered(compiled: Callable, *args: Any) -> None:
+    """Calls `compiled` until its module tree is remembered where trees are (native checks on
+    Python 3.12+), so that the change a test makes next meets the remembered path."""
+    for _ in range(3):
+        compiled(*args)
+    if config.native_guards and native.load().REMEMBERS_TREES:
+        assert any(remembered_trees())
+
+
 def each_change_recompiles_once(compiled: Callable, net: nn.Module, x: torch.Tensor, changes: list, cnt) -> None:
     """After each change the compiled module follows eager with one more compile, and a second
-    call compiles nothing."""
+    call compiles nothing. Each change is made after calls that let the tree be remembered."""
     for count, change in enumerate(changes, start=cnt.frame_count + 1):
+        call_until_remembered(compiled, x)
         change()
         torch.testing.assert_close(compiled(x), net(x))
         assert cnt.frame_count == count
@@ -564,10 +646,12 @@ def test_global_and_missing_attribute_changes_recompile(guards_setting, cnt):
     if guards_setting:
         source = stenograph.inspect(compiled).entries[0].guard_source
         assert "___root" in source and "has no attribute 'gate'" in source
+    call_until_remembered(compiled, x)
     net.gate = 3.0
     torch.testing.assert_close(compiled(x), net(x))
     assert cnt.frame_count == 2
     del net.gate
+    call_until_remembered(compiled, x)
     global _scale
     saved = _scale
     _scale = lambda x: x * 5  # noqa: E731 - rebinding the global the trace read
@@ -623,16 +707,110 @@ def test_in_place_changes_of_a_parameter_recompile(guards_setting, cnt):
     compiled = stenograph.compile(lin, backend=cnt)
     x = torch.randn(2, 4)
     torch.testing.assert_close(compiled(x), lin(x))
+    call_until_remembered(compiled, x)
     weight = lin.weight
     lin.weight.requires_grad_(False)
     compiled(x).sum().backward()
     assert cnt.frame_count == 2 and weight.grad is None and lin.bias.grad is not None
     lin.zero_grad(set_to_none=True)
+    call_until_remembered(compiled, x)
     lin.weight.data = lin.weight.data.double()
     lin.bias.data = lin.bias.data.double()
     assert lin.weight is weight
     torch.testing.assert_close(compiled(x.double()), lin(x.double()))
     assert cnt.frame_count == 3
+
+
+def _double(x):
+    return x * 2
+
+
+def _triple(x):
+    return x * 3
+
+
+class MyConv(nn.Conv2d):
+    pass
+
+
+class OffsetConv(MyConv):
+    def forward(self, x):
+        return super().forward(x) + 1
+
+
+class Scaled(nn.Module):
+    """Reads a list item, calls a function held as an attribute, and has a convolution whose
+    class is its own (so that the test can change the class)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = MyConv(3, 4, 3, padding=1)
+        self.scales = [2.0]
+        self.act = _double
+
+    def forward(self, x):
+        return self.act(self.conv(x)) * self.scales[0]
+
+
+def test_remembered_tree_sees_what_no_dict_watcher_sees(guards_setting, cnt):
+    """Changes that leave every dict as it was: a list changed in place, a function's
+    `__code__`, an instance dict replaced, a class attribute shadowing an instance attribute,
+    `__class__`. Each is made while the tree is remembered and recompiles."""
+    net = Scaled().eval()
+    compiled = stenograph.compile(net, backend=cnt)
+    x = torch.randn(1, 3, 6, 6)
+    saved_code = _double.__code__
+
+    replaced = []  # the old instance dict kept alive: no event tells of its replacement
+
+    def replace_dict() -> None:
+        replaced.append(net.conv.__dict__)
+        net.conv.__dict__ = dict(net.conv.__dict__, padding=(0, 0))
+
+    def shadow_stride() -> None:
+        MyConv.stride = property(lambda self: (2, 2))
+
+    def recode() -> None:
+        _double.__code__ = _triple.__code__
+
+    try:
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), net(x))
+            changes = [
+                lambda: net.scales.__setitem__(0, 3.0),
+                recode,
+                replace_dict,
+                shadow_stride,
+                lambda: setattr(net.conv, "__class__", OffsetConv),
+            ]
+            each_change_recompiles_once(compiled, net, x, changes, cnt)
+    finally:
+        _double.__code__ = saved_code
+        if "stride" in MyConv.__dict__:
+            del MyConv.stride
+
+
+def test_a_tree_is_remembered_after_a_quiet_call_and_forgotten_on_a_change(extension, cnt):
+    """Python 3.12+: the second guard call with nothing changed in between remembers the tree; a
+    change to any watched dict, guarded or not, sends the next call through the full check. On
+    3.11 (no dict watchers) every call is the full check."""
+    assert extension.REMEMBERS_TREES is (sys.version_info >= (3, 12))
+    net = ConvNet().eval()
+    x = torch.randn(1, 3, 8, 8)
+    with config.patch(native_guards=True), torch.no_grad():
+        compiled = stenograph.compile(net, backend=cnt)
+        torch.testing.assert_close(compiled(x), net(x))  # compiles: no guard call yet
+        states = []
+        for _ in range(3):
+            compiled(x)
+            states.append(any(remembered_trees()))
+        net.bn.note = "an attribute no guard reads"
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), net(x))
+            states.append(any(remembered_trees()))
+    expected = [False, True, True, False, True] if extension.REMEMBERS_TREES else [False] * 5
+    assert states == expected
+    assert cnt.frame_count == 1
 
 
 def test_tensor_changes_recompile(guards_setting, cnt):

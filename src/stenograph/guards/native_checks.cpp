@@ -8,6 +8,11 @@
 // attributes, parameters and buffers). A Python error raised while checking propagates, so the
 // guard function treats it as the Python expression's error.
 //
+// On Python 3.12+ a ModuleCheck called by a guard function remembers a tree that passed: the dicts
+// it read are watched (PyDict_Watch), and while none of them changed, the next call re-reads only
+// what a dict watcher cannot see (each object's class and instance dict, tensors' metadata,
+// functions' code, values that can change in place); see "Remembered trees" below.
+//
 // What the C++ side cannot answer the same way as Python it hands to the Python expression (the
 // `fallback` of a TensorCheck): a torch-function mode is active (Python's `v.dtype` would call
 // it), or the tensor is not plain strided memory (sparse, nested, symbolic or Python-defined
@@ -24,6 +29,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -253,10 +259,81 @@ PyTypeObject ModuleCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 // `object.__getattribute__(v, '__dict__')` finds it (whatever the class's own lookup does).
 enum class How { kAttribute = 0, kItem = 1, kInstanceDict = 2 };
 
+// Attributes of functions, methods and cells that a guard reads often (the code, defaults and
+// closure cells of the functions a trace inlined), read from the object's fields: the same value
+// Python's lookup gives (these types cannot be subclassed, and their descriptors are data
+// descriptors, which an instance dict cannot shadow), without the lookup.
+enum class Slot { kNone, kCode, kDefaults, kKwDefaults, kClosure, kGlobals, kCellContents, kFunc, kSelf };
+
 struct Step {
   PyObject* name;  // an attribute name, a key, or "__dict__"
   How how;
+  Slot slot;  // for an attribute of a function, method or cell; kNone: ask getattr
 };
+
+// The slot an attribute step named `name` reads (kNone for other names).
+Slot slot_named(PyObject* name) {
+  static const struct {
+    const char* name;
+    Slot slot;
+  } slots[] = {
+      {"__code__", Slot::kCode},
+      {"__defaults__", Slot::kDefaults},
+      {"__kwdefaults__", Slot::kKwDefaults},
+      {"__closure__", Slot::kClosure},
+      {"__globals__", Slot::kGlobals},
+      {"cell_contents", Slot::kCellContents},
+      {"__func__", Slot::kFunc},
+      {"__self__", Slot::kSelf}};
+  for (const auto& known : slots) {
+    if (PyUnicode_CompareWithASCIIString(name, known.name) == 0) {
+      return known.slot;
+    }
+  }
+  return Slot::kNone;
+}
+
+// `value.<slot>` read from its fields (a new reference; nullptr with an exception, as Python's
+// for an empty cell); `*read` false when `value` is not of the type the slot belongs to.
+PyObject* read_slot(PyObject* value, Slot slot, bool* read) {
+  PyObject* found = nullptr;
+  *read = true;
+  if (PyFunction_Check(value)) {
+    switch (slot) {
+      case Slot::kCode:
+        found = PyFunction_GET_CODE(value);
+        break;
+      case Slot::kDefaults:
+        found = PyFunction_GET_DEFAULTS(value);
+        break;
+      case Slot::kKwDefaults:
+        found = PyFunction_GET_KW_DEFAULTS(value);
+        break;
+      case Slot::kClosure:
+        found = PyFunction_GET_CLOSURE(value);
+        break;
+      case Slot::kGlobals:
+        found = PyFunction_GET_GLOBALS(value);
+        break;
+      default:
+        *read = false;
+        return nullptr;
+    }
+    return Py_NewRef(found == nullptr ? Py_None : found);
+  }
+  if (PyCell_Check(value) && slot == Slot::kCellContents) {
+    found = PyCell_GET(value);
+    if (found == nullptr) {
+      PyErr_SetString(PyExc_ValueError, "Cell is empty");
+    }
+    return Py_XNewRef(found);
+  }
+  if (PyMethod_Check(value) && (slot == Slot::kFunc || slot == Slot::kSelf)) {
+    return Py_NewRef(slot == Slot::kFunc ? PyMethod_GET_FUNCTION(value) : PyMethod_GET_SELF(value));
+  }
+  *read = false;
+  return nullptr;
+}
 
 // What a member check asks of the value its steps reach.
 enum class Op { kType, kIs, kIsNot, kIsReferent, kCode, kEqual, kZero, kEmpty, kNotIn, kKeys, kTensor, kModule };
@@ -302,13 +379,29 @@ PyObject* take_step(PyObject* value, const Step& step) {
     case How::kAttribute:
       break;
   }
+  if (step.slot != Slot::kNone) {
+    bool read;
+    PyObject* found = read_slot(value, step.slot, &read);
+    if (read) {
+      return found;
+    }
+  }
   return PyObject_GetAttr(value, step.name);
 }
 
+struct TreeMemo;
+bool pin_step(TreeMemo* memo, PyObject* value, const Step& step);
+
 // `value` (a new reference, taken) followed along steps[first:] (a new reference; nullptr with
-// an exception, also when `value` is nullptr).
-PyObject* follow(PyObject* value, const std::vector<Step>& steps, size_t first) {
+// an exception, also when `value` is nullptr). With a `memo` and `*pinned` true (`value` is held
+// by a watched dict), each step that reads a dict entry is recorded, and one that does not sets
+// `*pinned` false.
+PyObject* follow(
+    PyObject* value, const std::vector<Step>& steps, size_t first, TreeMemo* memo = nullptr, bool* pinned = nullptr) {
   for (size_t i = first; value != nullptr && i < steps.size(); i++) {
+    if (memo != nullptr && *pinned) {
+      *pinned = pin_step(memo, value, steps[i]);
+    }
     PyObject* next = take_step(value, steps[i]);
     Py_DECREF(value);
     value = next;
@@ -386,10 +479,11 @@ int same_zero(PyObject* value, PyObject* zero) {
 }
 
 struct ModuleCheck;
-PyObject* run_module_check(ModuleCheck* self, PyObject* module);
+int module_verdict(ModuleCheck* self, PyObject* module, TreeMemo* memo);
 
-// 1: `value` passes `check`'s comparison; 0: fails; -1: an error.
-int compare(const MemberCheck& check, PyObject* value) {
+// 1: `value` passes `check`'s comparison; 0: fails; -1: an error. A submodule's check records
+// into `memo` when it is not nullptr.
+int compare(const MemberCheck& check, PyObject* value, TreeMemo* memo = nullptr) {
   if (check.type != nullptr && Py_TYPE(value) != check.type) {
     return 0;
   }
@@ -424,8 +518,7 @@ int compare(const MemberCheck& check, PyObject* value) {
       result = run_tensor_check(reinterpret_cast<TensorCheck*>(check.expected), value);
       break;
     case Op::kModule:
-      result = run_module_check(reinterpret_cast<ModuleCheck*>(check.expected), value);
-      break;
+      return module_verdict(reinterpret_cast<ModuleCheck*>(check.expected), value, memo);
   }
   if (result == nullptr) {
     return -1;
@@ -491,7 +584,8 @@ bool read_member(PyObject* entry, MemberCheck& check) {
       PyErr_SetString(PyExc_TypeError, "members: an attribute step needs a string");
       return false;
     }
-    check.steps.push_back(Step{PyTuple_GET_ITEM(step, 0), static_cast<How>(how)});
+    PyObject* name = PyTuple_GET_ITEM(step, 0);
+    check.steps.push_back(Step{name, static_cast<How>(how), how == 0 ? slot_named(name) : Slot::kNone});
   }
   PyObject* type = PyTuple_GET_ITEM(entry, 1);
   if (type != Py_None && !PyType_Check(type)) {
@@ -545,6 +639,167 @@ bool read_members(PyObject* members, std::vector<MemberCheck>& checks) {
   return true;
 }
 
+// -- Remembered trees --------------------------------------------------------------------------
+//
+// A model's module tree is checked on every call, and between the calls of a training or
+// inference loop nothing the check reads usually changes. On Python 3.12+ the dicts a passing
+// check read are watched, and any event on a watched dict (an entry set or deleted, a clear, its
+// deallocation) advances `dict_epoch`. A ModuleCheck called by a guard function remembers from a
+// call that passed what no dict watcher sees: each object's class, the class's version tag and
+// the object's instance dict (`__class__`, a class attribute and `__dict__` can be assigned), the
+// values whose verdict can change in place (a tensor's metadata, a function's `__code__`, `==` on
+// a mutable value), and the members reached some other way than through dict entries (a
+// property, `__getattr__`), checked again in full. While the epoch is the remembered one, a call
+// re-checks only those; after any change it runs the full check. A tree is remembered when its
+// full check passes with nothing changed since the previous full check of the same module, so a
+// loop that changes a watched dict on every call pays the full check and nothing more.
+
+uint64_t dict_epoch = 0;
+int dict_watcher = -1;  // ours; -1: none (Python 3.11, or every watcher slot taken)
+
+#if PY_VERSION_HEX >= 0x030C0000
+int on_watched_dict_event(PyDict_WatchEvent, PyObject*, PyObject*, PyObject*) {
+  dict_epoch++;
+  return 0;
+}
+#endif
+
+// Borrowed: while the epoch holds, a watched dict (or the caller, for the root) holds each.
+struct KnownObject {
+  PyObject* object;
+  PyTypeObject* type;
+  unsigned int version;  // the class's version tag
+  PyObject* dict;  // its instance dict
+};
+
+struct Recheck {
+  PyObject* value;
+  const MemberCheck* check;
+};
+
+// A member of `owner` checked again in full from `module` (instance dict `dict`); `check`
+// nullptr: the owner's missing names.
+struct Rerun {
+  ModuleCheck* owner;
+  PyObject* module;
+  PyObject* dict;
+  const MemberCheck* check;
+};
+
+struct TreeMemo {
+  uint64_t epoch = 0;
+  PyObject* root = nullptr;  // compared by address only
+  bool complete = true;  // false: a dict could not be watched or a module is off the fast path
+  std::vector<KnownObject> objects;
+  std::vector<Recheck> rechecks;
+  std::vector<Rerun> reruns;
+};
+
+void watch(TreeMemo* memo, PyObject* dict) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (PyDict_Watch(dict_watcher, dict) == 0) {
+    return;
+  }
+  PyErr_Clear();
+#endif
+  memo->complete = false;
+}
+
+// Whether `__class__` cannot be assigned on `value`: an instance of a builtin or extension class
+// other than a module object.
+bool fixed_class(PyObject* value) {
+  return !(Py_TYPE(value)->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyModule_Check(value);
+}
+
+// Whether `value` is None, a bool, a number, a string or bytes, or a tuple of such values.
+bool immutable(PyObject* value, int depth = 0) {
+  if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) || PyFloat_CheckExact(value) ||
+      PyComplex_CheckExact(value) || PyUnicode_CheckExact(value) || PyBytes_CheckExact(value)) {
+    return true;
+  }
+  if (!PyTuple_CheckExact(value) || depth > 8) {
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); i++) {
+    if (!immutable(PyTuple_GET_ITEM(value, i), depth + 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether the verdict of `check` on `value` (held by a watched dict) holds while no watched dict
+// changes; a dict whose entries it inspects is watched.
+bool settled(const MemberCheck& check, PyObject* value, TreeMemo* memo) {
+  if (check.type != nullptr && !fixed_class(value)) {
+    return false;
+  }
+  switch (check.op) {
+    case Op::kType:
+    case Op::kIs:
+    case Op::kIsNot:
+    case Op::kIsReferent:
+      return true;
+    case Op::kEqual:
+    case Op::kZero:
+      return immutable(value) && immutable(check.expected);
+    case Op::kEmpty:
+    case Op::kNotIn:
+    case Op::kKeys:
+      // an OrderedDict's order can change without an event: only its size and keys are settled
+      if (PyDict_CheckExact(value) || (check.op != Op::kKeys && PyODict_CheckExact(value))) {
+        watch(memo, value);
+        return true;
+      }
+      return immutable(value);
+    default:
+      return false;
+  }
+}
+
+// Whether `m.__dict__` is Python's own instance dict (the `__dict__` descriptor every class
+// gets, not a property of the class's own).
+bool plain_instance_dict(PyTypeObject* type) {
+  PyObject* descriptor = _PyType_Lookup(type, dict_name);
+  return descriptor != nullptr && Py_TYPE(descriptor) == &PyGetSetDescr_Type &&
+      reinterpret_cast<PyGetSetDescrObject*>(descriptor)->d_getset->get == instance_dict_getter;
+}
+
+// Records `object` with its instance dict when its class's `__dict__` is Python's own; false if not.
+bool know_object(TreeMemo* memo, PyObject* object) {
+  PyTypeObject* type = Py_TYPE(object);
+  if (!plain_instance_dict(type) || type->tp_version_tag == 0) {
+    return false;
+  }
+  PyObject* dict = PyObject_GenericGetDict(object, nullptr);
+  if (dict == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  Py_DECREF(dict);  // the object holds it
+  memo->objects.push_back(KnownObject{object, type, type->tp_version_tag, dict});
+  watch(memo, dict);
+  return true;
+}
+
+// Whether what `step` reads from `value` is an entry of a dict now watched: an item of a dict,
+// or a plain instance dict.
+bool pin_step(TreeMemo* memo, PyObject* value, const Step& step) {
+  switch (step.how) {
+    case How::kItem:
+      if (!PyDict_CheckExact(value)) {
+        return false;
+      }
+      watch(memo, value);
+      return true;
+    case How::kInstanceDict:
+      return know_object(memo, value);
+    case How::kAttribute:
+      break;
+  }
+  return false;
+}
+
 // -- ModuleCheck -----------------------------------------------------------------------------
 
 struct ModuleCheck {
@@ -556,9 +811,13 @@ struct ModuleCheck {
   // tuple of (name, class dicts) pairs: m has no attribute `name`, as nn.Module answers it (not
   // in its __dict__, its parameter, buffer or module table, nor in any of those class dicts)
   PyObject* missing;
-  // While T's version tag is `version` (no class in T's MRO changed since the check was built),
-  // the attributes read first are known to be plain instance-dict entries; 0: always ask getattr.
+  // Whether the attributes read first are plain instance-dict entries, as found when T's version
+  // tag was `version` (no class in T's MRO changed since); if not, or 0, getattr is asked.
   unsigned int version;
+  bool fast;
+  std::unique_ptr<TreeMemo> memo;  // the tree remembered from a call that passed
+  uint64_t last_epoch;  // the epoch of the last full check as a guard function's call
+  PyObject* last_module;  // and the module it checked (compared by address only)
 };
 
 // Whether `getattr(m, name)` for an instance m of `type` is m's instance-dict entry when it has
@@ -567,42 +826,44 @@ bool plain_attribute(PyTypeObject* type, PyObject* name) {
   return _PyType_Lookup(type, name) == nullptr;
 }
 
-// Whether `m.__dict__` is Python's own instance dict (the `__dict__` descriptor every class
-// gets, not a property of the class's own).
-bool plain_instance_dict(PyTypeObject* type) {
-  PyObject* descriptor = _PyType_Lookup(type, dict_name);
-  return descriptor != nullptr && Py_TYPE(descriptor) == &PyGetSetDescr_Type &&
-      reinterpret_cast<PyGetSetDescrObject*>(descriptor)->d_getset->get == instance_dict_getter;
-}
-
-unsigned int fast_path_version(PyTypeObject* type, PyObject* missing, const std::vector<MemberCheck>& checks) {
+bool fast_path_holds(PyTypeObject* type, PyObject* missing, const std::vector<MemberCheck>& checks) {
   if (_PyType_Lookup(type, getattribute_name) != object_getattribute || !plain_instance_dict(type)) {
-    return 0;
+    return false;
   }
   for (PyObject* table : table_names) {
     if (PyTuple_GET_SIZE(missing) > 0 && !plain_attribute(type, table)) {
-      return 0;
+      return false;
     }
   }
   for (const MemberCheck& check : checks) {
     const Step& first = check.steps[0];
     if (first.how == How::kAttribute && first.name != dict_name && !plain_attribute(type, first.name)) {
-      return 0;
+      return false;
     }
   }
-  // the lookups above gave the type a version tag (0 if none could be assigned)
-  return type->tp_version_tag;
+  return true;
+}
+
+// Whether the fast path holds for T as it is now, asked again when a class in T's MRO changed
+// (any library setting an attribute on nn.Module does that).
+bool on_fast_path(ModuleCheck* self) {
+  if (self->version == 0 || self->type->tp_version_tag != self->version) {
+    self->fast = fast_path_holds(self->type, self->missing, self->checks);
+    self->version = self->type->tp_version_tag;  // the lookups gave T one (0 if none could be)
+  }
+  return self->fast && self->version != 0;
 }
 
 // `getattr(module, name)` (a new reference, or nullptr with an exception set). `dict` is the
-// instance dict when the fast path holds, else nullptr.
-PyObject* read_attribute(PyObject* module, PyObject* dict, PyObject* name) {
+// instance dict when the fast path holds, else nullptr; `*in_dict` tells whether the value is
+// the dict or one of its entries.
+PyObject* read_attribute(PyObject* module, PyObject* dict, PyObject* name, bool* in_dict = nullptr) {
   if (dict != nullptr) {
-    if (name == dict_name) {
-      return Py_NewRef(dict);
-    }
-    PyObject* found = PyDict_GetItemWithError(dict, name);
+    PyObject* found = name == dict_name ? dict : PyDict_GetItemWithError(dict, name);
     if (found != nullptr) {
+      if (in_dict != nullptr) {
+        *in_dict = true;
+      }
       return Py_NewRef(found);
     }
     if (PyErr_Occurred()) {
@@ -636,41 +897,160 @@ int lacks_attribute(PyObject* module, PyObject* dict, PyObject* pair) {
   return found < 0 ? -1 : found == 0;
 }
 
-PyObject* module_check_body(ModuleCheck* self, PyObject* module, PyObject* dict) {
-  for (const MemberCheck& check : self->checks) {
-    const Step& first = check.steps[0];
-    // the instance dict, or an attribute in it, read directly on the fast path
-    bool direct = dict != nullptr && first.how != How::kItem;
-    PyObject* value = direct ? read_attribute(module, dict, first.name) : take_step(module, first);
-    int verdict = check_reached(check, value);
-    if (verdict != 1) {
-      return verdict < 0 ? nullptr : answer(false);
-    }
-  }
+// 1: `module` lacks each of the missing names of `self`; 0: not; -1: an error.
+int lacks_missing(const ModuleCheck* self, PyObject* module, PyObject* dict) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->missing); i++) {
     int verdict = lacks_attribute(module, dict, PyTuple_GET_ITEM(self->missing, i));
     if (verdict != 1) {
-      return verdict < 0 ? nullptr : answer(false);
+      return verdict;
     }
   }
-  return answer(true);
+  return 1;
 }
 
-// The answer of `self` for `module` (a new reference to True or False; nullptr with an exception).
-PyObject* run_module_check(ModuleCheck* self, PyObject* module) {
-  if (Py_TYPE(module) != self->type) {
-    return answer(false);
+// 1, 0 or -1 as compare(), for `check`, a member of `self`, on `module` (instance dict `dict` on
+// the fast path, else nullptr); recorded into `memo` when it is not nullptr.
+int check_member(ModuleCheck* self, const MemberCheck& check, PyObject* module, PyObject* dict, TreeMemo* memo) {
+  const Step& first = check.steps[0];
+  bool pinned = false;  // whether `value` is an entry of a watched dict
+  // the instance dict, or an attribute in it, read directly on the fast path
+  PyObject* value = dict != nullptr && first.how != How::kItem ? read_attribute(module, dict, first.name, &pinned)
+                                                               : take_step(module, first);
+  value = follow(value, check.steps, 1, memo, &pinned);
+  if (value == nullptr) {
+    return -1;
   }
-  if (self->version == 0 || self->type->tp_version_tag != self->version) {
-    return module_check_body(self, module, nullptr);
+  TreeMemo* nested = nullptr;
+  if (memo != nullptr && !pinned) {
+    memo->reruns.push_back(Rerun{self, module, dict, &check});
+  } else if (memo != nullptr && check.op == Op::kModule) {
+    nested = memo;  // the submodule's check records its own members
+  } else if (memo != nullptr && !settled(check, value, memo)) {
+    memo->rechecks.push_back(Recheck{value, &check});
+  }
+  int verdict = compare(check, value, nested);
+  Py_DECREF(value);
+  return verdict;
+}
+
+int module_check_body(ModuleCheck* self, PyObject* module, PyObject* dict, TreeMemo* memo) {
+  for (const MemberCheck& check : self->checks) {
+    int verdict = check_member(self, check, module, dict, memo);
+    if (verdict != 1) {
+      return verdict;
+    }
+  }
+  if (memo != nullptr && PyTuple_GET_SIZE(self->missing) > 0) {
+    memo->reruns.push_back(Rerun{self, module, dict, nullptr});
+  }
+  return lacks_missing(self, module, dict);
+}
+
+// 1: `module` passes `self`; 0: it fails; -1: an error. Recorded into `memo` when not nullptr.
+int module_verdict(ModuleCheck* self, PyObject* module, TreeMemo* memo) {
+  if (Py_TYPE(module) != self->type) {
+    return 0;
+  }
+  if (!on_fast_path(self)) {
+    if (memo != nullptr) {
+      memo->complete = false;
+    }
+    return module_check_body(self, module, nullptr, nullptr);
   }
   PyObject* dict = PyObject_GenericGetDict(module, nullptr);
   if (dict == nullptr) {
-    return nullptr;
+    return -1;
   }
-  PyObject* result = module_check_body(self, module, dict);
+  if (memo != nullptr) {
+    memo->objects.push_back(KnownObject{module, self->type, self->version, dict});
+    watch(memo, dict);
+  }
+  int verdict = module_check_body(self, module, dict, memo);
   Py_DECREF(dict);
-  return result;
+  return verdict;
+}
+
+#if defined(__GNUC__)
+#define STENOGRAPH_PREFETCH(address) __builtin_prefetch(address)
+#else
+#define STENOGRAPH_PREFETCH(address) ((void)(address))
+#endif
+
+// Starts loading the tensors the rechecks read: their objects, then their TensorImpls, so that
+// the cache misses of a tree's parameters overlap instead of following one another.
+void prefetch_tensors(const TreeMemo& memo) {
+  for (const Recheck& recheck : memo.rechecks) {
+    if (recheck.check->op == Op::kTensor) {
+      STENOGRAPH_PREFETCH(recheck.value);
+    }
+  }
+  for (const Recheck& recheck : memo.rechecks) {
+    PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(recheck.value));
+    if (recheck.check->op == Op::kTensor && (type == tensor_type || type == parameter_type)) {
+      const char* impl = reinterpret_cast<const char*>(tensor_impl(recheck.value));
+      STENOGRAPH_PREFETCH(impl);
+      STENOGRAPH_PREFETCH(impl + 64);
+      STENOGRAPH_PREFETCH(impl + 128);
+    }
+  }
+}
+
+// Whether nothing `memo` depends on has changed and what it re-reads passes. An error is
+// cleared: the full check that follows meets it again.
+bool memo_holds(const TreeMemo& memo, PyObject* module) {
+  if (memo.epoch != dict_epoch || memo.root != module) {
+    return false;
+  }
+  for (const KnownObject& known : memo.objects) {
+    if (Py_TYPE(known.object) != known.type || known.type->tp_version_tag != known.version) {
+      return false;
+    }
+    PyObject* dict = PyObject_GenericGetDict(known.object, nullptr);
+    if (dict == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    Py_DECREF(dict);
+    if (dict != known.dict) {
+      return false;
+    }
+  }
+  prefetch_tensors(memo);
+  int verdict = 1;
+  for (size_t i = 0; verdict == 1 && i < memo.rechecks.size(); i++) {
+    verdict = compare(*memo.rechecks[i].check, memo.rechecks[i].value);
+  }
+  for (size_t i = 0; verdict == 1 && i < memo.reruns.size(); i++) {
+    const Rerun& rerun = memo.reruns[i];
+    verdict = rerun.check == nullptr ? lacks_missing(rerun.owner, rerun.module, rerun.dict)
+                                     : check_member(rerun.owner, *rerun.check, rerun.module, rerun.dict, nullptr);
+  }
+  if (verdict < 0) {
+    PyErr_Clear();
+  }
+  // a recheck that ran Python code may have changed a watched dict
+  return verdict == 1 && memo.epoch == dict_epoch;
+}
+
+// The full check of `module`, remembered when it passes with nothing changed since the previous
+// full check of the same module.
+int checked_and_remembered(ModuleCheck* self, PyObject* module) {
+  self->memo.reset();
+  bool quiet = dict_watcher >= 0 && self->last_epoch == dict_epoch && self->last_module == module;
+  uint64_t epoch = dict_epoch;
+  self->last_epoch = epoch;
+  self->last_module = module;
+  if (!quiet) {
+    return module_verdict(self, module, nullptr);
+  }
+  auto memo = std::make_unique<TreeMemo>();
+  int verdict = module_verdict(self, module, memo.get());
+  if (verdict == 1 && memo->complete && dict_epoch == epoch) {
+    memo->epoch = epoch;
+    memo->root = module;
+    self->memo = std::move(memo);
+  }
+  return verdict;
 }
 
 PyObject* module_check_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
@@ -678,8 +1058,25 @@ PyObject* module_check_call(PyObject* callable, PyObject* const* args, size_t na
     PyErr_SetString(PyExc_TypeError, "ModuleCheck takes one positional argument");
     return nullptr;
   }
-  return run_module_check(reinterpret_cast<ModuleCheck*>(callable), args[0]);
+  auto* self = reinterpret_cast<ModuleCheck*>(callable);
+  if (self->memo != nullptr && memo_holds(*self->memo, args[0])) {
+    return answer(true);
+  }
+  int verdict = checked_and_remembered(self, args[0]);
+  return verdict < 0 ? nullptr : answer(verdict == 1);
 }
+
+PyObject* module_check_remembered(PyObject* obj, void*) {
+  return answer(reinterpret_cast<ModuleCheck*>(obj)->memo != nullptr);
+}
+
+PyGetSetDef module_check_getset[] = {
+    {"remembered",
+     module_check_remembered,
+     nullptr,
+     "whether the next call re-checks only what no dict watcher sees (a tree remembered)",
+     nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 bool missing_pairs(PyObject* missing) {
   bool ok = PyTuple_Check(missing);
@@ -710,11 +1107,15 @@ PyObject* module_check_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) 
     return nullptr;
   }
   new (&self->checks) std::vector<MemberCheck>(std::move(checks));
+  new (&self->memo) std::unique_ptr<TreeMemo>();
+  self->last_epoch = UINT64_MAX;
+  self->last_module = nullptr;
   self->vectorcall = module_check_call;
   self->type = reinterpret_cast<PyTypeObject*>(Py_NewRef(type));
   self->members = Py_NewRef(members);
   self->missing = Py_NewRef(missing);
-  self->version = fast_path_version(self->type, missing, self->checks);
+  self->version = 0;  // the fast path is looked for on the first call
+  self->fast = false;
   return reinterpret_cast<PyObject*>(self);
 }
 
@@ -728,6 +1129,8 @@ int module_check_traverse(PyObject* obj, visitproc visit, void* arg) {
 
 int module_check_clear(PyObject* obj) {
   auto* self = reinterpret_cast<ModuleCheck*>(obj);
+  self->memo.reset();
+  dict_epoch++;  // a tree remembered by another check may point into these checks
   self->checks.clear();  // they point into `members`
   Py_CLEAR(self->type);
   Py_CLEAR(self->members);
@@ -740,6 +1143,7 @@ void module_check_dealloc(PyObject* obj) {
   PyObject_GC_UnTrack(obj);
   module_check_clear(obj);
   self->checks.~vector();
+  self->memo.~unique_ptr();
   Py_TYPE(obj)->tp_free(obj);
 }
 
@@ -927,6 +1331,7 @@ PyModuleDef module_def = {
 }  // namespace
 
 PyMODINIT_FUNC STENOGRAPH_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() {
+  ModuleCheckType.tp_getset = module_check_getset;
   if (!ready(
           TensorCheckType,
           "stenograph.TensorCheck",
@@ -970,13 +1375,20 @@ PyMODINIT_FUNC STENOGRAPH_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() {
   if (!find_plain_lookups() || !check_tensor_layout()) {
     return nullptr;
   }
+#if PY_VERSION_HEX >= 0x030C0000
+  dict_watcher = PyDict_AddWatcher(on_watched_dict_event);
+  if (dict_watcher < 0) {  // every slot taken: trees are checked in full on every call
+    PyErr_Clear();
+  }
+#endif
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) {
     return nullptr;
   }
   if (PyModule_AddObjectRef(module, "TensorCheck", reinterpret_cast<PyObject*>(&TensorCheckType)) < 0 ||
       PyModule_AddObjectRef(module, "ModuleCheck", reinterpret_cast<PyObject*>(&ModuleCheckType)) < 0 ||
-      PyModule_AddObjectRef(module, "RootCheck", reinterpret_cast<PyObject*>(&RootCheckType)) < 0) {
+      PyModule_AddObjectRef(module, "RootCheck", reinterpret_cast<PyObject*>(&RootCheckType)) < 0 ||
+      PyModule_AddObjectRef(module, "REMEMBERS_TREES", dict_watcher >= 0 ? Py_True : Py_False) < 0) {
     Py_DECREF(module);
     return nullptr;
   }
