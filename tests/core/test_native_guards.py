@@ -700,6 +700,42 @@ def test_config_with_its_own_lookup_is_guarded_through_its_instance_dict(guards_
         assert cnt.frame_count == count
 
 
+class Configured(nn.Module):
+    """Reads a configuration with a lookup of its own, whose values are guarded in its instance
+    dict (dict entries a remembered tree does not re-read)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.cfg = AliasConfig()
+
+    def forward(self, x):
+        return self.fc(x) * self.cfg.width if self.cfg.scaled else self.fc(x)
+
+
+def _store_many(cfg: AliasConfig, name: str, value: Any) -> None:
+    """Stores through one `STORE_ATTR` run often enough for CPython to specialize it."""
+    for _ in range(64):
+        if name == "hidden":
+            cfg.hidden = value
+        else:
+            cfg.scaled = value
+
+
+def test_remembered_tree_sees_a_configuration_changed_in_place(guards_setting, cnt):
+    net = Configured()
+    compiled = stenograph.compile(net, backend=cnt)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), net(x))
+    each_change_recompiles_once(
+        compiled,
+        net,
+        x,
+        [lambda: _store_many(net.cfg, "hidden", 5), lambda: _store_many(net.cfg, "scaled", False)],
+        cnt,
+    )
+
+
 def test_in_place_changes_of_a_parameter_recompile(guards_setting, cnt):
     """The same Parameter objects with another dtype (`p.data = ...`) or requires_grad: each
     parameter's metadata is checked on every call, not only its identity."""

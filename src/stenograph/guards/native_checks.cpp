@@ -996,7 +996,9 @@ void prefetch_tensors(const TreeMemo& memo) {
 }
 
 // Whether nothing `memo` depends on has changed and what it re-reads passes. An error is
-// cleared: the full check that follows meets it again.
+// cleared: the full check that follows meets it again. A recheck may run Python code (`==`, a
+// tensor's Python fallback, a property); once it changed a watched dict, which may have freed an
+// object the memo points to, nothing further is read.
 bool memo_holds(const TreeMemo& memo, PyObject* module) {
   if (memo.epoch != dict_epoch || memo.root != module) {
     return false;
@@ -1017,10 +1019,10 @@ bool memo_holds(const TreeMemo& memo, PyObject* module) {
   }
   prefetch_tensors(memo);
   int verdict = 1;
-  for (size_t i = 0; verdict == 1 && i < memo.rechecks.size(); i++) {
+  for (size_t i = 0; verdict == 1 && memo.epoch == dict_epoch && i < memo.rechecks.size(); i++) {
     verdict = compare(*memo.rechecks[i].check, memo.rechecks[i].value);
   }
-  for (size_t i = 0; verdict == 1 && i < memo.reruns.size(); i++) {
+  for (size_t i = 0; verdict == 1 && memo.epoch == dict_epoch && i < memo.reruns.size(); i++) {
     const Rerun& rerun = memo.reruns[i];
     verdict = rerun.check == nullptr ? lacks_missing(rerun.owner, rerun.module, rerun.dict)
                                      : check_member(rerun.owner, *rerun.check, rerun.module, rerun.dict, nullptr);
@@ -1028,7 +1030,6 @@ bool memo_holds(const TreeMemo& memo, PyObject* module) {
   if (verdict < 0) {
     PyErr_Clear();
   }
-  // a recheck that ran Python code may have changed a watched dict
   return verdict == 1 && memo.epoch == dict_epoch;
 }
 
@@ -1059,8 +1060,16 @@ PyObject* module_check_call(PyObject* callable, PyObject* const* args, size_t na
     return nullptr;
   }
   auto* self = reinterpret_cast<ModuleCheck*>(callable);
-  if (self->memo != nullptr && memo_holds(*self->memo, args[0])) {
-    return answer(true);
+  if (self->memo != nullptr) {
+    // held here while it is read: Python code a recheck runs may call this check again
+    std::unique_ptr<TreeMemo> memo = std::move(self->memo);
+    bool holds = memo_holds(*memo, args[0]);
+    if (holds && self->memo == nullptr) {
+      self->memo = std::move(memo);
+    }
+    if (holds) {
+      return answer(true);
+    }
   }
   int verdict = checked_and_remembered(self, args[0]);
   return verdict < 0 ? nullptr : answer(verdict == 1);
