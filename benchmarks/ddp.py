@@ -14,7 +14,9 @@ a counting backend wrapping the compiler's own backend of that name; 0: nothing 
     python benchmarks/ddp.py                          # CPU, gloo, 2 processes
     python benchmarks/ddp.py --device cuda            # NCCL, world size 1, and N with N GPUs
 
-On the CPU each process runs one thread (OMP_NUM_THREADS=1 unless set).
+On the CPU each process runs one thread (OMP_NUM_THREADS=1 unless set); `--pin` keeps each rank,
+its communication threads included, on one core (less variation between rounds; communication
+then shares the core with the backward pass it overlaps).
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ def _sync(device: torch.device) -> None:
 def worker(rank: int, world_size: int, folder: str, args: argparse.Namespace) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if args.pin:  # before the process group starts its threads, which inherit the core
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
     cuda = args.device == "cuda"
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     if cuda:
@@ -148,7 +152,7 @@ def _print_table(
     backend = "nccl" if args.device == "cuda" else "gloo"
     print(
         f"\n{args.device}, {backend}, world size {world_size}, backend {args.backend}, "
-        f"bucket_cap_mb {args.bucket_cap_mb}, torch {torch.__version__}"
+        f"bucket_cap_mb {args.bucket_cap_mb}, torch {torch.__version__}{', ranks pinned to cores' if args.pin else ''}"
     )
     print(f"{'compiler':<15}{'wrap':<7}{'split':<7}{'pieces':>7}{'steps/s':>10}{'min':>9}{'max':>9}{'warm-up s':>11}")
     for (name, compiler, split, wrap), run, rate, warm in zip(configs(args.wrap), runs, rates, compile_s):
@@ -175,6 +179,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--pin", action="store_true", help="each rank (and its communication threads) on one core of its own"
+    )
     args = parser.parse_args()
     args.wrap = ["outer", "inner"] if args.wrap == "both" else [args.wrap]
     if args.world_size is not None:
