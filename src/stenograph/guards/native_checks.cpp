@@ -271,12 +271,28 @@ struct Step {
   Slot slot;  // for an attribute of a function, method or cell; kNone: ask getattr
 };
 
+// A name and what it stands for, in the tables of slots and ops below.
+template <typename Meaning>
+struct Named {
+  const char* name;
+  Meaning meaning;
+};
+
+// Whether `name` is in `table`, with its meaning in `*meaning`.
+template <typename Meaning, size_t N>
+bool look_up(const Named<Meaning> (&table)[N], const char* name, Meaning* meaning) {
+  for (const Named<Meaning>& known : table) {
+    if (strcmp(name, known.name) == 0) {
+      *meaning = known.meaning;
+      return true;
+    }
+  }
+  return false;
+}
+
 // The slot an attribute step named `name` reads (kNone for other names).
 Slot slot_named(PyObject* name) {
-  static const struct {
-    const char* name;
-    Slot slot;
-  } slots[] = {
+  static const Named<Slot> slots[] = {
       {"__code__", Slot::kCode},
       {"__defaults__", Slot::kDefaults},
       {"__kwdefaults__", Slot::kKwDefaults},
@@ -285,12 +301,14 @@ Slot slot_named(PyObject* name) {
       {"cell_contents", Slot::kCellContents},
       {"__func__", Slot::kFunc},
       {"__self__", Slot::kSelf}};
-  for (const auto& known : slots) {
-    if (PyUnicode_CompareWithASCIIString(name, known.name) == 0) {
-      return known.slot;
-    }
+  const char* text = PyUnicode_AsUTF8(name);
+  Slot slot = Slot::kNone;
+  if (text == nullptr) {
+    PyErr_Clear();  // (a name no slot has)
+  } else {
+    look_up(slots, text, &slot);
   }
-  return Slot::kNone;
+  return slot;
 }
 
 // `value.<slot>` read from its fields (a new reference; nullptr with an exception, as Python's
@@ -547,10 +565,7 @@ int check_reached(const MemberCheck& check, PyObject* value) {
 // == expected`), "tensor" (expected a TensorCheck) and "module" (expected a ModuleCheck: a
 // submodule's own checks). The objects stay owned by the tuple.
 bool read_member(PyObject* entry, MemberCheck& check) {
-  static const struct {
-    const char* name;
-    Op op;
-  } ops[] = {
+  static const Named<Op> ops[] = {
       {"type", Op::kType},
       {"is", Op::kIs},
       {"is not", Op::kIsNot},
@@ -598,31 +613,27 @@ bool read_member(PyObject* entry, MemberCheck& check) {
   if (op == nullptr) {
     return false;
   }
-  for (const auto& known : ops) {
-    if (strcmp(op, known.name) != 0) {
-      continue;
-    }
-    check.op = known.op;
-    const char* wrong = nullptr;
-    if (check.op == Op::kIsReferent && !PyWeakref_CheckRef(check.expected)) {
-      wrong = "an 'is ref' check needs a weak reference";
-    } else if (check.op == Op::kZero && !PyFloat_CheckExact(check.expected)) {
-      wrong = "a 'zero' check needs a float";
-    } else if (check.op == Op::kKeys && !PyTuple_CheckExact(check.expected)) {
-      wrong = "a 'keys' check needs a tuple of keys";
-    } else if (check.op == Op::kTensor && Py_TYPE(check.expected) != &TensorCheckType) {
-      wrong = "a 'tensor' check needs a TensorCheck";
-    } else if (check.op == Op::kModule && Py_TYPE(check.expected) != &ModuleCheckType) {
-      wrong = "a 'module' check needs a ModuleCheck";
-    }
-    if (wrong != nullptr) {
-      PyErr_Format(PyExc_TypeError, "members: %s", wrong);
-      return false;
-    }
-    return true;
+  if (!look_up(ops, op, &check.op)) {
+    PyErr_Format(PyExc_ValueError, "members: unknown op %R", PyTuple_GET_ITEM(entry, 2));
+    return false;
   }
-  PyErr_Format(PyExc_ValueError, "members: unknown op %R", PyTuple_GET_ITEM(entry, 2));
-  return false;
+  const char* wrong = nullptr;
+  if (check.op == Op::kIsReferent && !PyWeakref_CheckRef(check.expected)) {
+    wrong = "an 'is ref' check needs a weak reference";
+  } else if (check.op == Op::kZero && !PyFloat_CheckExact(check.expected)) {
+    wrong = "a 'zero' check needs a float";
+  } else if (check.op == Op::kKeys && !PyTuple_CheckExact(check.expected)) {
+    wrong = "a 'keys' check needs a tuple of keys";
+  } else if (check.op == Op::kTensor && Py_TYPE(check.expected) != &TensorCheckType) {
+    wrong = "a 'tensor' check needs a TensorCheck";
+  } else if (check.op == Op::kModule && Py_TYPE(check.expected) != &ModuleCheckType) {
+    wrong = "a 'module' check needs a ModuleCheck";
+  }
+  if (wrong != nullptr) {
+    PyErr_Format(PyExc_TypeError, "members: %s", wrong);
+    return false;
+  }
+  return true;
 }
 
 bool read_members(PyObject* members, std::vector<MemberCheck>& checks) {
