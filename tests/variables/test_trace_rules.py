@@ -43,10 +43,34 @@ def test_graph_ops(fn) -> None:
 @pytest.mark.parametrize(
     "fn",
     [torch.manual_seed, torch.seed, torch.set_grad_enabled, torch.get_rng_state, torch.save, math.sqrt,
-     user_function, print, torch.Tensor.add, nn.Linear],
+     user_function, print, torch.Tensor.add, nn.Linear, torch.nn.functional._canonical_mask,
+     torch.nn.functional._none_or_dtype],
 )  # fmt: skip
 def test_not_graph_ops(fn) -> None:
     assert not rules.is_graph_op(fn)
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_private_functional_helpers_are_inlined(with_mask) -> None:
+    """`nn.TransformerEncoderLayer` calls `F._canonical_mask` and `F._none_or_dtype` itself: with
+    no mask they fold away (no node returning None), with a padding mask their operations are in
+    the graph; the result is eager's either way."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    x = torch.randn(2, 5, 16)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2]) if with_mask else None
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = stenograph.compile(layer, backend=backend)
+    torch.testing.assert_close(compiled(x, src_key_padding_mask=mask), layer(x, src_key_padding_mask=mask))
+    assert len(graphs) == 1
+    targets = {getattr(n.target, "__name__", str(n.target)) for n in graphs[0].graph.nodes if n.op == "call_function"}
+    assert not targets & {"_canonical_mask", "_none_or_dtype"}
+    assert ("masked_fill_" in str(graphs[0].code)) is with_mask
 
 
 def test_stateful_torch_is_never_a_graph_op() -> None:

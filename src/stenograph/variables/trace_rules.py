@@ -10,8 +10,8 @@ The order in which `builder.wrap` consults these rules for a callable (the first
 2. `is_literal`: numbers, strings, dtypes, devices, ranges, slices and tuples of them are constants.
 3. Library handlers (`math`, ...) and `BUILTIN_PURE` / `BUILTIN_REFUSED` builtins are modelled by
    handler tables in `library.py` / `builtins.py`; a refused builtin breaks with its reason.
-4. `is_graph_op`: torch operators (ATen overloads, torch C functions, Python functions of the
-   `TORCH_OP_MODULES`) become one `call_function` node, unless they are `STATEFUL_TORCH`
+4. `is_graph_op`: torch operators (ATen overloads, torch C functions, public Python functions of
+   the `TORCH_OP_MODULES`) become one `call_function` node, unless they are `STATEFUL_TORCH`
    (global RNG, grad mode, printing, I/O), which are never graph ops. `trace_constant` answers a few
    state readers at trace time, and `is_state_reader` decides which zero-argument C functions may be
    asked for real.
@@ -212,7 +212,9 @@ def is_graph_op(value: Any) -> bool:
         owner_name = getattr(owner, "__name__", "") if owner is not None else ""
         return module.startswith("torch") or owner_name.startswith("torch._C")
     if isinstance(value, types.FunctionType):
-        return module in TORCH_OP_MODULES
+        # their private helpers (`F._canonical_mask`) are inlined: called with constants they
+        # fold away instead of leaving a node that returns None
+        return module in TORCH_OP_MODULES and not name.startswith("_")
     return False
 
 
