@@ -66,6 +66,34 @@ def test_requires_grad_on_an_input_gives_it_a_gradient(backend):
     assert cnt.frame_count == 2  # another dtype: compiled again
 
 
+def _mark_output(x, w):
+    h = x * w
+    h.requires_grad_(True)  # as a forward hook of HF's gradient checkpointing does
+    return (h * 2).sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_requires_grad_that_changes_nothing_is_no_break(backend):
+    """`requires_grad_(True)` on a value that already requires grad (here: made from a weight
+    that does) changes nothing: one graph, eager's gradients. With a weight that needs no grad it
+    does change the value: a break that runs it eagerly, after a recompile (the guard on the
+    weight's requires_grad)."""
+    cnt, fn = _compile(_mark_output, backend)
+    x = torch.randn(5)
+    base = torch.randn(5)
+    w_e, w_c = base.clone().requires_grad_(), base.clone().requires_grad_()
+    out_e, out_c = _mark_output(x, w_e), fn(x, w_c)
+    _same(out_c, out_e)
+    out_e.backward()
+    out_c.backward()
+    torch.testing.assert_close(w_c.grad, w_e.grad)
+    assert cnt.frame_count == 1
+    plain = base.clone()
+    _same(fn(x, plain), _mark_output(x, plain))
+    assert fn(x, plain).requires_grad
+    assert cnt.frame_count == 3  # recompiled for the weight's flag: the graph before the break and the one after
+
+
 def _detach_in_place(x, other):
     y = x + 1
     x.detach_()
