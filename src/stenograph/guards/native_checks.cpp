@@ -927,16 +927,19 @@ int check_member(ModuleCheck* self, const MemberCheck& check, PyObject* module, 
   // the instance dict, or an attribute in it, read directly on the fast path
   PyObject* value = dict != nullptr && first.how != How::kItem ? read_attribute(module, dict, first.name, &pinned)
                                                                : take_step(module, first);
+  if (memo == nullptr) {
+    return check_reached(check, value);
+  }
   value = follow(value, check.steps, 1, memo, &pinned);
   if (value == nullptr) {
     return -1;
   }
   TreeMemo* nested = nullptr;
-  if (memo != nullptr && !pinned) {
+  if (!pinned) {
     memo->reruns.push_back(Rerun{self, module, dict, &check});
-  } else if (memo != nullptr && check.op == Op::kModule) {
+  } else if (check.op == Op::kModule) {
     nested = memo;  // the submodule's check records its own members
-  } else if (memo != nullptr && !settled(check, value, memo)) {
+  } else if (!settled(check, value, memo)) {
     memo->rechecks.push_back(Recheck{value, &check});
   }
   int verdict = compare(check, value, nested);

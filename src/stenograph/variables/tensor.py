@@ -21,7 +21,7 @@ from .base import ConstantVariable, Variable, constant
 from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
 from .double_backward import creates_graph
 from .symbolic import SymNodeVariable
-from .tensor_effects import refuse_effect
+from .tensor_effects import changes_nothing, refuse_effect
 from .trace_rules import (
     TENSOR_DATA_HINT,
     TENSOR_DATA_METHODS,
@@ -133,18 +133,6 @@ _SCALAR_READS = {
 }
 
 
-def _keeps_requires_grad(fake: torch.Tensor, args: list[Variable], kwargs: dict[str, Variable]) -> bool:
-    """Whether `requires_grad_(flag)` leaves the tensor as it is: `flag` (True by default) is a
-    constant equal to its `requires_grad`, which the trace's guards (the inputs' flags, grad mode)
-    fix. A forward hook that marks an output already requiring grad (HuggingFace's gradient
-    checkpointing) then breaks nothing."""
-    if len(args) + len(kwargs) > 1 or set(kwargs) - {"requires_grad"}:
-        return False
-    given = [*args, *kwargs.values()]
-    flag = given[0].value if given and isinstance(given[0], ConstantVariable) else (None if given else True)
-    return isinstance(flag, bool) and flag == fake.requires_grad
-
-
 def _is_symbolic_result(result: object) -> bool:
     if isinstance(result, (tuple, list)):
         return any(is_symbolic(r) for r in result)
@@ -167,7 +155,7 @@ class TensorMethodVariable(Variable):
             if args or kwargs or name not in _SCALAR_READS:
                 raise tensor_scalars.refuse(name)
             return _SCALAR_READS[name](frame, self.tensor)
-        if name == "requires_grad_" and _keeps_requires_grad(self.tensor.fake, args, kwargs):
+        if changes_nothing(name, self.tensor.fake, args, kwargs):
             return self.tensor
         double = name == "backward" and creates_graph(torch.Tensor.backward, [self.tensor, *args], kwargs)
         refuse_effect(name, f"Tensor.{name}()", double)

@@ -5,14 +5,18 @@ A graph describes values. These methods change what a tensor *is* to autograd or
 them away or refuses them, so the effect would be lost on the user's real tensor (a leaf that never
 gets a gradient, an `h.grad` that stays None). Running them between graphs keeps eager semantics.
 In-place view ops (`t_`, `transpose_`, `unsqueeze_`) are not listed: AOTAutograd replays their
-metadata change on graph inputs.
+metadata change on graph inputs. A call that leaves the tensor as it is (`requires_grad_(True)` on
+one that already requires grad) is no effect and breaks nothing.
 """
 
 from __future__ import annotations
 
-from ..errors import BreakKind, Unsupported
+from typing import Any
 
-__all__ = ["EFFECT_METHODS", "refuse_effect"]
+from ..errors import BreakKind, Unsupported
+from .base import ConstantVariable, Variable
+
+__all__ = ["EFFECT_METHODS", "changes_nothing", "refuse_effect"]
 
 #: method name -> why it cannot be recorded in a graph
 EFFECT_METHODS: dict[str, str] = {
@@ -30,6 +34,23 @@ EFFECT_METHODS: dict[str, str] = {
     "sparse_resize_": "changes the tensor's storage in place",
     "sparse_resize_and_clear_": "changes the tensor's storage in place",
 }
+
+
+def changes_nothing(name: str, fake: Any, args: list[Variable], kwargs: dict[str, Variable]) -> bool:
+    """Whether the method call leaves the tensor (`fake` as traced) as it is: `requires_grad_(flag)`
+    with a constant `flag` (True by default) equal to its `requires_grad`, which the trace's guards
+    (the inputs' flags, grad mode) fix. HuggingFace's gradient checkpointing marks an output that
+    already requires grad this way, from a forward hook."""
+    if name != "requires_grad_" or len(args) + len(kwargs) > 1 or set(kwargs) - {"requires_grad"}:
+        return False
+    given = [*args, *kwargs.values()]
+    if not given:
+        flag = True
+    elif isinstance(given[0], ConstantVariable):
+        flag = given[0].value
+    else:
+        return False
+    return isinstance(flag, bool) and flag == fake.requires_grad
 
 
 def refuse_effect(name: str, describe: str, twice_differentiable: bool = False) -> None:
