@@ -889,3 +889,90 @@ def test_aliasing_of_a_graph_without_mutation_is_not_guarded(counter):
     assert_same(compiled(a, torch.ones(2)), a + 1)
     assert_same(compiled(a, a), a + a)
     assert counter.frame_count == 1
+
+
+def test_a_class_made_by_exec_without_a_module_name_is_a_users_class(counter):
+    """`exec` with globals lacking `__name__` gives classes `__module__ == "builtins"`; they are
+    still a program's classes (heap types): their attributes are guarded, and calling a function
+    stored on one is traced, not broken on as a builtin's method."""
+    namespace: dict = {}
+    program = (
+        "class Base:\n    shift = 1.0\n"
+        "class Op(Base):\n    def apply(x):\n        return x - 1\n"
+        "def f(x):\n    return Op.apply(x * 2) + Op.shift\n"
+    )
+    exec(compile(program, "<program>", "exec"), namespace)  # noqa: S102 - the case itself
+    f, base = namespace["f"], namespace["Base"]
+    assert namespace["Op"].__module__ == "builtins"
+    compiled = stenograph.compile(f, backend=counter)
+    x = torch.randn(3)
+    _check(compiled, f, x)
+    _check(compiled, f, x)
+    assert counter.frame_count == 1
+    base.shift = 2.0
+    _check(compiled, f, x)
+    assert counter.frame_count == 2
+
+
+class _AliasingConfig:
+    """A configuration with a lookup of its own, as HuggingFace's: `width` reads `hidden`."""
+
+    attribute_map: dict = {}
+
+    def __init__(self) -> None:
+        self.hidden = 4
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+@stenograph.disable
+def _untraced(key):
+    return key
+
+
+class _OpaqueConfig(_AliasingConfig):
+    """Its lookup calls what the trace does not follow."""
+
+    def __getattribute__(self, key):
+        return super().__getattribute__(_untraced(key))
+
+
+def _extra_or_width(x, cfg):
+    extra = getattr(cfg, "extra", None)
+    return x * cfg.width if extra is None else x * extra
+
+
+@pytest.mark.parametrize("opaque", [False, True], ids=["traced lookup", "opaque lookup"])
+def test_an_attribute_a_configs_own_lookup_does_not_find(counter, opaque):
+    """`getattr(cfg, "extra", None)` on an object whose class has its own `__getattribute__`:
+    the lookup is followed in the trace, so the absence is guarded by what it reads (the
+    instance dict, the classes, `attribute_map`) rather than by running it on every call; a
+    lookup the trace cannot follow is guarded by `hasattr`. Setting the attribute on the object
+    or its class, or aliasing it, recompiles."""
+
+    class Config(_OpaqueConfig if opaque else _AliasingConfig):
+        attribute_map = {"width": "hidden"}
+
+    cfg, x = Config(), torch.randn(3)
+    compiled = stenograph.compile(_extra_or_width, backend=counter)
+    _check(compiled, _extra_or_width, x, cfg)
+    _check(compiled, _extra_or_width, x, cfg)
+    assert counter.frame_count == 1
+    guard_source = stenograph.inspect(compiled).entries[0].guard_source
+    assert ("hasattr(" in guard_source) == opaque
+
+    def alias_extra() -> None:
+        del Config.extra
+        Config.attribute_map["extra"] = "hidden"
+
+    changes = [lambda: setattr(cfg, "extra", 3.0), lambda: (delattr(cfg, "extra"), setattr(Config, "extra", 5.0))]
+    if not opaque:  # the opaque lookup does not alias
+        changes.append(alias_extra)
+    for count, change in enumerate(changes, start=2):
+        change()
+        _check(compiled, _extra_or_width, x, cfg)
+        _check(compiled, _extra_or_width, x, cfg)
+        assert counter.frame_count == count

@@ -526,24 +526,25 @@ def test_module_changes_recompile(guards_setting, cnt):
     assert cnt.frame_count == 4
 
 
-def remembered_trees() -> list[bool]:
-    """For each ModuleCheck a cache entry's guard function calls: whether it remembers its tree."""
+def remembered_trees(kind: str = "ModuleCheck") -> list[bool]:
+    """For each ModuleCheck (or RootCheck, `kind`) a cache entry's guard function calls: whether
+    it remembers what it read."""
     return [
         check.remembered
         for cache in entries.all_caches()
         for entry in cache.entries
         for check in entry.guard.__globals__.values()
-        if type(check).__name__ == "ModuleCheck"
+        if type(check).__name__ == kind
     ]
 
 
 def call_until_remembered(compiled: Callable, *args: Any) -> None:
-    """Calls `compiled` until its module tree is remembered where trees are (native checks on
-    Python 3.12+), so that the change a test makes next meets the remembered path."""
+    """Calls `compiled` until its module tree or its roots are remembered where they are (native
+    checks on Python 3.12+), so that the change a test makes next meets the remembered path."""
     for _ in range(3):
         compiled(*args)
     if config.native_guards and native.load().REMEMBERS_TREES:
-        assert any(remembered_trees())
+        assert any(remembered_trees() + remembered_trees("RootCheck"))
 
 
 def each_change_recompiles_once(compiled: Callable, net: nn.Module, x: torch.Tensor, changes: list, cnt) -> None:
@@ -824,6 +825,83 @@ def test_remembered_tree_sees_what_no_dict_watcher_sees(guards_setting, cnt):
         _double.__code__ = saved_code
         if "stride" in MyConv.__dict__:
             del MyConv.stride
+
+
+_ROOTS_PROGRAM = """
+def offset(x, amount=1.0):
+    return x + amount
+
+def offset_twice(x, amount=1.0):
+    return x + 2 * amount
+
+def make_scaler(factor):
+    def scale(x):
+        return x * factor
+
+    def set_factor(value):
+        nonlocal factor
+        factor = value
+
+    return scale, set_factor
+
+scale, set_factor = make_scaler(2.0)
+
+class Base:
+    shift = 1.0
+
+class Op(Base):
+    def apply(x):
+        return x - 1
+
+def f(x):
+    return Op.apply(scale(offset(x))) + Op.shift
+"""
+
+
+def test_remembered_roots_see_changes_to_functions_cells_and_classes(guards_setting, cnt):
+    """What a RootCheck remembers holds while no dict changes, no function's code or defaults
+    are set, each closure cell read holds what it held, and each class read from keeps its
+    version tag. Each change below leaves every dict alone and recompiles: a function's
+    `__defaults__` and `__code__`, a cell's contents, a class attribute and a base class's."""
+    namespace: dict[str, Any] = {}
+    exec(compile(_ROOTS_PROGRAM, "<roots program>", "exec"), namespace)  # noqa: S102 - fresh objects per run
+    f, op = namespace["f"], namespace["Op"]
+    compiled = stenograph.compile(f, backend=cnt)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), f(x))
+    if guards_setting:
+        call_until_remembered(compiled, x)
+        assert all(remembered_trees("RootCheck")) == bool(native.load().REMEMBERS_TREES)
+    changes = [
+        lambda: setattr(namespace["offset"], "__defaults__", (5.0,)),
+        lambda: setattr(namespace["offset"], "__code__", namespace["offset_twice"].__code__),
+        lambda: namespace["set_factor"](3.0),
+        lambda: setattr(op, "apply", lambda x: x + 7),
+        lambda: setattr(namespace["Base"], "shift", 2.0),
+    ]
+    each_change_recompiles_once(compiled, f, x, changes, cnt)
+
+
+def test_remembered_class_attribute_sees_its_metaclass_change(extension):
+    """A class attribute is remembered with the class's and its metaclass's version tags: a
+    data descriptor of the same name added to the metaclass takes precedence, and is seen."""
+
+    class Meta(type):
+        pass
+
+    class Op(metaclass=Meta):
+        def apply(self):
+            return 1
+
+    apply = Op.apply
+    check = extension.RootCheck(Op, (((("apply", 0),), None, "is", apply),))
+    for _ in range(3):
+        assert check()
+    assert check.remembered == bool(extension.REMEMBERS_TREES)
+    Meta.apply = property(lambda cls: None)
+    assert not check()
+    del Meta.apply
+    assert check()
 
 
 def test_a_tree_is_remembered_after_a_quiet_call_and_forgotten_on_a_change(extension, cnt):

@@ -75,6 +75,8 @@ class GuardSet:
     bindings: dict[str, Any] = field(default_factory=dict)
     # weak references whose death makes the entry unusable
     watched: list[weakref.ref] = field(default_factory=list)
+    # class -> the name its `__dict__` is bound to (each read of it makes a new proxy)
+    _class_dicts: dict[type, str] = field(default_factory=dict)
 
     def bind(self, obj: Any, hint: str = "obj") -> str:
         """A global name in the guard function holding `obj` (strongly: only for non-user objects)."""
@@ -216,21 +218,34 @@ class GuardSet:
         if isinstance(obj, torch.nn.Module) and cls.__getattr__ is module_getattr:
             # Module.__getattr__ raises a formatted AttributeError (microseconds): look where it
             # looks, and in the class dicts along the MRO, directly
+            class_dicts = self._class_dicts_of(cls.__mro__)
             parts = [f"{name!r} not in {{v}}.__dict__"]
             parts += [f"{name!r} not in {{v}}.{table}" for table in MODULE_TABLES]
-            parts += [f"{name!r} not in {self.bind(klass.__dict__, 'classdict')}" for klass in cls.__mro__]
+            parts += [f"{name!r} not in {bound}" for bound in class_dicts]
             template = f"type({{v}}) is {self.bind(cls, 'type')} and " + " and ".join(parts)
-            class_dicts = tuple(klass.__dict__ for klass in cls.__mro__)
-            self._add(RANK_VALUE, source, template, text, kind="lacks", detail=(name, cls, class_dicts))
+            detail = (name, cls, tuple(self.bindings[bound] for bound in class_dicts))
+            self._add(RANK_VALUE, source, template, text, kind="lacks", detail=detail)
             return
         if isinstance(obj, type) and type(obj).__getattribute__ is type.__getattribute__:
             # hasattr on a class raises and catches inside (hundreds of ns): look in the dicts
             # of its MRO and its metaclass's MRO instead
-            dicts = [klass.__dict__ for klass in (*obj.__mro__, *type(obj).__mro__)]
-            parts = [f"{name!r} not in {self.bind(d, 'classdict')}" for d in dicts]
-            self._add(RANK_VALUE, source, " and ".join(parts), text)
+            class_dicts = self._class_dicts_of((*obj.__mro__, *type(obj).__mro__))
+            if class_dicts:  # else only immutable types: the name can never be added
+                self._add(RANK_VALUE, source, " and ".join(f"{name!r} not in {d}" for d in class_dicts), text)
             return
         self._add(RANK_VALUE, source, f"not hasattr({{v}}, {name!r})", text)
+
+    def _class_dicts_of(self, classes: tuple[type, ...]) -> list[str]:
+        """Names bound to the `__dict__`s of `classes` that a name could be added to later, each
+        class's once: an immutable type's (`object`, `type`, most builtins) cannot change."""
+        names = []
+        for klass in dict.fromkeys(classes):
+            if klass.__flags__ & _IMMUTABLE_TYPE:
+                continue
+            if klass not in self._class_dicts:
+                self._class_dicts[klass] = self.bind(klass.__dict__, "classdict")
+            names.append(self._class_dicts[klass])
+        return names
 
     def key_absent(self, source: Source, key: str, text: str) -> None:
         """`key not in source` (an instance `__dict__` that must not shadow a class attribute)."""
@@ -499,6 +514,9 @@ class GuardSet:
             "___explain", parameter_list(code), body, namespace, like=like, label=f"guard reasons for {label}"
         )
 
+
+# `Py_TPFLAGS_IMMUTABLETYPE`: the type's attributes cannot be set or deleted
+_IMMUTABLE_TYPE = 1 << 8
 
 # names the ShapeEnv's printed guard expressions may use (e.g. `torch.sym_float`, `math.floor`)
 _SHAPE_GUARD_NAMES = {"torch": torch, "math": math}

@@ -655,7 +655,8 @@ bool read_members(PyObject* members, std::vector<MemberCheck>& checks) {
 // A model's module tree is checked on every call, and between the calls of a training or
 // inference loop nothing the check reads usually changes. On Python 3.12+ the dicts a passing
 // check read are watched, and any event on a watched dict (an entry set or deleted, a clear, its
-// deallocation) advances `dict_epoch`. A ModuleCheck called by a guard function remembers from a
+// deallocation) advances `watch_epoch`, as does setting any function's `__code__`, `__defaults__`
+// or `__kwdefaults__`. A ModuleCheck called by a guard function remembers from a
 // call that passed what no dict watcher sees: each object's class, the class's version tag and
 // the object's instance dict (`__class__`, a class attribute and `__dict__` can be assigned), the
 // values whose verdict can change in place (a tensor's metadata, a function's `__code__`, `==` on
@@ -665,12 +666,20 @@ bool read_members(PyObject* members, std::vector<MemberCheck>& checks) {
 // full check passes with nothing changed since the previous full check of the same module, so a
 // loop that changes a watched dict on every call pays the full check and nothing more.
 
-uint64_t dict_epoch = 0;
+uint64_t watch_epoch = 0;
 int dict_watcher = -1;  // ours; -1: none (Python 3.11, or every watcher slot taken)
+int function_watcher = -1;  // the same for functions
 
 #if PY_VERSION_HEX >= 0x030C0000
 int on_watched_dict_event(PyDict_WatchEvent, PyObject*, PyObject*, PyObject*) {
-  dict_epoch++;
+  watch_epoch++;
+  return 0;
+}
+
+int on_function_event(PyFunction_WatchEvent event, PyFunctionObject*, PyObject*) {
+  if (event != PyFunction_EVENT_CREATE && event != PyFunction_EVENT_DESTROY) {
+    watch_epoch++;
+  }
   return 0;
 }
 #endif
@@ -683,13 +692,27 @@ struct KnownObject {
   PyObject* dict;  // its instance dict
 };
 
+// A class an attribute was read from (borrowed, as a KnownObject), with its version tag: any
+// change to it or a class in its MRO gives it another.
+struct KnownClass {
+  PyTypeObject* type;
+  unsigned int version;
+};
+
+// A closure cell read (borrowed, as a KnownObject), with what it held: a cell's contents can be
+// set without any event. The contents are held, so that their address cannot be reused.
+struct KnownCell {
+  PyObject* cell;
+  PyObject* contents;  // a strong reference; nullptr: the cell was empty
+};
+
 struct Recheck {
   PyObject* value;
   const MemberCheck* check;
 };
 
 // A member of `owner` checked again in full from `module` (instance dict `dict`); `check`
-// nullptr: the owner's missing names.
+// nullptr: the owner's missing names; `owner` nullptr: a RootCheck's member, from its root.
 struct Rerun {
   ModuleCheck* owner;
   PyObject* module;
@@ -702,8 +725,19 @@ struct TreeMemo {
   PyObject* root = nullptr;  // compared by address only
   bool complete = true;  // false: a dict could not be watched or a module is off the fast path
   std::vector<KnownObject> objects;
+  std::vector<KnownClass> classes;
+  std::vector<KnownCell> cells;
   std::vector<Recheck> rechecks;
   std::vector<Rerun> reruns;
+
+  TreeMemo() = default;
+  TreeMemo(const TreeMemo&) = delete;
+  TreeMemo& operator=(const TreeMemo&) = delete;
+  ~TreeMemo() {
+    for (const KnownCell& known : cells) {
+      Py_XDECREF(known.contents);
+    }
+  }
 };
 
 void watch(TreeMemo* memo, PyObject* dict) {
@@ -751,6 +785,8 @@ bool settled(const MemberCheck& check, PyObject* value, TreeMemo* memo) {
     case Op::kIsNot:
     case Op::kIsReferent:
       return true;
+    case Op::kCode:  // setting a function's `__code__` is a watched event
+      return function_watcher >= 0 && PyFunction_Check(value);
     case Op::kEqual:
     case Op::kZero:
       return immutable(value) && immutable(check.expected);
@@ -793,11 +829,65 @@ bool know_object(TreeMemo* memo, PyObject* object) {
   return true;
 }
 
-// Whether what `step` reads from `value` is an entry of a dict now watched: an item of a dict,
-// or a plain instance dict.
+// Whether `getattr(value, name)` is what the MRO of `value`, a class, holds under `name` (and
+// stays so while its version tag and its metaclass's hold): type's own attribute lookup, no
+// attribute of that name on the metaclass, and the one found not bound on the way (a function,
+// whose `__get__` without an instance gives itself, or an object with no `__get__`). Records
+// the class and its metaclass.
+bool pin_class_attribute(TreeMemo* memo, PyObject* value, PyObject* name) {
+  PyTypeObject* meta = Py_TYPE(value);
+  if (!PyType_Check(value) || meta->tp_getattro != PyType_Type.tp_getattro || _PyType_Lookup(meta, name) != nullptr) {
+    return false;
+  }
+  auto* cls = reinterpret_cast<PyTypeObject*>(value);
+  PyObject* found = _PyType_Lookup(cls, name);
+  if (found == nullptr || (Py_TYPE(found)->tp_descr_get != nullptr && !PyFunction_Check(found))) {
+    return false;
+  }
+  if (cls->tp_version_tag == 0 || meta->tp_version_tag == 0) {  // none could be given
+    return false;
+  }
+  memo->classes.push_back(KnownClass{cls, cls->tp_version_tag});
+  memo->classes.push_back(KnownClass{meta, meta->tp_version_tag});
+  return true;
+}
+
+// Whether the field `slot` of `value` stays as it is while the memo holds: a function's closure
+// and globals and a method's function and instance cannot be set, a function's code and defaults
+// only with a watched event; a cell's contents are recorded.
+bool pin_slot(TreeMemo* memo, PyObject* value, Slot slot) {
+  if (PyFunction_Check(value)) {
+    switch (slot) {
+      case Slot::kClosure:
+      case Slot::kGlobals:
+        return true;
+      case Slot::kCode:
+      case Slot::kDefaults:
+      case Slot::kKwDefaults:
+        return function_watcher >= 0;
+      default:
+        return false;
+    }
+  }
+  if (PyMethod_Check(value)) {
+    return slot == Slot::kFunc || slot == Slot::kSelf;
+  }
+  if (PyCell_Check(value) && slot == Slot::kCellContents) {
+    memo->cells.push_back(KnownCell{value, Py_XNewRef(PyCell_GET(value))});
+    return true;
+  }
+  return false;
+}
+
+// Whether what `step` reads from `value` stays as it is while the memo holds: an entry of a
+// dict now watched (an item of a dict, a plain instance dict), an item of a tuple, a field of a
+// function, method or cell, or a class's attribute.
 bool pin_step(TreeMemo* memo, PyObject* value, const Step& step) {
   switch (step.how) {
     case How::kItem:
+      if (PyTuple_CheckExact(value)) {
+        return true;
+      }
       if (!PyDict_CheckExact(value)) {
         return false;
       }
@@ -806,9 +896,41 @@ bool pin_step(TreeMemo* memo, PyObject* value, const Step& step) {
     case How::kInstanceDict:
       return know_object(memo, value);
     case How::kAttribute:
-      break;
+      if (step.slot != Slot::kNone) {
+        return pin_slot(memo, value, step.slot);
+      }
+      return pin_class_attribute(memo, value, step.name);
   }
   return false;
+}
+
+// What a ModuleCheck or RootCheck remembers between a guard function's calls.
+struct Remembrance {
+  std::unique_ptr<TreeMemo> memo;  // the tree remembered from a call that passed
+  uint64_t last_epoch = UINT64_MAX;  // the epoch of the last full check as a guard function's call
+  PyObject* last_root = nullptr;  // and what it checked (compared by address only)
+};
+
+// 1, 0 or -1 as compare(), for `check` on `value` (a new reference, taken; nullptr: reading the
+// first step failed) and the values its later steps reach, recording into `memo` what a call
+// while the memo holds must read again: `rerun` when a step is not `pinned` to a watched dict or
+// a known class, else the value when its verdict is not settled.
+int recorded_verdict(const MemberCheck& check, PyObject* value, bool pinned, TreeMemo* memo, const Rerun& rerun) {
+  value = follow(value, check.steps, 1, memo, &pinned);
+  if (value == nullptr) {
+    return -1;
+  }
+  TreeMemo* nested = nullptr;
+  if (!pinned) {
+    memo->reruns.push_back(rerun);
+  } else if (check.op == Op::kModule) {
+    nested = memo;  // the submodule's check records its own members
+  } else if (!settled(check, value, memo)) {
+    memo->rechecks.push_back(Recheck{value, &check});
+  }
+  int verdict = compare(check, value, nested);
+  Py_DECREF(value);
+  return verdict;
 }
 
 // -- ModuleCheck -----------------------------------------------------------------------------
@@ -826,9 +948,7 @@ struct ModuleCheck {
   // tag was `version` (no class in T's MRO changed since); if not, or 0, getattr is asked.
   unsigned int version;
   bool fast;
-  std::unique_ptr<TreeMemo> memo;  // the tree remembered from a call that passed
-  uint64_t last_epoch;  // the epoch of the last full check as a guard function's call
-  PyObject* last_module;  // and the module it checked (compared by address only)
+  Remembrance remembrance;
 };
 
 // Whether `getattr(m, name)` for an instance m of `type` is m's instance-dict entry when it has
@@ -930,21 +1050,7 @@ int check_member(ModuleCheck* self, const MemberCheck& check, PyObject* module, 
   if (memo == nullptr) {
     return check_reached(check, value);
   }
-  value = follow(value, check.steps, 1, memo, &pinned);
-  if (value == nullptr) {
-    return -1;
-  }
-  TreeMemo* nested = nullptr;
-  if (!pinned) {
-    memo->reruns.push_back(Rerun{self, module, dict, &check});
-  } else if (check.op == Op::kModule) {
-    nested = memo;  // the submodule's check records its own members
-  } else if (!settled(check, value, memo)) {
-    memo->rechecks.push_back(Recheck{value, &check});
-  }
-  int verdict = compare(check, value, nested);
-  Py_DECREF(value);
-  return verdict;
+  return recorded_verdict(check, value, pinned, memo, Rerun{self, module, dict, &check});
 }
 
 int module_check_body(ModuleCheck* self, PyObject* module, PyObject* dict, TreeMemo* memo) {
@@ -990,21 +1096,35 @@ int module_verdict(ModuleCheck* self, PyObject* module, TreeMemo* memo) {
 #define STENOGRAPH_PREFETCH(address) ((void)(address))
 #endif
 
-// Starts loading the tensors the rechecks read: their objects, then their TensorImpls, so that
-// the cache misses of a tree's parameters overlap instead of following one another.
+// Starts loading what the tensor rechecks read, one level of pointers per pass: the tensor
+// objects and the TensorChecks, then the TensorImpls and the expected sizes and strides, then
+// the autograd metadata (requires_grad), so that the cache misses of a tree's parameters
+// overlap instead of following one another (after a backward pass, hardly any is cached).
 void prefetch_tensors(const TreeMemo& memo) {
+  auto plain = [](const Recheck& recheck) {
+    PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(recheck.value));
+    return recheck.check->op == Op::kTensor && (type == tensor_type || type == parameter_type);
+  };
   for (const Recheck& recheck : memo.rechecks) {
     if (recheck.check->op == Op::kTensor) {
       STENOGRAPH_PREFETCH(recheck.value);
+      STENOGRAPH_PREFETCH(recheck.check->expected);
     }
   }
   for (const Recheck& recheck : memo.rechecks) {
-    PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(recheck.value));
-    if (recheck.check->op == Op::kTensor && (type == tensor_type || type == parameter_type)) {
+    if (plain(recheck)) {
       const char* impl = reinterpret_cast<const char*>(tensor_impl(recheck.value));
       STENOGRAPH_PREFETCH(impl);
       STENOGRAPH_PREFETCH(impl + 64);
       STENOGRAPH_PREFETCH(impl + 128);
+      const auto* check = reinterpret_cast<const TensorCheck*>(recheck.check->expected);
+      STENOGRAPH_PREFETCH(check->sizes.data());
+      STENOGRAPH_PREFETCH(check->strides.data());
+    }
+  }
+  for (const Recheck& recheck : memo.rechecks) {
+    if (plain(recheck)) {
+      STENOGRAPH_PREFETCH(tensor_impl(recheck.value)->autograd_meta());
     }
   }
 }
@@ -1014,8 +1134,23 @@ void prefetch_tensors(const TreeMemo& memo) {
 // tensor's Python fallback, a property); once it changed a watched dict, which may have freed an
 // object the memo points to, nothing further is read.
 bool memo_holds(const TreeMemo& memo, PyObject* module) {
-  if (memo.epoch != dict_epoch || memo.root != module) {
+  if (memo.epoch != watch_epoch || memo.root != module) {
     return false;
+  }
+  // classes first: an object or cell reached through a class attribute lives while it is unchanged
+  for (const KnownClass& known : memo.classes) {
+    if (known.type->tp_version_tag != known.version) {
+      return false;
+    }
+  }
+  for (const KnownCell& known : memo.cells) {
+    if (PyCell_GET(known.cell) != known.contents) {
+      return false;
+    }
+  }
+  for (const KnownObject& known : memo.objects) {  // their headers, and the dict pointer before
+    STENOGRAPH_PREFETCH(known.object);
+    STENOGRAPH_PREFETCH(reinterpret_cast<const char*>(known.object) - 32);
   }
   for (const KnownObject& known : memo.objects) {
     if (Py_TYPE(known.object) != known.type || known.type->tp_version_tag != known.version) {
@@ -1033,37 +1168,55 @@ bool memo_holds(const TreeMemo& memo, PyObject* module) {
   }
   prefetch_tensors(memo);
   int verdict = 1;
-  for (size_t i = 0; verdict == 1 && memo.epoch == dict_epoch && i < memo.rechecks.size(); i++) {
+  for (size_t i = 0; verdict == 1 && memo.epoch == watch_epoch && i < memo.rechecks.size(); i++) {
     verdict = compare(*memo.rechecks[i].check, memo.rechecks[i].value);
   }
-  for (size_t i = 0; verdict == 1 && memo.epoch == dict_epoch && i < memo.reruns.size(); i++) {
+  for (size_t i = 0; verdict == 1 && memo.epoch == watch_epoch && i < memo.reruns.size(); i++) {
     const Rerun& rerun = memo.reruns[i];
-    verdict = rerun.check == nullptr ? lacks_missing(rerun.owner, rerun.module, rerun.dict)
-                                     : check_member(rerun.owner, *rerun.check, rerun.module, rerun.dict, nullptr);
+    if (rerun.owner == nullptr) {
+      verdict = check_reached(*rerun.check, take_step(rerun.module, rerun.check->steps[0]));
+    } else if (rerun.check == nullptr) {
+      verdict = lacks_missing(rerun.owner, rerun.module, rerun.dict);
+    } else {
+      verdict = check_member(rerun.owner, *rerun.check, rerun.module, rerun.dict, nullptr);
+    }
   }
   if (verdict < 0) {
     PyErr_Clear();
   }
-  return verdict == 1 && memo.epoch == dict_epoch;
+  return verdict == 1 && memo.epoch == watch_epoch;
 }
 
-// The full check of `module`, remembered when it passes with nothing changed since the previous
-// full check of the same module.
-int checked_and_remembered(ModuleCheck* self, PyObject* module) {
-  self->memo.reset();
-  bool quiet = dict_watcher >= 0 && self->last_epoch == dict_epoch && self->last_module == module;
-  uint64_t epoch = dict_epoch;
-  self->last_epoch = epoch;
-  self->last_module = module;
+// 1: `root` passes; 0: it fails; -1: an error. From the memo while it holds; else by the full
+// check `full(memo)`, remembered when it passes with nothing changed since the previous full
+// check of the same root.
+template <typename Full>
+int remembered_verdict(Remembrance& remembrance, PyObject* root, Full full) {
+  if (remembrance.memo != nullptr) {
+    // held here while it is read: Python code a recheck runs may call this check again
+    std::unique_ptr<TreeMemo> memo = std::move(remembrance.memo);
+    bool holds = memo_holds(*memo, root);
+    if (holds && remembrance.memo == nullptr) {
+      remembrance.memo = std::move(memo);
+    }
+    if (holds) {
+      return 1;
+    }
+  }
+  remembrance.memo.reset();
+  bool quiet = dict_watcher >= 0 && remembrance.last_epoch == watch_epoch && remembrance.last_root == root;
+  uint64_t epoch = watch_epoch;
+  remembrance.last_epoch = epoch;
+  remembrance.last_root = root;
   if (!quiet) {
-    return module_verdict(self, module, nullptr);
+    return full(nullptr);
   }
   auto memo = std::make_unique<TreeMemo>();
-  int verdict = module_verdict(self, module, memo.get());
-  if (verdict == 1 && memo->complete && dict_epoch == epoch) {
+  int verdict = full(memo.get());
+  if (verdict == 1 && memo->complete && watch_epoch == epoch) {
     memo->epoch = epoch;
-    memo->root = module;
-    self->memo = std::move(memo);
+    memo->root = root;
+    remembrance.memo = std::move(memo);
   }
   return verdict;
 }
@@ -1074,23 +1227,14 @@ PyObject* module_check_call(PyObject* callable, PyObject* const* args, size_t na
     return nullptr;
   }
   auto* self = reinterpret_cast<ModuleCheck*>(callable);
-  if (self->memo != nullptr) {
-    // held here while it is read: Python code a recheck runs may call this check again
-    std::unique_ptr<TreeMemo> memo = std::move(self->memo);
-    bool holds = memo_holds(*memo, args[0]);
-    if (holds && self->memo == nullptr) {
-      self->memo = std::move(memo);
-    }
-    if (holds) {
-      return answer(true);
-    }
-  }
-  int verdict = checked_and_remembered(self, args[0]);
+  PyObject* module = args[0];
+  int verdict = remembered_verdict(
+      self->remembrance, module, [self, module](TreeMemo* memo) { return module_verdict(self, module, memo); });
   return verdict < 0 ? nullptr : answer(verdict == 1);
 }
 
 PyObject* module_check_remembered(PyObject* obj, void*) {
-  return answer(reinterpret_cast<ModuleCheck*>(obj)->memo != nullptr);
+  return answer(reinterpret_cast<ModuleCheck*>(obj)->remembrance.memo != nullptr);
 }
 
 PyGetSetDef module_check_getset[] = {
@@ -1130,9 +1274,7 @@ PyObject* module_check_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) 
     return nullptr;
   }
   new (&self->checks) std::vector<MemberCheck>(std::move(checks));
-  new (&self->memo) std::unique_ptr<TreeMemo>();
-  self->last_epoch = UINT64_MAX;
-  self->last_module = nullptr;
+  new (&self->remembrance) Remembrance();
   self->vectorcall = module_check_call;
   self->type = reinterpret_cast<PyTypeObject*>(Py_NewRef(type));
   self->members = Py_NewRef(members);
@@ -1152,8 +1294,8 @@ int module_check_traverse(PyObject* obj, visitproc visit, void* arg) {
 
 int module_check_clear(PyObject* obj) {
   auto* self = reinterpret_cast<ModuleCheck*>(obj);
-  self->memo.reset();
-  dict_epoch++;  // a tree remembered by another check may point into these checks
+  self->remembrance.memo.reset();
+  watch_epoch++;  // a tree remembered by another check may point into these checks
   self->checks.clear();  // they point into `members`
   Py_CLEAR(self->type);
   Py_CLEAR(self->members);
@@ -1166,7 +1308,7 @@ void module_check_dealloc(PyObject* obj) {
   PyObject_GC_UnTrack(obj);
   module_check_clear(obj);
   self->checks.~vector();
-  self->memo.~unique_ptr();
+  self->remembrance.~Remembrance();
   Py_TYPE(obj)->tp_free(obj);
 }
 
@@ -1174,14 +1316,29 @@ void module_check_dealloc(PyObject* obj) {
 
 // Checks on values reached from one object the guard function holds fixed: the names in a
 // module's globals dict (`g['torch'] is ref()`, `g['f'].__code__ is code`) or a class's
-// attributes (`C.forward is ref()`). Called with no arguments.
+// attributes (`C.forward is ref()`). Called with no arguments. Remembered as a ModuleCheck's
+// tree is: a globals dict is watched, a class's attributes hold while its version tag does.
 struct RootCheck {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   PyObject* root;
   PyObject* members;  // the tuple the checks below were read from (owns their objects)
   std::vector<MemberCheck> checks;
+  Remembrance remembrance;
 };
+
+int root_verdict(RootCheck* self, TreeMemo* memo) {
+  for (const MemberCheck& check : self->checks) {
+    bool pinned = memo != nullptr && pin_step(memo, self->root, check.steps[0]);
+    PyObject* value = take_step(self->root, check.steps[0]);
+    int verdict = memo == nullptr ? check_reached(check, value)
+                                  : recorded_verdict(check, value, pinned, memo, Rerun{nullptr, self->root, nullptr, &check});
+    if (verdict != 1) {
+      return verdict;
+    }
+  }
+  return 1;
+}
 
 PyObject* root_check_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* self = reinterpret_cast<RootCheck*>(callable);
@@ -1192,15 +1349,21 @@ PyObject* root_check_call(PyObject* callable, PyObject* const* args, size_t narg
   if (self->root == nullptr) {  // cleared
     return answer(false);
   }
-  for (const MemberCheck& check : self->checks) {
-    PyObject* value = take_step(self->root, check.steps[0]);
-    int verdict = check_reached(check, value);
-    if (verdict != 1) {
-      return verdict < 0 ? nullptr : answer(false);
-    }
-  }
-  return answer(true);
+  int verdict = remembered_verdict(self->remembrance, self->root, [self](TreeMemo* memo) { return root_verdict(self, memo); });
+  return verdict < 0 ? nullptr : answer(verdict == 1);
 }
+
+PyObject* root_check_remembered(PyObject* obj, void*) {
+  return answer(reinterpret_cast<RootCheck*>(obj)->remembrance.memo != nullptr);
+}
+
+PyGetSetDef root_check_getset[] = {
+    {"remembered",
+     root_check_remembered,
+     nullptr,
+     "whether the next call re-checks only what no dict watcher or class version sees",
+     nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyObject* root_check_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) {
   static const char* names[] = {"root", "members", nullptr};
@@ -1217,6 +1380,7 @@ PyObject* root_check_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   new (&self->checks) std::vector<MemberCheck>(std::move(checks));
+  new (&self->remembrance) Remembrance();
   self->vectorcall = root_check_call;
   self->root = Py_NewRef(root);
   self->members = Py_NewRef(members);
@@ -1232,6 +1396,7 @@ int root_check_traverse(PyObject* obj, visitproc visit, void* arg) {
 
 int root_check_clear(PyObject* obj) {
   auto* self = reinterpret_cast<RootCheck*>(obj);
+  self->remembrance.memo.reset();
   self->checks.clear();  // they point into `members`
   Py_CLEAR(self->root);
   Py_CLEAR(self->members);
@@ -1243,6 +1408,7 @@ void root_check_dealloc(PyObject* obj) {
   PyObject_GC_UnTrack(obj);
   root_check_clear(obj);
   self->checks.~vector();
+  self->remembrance.~Remembrance();
   Py_TYPE(obj)->tp_free(obj);
 }
 
@@ -1355,6 +1521,7 @@ PyModuleDef module_def = {
 
 PyMODINIT_FUNC STENOGRAPH_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() {
   ModuleCheckType.tp_getset = module_check_getset;
+  RootCheckType.tp_getset = root_check_getset;
   if (!ready(
           TensorCheckType,
           "stenograph.TensorCheck",
@@ -1401,6 +1568,10 @@ PyMODINIT_FUNC STENOGRAPH_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() {
 #if PY_VERSION_HEX >= 0x030C0000
   dict_watcher = PyDict_AddWatcher(on_watched_dict_event);
   if (dict_watcher < 0) {  // every slot taken: trees are checked in full on every call
+    PyErr_Clear();
+  }
+  function_watcher = PyFunction_AddWatcher(on_function_event);
+  if (function_watcher < 0) {  // every slot taken: functions' code and defaults are read again
     PyErr_Clear();
   }
 #endif

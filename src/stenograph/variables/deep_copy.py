@@ -23,7 +23,7 @@ from .class_lookup import MISSING, class_attribute
 from .containers import DictVariable, ListVariable, TupleVariable
 from .frame_objects import NNModuleVariable, UserObjectVariable
 from .symbolic import SymNodeVariable
-from .trace_rules import is_literal
+from .trace_rules import is_builtin_class, is_literal
 from .user_classes import NewObjectVariable
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def _copy_object(frame: Frame, cls: type, attrs: Variable, key: int, memo: dict[
 def _check_plain_class(frame: Frame, cls: type) -> None:
     """`cls` copies through `object`'s protocol (guarded on the class: a class that later gains
     `__deepcopy__` recompiles)."""
-    if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
+    if any(is_builtin_class(base) and base is not object for base in cls.__mro__):
         raise Unsupported(f"copy.deepcopy of a {cls.__qualname__} object (a builtin base)")
     if any("__slots__" in vars(base) for base in cls.__mro__):
         raise Unsupported(f"copy.deepcopy of a {cls.__qualname__} object (its class uses __slots__)")

@@ -248,13 +248,17 @@ class UserObjectVariable(Variable):
         frame.output.side_effects.attribute_written(self, name, DELETED, raw=raw)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
-        from .exceptions import TracedException, is_attribute_error
-
         if not self._traces_reads(frame):
             return self._lookup(frame, name, computed=True)
         # the class computes reads, and the trace changed the object: its `__getattribute__` and
         # `__getattr__` are inlined, so what they compute sees the trace's writes
+        return self._hooked_getattr(frame, name)
+
+    def _hooked_getattr(self, frame: Frame, name: str) -> Variable:
+        """The read through the class's own `__getattribute__` and `__getattr__`, inlined."""
+        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
+        from .exceptions import TracedException, is_attribute_error
+
         getattribute = self._attribute_hook(frame, "__getattribute__")
         fallback = self._attribute_hook(frame, "__getattr__")
         try:
@@ -311,9 +315,29 @@ class UserObjectVariable(Variable):
             try:
                 value = getattr(obj, name)
             except AttributeError:
-                raise self._missing(frame, name) from None
+                raise self._absent_through_hooks(frame, name) from None
             return wrap(frame, value, AttrSource(self.source, name))
         raise self._missing(frame, name, computed=computed)
+
+    def _absent_through_hooks(self, frame: Frame, name: str) -> Exception:
+        """The error for an attribute the class's own lookup hooks do not find (a config's
+        `hasattr(config, "sliding_window")`). The hooks are inlined, so the absence is guarded by
+        what they read (dicts and classes, which native checks look up and remember) instead of
+        by calling them again on each call (microseconds each: a Python frame and an exception).
+        Hooks the trace cannot follow without leaving effects or nodes fall back to that."""
+        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
+        from .exceptions import TracedException, is_attribute_error
+
+        output = frame.output
+        before = (output.side_effects.count(), len(output.graph.nodes))
+        try:
+            self._hooked_getattr(frame, name)
+        except (Unsupported, TracedException) as e:
+            if is_attribute_error(e):
+                return e
+            if (output.side_effects.count(), len(output.graph.nodes)) != before:
+                raise
+        return self._missing(frame, name)
 
     def _missing(self, frame: Frame, name: str, *, computed: bool = True) -> Unsupported:
         """The error for an attribute the object lacks; `hasattr` and `getattr` with a default

@@ -270,12 +270,23 @@ TORCH_CLASSES = (
 )
 
 
+def is_builtin_class(klass: type) -> bool:
+    """A class of Python's own (int, dict, ValueError): a static type in `builtins`. A class a
+    program made is a heap type, even one whose `__module__` says "builtins" (a class statement
+    run by `exec` with globals lacking `__name__`)."""
+    return getattr(klass, "__module__", None) == "builtins" and not klass.__flags__ & _HEAP_TYPE
+
+
+# `Py_TPFLAGS_HEAPTYPE`: the class was made at run time (a class statement, `type(...)`)
+_HEAP_TYPE = 1 << 9
+
+
 def is_user_class(value: type) -> bool:
     """Classes whose instances may be created while tracing (not builtins, not torch's)."""
     module = getattr(value, "__module__", "") or ""
     if issubclass(value, BaseException):
         return True  # exceptions are raised and caught inside traced code
-    return module != "builtins" and not (module == "torch" or module.startswith("torch."))
+    return not is_builtin_class(value) and not (module == "torch" or module.startswith("torch."))
 
 
 def is_plain_function_class(cls: type) -> bool:

@@ -25,7 +25,7 @@ from .base import ConstantVariable, Variable, constant
 from .class_lookup import MISSING, class_attribute, class_lookup
 from .descriptors import has_python_method, is_data_descriptor, run_descriptor
 from .frame_objects import UserObjectVariable
-from .trace_rules import TORCH_CLASSES, is_literal, is_plain_function_class, is_user_class
+from .trace_rules import TORCH_CLASSES, is_builtin_class, is_literal, is_plain_function_class, is_user_class
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -36,7 +36,7 @@ _MODELLED_BASES = (object, dict, collections.OrderedDict, BaseException)
 
 
 def _is_builtin_class(klass: type) -> bool:
-    return klass.__module__ == "builtins" or klass is collections.OrderedDict
+    return is_builtin_class(klass) or klass is collections.OrderedDict
 
 
 def _builtin_base(cls: type) -> type:
