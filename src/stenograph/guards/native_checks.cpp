@@ -829,6 +829,24 @@ bool know_object(TreeMemo* memo, PyObject* object) {
   return true;
 }
 
+// Records `type` with its version tag, once (an immutable type, `type` itself for one, cannot
+// change); false if it has no tag (none could be given).
+bool know_class(TreeMemo* memo, PyTypeObject* type) {
+  if (type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE) {
+    return true;
+  }
+  if (type->tp_version_tag == 0) {
+    return false;
+  }
+  for (const KnownClass& known : memo->classes) {
+    if (known.type == type) {
+      return true;
+    }
+  }
+  memo->classes.push_back(KnownClass{type, type->tp_version_tag});
+  return true;
+}
+
 // Whether `getattr(value, name)` is what the MRO of `value`, a class, holds under `name` (and
 // stays so while its version tag and its metaclass's hold): type's own attribute lookup, no
 // attribute of that name on the metaclass, and the one found not bound on the way (a function,
@@ -844,12 +862,7 @@ bool pin_class_attribute(TreeMemo* memo, PyObject* value, PyObject* name) {
   if (found == nullptr || (Py_TYPE(found)->tp_descr_get != nullptr && !PyFunction_Check(found))) {
     return false;
   }
-  if (cls->tp_version_tag == 0 || meta->tp_version_tag == 0) {  // none could be given
-    return false;
-  }
-  memo->classes.push_back(KnownClass{cls, cls->tp_version_tag});
-  memo->classes.push_back(KnownClass{meta, meta->tp_version_tag});
-  return true;
+  return know_class(memo, cls) && know_class(memo, meta);
 }
 
 // Whether the field `slot` of `value` stays as it is while the memo holds: a function's closure
@@ -931,6 +944,17 @@ int recorded_verdict(const MemberCheck& check, PyObject* value, bool pinned, Tre
   int verdict = compare(check, value, nested);
   Py_DECREF(value);
   return verdict;
+}
+
+// 1, 0 or -1 as compare(), for `check`, a member of a RootCheck, on its `root`; recorded into
+// `memo` when it is not nullptr.
+int check_root_member(PyObject* root, const MemberCheck& check, TreeMemo* memo) {
+  bool pinned = memo != nullptr && pin_step(memo, root, check.steps[0]);
+  PyObject* value = take_step(root, check.steps[0]);
+  if (memo == nullptr) {
+    return check_reached(check, value);
+  }
+  return recorded_verdict(check, value, pinned, memo, Rerun{nullptr, root, nullptr, &check});
 }
 
 // -- ModuleCheck -----------------------------------------------------------------------------
@@ -1174,7 +1198,7 @@ bool memo_holds(const TreeMemo& memo, PyObject* module) {
   for (size_t i = 0; verdict == 1 && memo.epoch == watch_epoch && i < memo.reruns.size(); i++) {
     const Rerun& rerun = memo.reruns[i];
     if (rerun.owner == nullptr) {
-      verdict = check_reached(*rerun.check, take_step(rerun.module, rerun.check->steps[0]));
+      verdict = check_root_member(rerun.module, *rerun.check, nullptr);
     } else if (rerun.check == nullptr) {
       verdict = lacks_missing(rerun.owner, rerun.module, rerun.dict);
     } else {
@@ -1329,10 +1353,7 @@ struct RootCheck {
 
 int root_verdict(RootCheck* self, TreeMemo* memo) {
   for (const MemberCheck& check : self->checks) {
-    bool pinned = memo != nullptr && pin_step(memo, self->root, check.steps[0]);
-    PyObject* value = take_step(self->root, check.steps[0]);
-    int verdict = memo == nullptr ? check_reached(check, value)
-                                  : recorded_verdict(check, value, pinned, memo, Rerun{nullptr, self->root, nullptr, &check});
+    int verdict = check_root_member(self->root, check, memo);
     if (verdict != 1) {
       return verdict;
     }

@@ -270,15 +270,15 @@ TORCH_CLASSES = (
 )
 
 
+# `Py_TPFLAGS_HEAPTYPE`: the class was made at run time (a class statement, `type(...)`)
+_HEAP_TYPE = 1 << 9
+
+
 def is_builtin_class(klass: type) -> bool:
     """A class of Python's own (int, dict, ValueError): a static type in `builtins`. A class a
     program made is a heap type, even one whose `__module__` says "builtins" (a class statement
     run by `exec` with globals lacking `__name__`)."""
     return getattr(klass, "__module__", None) == "builtins" and not klass.__flags__ & _HEAP_TYPE
-
-
-# `Py_TPFLAGS_HEAPTYPE`: the class was made at run time (a class statement, `type(...)`)
-_HEAP_TYPE = 1 << 9
 
 
 def is_user_class(value: type) -> bool:
