@@ -242,3 +242,44 @@ def test_iterator_reachable_twice_keeps_eager_semantics(capsys):
     with pytest.warns(stenograph.StenographWarning, match="iterator reachable by two names"):
         actual = stenograph.compile(_loop_over_a_local_iterator, backend="eager")(torch.zeros(1))
     assert_same(actual, expected)
+
+
+_TRUSTED_MODULE_CODE = """
+def log_then_double(x, rebuilt):
+    if rebuilt:
+        logger.info("buckets rebuilt")
+    return x * 2
+"""
+
+
+class _RecordingLogger:
+    """Another kind of logger object: the trusted module's global rebound to it."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def info(self, message: str) -> None:
+        self.messages.append(message)
+
+
+def test_an_object_global_of_a_torch_module_is_tracked_through_the_global(cnt, caplog):
+    """torch's modules are trusted: their functions and classes are read unguarded. An object
+    global of one (DDP's `logger`, used first thing in a resume function) is tracked and guarded
+    through its global instead of making the frame give up and run eagerly."""
+    import logging
+
+    namespace = {"__name__": "torch._stenograph_test_trusted", "logger": logging.getLogger("stenograph.test.ddp")}
+    exec(_TRUSTED_MODULE_CODE, namespace)
+    fn = namespace["log_then_double"]
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = torch.arange(3.0)
+    with caplog.at_level(logging.INFO, logger="stenograph.test.ddp"):
+        for _ in range(2):
+            assert_same(compiled(x, True), x * 2)
+    assert [r.getMessage() for r in caplog.records] == ["buckets rebuilt"] * 2
+    assert cnt.frame_count == 1  # the multiplication after the logging call's break
+
+    namespace["logger"] = _RecordingLogger()  # the global's type is guarded
+    assert_same(compiled(x, True), x * 2)
+    assert namespace["logger"].messages == ["buckets rebuilt"]
+    assert cnt.frame_count == 2  # recompiled: the logging call is now traced, the rest as before

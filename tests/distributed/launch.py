@@ -1,4 +1,5 @@
-"""Run a test body in several processes joined by a `gloo` process group, on the CPU.
+"""Run a test body in several processes joined by a process group: `gloo` on the CPU, or `nccl`
+with one GPU a process (`device="cuda"`: rank r uses GPU r).
 
 Each worker is a fresh interpreter (`spawn`), so the function must live at module level of an
 importable test module. A worker's return value comes back pickled; an exception in any worker
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
@@ -32,12 +34,18 @@ class WorkerFailed(AssertionError):
     """A worker raised, exited without a result, or the group ran out of time."""
 
 
-def run_workers(fn: Callable[..., Any], *args: Any, world_size: int = 2, timeout: float = 180.0) -> list[Any]:
+def run_workers(
+    fn: Callable[..., Any], *args: Any, world_size: int = 2, timeout: float = 180.0, device: str = "cpu"
+) -> list[Any]:
     """`fn(rank, world_size, *args)` in `world_size` processes; their results, by rank."""
     with tempfile.TemporaryDirectory(prefix="stenograph-dist-") as tmp:
         folder = Path(tmp)
         context = mp.start_processes(
-            _worker, args=(fn, world_size, str(folder), args), nprocs=world_size, join=False, start_method="spawn"
+            _worker,
+            args=(fn, world_size, str(folder), args, device),
+            nprocs=world_size,
+            join=False,
+            start_method="spawn",
         )
         try:
             _join(context, timeout)
@@ -73,9 +81,12 @@ def _join(context: Any, timeout: float) -> None:
             raise WorkerFailed(f"the workers did not finish within {timeout:.0f} s (a hang in a collective?)")
 
 
-def _worker(rank: int, fn: Callable[..., Any], world_size: int, folder: str, args: tuple) -> None:
+def _worker(rank: int, fn: Callable[..., Any], world_size: int, folder: str, args: tuple, device: str) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=world_size)
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+    backend = "nccl" if device == "cuda" else "gloo"
+    dist.init_process_group(backend, init_method=f"file://{folder}/rendezvous", rank=rank, world_size=world_size)
     try:
         outcome = (True, fn(rank, world_size, *args))
     except BaseException:

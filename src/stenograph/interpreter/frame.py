@@ -21,7 +21,7 @@ from ..errors import BreakKind, Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable
-from ..variables.builder import wrap
+from ..variables.builder import SourceNeeded, wrap
 from ..variables.cells import Cell, LazyValue
 from ..variables.compile_regions import call_region, is_region
 from ..variables.exceptions import CallerExceptionVariable
@@ -232,7 +232,13 @@ class Frame:
             if name not in table:
                 raise Unsupported(f"name {name!r} is not defined")
             value, source = table[name], None
-        var = wrap(self, value, source)
+        try:
+            var = wrap(self, value, source)
+        except SourceNeeded:
+            if name not in self.f_globals:
+                raise
+            # an object of a trusted module (its `logger`): tracked, and guarded, as a global
+            var = wrap(self, value, GlobalSource(name, self.f_globals))
         self.output.global_cache[cache_key] = var
         return var
 

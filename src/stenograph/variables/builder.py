@@ -106,6 +106,11 @@ _CONTAINERS = (
 )
 
 
+class SourceNeeded(Unsupported):
+    """An object that can only be tracked as read from somewhere (a user object, followed through
+    its attributes), met without a source."""
+
+
 def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: bool = False) -> Variable:
     """The tracker for `value`, guarded through `source` when there is one (`module_attribute`:
     the value is an attribute of an nn.Module, where ints stay constants)."""
@@ -204,10 +209,10 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
             guards.code_match(source, value)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType):
+        if not isinstance(value.__func__, types.FunctionType):
+            return _wrap_opaque_method(frame, value, source)
         self_source = AttrSource(source, "__self__") if source is not None else None
         self_var = wrap(frame, value.__self__, self_source)
-        if not isinstance(value.__func__, types.FunctionType):
-            raise Unsupported(f"bound method of {type(value.__func__).__name__}")
         fn_source = AttrSource(source, "__func__") if source is not None else None
         if fn_source is not None:
             wrap(frame, value.__func__, fn_source)  # guards the function like any other
@@ -294,7 +299,7 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
     if source is None:
         if _is_inert(value):
             return ConstantVariable(value)  # a sentinel or plain record: compared by identity
-        raise Unsupported(f"{type(value).__qualname__} object with no source")
+        raise SourceNeeded(f"{type(value).__qualname__} object with no source")
     return UserObjectVariable(value, source, lambda: guards.type_match(source, value))
 
 
@@ -313,6 +318,19 @@ def _wrap_partial(frame: Frame, value: functools.partial, source: Source | None)
     args = [part(a, "args", i) for i, a in enumerate(value.args)]
     kwargs = {k: part(v, "keywords", k) for k, v in value.keywords.items()}
     return PartialVariable(fn, args, kwargs, source)
+
+
+def _wrap_opaque_method(frame: Frame, value: types.MethodType, source: Source | None) -> Variable:
+    """A method object binding a function that is not Python code (a pybind11 class's method,
+    `reducer.prepare_for_forward`, read before a graph break and handed to the resume function).
+    It is a new object on every call, so it is guarded by its type and its function's identity;
+    calling it is a graph break, where Python calls the method object itself."""
+    if source is None:
+        raise Unsupported(f"bound method of {type(value.__func__).__name__} with no source")
+    guards = frame.output.guards
+    guards.type_match(source, value)
+    guards.id_match(AttrSource(source, "__func__"), value.__func__)
+    return OpaqueCallableVariable(value, source)
 
 
 def _is_bound_c_method(value: Any) -> bool:

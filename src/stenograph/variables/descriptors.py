@@ -33,6 +33,12 @@ def is_data_descriptor(attr: Any) -> bool:
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
+def is_instance_method(attr: Any) -> bool:
+    """A C `instancemethod` wrapper, as pybind11 stores a class's methods: binding it runs no code,
+    it makes a bound method of its C function."""
+    return type(attr).__name__ == "instancemethod" and type(attr).__module__ == "builtins"
+
+
 def has_python_method(attr: Any, method: str) -> bool:
     """Whether `attr` answers `method` (`__get__`, `__set__`, `__delete__`) with Python code the
     tracer can inline: a property's function, or its class's own method."""

@@ -28,7 +28,7 @@ from ..guards.sources import (
 from ..module_hooks import HOOK_TABLES, global_hook_ids, has_backward_hooks, has_global_hooks, has_module_hooks
 from .base import ConstantVariable, Variable, constant
 from .class_lookup import MISSING, class_attribute
-from .descriptors import has_python_method, is_data_descriptor, run_descriptor
+from .descriptors import has_python_method, is_data_descriptor, is_instance_method, run_descriptor
 from .trace_rules import is_literal, is_trusted_module
 
 if TYPE_CHECKING:
@@ -96,6 +96,10 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
     known = (property, staticmethod, classmethod, types.FunctionType, int, float, str, bool, tuple)
     if not is_data_descriptor(cls_attr):  # a data descriptor wins over the instance's __dict__
         guard_not_shadowed(frame, obj_var, name)
+    if is_instance_method(cls_attr) and obj_var.source is not None:
+        # a pybind11 class's method (`reducer.prepare_for_forward`): bound for real, as nothing
+        # runs, and guarded through the attribute; calling it is the graph break
+        return wrap(frame, cls_attr.__get__(obj, cls), AttrSource(obj_var.source, name))
     if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
         if not has_python_method(cls_attr, "__get__"):
             raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")

@@ -363,6 +363,8 @@ class OpaqueCallableVariable(Variable):
         self.source = source
 
     def describe(self) -> str:
+        if isinstance(self.fn, types.MethodType):  # a pybind11 method's __qualname__ names its capsule
+            return f"method {type(self.fn.__self__).__qualname__}.{getattr(self.fn.__func__, '__name__', '?')}"
         return f"{type(self.fn).__qualname__} {getattr(self.fn, '__qualname__', '')}".strip()
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
