@@ -5,6 +5,8 @@ step. Each test is one spawn running every scenario in turn (a spawn costs secon
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,6 +18,7 @@ from stenograph.testing import CompileCounterWithBackend
 
 from .ddp_models import EncoderStack, TinyTransformer, compiled_function_nodes, expected_pieces, module_bytes
 from .launch import run_workers
+from .recording import CompileRecord
 
 STEPS = 5
 MODELS = {"tiny": TinyTransformer, "encoder": EncoderStack}
@@ -58,19 +61,29 @@ def _train(
             opt = _optimizer(optimizer, net.parameters())
             data = torch.Generator().manual_seed(100 + rank)
             run: dict = {"losses": [], "graphs": [], "nodes": [], "grads": None}
-            for _ in range(STEPS):
-                x, target = torch.randn(2, 5, 8, generator=data), torch.randn(2, 5, 4, generator=data)
-                loss = F.mse_loss(net(x), target)
-                run["nodes"].append(compiled_function_nodes(loss))
-                loss.backward()
-                if run["grads"] is None:
-                    run["grads"] = [p.grad.clone() for p in model.parameters() if p.grad is not None]
-                opt.step()
-                opt.zero_grad()
-                run["losses"].append(loss.item())
-                run["graphs"].append(counter.frame_count)
+            record = CompileRecord()
+            with record, warnings.catch_warnings():
+                warnings.simplefilter("error", stenograph.StenographWarning)  # no frame may give up
+                _steps(net, model, opt, data, counter, run)
+            run["breaks"] = sorted(set(record.breaks))
         results[f"{wrap}-{'split' if optimize else 'whole'}"] = run
     return results
+
+
+def _steps(net: nn.Module, model: nn.Module, opt: torch.optim.Optimizer, data: torch.Generator, counter, run: dict):
+    """STEPS training steps, recorded into `run`: losses, graphs so far, compiled autograd nodes,
+    and the first step's gradients."""
+    for _ in range(STEPS):
+        x, target = torch.randn(2, 5, 8, generator=data), torch.randn(2, 5, 4, generator=data)
+        loss = F.mse_loss(net(x), target)
+        run["nodes"].append(compiled_function_nodes(loss))
+        loss.backward()
+        if run["grads"] is None:
+            run["grads"] = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        opt.step()
+        opt.zero_grad()
+        run["losses"].append(loss.item())
+        run["graphs"].append(counter.frame_count)
 
 
 def _check_as_eager(results: dict[str, dict], pieces: int) -> None:
@@ -86,6 +99,17 @@ def _check_as_eager(results: dict[str, dict], pieces: int) -> None:
         expected = pieces if name.endswith("split") else 1
         assert run["graphs"] == [expected] * STEPS, name
         assert run["nodes"] == [expected] * STEPS, name
+        if name.startswith("outer"):
+            # DDP's forward around the captured module: its bookkeeping runs as one call before and
+            # one after (its reducer's C methods are not breaks of their own), and the context
+            # DDP runs the module in is entered and left eagerly
+            assert all(
+                "DDP's bookkeeping" in reason or "_inside_ddp_forward" in reason or "next() on generator" in reason
+                for reason in run["breaks"]
+            ), (name, run["breaks"])
+            assert sum("DDP's bookkeeping" in reason for reason in run["breaks"]) == 2, (name, run["breaks"])
+        else:
+            assert run["breaks"] == [], (name, run["breaks"])
 
 
 def test_tiny_transformer_trains_as_eager_ddp_split_at_its_buckets():

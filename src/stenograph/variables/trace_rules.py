@@ -21,7 +21,8 @@ The order in which `builder.wrap` consults these rules for a callable (the first
    tracing; any other class is a constant.
 7. Python functions are inlined when called, unless `untraced_library` names the library they
    belong to (`NOT_TRACED` top-level packages, `NOT_TRACED_TORCH` torch packages,
-   `NOT_TRACED_AUTOGRAD` modules): those calls break the graph and run eagerly (the break writer
+   `NOT_TRACED_AUTOGRAD` modules, `NOT_TRACED_FUNCTIONS` single functions): those calls break
+   the graph and run eagerly (the break writer
    asks the same rule to decide whether the callee is compiled as a frame of its own).
 8. Any other object read from the frame is a user object (attributes traced through its class);
    a C callable unknown to these rules breaks.
@@ -135,6 +136,15 @@ NOT_TRACED_AUTOGRAD = frozenset({
 })  # fmt: skip
 
 
+# single functions that run eagerly as one call although their module is traced: DDP's bookkeeping
+# before and after its module's forward, calls into its C++ reducer and logger (traced, each would
+# be a graph break of its own, five a step); the module's forward between them is still captured
+NOT_TRACED_FUNCTIONS = {
+    ("torch.nn.parallel.distributed", "DistributedDataParallel._pre_forward"): "DDP's bookkeeping",
+    ("torch.nn.parallel.distributed", "DistributedDataParallel._post_forward"): "DDP's bookkeeping",
+}
+
+
 def untraced_library(fn: Any) -> str | None:
     """The library `fn` belongs to when it is one whose calls break the graph, else None. A
     Python function whose code lies in one of torch's untraced packages belongs to it too, when
@@ -143,6 +153,9 @@ def untraced_library(fn: Any) -> str | None:
     if getattr(fn, "_wrapped_by_lr_sched", False):
         return None  # an LR scheduler's wrapper of `optimizer.step` (it marks the step as called)
     module = getattr(fn, "__module__", None) or ""
+    single = NOT_TRACED_FUNCTIONS.get((module, getattr(fn, "__qualname__", None)))
+    if single is not None:
+        return single
     top = module.split(".")[0]
     if top in NOT_TRACED:
         return top
