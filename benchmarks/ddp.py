@@ -184,13 +184,18 @@ def worker(rank: int, world_size: int, folder: str, args: argparse.Namespace) ->
                 _sync(device)
                 rates[i].append(args.steps / (time.perf_counter() - start))
         if rank == 0:
-            _print_table(args, world_size, runs, rates, compile_s)
+            _print_table(args, world_size, names, runs, rates, compile_s)
     finally:
         dist.destroy_process_group()
 
 
 def _print_table(
-    args: argparse.Namespace, world_size: int, runs: list[Run], rates: list[list[float]], compile_s: list[float]
+    args: argparse.Namespace,
+    world_size: int,
+    names: list[tuple[str, str | None, bool, str]],
+    runs: list[Run],
+    rates: list[list[float]],
+    compile_s: list[float],
 ) -> None:
     backend = "nccl" if args.device == "cuda" else "gloo"
     print(
@@ -200,7 +205,6 @@ def _print_table(
     )
     header = f"{'compiler':<15}{'wrap':<7}{'split':<7}{'pieces':>7}{'steps/s':>10}{'min':>9}{'max':>9}"
     print(f"{header}{'warm-up s':>11}{'st/tc':>8}")
-    names = configs(args.wrap, args.split, args.fsdp)
     rate_of = {(compiler, split, wrap): rate for (_, compiler, split, wrap), rate in zip(names, rates)}
     for (name, compiler, split, wrap), run, rate, warm in zip(names, runs, rates, compile_s):
         pieces = str(run.counter.frame_count) if run.counter else "-"

@@ -283,3 +283,29 @@ def test_an_object_global_of_a_torch_module_is_tracked_through_the_global(cnt, c
     assert_same(compiled(x, True), x * 2)
     assert namespace["logger"].messages == ["buckets rebuilt"]
     assert cnt.frame_count == 2  # recompiled: the logging call is now traced, the rest as before
+
+
+def _log_through_a_torch_module(x, module):
+    y = x + 1
+    module.logger.info("through the module")
+    return y * 2
+
+
+def test_an_object_attribute_of_a_torch_module_is_tracked_through_the_module(cnt, caplog):
+    """The same for an attribute of a torch module read through the module (`distributed.logger`):
+    the one break is the logging call, not the attribute read."""
+    import logging
+    import types
+
+    module = types.ModuleType("torch._stenograph_test_trusted_attribute")
+    module.logger = logging.getLogger("stenograph.test.module")
+    explanation = stenograph.explain(_log_through_a_torch_module)(torch.ones(2), module)
+    assert [reason.reason for reason in explanation.break_reasons] == [
+        "call to logging.Logger.info (logging is not traced)"
+    ]
+    compiled = stenograph.compile(_log_through_a_torch_module, backend=cnt)
+    with caplog.at_level(logging.INFO, logger="stenograph.test.module"):
+        for _ in range(2):
+            assert_same(compiled(torch.ones(2), module), (torch.ones(2) + 1) * 2)
+    assert [r.getMessage() for r in caplog.records] == ["through the module"] * 2
+    assert cnt.frame_count == 2

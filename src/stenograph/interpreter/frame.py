@@ -13,15 +13,13 @@ import traceback
 import types
 from typing import Any
 
-import torch
-
 from .. import config
 from ..bytecode.instructions import Instr, decoded
 from ..errors import BreakKind, Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable
-from ..variables.builder import SourceNeeded, wrap
+from ..variables.builder import wrap, wrap_trusted_member
 from ..variables.cells import Cell, LazyValue
 from ..variables.compile_regions import call_region, is_region
 from ..variables.exceptions import CallerExceptionVariable
@@ -221,24 +219,16 @@ class Frame:
         cached = self.output.global_cache.get(cache_key)
         if cached is not None:
             return cached
-        if name in self.f_globals:
-            value = self.f_globals[name]
-            source = None if self.trusted else GlobalSource(name, self.f_globals)
-            if source is None and not is_literal(value) and _needs_source(value):
-                source = GlobalSource(name, self.f_globals)
+        if name in self.f_globals and self.trusted:
+            var = wrap_trusted_member(self, self.f_globals[name], self.f_globals, name)
+        elif name in self.f_globals:
+            var = wrap(self, self.f_globals[name], GlobalSource(name, self.f_globals))
         else:
             builtins = self.f_globals.get("__builtins__", __builtins__)
             table = builtins if isinstance(builtins, dict) else builtins.__dict__
             if name not in table:
                 raise Unsupported(f"name {name!r} is not defined")
-            value, source = table[name], None
-        try:
-            var = wrap(self, value, source)
-        except SourceNeeded:
-            if name not in self.f_globals:
-                raise
-            # an object of a trusted module (its `logger`): tracked, and guarded, as a global
-            var = wrap(self, value, GlobalSource(name, self.f_globals))
+            var = wrap(self, table[name], None)
         self.output.global_cache[cache_key] = var
         return var
 
@@ -345,8 +335,3 @@ def _frame_line(code: types.CodeType, inst: Instr | None) -> str:
         end_colno=positions.end_col_offset if positions is not None else None,
     )
     return "".join(traceback.StackSummary.from_list([summary]).format())
-
-
-def _needs_source(value: Any) -> bool:
-    """Values in trusted modules that still need a source to be used (tensors)."""
-    return isinstance(value, torch.Tensor)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from ..guards.sources import AttrSource, ItemSource
+from ..guards.sources import AttrSource, GlobalSource, ItemSource
 from ..marks import (
     graph_break,
     is_allowed_in_graph,
@@ -107,8 +107,8 @@ _CONTAINERS = (
 
 
 class SourceNeeded(Unsupported):
-    """An object that can only be tracked as read from somewhere (a user object, followed through
-    its attributes), met without a source."""
+    """A value that can only be tracked as read from somewhere (a tensor, a user object followed
+    through its attributes), met without a source."""
 
 
 def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: bool = False) -> Variable:
@@ -122,7 +122,7 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
         return special
     if isinstance(value, torch.Tensor):
         if source is None:
-            raise Unsupported("a tensor with no known source (e.g. a tensor global of a library)")
+            raise SourceNeeded("a tensor with no known source (e.g. a tensor global of a library)")
         return frame.output.tensor_input(value, source)
     if isinstance(value, enum.Enum):
         if source is not None:
@@ -301,6 +301,16 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
             return ConstantVariable(value)  # a sentinel or plain record: compared by identity
         raise SourceNeeded(f"{type(value).__qualname__} object with no source")
     return UserObjectVariable(value, source, lambda: guards.type_match(source, value))
+
+
+def wrap_trusted_member(frame: Frame, value: Any, namespace: dict, name: str) -> Variable:
+    """`namespace[name]` of a trusted module (torch's: its globals or its attributes), read
+    unguarded; a value that can only be tracked through where it was read (a tensor, an object
+    such as DDP's module `logger`) is read, and guarded, through the module's dict."""
+    try:
+        return wrap(frame, value, None)
+    except SourceNeeded:
+        return wrap(frame, value, GlobalSource(name, namespace))
 
 
 def _wrap_partial(frame: Frame, value: functools.partial, source: Source | None) -> Variable:

@@ -899,7 +899,7 @@ class PythonModuleVariable(Variable):
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         # cycle: variables.builder imports variables.frame_objects at module level
-        from .builder import wrap
+        from .builder import wrap, wrap_trusted_member
 
         module = self.value_object
         trusted = is_trusted_module(module.__name__)
@@ -911,9 +911,9 @@ class PythonModuleVariable(Variable):
             raise Unsupported(
                 f"module {module.__name__} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE
             ) from None
-        # torch's own namespaces are not monkeypatched at run time: no guard on their members
-        source = None if trusted or self.source is None else AttrSource(self.source, name)
-        return wrap(frame, value, source)
+        if trusted:  # torch's own namespaces are not monkeypatched at run time: no guard on their members
+            return wrap_trusted_member(frame, value, vars(module), name)
+        return wrap(frame, value, AttrSource(self.source, name) if self.source is not None else None)
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.value_object, "module")

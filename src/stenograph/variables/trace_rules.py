@@ -22,8 +22,8 @@ The order in which `builder.wrap` consults these rules for a callable (the first
 7. Python functions are inlined when called, unless `untraced_library` names the library they
    belong to (`NOT_TRACED` top-level packages, `NOT_TRACED_TORCH` torch packages,
    `NOT_TRACED_AUTOGRAD` modules, `NOT_TRACED_FUNCTIONS` single functions): those calls break
-   the graph and run eagerly (the break writer
-   asks the same rule to decide whether the callee is compiled as a frame of its own).
+   the graph and run eagerly (the break writer asks the same rule to decide whether the callee
+   is compiled as a frame of its own).
 8. Any other object read from the frame is a user object (attributes traced through its class);
    a C callable unknown to these rules breaks.
 
