@@ -20,7 +20,7 @@ mode, forward only, grad mode on). Everything runs in one process on the same mo
     python benchmarks/transformer_block.py --device cpu --modes default --iters 5 --rounds 7
 
 With cold caches one max-autotune compile of this block took 200-225 s on an H200, so each
-max-autotune mode needs a command of its own to stay under 10 minutes (docs/benchmarks.md).
+max-autotune mode needs a command of its own to stay under 10 minutes (docs/benchmarks-history.md).
 `--no-grad` runs the block under torch.no_grad() (not the seed's setting), so that no forward
 leaves a backward pending, which holds back Inductor's CUDA-graph trees.
 

@@ -2,6 +2,8 @@
 
 from . import compiler, config, errors, testing
 from .api import (
+    DisabledModule,
+    GuardFail,
     OptimizedModule,
     allow_in_graph,
     assume_constant_result,
@@ -14,6 +16,7 @@ from .api import (
     is_exporting,
     nested_compile_region,
     optimize,
+    optimize_assert,
     reset,
     run,
     set_stance,
@@ -35,9 +38,12 @@ from .observability.explain import ExplainOutput, explain
 from .observability.inspection import inspect
 from .observability.logs import set_logs
 from .shapes.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
+from .warm import load_artifacts, save_artifacts
 
 __all__ = [
     "BreakKind",
+    "DisabledModule",
+    "GuardFail",
     "OptimizedModule",
     "StenographError",
     "StenographWarning",
@@ -63,16 +69,19 @@ __all__ = [
     "is_compiling",
     "is_exporting",
     "list_backends",
+    "load_artifacts",
     "lookup_backend",
     "mark_dynamic",
     "mark_static",
     "maybe_mark_dynamic",
     "nested_compile_region",
     "optimize",
+    "optimize_assert",
     "RecompileError",
     "register_backend",
     "reset",
     "run",
+    "save_artifacts",
     "set_default_backend",
     "set_logs",
     "set_stance",

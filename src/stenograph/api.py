@@ -9,18 +9,20 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import gc
 import pickle
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import torch
 
-from . import entry, process_state
+from . import config, deferred_release, entry, events, process_state, warm
 from . import stance as stance_state
 from .backends.call_marks import marking_calls, wants_call_marks
-from .backends.registry import get_default_backend, resolve_backend
-from .errors import StenographError
+from .backends.registry import get_default_backend, lookup_backend, resolve_backend
+from .errors import FailOnRecompileLimitHit, RecompileError, StenographError
 from .graph.codegen import in_compiled_code
 from .marks import (
     allow_in_graph,
@@ -29,6 +31,7 @@ from .marks import (
     graph_break,
     is_allowed_in_graph,
     is_compiling,
+    is_disabled,
     is_exporting,
     mark_disabled,
     nested_compile_region,
@@ -74,6 +77,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     def decorate(target: Any) -> Any:
         if disable:
             return target
+        warm.prepare(compiler)
         return _compile_target(target, compiler, name, fullgraph, dynamic, spec)
 
     if model is None:
@@ -81,11 +85,177 @@ def compile(  # noqa: A001 - mirrors torch.compile
     return decorate(model)
 
 
-def optimize(backend: Any = "inductor", *, nopython: bool = False, dynamic: bool | None = None) -> Callable:
-    """Decorator form of `compile` (torch._dynamo.optimize): `@optimize("eager")`."""
+# torch._dynamo.optimize's arguments that stenograph does not take, and why
+_OPTIMIZE_NOT_TAKEN = {
+    "guard_filter_fn": "stenograph checks every guard of an entry (one generated function per entry)",
+    "recompile_limit": "set stenograph.config.recompile_limit (one limit for every function)",
+    "package": "stenograph keeps no compiled code between processes",
+    "isolate_recompiles": "each function's entries are its own already",
+    "shapes_spec": "declare dynamic sizes with stenograph.mark_dynamic (or export's dynamic_shapes=)",
+}
+
+
+def optimize(
+    backend: Any = "inductor",
+    *,
+    nopython: bool = False,
+    error_on_graph_break: bool | None = None,
+    guard_export_fn: Callable[[Any], None] | None = None,
+    guard_fail_fn: Callable[[GuardFail], None] | None = None,
+    disable: bool = False,
+    dynamic: bool | None = None,
+    **not_taken: Any,
+) -> _Optimize:
+    """`torch._dynamo.optimize` (torch 2.13's arguments; its behaviour is the contract): a
+    decorator compiling what it is applied to with `backend`.
+
+    `nopython=True` (or `error_on_graph_break=True`) makes a graph break an error, as
+    `compile(fullgraph=True)`; `disable=True` leaves the target as it is. `guard_fail_fn` is
+    called with a `GuardFail(reason, orig_code)` each time a frame this compiles is compiled again
+    because its newest entry's guards failed (the reason prefixed by that entry's compile id, as
+    torch's); `guard_export_fn` with the `ExportGuards` of each entry that holds a graph (their
+    `check()` takes the entry's guard arguments: a closure's cells first). An exception either
+    raises is a warning, as in torch. Used as a context manager it raises (see `_Optimize`)."""
+    if not_taken:
+        reasons = "; ".join(
+            f"{k}: {_OPTIMIZE_NOT_TAKEN.get(k, 'not an argument of torch._dynamo.optimize')}" for k in not_taken
+        )
+        raise TypeError(f"stenograph.optimize() does not take {', '.join(sorted(not_taken))} ({reasons})")
     if callable(backend) and not isinstance(backend, str) and isinstance(backend, torch.nn.Module):
         raise TypeError("optimize() takes a backend; use optimize(backend)(model)")
-    return compile(backend=backend, fullgraph=nopython, dynamic=dynamic)
+    if disable:
+        return _Optimize(lambda target: target, disabled=True)
+    if guard_fail_fn is not None or guard_export_fn is not None:
+        backend = _GuardHooks(
+            lookup_backend(backend) if isinstance(backend, str) else backend, guard_fail_fn, guard_export_fn
+        )
+    return _Optimize(compile(backend=backend, fullgraph=nopython or bool(error_on_graph_break), dynamic=dynamic))
+
+
+def optimize_assert(backend: Any = "inductor", *, dynamic: bool | None = None) -> _Optimize:
+    """`torch._dynamo.optimize_assert`: `optimize(backend, nopython=True)`."""
+    return optimize(backend, nopython=True, dynamic=dynamic)
+
+
+class _Optimize:
+    """What `optimize()` returns: a decorator. Used as a context manager it raises, as torch's
+    does while `config.raise_on_ctx_manager_usage` is set (RuntimeError); torch without it
+    compiles every frame the block runs, through CPython's frame-evaluation hook, which
+    stenograph (pure Python) does not have, so then it raises NotImplementedError."""
+
+    def __init__(self, decorate: Callable[[Any], Any], disabled: bool = False) -> None:
+        self._decorate = decorate
+        self._disabled = disabled
+
+    def __call__(self, target: Any) -> Any:
+        return self._decorate(target)
+
+    def __enter__(self) -> None:
+        if self._disabled:  # `optimize(..., disable=True)` is a no-op, as a block too
+            return
+        if config.raise_on_ctx_manager_usage:
+            raise RuntimeError(
+                "stenograph.optimize(...) is used with a context manager; use it as a decorator "
+                "(@optimize(...)) or call it on the function (optimize(...)(fn))"
+            )
+        raise NotImplementedError(
+            "stenograph.optimize(...) cannot be a context manager: compiling the frames a block runs needs "
+            "CPython's frame-evaluation hook, which stenograph does not use; decorate the functions instead"
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class GuardFail(NamedTuple):
+    """What `optimize(guard_fail_fn=...)` is called with (torch's `GuardFail`): why the newest
+    entry of `orig_code` did not accept a call."""
+
+    reason: str
+    orig_code: types.CodeType
+
+
+class _GuardHooks:
+    """A backend carrying `optimize()`'s guard hooks: compiled caches are per backend object, so
+    the frames compiled through it are told apart by it (`_on_compile_event`)."""
+
+    def __init__(self, compiler: Any, guard_fail_fn: Callable | None, guard_export_fn: Callable | None) -> None:
+        self.compiler = compiler
+        self.guard_fail_fn = guard_fail_fn
+        self.guard_export_fn = guard_export_fn
+        self.__name__ = getattr(compiler, "__name__", type(compiler).__name__)
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+        return self.compiler(gm, example_inputs)
+
+    def __getattr__(self, name: str) -> Any:
+        # what code reads off a backend (Inductor's config_patches) is the compiler's
+        if "compiler" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["compiler"], name)
+
+
+def _hooked_cache(event: events.CompileEvent, hook: str) -> Any:
+    """The hooks of the cache `event` is about, if they include `hook` (a code compiled under
+    several backends has a cache for each: the one that recompiles has just recorded the reason,
+    the one that compiled holds the entry)."""
+    for cache in entry.all_caches():
+        hooks = cache.backend
+        if cache.code is not event.code or not isinstance(hooks, _GuardHooks) or getattr(hooks, hook) is None:
+            continue
+        if isinstance(event, events.FrameCompiled) and cache.entries and cache.entries[-1] is event.entry:
+            return hooks
+        if isinstance(event, events.Recompile) and cache.recompile_reasons[-1:] == [event.reason]:
+            return hooks
+    return None
+
+
+def _call_hook(fn: Callable, argument: Any, label: str) -> None:
+    try:
+        fn(argument)
+    except Exception as e:  # a hook's failure must not change what the call does (torch logs it)
+        warnings.warn(
+            f"stenograph: {fn!r} raised {type(e).__name__}: {e} (for {label})", entry.StenographWarning, stacklevel=2
+        )
+
+
+def _on_compile_event(event: events.CompileEvent) -> None:
+    """torch's recompile switches and `optimize()`'s guard hooks, where the entry wrapper
+    publishes what it does: a Recompile before it compiles again, RunsEagerly when it gives up."""
+    if isinstance(event, events.Recompile):
+        hooks = _hooked_cache(event, "guard_fail_fn")
+        if hooks is not None:
+            reason = f"{event.previous}: {event.reason}" if event.previous is not None else event.reason
+            _call_hook(hooks.guard_fail_fn, GuardFail(reason, event.code), event.label)
+        if config.error_on_recompile:
+            raise RecompileError(
+                f"stenograph: {event.label} would compile again (config.error_on_recompile is set): {event.reason}"
+            )
+    elif isinstance(event, events.FrameCompiled) and event.entry.graph is not None:
+        hooks = _hooked_cache(event, "guard_export_fn")
+        if hooks is not None:
+            _call_hook(hooks.guard_export_fn, _entry_guards(event.entry), event.label)
+    elif (
+        isinstance(event, events.RunsEagerly)
+        and event.cause is events.EagerCause.RECOMPILE_LIMIT
+        and config.fail_on_recompile_limit_hit
+    ):
+        raise FailOnRecompileLimitHit(
+            f"stenograph: {event.label}: {event.reason}, and config.fail_on_recompile_limit_hit makes that an error"
+        )
+
+
+def _entry_guards(cache_entry: Any) -> Any:
+    """A compiled entry's checks as `ExportGuards`, called with the entry's guard arguments."""
+    # cycle: export imports api (its throwaway compile lists a function's graph breaks)
+    from .export import ExportGuards
+
+    guard_set = cache_entry.guard_set
+    explainer = guard_set.build_explainer(cache_entry.code, cache_entry.like, cache_entry.label)
+    return ExportGuards([check.text for check in guard_set.ordered()], cache_entry.guard, explainer, ())
+
+
+events.subscribe(_on_compile_event)
 
 
 class _CompileSpec(NamedTuple):
@@ -101,10 +271,14 @@ class _CompileSpec(NamedTuple):
 def _compile_target(
     target: Any, compiler: Any, name: str, fullgraph: bool, dynamic: bool | None, spec: _CompileSpec | None = None
 ) -> Any:
+    if isinstance(target, DisabledModule) or is_disabled(target):
+        return target  # disabled stays disabled, as torch's does when compiled
     if isinstance(target, OptimizedModule):
         target = target._orig_mod
     if isinstance(target, torch.nn.Module):
         return OptimizedModule(target, compiler, name, fullgraph, dynamic, spec=spec)
+    if isinstance(target, type):
+        return _compile_class(target, compiler, name, fullgraph, dynamic)
     original = getattr(target, "__stenograph_original__", None)
     if original is not None:
         target = original
@@ -130,6 +304,20 @@ def _user_entry(fn: types.FunctionType, compiler: Any, name: str, fullgraph: boo
     """The entry wrapper of a function the user compiled; it marks calls for CUDA graphs."""
     wrapper = entry.entry_wrapper(fn, compiler, name, fullgraph, dynamic)
     return marking_calls(wrapper) if wants_call_marks(compiler) else wrapper
+
+
+def _compile_class(cls: type, compiler: Any, name: str, fullgraph: bool, dynamic: bool | None) -> type:
+    """`compile` on a class, as torch's: its `__call__` is compiled (an `nn.Module`'s is
+    `nn.Module.__call__`, so forward and hooks are traced together), changing the class in place
+    and returning it, so it works as a class decorator; subclasses inherit the compiled call."""
+    call = class_attribute(cls, "__call__", None)
+    if not isinstance(call, types.FunctionType):
+        raise TypeError(
+            f"stenograph.compile() on a class compiles calls of its instances: {cls.__qualname__} needs a "
+            "Python __call__ (an nn.Module has one)"
+        )
+    cls.__call__ = _user_entry(call, compiler, name, fullgraph, dynamic)
+    return cls
 
 
 def _calling(target: Callable) -> Callable:
@@ -186,9 +374,7 @@ class OptimizedModule(torch.nn.Module):
         spec: _CompileSpec | None = None,
     ) -> None:
         super().__init__()
-        del self.__dict__["training"]  # read through to the original module
-        object.__setattr__(self, "_orig_mod", mod)
-        object.__setattr__(self, "_compile_spec", spec)
+        self._hold(mod, spec)
         forward = type(mod).forward
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"{type(mod).__qualname__}.forward is not a Python function")
@@ -200,6 +386,12 @@ class OptimizedModule(torch.nn.Module):
             if not isinstance(call, types.FunctionType):
                 raise TypeError(f"{type(mod).__qualname__}.__call__ is not a Python function")
             object.__setattr__(self, "_compiled_call", _user_entry(call, compiler, backend_name, fullgraph, dynamic))
+
+    def _hold(self, mod: torch.nn.Module, spec: _CompileSpec | None) -> None:
+        """Wrap `mod`: its attributes (`training` too) are read through the wrapper."""
+        del self.__dict__["training"]
+        object.__setattr__(self, "_orig_mod", mod)
+        object.__setattr__(self, "_compile_spec", spec)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._orig_mod
@@ -264,8 +456,35 @@ class OptimizedModule(torch.nn.Module):
     def __deepcopy__(self, memo: dict) -> OptimizedModule:
         """A compiled deep copy of the original module, with the same backend object (a counting
         backend keeps counting); compiled code is not copied."""
-        reduced = self.__reduce__()[1]
-        return _compile_again(copy.deepcopy(reduced[0], memo), *reduced[1:])
+        rebuild, (mod, *arguments) = self.__reduce__()
+        return rebuild(copy.deepcopy(mod, memo), *arguments)
+
+
+class DisabledModule(OptimizedModule):
+    """`disable(module)`: calling it runs the module as eager does (its hooks included), also
+    from compiled code, where the call is a graph break, as torch's disabled modules do. It
+    wraps the module as `OptimizedModule` does (attributes, state_dict keys, parameters).
+
+    Its forward is an attribute of the instance, not of the class: a module called at a graph
+    break whose class has its forward is compiled as a frame of its own."""
+
+    def __init__(self, mod: torch.nn.Module, reason: str | None = None) -> None:
+        torch.nn.Module.__init__(self)
+        self._hold(mod, None)
+        object.__setattr__(self, "_disable_reason", reason)
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            return mod(*args, **kwargs)
+
+        mark_disabled(forward, reason)
+        object.__setattr__(self, "forward", forward)
+        object.__setattr__(self, "_compiled_forward", forward)
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        return (DisabledModule, (self._orig_mod, self._disable_reason))
+
+    def __repr__(self) -> str:
+        return f"DisabledModule({self._orig_mod!r})"
 
 
 def _is_data_descriptor(attribute: Any) -> bool:
@@ -293,13 +512,17 @@ for _name in _DELEGATED:
     setattr(OptimizedModule, _name, _delegate(_name))
 
 
-def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str | None = None) -> Callable:
+def disable(fn: Any = None, recursive: bool = True, *, reason: str | None = None) -> Any:
     """Run `fn` eagerly, also when it is called from compiled code (a graph break there, whose
-    reason quotes `reason`)."""
+    reason quotes `reason`). As torch's: a function gives a disabled wrapper; an `nn.Module`
+    instance a `DisabledModule` (its hooks run eagerly too); a class is changed in place so that
+    calls of its instances are disabled (`@disable` on a class)."""
     if fn is None:
         return functools.partial(disable, recursive=recursive, reason=reason)
     if isinstance(fn, torch.nn.Module):
-        raise TypeError("stenograph.disable() takes a function; disable a module's forward instead")
+        return DisabledModule(fn, reason)
+    if isinstance(fn, type):
+        return _disable_class(fn, reason)
     if not callable(fn):
         raise TypeError(f"stenograph.disable() needs a callable, got {type(fn).__qualname__}")
     original = getattr(fn, "__stenograph_original__", fn)
@@ -312,6 +535,24 @@ def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str |
     return eager
 
 
+def _disable_class(cls: type, reason: str | None) -> type:
+    """Calls of `cls`'s instances run eagerly: its `__call__` (an nn.Module's, which runs the
+    hooks and forward) replaced by a disabled one, as torch patches it."""
+    call = class_attribute(cls, "__call__", None)
+    if call is None:
+        raise TypeError(
+            f"stenograph.disable() on a class disables calls of its instances; {cls.__qualname__}'s "
+            "instances are not callable (disable the functions or methods instead)"
+        )
+
+    def eager_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return call(self, *args, **kwargs)
+
+    mark_disabled(eager_call, reason)
+    cls.__call__ = eager_call
+    return cls
+
+
 # torch._dynamo.skip's name for it
 skip = disable
 
@@ -320,17 +561,19 @@ def disallow_in_graph(fn: Any) -> Any:
     """Make every call of `fn` a graph break (it runs eagerly between graphs), as
     `torch._dynamo.disallow_in_graph` does. `fn` must be something stenograph records as a graph
     op (a torch function such as `torch.sub`, or one marked `allow_in_graph`); a Python function
-    is traced into instead, and `disable` is what keeps it out of graphs. Survives `reset()`;
-    `allow_in_graph(fn)` undoes it. A list or tuple marks each item."""
+    is traced into instead, and `disable` is what keeps it out of graphs (such a function raises
+    RuntimeError, as torch's). Survives `reset()`; `allow_in_graph(fn)` undoes it. A list or
+    tuple marks each item."""
     if isinstance(fn, (list, tuple)):
         return [disallow_in_graph(f) for f in fn]
     if not callable(fn):
         raise TypeError(f"stenograph.disallow_in_graph() needs a callable, got {type(fn).__qualname__}")
     if not (is_graph_op(fn) or is_allowed_in_graph(fn)):
-        raise TypeError(
-            f"stenograph.disallow_in_graph() takes a function recorded as a graph op (torch.* functions, "
-            f"or ones marked allow_in_graph); {getattr(fn, '__qualname__', fn)!r} is traced into instead: "
-            "use stenograph.disable() to run it eagerly"
+        # torch's error and wording, then what to do instead
+        raise RuntimeError(
+            "disallow_in_graph is expected to be used on an already allowed callable (like torch.* ops): "
+            f"a function stenograph records as a graph op, or one marked allow_in_graph; "
+            f"{getattr(fn, '__qualname__', fn)!r} is traced into instead: use stenograph.disable() to run it eagerly"
         )
     disallow(fn)
     return fn
@@ -468,9 +711,15 @@ def reset() -> None:
     other process state registered in `process_state` (resume functions, module callers, event
     numbering). Memos derived from code objects (decoded instructions) are kept."""
     process_state.clear_all()
+    # what the dropped entries made (generated sources, torch's cache entries) goes with them,
+    # entries in reference cycles included
+    gc.collect()
+    deferred_release.run_pending()
 
 
 __all__ = [
+    "DisabledModule",
+    "GuardFail",
     "OptimizedModule",
     "StenographError",
     "allow_in_graph",
@@ -484,6 +733,7 @@ __all__ = [
     "is_exporting",
     "nested_compile_region",
     "optimize",
+    "optimize_assert",
     "reset",
     "run",
     "set_stance",

@@ -1,13 +1,19 @@
 """Settings that change how stenograph captures and guards.
 
 Read them as `stenograph.config.recompile_limit`; change them by assignment or, scoped, with
-`config.patch(recompile_limit=2)` as a context manager or decorator. Unknown names and values of
-the wrong type raise `InvalidConfig` instead of being silently ignored.
+`config.patch(recompile_limit=2)` as a context manager or decorator. Every name torch 2.13's
+`torch._dynamo.config` has is accepted, so code written for torch.compile runs unchanged: those
+with an equivalent here behave as torch's (`error_on_recompile`, `cache_size_limit`,
+`suppress_errors`, ...), the others are kept but have no effect (docs/supported.md says, for each,
+what stenograph does). Names in neither (typos) and values of the wrong type raise `InvalidConfig`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import difflib
+import hashlib
 import os
 import sys
 import types
@@ -16,7 +22,29 @@ from typing import Any
 from .errors import InvalidConfig
 
 # settings taking a fixed set of values of mixed types (checked by identity for bools and None)
-_CHOICES: dict[str, tuple[Any, ...]] = {"native_guards": ("auto", None, True, False)}
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "native_guards": ("auto", None, True, False),
+    # torch's: True or "ddp_optimizer" split at DDP's buckets, False or "no_optimization" do not
+    "optimize_ddp": (True, False, "ddp_optimizer", "no_optimization"),
+    "automatic_dynamic_shapes_mark_as": ("dynamic", "unbacked"),
+    "side_effect_replay_policy": ("info", "silent", "warn", "error"),
+}
+# torch's spellings of a choice, stored as the value stenograph reads
+_CANONICAL_CHOICE: dict[tuple[str, Any], Any] = {
+    ("optimize_ddp", "ddp_optimizer"): True,
+    ("optimize_ddp", "no_optimization"): False,
+}
+# settings taking values of several types
+_TYPES: dict[str, tuple[type, ...]] = {"cprofile": (bool, str), "dynamo_profiler": (bool, str)}
+_NO_COMPILED_AUTOGRAD = "stenograph has no compiled autograd (backward passes run in the eager autograd engine)"
+# torch's values that ask for what stenograph does not do: refused, not ignored
+_NOT_SUPPORTED: dict[tuple[str, Any], str] = {
+    ("compiled_autograd", True): _NO_COMPILED_AUTOGRAD,
+    ("optimize_ddp", "python_reducer"): f"the Python reducer needs compiled autograd; {_NO_COMPILED_AUTOGRAD}",
+    ("optimize_ddp", "python_reducer_without_compiled_forward"): (
+        f"the Python reducer needs compiled autograd; {_NO_COMPILED_AUTOGRAD}"
+    ),
+}
 
 # STENOGRAPH_NATIVE_GUARDS=auto|1|0 sets the default of `native_guards`
 _NATIVE_ENV = "STENOGRAPH_NATIVE_GUARDS"
@@ -47,7 +75,8 @@ _DEFAULTS: dict[str, Any] = {
     "specialize_float": False,
     # mutations of Python objects made while tracing are replayed after the graph runs
     "replay_side_effects": True,
-    # an internal failure while compiling a frame runs it eagerly instead of raising
+    # an internal failure while compiling a frame runs it eagerly instead of raising (torch's
+    # default is False; stenograph's keeps a model running where its tracer falls short)
     "suppress_errors": True,
     # Tensor.item() becomes a graph value instead of a graph break
     "capture_scalar_outputs": False,
@@ -70,9 +99,256 @@ _DEFAULTS: dict[str, Any] = {
     # (guards/native.py): "auto" (or None) when they build, False never, True always (raises
     # NativeGuardsUnavailable when they cannot be built); applies to guards built afterwards
     "native_guards": _native_guards_default(),
+    # torch's switches with an effect here, as in torch.compile (torch's behaviour is the contract):
+    # a recompile (a call no entry accepts, of a function that has entries) raises RecompileError
+    "error_on_recompile": False,
+    # the call that hits recompile_limit raises FailOnRecompileLimitHit (later ones run eagerly)
+    "fail_on_recompile_limit_hit": False,
+    # `with optimize(...):` raises RuntimeError (else NotImplementedError: see api.optimize)
+    "raise_on_ctx_manager_usage": True,
+    # a miss runs the function eagerly, compiling nothing (cached code still runs), as torch's
+    "disable": False,
+    # a folder where compiled entries persist, so a later process (or another machine, through
+    # save_artifacts/load_artifacts) runs them without compiling (warm/); None: off.
+    # STENOGRAPH_CACHE_DIR sets the default
+    "cache_dir": os.environ.get("STENOGRAPH_CACHE_DIR") or None,
 }
 
-_ALIASES = {"cache_size_limit": "recompile_limit"}
+# settings that take a string or None
+_OPTIONAL_TEXT = frozenset({"cache_dir"})
+
+# torch._dynamo.config's other settings, with torch 2.13's defaults: accepted and kept so code
+# written for torch runs unchanged, but nothing in stenograph reads them (docs/supported.md says
+# what stenograph does instead of each). Values are checked against the default's type; a None
+# default takes anything.
+_TORCH_ONLY: dict[str, Any] = {
+    # recompiling (torch's accumulated limit bounds every entry of a code object, which is what
+    # stenograph's recompile_limit counts)
+    "accumulated_recompile_limit": 256,
+    "skip_code_recursive_on_recompile_limit_hit": True,
+    "automatic_dynamic_exclusion_guard": False,
+    "automatic_dynamic_local_pgo": True,
+    "automatic_dynamic_remote_pgo": None,
+    # shapes and specialisation
+    "automatic_dynamic_shapes_mark_as": "dynamic",
+    "force_parameter_static_shapes": True,
+    "force_nn_module_property_static_shapes": True,
+    "allow_unspec_int_on_nn_module": False,
+    "allow_ignore_mark_dynamic": False,
+    "dynamic_shapes": True,
+    "prefer_deferred_runtime_asserts_over_guards": False,
+    "do_not_emit_runtime_asserts": False,
+    "force_unspec_int_unbacked_size_like_on_torchrec_kjt": False,
+    # guards: torch's ways of skipping or speeding up checks (stenograph makes them all)
+    "guard_nn_modules": True,
+    "guard_nn_modules_using_dict_tags": True,
+    "skip_fsdp_guards": True,
+    "skip_nnmodule_hook_guards": True,
+    "skip_no_tensor_aliasing_guards_on_parameters": True,
+    "skip_tensor_guards_with_matching_dict_tags": True,
+    "skip_guards_on_constant_func_defaults": False,
+    "assume_dunder_attributes_remain_unchanged": True,
+    "use_recursive_dict_tags_for_guards": False,
+    "max_saved_pointers_for_recursive_dict_tags_check": 256,
+    "use_lamba_guard_for_object_aliasing": True,
+    "enable_cpp_guard_manager": True,
+    "enable_cpp_symbolic_shape_guards": False,
+    "enable_cpp_framelocals_guard_eval": True,
+    # what is traced
+    "inline_inbuilt_nn_modules": True,
+    "traceable_tensor_subclasses": set(),
+    "nontraceable_tensor_subclasses": set(),
+    "capture_autograd_function": True,
+    "capture_func_transforms": True,
+    "capture_sparse_compute": True,
+    "capture_profiler_record_function": False,
+    "constant_fold_autograd_profiler_enabled": False,
+    "trace_numpy": True,
+    "numpy_default_float": "float64",
+    "numpy_default_complex": "complex128",
+    "numpy_default_int": "int64",
+    "use_numpy_random_stream": False,
+    "trace_autograd_ops": False,
+    "allow_rnn": False,
+    "rewrite_assert_with_torch_assert": True,
+    "enable_trace_contextlib": True,
+    "enable_trace_unittest": False,
+    "enable_trace_load_build_class": False,
+    "enable_faithful_generator_behavior": True,
+    "nested_graph_breaks": False,
+    "dont_skip_tracing": False,
+    "skip_torchrec": True,
+    "allowed_functions_module_string_ignorelist": {
+        "torch.distributions",
+        "torch.testing",
+        "torch._refs",
+        "torch._prims",
+        "torch._decomp",
+    },
+    "skipfiles_inline_module_allowlist": {},
+    "only_allow_pt2_compliant_ops": False,
+    "reorderable_logging_functions": set(),
+    "ignore_logging_functions": set(),
+    "graph_break_on_nn_param_ctor": True,
+    "enable_dynamo_decompositions": True,
+    "inline_torch_dispatch_torch_compile": True,
+    "skip_fwd_side_effects_in_bwd_under_checkpoint": False,
+    "side_effect_replay_policy": "info",
+    "allow_empty_graphs": False,
+    "install_free_tensors": False,
+    "install_free_tensors_for_export": True,
+    "wrap_top_frame": False,
+    "error_on_dynamo_callback_in_fullgraph_compiled_code": False,
+    "error_on_nested_fx_trace": True,
+    "error_on_nested_jit_trace": True,
+    "force_compile_during_fx_trace": False,
+    # graph regions and deduplication
+    "use_graph_deduplication": False,
+    "track_nodes_for_deduplication": False,
+    "graph_deduplication_lint": False,
+    "enable_invoke_subgraph_regional_compile": False,
+    "inline_invoke_subgraph": False,
+    "inline_single_use_invoke_subgraph": True,
+    # backends, autograd, distributed
+    "compiled_autograd": False,
+    "compiled_autograd_kwargs_override": {},
+    "prepare_freezing": False,
+    "raise_on_unsafe_aot_autograd": False,
+    "cudagraph_backend_keep_input_mutation": False,
+    "cudagraph_backend_support_input_mutation": False,
+    "optimize_ddp_lazy_compile": False,
+    "enable_compiler_collectives": False,
+    "enable_p2p_compilation": False,
+    "use_lazy_graph_module": True,
+    "invalidate_compile_context_weakrefs": None,
+    # caching, precompile, fake tensors
+    "caching_precompile": False,
+    "strict_precompile": False,
+    "enable_aot_compile": True,
+    "fake_tensor_cache_enabled": True,
+    "fake_tensor_cache_crosscheck_enabled": False,
+    "fake_tensor_disable_inference_mode": True,
+    "run_gc_after_compile": True,
+    # logging, profiling, debugging, the minifier
+    "log_file_name": None,
+    "log_compilation_metrics": True,
+    "log_graph_in_out_metadata": False,
+    "generate_pycode": False,
+    "cprofile": False,
+    "dynamo_profiler": False,
+    "record_compile_time_instruction_count": False,
+    "record_runtime_overhead": True,
+    "pt2_compile_id_prefix": None,
+    "report_guard_failures": True,
+    "replay_record_enabled": False,
+    "repro_after": None,
+    "repro_level": 2,
+    "repro_forward_only": False,
+    "repro_tolerance": 1e-3,
+    "repro_ignore_non_fp": False,
+    "same_two_models_use_fp64": True,
+    "base_dir": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "debug_dir_root": os.path.join(os.getcwd(), "torch_compile_debug"),
+    "debug_backend_override": "",
+    "debug_inductor_config_override": "",
+    "debug_dynamo_config_override": "",
+    "leaf_function_validate_outputs": False,
+    "leaf_function_check_escaped_gradients": False,
+    "issue_3_13_0_warning": True,
+    # torch's own test switches
+    "debug_disable_compile_counter": False,
+    "debug_force_nested_calls": False,
+    "debug_force_graph_break_on_leaf_return": False,
+    "inject_BUILD_SET_unimplemented_TESTING_ONLY": False,
+    # deprecated in torch, without effect there either
+    "minimum_call_count": 1,
+    "dead_code_elimination": None,
+}
+_SETTINGS: dict[str, Any] = {**_DEFAULTS, **_TORCH_ONLY}
+
+# torch's other names of settings
+_ALIASES = {
+    "cache_size_limit": "recompile_limit",
+    "accumulated_cache_size_limit": "accumulated_recompile_limit",
+    "fail_on_cache_limit_hit": "fail_on_recompile_limit_hit",
+    "skip_code_recursive_on_cache_limit_hit": "skip_code_recursive_on_recompile_limit_hit",
+    "ignore_logger_methods": "ignore_logging_functions",
+}
+
+# settings that do not change what a compile makes (left out of `get_hash()`): torch's list
+# (its `_compile_ignored_keys`) for its names, and stenograph's guard implementation
+_COMPILE_IGNORED = frozenset(
+    {
+        "recompile_limit",
+        "accumulated_recompile_limit",
+        "error_on_recompile",
+        "fail_on_recompile_limit_hit",
+        "verbose",
+        "verify_correctness",
+        "native_guards",
+        "log_file_name",
+        "cprofile",
+        "dynamo_profiler",
+        "generate_pycode",
+        "report_guard_failures",
+        "replay_record_enabled",
+        "repro_after",
+        "repro_level",
+        "repro_forward_only",
+        "repro_tolerance",
+        "repro_ignore_non_fp",
+        "same_two_models_use_fp64",
+        "base_dir",
+        "debug_dir_root",
+        "debug_backend_override",
+        "debug_inductor_config_override",
+        "debug_dynamo_config_override",
+        "leaf_function_validate_outputs",
+        "leaf_function_check_escaped_gradients",
+    }
+)
+
+
+def _check(name: str, key: str, value: Any) -> Any:
+    """`value` as stored for setting `key` (written as `name`), or InvalidConfig saying why not."""
+    refused = _NOT_SUPPORTED.get((key, value)) if isinstance(value, (bool, str)) else None
+    if refused is not None:
+        raise InvalidConfig(f"stenograph.config.{name}={value!r} is not supported: {refused}")
+    if key in _CHOICES:
+        if not any(value is c or (type(value) is str and value == c) for c in _CHOICES[key]):
+            choices = ", ".join(repr(c) for c in _CHOICES[key])
+            raise InvalidConfig(f"stenograph.config.{name} must be one of {choices}, got {value!r}")
+        return _CANONICAL_CHOICE.get((key, value), value) if isinstance(value, str) else value
+    if key in _OPTIONAL_TEXT:
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if value is not None and type(value) is not str:
+            raise InvalidConfig(f"stenograph.config.{name} must be a str, a path or None, got {type(value).__name__}")
+        return value
+    default = _SETTINGS[key]
+    expected = _TYPES.get(key, (type(default),))
+    fits = (
+        default is None
+        or type(value) in expected
+        or (float in expected and type(value) is int)
+        # a container setting takes a subclass (an OrderedDict for a dict)
+        or (isinstance(default, (set, dict)) and isinstance(value, expected))
+    )
+    if not fits:
+        names = " or ".join(t.__name__ for t in expected)
+        raise InvalidConfig(f"stenograph.config.{name} must be {names}, got {type(value).__name__} ({value!r})")
+    if type(value) is int and value < 0 and key in _DEFAULTS:
+        raise InvalidConfig(f"stenograph.config.{name} must be >= 0, got {value}")
+    return value
+
+
+def _stable_repr(value: Any) -> str:
+    """`repr` that does not depend on a set's iteration order (for `get_hash`)."""
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(_stable_repr(v) for v in value)) + "}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(sorted(f"{_stable_repr(k)}: {_stable_repr(v)}" for k, v in value.items())) + "}"
+    return repr(value)
 
 
 class _Config(types.ModuleType):
@@ -84,11 +360,15 @@ class _Config(types.ModuleType):
     """
 
     def _canonical(self, name: str) -> str:
-        name = _ALIASES.get(name, name)
-        if name not in _DEFAULTS:
-            known = ", ".join(sorted([*_DEFAULTS, *_ALIASES]))
-            raise InvalidConfig(f"stenograph.config has no setting {name!r}; known: {known}")
-        return name
+        key = _ALIASES.get(name, name)
+        if key not in _SETTINGS:
+            close = difflib.get_close_matches(name, [*_SETTINGS, *_ALIASES], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InvalidConfig(
+                f"stenograph.config has no setting {name!r}{hint} (it takes stenograph's settings and every one "
+                "of torch._dynamo.config's; docs/supported.md lists them)"
+            )
+        return key
 
     def __getattr__(self, name: str) -> Any:
         # reached only for names missing from `__dict__`: never a setting
@@ -101,20 +381,7 @@ class _Config(types.ModuleType):
             super().__setattr__(name, value)
             return
         key = self._canonical(name)
-        if key in _CHOICES:
-            if not any(value is c or (type(value) is str and value == c) for c in _CHOICES[key]):
-                choices = ", ".join(repr(c) for c in _CHOICES[key])
-                raise InvalidConfig(f"stenograph.config.{name} must be one of {choices}, got {value!r}")
-            self._store(key, value)
-            return
-        expected = type(_DEFAULTS[key])
-        if type(value) is not expected and not (expected is float and type(value) is int):
-            raise InvalidConfig(
-                f"stenograph.config.{name} must be {expected.__name__}, got {type(value).__name__} ({value!r})"
-            )
-        if expected is int and value < 0:
-            raise InvalidConfig(f"stenograph.config.{name} must be >= 0, got {value}")
-        self._store(key, value)
+        self._store(key, _check(name, key, value))
 
     def __delattr__(self, name: str) -> None:
         """`del config.x` restores the default (pytest's monkeypatch undoes a patch this way)."""
@@ -122,10 +389,11 @@ class _Config(types.ModuleType):
             super().__delattr__(name)
             return
         key = self._canonical(name)
-        self._store(key, _DEFAULTS[key])
+        self._store(key, copy.copy(_SETTINGS[key]))  # a fresh set or dict: the default stays as it was
 
     def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(_DEFAULTS) | set(_ALIASES) | {"patch", "to_dict", "get_config_copy"})
+        methods = {"patch", "to_dict", "get_config_copy", "get_hash"}
+        return sorted(set(super().__dir__()) | set(_SETTINGS) | set(_ALIASES) | methods)
 
     def _store(self, key: str, value: Any) -> None:
         """Set a setting and the aliases that name it."""
@@ -150,11 +418,17 @@ class _Config(types.ModuleType):
 
     def to_dict(self) -> dict[str, Any]:
         """The current value of every setting (aliases not repeated)."""
-        return {key: self.__dict__[key] for key in _DEFAULTS}
+        return {key: self.__dict__[key] for key in _SETTINGS}
 
     def get_config_copy(self) -> dict[str, Any]:
         """torch's config modules' name for `to_dict()`."""
         return self.to_dict()
+
+    def get_hash(self) -> bytes:
+        """A digest of the settings that change what a compile makes (those not in
+        `_compile_ignored_keys`), as torch's config modules give one: equal settings, equal hash."""
+        state = sorted((k, _stable_repr(v)) for k, v in self.to_dict().items() if k not in _COMPILE_IGNORED)
+        return hashlib.md5(repr(state).encode(), usedforsecurity=False).digest()
 
 
 class _Patch(contextlib.ContextDecorator):
@@ -177,6 +451,8 @@ class _Patch(contextlib.ContextDecorator):
 _module = sys.modules[__name__]
 _config = _Config(__name__, __doc__)
 _config.__dict__.update({k: v for k, v in _module.__dict__.items() if k in ("__file__", "__spec__", "__loader__")})
-for _key, _value in _DEFAULTS.items():
-    _config._store(_key, _value)
+for _key, _value in _SETTINGS.items():
+    _config._store(_key, copy.copy(_value))
+# torch's name: the settings `get_hash()` leaves out, aliases included
+_config._compile_ignored_keys = _COMPILE_IGNORED | {a for a, key in _ALIASES.items() if key in _COMPILE_IGNORED}
 sys.modules[__name__] = _config

@@ -14,7 +14,9 @@ import warnings
 import weakref
 from typing import Any
 
-from . import config, events, process_state, torch_state
+import torch
+
+from . import config, deferred_release, events, process_state, torch_state, warm
 from .errors import (
     BreakKind,
     ConstraintViolation,
@@ -23,7 +25,8 @@ from .errors import (
     StenographError,
     Unsupported,
 )
-from .frame_compiler import CacheEntry, accepts, compile_frame, frame_label
+from .frame_compiler import CacheEntry, FrameCompile, accepts, compile_frame, frame_label
+from .graph import compile_leftovers
 from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
@@ -33,6 +36,12 @@ from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
 from .stance import current as _stance
 from .thread_flag import ThreadFlag
+
+# torch.compile tracing a call of a stenograph-compiled function (HF generate() compiles the
+# model's __call__, whose forward the user compiled with stenograph) sees True here and traces the
+# original function, as stenograph does for its own: the lookup is this process's state, nothing
+# to trace (traced, its guards failed on their own frame with a bare AssertionError)
+_torch_compiling = torch.compiler.is_compiling
 
 
 class StenographWarning(UserWarning):
@@ -55,6 +64,7 @@ class FrameCache:
         self.recompile_reasons: list[str] = []
         self.depth_failures = 0  # compiles that ran out of recursion depth (the call ran eagerly)
         self.owners: weakref.WeakSet = weakref.WeakSet()  # functions keeping it alive
+        self.persisted: set[str] = set()  # names of the persisted entries looked at (warm/)
 
     def clear(self) -> None:
         self.entries.clear()
@@ -114,6 +124,9 @@ class FrameCache:
         full = prefix + args
         if not accepts(fn, args, kwargs):
             return fn, args  # wrong arguments: the call raises Python's TypeError, as in eager
+        found = self._persisted(fn, full, kwargs)
+        if found is not None:
+            return found.fn, full
         label = frame_label(self.code)
         if _stance.stance.name == "fail_on_recompile":
             raise RecompileError(self._refusal(fn, label, full, kwargs))
@@ -123,7 +136,8 @@ class FrameCache:
             failure = failure or GuardFailure("unknown")
             self.recompile_reasons.append(failure.reason)
             events.publish(events.Recompile(self.code, label, failure, len(self.entries)))
-            if len(self.entries) >= config.recompile_limit:
+            # entries installed from the persisted cache cost no compile: they do not count
+            if sum(not entry.installed for entry in self.entries) >= config.recompile_limit:
                 self.eager_reason = f"recompile limit ({config.recompile_limit}) reached"
                 events.publish(
                     events.RunsEagerly(self.code, label, self.eager_reason, events.EagerCause.RECOMPILE_LIMIT)
@@ -136,29 +150,40 @@ class FrameCache:
                 )
                 return fn, args
         events.publish(events.CompileStarted(self.code, label, len(self.entries)))
+        request = FrameCompile(
+            fn,
+            args,
+            kwargs,
+            self.policy,
+            backend=self.backend,
+            backend_name=self.backend_name,
+            runtime=RUNTIME,
+            fullgraph=fullgraph,
+            persist=warm.persisting(self),
+        )
+        deferred_release.run_pending()
         try:
-            with torch_state.preserved():
-                entry = compile_frame(
-                    fn, args, kwargs, self.backend, self.backend_name, fullgraph, self.policy, runtime=RUNTIME
-                )
+            with torch_state.preserved(), compile_leftovers.generated_during() as leftovers:
+                entry = compile_frame(request)
         except (ConstraintViolation, NativeGuardsUnavailable):
             raise
         except Exception as e:
+            compile_leftovers.release(leftovers)
             if fullgraph:
                 raise
-            if _out_of_depth(e) and not config.suppress_errors:
-                raise
-            if _out_of_depth(e) and self.depth_failures < config.recompile_limit:
-                # not the frame's fault: deep in a recursion, the compile ran out of depth even
-                # with its headroom (the tracer's own wrapping may have made it `Unsupported`).
-                # This call runs eagerly, where it may fail as eager would; a shallower one compiles.
+            if _out_of_depth(e):
+                # not the frame's fault, nor an internal error: the program is too deep to trace
+                # (a recursion, a deeply nested input) even with the compile's headroom; the
+                # tracer's own wrapping may have made it `Unsupported`. As torch.compile gives up
+                # on such a frame, this call runs eagerly (suppress_errors or not), where it may
+                # fail as eager would; a shallower call compiles. Past the recompile limit of
+                # such failures the frame runs eagerly for good.
                 self.depth_failures += 1
-                warnings.warn(
-                    f"stenograph: compiling {label} ran out of recursion depth ({type(e).__name__}: {e}); "
-                    "this call runs eagerly",
-                    StenographWarning,
-                    stacklevel=6,
-                )
+                reason = f"compiling ran out of recursion depth ({type(e).__name__}: {e})"
+                if self.depth_failures > config.recompile_limit:
+                    self._give_up(label, reason, events.EagerCause.UNSUPPORTED)
+                    return fn, args
+                warnings.warn(f"stenograph: {label}: {reason}; this call runs eagerly", StenographWarning, stacklevel=6)
                 return fn, args
             if isinstance(e, Unsupported):
                 self._give_up(label, f"{e}", events.EagerCause.UNSUPPORTED, e.kind)
@@ -170,10 +195,26 @@ class FrameCache:
             else:
                 self._give_up(label, f"internal error {type(e).__name__}: {e}", events.EagerCause.INTERNAL_ERROR)
             return fn, args
+        compile_leftovers.release_with(entry.fn, leftovers)
         self.entries.append(entry)
         _watch(self, entry)
         events.publish(events.FrameCompiled(self.code, label, entry, len(self.entries)))
+        if request.persist:
+            warm.store(self, entry)
         return entry.fn, full
+
+    def _persisted(self, fn: types.FunctionType, full: tuple, kwargs: dict) -> CacheEntry | None:
+        """The first entry compiled by another process (the persisted cache, `warm/`) whose
+        guards pass on this call, installed with the others not seen yet; None without one."""
+        before = len(self.entries)
+        if not warm.install_persisted(self, fn, RUNTIME):
+            return None
+        for entry in self.entries[before:]:
+            _watch(self, entry)
+        for entry in self.entries[before:]:
+            if entry.guard(*full, **kwargs):
+                return entry
+        return None
 
     def _refusal(self, fn: types.FunctionType, label: str, full: tuple, kwargs: dict) -> str:
         """Why a call under `fail_on_recompile` would compile: each entry's failing guard."""
@@ -347,6 +388,8 @@ def entry_wrapper(
         def compiled(*args: Any, **kwargs: Any) -> Any:
             if _stance.bypass:
                 return _bypassed(fn, prefix, args, kwargs, fullgraph, dynamic)
+            if _torch_compiling():
+                return fn(*args, **kwargs)
             d = fn.__defaults__
             k = fn.__kwdefaults__
             for entry in entries:
@@ -364,6 +407,8 @@ def entry_wrapper(
         def compiled(*args: Any, **kwargs: Any) -> Any:
             if _stance.bypass:
                 return _bypassed(fn, prefix, args, kwargs, fullgraph, dynamic)
+            if _torch_compiling():
+                return fn(*args, **kwargs)
             d = fn.__defaults__
             k = fn.__kwdefaults__
             for entry in entries:
@@ -535,4 +580,4 @@ RUNTIME = Runtime(
     module_caller=module_caller,
     cache_for=cache_for,
     continue_class=Continue,
-)
+).recording()

@@ -108,14 +108,44 @@ class NativeGuardsUnavailable(StenographError, RuntimeError):
 
 
 class RecompileError(StenographError, RuntimeError):
-    """A compiled function would compile under `set_stance("fail_on_recompile")`.
+    """A compiled function would compile under `set_stance("fail_on_recompile")`, or would
+    compile again while `config.error_on_recompile` is set.
 
     Raised to the caller, naming the function and why no compiled entry accepted the call.
     """
 
 
-class ConstraintViolation(StenographError, ValueError):
+class FailOnRecompileLimitHit(StenographError, RuntimeError):
+    """A function reached `config.recompile_limit` while `config.fail_on_recompile_limit_hit`
+    is set (torch's switch of that name: a hard error instead of running eagerly from then on)."""
+
+
+class UserError(StenographError, RuntimeError):
+    """Valid Python that stenograph can only compile or export if the user changes it (what
+    torch.compile raises `torch._dynamo.exc.UserError` for): the message says what to change."""
+
+
+class TorchRuntimeError(Unsupported, RuntimeError):
+    """A tensor operation failed on the trace's fake tensors, so it would fail when run (what
+    torch.compile raises `torch._dynamo.exc.TorchRuntimeError` for: `float()` of a tensor of two
+    elements, mismatched shapes). An `Unsupported` too: outside `fullgraph=True` the operation
+    runs eagerly at a graph break, and raises there as it would without stenograph."""
+
+
+class InternalError(StenographError, RuntimeError):
+    """stenograph itself failed while compiling (a bug to report; torch's equivalent is
+    `torch._dynamo.exc.InternalTorchDynamoError`). With `config.suppress_errors` the frame runs
+    eagerly instead."""
+
+
+class ConstraintViolation(UserError, ValueError):
     """A tensor's size lies outside the range `mark_dynamic(t, dim, min=, max=)` declared for it.
 
     Raised to the caller (not turned into an eager fallback): the declaration is the user's.
     """
+
+
+class TraceAgain(StenographError):
+    """(internal) The trace changed the program's real state in a way the graph so far did not
+    see (a lazy module materialised its parameters, as its first eager call would): trace the
+    frame again from its start, which now sees the new state."""

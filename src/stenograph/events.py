@@ -100,6 +100,25 @@ class RunsEagerly(CompileEvent):
     break_kind: BreakKind | None = None
 
 
+class CacheOutcome(enum.Enum):
+    """What the persisted cache did for a frame (`CacheLookup.outcome`)."""
+
+    INSTALLED = "installed"  # an entry another process compiled, installed without tracing
+    REJECTED = "rejected"  # a stored entry not usable here (its code changed, an object is missing)
+    STORED = "stored"  # an entry compiled here, persisted
+    NOT_STORED = "not stored"  # an entry compiled here that cannot be persisted
+
+
+@dataclass
+class CacheLookup(CompileEvent):
+    """The persisted cache (`config.cache_dir`) at work on a miss: `detail` names the entry, or
+    says why it was rejected or not stored."""
+
+    outcome: CacheOutcome
+    detail: str
+    entry: Any = None  # the CacheEntry installed or stored
+
+
 Subscriber = Callable[[CompileEvent], None]
 _subscribers: list[Subscriber] = []
 
@@ -142,7 +161,9 @@ def publish(event: CompileEvent) -> None:
     frame = _frame_ids.get(code)
     if frame is None:
         frame = _frame_ids[code] = next(_frame_counter)
-    if isinstance(event, Recompile) or (isinstance(event, CompileStarted) and code not in _opened):
+    installed = isinstance(event, CacheLookup) and event.outcome is CacheOutcome.INSTALLED
+    opens = installed or isinstance(event, CompileStarted)
+    if isinstance(event, Recompile) or (opens and code not in _opened):
         number = _counts.get(code, 0)
         _counts[code] = number + 1
         _current[code] = CompileId(frame, number)
@@ -152,7 +173,7 @@ def publish(event: CompileEvent) -> None:
     else:
         _opened.discard(code)
     event.compile_id = _current.get(code, CompileId(frame, 0))
-    if isinstance(event, FrameCompiled):
+    if isinstance(event, FrameCompiled) or installed:
         _built[code] = event.compile_id
         event.entry.compile_id = event.compile_id
     for fn in list(_subscribers):

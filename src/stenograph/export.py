@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import re
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -21,12 +22,15 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.autograd import grad_mode
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
+from torch.utils._pytree import MappingKey, SequenceKey
 
-from . import api, entry, events
+from . import api, config, entry, events
 from .errors import Unsupported
 from .export_shapes import DeclaredDim, check_dims, declared_bounds, read_spec
 from .frame_compiler import Capture, capture_frame, frame_label
@@ -37,8 +41,7 @@ from .marks import exporting
 from .shapes.dynamic import DynamicPolicy
 from .variables.base import Variable
 from .variables.containers import DictVariable, ListVariable, TupleVariable
-from .variables.symbolic import SymNodeVariable
-from .variables.tensor import TensorVariable
+from .variables.symbolic import GraphValueVariable
 
 
 class ExportGuards:
@@ -86,33 +89,65 @@ class ExportResult(NamedTuple):
     guards: ExportGuards
 
 
+# torch._dynamo.export's arguments that stenograph does not take, and why
+_EXPORT_NOT_TAKEN = {
+    "specialize_float": "float arguments are specialised (torch's default for export)",
+    "constraints": "declare dynamic sizes with dynamic_shapes=",
+    "disable_constraint_solver": "dynamic_shapes= declarations are checked by the trace itself",
+    "prefer_deferred_runtime_asserts_over_guards": "sizes are guarded (ExportGuards)",
+}
+_TRACING_MODES = ("symbolic", "fake", "real")
+
+
 def export(
     fn: Callable,
     *extra_args: Any,
     aten_graph: bool = False,
     pre_dispatch: bool = False,
     decomposition_table: dict | None = None,
+    tracing_mode: str = "symbolic",
     dynamic: bool | None = None,
     dynamic_shapes: Any = None,
+    assume_static_by_default: bool | None = None,
+    same_signature: bool = True,
     **extra_kwargs: Any,
 ) -> Callable[..., ExportResult]:
     """`export(fn)(*args, **kwargs)` -> `ExportResult(graph_module, guards)` for a function, a
-    bound method, an `nn.Module` (its forward) or a compiled one of those.
+    bound method, an `nn.Module` (its forward) or a compiled one of those; torch._dynamo.export's
+    arguments (torch 2.13's behaviour is the contract).
 
     `aten_graph=True` gives the graph in ATen operators (as `make_fx` records them, with
     `decomposition_table` applied; `pre_dispatch=True`: as autograd sees them, keeping
     grad-mode switches, which a graph that switches grad mode always is). `dynamic_shapes`
     declares dynamic dimensions as torch.export does (`export_shapes`). `dynamic` as in
     `compile`: None keeps sizes static unless marked (`mark_dynamic`), True makes every size and
-    int argument symbolic, False none."""
+    int argument symbolic, False none. `assume_static_by_default=False` makes every size symbolic
+    (ints stay specialised), as torch's export; `tracing_mode` "fake" or "real" keeps sizes
+    static, as torch's, "symbolic" (the default) leaves that to the other arguments.
+
+    The graph module is called as `fn` is (`same_signature=True`, torch's default); with
+    `same_signature=False` it takes the tensors and symbolic sizes the graph reads from the
+    arguments, flattened in the order it reads them, and returns the flat tuple of the tensors
+    and numbers it computes, as torch's graph without its signature rewrite."""
+    not_taken = {k: _EXPORT_NOT_TAKEN[k] for k in extra_kwargs if k in _EXPORT_NOT_TAKEN}
+    if not_taken:
+        reasons = "; ".join(f"{k}: {why}" for k, why in not_taken.items())
+        raise TypeError(f"stenograph.export() does not take {', '.join(not_taken)} ({reasons})")
     if extra_args or extra_kwargs:
         raise TypeError("use stenograph.export(fn)(*args, **kwargs)")
     if dynamic not in (None, False, True):
         raise TypeError(f"stenograph.export(dynamic=...) takes None, True or False, not {dynamic!r}")
     if dynamic is not None and dynamic_shapes is not None:
         raise TypeError("stenograph.export() takes dynamic= or dynamic_shapes=, not both")
+    if assume_static_by_default is not None and (dynamic is not None or dynamic_shapes is not None):
+        raise TypeError("stenograph.export() takes assume_static_by_default= or dynamic=/dynamic_shapes=, not both")
+    if tracing_mode not in _TRACING_MODES:
+        raise ValueError(f"stenograph.export(tracing_mode=...) takes {', '.join(_TRACING_MODES)}, not {tracing_mode!r}")
     if (decomposition_table is not None or pre_dispatch) and not aten_graph:
         raise TypeError("stenograph.export(decomposition_table=..., pre_dispatch=...) need aten_graph=True")
+    if tracing_mode != "symbolic":
+        assume_static_by_default = True
+    settings = {} if assume_static_by_default is None else _SIZES[assume_static_by_default]
     function, bound_self = _target(fn)
 
     def run(*args: Any, **kwargs: Any) -> ExportResult:
@@ -121,14 +156,16 @@ def export(
         declared = [] if dynamic_shapes is None else _declared(function, bound_self, full, kwargs, dynamic_shapes)
         policy = DynamicPolicy(dynamic, dynamic_arguments(code), declared_bounds(declared))
         try:
-            with exporting.on():
+            with exporting.on(), config.patch(settings):
                 captured = capture_frame(function, full, kwargs, policy)
         except Unsupported as first:
             raise _every_break(fn, args, kwargs, first, frame_label(code)) from None
         constraints = check_dims(declared, captured.output.inputs, captured.output.fake_mode.shape_env)
         module = bound_self if isinstance(bound_self, torch.nn.Module) else None
         decompositions = decomposition_table or {} if aten_graph else None
-        graph_module = _graph_module(function, captured, module, frame_label(code), decompositions, pre_dispatch)
+        graph_module = _graph_module(
+            function, captured, module, frame_label(code), decompositions, pre_dispatch, same_signature, (args, kwargs)
+        )
         prefix = (function.__closure__,) if code.co_freevars else ()
         if bound_self is not None:
             prefix = (*prefix, bound_self)
@@ -138,6 +175,14 @@ def export(
         return ExportResult(graph_module, ExportGuards(texts, captured.guard, explainer, prefix, constraints))
 
     return run
+
+
+# the settings a trace runs under for `assume_static_by_default=` (torch's export specialises
+# ints whatever it does with sizes)
+_SIZES = {
+    True: {"assume_static_by_default": True, "automatic_dynamic_shapes": False},
+    False: {"assume_static_by_default": False, "automatic_dynamic_shapes": False, "specialize_int": True},
+}
 
 
 def _declared(function: types.FunctionType, bound_self: Any, args: tuple, kwargs: dict, spec: Any) -> list[DeclaredDim]:
@@ -227,9 +272,41 @@ def _graph_module(
     label: str,
     decompositions: dict | None,
     pre_dispatch: bool,
+    same_signature: bool = True,
+    call: tuple[tuple, dict] | None = None,
 ) -> torch.fx.GraphModule:
-    """The traced graph with the function's own parameters as placeholders; in ATen operators
-    when `decompositions` is a table (possibly empty), recorded before dispatch if `pre_dispatch`."""
+    """The traced graph called as the function is (or, without `same_signature`, taking the
+    values it reads from the arguments and returning a flat tuple); in ATen operators when
+    `decompositions` is a table (possibly empty), recorded before dispatch if `pre_dispatch`.
+
+    Called as the function is, the graph is torch._dynamo.export's: its placeholders are the
+    call's arguments flattened by pytree (`(args, kwargs)`, the `in_spec`), its output the
+    flattened result (`out_spec`), and a `_PyTreeCodeGen` gives `forward` the argument names
+    and does the flattening, so `gm(*args, **kwargs)` and `Interpreter(gm).run(*flat)` both work.
+    Where an input is read through something pytree does not flatten as the trace reads it,
+    the placeholders are the parameters themselves (read item by item in the graph)."""
+    if same_signature and call is not None:
+        try:
+            return _graph_module_of(fn, captured, module, label, decompositions, pre_dispatch, call)
+        except _NotFlat:
+            pass
+    return _graph_module_of(fn, captured, module, label, decompositions, pre_dispatch, None, same_signature)
+
+
+class _NotFlat(Exception):
+    """(internal) An input is read from an argument by a path its pytree leaves do not give."""
+
+
+def _graph_module_of(
+    fn: types.FunctionType,
+    captured: Capture,
+    module: torch.nn.Module | None,
+    label: str,
+    decompositions: dict | None,
+    pre_dispatch: bool,
+    call: tuple[tuple, dict] | None,
+    same_signature: bool = True,
+) -> torch.fx.GraphModule:
     output = captured.output
     if output.side_effects:
         raise Unsupported(
@@ -240,7 +317,7 @@ def _graph_module(
     if captured.end_grad_mode != output.initial_grad_mode:
         raise Unsupported(f"stenograph.export: {label} leaves grad mode switched, which a graph cannot do")
     graph = torch.fx.Graph()
-    builder = _InputBuilder(fn, graph, module)
+    builder = _InputBuilder(fn, graph, module, same_signature, call)
     inputs = [builder.node_for(i.source, i.example) for i in output.inputs]
     if decompositions is None:
         val_map = dict(zip((i.node for i in output.inputs), inputs))
@@ -248,7 +325,16 @@ def _graph_module(
         attributes: dict[str, Any] = dict(output.submodules)
     else:
         val_map, attributes = _aten_copy(graph, captured, inputs, decompositions, pre_dispatch, label)
-    graph.output(_output_arg(captured.result, val_map, label))
+    if call is not None:
+        flat, out_spec = pytree.tree_flatten(_output_arg(captured.result, val_map, label))
+        graph.output(flat)
+        names = builder.argument_names
+        graph._codegen = _PyTreeCodeGen(_PyTreeInfo(names, builder.in_spec, out_spec))
+    elif same_signature:
+        graph.output(_output_arg(captured.result, val_map, label))
+    else:
+        results = dict.fromkeys(_result_nodes(captured.result, label))
+        graph.output(tuple(val_map.get(node, node) for node in results))
     graph_module = torch.fx.GraphModule({**attributes, **builder.attributes}, graph, class_name="StenographExport")
     graph_module.meta["stenograph_frame"] = label
     return graph_module
@@ -313,10 +399,20 @@ def _result_nodes(var: Variable, label: str) -> list[torch.fx.Node]:
 
 
 class _InputBuilder:
-    """Makes, in the export graph, the node that reads each input of the traced graph."""
+    """Makes, in the export graph, the node that reads each input of the traced graph: from the
+    function's parameters, or (not `same_signature`) a placeholder of its own."""
 
-    def __init__(self, fn: types.FunctionType, graph: torch.fx.Graph, module: torch.nn.Module | None) -> None:
+    def __init__(
+        self,
+        fn: types.FunctionType,
+        graph: torch.fx.Graph,
+        module: torch.nn.Module | None,
+        same_signature: bool,
+        call: tuple[tuple, dict] | None = None,
+    ) -> None:
         self.graph = graph
+        self.same_signature = same_signature
+        self.passed: set[str] = set()  # parameters given placeholders per pytree leaf
         self.nodes: dict[Source, torch.fx.Node] = {}
         self.attributes: dict[str, Any] = {}
         self.members: dict[int, str] = {}
@@ -325,25 +421,60 @@ class _InputBuilder:
             parameters = parameters[1:]
             named = [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]
             self.members = {id(tensor): name for name, tensor in reversed(named)}
-        for p in parameters:
+        self.parameters = {p.name for p in parameters}
+        for p in parameters if same_signature else ():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise Unsupported(f"stenograph.export needs named parameters; {fn.__qualname__} takes {p}")
+        if call is not None:
+            self._leaves(parameters, *call)
+            return
+        for p in parameters if same_signature else ():
             default = inspect.Signature.empty if p.default is p.empty else p.default
             self.nodes[LocalSource(p.name)] = graph.placeholder(p.name, default_value=default)
+
+    def _leaves(self, parameters: list[inspect.Parameter], args: tuple, kwargs: dict) -> None:
+        """One placeholder per pytree leaf of `(args, kwargs)`, as torch's export graph has,
+        each known by the source the trace reads it through."""
+        names = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(args) > len(names):
+            raise _NotFlat
+        self.argument_names = [*names[: len(args)], *kwargs]
+        self.passed = set(self.argument_names)
+        leaves, self.in_spec = pytree.tree_flatten_with_path((args, kwargs))
+        for index, (path, _) in enumerate(leaves):
+            source = _leaf_source(path, names)
+            node = self.graph.placeholder(f"arg{index}")
+            if source is not None:
+                self.nodes.setdefault(source, node)
 
     def node_for(self, source: Source, value: Any) -> torch.fx.Node:
         member = self.members.get(id(value)) if isinstance(value, torch.Tensor) else None
         if member is not None:
             self.attributes[member] = value
             return self.graph.get_attr(member)
+        if not self.same_signature and self._from_parameter(source):
+            return self.graph.placeholder(re.sub(r"\W+", "_", source.name()))  # L['x'][0] -> L_x_0_, as torch names it
         path = self._path(source)
         if path is not None:
             return path
+        if self._root_name(source) in self.passed:
+            raise _NotFlat  # read from an argument, but not through its leaves
         if isinstance(value, torch.Tensor):
             name = f"_const_{len(self.attributes)}"
             self.attributes[name] = value
             return self.graph.get_attr(name)
         raise Unsupported(f"stenograph.export: {source.name()} is a symbolic number not read from an argument")
+
+    def _from_parameter(self, source: Source) -> bool:
+        """Whether `source` reads a parameter of the function (possibly nested in it)."""
+        return self._root_name(source) in self.parameters
+
+    @staticmethod
+    def _root_name(source: Source) -> str | None:
+        """The local `source` starts from, if it starts from one."""
+        while source.base() is not None:
+            source = source.base()
+        return source.local_name if isinstance(source, LocalSource) else None
 
     def _path(self, source: Source) -> torch.fx.Node | None:
         """Nodes reading `source` from a parameter's placeholder, or None if it is not rooted
@@ -369,9 +500,29 @@ class _InputBuilder:
         return node
 
 
+def _leaf_source(path: tuple, names: list[str]) -> Source | None:
+    """The source the trace reads a pytree leaf through, from its key path in `(args, kwargs)`
+    (None for a path through something other than sequence items and dict keys)."""
+    first, second, *rest = path
+    if isinstance(second, SequenceKey) and first.idx == 0:
+        source: Source = LocalSource(names[second.idx])
+    elif isinstance(second, MappingKey) and first.idx == 1:
+        source = LocalSource(second.key)
+    else:
+        return None
+    for key in rest:
+        if isinstance(key, SequenceKey):
+            source = ItemSource(source, key.idx)
+        elif isinstance(key, MappingKey):
+            source = ItemSource(source, key.key)
+        else:
+            return None
+    return source
+
+
 def _output_arg(var: Variable, val_map: dict[torch.fx.Node, torch.fx.Node], label: str) -> Any:
     """The returned tracker as an FX output argument (nodes, constants, tuples, lists, dicts)."""
-    if isinstance(var, (TensorVariable, SymNodeVariable)):
+    if isinstance(var, GraphValueVariable):
         return val_map.get(var.node, var.node)
     if var.is_constant():
         return var.as_constant()

@@ -6,11 +6,12 @@ once per cache entry, never per call.
 
 from __future__ import annotations
 
+import dis
 import inspect
 import time
 import traceback
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -18,13 +19,14 @@ import torch._guards
 import torch.fx
 
 from . import config, events, torch_state
+from .backends.artifacts import compile_with_artifact
 from .backends.ddp_split import DdpSplit, active_ddp_module, compile_split
 from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
 from .backends.recompute_regions import uncached_recompute_regions
 from .bytecode.instructions import decoded
 from .bytecode.resume_code import enclosing_with_statements, with_statement_start
-from .errors import BackendCompilerFailed, BreakKind, StenographError, Unsupported
+from .errors import BackendCompilerFailed, BreakKind, StenographError, TraceAgain, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
@@ -67,6 +69,10 @@ class CacheEntry:
     # function of the same code with other defaults must not use this entry
     defaults: tuple | None = field(default=None, repr=False)
     kwdefaults: dict | None = field(default=None, repr=False)
+    # for the persisted cache (`warm/`): the compiled graph the code holds and the backend's
+    # artifact of it, or why it cannot be stored; None: the entry holds no graph
+    artifact: tuple[Any, bytes] | str | None = field(default=None, repr=False)
+    installed: bool = False  # made by another process, installed from the persisted cache
 
     def takes_defaults_of(self, fn: Any) -> bool:
         """Whether this entry may run a call of `fn`: compiled with the same defaults tuple and
@@ -116,110 +122,327 @@ def frame_label(code: types.CodeType) -> str:
     return f"{frame_name(code)} at {code.co_filename}:{code.co_firstlineno}"
 
 
-def compile_frame(
-    fn: types.FunctionType,
-    args: tuple,
-    kwargs: dict,
-    backend: Any,
-    backend_name: str,
-    fullgraph: bool = False,
-    policy: DynamicPolicy | None = None,
-    *,
-    runtime: Runtime,
-) -> CacheEntry:
-    """Trace `fn(*args, **kwargs)` (a real call's arguments) and build a cache entry.
+@dataclass(frozen=True, slots=True)
+class FrameCall:
+    """A call the tracer starts from: the function, the call's real arguments and the frame
+    cache's dynamic-shape policy."""
+
+    fn: types.FunctionType
+    args: tuple
+    kwargs: dict
+    policy: DynamicPolicy | None = None
+
+    @property
+    def code(self) -> types.CodeType:
+        return self.fn.__code__
+
+    @property
+    def label(self) -> str:
+        return frame_label(self.fn.__code__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrameCompile(FrameCall):
+    """One miss's compile of a frame, handed whole down the steps of `compile_frame`.
+
+    `runtime` is the entry layer's wrappers, which a breaking frame's generated code calls.
+    """
+
+    backend: Any
+    backend_name: str
+    runtime: Runtime
+    fullgraph: bool = False
+    persist: bool = False  # keep the backend's artifact of the graph, for the persisted cache
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """What a step of `compile_frame` built, returned up to it."""
+
+    output: OutputGraph  # the trace the entry is made of (its guards, its inputs)
+    transformed: types.FunctionType
+    graph: torch.fx.GraphModule | None  # the graph the backend compiled (None: no ops, no call)
+    # seconds in the backend: a step's own call; as `_compile_until_built` returns it, every call
+    # of the compile, given-up attempts' too (a restart may be asked for from inside the backend)
+    backend_seconds: float
+    artifact: tuple[Any, bytes] | str | None = None  # `CacheEntry.artifact`
+
+
+def compile_frame(request: FrameCompile) -> CacheEntry:
+    """Trace `request.fn(*request.args, **request.kwargs)` (a real call's arguments) and build a
+    cache entry.
 
     A frame that meets an instruction it cannot capture is traced a second time up to that
-    instruction, and gets a graph break there (unless `fullgraph`). Raises `Unsupported` when
-    neither works and `BackendCompilerFailed` when the backend raises. `runtime` is the entry
-    layer's wrappers, which a breaking frame's generated code calls.
+    instruction, and gets a graph break there (unless `request.fullgraph`). Raises `Unsupported`
+    when neither works and `BackendCompilerFailed` when the backend raises.
     """
     start = time.perf_counter()
-    code = fn.__code__
-    label = frame_label(code)
+    _refuse_generators(request.code, "; it runs eagerly")
+    compiled = _compile_until_built(request)
+    output = compiled.output
+    _guard_relations(output)
+    for graph_input in output.inputs:
+        graph_input.example = None  # entries must not keep user tensors alive
+    guard = output.guards.build(request.code, request.fn, request.label)
+    capture_seconds = time.perf_counter() - start - compiled.backend_seconds
+    return CacheEntry(
+        guard,
+        compiled.transformed,
+        compiled.graph,
+        output.guards,
+        request.code,
+        request.label,
+        capture_seconds,
+        compiled.backend_seconds,
+        like=signature_only(request.fn),
+        defaults=request.fn.__defaults__,
+        kwdefaults=request.fn.__kwdefaults__,
+        artifact=compiled.artifact,
+    )
+
+
+def _refuse_generators(code: types.CodeType, consequence: str = "") -> None:
+    """A generator or coroutine frame is not traced (its body runs between its callers')."""
     if code.co_flags & _GENERATOR_FLAGS:
         raise Unsupported(
-            f"{code.co_qualname} is a generator or coroutine function; it runs eagerly", kind=BreakKind.GENERATOR
+            f"{code.co_qualname} is a generator or coroutine function{consequence}", kind=BreakKind.GENERATOR
         )
-    grad_mode = torch.is_grad_enabled()
-    timing = {"backend": 0.0}
-    graph_module: list[torch.fx.GraphModule] = []
-    eager_generators: set[types.CodeType] = set()
-    traces: list[OutputGraph] = []  # every trace made, whose real contexts close at the end
-    while True:
-        try:
-            try:
-                output, frame, result = _trace(fn, args, kwargs, None, policy, eager_generators, traces)
-                compile_graph = _graph_compiler(output, backend, backend_name, label, timing, graph_module)
-                inputs = [i.source for i in output.inputs]
-                modes = (output.initial_grad_mode, torch.is_grad_enabled())
-                transformed = build_returning(
-                    code, fn, inputs, output.side_effects, result, compile_graph, label, modes, frame.line
-                )
-            except Unsupported as reason:
-                if fullgraph or reason.break_index is None:
-                    raise
-                _close_abandoned(traces)
-                torch._C._set_grad_enabled(grad_mode)
-                output, frame, transformed = _compile_break(
-                    fn,
-                    args,
-                    kwargs,
-                    reason,
-                    backend,
-                    backend_name,
-                    label,
-                    timing,
-                    graph_module,
-                    policy,
-                    eager_generators,
-                    traces,
-                    runtime,
-                )
-            break
-        except Unsupported as reason:
-            # a generator whose body cannot be traced is run for real instead (its call breaks),
-            # unless it has cleanup code: resumed code would drop it (and run that) too late
-            if fullgraph or reason.generator_code is None or reason.generator_code in eager_generators:
-                raise
-            if has_cleanup(reason.generator_code):
-                reason.reason += f" (and generator {reason.generator_code.co_qualname} has try/with cleanup)"
-                raise
-            eager_generators.add(reason.generator_code)
-            graph_module.clear()
-        except SpecialiseFloats as request:
-            # the backend wants these floats as constants: trace again with them specialised
-            if policy is None or not policy.specialise([s.name() for s in request.sources]):
-                raise BackendCompilerFailed(backend_name, request) from request
-            graph_module.clear()
-        finally:
-            _close_abandoned(traces)
-            torch._C._set_grad_enabled(grad_mode)
+
+
+def _guard_relations(output: OutputGraph) -> None:
+    """The guards on how the inputs relate, known once the trace is final: their size
+    symbols, storage shared by a tensor changed in place, objects one or distinct."""
     output.guards.shape_relations(
         shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs if i.symbolic])
     )
     output.guard_mutated_tensors_distinct()
-    for graph_input in output.inputs:
-        graph_input.example = None  # entries must not keep user tensors alive
-    output.guard_mutated_containers_distinct()
-    guard = output.guards.build(code, fn, label)
-    backend_seconds = timing["backend"]
-    capture_seconds = time.perf_counter() - start - backend_seconds
-    gm = graph_module[0] if graph_module else None
-    like = signature_only(fn)
-    return CacheEntry(
-        guard,
-        transformed,
-        gm,
-        output.guards,
-        code,
-        label,
-        capture_seconds,
-        backend_seconds,
-        like=like,
-        defaults=fn.__defaults__,
-        kwdefaults=fn.__kwdefaults__,
+    output.guard_object_identities()
+
+
+class _Attempts:
+    """What the traces of one compile share (a graph break or a restart traces the frame again):
+    the generators found to run for real, the traces whose real contexts are still open, the
+    grad mode each attempt starts in, and every graph compiler made, whose backend time counts
+    whether or not its attempt was given up."""
+
+    def __init__(self) -> None:
+        self.eager_generators: set[types.CodeType] = set()
+        self.grad_mode = torch.is_grad_enabled()
+        self._open: list[OutputGraph] = []
+        self._compilers: list[_GraphCompiler] = []
+        self.restarts = 0  # traces given up to see state the trace changed (`TraceAgain`)
+
+    def trace(self, call: FrameCall, stop_index: int | None = None) -> tuple[OutputGraph, Frame, Any]:
+        """Trace the call (up to instruction `stop_index`): its graph, frame and returned tracker."""
+        output = OutputGraph(call.policy)
+        self._open.append(output)
+        output.eager_generators = self.eager_generators
+        local_values, cells = _root_state(call.fn, call.args, call.kwargs)
+        frame = Frame(call.code, call.fn.__globals__, local_values, cells, output, stop_index=stop_index)
+        return output, frame, frame.run()
+
+    def graph_compiler(self, request: FrameCompile, output: OutputGraph, backend: Any) -> _GraphCompiler:
+        compiler = _GraphCompiler(request, output, backend)
+        self._compilers.append(compiler)
+        return compiler
+
+    def close(self) -> None:
+        """Exit the real contexts the traces left open, the newest trace first, and restore the
+        grad mode."""
+        for output in reversed(self._open):
+            close_abandoned(output)
+        self._open.clear()
+        torch._C._set_grad_enabled(self.grad_mode)
+
+    @property
+    def backend_seconds(self) -> float:
+        return sum(compiler.seconds for compiler in self._compilers)
+
+
+# traces given up for `TraceAgain` in one compile at most (each materialises one lazy module)
+_MAX_RESTARTS = 64
+
+
+def _compile_until_built(request: FrameCompile) -> Compiled:
+    """Compile the frame, tracing it again for as long as a restart is asked for: a generator
+    to run for real instead, floats the backend wants as constants, or state the trace changed
+    (a lazy module materialised)."""
+    attempts = _Attempts()
+    while True:
+        try:
+            compiled = _compile_once(request, attempts)
+            return replace(compiled, backend_seconds=attempts.backend_seconds)
+        except Unsupported as reason:
+            generator = _generator_to_run_eagerly(request, attempts, reason)
+            if generator is None:
+                raise
+            attempts.eager_generators.add(generator)
+        except TraceAgain as restart:
+            if attempts.restarts >= _MAX_RESTARTS:
+                raise Unsupported(f"traced again {_MAX_RESTARTS} times: {restart}") from restart
+            attempts.restarts += 1
+        except SpecialiseFloats as restart:
+            policy = request.policy
+            if policy is None or not policy.specialise([s.name() for s in restart.sources]):
+                raise BackendCompilerFailed(request.backend_name, restart) from restart
+        finally:
+            attempts.close()
+
+
+def _generator_to_run_eagerly(request: FrameCompile, attempts: _Attempts, reason: Unsupported) -> types.CodeType | None:
+    """The generator whose body could not be traced, to be run for real instead (its call
+    breaks); None when there is none or it must not (`reason` then says why)."""
+    generator = reason.generator_code
+    if request.fullgraph or generator is None or generator in attempts.eager_generators:
+        return None
+    if has_cleanup(generator):
+        # resumed code would drop it (and run that cleanup) too late
+        reason.reason += f" (and generator {generator.co_qualname} has try/with cleanup)"
+        return None
+    return generator
+
+
+def _compile_once(request: FrameCompile, attempts: _Attempts) -> Compiled:
+    """The whole frame as one graph, or else a graph break where the trace stopped."""
+    try:
+        return _compile_whole(request, attempts)
+    except Unsupported as reason:
+        if request.fullgraph or reason.break_index is None:
+            raise
+        attempts.close()
+        return _compile_break(request, attempts, reason)
+
+
+def _compile_whole(request: FrameCompile, attempts: _Attempts) -> Compiled:
+    """The frame traced to its return, and the transformed function returning its value."""
+    output, frame, result = attempts.trace(request)
+    compiler = attempts.graph_compiler(request, output, request.backend)
+    transformed = build_returning(
+        request.code,
+        request.fn,
+        [i.source for i in output.inputs],
+        output.side_effects,
+        result,
+        compiler,
+        request.label,
+        (output.initial_grad_mode, torch.is_grad_enabled()),
+        frame.line,
     )
+    return Compiled(output, transformed, compiler.graph, compiler.seconds, compiler.artifact)
+
+
+def _compile_break(request: FrameCompile, attempts: _Attempts, reason: Unsupported) -> Compiled:
+    """Trace again up to the unsupported instruction and build the breaking transformed code.
+
+    Where no break is possible at the instruction because the `with` block around it has a context
+    manager that cannot be rebuilt outside the graph (a `@contextmanager` generator, a torch mode),
+    the break moves to that `with` statement: its `__enter__` runs eagerly and the block is traced
+    by the resume function, which holds the real context manager. Where the context manager itself
+    cannot be rebuilt (it holds a traced generator), the break moves to the call that made it.
+    """
+    index = reason.break_index
+    assert index is not None
+    inst = decoded(request.code).instructions[index]
+    if not can_break_at(inst):
+        raise reason
+    compiled = _first_possible_break(request, attempts, reason, [index, *_enclosing_breaks(request.code, inst)])
+    internal = "".join(traceback.format_tb(reason.__traceback__))
+    events.publish(
+        events.GraphBreak(
+            request.code,
+            request.label,
+            reason.reason,
+            list(reason.user_stack),
+            reason.instruction or inst.opname,
+            internal,
+            kind=reason.kind,
+        )
+    )
+    return compiled
+
+
+def _enclosing_breaks(code: types.CodeType, inst: dis.Instruction) -> list[int]:
+    """Where else the break may go, innermost first: each `with` statement around `inst`, and
+    the call making its context manager (a real one then)."""
+    dec = decoded(code)
+    found = []
+    for offset in enclosing_with_statements(code, inst.offset):
+        enters = dec.index_of_offset[offset]
+        found.append(enters)
+        start = with_statement_start(dec, enters + 1)
+        if start and dec.instructions[start - 1].opname == "CALL":
+            found.append(start - 1)
+    return found
+
+
+def _first_possible_break(
+    request: FrameCompile, attempts: _Attempts, reason: Unsupported, candidates: list[int]
+) -> Compiled:
+    """The break at the first of `candidates` (instruction indices) where one can be written;
+    `reason` says where it went, or why none could."""
+    failure: Unsupported | _NoBreakThere | None = None
+    for at in candidates:
+        try:
+            compiled = _break_at(request, attempts, at, reason)
+        except (Unsupported, _NoBreakThere) as problem:
+            failure = failure or problem
+            attempts.close()
+            continue
+        if at != candidates[0]:
+            assert failure is not None
+            why = failure.problem.reason if isinstance(failure, _NoBreakThere) else failure.reason
+            reason.reason += f" (the graph breaks at the enclosing `with` statement instead: {why})"
+        return compiled
+    if isinstance(failure, _NoBreakThere):
+        reason.reason = f"{reason.reason} (and no graph break is possible there: {failure.problem.reason})"
+        raise reason from failure.problem
+    assert failure is not None
+    raise failure
+
+
+class _NoBreakThere(Exception):
+    """The frame traced up to the instruction, but the break could not be written there."""
+
+    def __init__(self, problem: Unsupported) -> None:
+        super().__init__(problem.reason)
+        self.problem = problem
+
+
+def _break_at(request: FrameCompile, attempts: _Attempts, index: int, reason: Unsupported) -> Compiled:
+    """The breaking transformed code for a break before instruction `index`."""
+    output, frame, result = attempts.trace(request, index)
+    if result is not None or frame.ip != index:
+        raise reason  # the second trace did not stop where the first one failed
+    try:
+        writer = BreakWriter(
+            frame,
+            index,
+            request.fn,
+            request.backend,
+            request.backend_name,
+            request.runtime,
+            compile_callees=not reason.eager_callee,
+        )
+        compiler = attempts.graph_compiler(request, output, _graph_backend(request, reason))
+        transformed = writer.build(compiler, [i.source for i in output.inputs], request.label)
+    except Unsupported as problem:
+        raise _NoBreakThere(problem) from problem
+    return Compiled(output, transformed, compiler.graph, compiler.seconds, compiler.artifact)
+
+
+def _graph_backend(request: FrameCompile, reason: Unsupported) -> Any:
+    """The backend of the graph before a break: the frame's, or, where a create_graph=True
+    backward at the break differentiates this graph's backward again, the graph as captured."""
+    if reason.kind is not BreakKind.TWICE_DIFFERENTIABLE:
+        return request.backend
+    if "differentiable twice" not in reason.reason:
+        reason.reason += " (create_graph=True: the graph before it runs as captured, differentiable twice)"
+    return _as_captured
+
+
+def _as_captured(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+    """Run a graph as captured: autograd records its ops one by one, differentiable twice."""
+    return gm.forward
 
 
 @dataclass(slots=True)
@@ -235,239 +458,121 @@ class Capture:
 def capture_frame(fn: types.FunctionType, args: tuple, kwargs: dict, policy: DynamicPolicy | None = None) -> Capture:
     """Trace `fn(*args, **kwargs)` as one graph: raises `Unsupported` at the first instruction
     that would need a graph break. Nothing is compiled or run; the inputs keep their real values."""
-    code = fn.__code__
-    if code.co_flags & _GENERATOR_FLAGS:
-        raise Unsupported(f"{code.co_qualname} is a generator or coroutine function", kind=BreakKind.GENERATOR)
-    grad_mode = torch.is_grad_enabled()
-    traces: list[OutputGraph] = []
-    try:
-        with torch_state.preserved():
-            output, _, result = _trace(fn, args, kwargs, None, policy, set(), traces)
-            end_grad_mode = torch.is_grad_enabled()
-            output.restore_grad_mode()
-    finally:
-        _close_abandoned(traces)
-        torch._C._set_grad_enabled(grad_mode)
-    output.guards.shape_relations(
-        shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs if i.symbolic])
-    )
-    output.guard_mutated_tensors_distinct()
-    output.guard_mutated_containers_distinct()
-    return Capture(output, result, output.guards.build(code, fn, frame_label(code)), end_grad_mode)
-
-
-def _trace(
-    fn: types.FunctionType,
-    args: tuple,
-    kwargs: dict,
-    stop_index: int | None,
-    policy: DynamicPolicy | None,
-    eager_generators: set[types.CodeType],
-    traces: list[OutputGraph],
-) -> tuple[OutputGraph, Frame, Any]:
-    output = OutputGraph(policy)
-    traces.append(output)
-    output.eager_generators = eager_generators
-    local_values, cells = _root_state(fn, args, kwargs)
-    frame = Frame(fn.__code__, fn.__globals__, local_values, cells, output, stop_index=stop_index)
-    return output, frame, frame.run()
-
-
-def _compile_break(
-    fn: types.FunctionType,
-    args: tuple,
-    kwargs: dict,
-    reason: Unsupported,
-    backend: Any,
-    backend_name: str,
-    label: str,
-    timing: dict,
-    graph_module: list,
-    policy: DynamicPolicy | None,
-    eager_generators: set[types.CodeType],
-    traces: list[OutputGraph],
-    runtime: Runtime,
-) -> tuple[OutputGraph, Frame, types.FunctionType]:
-    """Trace again up to the unsupported instruction and build the breaking transformed code.
-
-    Where no break is possible at the instruction because the `with` block around it has a context
-    manager that cannot be rebuilt outside the graph (a `@contextmanager` generator, a torch mode),
-    the break moves to that `with` statement: its `__enter__` runs eagerly and the block is traced
-    by the resume function, which holds the real context manager. Where the context manager itself
-    cannot be rebuilt (it holds a traced generator), the break moves to the call that made it.
-    """
-    index = reason.break_index
-    assert index is not None
-    code = fn.__code__
-    inst = decoded(code).instructions[index]
-    if not can_break_at(inst):
-        raise reason
-    dec = decoded(code)
-    earlier = []
-    for offset in enclosing_with_statements(code, inst.offset):
-        enters = dec.index_of_offset[offset]
-        earlier.append(enters)
-        start = with_statement_start(dec, enters + 1)
-        if start and dec.instructions[start - 1].opname == "CALL":
-            earlier.append(start - 1)  # the call making the context manager: a real one then
-    failure: Exception | None = None
-    grad_mode = torch.is_grad_enabled()
-    for at in [index, *earlier]:
+    call = FrameCall(fn, args, kwargs, policy)
+    _refuse_generators(call.code)
+    for _ in range(_MAX_RESTARTS):
+        attempts = _Attempts()
         try:
-            output, frame, transformed = _break_at(
-                fn, args, kwargs, at, reason, backend, backend_name, label, timing, graph_module, policy,
-                eager_generators, traces, runtime,
-            )  # fmt: skip
-        except (Unsupported, _NoBreakThere) as problem:
-            failure = failure or problem
-            _close_abandoned(traces)
-            torch._C._set_grad_enabled(grad_mode)
-            continue
-        if at != index:
-            assert isinstance(failure, (Unsupported, _NoBreakThere))
-            why = failure.problem.reason if isinstance(failure, _NoBreakThere) else failure.reason
-            reason.reason += f" (the graph breaks at the enclosing `with` statement instead: {why})"
-        break
+            with torch_state.preserved():
+                output, _, result = attempts.trace(call)
+                end_grad_mode = torch.is_grad_enabled()
+                output.restore_grad_mode()
+            break
+        except TraceAgain:
+            continue  # a lazy module materialised: trace again, seeing it as eager leaves it
+        finally:
+            attempts.close()
     else:
-        if isinstance(failure, _NoBreakThere):
-            reason.reason = f"{reason.reason} (and no graph break is possible there: {failure.problem.reason})"
-            raise reason from failure.problem
-        assert failure is not None
-        raise failure
-    internal = "".join(traceback.format_tb(reason.__traceback__))
-    events.publish(
-        events.GraphBreak(
-            fn.__code__,
-            label,
-            reason.reason,
-            list(reason.user_stack),
-            reason.instruction or inst.opname,
-            internal,
-            kind=reason.kind,
-        )
-    )
-    return output, frame, transformed
+        raise Unsupported(f"traced again {_MAX_RESTARTS} times (lazy modules materialising)")
+    _guard_relations(output)
+    return Capture(output, result, output.guards.build(call.code, fn, call.label), end_grad_mode)
 
 
-class _NoBreakThere(Exception):
-    """The frame traced up to the instruction, but the break could not be written there."""
+class _GraphCompiler:
+    """The callback codegen calls once a trace's graph outputs are known: it builds the graph
+    module, has the backend compile it and wraps what comes back. It keeps the module and the
+    backend's seconds for the compile's result."""
 
-    def __init__(self, problem: Unsupported) -> None:
-        super().__init__(problem.reason)
-        self.problem = problem
+    def __init__(self, request: FrameCompile, output: OutputGraph, backend: Any) -> None:
+        self.request = request
+        self.output = output
+        self.backend = backend
+        self.graph: torch.fx.GraphModule | None = None
+        self.seconds = 0.0
+        self.artifact: tuple[Any, bytes] | str | None = None
 
-
-def _break_at(
-    fn: types.FunctionType,
-    args: tuple,
-    kwargs: dict,
-    index: int,
-    reason: Unsupported,
-    backend: Any,
-    backend_name: str,
-    label: str,
-    timing: dict,
-    graph_module: list,
-    policy: DynamicPolicy | None,
-    eager_generators: set[types.CodeType],
-    traces: list[OutputGraph],
-    runtime: Runtime,
-) -> tuple[OutputGraph, Frame, types.FunctionType]:
-    """The breaking transformed code for a break before instruction `index`."""
-    output, frame, result = _trace(fn, args, kwargs, index, policy, eager_generators, traces)
-    if result is not None or frame.ip != index:
-        raise reason  # the second trace did not stop where the first one failed
-    try:
-        writer = BreakWriter(frame, index, fn, backend, backend_name, runtime, compile_callees=not reason.eager_callee)
-        # a create_graph=True backward at the break differentiates this graph's backward again
-        graph_backend = backend
-        if reason.kind is BreakKind.TWICE_DIFFERENTIABLE:
-            graph_backend = _as_captured
-            if "differentiable twice" not in reason.reason:
-                reason.reason += " (create_graph=True: the graph before it runs as captured, differentiable twice)"
-        compile_graph = _graph_compiler(output, graph_backend, backend_name, label, timing, graph_module)
-        return output, frame, writer.build(compile_graph, [i.source for i in output.inputs], label)
-    except Unsupported as problem:
-        graph_module.clear()
-        raise _NoBreakThere(problem) from problem
-
-
-def _close_abandoned(traces: list[OutputGraph]) -> None:
-    """Exit the real contexts still open in `traces`, the newest trace first."""
-    for output in reversed(traces):
-        close_abandoned(output)
-    traces.clear()
-
-
-def _as_captured(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
-    """Run a graph as captured: autograd records its ops one by one, differentiable twice."""
-    return gm.forward
-
-
-def _graph_compiler(
-    output: OutputGraph,
-    backend: Any,
-    backend_name: str,
-    label: str,
-    timing: dict,
-    graph_module: list,
-) -> Any:
-    """The callback codegen calls once the graph's outputs are known."""
-
-    def compile_graph(outputs: list[torch.fx.Node]) -> Any:
+    def __call__(self, outputs: list[torch.fx.Node]) -> Any:
+        output = self.output
         if output.op_count() == 0:
             return None
         output.restore_grad_mode()
-        output.graph.output(tuple(outputs))
-        root = torch.nn.Module()
-        for name, submodule in output.submodules.items():
-            root.add_module(name, submodule)
-        gm = torch.fx.GraphModule(root, output.graph, class_name="StenographGraph")
-        gm.meta["stenograph_frame"] = label
-        graph_module.append(gm)
+        gm = self.graph = _graph_module(output, outputs, self.request.label)
         # symbolic ints/floats go to the backend as the SymInt/SymFloat the trace used (as torch.compile
         # does): AOTAutograd would otherwise make a fresh symbol whose guards no entry checks
         example_inputs = [i.fake if is_symbolic(i.fake) else i.example for i in output.inputs]
-        float_sources = [i.source for i in output.inputs if isinstance(i.fake, torch.SymFloat)]
         # inputs that alias another input take their symbols along as inputs of their own (lifted.py)
         backend_gm, backend_inputs, unlift = lift_aliased_input_symbols(
             gm, example_inputs, [i.fake for i in output.inputs]
         )
+        compiled = unlift(self._backend_compiled(gm, example_inputs, backend_gm, backend_inputs))
+        # floats computed from Python numbers alone: as Python computes them (exact_floats.py)
+        exact = exact_python_floats(gm)
+        if exact is not None:
+            compiled = exact(compiled)
+            self._not_stored("it recomputes Python floats around the compiled graph")
+        if backend_gm is not gm:
+            self._not_stored("inputs that share storage take their size symbols as inputs")
+        if config.verify_correctness:
+            compiled = verify_on_first_call(gm, compiled, self.request.backend_name)
+        if isinstance(self.artifact, bytes):
+            self.artifact = (compiled, self.artifact)
+        return compiled
+
+    def _not_stored(self, reason: str) -> None:
+        if self.request.persist:
+            self.artifact = f"the compiled graph cannot be stored: {reason}"
+
+    def _backend_compiled(
+        self, gm: torch.fx.GraphModule, example_inputs: list, backend_gm: torch.fx.GraphModule, backend_inputs: list
+    ) -> Any:
+        """What the backend returns for the graph (split at DDP's buckets under a DDP forward),
+        timed; its failures are `BackendCompilerFailed`."""
+        backend_name = self.request.backend_name
+        float_sources = [i.source for i in self.output.inputs if isinstance(i.fake, torch.SymFloat)]
         t0 = time.perf_counter()
         try:
             # backends that re-trace (AOTAutograd, Inductor) find our fake mode and ShapeEnv here
             with (
-                torch._guards.tracing(torch._guards.TracingContext(output.fake_mode)),
+                torch._guards.tracing(torch._guards.TracingContext(self.output.fake_mode)),
                 lstm_training_decomposition(gm, example_inputs),
                 uncached_recompute_regions(gm),
                 float_restart_requests(float_sources),
             ):
                 ddp = active_ddp_module() if config.optimize_ddp else None
-                if ddp is None:
-                    compiled = backend(backend_gm, backend_inputs)
+                if ddp is None and self.request.persist:
+                    compiled, artifact = compile_with_artifact(self.backend, backend_gm, backend_inputs)
+                    self.artifact = artifact if artifact is not None else "the backend did not store it"
+                elif ddp is None:
+                    compiled = self.backend(backend_gm, backend_inputs)
                 else:
-                    compiled, split = compile_split(backend_gm, backend_inputs, backend, ddp)
+                    compiled, split, artifact = compile_split(
+                        backend_gm, backend_inputs, self.backend, ddp, self.request.persist
+                    )
                     if split is not None:
                         gm.meta["stenograph_ddp_split"] = split
+                    if self.request.persist:
+                        self.artifact = artifact if artifact is not None else "the backend did not store it"
         except StenographError:
             raise
         except Exception as e:
             raise BackendCompilerFailed(backend_name, e) from e
         finally:
-            timing["backend"] += time.perf_counter() - t0
+            self.seconds += time.perf_counter() - t0
         if not callable(compiled):
             problem = TypeError(f"backend returned {type(compiled).__name__}, not a callable")
             raise BackendCompilerFailed(backend_name, problem)
-        compiled = unlift(compiled)
-        # floats computed from Python numbers alone: as Python computes them (exact_floats.py)
-        exact = exact_python_floats(gm)
-        if exact is not None:
-            compiled = exact(compiled)
-        if config.verify_correctness:
-            compiled = verify_on_first_call(gm, compiled, backend_name)
         return compiled
 
-    return compile_graph
+
+def _graph_module(output: OutputGraph, outputs: list[torch.fx.Node], label: str) -> torch.fx.GraphModule:
+    """The trace's graph returning `outputs`, its submodules under an empty root module."""
+    output.graph.output(tuple(outputs))
+    root = torch.nn.Module()
+    for name, submodule in output.submodules.items():
+        root.add_module(name, submodule)
+    gm = torch.fx.GraphModule(root, output.graph, class_name="StenographGraph")
+    gm.meta["stenograph_frame"] = label
+    return gm
 
 
 def accepts(fn: types.FunctionType, args: tuple, kwargs: dict) -> bool:

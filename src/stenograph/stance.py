@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import config
+
 STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
 
 
@@ -31,8 +33,9 @@ class Stance:
 
     @property
     def compiles(self) -> bool:
-        """A miss may compile (else it runs eagerly)."""
-        return self.name not in ("force_eager", "eager_on_recompile")
+        """A miss may compile (else it runs eagerly); never while `config.disable` is set
+        (torch's switch: cached code runs, nothing new compiles)."""
+        return self.name not in ("force_eager", "eager_on_recompile") and not config.disable
 
 
 class _Current:

@@ -12,6 +12,7 @@ import pytest
 
 from stenograph.backends import (
     ENTRY_POINT_GROUP,
+    TORCH_ENTRY_POINT_GROUP,
     list_backends,
     lookup_backend,
     register_backend,
@@ -19,7 +20,17 @@ from stenograph.backends import (
 )
 from stenograph.errors import InvalidBackend, StenographError
 
-BUILTINS = {"eager", "aot_eager", "inductor", "cudagraphs"}
+# torch.compile's names, tagged as torch 2.13 tags them
+DEBUG_BUILTINS = {
+    "eager",
+    "eager_noexcept",
+    "aot_eager",
+    "aot_eager_default_partitioner",
+    "aot_eager_decomp_partition",
+    "ts",
+    "aot_ts",
+}
+BUILTINS = {"inductor", "cudagraphs"} | DEBUG_BUILTINS
 
 
 def _backend(gm, example_inputs):
@@ -135,7 +146,8 @@ def test_builtins_resolve_to_their_functions() -> None:
     assert lookup_backend("eager") is eager
     assert lookup_backend("aot_eager") is aot_eager
     assert lookup_backend("inductor") is inductor
-    assert callable(lookup_backend("cudagraphs"))
+    for name in BUILTINS:
+        assert callable(lookup_backend(name)), name
 
 
 # ---------------------------------------------------------------- listing and tags
@@ -147,14 +159,23 @@ def test_list_backends_is_sorted_and_honours_tags() -> None:
     register_backend(lambda gm, i: gm.forward, name="mm_custom", tags=("custom",))
     default = list_backends()
     assert default == sorted(default)
-    assert {"aot_eager", "eager", "inductor", "zz_plain", "mm_custom"} <= set(default)
-    assert "cudagraphs" not in default  # experimental
+    assert {"cudagraphs", "inductor", "zz_plain", "mm_custom"} <= set(default)
+    assert not DEBUG_BUILTINS & set(default)
     assert "aa_debug" not in default
     everything = list_backends(exclude_tags=None)
     assert everything == list_backends(exclude_tags=()) == sorted(everything)
     assert BUILTINS | {"aa_debug", "zz_plain", "mm_custom"} <= set(everything)
     assert "mm_custom" not in list_backends(exclude_tags=("custom",))
     assert "aa_debug" in list_backends(exclude_tags=("custom",))
+
+
+def test_list_backends_follows_torchs_tag_conventions() -> None:
+    """As torch._dynamo.list_backends: debugging backends such as `eager` are tagged "debug",
+    hidden by default and by exclude_tags=["debug"], listed with exclude_tags=[] or None."""
+    assert "inductor" in list_backends() and "inductor" in list_backends(exclude_tags=None)
+    assert "eager" not in list_backends()
+    assert "eager" not in list_backends(exclude_tags=["debug"])
+    assert "eager" in list_backends(exclude_tags=[])
 
 
 def test_importing_stenograph_imports_no_compiler() -> None:
@@ -174,6 +195,27 @@ def test_importing_stenograph_imports_no_compiler() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_builtin_backend_modules_load_on_first_lookup() -> None:
+    """As the registry's docstring says: `import stenograph` imports no built-in backend module
+    (Inductor's included) and adds no torch._inductor module to what `import torch` loaded;
+    looking `inductor` up loads its module."""
+    code = textwrap.dedent(
+        """
+        import sys
+        import torch
+        before = set(sys.modules)
+        import stenograph
+        builtins = [f"stenograph.backends.{name}" for name in ("eager", "aot_eager", "inductor", "cudagraphs")]
+        added = set(sys.modules) - before
+        print(sorted(m for m in added if m.startswith("torch._inductor") or m in builtins))
+        stenograph.backends.lookup_backend("inductor")
+        print("stenograph.backends.inductor" in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["[]", "True"], out.stdout + out.stderr
 
 
 # ---------------------------------------------------------------- entry points
@@ -196,10 +238,14 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
 
-    def set_eps(**mapping: str) -> None:
-        eps[:] = [importlib.metadata.EntryPoint(name, value, ENTRY_POINT_GROUP) for name, value in mapping.items()]
+    def set_eps(group: str = ENTRY_POINT_GROUP, **mapping: str) -> None:
+        eps[:] = [ep for ep in eps if ep.group != group]
+        eps.extend(importlib.metadata.EntryPoint(name, value, group) for name, value in mapping.items())
 
     return set_eps, calls
+
+
+BOTH_GROUPS = [TORCH_ENTRY_POINT_GROUP, ENTRY_POINT_GROUP]
 
 
 def test_entry_point_backend_is_listed_then_loaded_lazily(tmp_path: Path, fake_entry_points):
@@ -223,7 +269,7 @@ def test_entry_point_backend_is_listed_then_loaded_lazily(tmp_path: Path, fake_e
     assert fn is steno_ext_lazy.compile_it
     assert lookup_backend("ext") is fn
     lookup_backend("other")
-    assert calls == [ENTRY_POINT_GROUP]  # discovered once
+    assert calls == BOTH_GROUPS  # read once, by the listing
 
 
 def test_entry_point_discovered_on_first_lookup_miss(tmp_path: Path, fake_entry_points):
@@ -233,7 +279,48 @@ def test_entry_point_discovered_on_first_lookup_miss(tmp_path: Path, fake_entry_
     lookup_backend("eager")
     assert calls == []  # a hit does not look at entry points
     assert callable(lookup_backend("miss"))
-    assert calls == [ENTRY_POINT_GROUP]
+    assert calls == BOTH_GROUPS
+    lookup_backend("miss")
+    assert calls == BOTH_GROUPS
+
+
+def test_torch_group_is_read_and_ours_wins_a_shared_name(tmp_path: Path, fake_entry_points):
+    """A package written for torch.compile (group `torch_dynamo_backends`) is found by name; a
+    name both groups define is ours, without a warning (one package may advertise to both)."""
+    set_eps, _ = fake_entry_points
+    _write_module(
+        tmp_path, "steno_ext_torch", "def a(gm, i):\n    return gm.forward\ndef b(gm, i):\n    return gm.forward\n"
+    )
+    set_eps(TORCH_ENTRY_POINT_GROUP, for_torch="steno_ext_torch:a", both="steno_ext_torch:a")
+    set_eps(both="steno_ext_torch:b")
+    assert {"for_torch", "both"} <= set(list_backends())
+    assert lookup_backend("for_torch").__name__ == "a"
+    assert lookup_backend("both").__name__ == "b"
+
+
+def test_a_listing_reads_entry_points_again(tmp_path: Path, fake_entry_points):
+    """A package installed after the first listing shows up in the next one."""
+    set_eps, calls = fake_entry_points
+    _write_module(tmp_path, "steno_ext_late", "def late(gm, i):\n    return gm.forward\n")
+    assert "late" not in list_backends()
+    set_eps(late="steno_ext_late:late")
+    assert "late" in list_backends()
+    assert callable(lookup_backend("late"))
+    assert calls == BOTH_GROUPS * 2
+
+
+def test_entry_points_read_by_name_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An `entry_points()` result offering only EntryPoints' by-name API (`names`, `[name]`), as
+    torch's registry reads it, is read that way."""
+
+    class ByName:
+        names = {"by_name"}
+
+        def __getitem__(self, name: str) -> importlib.metadata.EntryPoint:
+            return importlib.metadata.EntryPoint(name, "steno_unimported:be", ENTRY_POINT_GROUP)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda *, group: ByName())
+    assert "by_name" in list_backends()
 
 
 def test_registered_names_win_over_entry_points(tmp_path: Path, fake_entry_points):
@@ -315,7 +402,7 @@ def test_two_distributions_with_one_name_warn(monkeypatch: pytest.MonkeyPatch, t
         importlib.metadata.EntryPoint("dup", "steno_ext_dup:a", ENTRY_POINT_GROUP),
         importlib.metadata.EntryPoint("dup", "steno_ext_dup:b", ENTRY_POINT_GROUP),
     ]
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda *, group: eps)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda *, group: [ep for ep in eps if ep.group == group])
     with pytest.warns(UserWarning, match="'dup'"):
         names = list_backends()
     assert names.count("dup") == 1
@@ -328,7 +415,7 @@ def test_unreadable_entry_points_warn_but_do_not_break(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
     with pytest.warns(UserWarning, match="corrupt RECORD"):
-        assert "eager" in list_backends()
+        assert "inductor" in list_backends()
 
 
 # ---------------------------------------------------------------- resolve_backend (mode/options)

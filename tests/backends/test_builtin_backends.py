@@ -7,8 +7,9 @@ import time
 import pytest
 import torch
 
+import stenograph
 from stenograph.backends import inductor_backend, lookup_backend
-from stenograph.errors import InvalidBackend
+from stenograph.errors import InvalidBackend, StenographError
 from stenograph.testing import same
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -47,6 +48,69 @@ def test_eager_forward_and_backward(mlp) -> None:
 
 def test_aot_eager_forward_and_backward(mlp) -> None:
     _check_forward_and_backward("aot_eager", mlp)
+
+
+@pytest.mark.parametrize(
+    "backend", ["eager_noexcept", "aot_eager_default_partitioner", "aot_eager_decomp_partition", "aot_ts"]
+)
+def test_torchs_other_backend_names_forward_and_backward(backend, mlp) -> None:
+    """torch.compile's backends of these names, under the same names: eager's results and grads."""
+    _check_forward_and_backward(backend, mlp)
+
+
+def test_ts_scripts_a_captured_graph() -> None:
+    """`ts` as torch 2.13 runs it: torch.jit.script of the captured graph (TorchScript cannot
+    read the type annotations torch.fx.symbolic_trace copies from a typed forward, so this
+    compiles through stenograph, whose graphs carry none)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    seen = []
+
+    def scripted(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        seen.append(lookup_backend("ts")(gm, example_inputs))
+        return seen[-1]
+
+    x = torch.randn(5, 8, requires_grad=True)
+    out = stenograph.compile(model, backend=scripted, fullgraph=True)(x)
+    assert isinstance(seen[0], torch.jit.ScriptModule)
+    x_ref = x.detach().clone().requires_grad_()
+    expected = model(x_ref)
+    assert same(out, expected)
+    out.sum().backward()
+    expected.sum().backward()
+    assert same(x.grad, x_ref.grad)
+
+
+def test_eager_noexcept_names_an_exception_of_the_graph() -> None:
+    gm = torch.fx.symbolic_trace(lambda x, y: x @ y)
+    x = torch.randn(2, 3)
+    run = lookup_backend("eager_noexcept")(gm, [x, x])
+    with pytest.raises(StenographError, match="running the captured graph") as info:
+        run(x, x)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert same(run(x, x.t()), x @ x.t())
+
+
+def test_aot_eager_decomp_partition_gives_aot_decomposed_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor's decompositions apply: the graph AOTAutograd runs has no aten.silu left (torch's
+    Inductor table decomposes it), where aot_eager's keeps it."""
+    from stenograph.backends import aot_eager
+
+    seen: list[torch.fx.GraphModule] = []
+
+    def recording(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        seen.append(gm)
+        return gm.forward
+
+    monkeypatch.setattr(aot_eager, "_nop_compiler", recording)
+    gm = torch.fx.symbolic_trace(lambda x: torch.nn.functional.silu(x))
+    x = torch.randn(4)
+    with torch.no_grad():
+        for backend in ("aot_eager", "aot_eager_decomp_partition"):
+            assert same(lookup_backend(backend)(gm, [x])(x), torch.nn.functional.silu(x))
+    targets = [{n.target for n in g.graph.nodes} for g in seen]
+    assert torch.ops.aten.silu.default in targets[0]
+    assert torch.ops.aten.silu.default not in targets[1]
 
 
 def test_aot_eager_inference(mlp) -> None:

@@ -1,7 +1,7 @@
 """Parameters and buffers are announced to Inductor as static inputs (for its CUDA graphs).
 
 Checked on CPU through the same reader AOTAutograd uses; what it is worth on a GPU is measured by
-benchmarks/transformer_block.py --no-static-hint (docs/benchmarks.md).
+benchmarks/transformer_block.py --no-static-hint (docs/benchmarks-history.md, run A).
 """
 
 from __future__ import annotations

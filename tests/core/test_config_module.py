@@ -4,13 +4,15 @@ by `unittest.mock.patch.object` and pytest's monkeypatch, validated on every wri
 from __future__ import annotations
 
 import pickle
+import types
+import warnings
 from unittest import mock
 
 import pytest
 import torch
 
 import stenograph
-from stenograph.errors import InvalidConfig
+from stenograph.errors import FailOnRecompileLimitHit, InvalidConfig
 
 config = stenograph.config
 
@@ -115,3 +117,135 @@ def test_patch_takes_torch_config_forms():
     with pytest.raises(InvalidConfig, match="a setting's name or a dict"):
         config.patch(3)
     assert config.get_config_copy() == config.to_dict()
+
+
+# ---------------------------------------------------------------------------------------------
+# torch._dynamo.config's names (torch 2.13's config is the contract)
+
+
+def _torch_config() -> types.ModuleType:
+    import torch._dynamo.config as torch_config  # the reference: torch's own config module
+
+    return torch_config
+
+
+@pytest.mark.skipif(not torch.__version__.startswith("2.13"), reason="the table is torch 2.13's")
+def test_every_torch_setting_is_accepted_with_torchs_default():
+    torch_config = _torch_config()
+    names = [n for n in torch_config.get_config_copy() if not n.startswith("_") and n != "TYPE_CHECKING"]
+    aliases = ["cache_size_limit", "accumulated_cache_size_limit", "fail_on_cache_limit_hit", "ignore_logger_methods"]
+    assert not [n for n in names + aliases if n not in dir(config)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's deprecated settings warn when read
+        differ = {n for n in names if getattr(config, n) != getattr(torch_config, n)}
+    assert differ <= {"suppress_errors", "base_dir", "debug_dir_root"}  # documented: stenograph's own
+
+
+def test_torch_only_settings_are_kept_patched_and_restored():
+    with config.patch(guard_nn_modules=False, automatic_dynamic_shapes_mark_as="unbacked", repro_after="dynamo"):
+        assert (config.guard_nn_modules, config.automatic_dynamic_shapes_mark_as) == (False, "unbacked")
+        assert config.repro_after == "dynamo"  # a None default takes anything
+    assert (config.guard_nn_modules, config.repro_after) == (True, None)
+    with mock.patch.object(config, "accumulated_cache_size_limit", 3):
+        assert config.accumulated_recompile_limit == 3
+    assert config.accumulated_recompile_limit == 256
+    assert "guard_nn_modules" in config.to_dict()
+
+
+def test_torch_settings_are_type_checked():
+    with pytest.raises(InvalidConfig, match="must be bool"):
+        config.guard_nn_modules = "yes"
+    with pytest.raises(InvalidConfig, match="must be one of 'dynamic', 'unbacked'"):
+        config.automatic_dynamic_shapes_mark_as = "oblivious"
+    config.cprofile = "stats.prof"  # torch's bool-or-path settings
+    del config.cprofile
+    with pytest.raises(InvalidConfig, match="must be bool or str"):
+        config.cprofile = 1
+
+
+def test_a_set_setting_is_mutated_in_place_and_restored_fresh():
+    """`traceable_tensor_subclasses` is a set users add classes to (a no-op in torch 2.13 too)."""
+
+    class Sub(torch.Tensor):
+        pass
+
+    config.traceable_tensor_subclasses.add(Sub)
+    assert Sub in config.traceable_tensor_subclasses
+    with config.patch(traceable_tensor_subclasses={int}):
+        assert config.traceable_tensor_subclasses == {int}
+    assert Sub in config.traceable_tensor_subclasses
+    del config.traceable_tensor_subclasses
+    assert config.traceable_tensor_subclasses == set()
+
+
+def test_typos_name_the_closest_setting():
+    with pytest.raises(InvalidConfig, match="no setting 'recompile_limt'; did you mean 'recompile_limit'"):
+        config.recompile_limt = 2
+    with pytest.raises(InvalidConfig, match="did you mean 'guard_nn_modules'"):
+        config.patch(guard_nn_module=True)
+
+
+def test_torch_values_asking_for_what_stenograph_lacks_are_refused():
+    with pytest.raises(InvalidConfig, match="no compiled autograd"):
+        config.compiled_autograd = True
+    with pytest.raises(InvalidConfig, match="Python reducer needs compiled autograd"):
+        config.optimize_ddp = "python_reducer"
+    assert config.compiled_autograd is False and config.optimize_ddp is True
+
+
+def test_optimize_ddp_takes_torchs_mode_names():
+    with config.patch(optimize_ddp="no_optimization"):
+        assert config.optimize_ddp is False
+    with config.patch(optimize_ddp="ddp_optimizer"):
+        assert config.optimize_ddp is True
+
+
+def test_get_hash_follows_settings_that_change_compiles():
+    """As torch's config modules: ignored keys (verbose) leave the hash alone, others change it,
+    nested patches restore it."""
+    start = config.get_hash()
+    assert isinstance(start, bytes)
+    with config.patch(verbose=True, recompile_limit=2, cache_size_limit=2):
+        assert config.get_hash() == start
+    with config.patch(dead_code_elimination=True):
+        changed = config.get_hash()
+        assert changed != start
+        with config.patch(verbose=True):
+            assert config.get_hash() == changed
+    assert config.get_hash() == start
+    assert {"verbose", "recompile_limit", "cache_size_limit", "error_on_recompile"} <= config._compile_ignored_keys
+    assert "dead_code_elimination" not in config._compile_ignored_keys
+
+
+def test_error_on_recompile_raises_on_a_recompile_only(cnt):
+    """torch's `error_on_recompile`: the first compile is allowed, a second one raises."""
+    compiled = stenograph.compile(lambda x: x + 1, backend=cnt, dynamic=False)
+    with config.patch(error_on_recompile=True):
+        compiled(torch.ones(2))
+        compiled(torch.ones(2))
+        with pytest.raises(stenograph.RecompileError, match=r"error_on_recompile.*size=\[2\]"):
+            compiled(torch.ones(3))
+    assert cnt.frame_count == 1
+    torch.testing.assert_close(compiled(torch.ones(3)), torch.full((3,), 2.0))
+    assert cnt.frame_count == 2
+
+
+def test_fail_on_recompile_limit_hit_raises_at_the_limit(cnt):
+    compiled = stenograph.compile(lambda x: x + 1, backend=cnt, dynamic=False)
+    with config.patch(fail_on_cache_limit_hit=True, recompile_limit=2):
+        compiled(torch.ones(1))
+        compiled(torch.ones(2))
+        with pytest.raises(FailOnRecompileLimitHit, match=r"recompile limit \(2\)"):
+            compiled(torch.ones(3))
+    assert cnt.frame_count == 2
+
+
+def test_disable_compiles_nothing_new_but_runs_cached_code(cnt):
+    compiled = stenograph.compile(lambda x: x * 2, backend=cnt, dynamic=False)
+    compiled(torch.ones(2))
+    with config.patch(disable=True):
+        torch.testing.assert_close(compiled(torch.ones(3)), torch.full((3,), 2.0))
+        compiled(torch.ones(2))
+    assert cnt.frame_count == 1
+    compiled(torch.ones(3))
+    assert cnt.frame_count == 2

@@ -30,7 +30,9 @@ def test_graph_module_takes_the_arguments_and_returns_eager_result(cnt):
     x2, y2 = torch.randn(3), torch.randn(2)
     assert_same(gm(x2, y2), _shaped(x2, y2))  # new values, same shapes: the graph still fits
     assert_same(gm(x2, y=y2), _shaped(x2, y2))  # keyword arguments bind to the placeholders
-    assert [n.name for n in gm.graph.find_nodes(op="placeholder")] == ["x", "y", "n"]
+    # as torch._dynamo.export's: one placeholder per pytree leaf of the call's (args, kwargs)
+    assert [n.name for n in gm.graph.find_nodes(op="placeholder")] == ["arg0", "arg1"]
+    assert gm._in_spec == torch.utils._pytree.tree_flatten(((x, y), {}))[1]
     assert cnt.frame_count == 0  # nothing was compiled
     assert not [c for c in entry.all_caches() if c.code is _shaped.__code__]
 
@@ -81,7 +83,7 @@ def test_module_parameters_and_buffers_are_attributes_of_the_graph_module():
     reference = copy.deepcopy(model)
     x = torch.randn(5, 3)
     gm, guards = stenograph.export(model)(x)
-    assert [n.name for n in gm.graph.find_nodes(op="placeholder")] == ["x", "scale"]
+    assert [n.name for n in gm.graph.find_nodes(op="placeholder")] == ["arg0"]  # scale: its default
     assert gm.get_parameter("fc.weight") is model.fc.weight
     assert gm.get_buffer("norm.running_mean") is model.norm.running_mean
     assert set(model.state_dict()) <= set(gm.state_dict())
@@ -207,3 +209,51 @@ def test_dynamic_true_makes_every_size_and_int_symbolic():
     assert not guards.check(torch.randn(5), 3)  # odd sizes cannot be reshaped to 2 rows
     with pytest.raises(TypeError, match="None, True or False"):
         stenograph.export(f, dynamic="yes")
+
+
+# ---------------------------------------------------------------------------------------------
+# torch._dynamo.export's other arguments (torch 2.13's behaviour is the contract)
+
+
+def _pair_sum(xs, y, *, z=1):
+    return xs[0] + xs[1] * y + z
+
+
+def test_same_signature_false_takes_the_flat_graph_inputs_as_torchs():
+    """Without the signature rewrite the graph takes what it reads from the arguments, flattened
+    in the order it reads them, and returns a flat tuple: called as torch's is."""
+    xs, y = [torch.randn(3), torch.randn(3)], torch.randn(3)
+    for aten_graph in (False, True):
+        gm, _ = stenograph.export(_pair_sum, same_signature=False, aten_graph=aten_graph)(xs, y, z=2)
+        theirs, _ = torch._dynamo.export(_pair_sum, same_signature=False, aten_graph=aten_graph)(xs, y, z=2)
+        names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
+        assert names == ["l_xs_0_", "l_xs_1_", "l_y_"]  # torch's names too (its ATen graph renames them)
+        assert len(names) == len(theirs.graph.find_nodes(op="placeholder"))
+        flat = (*xs, y)
+        assert_same(gm(*flat), (_pair_sum(xs, y, z=2),))
+        assert_same(gm(*flat), theirs(*flat))
+    gm, _ = stenograph.export(_pair_sum)(xs, y, z=2)
+    assert_same(gm(xs, y, z=2), _pair_sum(xs, y, z=2))  # the default: called as the function is
+
+
+def test_tracing_mode_and_assume_static_by_default():
+    """torch's export: sizes symbolic with assume_static_by_default=False (ints stay constants),
+    static in the "fake" and "real" tracing modes."""
+
+    def f(x, n):
+        return x * n
+
+    x = torch.randn(4)
+    _, guards = stenograph.export(f, assume_static_by_default=False)(x, 2)
+    assert guards.check(torch.randn(7), 2) and not guards.check(torch.randn(7), 3)
+    for mode in ("fake", "real"):
+        _, guards = stenograph.export(f, tracing_mode=mode, aten_graph=True)(x, 2)
+        assert not guards.check(torch.randn(7), 2)
+    _, guards = stenograph.export(f, tracing_mode="symbolic")(x, 2)
+    assert not guards.check(torch.randn(7), 2)  # stenograph's default: static unless declared
+    with pytest.raises(ValueError, match="takes symbolic, fake, real"):
+        stenograph.export(f, tracing_mode="concrete")
+    with pytest.raises(TypeError, match="assume_static_by_default= or dynamic=/dynamic_shapes=, not both"):
+        stenograph.export(f, dynamic=True, assume_static_by_default=False)
+    with pytest.raises(TypeError, match="specialize_float: float arguments are specialised"):
+        stenograph.export(f, specialize_float=False)

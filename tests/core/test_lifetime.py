@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import linecache
+import logging
 import weakref
 
+import pytest
 import torch
 from helpers import assert_same
 
 import stenograph
+from stenograph import deferred_release, process_state
 
 from ._support import MLP
 
@@ -71,3 +76,105 @@ def test_compiled_module_cache_does_not_keep_input_alive(cnt):
     del x
     gc.collect()
     assert r() is None
+
+
+def _new_function(i: int):
+    """A function with its own code object, as a user's generated or re-defined code makes."""
+    namespace: dict = {}
+    source = f"def f(x):\n    y = x * {i} + 1\n    print('between', {i})\n    return y.sin()\n"
+    exec(compile(source, f"<user function {i}>", "exec"), namespace)
+    return namespace["f"]
+
+
+def _process_footprint() -> tuple[int, int, int]:
+    """gc-tracked objects, linecache entries, FakeTensorMode's dispatch cache entries."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    gc.collect()
+    return len(gc.get_objects()), len(linecache.cache), len(FakeTensorMode.cache)
+
+
+@contextlib.contextmanager
+def _pytest_log_capture_detached():
+    """pytest's log capture keeps each record until the test ends (torch's AOTAutograd logs 16
+    debug records a function to torch.__trace): its handlers, on the root logger and on those
+    that do not propagate, are out of the way while the functions run."""
+    loggers = [
+        logging.getLogger(),
+        *(log for log in logging.Logger.manager.loggerDict.values() if isinstance(log, logging.Logger)),
+    ]
+    detached = [(log, h) for log in loggers for h in log.handlers if type(h).__module__.startswith("_pytest")]
+    for log, handler in detached:
+        log.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for log, handler in detached:
+            log.addHandler(handler)
+
+
+def _compile_call_drop(first: int, count: int, backend: str, capsys) -> None:
+    x = torch.randn(3)
+    with _pytest_log_capture_detached():
+        for i in range(first, first + count):
+            fn = _new_function(i)
+            compiled = stenograph.compile(fn, backend=backend)
+            assert_same(compiled(x), fn(x))
+            compiled(x)
+            del fn, compiled
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_functions_compiled_and_dropped_leave_nothing_behind(backend, capsys):
+    """Each function (two graphs around a print: generated guards, resume code, torch.fx sources,
+    fake dispatch entries) is freed with all it made: the process does not grow with their number."""
+    count = 150 if backend == "eager" else 40
+    _compile_call_drop(0, count, backend, capsys)  # torch's own one-time set-up happens here
+    # the bounded memos (decoded instructions, shared small constants) hold what the process met
+    # last, not what the dropped functions own
+    stenograph.reset()
+    process_state.clear_all(memos=True)
+    objects, sources, dispatch = _process_footprint()
+    _compile_call_drop(10_000, count, backend, capsys)
+    stenograph.reset()
+    process_state.clear_all(memos=True)
+    objects_after, sources_after, dispatch_after = _process_footprint()
+    assert sources_after <= sources and dispatch_after <= dispatch
+    assert objects_after - objects < count // 4, objects_after - objects
+
+
+def test_reset_frees_what_the_compiled_functions_made(capsys):
+    """Kept functions keep their entries; `reset()` drops the entries and what they made, though
+    the functions live on (and compile again on their next call)."""
+    x = torch.randn(3)
+    # the process's first compile reads torch's and stenograph's own source files into linecache
+    stenograph.compile(_new_function(19_999), backend="aot_eager")(x)
+    stenograph.reset()
+    _, sources, dispatch = _process_footprint()
+    kept = [stenograph.compile(_new_function(i), backend="aot_eager") for i in range(20_000, 20_010)]
+    for fn in kept:
+        fn(x)
+    assert _process_footprint()[1] > sources
+    stenograph.reset()
+    assert _process_footprint()[1:] == (sources, dispatch)
+    assert_same(kept[0](x), _new_function(20_000)(x))
+    capsys.readouterr()
+
+
+def test_a_freed_entrys_cleanup_waits_for_a_safe_point():
+    """A finalizer runs wherever the collector does, possibly inside a loop over linecache (3.11's
+    `linecache.checkcache`): the cleanup it queues changes nothing until the next compile."""
+    name = "<stenograph test: deferred cleanup>"
+    linecache.cache[name] = (1, None, ["x\n"], name)
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    deferred_release.when_freed(owner, linecache.cache.pop, name, None)
+    del owner
+    gc.collect()
+    assert name in linecache.cache
+    stenograph.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
+    assert name not in linecache.cache

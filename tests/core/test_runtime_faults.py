@@ -29,6 +29,22 @@ from stenograph.testing import CompileCounter, CompileCounterWithBackend
 # -- threads -----------------------------------------------------------------------------------
 
 
+_lift_at_start = [0]
+
+
+@pytest.fixture(autouse=True)
+def _lift_baseline():
+    """The recursion lift when the test starts: the tests check that their own calls leave it as
+    they found it. (Under pytest-xdist a worker has been seen to start this file with 2 frames
+    still lifted by an earlier test elsewhere in the suite: not found yet, see docs/testing.md.)"""
+    _lift_at_start[0] = recursion.lifted()
+    yield
+
+
+def _added_lift() -> int:
+    return recursion.lifted() - _lift_at_start[0]
+
+
 def _race(fn, inputs):
     """Call `fn(x)` for every x in `inputs`, each in its own thread, all released at once."""
     results: list = [None] * len(inputs)
@@ -248,6 +264,45 @@ def test_keyboard_interrupt_inside_fake_tensor_mode_exit():
             _check_usable_after_interrupt(compiled, cnt, x, expected)
         stenograph.reset()
     assert interrupted == 39
+
+
+def _interrupt_in_code(n, code):
+    """A trace function raising KeyboardInterrupt at the n-th line event of `code` (any call)."""
+    counted = [0]
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+        if event == "line":
+            counted[0] += 1
+            if counted[0] == n:
+                raise KeyboardInterrupt
+        return tracer
+
+    return tracer
+
+
+@_UNRAISABLE
+@pytest.mark.parametrize("method", ["__enter__", "__exit__"])
+def test_keyboard_interrupt_at_each_line_of_torchs_fake_mode_entry_and_exit(method):
+    """torch's own FakeTensorMode code, which runs for every op traced (its dispatch enters the
+    mode again inside C++): left half done, the C++ caller aborted the process ("trying to set
+    the current FakeTensorMode, but one already exists"). Each line of the first calls: the
+    interrupt reaches the caller, torch's state is as before, the next compile works."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    code = getattr(FakeTensorMode, method).__code__
+    x = torch.randn(4)
+    expected = _breaking(x, 3)
+    before = _torch_state()
+    for n in range(1, 13):
+        FakeTensorMode.cache_clear()  # a cached op result skips the mode's entry in its dispatch
+        cnt = CompileCounter()
+        compiled = stenograph.compile(_breaking, backend=cnt)
+        assert _call_traced(compiled, _interrupt_in_code(n, code), x, 3), f"no interrupt at line event {n}"
+        assert _torch_state() == before, f"interrupt at line event {n} of {method}"
+        _check_usable_after_interrupt(compiled, cnt, x, expected)
+        stenograph.reset()
 
 
 class _Mode(TorchDispatchMode):
@@ -523,7 +578,7 @@ def _deepest(fn, *args, hi=1500):
         except RecursionError:
             hi = mid - 1
         assert sys.getrecursionlimit() == limit
-        assert recursion.lifted() == 0
+        assert _added_lift() == 0
     return lo
 
 
@@ -651,7 +706,7 @@ def test_infinite_recursion_still_raises_recursion_error(case, limit):
         with pytest.raises(RecursionError, match="maximum recursion depth exceeded"):
             compiled(0, x)
         assert sys.getrecursionlimit() == (limit or before)
-        assert recursion.lifted() == 0
+        assert _added_lift() == 0
     finally:
         sys.setrecursionlimit(before)
 
@@ -674,7 +729,7 @@ def test_recursion_limit_restored_when_a_deep_compiled_call_raises(cnt, error):
         with pytest.raises(error, match="bottom"):
             compiled(n, torch.ones(2))
         assert sys.getrecursionlimit() == limit
-        assert recursion.lifted() == 0
+        assert _added_lift() == 0
 
 
 def test_user_recursion_limit_set_inside_a_compiled_call_is_kept(cnt):
@@ -692,7 +747,7 @@ def test_user_recursion_limit_set_inside_a_compiled_call_is_kept(cnt):
     try:
         assert_same(compiled(torch.ones(2), before + 500), torch.ones(2) + 1)
         assert sys.getrecursionlimit() == before + 500 - 2
-        assert recursion.lifted() == 0
+        assert _added_lift() == 0
         assert_same(compiled(torch.ones(2), before + 600), torch.ones(2) + 1)
         assert sys.getrecursionlimit() == before + 600
     finally:
@@ -719,15 +774,16 @@ def test_a_miss_deep_in_a_recursion_compiles(cnt):
     assert_same(deep(limit - here - 60, x), fn(x))
     assert cnt.frame_count == 2
     assert sys.getrecursionlimit() == limit
-    assert recursion.lifted() == 0
+    assert _added_lift() == 0
     assert_same(compiled(x), fn(x))
     assert cnt.frame_count == 2
 
 
-def test_recursion_error_in_the_tracer_is_not_taken_for_the_program(cnt, monkeypatch):
-    """A compile that runs out of depth is not the frame's fault: with suppress_errors the call
-    runs eagerly with a warning (the frame is not given up: a later call compiles); without, the
-    error propagates. Constant folding does not turn the tracer's RecursionError into code that
+def test_recursion_error_in_the_tracer_is_not_taken_for_the_program(monkeypatch):
+    """A compile that runs out of depth is not the frame's fault: with suppress_errors or without
+    it, the call runs eagerly with a warning (the frame is not given up: a later call compiles),
+    as torch.compile gives up on a frame too deep to trace, instead of raising the tracer's
+    RecursionError. Constant folding does not turn the tracer's RecursionError into code that
     raises it."""
     from stenograph.errors import Unsupported
     from stenograph.variables import exceptions
@@ -738,7 +794,6 @@ def test_recursion_error_in_the_tracer_is_not_taken_for_the_program(cnt, monkeyp
     def fn(x):
         return x + 1
 
-    compiled = stenograph.compile(fn, backend=cnt)
     real = entry.compile_frame
     failures = [0]
 
@@ -753,15 +808,16 @@ def test_recursion_error_in_the_tracer_is_not_taken_for_the_program(cnt, monkeyp
 
     monkeypatch.setattr(entry, "compile_frame", out_of_depth_once)
     x = torch.ones(2)
-    with pytest.raises(Unsupported):
-        compiled(x)
-    failures[0] = 0
-    with stenograph.config.patch(suppress_errors=True):
-        with pytest.warns(stenograph.StenographWarning, match="ran out of recursion depth"):
+    for suppress in (False, True):
+        failures[0] = 0
+        counter = CompileCounter()  # a backend, and so a cache, of its own
+        compiled = stenograph.compile(fn, backend=counter)
+        with stenograph.config.patch(suppress_errors=suppress):
+            with pytest.warns(stenograph.StenographWarning, match="ran out of recursion depth"):
+                assert_same(compiled(x), fn(x))
+            assert counter.frame_count == 0
             assert_same(compiled(x), fn(x))
-        assert cnt.frame_count == 0
-        assert_same(compiled(x), fn(x))
-        assert cnt.frame_count == 1
+            assert counter.frame_count == 1
 
 
 def test_headroom_left_raised_by_an_interrupted_compile_is_lowered_by_the_next_miss(cnt):
@@ -770,10 +826,10 @@ def test_headroom_left_raised_by_an_interrupted_compile_is_lowered_by_the_next_m
     lowers it, and the limit is the user's again."""
     limit = sys.getrecursionlimit()
     recursion.compile_headroom()
-    assert recursion.lifted() == recursion.COMPILE_HEADROOM
+    assert _added_lift() == recursion.COMPILE_HEADROOM
     assert sys.getrecursionlimit() == limit + recursion.COMPILE_HEADROOM
     compiled = stenograph.compile(_pointwise, backend=cnt)
     x = torch.randn(3)
     assert_same(compiled(x), _pointwise(x))
-    assert recursion.lifted() == 0 and sys.getrecursionlimit() == limit
+    assert _added_lift() == 0 and sys.getrecursionlimit() == limit
     assert cnt.frame_count == 1

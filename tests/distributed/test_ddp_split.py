@@ -158,7 +158,7 @@ def test_a_tuple_never_crosses_pieces():
         pieces.append(piece)
         return piece.forward
 
-    compiled, split = compile_split(gm, examples, backend, stand_in_ddp(module, 16))
+    compiled, split, _ = compile_split(gm, examples, backend, stand_in_ddp(module, 16))
     assert len(pieces) == 2 and split is not None and [len(p.params) for p in split.pieces] == [1, 1]
     assert "chunk" not in pieces[0].code and "chunk" in pieces[1].code
     torch.testing.assert_close(compiled(*examples)[0], gm(*examples)[0])

@@ -15,6 +15,7 @@ import time
 import torch
 
 from .generator import ALL_FEATURES, Program, default_features, generate
+from .object_model import generate_objects
 from .runner import BACKENDS, check_program
 
 
@@ -36,9 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=120, help="seconds per program before it counts as a hang")
     parser.add_argument("--quiet", action="store_true", help="print only the first line of each mismatch")
     parser.add_argument("--show", action="store_true", help="print each program's source")
+    parser.add_argument(
+        "--generator", choices=("programs", "objects"), default="programs", help="objects: object_model.py's programs"
+    )
     parser.add_argument("--file", help="run this program (a generated or hand-shrunk source) instead")
     args = parser.parse_args(argv)
     backends = tuple(args.backend or BACKENDS)
+    make = generate_objects if args.generator == "objects" else generate
     # the features each backend's programs use; backends with the same set share their programs
     plan: dict[frozenset[str], list[str]] = {}
     for backend in backends:
@@ -61,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             mismatches, warnings = [], []
             try:
                 for features, group in plan.items():
-                    program = generate(seed, features)
+                    program = make(seed, features)
                     if args.file:
                         with open(args.file) as handle:
                             program = Program(seed=seed, source=handle.read(), features=features, stable=False)

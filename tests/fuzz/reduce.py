@@ -14,11 +14,13 @@ import sys
 import torch
 
 from .generator import ALL_FEATURES, Program, default_features, generate
+from .object_model import generate_objects
 from .runner import check_program
 
 
 def _function(tree: ast.Module) -> ast.FunctionDef:
-    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "f")
+    """The function under test: `f` (nested in a factory in object-model programs) or `forward`."""
+    return next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in ("f", "forward"))
 
 
 def _bodies(node: ast.AST) -> list[list[ast.stmt]]:
@@ -88,9 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="eager")
     parser.add_argument("--kind", help="mismatch kind to keep (default: the first one seen)")
     parser.add_argument("--all-features", action="store_true")
+    parser.add_argument("--generator", choices=("programs", "objects"), default="programs")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    program = generate(args.seed, ALL_FEATURES if args.all_features else default_features(args.backend))
+    make = generate_objects if args.generator == "objects" else generate
+    program = make(args.seed, ALL_FEATURES if args.all_features else default_features(args.backend))
     if args.file:
         with open(args.file) as handle:
             program = dataclasses.replace(program, source=handle.read(), stable=False)
@@ -106,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         if m.signature() == kind:
             print(f"# call {m.call}: {m.what[:500]}")
             break
-    fn_start = small.index("def f(")
+    fn_start = small.index("def f(") if "def f(" in small else small.index("class Net")
     print(small[fn_start:])
     return 0
 

@@ -105,12 +105,22 @@ def snapshot(value: Any, module: types.ModuleType, seen: dict[int, str] | None =
     ("alias", first path), so `y = x.add_(1); return y` is told apart from returning a copy.
     """
     seen = {} if seen is None else seen
+    # the classes whose instances are compared by their state: the object-model programs name
+    # theirs in FUZZ_TYPES and read the state with fuzz_view; the others have C0
+    objects = getattr(module, "FUZZ_TYPES", None) or (module.C0,)
+    views: list[Any] = []  # kept alive while walking: a freed view's id could name the next one
+
+    def view(v: Any) -> Any:
+        views.append(module.fuzz_view(v))
+        return views[-1]
 
     def walk(v: Any, path: str) -> Any:
-        if isinstance(v, (torch.Tensor, list, dict, set, module.C0)):
+        if isinstance(v, (torch.Tensor, list, dict, set, *objects)):
             if id(v) in seen:
                 return ("alias", seen[id(v)])
             seen[id(v)] = path
+        if isinstance(v, objects) and hasattr(module, "fuzz_view"):
+            return (type(v).__name__, walk(view(v), f"{path}.state"))
         if isinstance(v, torch.Tensor):
             return ("tensor", v.detach().clone(), v.requires_grad)
         if isinstance(v, (list, tuple)):
@@ -119,11 +129,11 @@ def snapshot(value: Any, module: types.ModuleType, seen: dict[int, str] | None =
             return ("dict", [(k, walk(e, f"{path}[{k!r}]")) for k, e in v.items()])
         if isinstance(v, (set, frozenset)):
             return (type(v).__name__, sorted(v, key=repr))
-        if isinstance(v, module.C0):
+        if isinstance(v, objects):
             return ("C0", walk(dict(vars(v)), f"{path}.__dict__"))
         if isinstance(v, float):
             return ("float", v)
-        if v is module._MISSING:
+        if v is getattr(module, "_MISSING", None):
             return ("_MISSING",)
         if isinstance(v, (int, str, bool, type(None), torch.Size, torch.dtype)):
             return (type(v).__name__, v)
@@ -133,7 +143,9 @@ def snapshot(value: Any, module: types.ModuleType, seen: dict[int, str] | None =
 
 
 def module_state(module: types.ModuleType) -> dict[str, Any]:
-    """The globals f may write and C0's class attributes."""
+    """The globals f may write and C0's class attributes (an object-model program's fuzz_state)."""
+    if hasattr(module, "fuzz_state"):
+        return module.fuzz_state()
     state = {k: v for k, v in vars(module).items() if k.startswith("G_")}
     state["C0.k"] = module.C0.k
     return state

@@ -14,9 +14,11 @@ import pytest
 import torch
 
 from .generator import ALL_FEATURES, DISABLED_BY_FINDINGS, Program, default_features, generate
+from .object_model import generate_objects
 from .runner import BACKENDS, check_program, run
 
 CI_SEEDS = range(20)
+CI_OBJECT_SEEDS = range(30)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -25,6 +27,25 @@ def test_generated_program_matches_eager(seed, backend):
     mismatches, _ = check_program(generate(seed, default_features(backend)), (backend,))
     if mismatches:
         pytest.fail("\n\n".join(m.report() for m in mismatches), pytrace=False)
+
+
+@pytest.mark.parametrize("seed", CI_OBJECT_SEEDS)
+def test_object_model_program_matches_eager(seed):
+    """Attributes written then read through every path (object_model.py), both backends."""
+    mismatches, _ = check_program(generate_objects(seed))
+    if mismatches:
+        pytest.fail("\n\n".join(m.report() for m in mismatches), pytrace=False)
+
+
+def test_object_model_programs_mostly_return():
+    """The object-model programs are well formed: few calls raise (a deleted attribute read
+    where the generator could not tell), so most of what they do is compared."""
+    raised = calls = 0
+    for seed in range(2000, 2100):
+        for call in run(generate_objects(seed), None).calls:
+            calls += 1
+            raised += isinstance(call.outcome, str) and call.outcome.startswith("raised")
+    assert raised < 0.1 * calls, raised
 
 
 _SAVED = sorted((pathlib.Path(__file__).parent / "findings").glob("*.py"))
@@ -89,5 +110,15 @@ def test_a_changed_global_is_caught():
         "def f(x, y, n, s, flag, lst, d, mode, obj, opt=_MISSING):\n"
         "    if stenograph.is_compiling():\n        G_LOG.append(1)\n",
     )
+    mismatches, _ = check_program(dataclasses.replace(program, source=source), ("eager",))
+    assert [m.what.split(":")[0] for m in mismatches][:1] == ["globals / class attributes"], mismatches
+
+
+def test_a_changed_object_is_caught():
+    """An object-model run whose objects end differently is reported (their state is compared)."""
+    program = generate_objects(5)
+    extra = "        if stenograph.is_compiling():\n            G_OBJ.k = 99\n"
+    source = program.source.replace("        acc = x * 0.5\n", "        acc = x * 0.5\n" + extra)
+    assert source != program.source
     mismatches, _ = check_program(dataclasses.replace(program, source=source), ("eager",))
     assert [m.what.split(":")[0] for m in mismatches][:1] == ["globals / class attributes"], mismatches

@@ -159,6 +159,13 @@ def test_demo_prints_what_it_captured_and_writes_the_report(tmp_path, capsys):
     assert "TransformerBlock.forward" in text and "squared_distance" in text
 
 
+def test_demo_shows_paths_under_the_current_directory_relative_to_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    inside = os.path.join(os.getcwd(), "src", "demo.py")
+    assert demo._relative(f'File "{inside}", line 3') == 'File "src/demo.py", line 3'
+    assert demo._relative('File "/elsewhere/demo.py", line 3') == 'File "/elsewhere/demo.py", line 3'
+
+
 @pytest.mark.slow
 def test_demo_command_with_the_default_backend(tmp_path):
     result = run_cli(["demo"], cwd=str(tmp_path), timeout=900)

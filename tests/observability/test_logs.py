@@ -159,6 +159,7 @@ def test_parse_setting():
         "bytecode": False,
         "dynamic": False,
         "ddp_graphs": False,
+        "cache": False,
     }
     assert all(logs.parse_setting("all").values())
     with pytest.raises(InvalidConfig, match="(?s)unknown log name.*nope.*graph_breaks"):

@@ -184,3 +184,27 @@ def _cast_to_generic_alias(xs):
 def test_builtin_classes_subscripted_as_annotations(cnt):
     """`list[Tensor]` in `typing.cast` (torch.optim's foreach code): a constant alias."""
     check(_cast_to_generic_alias, lambda i: ([t(2, seed=i), t(3, seed=i)],), cnt)
+
+
+# typing's own aliases (not `str | None`): huggingface_hub's annotations are these
+_FIELD_TYPES = {
+    "problem_type": typing.Optional[str],  # noqa: UP045
+    "labels": typing.Union[int, list[int]],  # noqa: UP007
+    "fn": typing.Callable,
+}
+
+
+def _validate_fields(x, value):
+    # what huggingface_hub's strict dataclasses do on each config write (transformers 5.17)
+    kinds = []
+    for name, annotation in _FIELD_TYPES.items():
+        origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+        kinds.append((name, origin is typing.Union, str in args, len(args)))
+        if origin is typing.Union and type(value) in args:
+            x = x + 1
+    return x, kinds
+
+
+def test_typing_introspection_of_annotations(cnt):
+    """get_origin/get_args read special forms (`alias.__origin__ is Union`): values, one graph."""
+    check(_validate_fields, lambda i: (t(3, seed=i), "single"), cnt)

@@ -125,3 +125,51 @@ def test_write_nn_module_refuses_raises_its_type_error(cnt):
     compiled = stenograph.compile(_BadWrite(), backend=cnt)
     with pytest.raises(TypeError, match="cannot assign"):
         compiled(t(2, 3))
+
+
+class _Clamping(nn.Module):
+    """HF Swin's `set_shift_and_window_size`: numbers set from the input's size, the old values
+    not read (shift) or read only to compare (window)."""
+
+    def __init__(self, window):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.window = window
+        self.shift = window // 2
+
+    def forward(self, x):
+        y = self.lin(x)
+        if min(x.shape[0], x.shape[1]) <= self.window:
+            self.shift = 0
+            self.window = min(x.shape[0], x.shape[1])
+        return y.roll(self.shift, 0) * self.window
+
+
+@pytest.mark.parametrize("window", [4, 3])
+def test_numbers_set_without_reading_them_are_one_graph(cnt, window):
+    # window 4 over a 4 x 4 input: shift 2 -> 0, window 4 -> 4; window 3: the written values
+    # differ from the old ones too. torch.compile: one graph; the writes replayed after it
+    torch.manual_seed(0)
+    eager, compiled_model = _Clamping(window), _Clamping(window)
+    compiled_model.load_state_dict(eager.state_dict())
+    compiled = stenograph.compile(compiled_model, backend=cnt)
+    graphs = []
+    for i in range(3):
+        x = t(4, 4, seed=i)
+        torch.testing.assert_close(compiled(x), eager(x))
+        assert (compiled_model.shift, compiled_model.window) == (eager.shift, eager.window)
+        graphs.append(cnt.frame_count)
+    # one graph for the first call (no break at the writes); the second sees the clamped window
+    # (guarded by the comparison): one recompile at most, then none
+    assert graphs[0] == 1 and graphs[1] == graphs[2] <= 2, graphs
+
+
+def test_clamped_numbers_recompile_when_the_input_grows(cnt):
+    torch.manual_seed(0)
+    eager, compiled_model = _Clamping(4), _Clamping(4)
+    compiled_model.load_state_dict(eager.state_dict())
+    compiled = stenograph.compile(compiled_model, backend=cnt)
+    for shape in ((4, 4), (8, 4), (2, 4)):
+        x = t(*shape, seed=shape[0])
+        torch.testing.assert_close(compiled(x), eager(x))
+        assert (compiled_model.shift, compiled_model.window) == (eager.shift, eager.window)

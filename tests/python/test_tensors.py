@@ -162,3 +162,28 @@ def test_tensor_where_an_op_takes_a_number_breaks(cnt):
     check(_addcdiv_with_tensor_value, args, cnt, graphs=2, peer=False)
     reasons = stenograph.explain(_addcdiv_with_tensor_value)(*args(0)).break_reasons
     assert [r.reason for r in reasons] == ["Tensor.addcdiv_() reads a tensor's value as a Python number"]
+
+
+def _add_into(a, b, out):
+    torch.add(a, b, out=out)
+    return out * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_out_argument_resizing_a_graph_input_breaks(backend):
+    """`out=` an empty tensor the op resizes: AOTAutograd's functional graph cannot resize an
+    input, so the op runs eagerly at a break (torch.compile breaks too); an `out=` tensor of the
+    right size stays in the graph."""
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_add_into, backend=cnt)
+    a, b = t(3), t(3, seed=1)
+    out, expected = torch.empty(0), torch.empty(0)
+    torch.testing.assert_close(compiled(a, b, out), _add_into(a, b, expected))
+    assert out.shape == (3,) and torch.equal(out, expected)
+    assert cnt.frame_count == 1  # the multiplication after the break; the add ran eagerly
+    stenograph.reset()
+    cnt.clear()
+    compiled_fit = stenograph.compile(_add_into, backend=cnt)
+    fits = torch.empty(3)
+    torch.testing.assert_close(compiled_fit(a, b, fits), _add_into(a, b, torch.empty(3)))
+    assert cnt.frame_count == 1 and cnt.op_count == 2  # one graph: add into the input, then mul

@@ -13,15 +13,16 @@ import pytest
 
 import stenograph
 from stenograph.errors import Unsupported
-from stenograph.variables.base import ConstantVariable, Variable, constant
+from stenograph.variables.base import Variable
+from stenograph.variables.constants import ConstantVariable, IteratorVariable, constant
 from stenograph.variables.containers import (
     DictVariable,
-    IteratorVariable,
     ListIteratorVariable,
     ListVariable,
     SetVariable,
     SizeVariable,
     TupleVariable,
+    iterate,
 )
 
 # operations that refuse by default: (method, arguments after the tracker)
@@ -39,7 +40,6 @@ REFUSING = {
     "truth": (None,),
     "length": (None,),
     "unpack": (None,),
-    "get_iter": (None,),
     "next": (None,),
     "reconstruct": (None,),
 }
@@ -51,6 +51,7 @@ QUERIES = {
     "contains": ((None, constant(1)), None),
     "binary_op": ((None, operator.add, operator.add, constant(1)), None),
     "unary_op": ((None, operator.neg), None),
+    "get_iter": ((None,), None),
     "replay_mutation": (("target", str, str), None),
 }
 PROTOCOL = [*REFUSING, *QUERIES, "describe", "value_object", "attrs", "source"]
@@ -137,6 +138,18 @@ def test_containers_answer_their_queries() -> None:
     iterator = IteratorVariable([])
     assert iterator.get_iter(None) is iterator
     assert SetVariable({}).made_while_tracing()
+
+
+def test_a_value_without_an_iterator_of_its_own_is_iterated_over_its_items() -> None:
+    """`get_iter` answers None by default: `iterate` then walks what `unpack` gives, once."""
+    items = [constant(1), constant(2)]
+
+    class Unpacked(Opaque):
+        def unpack(self, frame: Any) -> list[Variable]:
+            return items
+
+    iterator = iterate(None, Unpacked())  # type: ignore[arg-type]
+    assert type(iterator) is IteratorVariable and iterator.items is items
 
 
 def test_replay_mutation_renders_new_contents() -> None:

@@ -11,6 +11,9 @@ one whose value the result does not use as dead code, and the global generator w
 advance as it does in eager. The draw is returned detached: as a differentiable output it would
 get a gradient of zeros in every backward pass (six zero tensors and six additions of activation
 size a step for a Transformer encoder's dropouts).
+
+The wrapper that restores the structure pickles (`artifacts.py` stores it with the compiled
+graph): the structure holds types and constants, no closures.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 import torch.fx
 
-__all__ = ["with_flat_tuple_output"]
+__all__ = ["RestoreOutputs", "with_flat_tuple_output"]
 
 # torch functions and tensor methods that draw from the global generator
 _RANDOM_DRAWS = frozenset(
@@ -44,7 +47,7 @@ def _random_draws(graph: torch.fx.Graph, outputs: list[Any]) -> list[torch.fx.No
     return found
 
 
-# A spec is ("leaf",), ("const", value), ("seq", rebuild, children) or ("dict", keys, children).
+# A spec is ("leaf",), ("const", value), ("seq", kind, children) or ("dict", keys, children).
 _Spec = tuple[Any, ...]
 
 
@@ -52,12 +55,11 @@ def _flatten(obj: Any, leaves: list[Any]) -> _Spec:
     if isinstance(obj, (tuple, list)):
         children = [_flatten(x, leaves) for x in obj]
         if hasattr(obj, "_fields"):  # a namedtuple literal in the output
-            kind = type(obj)
-            rebuild: Callable[[list[Any]], Any] = lambda xs, kind=kind: kind(*xs)
+            kind: type = type(obj)
         else:
             # fx stores literals as immutable_list / tuple; forward() returns list / tuple
-            rebuild = list if isinstance(obj, list) else tuple
-        return ("seq", rebuild, children)
+            kind = list if isinstance(obj, list) else tuple
+        return ("seq", kind, children)
     if isinstance(obj, dict):
         return ("dict", list(obj), [_flatten(v, leaves) for v in obj.values()])
     if isinstance(obj, torch.fx.Node):
@@ -73,13 +75,37 @@ def _unflatten(spec: _Spec, leaves: Any) -> Any:
     if kind == "const":
         return spec[1]
     if kind == "seq":
-        return spec[1]([_unflatten(child, leaves) for child in spec[2]])
+        items = [_unflatten(child, leaves) for child in spec[2]]
+        return spec[1](*items) if hasattr(spec[1], "_fields") else spec[1](items)
     return {key: _unflatten(child, leaves) for key, child in zip(spec[1], spec[2])}
 
 
-def with_flat_tuple_output(
-    gm: torch.fx.GraphModule,
-) -> tuple[torch.fx.GraphModule, Callable[[Callable[..., Any]], Callable[..., Any]]]:
+class RestoreOutputs:
+    """Wraps a callable returning the flat tuple so that it returns what the graph's `forward`
+    would: `spec` None means the graph returns that flat tuple itself (only a list from
+    AOTAutograd is turned back into a tuple); otherwise the first `kept` values are the leaves of
+    `spec`, and the rest are random draws, dropped."""
+
+    def __init__(self, spec: _Spec | None, kept: int) -> None:
+        self.spec = spec
+        self.kept = kept
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        spec, kept = self.spec, self.kept
+        if spec is None:
+
+            def call_tuple(*args: Any) -> Any:
+                return tuple(fn(*args))
+
+            return call_tuple
+
+        def call(*args: Any) -> Any:
+            return _unflatten(spec, iter(fn(*args)[:kept]))
+
+        return call
+
+
+def with_flat_tuple_output(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, RestoreOutputs]:
     """Return (graph that returns a flat tuple, wrapper restoring the original output structure).
 
     When `gm` already returns a flat tuple it is used as is, and the wrapper only turns the list
@@ -90,27 +116,11 @@ def with_flat_tuple_output(
     spec = _flatten(out, leaves)
     draws = _random_draws(gm.graph, leaves)
     if not draws and spec[0] == "seq" and spec[1] is tuple and all(c[0] == "leaf" for c in spec[2]):
-
-        def restore_tuple(fn: Callable[..., Any]) -> Callable[..., Any]:
-            def call(*args: Any) -> Any:
-                return tuple(fn(*args))
-
-            return call
-
-        return gm, restore_tuple
+        return gm, RestoreOutputs(None, len(leaves))
 
     graph = torch.fx.Graph()
     val_map: dict[torch.fx.Node, torch.fx.Node] = {}
     graph.graph_copy(gm.graph, val_map)
     detached = [graph.call_method("detach", (val_map[node],)) for node in draws]
     graph.output(tuple(val_map[node] for node in leaves) + tuple(detached))
-    flat_gm = torch.fx.GraphModule(gm, graph)
-    kept = len(leaves)
-
-    def restore(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any) -> Any:
-            return _unflatten(spec, iter(fn(*args)[:kept]))
-
-        return call
-
-    return flat_gm, restore
+    return torch.fx.GraphModule(gm, graph), RestoreOutputs(spec, len(leaves))

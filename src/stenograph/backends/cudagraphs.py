@@ -12,7 +12,7 @@ How, for each graph AOTAutograd hands over (forward, backward, inference):
   (parameters, buffers) are read in place; every other input gets a private static copy;
 * later calls copy the moving inputs into their static buffers, replay, and return *clones* of the
   outputs, because the next replay overwrites the static outputs (simpler and safer than
-  Inductor's cudagraph trees, at the cost of one copy per output; hence tagged "experimental");
+  Inductor's cudagraph trees, at the cost of one copy per output);
 * a graph that touches non-CUDA tensors runs eagerly, with one warning, as does one whose capture
   fails: a backend must never change results.
 """

@@ -20,7 +20,9 @@ where it hands a value to the next (an op with external output) and never betwee
 
 from __future__ import annotations
 
+import functools
 import operator
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +34,11 @@ from torch.fx.passes.split_module import split_module
 from torch.nn.parallel import DistributedDataParallel
 
 from ..shapes.lifted import lift_input_symbols
+from ._graph_pickle import dumps_graph, loads_graph
+from .artifacts import NotPersistable, compile_with_artifact, composite_artifact, declined
+from .artifacts import load_artifact as load_backend_artifact
 
-__all__ = ["DdpPiece", "DdpSplit", "active_ddp_module", "compile_split"]
+__all__ = ["DdpPiece", "DdpSplit", "active_ddp_module", "compile_split", "load_artifact"]
 
 
 @dataclass
@@ -107,9 +112,12 @@ def compile_split(
     example_inputs: list[Any],
     backend: Callable[..., Any],
     ddp: DistributedDataParallel,
-) -> tuple[Callable[..., Any], DdpSplit | None]:
-    """`gm` compiled in pieces along DDP's buckets, and how it was split (None: one piece, so
-    `gm` went to the backend whole)."""
+    persist: bool = False,
+) -> tuple[Callable[..., Any], DdpSplit | None, bytes | None]:
+    """`gm` compiled in pieces along DDP's buckets, how it was split (None: one piece, so `gm`
+    went to the backend whole) and, with `persist`, its artifact (`load_artifact` rebuilds the
+    stitched callable from the pieces' artifacts; None when some piece cannot be stored)."""
+    compile_piece = _compiler(backend, persist)
     cap, first_cap = bucket_caps(ddp)
     reduced = reduced_parameters(ddp)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -120,7 +128,8 @@ def compile_split(
     }
     pieces = _plan(gm, params, cap, first_cap)
     if len(pieces) == 1:
-        return backend(gm, example_inputs), None
+        compiled, artifact = compile_piece(gm, example_inputs)
+        return compiled, None, artifact
     piece_of = {node: i for i, (nodes, _) in enumerate(pieces) for node in nodes}
     # a piece taking a tensor with symbolic sizes takes the symbols too; `split_module` passes them
     # from where the graph takes them as inputs, as torch.compile's graphs do (shapes/lifted.py)
@@ -129,10 +138,55 @@ def compile_split(
     split = split_module(lifted, lifted, _piece_of(lifted, gm, piece_of), keep_original_order=True)
     inputs = dict(zip((n for n in split.graph.nodes if n.op == "placeholder"), example_inputs))
     calls = [node for node in split.graph.nodes if node.op == "call_module"]
+    artifacts: dict[str, bytes | None] = {}
     for call, (_, piece) in zip(calls, pieces, strict=True):
-        piece.code = _compile_piece(split, call, inputs, backend, gm.meta)
+        piece.code, artifacts[str(call.target)] = _compile_piece(split, call, inputs, compile_piece, gm.meta)
     split.recompile()
-    return unlift(split.forward), DdpSplit(cap, first_cap, [piece for _, piece in pieces])
+    stored = None
+    if persist and lifted is gm and all(a is not None for a in artifacts.values()):
+        stored = _split_artifact(split, artifacts, backend, example_inputs)
+    elif persist:
+        declined("a graph split at DDP's buckets", "a piece or its size symbols cannot be stored")
+    return unlift(split.forward), DdpSplit(cap, first_cap, [piece for _, piece in pieces]), stored
+
+
+Compile = Callable[[torch.fx.GraphModule, list[Any]], tuple[Callable[..., Any], "bytes | None"]]
+
+
+def _compiler(backend: Callable[..., Any], persist: bool) -> Compile:
+    """How each piece is compiled: by the backend, and with its artifact when `persist`."""
+    if persist:
+        return functools.partial(compile_with_artifact, backend)
+    return lambda gm, example_inputs: (backend(gm, example_inputs), None)
+
+
+def _split_artifact(
+    split: torch.fx.GraphModule, artifacts: dict[str, Any], backend: Any, example_inputs: list[Any]
+) -> bytes | None:
+    """The stitched graph (its pieces left empty) and each piece's artifact, as one artifact of
+    the backend."""
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(split.graph, {}))
+    root = {name: torch.nn.Module() for name in artifacts}
+    for node in split.graph.nodes:
+        if node.op == "get_attr":
+            root[node.target] = functools.reduce(getattr, str(node.target).split("."), split)
+    try:
+        shell = dumps_graph(torch.fx.GraphModule(root, graph, "DdpSplitGraph"))
+        payload = pickle.dumps((shell, artifacts), protocol=pickle.HIGHEST_PROTOCOL)
+        return composite_artifact(backend, "stenograph.backends.ddp_split:load_artifact", payload, example_inputs)
+    except NotPersistable as reason:
+        declined("a graph split at DDP's buckets", reason)
+        return None
+
+
+def load_artifact(payload: bytes) -> Callable[..., Any]:
+    """The stitched graph's `forward`, each piece loaded from its own artifact."""
+    shell, artifacts = pickle.loads(payload)
+    stitched = loads_graph(shell)
+    for name, artifact in artifacts.items():
+        stitched.add_submodule(name, _Piece(load_backend_artifact(artifact)))
+    return stitched.forward
 
 
 def _piece_of(
@@ -207,15 +261,15 @@ def _compile_piece(
     split: torch.fx.GraphModule,
     call: torch.fx.Node,
     inputs: dict[torch.fx.Node, Any],
-    backend: Callable[..., Any],
+    compile_piece: Compile,
     meta: dict[str, Any],
-) -> str:
+) -> tuple[str, bytes | None]:
     """Compile the piece `call` runs with its own example inputs, and call the result instead.
 
     The stitched graph's inputs keep the examples the whole graph got; a value made by an earlier
     piece is the fake tensor (or symbolic number) the trace gave it, which the piece's placeholder
     carries in `meta["example_value"]`. The piece always returns a tuple, as captured graphs do.
-    Returns the piece's code."""
+    Returns the piece's code and its artifact (None: not stored)."""
     piece = split.get_submodule(str(call.target))
     own = [n for n in piece.graph.nodes if n.op == "placeholder"]
     examples = [inputs[arg] if arg in inputs else p.meta["example_value"] for arg, p in zip(call.args, own)]
@@ -228,5 +282,6 @@ def _compile_piece(
     piece.recompile()
     piece.meta.update(meta)  # the frame's label, for backends and logs that read it
     code = piece.print_readable(print_output=False)
-    split.add_submodule(str(call.target), _Piece(backend(piece, examples)))
-    return code
+    compiled, artifact = compile_piece(piece, examples)
+    split.add_submodule(str(call.target), _Piece(compiled))
+    return code, artifact

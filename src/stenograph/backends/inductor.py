@@ -4,23 +4,30 @@
 because they serve different callers: the registered `inductor(gm, example_inputs, *, mode=...,
 options=...)` follows the generic backend contract, and `inductor_backend(mode, options)` checks
 mode and options once, when `compile()` is called, and returns a plain two-argument backend.
+
+Both carry `stenograph_artifacts` (artifacts.py): what they compile can be stored and loaded in a
+new process without compiling (`_inductor_artifacts.py` says how). The artifact's identity is
+the config patches, so a `reduce-overhead` artifact never stands in for a default one.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import config
 from ._static_inputs import mark_static_inputs
+from .artifacts import declined
 from .modes import resolve_mode
+from .subclass_graphs import unless_subclasses
 
 if TYPE_CHECKING:
     import torch.fx
 
     from .registry import CompilerFn
 
-__all__ = ["inductor", "inductor_backend"]
+__all__ = ["inductor", "inductor_backend", "load_artifact"]
 
 
 def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any]) -> Callable[..., Any]:
@@ -30,7 +37,9 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[
     if config.mark_static_inputs:
         # parameters/buffers are static for CUDA graphs, as under torch.compile (_static_inputs.py)
         mark_static_inputs(gm, example_inputs)
-    return compile_fx(gm, example_inputs, config_patches=dict(patches))
+    return unless_subclasses(
+        lambda gm, example_inputs: compile_fx(gm, example_inputs, config_patches=dict(patches)), gm, example_inputs
+    )
 
 
 def inductor(
@@ -44,7 +53,47 @@ def inductor(
     return _compile(gm, example_inputs, resolve_mode(mode, options))
 
 
+class _Artifacts:
+    """How `inductor` stores what it compiled (the `stenograph_artifacts` protocol of artifacts.py)."""
+
+    loader = "stenograph.backends.inductor:load_artifact"
+    # Inductor's generated wrapper modules import its kernel selection (and with it its lowerings)
+    loads_with = ("stenograph.backends._inductor_artifacts", "torch._inductor.select_algorithm")
+
+    def __init__(self, patches: dict[str, Any]) -> None:
+        self.patches = dict(patches)
+        try:
+            self.identity = "inductor " + json.dumps(self.patches, sort_keys=True)
+        except TypeError:  # an option whose value JSON cannot write (a custom pass): not stored
+            self.identity = f"inductor (unstorable options {sorted(self.patches)})"
+            self.storable = False
+        else:
+            self.storable = True
+
+    def compile_with_artifact(
+        self, gm: torch.fx.GraphModule, example_inputs: list[Any]
+    ) -> tuple[Callable[..., Any], bytes | None]:
+        if not self.storable:
+            declined(self.identity, "options that cannot be written down")
+            return _compile(gm, example_inputs, self.patches), None
+        # torch._inductor takes seconds to import and most programs never need it.
+        from ._inductor_artifacts import compile_storable
+
+        def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+            return _compile(gm, example_inputs, self.patches)
+
+        return compile_storable(gm, example_inputs, compile_graph, self.patches, self.identity)
+
+
+def load_artifact(payload: bytes) -> Callable[..., Any]:
+    """The callable an `inductor` artifact holds, loaded without compiling."""
+    from ._inductor_artifacts import load  # torch._inductor: seconds of imports
+
+    return load(payload)
+
+
 inductor.config_patches = {}  # type: ignore[attr-defined]  # none: Inductor's global config rules
+inductor.stenograph_artifacts = _Artifacts({})  # type: ignore[attr-defined]
 
 
 def inductor_backend(mode: str | None = None, options: dict[str, Any] | None = None) -> CompilerFn:
@@ -57,4 +106,5 @@ def inductor_backend(mode: str | None = None, options: dict[str, Any] | None = N
     inductor_with_patches.__name__ = "inductor"
     inductor_with_patches.mode = mode  # type: ignore[attr-defined]
     inductor_with_patches.config_patches = dict(patches)  # type: ignore[attr-defined]
+    inductor_with_patches.stenograph_artifacts = _Artifacts(patches)  # type: ignore[attr-defined]
     return inductor_with_patches

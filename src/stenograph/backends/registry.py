@@ -5,14 +5,21 @@ Users pick one by name (`backend="inductor"`) or pass the callable itself. Names
 places, looked up in this order:
 
 1. explicit registrations (`register_backend`), including the built-ins;
-2. third-party packages, through the `importlib.metadata` entry-point group
-   `stenograph_backends` (`name = "package.module:object"`);
+2. third-party packages, through the `importlib.metadata` entry-point groups
+   `stenograph_backends` and torch's `torch_dynamo_backends` (`name = "package.module:object"`),
+   ours first where both name one backend;
 3. nothing else: an unknown name is an error that lists the known ones.
+
+The built-ins are torch.compile's backends of the same names, tagged as torch tags them (its
+conventions are the contract): `inductor` and `cudagraphs` untagged; `eager`, `eager_noexcept`,
+`aot_eager`, `aot_eager_default_partitioner`, `aot_eager_decomp_partition`, `ts` and `aot_ts`
+tagged "debug", so `list_backends()` leaves them out as torch's does.
 
 Why lazy: the built-in backends pull in AOTAutograd and Inductor, whose import costs seconds and
 itself imports `torch._dynamo`. Built-ins are therefore registered by their module path and only
-imported on first lookup, and entry points are only discovered on the first lookup miss or
-listing, so `import stenograph` stays cheap and side-effect free.
+imported on first lookup, and entry points are only read on a lookup miss or a listing (a listing
+reads them again, so a package installed since shows up), so `import stenograph` stays cheap and
+side-effect free.
 """
 
 from __future__ import annotations
@@ -28,7 +35,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from ..errors import InvalidBackend
-from . import inductor
 from .modes import BOTH_MODE_AND_OPTIONS
 
 if TYPE_CHECKING:
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "TORCH_ENTRY_POINT_GROUP",
     "CompilerFn",
     "get_default_backend",
     "list_backends",
@@ -50,14 +57,21 @@ CompilerFn = Callable[["torch.fx.GraphModule", list[Any]], Callable[..., Any]]
 
 #: Group that third-party distributions use to advertise backends.
 ENTRY_POINT_GROUP = "stenograph_backends"
+#: torch.compile's group: a backend packaged for torch.compile is found by name too.
+TORCH_ENTRY_POINT_GROUP = "torch_dynamo_backends"
 
+_DEBUG = ("debug",)
 # name -> ("module:attribute", tags). Imported on first use only (see the module docstring).
 _BUILTINS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "eager": ("stenograph.backends.eager:eager", ()),
-    "aot_eager": ("stenograph.backends.aot_eager:aot_eager", ()),
     "inductor": ("stenograph.backends.inductor:inductor", ()),
-    # a plain CUDA-graph capture of our own, less battle-tested than Inductor's cudagraph trees
-    "cudagraphs": ("stenograph.backends.cudagraphs:cudagraphs", ("experimental",)),
+    "cudagraphs": ("stenograph.backends.cudagraphs:cudagraphs", ()),
+    "eager": ("stenograph.backends.eager:eager", _DEBUG),
+    "eager_noexcept": ("stenograph.backends.eager:eager_noexcept", _DEBUG),
+    "aot_eager": ("stenograph.backends.aot_eager:aot_eager", _DEBUG),
+    "aot_eager_default_partitioner": ("stenograph.backends.aot_eager:aot_eager_default_partitioner", _DEBUG),
+    "aot_eager_decomp_partition": ("stenograph.backends.aot_eager:aot_eager_decomp_partition", _DEBUG),
+    "ts": ("stenograph.backends.torchscript:ts", _DEBUG),
+    "aot_ts": ("stenograph.backends.torchscript:aot_ts", _DEBUG),
 }
 
 
@@ -203,37 +217,48 @@ def register_backend(
     return compiler_fn
 
 
-def _discover_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
-    """Find (not import) the `stenograph_backends` entry points, once per process."""
+def _discover_entry_points(refresh: bool = False) -> dict[str, importlib.metadata.EntryPoint]:
+    """Find (not import) the entry points of both groups: once per process, or again when
+    `refresh`. A name in both groups is ours (a package may advertise one backend to both)."""
     with _lock:
-        if _state.entry_points is not None:
+        if _state.entry_points is not None and not refresh:
             return _state.entry_points
         found: dict[str, importlib.metadata.EntryPoint] = {}
-        try:
-            eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-        except Exception as exc:  # a corrupt installed distribution must not break compile()
-            warnings.warn(
-                f"stenograph could not read the {ENTRY_POINT_GROUP!r} entry points: {exc}",
-                stacklevel=3,
-            )
-            eps = ()
-        for ep in eps:
-            if ep.name in found:
-                warnings.warn(
-                    f"two installed packages define the stenograph backend {ep.name!r} "
-                    f"({_ep_label(found[ep.name])} and {_ep_label(ep)}); using the first",
-                    stacklevel=3,
-                )
-                continue
-            found[ep.name] = ep
+        for group in (TORCH_ENTRY_POINT_GROUP, ENTRY_POINT_GROUP):
+            found.update(_read_group(group))
         _state.entry_points = found
         return found
+
+
+def _read_group(group: str) -> dict[str, importlib.metadata.EntryPoint]:
+    """The entry points of one group by name; a name two distributions define warns, the first
+    is kept."""
+    try:
+        eps = importlib.metadata.entry_points(group=group)
+        if isinstance(eps, (list, tuple)):  # `EntryPoints` is a tuple
+            named = [(ep.name, ep) for ep in eps]
+        else:  # an object offering EntryPoints' by-name API only (`names`, `eps[name]`)
+            named = [(name, eps[name]) for name in sorted(eps.names)]
+    except Exception as exc:  # a corrupt installed distribution must not break compile()
+        warnings.warn(f"stenograph could not read the {group!r} entry points: {exc}", stacklevel=4)
+        return {}
+    found: dict[str, importlib.metadata.EntryPoint] = {}
+    for name, ep in named:
+        if name in found:
+            warnings.warn(
+                f"two installed packages define the backend {name!r} "
+                f"({_ep_label(found[name])} and {_ep_label(ep)}); using the first",
+                stacklevel=4,
+            )
+            continue
+        found[name] = ep
+    return found
 
 
 def _ep_label(ep: importlib.metadata.EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
     where = f" from distribution {dist.name}" if dist is not None else ""
-    return f"entry point '{ep.name} = {ep.value}' (group {ENTRY_POINT_GROUP!r}{where})"
+    return f"entry point '{ep.name} = {ep.value}' (group {ep.group!r}{where})"
 
 
 def _load_entry_point(name: str, ep: importlib.metadata.EntryPoint) -> _Entry:
@@ -277,9 +302,9 @@ def get_default_backend() -> str | CompilerFn:
     return _default_backend
 
 
-def _all_names() -> list[str]:
+def _all_names(refresh: bool = False) -> list[str]:
     with _lock:
-        return sorted({*_state.entries, *_discover_entry_points()})
+        return sorted({*_state.entries, *_discover_entry_points(refresh)})
 
 
 def lookup_backend(backend: str | CompilerFn) -> CompilerFn:
@@ -303,7 +328,7 @@ def lookup_backend(backend: str | CompilerFn) -> CompilerFn:
             raise InvalidBackend(
                 f"unknown backend {backend!r}.{hint} Known backends: {', '.join(known)}. "
                 f"Register one with stenograph.register_backend or the "
-                f"{ENTRY_POINT_GROUP!r} entry-point group."
+                f"{ENTRY_POINT_GROUP!r} or {TORCH_ENTRY_POINT_GROUP!r} entry-point group."
             )
         return entry.load()
     if callable(backend):
@@ -317,15 +342,17 @@ def lookup_backend(backend: str | CompilerFn) -> CompilerFn:
 def list_backends(
     exclude_tags: Iterable[str] | str | None = ("debug", "experimental"),
 ) -> list[str]:
-    """Sorted names of the available backends, without those carrying any of `exclude_tags`.
+    """Sorted names of the available backends, without those carrying any of `exclude_tags`
+    (by default torch's: "debug" hides `eager` and the other debugging backends).
 
-    `exclude_tags=None` or `()` lists everything. Entry-point backends are listed without being
-    imported, so their tags are only known (and honoured) once they have been loaded.
+    `exclude_tags=None` or `()` lists everything. Entry points are read again, so a package
+    installed since the last listing shows up; they are listed without being imported, so their
+    tags are only known (and honoured) once they have been loaded.
     """
     excluded = set(_normalise_tags(exclude_tags))
     with _lock:
+        names = _all_names(refresh=True)
         tags = {name: entry.tags for name, entry in _state.entries.items()}
-        names = _all_names()
     return [name for name in names if not excluded.intersection(tags.get(name, ()))]
 
 
@@ -346,6 +373,9 @@ def resolve_backend(
     fn = lookup_backend(backend)
     if mode is None and options is None:
         return fn
+
+    # imported here: like every built-in backend, Inductor's loads on first use (module docstring)
+    from . import inductor
 
     if fn is inductor.inductor:
         return inductor.inductor_backend(mode=mode, options=options)

@@ -213,6 +213,34 @@ def build_resume_code(
     stack that does not match the original stack depth at `offset` or unknown/invalid local names.
     """
     dec = decoded(code)
+    index = _resume_index(code, dec, offset)
+    slots = _normalize_stack(stack)
+    lasti_offsets = _check_stack(dec, index, offset, slots)
+    stack_args = [stack_arg_name(i) for i, s in enumerate(slots) if _takes_argument(s)]
+    _check_locals(code, live_locals, stack_args, cells_as_freevars)
+    argnames = [*stack_args, *live_locals]
+
+    original = _marked_body(code, dec, index, lasti_offsets)
+    body, cellvars, freevars = _adapted_body(original.body, code, argnames, cells_as_freevars)
+    target = dec.instructions[index]
+    at_target = InstrLocation(target.lineno if target.lineno is not None else code.co_firstlineno, None, None, None)
+    pushes, lasti_loads = _stack_pushes(slots, at_target, original.mark_of)
+    prologue = [
+        *_frame_setup(code, cellvars, freevars),
+        *prologue_extra,
+        *pushes,
+        _bc.Instr("JUMP_FORWARD", original.jump_in, location=at_target),
+    ]
+    new = _resume_bytecode(code, prologue + body, argnames, cellvars, freevars)
+    stacksize = _stack_bound(code, slots)
+    if not original.marks:
+        return assemble(new, stacksize=stacksize)
+    return _assemble_with_lasti(new, original.marks, lasti_loads, stacksize)
+
+
+def _resume_index(code: types.CodeType, dec: DecodedCode, offset: int) -> int:
+    """The index of the instruction at `offset`, where a resume may start: in the body of a
+    function that is not a generator or coroutine."""
     qualname = code.co_qualname
     if code.co_flags & _GENERATOR_FLAGS or any(i.opname == "RETURN_GENERATOR" for i in dec):
         raise NotImplementedError(
@@ -226,46 +254,72 @@ def build_resume_code(
     index = dec.index_of_offset.get(offset)
     if index is None:
         raise ValueError(f"build_resume_code: no instruction at offset {offset} of {qualname}")
-    target = dec.instructions[index]
     first_body = _first_body_index(dec)
     if index < first_body:
         raise ValueError(
             f"build_resume_code: offset {offset} of {qualname} is in the frame-setup prefix "
             f"(before RESUME); resume at or after offset {dec.instructions[first_body].offset}"
         )
-    slots = _normalize_stack(stack)
-    _check_exception_region(dec, target.offset, offset, HANDLED_EXCEPTION in slots)
+    return index
 
+
+def _check_stack(dec: DecodedCode, index: int, offset: int, slots: list[object]) -> list[int]:
+    """Check that `slots` can be the stack at instruction `index`: a resumable exception region,
+    the original's depth there, lasti entries naming instructions of the body. Returns those
+    instructions' offsets, sorted."""
+    target = dec.instructions[index]
+    _check_exception_region(dec, target.offset, offset, HANDLED_EXCEPTION in slots)
     expected = stack_depths(dec).get(target.offset)
     if expected is None:
-        raise ValueError(f"build_resume_code: offset {offset} of {qualname} is unreachable")
+        raise ValueError(f"build_resume_code: offset {offset} of {dec.name} is unreachable")
     if len(slots) != expected:
         raise ValueError(
-            f"build_resume_code: the stack at offset {offset} of {qualname} has {expected} entries, got {len(slots)}"
+            f"build_resume_code: the stack at offset {offset} of {dec.name} has {expected} entries, got {len(slots)}"
         )
     lasti_offsets = sorted({s.offset for s in slots if isinstance(s, LastiStackEntry)})
+    first_body = _first_body_index(dec)
     for lasti in lasti_offsets:
         if lasti not in dec.index_of_offset or dec.index_of_offset[lasti] < first_body:
-            raise ValueError(f"build_resume_code: LastiStackEntry({lasti}) is not an instruction of {qualname}")
-    stack_args = [stack_arg_name(i) for i, s in enumerate(slots) if _takes_argument(s)]
-    _check_locals(code, live_locals, stack_args, cells_as_freevars)
+            raise ValueError(f"build_resume_code: LastiStackEntry({lasti}) is not an instruction of {dec.name}")
+    return lasti_offsets
 
+
+@dataclass
+class _OriginalBody:
+    """The original instructions after the frame-setup prefix, with the label the prologue jumps
+    to, and the instructions that lasti constants point at marked: each has a line number of its
+    own (`_MARK_LINE` up) until assembly shows where it landed."""
+
+    body: list
+    jump_in: _bc.Label
+    marks: dict[int, InstrLocation]  # mark line -> the instruction's real location
+    mark_of: dict[int, int]  # original offset -> mark line
+
+
+def _marked_body(code: types.CodeType, dec: DecodedCode, index: int, lasti_offsets: list[int]) -> _OriginalBody:
+    """The original body, marked where the prologue jumps in and where each lasti points."""
     bc = disassemble(code)
     positions = instruction_positions(bc, code)
     items = list(bc)
-    # Mark the instructions whose resume-code offsets are needed for lasti constants.
-    marks: dict[int, InstrLocation] = {}  # mark line -> the instruction's real location
-    mark_of: dict[int, int] = {}  # original offset -> mark line
+    marks: dict[int, InstrLocation] = {}
+    mark_of: dict[int, int] = {}
     for k, lasti in enumerate(lasti_offsets):
         instr = items[positions[dec.at(lasti).offset]]
         mark_of[lasti] = _MARK_LINE + k
         marks[_MARK_LINE + k] = instr.location
         instr.location = InstrLocation(_MARK_LINE + k, None, None, None)
-    label = _bc.Label()
-    items.insert(positions[dec.instructions[_jump_in_index(dec, index)].offset], label)
-    body = _strip_prefix(items)
+    jump_in = _bc.Label()
+    items.insert(positions[dec.instructions[_jump_in_index(dec, index)].offset], jump_in)
+    return _OriginalBody(_strip_prefix(items), jump_in, marks, mark_of)
 
-    argnames = [*stack_args, *live_locals]
+
+def _adapted_body(
+    body: list, code: types.CodeType, argnames: list[str], cells_as_freevars: bool
+) -> tuple[list, list[str], list[str]]:
+    """The original body as the resume entry runs it, with the resume code's cellvars and
+    freevars: cell loads named as cells (as free variables with `cells_as_freevars`), a
+    zero-argument `super()` made explicit, pair instructions split, loads of locals that may be
+    unbound checked."""
     body = _cell_loads_named(body, code)
     cellvars = list(code.co_cellvars)
     freevars = list(code.co_freevars)
@@ -281,16 +335,26 @@ def build_resume_code(
     body = _split_pairs(body)
     if _PY312:
         body = _checked_loads(body, set(argnames))
+    return body, cellvars, freevars
 
-    line = target.lineno if target.lineno is not None else code.co_firstlineno
-    at_target = InstrLocation(line, None, None, None)
+
+def _frame_setup(code: types.CodeType, cellvars: list[str], freevars: list[str]) -> list[_bc.Instr]:
+    """The resume code's own prefix: copy the closure, make the cells, RESUME."""
     at_def = InstrLocation(code.co_firstlineno, None, None, None)
-    prologue: list = []
+    setup: list[_bc.Instr] = []
     if freevars:
-        prologue.append(_bc.Instr("COPY_FREE_VARS", len(freevars), location=at_def))
-    prologue.extend(_bc.Instr("MAKE_CELL", _bc.CellVar(c), location=at_def) for c in cellvars)
-    prologue.append(_bc.Instr("RESUME", 0, location=at_def))
-    prologue.extend(prologue_extra)
+        setup.append(_bc.Instr("COPY_FREE_VARS", len(freevars), location=at_def))
+    setup.extend(_bc.Instr("MAKE_CELL", _bc.CellVar(c), location=at_def) for c in cellvars)
+    setup.append(_bc.Instr("RESUME", 0, location=at_def))
+    return setup
+
+
+def _stack_pushes(
+    slots: list[object], location: InstrLocation, mark_of: dict[int, int]
+) -> tuple[list[_bc.Instr], list[tuple[_bc.Instr, int]]]:
+    """The instructions rebuilding the stack from the arguments, and the lasti constant loads
+    among them with the mark of the instruction each must point at."""
+    pushes: list[_bc.Instr] = []
     lasti_loads: list[tuple[_bc.Instr, int]] = []
     for i, slot in enumerate(slots):
         if slot is NULL_STACK_ENTRY and _GET_ITER_PUSHES_TWO and i > 0 and slots[i - 1] is ITERATOR_FROM_TUPLE:
@@ -298,23 +362,28 @@ def build_resume_code(
         if slot is NULL_STACK_ENTRY and _EXIT_TAKES_TWO and i > 0 and slots[i - 1] is REENTERED_CONTEXT:
             continue  # the `__exit__`'s self, pushed by the `with` entry
         if slot is NULL_STACK_ENTRY:
-            prologue.append(_bc.Instr("PUSH_NULL", location=at_target))
+            pushes.append(_bc.Instr("PUSH_NULL", location=location))
         elif isinstance(slot, LastiStackEntry):
-            load = _bc.Instr("LOAD_CONST", 0, location=at_target)
+            load = _bc.Instr("LOAD_CONST", 0, location=location)
             lasti_loads.append((load, mark_of[slot.offset]))
-            prologue.append(load)
+            pushes.append(load)
         else:
-            prologue.extend(_push_and_clear(stack_arg_name(i), at_target))
+            pushes.extend(_push_and_clear(stack_arg_name(i), location))
             if slot is ITERATOR_FROM_TUPLE:
-                prologue.append(_bc.Instr("GET_ITER", location=at_target))
+                pushes.append(_bc.Instr("GET_ITER", location=location))
             elif slot is HANDLED_EXCEPTION:
-                prologue.append(_bc.Instr("PUSH_EXC_INFO", location=at_target))
-                prologue.append(_bc.Instr("POP_TOP", location=at_target))
+                pushes.append(_bc.Instr("PUSH_EXC_INFO", location=location))
+                pushes.append(_bc.Instr("POP_TOP", location=location))
             elif slot is REENTERED_CONTEXT:
-                prologue.extend(_enter_with(at_target))
-    prologue.append(_bc.Instr("JUMP_FORWARD", label, location=at_target))
+                pushes.extend(_enter_with(location))
+    return pushes, lasti_loads
 
-    new = _bc.Bytecode(prologue + body)
+
+def _resume_bytecode(
+    code: types.CodeType, instructions: list, argnames: list[str], cellvars: list[str], freevars: list[str]
+) -> _bc.Bytecode:
+    """The resume code before assembly: `argnames` positional, the flags of a plain function."""
+    new = _bc.Bytecode(instructions)
     # named like the original, so tracebacks through it read like eager ones; the registry of
     # resume code (graph/resume.py) keeps the distinguishing `resume_code_name` for logs
     new.name = code.co_name
@@ -333,14 +402,16 @@ def build_resume_code(
     if freevars:
         flags |= _bc.CompilerFlags.NESTED
     new.flags = flags
-    # the `bytecode` package's own walk starts past the TryBegin of a region the prologue jumps
-    # into and can get handler depths wrong (nested try/with, running handlers); the bound is
-    # known: the original's depth plus the two entries an explicit `super(__class__, self)` adds,
-    # or the rebuilt stack plus the two entries a prologue's PUSH_EXC_INFO or `with` entry briefly adds
-    stacksize = max(code.co_stacksize, len(slots)) + 2
-    if not marks:
-        return assemble(new, stacksize=stacksize)
-    return _assemble_with_lasti(new, marks, lasti_loads, stacksize)
+    return new
+
+
+def _stack_bound(code: types.CodeType, slots: list[object]) -> int:
+    """The resume code's stack size. The `bytecode` package's own walk starts past the TryBegin
+    of a region the prologue jumps into and can get handler depths wrong (nested try/with,
+    running handlers); the bound is known: the original's depth plus the two entries an explicit
+    `super(__class__, self)` adds, or the rebuilt stack plus the two entries a prologue's
+    PUSH_EXC_INFO or `with` entry briefly adds."""
+    return max(code.co_stacksize, len(slots)) + 2
 
 
 def _assemble_with_lasti(

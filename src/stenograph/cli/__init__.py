@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..report import load_trace, write
+from . import demo, runner
+
 DEFAULT_REPORT = "stenograph-report.html"
 
 
@@ -12,15 +15,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stenograph", description="A just-in-time graph capturer for PyTorch")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="compile the seed examples and a Transformer block, show what was captured")
+    demo_command = sub.add_parser(
+        "demo", help="compile the seed examples and a Transformer block, show what was captured"
+    )
     report_help = f"HTML report (default {DEFAULT_REPORT})"
-    demo.add_argument(
+    demo_command.add_argument(
         "--backend",
         choices=("auto", "inductor", "eager"),
         default="auto",
         help="backend for the Transformer block (auto: inductor if a C++ compiler is present)",
     )
-    demo.add_argument("--report", default=DEFAULT_REPORT, metavar="PATH", help=report_help)
+    demo_command.add_argument("--report", default=DEFAULT_REPORT, metavar="PATH", help=report_help)
 
     run = sub.add_parser("run", help="run a script with torch.compile routed to stenograph; write the report at exit")
     run.add_argument("--report", default=DEFAULT_REPORT, metavar="PATH", help=report_help)
@@ -33,16 +38,10 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from .demo import main as demo  # optional: each subcommand imports only what it runs
-
-        demo(backend=args.backend, report_path=args.report)
+        demo.main(backend=args.backend, report_path=args.report)
         return 0
     if args.command == "run":
-        from .runner import run_script  # optional: each subcommand imports only what it runs
-
-        return run_script(args.script, args.args, args.report)
-    from ..report import load_trace, write  # optional: each subcommand imports only what it runs
-
+        return runner.run_script(args.script, args.args, args.report)
     try:
         session = load_trace(args.trace)
     except FileNotFoundError as e:

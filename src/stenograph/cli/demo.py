@@ -118,7 +118,7 @@ def main(backend: str = "auto", report_path: str = "stenograph-report.html") -> 
             recorder.stop()
     _section("Report")
     written = html.write(rec.session, report_path)
-    print(f"HTML report of every compilation above: {written}")
+    print(_relative(f"HTML report of every compilation above: {written}"))
 
 
 def _run(backend: str) -> None:
@@ -129,7 +129,7 @@ def _run(backend: str) -> None:
     print("result:", round(f(x, y).item(), 4), " eager:", round(squared_distance(x, y).item(), 4))
     print(f"graphs: {counter.frame_count}, ops: {counter.op_count}")
     entry = inspect(f).entries[0]
-    print("graph code:\n" + (entry.graph_code or ""))
+    print("graph code:\n" + _relative(entry.graph_code or ""))
     print("guards:\n" + entry.guard_source.rstrip())
     print("transformed code:\n" + entry.transformed_source.rstrip())
 
@@ -144,9 +144,9 @@ def _run(backend: str) -> None:
 
     _section("3. Graph breaks, explained")
     print("explain(debug_print):")
-    print(_indent(str(explain(debug_print)(x))))
+    print(_indent(_relative(str(explain(debug_print)(x)))))
     print("explain(data_dependent):")
-    print(_indent(str(explain(data_dependent)(x, y))))
+    print(_indent(_relative(str(explain(data_dependent)(x, y)))))
 
     _section(f"4. A Transformer block on the CPU: eager vs stenograph (backend={backend!r})")
     block = TransformerBlock().eval()
@@ -174,6 +174,16 @@ def _run(backend: str) -> None:
         f"eager {eager_ms:.2f} ms/call, stenograph({backend}) {compiled_ms:.2f} ms/call, "
         f"speedup {eager_ms / compiled_ms:.2f}x"
     )
+
+
+def _relative(text: str) -> str:
+    """`text` with the paths under the current directory relative to it: run from a checkout, the
+    demo's sources read `src/stenograph/cli/demo.py` and its report `stenograph-report.html`.
+    Paths elsewhere (an installed package, a report written outside) stay absolute."""
+    cwd = os.getcwd()
+    if cwd == os.sep:
+        return text
+    return text.replace(cwd.rstrip(os.sep) + os.sep, "")
 
 
 def _indent(text: str) -> str:

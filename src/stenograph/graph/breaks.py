@@ -37,10 +37,11 @@ from ..errors import Unsupported
 from ..interpreter.break_rendering import BreakSite, Rendered, Slot
 from ..interpreter.opcodes import renderings_for_running_python
 from ..marks import is_disabled
-from ..variables.base import NullVariable, Variable
+from ..variables.base import Variable
 from ..variables.builtins import BuiltinVariable
 from ..variables.cells import LazyValue
-from ..variables.containers import DictVariable, IteratorVariable, SequenceVariable, SetVariable
+from ..variables.constants import IteratorVariable, NullVariable
+from ..variables.containers import DictVariable, SequenceVariable, SetVariable
 from ..variables.contexts import ContextExitVariable
 from ..variables.exceptions import HandlerEntryVariable, LastiVariable
 from ..variables.frame_objects import NNModuleVariable

@@ -109,11 +109,20 @@ class Reconstructor:
         self.outputs: list[torch.fx.Node] = []
         self._index: dict[torch.fx.Node, int] = {}
         self._built: dict[int, str] = {}
+        # the code rebuilds values the frame returns, after which none of its cells is read again
+        self.frame_ended = False
 
     def expr(self, var: Variable) -> str:
         if var.source is not None:
             return self.writer.source(var.source)
-        return var.reconstruct(self)
+        text = var.reconstruct(self)
+        if len(text) > _DEEP_TEXT and _nesting(text) > _MAX_NESTING:
+            # Python's parser refuses expressions nested past 200 brackets (a tuple wrapped in
+            # itself 300 times): the deep part goes to a local, and the expression stays shallow
+            name = self.writer.temp("n")
+            self.writer.post.append(f"{name} = {text}")
+            return name
+        return text
 
     def graph_value(self, node: torch.fx.Node) -> str:
         """A value computed by the graph: one of its outputs."""
@@ -147,6 +156,15 @@ class Reconstructor:
         self.writer.post.extend(fill(name))
         return name
 
+    def new_cell(self, cell: object) -> str:
+        """A new closure cell standing for `cell` (a cell of a traced frame), one for all the
+        functions rebuilt around it, so that they keep sharing it."""
+        name = self._built.get(id(cell))
+        if name is None:
+            name = self._built[id(cell)] = self.writer.temp("cell")
+            self.writer.post.append(f"{name} = {self.writer.bind(types.CellType, 'CellType')}()")
+        return name
+
     def constant(self, value: Any) -> str:
         if isinstance(value, (int, float, str, bytes, bool, type(None))) and _repr_roundtrips(value):
             return repr(value)
@@ -173,6 +191,25 @@ class Reconstructor:
         if mode != initial:
             setter = self.writer.bind(torch._C._set_grad_enabled, "set_grad")
             self.writer.post.append(f"{setter}({mode})")
+
+
+# rebuilt expressions nested deeper than this go to a local (the parser allows 200 levels);
+# shorter texts cannot be that deep and are not scanned
+_MAX_NESTING = 50
+_DEEP_TEXT = 2 * _MAX_NESTING
+
+
+def _nesting(text: str) -> int:
+    """How deep brackets nest in `text` (those inside string literals count too, which only
+    makes a local of a shallow expression)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+    return deepest
 
 
 GraphCompiler = Callable[[list[torch.fx.Node]], Any]
@@ -213,6 +250,7 @@ def build_returning(
     mode at the start and at the end of the trace."""
     writer = CodeWriter()
     rebuild = Reconstructor(writer)
+    rebuild.frame_ended = True
     rebuild.set_grad_mode(grad_modes[1], grad_modes[0])
     return_expr = rebuild.expr(result)
     if side_effects:

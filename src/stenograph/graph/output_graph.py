@@ -17,17 +17,19 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
 
 from ..errors import BreakKind, ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet, storage_pattern
-from ..guards.sources import Source
+from ..guards.sources import AttrSource, Source
 from ..shapes.dynamic import DynamicPolicy, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
-from ..variables.base import constant
-from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, StructSeqVariable, TupleVariable
+from ..variables.constants import constant
+from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, TupleVariable
 from ..variables.global_contexts import STATE_FUNCTIONS
-from ..variables.symbolic import SymNodeVariable
+from ..variables.named_tuples import StructSeqVariable
+from ..variables.symbolic import GraphValueVariable, SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
 from ..variables.trace_rules import TENSOR_DATA_HINT
 from .side_effects import SideEffects
@@ -129,16 +131,50 @@ class OutputGraph:
         return known[1]
 
     def register_container(self, value: Any, var: Variable) -> Variable:
+        if isinstance(value, dict) and var.source is not None:
+            self._apart_from_written_objects(value, var.source)
         self._containers[id(value)] = (value, var)  # the value is held so its id stays unique
         return var
 
-    def guard_mutated_containers_distinct(self) -> None:
+    def _apart_from_written_objects(self, value: dict, source: Source) -> None:
+        """A dict read from the frame after the trace wrote attributes of an outside object: if
+        it is that object's `__dict__` its tracker would miss the writes (F22), so the read breaks
+        the graph; otherwise the two stay distinct objects (guarded)."""
+        for writer, _, _ in self.side_effects.attributes.values():
+            if writer.source is None:
+                continue
+            try:
+                own = object.__getattribute__(writer.value_object, "__dict__")
+            except AttributeError:
+                continue
+            if own is value:
+                raise Unsupported(
+                    f"{source.name()} is the __dict__ of {writer.source.name()}, whose attributes the trace changed"
+                )
+            self.side_effects.distinct_objects.add((source, AttrSource(writer.source, "__dict__")))
+
+    def container_of(self, value: Any) -> Variable | None:
+        """The tracker of a list/dict/set read from the frame, None when the trace has none."""
+        known = self._containers.get(id(value))
+        return None if known is None else known[1]
+
+    def frame_containers(self) -> list[Variable]:
+        """The trackers of the lists/dicts/sets read from the frame."""
+        return [var for _, var in self._containers.values()]
+
+    def guard_object_identities(self) -> None:
         """Code compiled for distinct containers applies each one's changes separately: a list
-        it changed must not be, on a later call, the same object as another it read."""
+        it changed must not be, on a later call, the same object as another it read. Objects
+        whose attributes were written: two sources the trace took for one object stay one, and
+        two it took for two stay two (`SideEffects.pending_attribute` noted both)."""
         for var in self.side_effects.containers.values():
             for _, other in self._containers.values():
                 if other is not var and other.source is not None and type(other) is type(var):
                     self.guards.distinct_objects(var.source, other.source)
+        for source, other in self.side_effects.same_objects:
+            self.guards.same_object(source, other)
+        for source, other in self.side_effects.distinct_objects:
+            self.guards.distinct_objects(source, other)
 
     def guard_mutated_tensors_distinct(self) -> None:
         """A graph that changes an input tensor in place was compiled for these tensors and this
@@ -168,6 +204,32 @@ class OutputGraph:
             return next((i.example for i in self.inputs if i.node is var.node), None)
         return next((value for value, known in self._containers.values() if known is var), None)
 
+    def real_value(self, var: GraphValueVariable) -> Any:
+        """The value `var` has in this call: the graph so far run on the call's real inputs
+        (copies of them, the RNG forked, so that running it changes nothing the call will see),
+        as torch does for an `assume_constant_result` function given a tensor. Graphs calling
+        submodules (traced bodies) are refused."""
+        examples = {i.node: i.example for i in self.inputs}
+        if var.node in examples:
+            return examples[var.node]
+        env: dict[torch.fx.Node, Any] = {}
+        with unset_fake_temporarily(), torch.random.fork_rng(devices=[]):
+            for node in self.root_graph.nodes:
+                if node.op == "placeholder":
+                    value = examples.get(node)
+                    env[node] = value.clone() if isinstance(value, torch.Tensor) else value
+                elif node.op in ("call_function", "call_method"):
+                    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), env.__getitem__)
+                    if node.op == "call_method":
+                        env[node] = getattr(args[0], node.target)(*args[1:], **kwargs)
+                    else:
+                        env[node] = node.target(*args, **kwargs)
+                else:
+                    raise Unsupported(f"the value of {var.describe()} while tracing (the graph has {node.op} nodes)")
+                if node is var.node:
+                    return env[node]
+        raise Unsupported(f"the value of {var.describe()} while tracing (not computed by this graph)")
+
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
         """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""
         known = self._input_vars.get(id(value))
@@ -188,6 +250,8 @@ class OutputGraph:
         self.guards.tensor_match(source, value, fake)
         node = self._placeholder(source, fake, value)
         var = TensorVariable(node, fake, source=source)
+        if type(value) not in (torch.Tensor, torch.nn.Parameter):
+            var.subclass = type(value)
         self._input_vars[id(value)] = var
         return var
 
@@ -291,6 +355,7 @@ class OutputGraph:
         """Record `target(*args, **kwargs)` as a node and wrap its fake result."""
         fx_args, fake_args = _unwrap_all(args)
         fx_kwargs, fake_kwargs = _unwrap_all_kw(kwargs)
+        outputs = _graph_inputs_given_as_out(kwargs.get("out"))
         try:
             # a user error (mismatched shapes) is reported by the eager run; keep fake tensor's
             # own error log quiet meanwhile
@@ -311,9 +376,13 @@ class OutputGraph:
         except Unsupported:
             raise
         except Exception as e:
+            self.fake_mode.raise_interrupt()  # an interrupt torch's dispatch turned into this error
             raise Unsupported(f"{describe} raised {type(e).__name__} while tracing: {e}") from e
         finally:
             _FAKE_LOG.disabled = False
+        if any(_shape_text(var.fake) != shape for var, shape in outputs):
+            # AOTAutograd's functional graph cannot resize an input in place (torch.compile breaks too)
+            raise Unsupported(f"{describe} resizes a graph input passed as out=", hint="let the op allocate its result")
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
         # sizes or scalars the op made up (nonzero's length, item()) are bound to this node, so a
         # backend that retraces the graph (AOTAutograd) knows where each unbacked symbol comes from
@@ -346,7 +415,7 @@ class OutputGraph:
             if same is not None:
                 same.__dict__.pop("_size_nodes", None)  # an in-place op may have changed its shape
                 return same
-            return TensorVariable(node, fake)
+            return _result_tensor(node, fake, arguments)
         if is_symbolic(fake):
             node.meta["example_value"] = fake
             return SymNodeVariable(node, fake)
@@ -421,6 +490,17 @@ class _nullctx:
         return None
 
 
+def _result_tensor(node: torch.fx.Node, fake: torch.Tensor, arguments: dict[int, Variable] | None) -> TensorVariable:
+    """An operation's new tensor; one computed from a tensor subclass instance (or made one by
+    `as_subclass`) has the class that instance's `__torch_function__` gives it at run time."""
+    var = TensorVariable(node, fake)
+    made = not type(fake).__module__.startswith("torch.")  # `as_subclass(Cls)` of a fake is a Cls
+    operands = (arguments or {}).values()
+    if made or any(isinstance(a, TensorVariable) and (a.subclass or a.from_subclass) for a in operands):
+        var.from_subclass = True
+    return var
+
+
 def _is_traceable_structure(value: Any) -> bool:
     """Tensors, symbolic numbers and plain constants, in (nested) tuples and lists."""
     if isinstance(value, (tuple, list)):
@@ -436,6 +516,21 @@ def _placeholder_name(source: Source) -> str:
     if not text or text[0].isdigit():
         text = "arg_" + text
     return text
+
+
+def _graph_inputs_given_as_out(out: Variable | None) -> list[tuple[TensorVariable, tuple]]:
+    """The graph inputs among an op's `out=` tensors, with their shapes before the op."""
+    given = out.items if isinstance(out, SequenceVariable) else [out]
+    return [
+        (var, _shape_text(var.fake))
+        for var in given
+        if isinstance(var, TensorVariable) and var.node.op == "placeholder"
+    ]
+
+
+def _shape_text(fake: torch.Tensor) -> tuple[str, ...]:
+    """A shape compared as text: comparing symbolic sizes would add guards."""
+    return tuple(map(str, fake.shape))
 
 
 def _tensor_arguments(args: list[Variable]) -> dict[int, Variable]:

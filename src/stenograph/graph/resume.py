@@ -19,7 +19,7 @@ from ..bytecode.resume_code import (
     resume_code_name,
 )
 from ..guards.pyfunc import with_closure
-from .runtime import Runtime
+from .runtime import Runtime, remember_maker
 
 # None of these keeps a code object alive: an entry goes when the code it is about dies, and a
 # dispatcher when no transformed code calls it any more.
@@ -127,6 +127,9 @@ def resume_function(
         else:
             found = _with_cells(resume) if code.co_freevars else _plain(resume)
         _wrappers[key] = found
+        # by the code it continues and its globals: another process makes it again from those
+        made = (fn.__code__, fn.__globals__, offset, kinds, live, backend, backend_name, compiled, dynamic)
+        remember_maker(found, "resume", made, {"compile_dynamic": compile_dynamic})
     return found
 
 

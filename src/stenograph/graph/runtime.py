@@ -38,3 +38,47 @@ class Runtime:
     module_caller: Any
     cache_for: Any
     continue_class: type
+
+    def recording(self) -> Runtime:
+        """This runtime, remembering how each object it makes was made (`maker_of`), so that
+        generated code holding one can be persisted and the object made again elsewhere."""
+
+        def recorded(name: str) -> Any:
+            make = getattr(self, name)
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                made = make(*args, **kwargs)
+                remember_maker(made, name, args, kwargs)
+                return made
+
+            remember_maker(call, "member", (name,), {})
+            return call
+
+        return Runtime(
+            entry_wrapper=recorded("entry_wrapper"),
+            resume_dispatcher=self.resume_dispatcher,  # `resume.resume_function` records its own
+            closure_caller=recorded("closure_caller"),
+            module_caller=recorded("module_caller"),
+            cache_for=recorded("cache_for"),
+            continue_class=self.continue_class,
+        )
+
+
+_MADE = "__stenograph_made__"
+
+
+def remember_maker(obj: Any, maker: str, args: tuple, kwargs: dict) -> None:
+    """Record on `obj` (a function or a cache the entry layer made for generated code) that
+    `maker(*args, **kwargs)` made it, so a persisted entry holding it can make it again. Kept on
+    the object itself: it lives exactly as long, and keeps what made it alive no longer."""
+    object.__getattribute__(obj, "__dict__")[_MADE] = (maker, args, kwargs)
+
+
+def maker_of(obj: Any) -> tuple[str, tuple, dict] | None:
+    """How `obj` was made, if `remember_maker` was told (read without running `obj`'s own
+    attribute lookup)."""
+    try:
+        own = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+    return own.get(_MADE) if type(own) is dict else None

@@ -66,6 +66,15 @@ class TensorFacts:
     strides: tuple[int | None, ...]
 
 
+def _slot_is_set(getter: Callable[[Any], Any], obj: Any) -> bool:
+    """Whether a `__slots__` entry of `obj` holds a value (`getter`: the slot's `__get__`)."""
+    try:
+        getter(obj)
+    except AttributeError:
+        return False
+    return True
+
+
 @dataclass
 class GuardSet:
     """Checks collected while tracing one frame."""
@@ -77,6 +86,9 @@ class GuardSet:
     watched: list[weakref.ref] = field(default_factory=list)
     # class -> the name its `__dict__` is bound to (each read of it makes a new proxy)
     _class_dicts: dict[type, str] = field(default_factory=dict)
+    # closure cells reached as themselves (a method found on a class has no path to its cells):
+    # id -> (cell, its function weakly, its index), how another process finds the cell again
+    cells: dict[int, tuple[Any, weakref.ref, int]] = field(default_factory=dict)
 
     def bind(self, obj: Any, hint: str = "obj") -> str:
         """A global name in the guard function holding `obj` (strongly: only for non-user objects)."""
@@ -87,6 +99,10 @@ class GuardSet:
         name = f"___{hint}{len(self.bindings)}"
         self.bindings[name] = obj
         return name
+
+    def closure_cell(self, cell: Any, fn: types.FunctionType, index: int) -> None:
+        """`cell`, reached as itself by some source, is cell `index` of `fn`'s closure."""
+        self.cells[id(cell)] = (cell, weakref.ref(fn), index)
 
     def _add(
         self,
@@ -105,6 +121,10 @@ class GuardSet:
             return
         self._seen.add(key)
         self.checks.append(Check(rank, source, template, text, other, kind=kind, detail=detail))
+
+    def checks_source(self, source: Source) -> bool:
+        """Whether some check reads `source` (its value is a fact the trace relies on)."""
+        return any(check.source == source or check.other == source for check in self.checks)
 
     def same_object(self, source: Source, other: Source) -> None:
         """Two sources reach one object (e.g. tied weights): the graph has one input for both."""
@@ -234,6 +254,13 @@ class GuardSet:
                 self._add(RANK_VALUE, source, " and ".join(f"{name!r} not in {d}" for d in class_dicts), text)
             return
         self._add(RANK_VALUE, source, f"not hasattr({{v}}, {name!r})", text)
+
+    def slot_set(self, source: Source, slot: Any, name: str) -> None:
+        """The `__slots__` entry `name` of the object at `source` holds a value (a slot the trace
+        deletes): read through the slot's own descriptor, so the class's hooks do not run."""
+        getter = self.bind(slot.__get__, "slot")
+        template = f"{self.bind(_slot_is_set, 'fn')}({getter}, {{v}})"
+        self._add(RANK_VALUE, source, template, f"{source.name()} has its slot {name!r} set")
 
     def _class_dicts_of(self, classes: tuple[type, ...]) -> list[str]:
         """Names bound to the `__dict__`s of `classes` that a name could be added to later, each

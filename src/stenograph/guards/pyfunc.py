@@ -15,6 +15,8 @@ import linecache
 import types
 from typing import Any
 
+from .. import deferred_release
+
 CO_VARARGS = inspect.CO_VARARGS
 CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 
@@ -88,6 +90,8 @@ def make_function(
     that line instead, so tracebacks, `logging`'s caller lookup and profilers point at the
     user's code (the generated text stays in `__stenograph_source__`).
     """
+    # what makes it again, in another process (`warm/`), given its namespace (its globals)
+    made = (name, params, tuple(body), label, present_as)
     lines = [f"def {name}({params}):"] + ["    " + line for line in body]
     text = "\n".join(lines) + "\n"
     if present_as is None:
@@ -107,9 +111,13 @@ def make_function(
                 node.col_offset, node.end_col_offset = 0, width
         exec(compile(tree, filename, "exec"), namespace)
     fn = namespace[name]
+    if present_as is None:
+        # the text goes with the function: a dropped function leaves no linecache entry behind
+        deferred_release.when_freed(fn, linecache.cache.pop, filename, None)
     if like is not None:
         fn.__defaults__ = like.__defaults__
         fn.__kwdefaults__ = like.__kwdefaults__
         fn.__qualname__ = like.__qualname__  # a call with wrong arguments names the user's function
     fn.__stenograph_source__ = text
+    fn.__stenograph_made__ = made
     return fn

@@ -17,7 +17,7 @@ from ..bytecode.instructions import ExceptionEntry, decoded
 from ..errors import Unsupported
 from ..variables.base import Variable
 from ..variables.exceptions import LastiVariable, TracedException
-from ..variables.user_classes import NewObjectVariable, instantiate
+from ..variables.user_classes import NewObjectVariable
 
 if TYPE_CHECKING:
     from .frame import Frame
@@ -28,7 +28,7 @@ def exception_value(frame: Frame, raised: Variable) -> Variable:
     if raised.is_constant() and isinstance(raised.as_constant(), type):
         cls = raised.as_constant()
         if issubclass(cls, BaseException):
-            return instantiate(frame, cls, [], {})
+            return frame.instantiate(cls, [], {})
     if isinstance(raised, NewObjectVariable) and issubclass(raised.cls, BaseException):
         return raised
     raise Unsupported(f"raise of {raised.describe()}, which is not a traced exception")

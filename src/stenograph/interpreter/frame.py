@@ -19,9 +19,10 @@ from ..errors import BreakKind, Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable
-from ..variables.builder import wrap, wrap_trusted_member
+from ..variables.builder import instantiate, wrap, wrap_trusted_member
 from ..variables.cells import Cell, LazyValue
 from ..variables.compile_regions import call_region, is_region
+from ..variables.constants import constant
 from ..variables.exceptions import CallerExceptionVariable
 from ..variables.generators import GeneratorVariable, needs_close
 from ..variables.trace_rules import is_literal, is_trusted_module
@@ -232,6 +233,25 @@ class Frame:
         self.output.global_cache[cache_key] = var
         return var
 
+    # -- what trackers ask of the frame they are handed --------------------------------------------
+    # the trackers' modules lie below the builder, which imports them: they reach it through here
+
+    def wrap(self, value: Any, source: Source | None, *, module_attribute: bool = False) -> Variable:
+        """The tracker for `value` read through `source` (`builder.wrap`: guarded through it)."""
+        return wrap(self, value, source, module_attribute=module_attribute)
+
+    def wrap_trusted_member(self, value: Any, namespace: dict, name: str) -> Variable:
+        """`namespace[name]` of a trusted module (`builder.wrap_trusted_member`)."""
+        return wrap_trusted_member(self, value, namespace, name)
+
+    def instantiate(self, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        """`cls(*args, **kwargs)` called by the traced code (`builder.instantiate`)."""
+        return instantiate(self, cls, args, kwargs)
+
+    def new_exception(self, cls: type[BaseException], args: tuple) -> Variable:
+        """The exception `cls(*args)` the traced program makes, for constant `args`."""
+        return instantiate(self, cls, [constant(a) for a in args], {})
+
     # -- calls ---------------------------------------------------------------------------------
 
     def inline_call(
@@ -317,6 +337,7 @@ class Frame:
                 # source, so its contents are guarded and changes to them replayed on each call
                 name = fn.__code__.co_freevars[i]
                 contents = AttrSource(FixedObjectSource(cell, f"cell {name} of {fn.__qualname__}"), "cell_contents")
+                self.output.guards.closure_cell(cell, fn, i)
                 cells.append(Cell(LazyValue(value, contents), cell))
             self.tracked_cells[id(cell)] = cells[-1]
         return tuple(cells)

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, TypeVar
 from .. import process_state
 from ..bytecode.resume_code import NULL_STACK_ENTRY, VALUE_STACK_ENTRY
 from ..errors import Unsupported
-from ..variables import operators, patterns
-from ..variables.base import NULL, GuardedOnUseConstant, NullVariable, Variable, constant
+from ..variables import identity, operators, patterns
+from ..variables.base import Variable
 from ..variables.builder import wrap
 from ..variables.builtins import BuiltinVariable
 from ..variables.cells import Cell, CellVariable
+from ..variables.constants import NULL, GuardedOnUseConstant, IteratorVariable, NullVariable, constant
 from ..variables.containers import (
     DictVariable,
-    IteratorVariable,
     ListVariable,
     SetVariable,
     SliceVariable,
@@ -531,7 +531,7 @@ def _is_or_contains_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 def _is_op(frame: Frame, inst: dis.Instruction) -> None:
     b = frame.pop()
     a = frame.pop()
-    same = operators.is_same(frame, a, b)
+    same = identity.is_same(frame, a, b)
     frame.push(constant(same != bool(inst.arg)))
 
 
@@ -595,7 +595,7 @@ def _build_list(frame: Frame, inst: dis.Instruction) -> None:
 @op("BUILD_MAP")
 def _build_map(frame: Frame, inst: dis.Instruction) -> None:
     flat = frame.popn(2 * inst.arg)
-    frame.push(DictVariable({dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
+    frame.push(DictVariable({dict_key(flat[i], frame): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
 @op("BUILD_CONST_KEY_MAP", max_ver=(3, 13))
@@ -955,7 +955,7 @@ def _is_none(frame: Frame, v: Variable) -> bool:
         return False
     if v.is_constant():
         return v.as_constant() is None
-    operators.guard_identity(frame, v, constant(None), False)
+    identity.guard_identity(frame, v, constant(None), False)
     return False
 
 

@@ -39,6 +39,7 @@ NAMES: dict[str, str] = {
     "bytecode": "original and transformed code of each entry, readable",
     "dynamic": "the symbolic (dynamic) sizes and values each graph takes",
     "ddp_graphs": "each graph split at DistributedDataParallel's buckets: the pieces and their code",
+    "cache": "the persisted cache (config.cache_dir): entries installed, stored, rejected or not stored, and why",
 }
 ENV_VAR = "STENOGRAPH_LOGS"
 
@@ -76,6 +77,7 @@ def set_logs(
     bytecode: bool = False,
     dynamic: bool = False,
     ddp_graphs: bool = False,
+    cache: bool = False,
 ) -> None:
     """Turn log names on (True) or off (False): each call replaces the previous setting."""
     enabled = {
@@ -86,6 +88,7 @@ def set_logs(
         "bytecode": bytecode,
         "dynamic": dynamic,
         "ddp_graphs": ddp_graphs,
+        "cache": cache,
     }
     for name, on in enabled.items():
         if not isinstance(on, bool):
@@ -147,6 +150,9 @@ def _on_event(event: events.CompileEvent) -> None:
     elif isinstance(event, events.Recompile):
         if log := _enabled("recompiles"):
             log.debug("%s", recompile_message(cid, event))
+    elif isinstance(event, events.CacheLookup):
+        if log := _enabled("cache"):
+            log.debug("%s %s %s: %s", cid, event.outcome.value.upper(), event.label, event.detail)
     elif isinstance(event, events.RunsEagerly):
         name = "recompiles" if event.cause is events.EagerCause.RECOMPILE_LIMIT else "graph_breaks"
         if log := _enabled(name):

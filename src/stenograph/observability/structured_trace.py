@@ -102,6 +102,10 @@ class TraceWriter:
             self._compiled(final, frame, record)
         elif what == "failed":
             self.emit({"compilation_metrics": self._metrics(frame, record), **final})
+        elif what in ("cache", "installed"):
+            self.artifact(final, "stenograph_cache", record.cache[-1], encoding="string")
+            if what == "installed":
+                self._compiled(final, frame, record)
 
     def _compiled(self, ids: dict, frame: FrameRecord, record: CompileRecord) -> None:
         if record.graph is not None:

@@ -234,6 +234,8 @@ def _compile(record: CompileRecord, open_: bool) -> str:
         )
     if record.failure is not None:
         html.append(f'<div class="why fail"><b>Runs eagerly:</b> {escape(record.failure)}</div>')
+    for line in record.cache:
+        html.append(f'<div class="why"><b>Persisted cache:</b> {escape(line)}</div>')
     if record.graph_break is not None:
         html.append(_graph_break(record))
     if record.ddp_split is not None:

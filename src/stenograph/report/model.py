@@ -128,6 +128,8 @@ class CompileRecord:
     backend_s: float | None = None
     calls: CallStats = field(default_factory=CallStats)
     ddp_split: str | None = None  # how the graph was split at DDP's buckets (the pieces' table)
+    # what the persisted cache did ("installed: <entry>", "stored: ...", "rejected: <why>")
+    cache: list[str] = field(default_factory=list)
 
     @property
     def compiled(self) -> bool:

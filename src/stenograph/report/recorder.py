@@ -99,6 +99,12 @@ class Recorder:
             record.failure = event.reason
             record.failure_cause = event.cause
             what = "failed"
+        elif isinstance(event, events.CacheLookup):
+            record.cache.append(f"{event.outcome.value}: {event.detail}")
+            what = "cache"
+            if event.outcome is events.CacheOutcome.INSTALLED:
+                fill_compiled(record, event.entry)
+                what = "installed"
         else:
             return
         for listener in list(self.listeners):

@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 import torch
+import torch.utils._python_dispatch as python_dispatch
 from torch._guards import GuardSource
 from torch._guards import Source as TorchSource
 from torch._subclasses.fake_tensor import (
@@ -50,11 +51,121 @@ class ShapeSource(TorchSource):
         raise NotImplementedError("stenograph sources are rendered by stenograph")
 
 
+def _share_fake_mode_rules() -> None:
+    """torch keys the rules of higher-order operators for a mode by its exact class: give
+    `TracingFakeMode` FakeTensorMode's (operators register theirs as their modules load, so this
+    runs for every new mode)."""
+    for operator in list(torch._ops._higher_order_ops.values()):
+        table = operator.python_key_table
+        if FakeTensorMode in table and TracingFakeMode not in table:
+            table[TracingFakeMode] = table[FakeTensorMode]
+
+
 def new_fake_mode() -> FakeTensorMode:
     # ops whose output size depends on tensor data (nonzero, x[mask]) raise
     # DynamicOutputShapeException unless config.capture_dynamic_output_shape_ops: a graph break
     shape_env = ShapeEnv(allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
-    return FakeTensorMode(allow_non_fake_inputs=False, shape_env=shape_env)
+    _share_fake_mode_rules()
+    return TracingFakeMode(allow_non_fake_inputs=False, shape_env=shape_env)
+
+
+_FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
+# the flags torch's TorchDispatchMode keeps in its module while a mode is entered
+_MODE_FLAGS = tuple(
+    name
+    for name in (
+        "_is_in_torch_dispatch_mode",
+        "_is_in_non_infra_torch_dispatch_mode",
+        "_is_in_any_mode_without_ignore_compile_internals",
+    )
+    if hasattr(python_dispatch, name)
+)
+_FLAG_STACKS = (
+    "old_dispatch_mode_flags",
+    "old_non_infra_dispatch_mode_flags",
+    "old_without_ignore_compile_internals_dispatch_mode_flags",
+)
+
+
+class TracingFakeMode(FakeTensorMode):
+    """The fake mode of one trace, entered and left whole.
+
+    An interrupt (Ctrl-C, an exception a signal handler raises) can land between any two
+    lines of torch's `FakeTensorMode.__enter__`/`__exit__`, which run for every op traced
+    (torch's own dispatch enters the mode again). Left half-exited, the mode stays set in the
+    thread's dispatch state, and the C++ dispatcher that called into Python then fails to
+    restore the mode it set aside: it aborts the process ("trying to set the current
+    FakeTensorMode, but one already exists"). So each entry notes the state it starts from, and
+    an exception escaping torch's code puts that state back before it propagates."""
+
+    # an interrupt raised inside torch's dispatch, which C++ may turn into another error (a
+    # binary operator's TypeError): `raise_interrupt` raises it again where the trace sees one
+    interrupt: BaseException | None = None
+
+    def __enter__(self) -> TracingFakeMode:
+        state = _dispatch_state(self)
+        try:
+            super().__enter__()
+        except BaseException as e:
+            self._interrupted(state, e)
+            raise
+        self._entered_from.append(state)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        state = self._entered_from.pop()
+        try:
+            super().__exit__(*exc)
+        except BaseException as e:
+            self._interrupted(state, e)
+            raise
+
+    def _interrupted(self, state: tuple, error: BaseException) -> None:
+        _restore_dispatch_state(self, state)
+        if not isinstance(error, Exception):
+            self.interrupt = error
+
+    def raise_interrupt(self) -> None:
+        """Raise the interrupt that landed in the mode's entry or exit, if one did."""
+        interrupt, self.interrupt = self.interrupt, None
+        if interrupt is not None:
+            raise interrupt
+
+    @property
+    def _entered_from(self) -> list[tuple]:
+        found = self.__dict__.get("_stenograph_entered_from")
+        if found is None:
+            found = self.__dict__["_stenograph_entered_from"] = []
+        return found
+
+
+def _dispatch_state(mode: FakeTensorMode) -> tuple:
+    """What entering `mode` changes: its enter stack and flag stacks' depths, the thread's fake
+    mode and lifting flag, torch's module-level mode flags."""
+    stacks = tuple(len(getattr(mode, name, ())) for name in _FLAG_STACKS)
+    flags = tuple(getattr(python_dispatch, name) for name in _MODE_FLAGS)
+    fake = torch._C._get_dispatch_mode(_FAKE_KEY)
+    return (len(mode.enter_stack), stacks, fake, torch._C._only_lift_cpu_tensors(), flags)
+
+
+def _restore_dispatch_state(mode: FakeTensorMode, state: tuple) -> None:
+    depth, stacks, fake, lift_cpu, flags = state
+    # the thread's dispatch state first, before anything can allocate: a collection now may
+    # free a frame whose dispatch guard puts a mode back, which must find the slot empty
+    if torch._C._get_dispatch_mode(_FAKE_KEY) is not fake:
+        torch._C._unset_dispatch_mode(_FAKE_KEY)
+        if fake is not None:
+            torch._C._set_dispatch_mode(fake)
+    torch._C._set_only_lift_cpu_tensors(lift_cpu)
+    del mode.enter_stack[depth:]
+    for name, length in zip(_FLAG_STACKS, stacks):
+        stack = getattr(mode, name, ())  # a deque
+        while len(stack) > length:
+            stack.pop()
+    for name, value in zip(_MODE_FLAGS, flags):
+        setattr(python_dispatch, name, value)
+    if "_is_in_any_mode_without_ignore_compile_internals" in _MODE_FLAGS:
+        python_dispatch.set_is_in_mode_without_ignore_compile_internals(flags[-1])
 
 
 def fakeify(

@@ -29,8 +29,9 @@ from torch.autograd import forward_ad
 
 from .. import process_state
 from ..errors import Unsupported
-from .base import Variable, constant
-from .containers import BoundMethodVariable, TupleVariable
+from .base import Variable
+from .constants import BoundMethodVariable, constant
+from .containers import TupleVariable
 from .tensor import TensorVariable
 from .trace_rules import has_own_setup_context
 

@@ -1,4 +1,4 @@
-"""The value trackers' base class and the simplest trackers: constants and the NULL marker.
+"""The tracker protocol: `Variable`, the base class of every tracker, which knows none of them.
 
 A tracker (a `Variable`) stands for one Python value during symbolic execution. It knows its
 `source` when the value came from the frame (so it can be guarded and re-read at run time), and
@@ -8,16 +8,24 @@ implements the operations bytecode performs on it. An operation a tracker cannot
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from .. import process_state
-from ..errors import BreakKind, Unsupported
+from ..errors import Unsupported
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
+
+
+_TPFLAGS_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement, which can change
+
+
+def always_true(obj: Any) -> bool:
+    """Whether `obj` is an object of a builtin class with neither `__bool__` nor `__len__` (a
+    function, a method descriptor): true, and its class cannot change."""
+    cls = type(obj)
+    return not cls.__flags__ & _TPFLAGS_HEAPTYPE and not hasattr(cls, "__bool__") and not hasattr(cls, "__len__")
 
 
 class Variable:
@@ -72,8 +80,9 @@ class Variable:
 
     - `unpack(frame)`: every item, for unpacking, `*args` and iterating a value with no iterator of
       its own. Default: Unsupported.
-    - `get_iter(frame)`: the iterator GET_ITER and `iter()` make. Containers return iterators that
-      read them live; iterators return themselves. Default: an iterator over `unpack(frame)`.
+    - `get_iter(frame)`: the iterator GET_ITER and `iter()` make, for a value with an iterator of
+      its own: containers return iterators that read them live; iterators return themselves.
+      None lets `containers.iterate` make an iterator over `unpack(frame)`. Default: None.
     - `next(frame)`: the next item of an iterator, None when it is exhausted. Default: Unsupported.
 
     Code generation (after the trace)
@@ -90,9 +99,9 @@ class Variable:
       `graph.side_effects.SideEffects.replay`. Default: None (nothing to replay).
 
     Trackers are made from Python values by `builder.wrap(frame, value, source)`, the one entry
-    point that picks the tracker and installs guards (`trace_rules` holds its policy); results
-    of graph operations are made by `OutputGraph.wrap_result`, and constants computed while
-    tracing by `constant(value)`.
+    point that picks the tracker and installs guards (`trace_rules` holds its policy; trackers,
+    which the builder imports, call it as `frame.wrap`); results of graph operations are made by
+    `OutputGraph.wrap_result`, and constants computed while tracing by `constants.constant(value)`.
     """
 
     source: Source | None = None
@@ -155,7 +164,11 @@ class Variable:
         return None
 
     def truth(self, frame: Frame) -> bool:
-        """`bool(value)` for branches; data-dependent values refuse."""
+        """`bool(value)` for branches; data-dependent values refuse. A fixed object of a builtin
+        class with neither `__bool__` nor `__len__` (a function, `torch.add`, a method descriptor)
+        is true: such a class cannot change, so nothing needs a guard."""
+        if self.value_object is not None and always_true(self.value_object):
+            return True
         raise Unsupported(f"truth value of {self.describe()}")
 
     def length(self, frame: Frame) -> int:
@@ -167,11 +180,8 @@ class Variable:
         """The items when iterated (for unpacking, `for` loops and `*args`)."""
         raise Unsupported(f"iteration over {self.describe()}")
 
-    def get_iter(self, frame: Frame) -> Variable:
-        # cycle: variables.containers imports variables.base at module level
-        from .containers import IteratorVariable
-
-        return IteratorVariable(self.unpack(frame))
+    def get_iter(self, frame: Frame) -> Variable | None:
+        return None
 
     def next(self, frame: Frame) -> Variable | None:
         raise Unsupported(f"next() of {self.describe()}")
@@ -183,156 +193,3 @@ class Variable:
 
     def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
         return None
-
-
-class ConstantVariable(Variable):
-    """A Python value known while tracing: numbers, strings, None, dtypes, types, ranges, ..."""
-
-    def __init__(self, value: Any, source: Source | None = None) -> None:
-        self.value = value
-        self.source = source
-
-    def describe(self) -> str:
-        text = repr(self.value)
-        return f"constant {text if len(text) < 60 else text[:57] + '...'}"
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def is_constant(self) -> bool:
-        return True
-
-    def as_constant(self) -> Any:
-        return self.value
-
-    def truth(self, frame: Frame) -> bool:
-        return bool(self.value)
-
-    def reconstruct(self, codegen: Any) -> str:
-        return codegen.constant(self.value)
-
-    def unpack(self, frame: Frame) -> list[Variable]:
-        try:
-            items = list(self.value)
-        except TypeError:
-            raise Unsupported(f"iteration over {self.describe()}") from None
-        return [constant(item) for item in items]
-
-    def length(self, frame: Frame) -> int:
-        return len(self.value)
-
-    def getattr(self, frame: Frame, name: str) -> Variable:
-        try:
-            attr = getattr(self.value, name)
-        except AttributeError as e:
-            if self.source is not None:  # `hasattr` answers False: guard that it stays so
-                frame.output.guards.attribute_absent(self.source, self.value, name)
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE) from e
-        if callable(attr):
-            # cycle: variables.functions imports variables.base at module level
-            from .functions import ConstantMethodVariable
-
-            return ConstantMethodVariable(self.value, name)
-        return constant(attr)
-
-    def getitem(self, frame: Frame, key: Variable) -> Variable:
-        # cycle: variables.symbolic imports variables.base at module level
-        from .symbolic import SymNodeVariable
-
-        # a symbolic int used as an index is specialised (guarded to this value), as lists do
-        if not key.is_constant() and not isinstance(key, SymNodeVariable):
-            raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
-        try:
-            return constant(operator.getitem(self.value, key.as_constant()))
-        except Exception as e:
-            # cycle: variables.exceptions imports variables.base at module level
-            from .exceptions import raise_python_error
-
-            raise_python_error(frame, e)
-
-    def __repr__(self) -> str:
-        return f"ConstantVariable({self.value!r})"
-
-
-class GuardedOnUseConstant(ConstantVariable):
-    """A constant read from the frame whose value guard is installed when the value is used.
-
-    Values that are only passed along (returned, stored, carried to a resume function) are
-    rebuilt through their source and need no guard; specialising on them would recompile for
-    every new value (e.g. the floats of a `.tolist()` that only its length is taken of).
-    """
-
-    def __init__(self, value: Any, source: Source, install: Any) -> None:
-        self._value = value
-        self.source = source
-        self._install = install  # installs the guard once; None afterwards
-
-    @property
-    def value(self) -> Any:  # type: ignore[override]
-        if self._install is not None:
-            install, self._install = self._install, None
-            install()
-        return self._value
-
-    def describe(self) -> str:
-        text = repr(self._value)
-        return f"constant {text if len(text) < 60 else text[:57] + '...'}"
-
-    def __repr__(self) -> str:
-        return f"GuardedOnUseConstant({self._value!r})"
-
-
-H = TypeVar("H")
-
-
-def handler_registry(table: dict[Any, H]) -> Callable[..., Callable[[H], H]]:
-    """A decorator factory for a module's handler table: `@register(fn, ...)` files the handler it
-    decorates in `table` under each `fn`."""
-
-    def register(*fns: Any) -> Callable[[H], H]:
-        def add(handler: H) -> H:
-            for fn in fns:
-                table[fn] = handler
-            return handler
-
-        return add
-
-    return register
-
-
-class HandledFunctionVariable(Variable):
-    """A function or class whose calls a handler table models (builtins, standard-library functions)."""
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-        self.value_object = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-
-class NullVariable(Variable):
-    """The NULL that CALL-sequences push below a callable (3.11/3.12 calling convention)."""
-
-    def describe(self) -> str:
-        return "NULL"
-
-
-NULL = NullVariable()
-
-_CACHE_LIMIT = 256
-_small_constants: dict[tuple[type, Any], ConstantVariable] = {}
-process_state.register_containers("variables.small_constants", _small_constants, memo=True)
-
-
-def constant(value: Any) -> ConstantVariable:
-    """A ConstantVariable for `value`, shared for small immutable values."""
-    if isinstance(value, (bool, int, str)) or value is None:
-        key = (type(value), value)
-        var = _small_constants.get(key)
-        if var is None:
-            var = ConstantVariable(value)
-            if len(_small_constants) < _CACHE_LIMIT:
-                _small_constants[key] = var
-        return var
-    return ConstantVariable(value)

@@ -1,10 +1,16 @@
-"""Wrapping real values read from the frame into trackers, installing their guards.
+"""Making trackers of Python values: real values read from the frame (`wrap`, installing their
+guards) and objects the traced code creates by calling a class (`instantiate`).
 
 `wrap(frame, value, source)` is the one entry point that turns a Python value into a tracker (values
 read from the frame, globals, attributes, defaults, closure cells): it picks the tracker, in the
-order `trace_rules` documents, and installs the guards the choice depends on. Results of graph
+order `trace_rules` documents, and installs the guards the choice depends on. The choice is a
+table, `WRAP_RULES`: one short function per kind of value, registered in the order the kinds are
+tried (`@_rule(when)`); a value no entry answers is a user object. Results of graph
 operations are made by `OutputGraph.wrap_result` (from fake values), constants computed while
-tracing by `base.constant`.
+tracing by `constants.constant`.
+
+The trackers' modules lie below this one (it imports them all): they reach `wrap` and
+`instantiate` through the frame they are handed (`Frame.wrap`, `Frame.instantiate`).
 
 This is where specialisation happens: a Python int becomes a constant guarded on its value, a
 tensor becomes a graph input guarded on its metadata, a module or function is guarded on its
@@ -22,6 +28,8 @@ import os
 import sys
 import types
 import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -39,29 +47,22 @@ from ..marks import (
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import collectives, library
-from .base import ConstantVariable, GuardedOnUseConstant, Variable, constant
+from .base import Variable
 from .checkpoint import CheckpointVariable
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
-from .containers import (
-    DictVariable,
-    ListVariable,
-    NamedTupleVariable,
-    SetVariable,
-    SizeVariable,
-    TupleVariable,
-    is_namedtuple_class,
-)
+from .constants import ConstantVariable, GuardedOnUseConstant, constant
+from .containers import DictVariable, ListVariable, SetVariable, SizeVariable, TupleVariable
 from .environ import EnvironVariable
 from .frame_objects import (
     GlobalsDictVariable,
     NNModuleVariable,
     PythonModuleVariable,
-    TorchModuleClassVariable,
     UserObjectVariable,
     WeakrefVariable,
 )
 from .func_transforms import GradVariable, VmapVariable
 from .functions import (
+    CachedFunctionVariable,
     DisallowedCallVariable,
     FoldedCallVariable,
     GraphBreakVariable,
@@ -76,6 +77,8 @@ from .functions import (
 )
 from .global_contexts import is_global_context_object, wrap_global_context
 from .higher_order import CondVariable
+from .named_tuples import NamedTupleVariable, is_namedtuple_class
+from .new_modules import TorchModuleClassVariable, instantiate_module
 from .optimizers import OptimizerClassVariable, OptimizerVariable, optimizer_helper
 from .trace_rules import (
     TORCH_CLASSES,
@@ -87,23 +90,17 @@ from .trace_rules import (
     is_typing_marker,
     is_user_class,
 )
-from .user_classes import UserClassVariable
+from .user_classes import UserClassVariable, new_object
 
 if TYPE_CHECKING:
+    from ..guards.guard_set import GuardSet
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
 
+_DICTS = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
 # containers with one tracker per object however many names reach it
-_CONTAINERS = (
-    list,
-    dict,
-    collections.OrderedDict,
-    collections.defaultdict,
-    collections.Counter,
-    collections.deque,
-    set,
-)
+_CONTAINERS = (list, *_DICTS, collections.deque, set)
 
 
 class SourceNeeded(Unsupported):
@@ -111,196 +108,399 @@ class SourceNeeded(Unsupported):
     through its attributes), met without a source."""
 
 
+@dataclass(slots=True)
+class Wrapping:
+    """One call of `wrap`: what a rule of its table reads."""
+
+    frame: Frame
+    value: Any
+    source: Source | None
+    # the value is an attribute of an nn.Module, where ints stay constants
+    module_attribute: bool = False
+
+    @property
+    def guards(self) -> GuardSet:
+        return self.frame.output.guards
+
+
+@dataclass(frozen=True)
+class WrapRule:
+    """One entry of `wrap`'s table: `build` makes the tracker of the values `when` accepts (given
+    the value and its source), or passes them on (None) to the entries after it."""
+
+    name: str
+    when: Callable[[Any, Source | None], bool]
+    build: Callable[[Wrapping], Variable | None]
+
+
+# `wrap`'s table, in the order it is consulted (the order is semantics: a marked callable before
+# anything else, a tensor before a number, a literal before a container, ...)
+WRAP_RULES: list[WrapRule] = []
+Build = Callable[[Wrapping], Variable | None]
+
+
+def _rule(when: Callable[[Any, Source | None], bool]) -> Callable[[Build], Build]:
+    """Files the decorated function as the next entry of `WRAP_RULES`, for the values `when` accepts."""
+
+    def add(build: Build) -> Build:
+        WRAP_RULES.append(WrapRule(build.__name__.lstrip("_"), when, build))
+        return build
+
+    return add
+
+
 def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: bool = False) -> Variable:
     """The tracker for `value`, guarded through `source` when there is one (`module_attribute`:
-    the value is an attribute of an nn.Module, where ints stay constants)."""
-    guards = frame.output.guards
-    special = _special_callable(value)
+    the value is an attribute of an nn.Module, where ints stay constants): the first entry of
+    `WRAP_RULES` that answers, or else a user object."""
+    wrapping = Wrapping(frame, value, source, module_attribute)
+    for rule in WRAP_RULES:
+        if rule.when(value, source):
+            var = rule.build(wrapping)
+            if var is not None:
+                return var
+    return _user_object(wrapping)
+
+
+def _guard_identity(w: Wrapping) -> None:
+    if w.source is not None:
+        w.guards.id_match(w.source, w.value)
+
+
+@_rule(lambda value, source: callable(value) and not isinstance(value, (type, torch.nn.Module)))
+def _special_callable(w: Wrapping) -> Variable | None:
+    """stenograph's own API functions, marked functions and compiled wrappers met while tracing."""
+    special = _special_callable_tracker(w.value)
     if special is not None:
-        if source is not None:
-            guards.id_match(source, value)
-        return special
-    if isinstance(value, torch.Tensor):
-        if source is None:
-            raise SourceNeeded("a tensor with no known source (e.g. a tensor global of a library)")
-        return frame.output.tensor_input(value, source)
-    if isinstance(value, enum.Enum):
-        if source is not None:
-            guards.id_match(source, value)
-        return ConstantVariable(value, source)
-    if type(value) is torch.Size:
-        if source is not None:
-            guards.constant_match(source, value)
-        return SizeVariable([constant(int(s)) for s in value], source)
-    if is_global_context_object(value) and source is not None:
-        return wrap_global_context(frame, value, source)
-    policy = frame.output.policy
+        _guard_identity(w)
+    return special
+
+
+@_rule(lambda value, source: isinstance(value, torch.Tensor))
+def _tensor(w: Wrapping) -> Variable:
+    if w.source is None:
+        raise SourceNeeded("a tensor with no known source (e.g. a tensor global of a library)")
+    return w.frame.output.tensor_input(w.value, w.source)
+
+
+@_rule(lambda value, source: isinstance(value, enum.Enum))
+def _enum(w: Wrapping) -> Variable:
+    _guard_identity(w)
+    return ConstantVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: type(value) is torch.Size)
+def _size(w: Wrapping) -> Variable:
+    if w.source is not None:
+        w.guards.constant_match(w.source, w.value)
+    return SizeVariable([constant(int(s)) for s in w.value], w.source)
+
+
+@_rule(lambda value, source: is_global_context_object(value) and source is not None)
+def _global_context(w: Wrapping) -> Variable:
+    assert w.source is not None
+    return wrap_global_context(w.frame, w.value, w.source)
+
+
+@_rule(lambda value, source: type(value) in (int, float) and source is not None)
+def _dynamic_number(w: Wrapping) -> Variable | None:
+    """A number the shape policy makes dynamic: a symbolic input of the graph."""
+    value, source, policy = w.value, w.source, w.frame.output.policy
+    assert source is not None
     if (
-        type(value) in (int, float)
-        and source is not None
-        and policy is not None
-        and (type(value) is int or math.isfinite(value) and value != 0.0)
-        and may_be_dynamic(source, is_tensor=False, module_attribute=module_attribute and type(value) is int)
-        and policy.int_is_dynamic(source.name(), value)
+        policy is None
+        or not (type(value) is int or math.isfinite(value) and value != 0.0)
+        or not may_be_dynamic(source, is_tensor=False, module_attribute=w.module_attribute and type(value) is int)
+        or not policy.int_is_dynamic(source.name(), value)
     ):
-        guards.type_match(source, value)
-        if type(value) is float:
-            guards.ordinary_float(source)
-        return frame.output.symbolic_input(value, source)
-    if is_literal(value) and source is not None and type(value) in (int, float, str, bool):
-        return GuardedOnUseConstant(value, source, lambda: guards.constant_match(source, value))
-    if is_literal(value):
-        if source is not None:
-            guards.constant_match(source, value)
-        return ConstantVariable(value, source) if source is not None else constant(value)
-    if isinstance(value, torch.nn.Module):
-        if source is not None:
-            # by class, not identity: instances of one class share compiled code, their
-            # parameters and buffers being graph inputs; what the trace reads of the module
-            # (attributes, members, hooks, training flag) is guarded where it is read
-            guards.type_match(source, value)
-        return NNModuleVariable(value, source)
-    if isinstance(value, torch.optim.Optimizer) and source is not None:
-        return OptimizerVariable(value, source, lambda: guards.type_match(source, value))
-    if isinstance(value, types.ModuleType):
-        if source is not None:
-            guards.id_match(source, value)
-        return PythonModuleVariable(value, source)
-    if collectives.is_process_group(value):
-        if source is not None:
-            guards.id_match(source, value)
-        return ConstantVariable(value, source)
-    library_fn = library.lookup(value) or collectives.lookup(value) or optimizer_helper(value)
-    if library_fn is not None:
-        if source is not None:
-            guards.id_match(source, value)
-        return library_fn
-    builtin = builtin_vars.lookup(value) if _hashable(value) else None
+        return None
+    w.guards.type_match(source, value)
+    if type(value) is float:
+        w.guards.ordinary_float(source)
+    return w.frame.output.symbolic_input(value, source)
+
+
+@_rule(lambda value, source: is_literal(value) and source is not None and type(value) in (int, float, str, bool))
+def _guarded_on_use(w: Wrapping) -> Variable:
+    """A number, string or bool read from the frame: its value is guarded once it is used."""
+    value, source, guards = w.value, w.source, w.guards
+    assert source is not None
+    return GuardedOnUseConstant(value, source, lambda: guards.constant_match(source, value))
+
+
+@_rule(lambda value, source: is_literal(value))
+def _literal(w: Wrapping) -> Variable:
+    if w.source is None:
+        return constant(w.value)
+    w.guards.constant_match(w.source, w.value)
+    return ConstantVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: isinstance(value, torch.nn.Module))
+def _module(w: Wrapping) -> Variable:
+    if w.source is not None:
+        # by class, not identity: instances of one class share compiled code, their parameters
+        # and buffers being graph inputs; what the trace reads of the module (attributes,
+        # members, hooks, training flag) is guarded where it is read
+        w.guards.type_match(w.source, w.value)
+    return NNModuleVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: isinstance(value, torch.optim.Optimizer) and source is not None)
+def _optimizer(w: Wrapping) -> Variable:
+    value, source, guards = w.value, w.source, w.guards
+    assert source is not None
+    return OptimizerVariable(value, source, lambda: guards.type_match(source, value))
+
+
+@_rule(lambda value, source: isinstance(value, types.ModuleType))
+def _python_module(w: Wrapping) -> Variable:
+    _guard_identity(w)
+    return PythonModuleVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: collectives.is_process_group(value))
+def _process_group(w: Wrapping) -> Variable:
+    _guard_identity(w)
+    return ConstantVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: True)
+def _library_function(w: Wrapping) -> Variable | None:
+    """A function a handler table of `library`, `collectives` or `optimizers` models."""
+    value = w.value
+    handled = library.lookup(value) or collectives.lookup(value) or optimizer_helper(value)
+    if handled is not None:
+        _guard_identity(w)
+    return handled
+
+
+@_rule(lambda value, source: _hashable(value))
+def _builtin(w: Wrapping) -> Variable | None:
+    builtin = builtin_vars.lookup(w.value)
     if builtin is not None:
-        if source is not None:
-            guards.id_match(source, value)
-        return builtin
-    if is_graph_op(value):
-        if source is not None:
-            guards.id_match(source, value)
-        return TorchOpVariable(value, source)
-    if is_tensor_method(value):
-        return TensorMethodRefVariable(value, source)
-    if isinstance(value, type):
-        if source is not None:
-            guards.id_match(source, value)
-        if collectives.is_reduce_op_class(value):
-            return collectives.ReduceOpClassVariable(value, source)
-        if value in TORCH_CLASSES:
-            return TorchClassVariable(value, source)
-        if issubclass(value, torch.optim.Optimizer):
-            return OptimizerClassVariable(value, source)
-        if is_user_class(value):
-            return UserClassVariable(value, source)
-        if is_torch_module_class(value):
-            return TorchModuleClassVariable(value, source)
-        return ConstantVariable(value, source)
-    if isinstance(value, types.FunctionType):
-        if source is not None:
-            # the code, not the function object: a closure made anew on every call (and passed
-            # to a resume function) is the same function; its cells and defaults are guarded
-            # through their own sources where the inlined code reads them
-            guards.type_match(source, value)
-            guards.code_match(source, value)
-        return UserFunctionVariable(value, source)
-    if isinstance(value, types.MethodType):
-        if not isinstance(value.__func__, types.FunctionType):
-            return _wrap_opaque_method(frame, value, source)
-        self_source = AttrSource(source, "__self__") if source is not None else None
-        self_var = wrap(frame, value.__self__, self_source)
-        fn_source = AttrSource(source, "__func__") if source is not None else None
-        if fn_source is not None:
-            wrap(frame, value.__func__, fn_source)  # guards the function like any other
-        return UserMethodVariable(value.__func__, self_var, source, fn_source=fn_source)
-    if isinstance(value, functools.partial):
-        return _wrap_partial(frame, value, source)
-    if is_namedtuple_class(type(value)):
-        if source is not None:
-            guards.type_match(source, value)
-        items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
-        return NamedTupleVariable(items, type(value), source)
-    if source is not None and type(value) in _CONTAINERS:
-        known = frame.output.known_container(value, source)
-        if known is not None:
-            return known
-    if type(value) in (tuple, list):
-        if source is not None:
-            guards.length_match(source, value)
-        items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
-        if type(value) is tuple:
-            return TupleVariable(items, source)
-        return frame.output.register_container(value, ListVariable(items, source))
-    if type(value) is set and all(is_literal(m) for m in value):
-        if source is not None:
-            guards.set_members_match(source, value)
-        return frame.output.register_container(value, SetVariable.from_frame(value, source))
-    if type(value) is weakref.ref:
-        if source is not None:
-            guards.type_match(source, value)
-        return WeakrefVariable(value, source)
-    if type(value) is dict and _is_module_globals(value):
-        if source is not None:
-            guards.globals_match(source, value)
-        return GlobalsDictVariable(value, source)
-    if type(value) in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
-        if source is not None:
-            guards.type_match(source, value)
-            guards.dict_keys_match(source, value)
-        if not all(is_dict_key_constant(k) for k in value):
-            raise Unsupported("dict with non-constant keys")
-        items = {k: wrap(frame, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
-        if type(value) is collections.defaultdict:
-            factory_source = AttrSource(source, "default_factory") if source is not None else None
-            var: Variable = DefaultDictVariable(items, wrap(frame, value.default_factory, factory_source), source)
-        elif type(value) is collections.Counter:
-            var = CounterVariable(items, source)
-        else:
-            var = DictVariable(items, source, python_class=type(value))
-        return frame.output.register_container(value, var)
-    if type(value) is collections.deque:
-        if source is not None:
-            guards.type_match(source, value)
-            guards.length_match(source, value)
-            wrap(frame, value.maxlen, AttrSource(source, "maxlen")).as_constant()  # guards maxlen's value
-        items = [wrap(frame, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
-        return frame.output.register_container(value, DequeVariable(items, source, value.maxlen))
-    if type(value) is os._Environ and source is not None:
-        guards.id_match(source, value)
-        return EnvironVariable(value, source)
-    if isinstance(value, torch.autograd.graph.Node):
-        # a tensor's grad_fn, read eagerly at a graph break and handed to the resume function:
-        # opaque, compared by identity, guarded on its class (None or another node recompiles)
-        if source is not None:
-            guards.type_match(source, value)
-        return UserObjectVariable(value, source)
-    if is_typing_marker(value):
-        if source is not None:
-            guards.id_match(source, value)
-        return ConstantVariable(value, source)
-    if _is_bound_c_method(value) and source is not None:
-        # a C method read before a break (`log.append`, `x.add`, `",".join` on the stack): a new
-        # object every call, so it is its owner's method by name, not an object by identity
-        guards.type_match(source, value)
-        guards.constant_match(AttrSource(source, "__name__"), value.__name__)
-        return wrap(frame, value.__self__, AttrSource(source, "__self__")).getattr(frame, value.__name__)
-    if callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type):
-        if source is not None:
-            guards.id_match(source, value)
-            return OpaqueCallableVariable(value, source)
+        _guard_identity(w)
+    return builtin
+
+
+@_rule(lambda value, source: is_graph_op(value))
+def _graph_op(w: Wrapping) -> Variable:
+    _guard_identity(w)
+    return TorchOpVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: is_tensor_method(value))
+def _tensor_method(w: Wrapping) -> Variable:
+    return TensorMethodRefVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: isinstance(value, type))
+def _class(w: Wrapping) -> Variable:
+    value, source = w.value, w.source
+    _guard_identity(w)
+    if collectives.is_reduce_op_class(value):
+        return collectives.ReduceOpClassVariable(value, source)
+    if value in TORCH_CLASSES:
+        return TorchClassVariable(value, source)
+    if issubclass(value, torch.optim.Optimizer):
+        return OptimizerClassVariable(value, source)
+    if is_user_class(value):
+        return UserClassVariable(value, source)
+    if is_torch_module_class(value):
+        return TorchModuleClassVariable(value, source)
+    return ConstantVariable(value, source)
+
+
+@_rule(lambda value, source: isinstance(value, types.FunctionType))
+def _function(w: Wrapping) -> Variable:
+    if w.source is not None:
+        # the code, not the function object: a closure made anew on every call (and passed
+        # to a resume function) is the same function; its cells and defaults are guarded
+        # through their own sources where the inlined code reads them
+        w.guards.type_match(w.source, w.value)
+        w.guards.code_match(w.source, w.value)
+    return UserFunctionVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: isinstance(value, types.MethodType))
+def _method(w: Wrapping) -> Variable:
+    frame, value, source = w.frame, w.value, w.source
+    if not isinstance(value.__func__, types.FunctionType):
+        return _wrap_opaque_method(frame, value, source)
+    self_source = AttrSource(source, "__self__") if source is not None else None
+    self_var = wrap(frame, value.__self__, self_source)
+    fn_source = AttrSource(source, "__func__") if source is not None else None
+    if fn_source is not None:
+        wrap(frame, value.__func__, fn_source)  # guards the function like any other
+    return UserMethodVariable(value.__func__, self_var, source, fn_source=fn_source)
+
+
+@_rule(lambda value, source: isinstance(value, functools.partial))
+def _partial(w: Wrapping) -> Variable:
+    return _wrap_partial(w.frame, w.value, w.source)
+
+
+@_rule(lambda value, source: isinstance(value, functools._lru_cache_wrapper))
+def _cached_function(w: Wrapping) -> Variable:
+    _guard_identity(w)
+    inner = AttrSource(w.source, "__wrapped__") if w.source is not None else None
+    return CachedFunctionVariable(w.value, wrap(w.frame, w.value.__wrapped__, inner), w.source)
+
+
+@_rule(lambda value, source: is_namedtuple_class(type(value)))
+def _namedtuple(w: Wrapping) -> Variable:
+    if w.source is not None:
+        w.guards.type_match(w.source, w.value)
+    return NamedTupleVariable(_items(w, enumerate(w.value)), type(w.value), w.source)
+
+
+@_rule(lambda value, source: source is not None and type(value) in _CONTAINERS)
+def _known_container(w: Wrapping) -> Variable | None:
+    """A list, dict, deque or set already tracked through another name: the same tracker."""
+    assert w.source is not None
+    return w.frame.output.known_container(w.value, w.source)
+
+
+@_rule(lambda value, source: type(value) in (tuple, list))
+def _sequence(w: Wrapping) -> Variable:
+    if w.source is not None:
+        w.guards.length_match(w.source, w.value)
+    items = _items(w, enumerate(w.value))
+    if type(w.value) is tuple:
+        return TupleVariable(items, w.source)
+    return w.frame.output.register_container(w.value, ListVariable(items, w.source))
+
+
+@_rule(lambda value, source: type(value) is set and all(is_literal(m) for m in value))
+def _literal_set(w: Wrapping) -> Variable:
+    if w.source is not None:
+        w.guards.set_members_match(w.source, w.value)
+    return w.frame.output.register_container(w.value, SetVariable.from_frame(w.value, w.source))
+
+
+@_rule(lambda value, source: type(value) is weakref.ref)
+def _weakref(w: Wrapping) -> Variable:
+    if w.source is not None:
+        w.guards.type_match(w.source, w.value)
+    return WeakrefVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: type(value) is dict and _is_module_globals(value))
+def _module_globals(w: Wrapping) -> Variable:
+    if w.source is not None:
+        w.guards.globals_match(w.source, w.value)
+    return GlobalsDictVariable(w.value, w.source)
+
+
+@_rule(
+    lambda value, source: type(value) in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
+)
+def _dict(w: Wrapping) -> Variable:
+    value, source = w.value, w.source
+    if source is not None:
+        w.guards.type_match(source, value)
+        w.guards.dict_keys_match(source, value)
+    if not all(is_dict_key_constant(k) for k in value):
+        raise Unsupported("dict with non-constant keys")
+    items = dict(zip(value, _items(w, value.items())))
+    if type(value) is collections.defaultdict:
+        factory_source = AttrSource(source, "default_factory") if source is not None else None
+        var: Variable = DefaultDictVariable(items, wrap(w.frame, value.default_factory, factory_source), source)
+    elif type(value) is collections.Counter:
+        var = CounterVariable(items, source)
+    else:
+        var = DictVariable(items, source, python_class=type(value))
+    return w.frame.output.register_container(value, var)
+
+
+@_rule(lambda value, source: type(value) is collections.deque)
+def _deque(w: Wrapping) -> Variable:
+    value, source = w.value, w.source
+    if source is not None:
+        w.guards.type_match(source, value)
+        w.guards.length_match(source, value)
+        wrap(w.frame, value.maxlen, AttrSource(source, "maxlen")).as_constant()  # guards maxlen's value
+    items = _items(w, enumerate(value))
+    return w.frame.output.register_container(value, DequeVariable(items, source, value.maxlen))
+
+
+@_rule(lambda value, source: type(value) is os._Environ and source is not None)
+def _environ(w: Wrapping) -> Variable:
+    assert w.source is not None
+    w.guards.id_match(w.source, w.value)
+    return EnvironVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: isinstance(value, torch.autograd.graph.Node))
+def _autograd_node(w: Wrapping) -> Variable:
+    """A tensor's grad_fn, read eagerly at a graph break and handed to the resume function:
+    opaque, compared by identity, guarded on its class (None or another node recompiles)."""
+    if w.source is not None:
+        w.guards.type_match(w.source, w.value)
+    return UserObjectVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: is_typing_marker(value))
+def _typing_marker(w: Wrapping) -> Variable:
+    _guard_identity(w)
+    return ConstantVariable(w.value, w.source)
+
+
+@_rule(lambda value, source: _is_bound_c_method(value) and source is not None)
+def _bound_c_method(w: Wrapping) -> Variable:
+    """A C method read before a break (`log.append`, `x.add`, `",".join` on the stack): a new
+    object every call, so it is its owner's method by name, not an object by identity."""
+    value, source = w.value, w.source
+    assert source is not None
+    w.guards.type_match(source, value)
+    w.guards.constant_match(AttrSource(source, "__name__"), value.__name__)
+    return wrap(w.frame, value.__self__, AttrSource(source, "__self__")).getattr(w.frame, value.__name__)
+
+
+@_rule(lambda value, source: callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type))
+def _c_callable(w: Wrapping) -> Variable:
+    """A callable implemented in C that the tables above do not know."""
+    value = w.value
+    if w.source is None:
         raise Unsupported(
             f"call target {type(value).__qualname__} {getattr(value, '__qualname__', '')} "
             "is implemented in C and unknown to stenograph"
         )
+    w.guards.id_match(w.source, value)
+    return OpaqueCallableVariable(value, w.source)
+
+
+def _user_object(w: Wrapping) -> Variable:
+    """Anything the table does not answer: an object read through its source, whose attributes
+    are traced through its class; without a source, only an inert one (a sentinel) can be a
+    constant."""
+    value, source, guards = w.value, w.source, w.guards
     if source is None:
         if _is_inert(value):
             return ConstantVariable(value)  # a sentinel or plain record: compared by identity
         raise SourceNeeded(f"{type(value).__qualname__} object with no source")
     return UserObjectVariable(value, source, lambda: guards.type_match(source, value))
+
+
+def _items(w: Wrapping, entries: Iterable[tuple[Any, Any]]) -> list[Variable]:
+    """The trackers of a container's items `(key or index, value)`, each read through its item
+    of the container's source."""
+    source = w.source
+    return [wrap(w.frame, v, ItemSource(source, k) if source is not None else None) for k, v in entries]
+
+
+def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`cls(*args, **kwargs)` while tracing: an enum member looked up, a named tuple, a new module
+    of a user `nn.Module` subclass, or another new object of a user class."""
+    if issubclass(cls, enum.Enum):
+        if all(a.is_constant() for a in [*args, *kwargs.values()]):
+            return constant(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
+        raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
+    if is_namedtuple_class(cls):
+        return NamedTupleVariable.construct(frame, cls, args, kwargs)
+    if issubclass(cls, torch.nn.Module):
+        return instantiate_module(frame, cls, args, kwargs)
+    return new_object(frame, cls, args, kwargs)
 
 
 def wrap_trusted_member(frame: Frame, value: Any, namespace: dict, name: str) -> Variable:
@@ -358,10 +558,8 @@ def _is_inert(value: Any) -> bool:
     return all(name.startswith("__") for name, attr in vars(type(value)).items() if callable(attr))
 
 
-def _special_callable(value: Any) -> Variable | None:
-    """stenograph's own API functions and compiled wrappers met while tracing."""
-    if not callable(value) or isinstance(value, (type, torch.nn.Module)):
-        return None
+def _special_callable_tracker(value: Any) -> Variable | None:
+    """The tracker of a stenograph API function, a marked function or a compiled wrapper."""
     if value is is_compiling or value is torch.compiler.is_compiling:
         return FoldedCallVariable(value, True)
     if value is is_exporting or value is torch.compiler.is_exporting:

@@ -10,30 +10,39 @@ from __future__ import annotations
 import abc
 import builtins
 import operator
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import BreakKind, Unsupported
+from ..shapes.fake import is_symbolic
 from . import operators, tensor_scalars
-from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
+from .base import Variable
 from .class_statements import build_class
+from .constants import ConstantVariable, GuardedOnUseConstant, IteratorVariable, constant
 from .containers import (
     DictVariable,
-    IteratorVariable,
     LazyIteratorVariable,
     ListVariable,
     ReversedListIteratorVariable,
     SequenceVariable,
     SetVariable,
     TupleVariable,
+    dict_key,
     iterate,
     sort_items,
 )
-from .exceptions import TracedException, is_attribute_error, raise_python_error
-from .functions import NestedFunctionVariable, TorchOpVariable, UserFunctionVariable, UserMethodVariable
-from .generators import stop_iteration
+from .exceptions import TracedException, is_attribute_error, raise_new, raise_python_error
+from .functions import (
+    HandledFunctionVariable,
+    NestedFunctionVariable,
+    TorchOpVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+    handler_registry,
+)
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 from .trace_rules import BUILTIN_PURE, BUILTIN_REFUSED
@@ -75,6 +84,7 @@ _ARITY: dict[Any, tuple[int, int]] = {
     isinstance: (2, 2),
     getattr: (2, 3),
     hasattr: (2, 2),
+    vars: (0, 1),
     setattr: (3, 3),
     delattr: (2, 2),
     tuple: (0, 1),
@@ -108,6 +118,10 @@ class BuiltinVariable(HandledFunctionVariable):
         return super().as_constant()
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if self.fn is vars and len(args) == 1 and not kwargs and args[0].python_type() is types.ModuleType:
+            # `vars(module)` is the module's globals dict, read lazily as `module.__dict__` is;
+            # only `vars()` with no argument sees the frame's (generated) variables
+            return args[0].getattr(frame, "__dict__")
         if self.fn in BUILTIN_REFUSED:
             raise Unsupported(
                 BUILTIN_REFUSED[self.fn],
@@ -166,7 +180,7 @@ def _fold(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
     return constant(result)
 
 
-_BASE_METHODS = {"__setattr__", "__getattribute__", "__delattr__", "__init__", "__setitem__", "__getitem__"}
+_BASE_METHODS = {"__setattr__", "__getattribute__", "__delattr__", "__init__", "__setitem__", "__getitem__", "__new__"}
 
 
 @_handler(super)
@@ -304,7 +318,7 @@ def _getattr(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Vari
     obj, name = args[0], args[1].as_constant()
     if len(args) == 3:
         try:
-            return obj.getattr(frame, name)
+            return _found(obj.getattr(frame, name))
         except (Unsupported, TracedException) as e:
             if is_attribute_error(e):
                 return args[2]
@@ -312,16 +326,39 @@ def _getattr(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Vari
     return obj.getattr(frame, name)
 
 
+def _found(attr: Variable) -> Variable:
+    """An attribute whose presence decides the answer (`hasattr`, `getattr` with a default): a
+    value read from the frame is guarded now, not once used; unguarded, a later call without
+    the attribute would reuse the answer (F24)."""
+    if isinstance(attr, GuardedOnUseConstant):
+        attr.value  # noqa: B018 - installs the value's guard
+    return attr
+
+
 @_handler(hasattr)
 def _hasattr(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj, name = args[0], args[1].as_constant()
     try:
-        obj.getattr(frame, name)
+        _found(obj.getattr(frame, name))
     except (Unsupported, TracedException) as e:
         if is_attribute_error(e):
             return constant(False)
         raise
     return constant(True)
+
+
+@_handler(vars)
+def _vars(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`vars(obj)` is `obj.__dict__` (Python looks it up as an attribute); `vars()` reads the
+    frame's locals, which the trace does not model."""
+    if not args:
+        raise Unsupported("call to vars() (the frame's locals)", kind=BreakKind.UNTRACED_CALL)
+    try:
+        return args[0].getattr(frame, "__dict__")
+    except (Unsupported, TracedException) as e:
+        if is_attribute_error(e):
+            raise raise_new(frame, TypeError, "vars() argument must have __dict__ attribute") from None
+        raise
 
 
 @_handler(tuple, list)
@@ -340,7 +377,7 @@ def _dict(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
         else:
             for pair in source.unpack(frame):
                 k, v = pair.unpack(frame)
-                items[k.as_constant()] = v
+                items[dict_key(k, frame)] = v
     items.update(kwargs)
     return DictVariable(items)
 
@@ -385,7 +422,7 @@ def _next(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise stop_iteration(frame, it)
+        raise it.stop(frame)
     return item
 
 
@@ -446,12 +483,38 @@ def _minmax(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Varia
         for item in items[1:]:
             best = frame.output.call("call_function", reduce, [best, item], {}, f"{fn.__name__}()")
         return best
+    if key_fn is None and all(isinstance(i, TensorVariable) for i in items):
+        return _tensor_extreme(frame, fn, items)
     if len(items) == 2 and key_fn is None and any(isinstance(i, TensorVariable) for i in items):
         raise Unsupported(
             f"{fn.__name__}() of tensors compares their values",
             hint=f"use torch.{'minimum' if fn is min else 'maximum'}",
         )
     raise Unsupported(f"{fn.__name__}() over {', '.join(i.describe() for i in items)}")
+
+
+def _tensor_extreme(frame: Frame, fn: Any, items: list[Variable]) -> Variable:
+    """max()/min() of tensors, compared pairwise with `>`/`<` whose truth picks one: the pick is
+    `torch.where` of the comparison, which keeps the earlier item on ties and NaN as eager does and
+    sends gradients only to the item picked. Tensors of more than one element make the truth
+    ambiguous: eager's RuntimeError is raised in the program. Items of different shapes or
+    dtypes (whose pick `torch.where` would broadcast or promote) are a graph break."""
+    compare = operator.gt if fn is max else operator.lt
+    best = items[0]
+    for item in items[1:]:
+        a, b = best.fake, item.fake  # type: ignore[attr-defined]
+        if is_symbolic(a.numel()) or is_symbolic(b.numel()) or a.shape != b.shape:
+            raise Unsupported(f"{fn.__name__}() of {best.describe()} and {item.describe()}")
+        if a.numel() != 1:
+            try:
+                bool(torch.zeros(2))  # the running torch's error, message included
+            except RuntimeError as e:
+                raise_python_error(frame, e)
+        if a.dtype != b.dtype or a.device != b.device:
+            raise Unsupported(f"{fn.__name__}() of {best.describe()} and {item.describe()}")
+        picked = frame.output.call("call_function", compare, [item, best], {}, f"{fn.__name__}()")
+        best = frame.output.call("call_function", torch.where, [picked, item, best], {}, f"{fn.__name__}()")
+    return best
 
 
 def _is_number(item: Variable, kind: type) -> bool:

@@ -115,9 +115,6 @@ def build_class(frame: Frame, args: list[Variable], kwargs: dict[str, Variable])
 def _closure_cells(frame: Frame, body: NestedFunctionVariable) -> tuple[types.CellType, ...]:
     """New cells for the class body's closure, holding the values the function's variables have
     now (see the module docstring for what is accepted); reading them installs their guards."""
-    # cycle: variables.builder imports variables.builtins, which imports this module, at module level
-    from .builder import wrap
-
     code = body.code
     qualname = code.co_qualname
     read_by_body = {inst.argval for inst in decoded(code).instructions if inst.opname in _DEREF_LOADS}
@@ -127,7 +124,7 @@ def _closure_cells(frame: Frame, body: NestedFunctionVariable) -> tuple[types.Ce
         if cell.contents is None:
             raise Unsupported(f"class body of {qualname} reads {name!r} before it is assigned")
         if isinstance(cell.contents, LazyValue):
-            cell.contents = wrap(frame, cell.contents.value, cell.contents.source)
+            cell.contents = frame.wrap(cell.contents.value, cell.contents.source)
         var = cell.contents
         value = _constant_value(var)
         if name in read_by_body and not is_literal(value):

@@ -15,16 +15,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
-from .base import Variable, constant
-from .containers import (
-    DictVariable,
-    IteratorVariable,
-    ListVariable,
-    SequenceVariable,
-    TupleVariable,
-    dict_key,
-    sort_items,
-)
+from .base import Variable
+from .constants import IteratorVariable, constant
+from .containers import DictVariable, ListVariable, SequenceVariable, TupleVariable, dict_key, key_error, sort_items
 from .exceptions import raise_new
 
 if TYPE_CHECKING:
@@ -127,7 +120,7 @@ class DefaultDictVariable(DictVariable):
 
     def missing(self, frame: Frame, key: Variable) -> Variable:
         if self.factory.is_constant() and self.factory.as_constant() is None:
-            raise raise_new(frame, KeyError, dict_key(key))
+            raise key_error(frame, dict_key(key, frame))
         value = self.factory.call(frame, [], {})
         self.setitem(frame, key, value)
         return value
@@ -165,10 +158,10 @@ class CounterVariable(DictVariable):
         if pairs and self.source is not None:
             frame.output.side_effects.container_mutated(self)
         for key, amount in pairs:
-            current = self.items.get(dict_key(key), constant(0))
+            current = self.items.get(dict_key(key, frame), constant(0))
             if not (current.is_constant() and amount.is_constant()):
                 raise Unsupported("Counter counts that are not constants")
-            self.items[dict_key(key)] = constant(current.as_constant() + sign * amount.as_constant())
+            self.items[dict_key(key, frame)] = constant(current.as_constant() + sign * amount.as_constant())
 
     def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
         raise Unsupported(f"operator {op.__name__} on {self.describe()} (Counter arithmetic is not modelled)")

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
+from .base import Variable
+from .constants import ConstantVariable, constant
+from .functions import HandledFunctionVariable, handler_registry
 from .tensor import TensorVariable
 
 if TYPE_CHECKING:

@@ -70,11 +70,8 @@ def call_region(
     kwargs: dict[str, Variable],
 ) -> Variable:
     """A call of the marked wrapper `fn`: its body as a shared subgraph, or inlined."""
-    # cycle: the builder imports the trackers of this layer
-    from .builder import wrap
-
     body_source = AttrSource(fn_source, COMPILE_REGION_ATTR) if fn_source is not None else None
-    body = wrap(frame, fn.__dict__[COMPILE_REGION_ATTR], body_source)
+    body = frame.wrap(fn.__dict__[COMPILE_REGION_ATTR], body_source)
     output = frame.output
     tensors = _tensor_arguments([*args, *kwargs.values()])
     if output.graph is not output.root_graph:

@@ -9,32 +9,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import torch
 
 from ..errors import BreakKind, Unsupported
-from .base import ConstantVariable, Variable, constant
-from .class_lookup import MISSING, class_lookup
-from .exceptions import raise_new, raise_python_error
+from .base import Variable
+from .constants import BoundMethodVariable, ConstantVariable, IteratorVariable, constant
+from .exceptions import TracedException, raise_new, raise_python_error
+from .identity import identity_of, same_or_equal
 from .symbolic import SymNodeVariable
-from .user_classes import bind_class_attr
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
-
-
-class BoundMethodVariable(Variable):
-    """`container.method` before the call: calling it runs the container's `call_method`."""
-
-    def __init__(self, obj: Variable, name: str) -> None:
-        self.obj = obj
-        self.name = name
-
-    def describe(self) -> str:
-        return f"method {self.name} of {self.obj.describe()}"
-
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return self.obj.call_method(frame, self.name, args, kwargs)
-
-    def reconstruct(self, rebuild: Any) -> str:
-        return f"{rebuild.expr(self.obj)}.{self.name}"
 
 
 def _method_of(var: Variable, name: str) -> Variable:
@@ -150,9 +133,6 @@ class SequenceVariable(Variable):
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "index" and not kwargs and len(args) == 1:
-            # cycle: variables.operators imports variables.containers at module level
-            from .operators import same_or_equal
-
             for i, item in enumerate(self.items):
                 if same_or_equal(frame, args[0], item):
                     return constant(i)
@@ -167,6 +147,8 @@ class SequenceVariable(Variable):
             return self.getitem(frame, args[0])
         if name == "__len__" and not args:
             return constant(len(self.items))
+        if name == "__iter__" and not args and not kwargs:
+            return iterate(frame, self)
         raise Unsupported(f"method {name!r} of {self.describe()}")
 
 
@@ -263,9 +245,6 @@ class ListVariable(SequenceVariable):
             self.items.clear()
             return constant(None)
         if name == "remove" and len(args) == 1:
-            # cycle: variables.operators imports variables.containers at module level
-            from .operators import same_or_equal
-
             index = next((i for i, item in enumerate(self.items) if same_or_equal(frame, args[0], item)), None)
             if index is None:
                 _raise(frame, ValueError, "list.remove(x): x not in list")
@@ -303,15 +282,69 @@ class ListVariable(SequenceVariable):
             self.items[index] = value
 
 
-def dict_key(var: Variable) -> Any:
-    """A dict key or set member as the constant it is; an unhashable one is left to Python (the
-    instruction runs eagerly and raises its TypeError)."""
-    value = var.as_constant()
-    try:
-        hash(value)
-    except TypeError as e:
-        raise Unsupported(f"unhashable key {var.describe()}: {e}") from None
-    return value
+def dict_key(var: Variable, frame: Frame | None = None) -> Any:
+    """A dict key or set member as the constant it is, or, for an object compared by identity (a
+    tensor, an object whose class keeps object's `__eq__` and `__hash__`), the fixed object it
+    stands for or a `TrackedKey` (a tensor the graph computes, an object made while tracing). An
+    unhashable key is left to Python (the instruction runs eagerly and raises its TypeError).
+    `frame` installs the identity guard a fixed object from the frame relies on. A symbolic
+    int is specialised to its value (guarded), as an index is."""
+    if var.is_constant() or isinstance(var, SymNodeVariable):
+        value = var.as_constant()
+        try:
+            hash(value)
+        except TypeError as e:
+            raise Unsupported(f"unhashable key {var.describe()}: {e}") from None
+        return value
+    identity = identity_of(var)
+    cls = var.python_type()
+    by_identity = issubclass(cls, torch.Tensor) or (cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__)
+    if identity is None or not by_identity:
+        raise Unsupported(f"dict key {var.describe()} (only constants and objects compared by identity are tracked)")
+    if identity is var.value_object:  # a fixed object: keyed by itself, as in a dict read from the frame
+        if frame is not None and var.source is not None:
+            frame.output.guards.id_match(var.source, identity)
+        return identity
+    return TrackedKey(identity, var)
+
+
+class TrackedKey:
+    """A dict key that is not a constant: equal to another only when both stand for one object, as
+    tensors and objects with object's `__eq__` compare in a dict; `tracker` rebuilds it."""
+
+    def __init__(self, identity: Any, tracker: Variable) -> None:
+        self.identity = identity
+        self.tracker = tracker
+
+    def __hash__(self) -> int:
+        return id(self.identity)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TrackedKey) and other.identity is self.identity
+
+    def __repr__(self) -> str:
+        return self.tracker.describe()
+
+
+def key_tracker(key: Any) -> Variable:
+    """The tracker for a key of a `DictVariable`'s table."""
+    if isinstance(key, TrackedKey):
+        return key.tracker
+    return constant(key) if _is_literal(key) else ConstantVariable(key)
+
+
+def _key_or_value(key: Any) -> Variable:
+    """A key's tracker, a constant one as a value (never a literal folded into the code)."""
+    return key.tracker if isinstance(key, TrackedKey) else ConstantVariable(key)
+
+
+def _key_expr(codegen: Any, key: Any) -> str:
+    return codegen.expr(key.tracker) if isinstance(key, TrackedKey) else codegen.constant(key)
+
+
+def key_error(frame: Frame, key: Any) -> TracedException:
+    """`KeyError(key)` raised by the traced program for a missing key."""
+    return TracedException(frame.instantiate(KeyError, [key_tracker(key)], {}))
 
 
 def _raise(frame: Frame, cls: type[BaseException], message: str) -> NoReturn:
@@ -346,14 +379,14 @@ class DictVariable(Variable):
         return self.source is None
 
     def contains(self, frame: Frame, item: Variable) -> bool | None:
-        return item.as_constant() in self.items
+        return dict_key(item, frame) in self.items
 
     def get_iter(self, frame: Frame) -> Variable:
         return LiveContainerIteratorVariable(self, "keys")
 
     def _literal(self, codegen: Any) -> str:
         """The items as a dict display."""
-        return "{" + ", ".join(f"{codegen.constant(k)}: {codegen.expr(v)}" for k, v in self.items.items()) + "}"
+        return "{" + ", ".join(f"{_key_expr(codegen, k)}: {codegen.expr(v)}" for k, v in self.items.items()) + "}"
 
     def reconstruct(self, codegen: Any) -> str:
         def render() -> str:
@@ -369,10 +402,11 @@ class DictVariable(Variable):
 
     def _pinned_items(self, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str:
         """The new contents as a dict, taken into a local before any change is replayed."""
-        return pin("{" + ", ".join(f"{expr(ConstantVariable(k))}: {expr(v)}" for k, v in self.items.items()) + "}")
+        return pin("{" + ", ".join(f"{expr(_key_or_value(k))}: {expr(v)}" for k, v in self.items.items()) + "}")
 
     def is_constant(self) -> bool:
-        return all(v.is_constant() for v in self.items.values())
+        tracked = any(isinstance(k, TrackedKey) for k in self.items)
+        return not tracked and all(v.is_constant() for v in self.items.values())
 
     def as_constant(self) -> Any:
         return {k: v.as_constant() for k, v in self.items.items()}
@@ -399,23 +433,23 @@ class DictVariable(Variable):
         return _method_of(self, name)
 
     def unpack(self, frame: Frame) -> list[Variable]:
-        return [constant(k) if _is_literal(k) else ConstantVariable(k) for k in self.items]
+        return [key_tracker(k) for k in self.items]
 
     def length(self, frame: Frame) -> int:
         return len(self.items)
 
     def key_trackers(self) -> list[Variable]:
-        return [constant(k) if _is_literal(k) else ConstantVariable(k) for k in self.items]
+        return [key_tracker(k) for k in self.items]
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
-        k = dict_key(key)
+        k = dict_key(key, frame)
         if k not in self.items:
             return self.missing(frame, key)
         return self.items[k]
 
     def missing(self, frame: Frame, key: Variable) -> Variable:
         """`d[key]` of a key not in the dict (`__missing__` of the dict subclasses modelled)."""
-        raise raise_new(frame, KeyError, dict_key(key))
+        raise key_error(frame, dict_key(key, frame))
 
     def _changed(self, frame: Frame, what: str) -> None:
         """Called before each change: a dict from the frame gets it replayed after the graph."""
@@ -423,30 +457,31 @@ class DictVariable(Variable):
             frame.output.side_effects.container_mutated(self)
 
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
-        k = dict_key(key)
+        k = dict_key(key, frame)
         if self.items.get(k) is value:
             return  # the value already there (an optimizer storing its state back): no change
         self._changed(frame, "item assignment")
         self.items[k] = value
 
     def delitem(self, frame: Frame, key: Variable) -> None:
-        if dict_key(key) not in self.items:
-            raise raise_new(frame, KeyError, dict_key(key))
+        k = dict_key(key, frame)
+        if k not in self.items:
+            raise key_error(frame, k)
         self._changed(frame, "item deletion")
-        del self.items[dict_key(key)]
+        del self.items[k]
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name in ("items", "keys", "values") and not args:
             return DictViewVariable(self, name)
-        if name in ("get", "__getitem__") and args and args[0].is_constant():
-            k = dict_key(args[0])
+        if name in ("get", "__getitem__") and args:
+            k = dict_key(args[0], frame)
             if k in self.items:
                 return self.items[k]
             if name == "get":
                 return args[1] if len(args) > 1 else constant(None)
             return self.getitem(frame, args[0])
         if name == "__contains__" and len(args) == 1:
-            return constant(dict_key(args[0]) in self.items)
+            return constant(dict_key(args[0], frame) in self.items)
         if name in ("update", "__setitem__", "pop", "setdefault", "clear", "move_to_end", "popitem", "__delitem__"):
             self._changed(frame, name)
             if name == "update":
@@ -456,7 +491,7 @@ class DictVariable(Variable):
                 else:
                     for pair in other.unpack(frame):
                         k, v = pair.unpack(frame)
-                        self.items[dict_key(k)] = v
+                        self.items[dict_key(k, frame)] = v
                 for k, v in kwargs.items():
                     self.items[k] = v
                 return constant(None)
@@ -464,12 +499,12 @@ class DictVariable(Variable):
                 self.setitem(frame, args[0], args[1])
                 return constant(None)
             if name == "pop":
-                k = dict_key(args[0])
+                k = dict_key(args[0], frame)
                 if k in self.items:
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
-                raise raise_new(frame, KeyError, k)
+                raise key_error(frame, k)
             if name == "__delitem__":
                 self.delitem(frame, args[0])
                 return constant(None)
@@ -477,9 +512,9 @@ class DictVariable(Variable):
                 self.items.clear()
                 return constant(None)
             if name == "move_to_end":
-                k = dict_key(args[0])
+                k = dict_key(args[0], frame)
                 if k not in self.items:
-                    raise raise_new(frame, KeyError, k)
+                    raise key_error(frame, k)
                 value = self.items.pop(k)
                 last = kwargs.get("last", args[1] if len(args) > 1 else constant(True)).as_constant()
                 self.items = {k: value, **self.items} if not last else {**self.items, k: value}
@@ -489,8 +524,8 @@ class DictVariable(Variable):
                     raise raise_new(frame, KeyError, "popitem(): dictionary is empty")
                 last = kwargs.get("last", args[0] if args else constant(True)).as_constant()
                 k = next(reversed(self.items)) if last else next(iter(self.items))
-                return TupleVariable([ConstantVariable(k), self.items.pop(k)])
-            k = dict_key(args[0])
+                return TupleVariable([_key_or_value(k), self.items.pop(k)])
+            k = dict_key(args[0], frame)
             return self.items.setdefault(k, args[1] if len(args) > 1 else constant(None))
         if name == "copy" and not args:
             return DictVariable(self.items, python_class=self.python_class)
@@ -515,56 +550,6 @@ class DictContentsVariable(DictVariable):
     def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
         clear, update = expr(ConstantVariable(dict.clear)), expr(ConstantVariable(dict.update))
         return f"{clear}({target}); {update}({target}, {self._pinned_items(expr, pin)})"
-
-
-class IteratorVariable(Variable):
-    """An iterator over a known list of items (from GET_ITER on a tracked iterable).
-
-    `failure`, when set, is the exception (class, message) raised once the items run out, as
-    `zip(..., strict=True)` raises only when it reaches the shortest argument's end.
-    """
-
-    def __init__(self, items: list[Variable], failure: tuple[type[BaseException], str] | None = None) -> None:
-        self.items = items
-        self.index = 0
-        self.failure = failure
-
-    def describe(self) -> str:
-        return "iterator"
-
-    def get_iter(self, frame: Frame) -> Variable:
-        return self
-
-    def reconstruct(self, codegen: Any) -> str:
-        return f"iter(({''.join(codegen.expr(i) + ', ' for i in self.items[self.index :])}))"
-
-    def next(self, frame: Frame) -> Variable | None:
-        """The next item, or None when exhausted."""
-        if self.index >= len(self.items):
-            if self.failure is not None:
-                raise raise_new(frame, *self.failure)
-            return None
-        item = self.items[self.index]
-        self.index += 1
-        return item
-
-    def unpack(self, frame: Frame) -> list[Variable]:
-        rest = []
-        while (item := self.next(frame)) is not None:
-            rest.append(item)
-        return rest
-
-    def finished_value(self) -> Variable:
-        """What an exhausted iterator's StopIteration carries as `value` (a generator's return)."""
-        return constant(None)
-
-    def iterated(self) -> Variable | None:
-        """The mutable container this iterator reads live, if any (a break must not copy it)."""
-        return None
-
-    def may_raise(self) -> bool:
-        """Whether a later step raises (a tuple of the remaining items would not)."""
-        return self.failure is not None
 
 
 class ListIteratorVariable(IteratorVariable):
@@ -640,7 +625,7 @@ class LiveContainerIteratorVariable(IteratorVariable):
         container = self.container
         if isinstance(container, SetVariable):
             return container.members[key]
-        tracker = constant(key) if _is_literal(key) else ConstantVariable(key)
+        tracker = key_tracker(key)
         if self.kind == "keys":
             return tracker
         if self.kind == "values":
@@ -674,6 +659,8 @@ class LazyIteratorVariable(IteratorVariable):
     """`map`, `filter`, `zip` and `enumerate`: each step pulls from the underlying iterators only
     when the consumer asks, as CPython does, so a mapped function's side effects interleave with
     the loop body and a container changed meanwhile is read as it is now."""
+
+    has_length_hint = False
 
     def __init__(
         self,
@@ -754,9 +741,10 @@ class LazyIteratorVariable(IteratorVariable):
 
 
 def iterate(frame: Frame, value: Variable) -> IteratorVariable:
-    """`iter(value)`: lists, dicts, dict views and sets are read live; other iterables are
-    unpacked into a known list of items (`Variable.get_iter`)."""
-    return value.get_iter(frame)  # type: ignore[return-value]
+    """`iter(value)`: lists, dicts, dict views and sets are read live (`Variable.get_iter`); other
+    iterables are unpacked into a known list of items."""
+    own = value.get_iter(frame)
+    return IteratorVariable(value.unpack(frame)) if own is None else own  # type: ignore[return-value]
 
 
 def _is_literal(value: Any) -> bool:
@@ -1063,94 +1051,3 @@ class _Identity:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Identity) and other.obj is self.obj
-
-
-def is_namedtuple_class(cls: Any) -> bool:
-    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make")
-
-
-class NamedTupleVariable(TupleVariable):
-    """An instance of a `collections.namedtuple` / `typing.NamedTuple` class."""
-
-    def __init__(self, items: list[Variable], cls: type, source: Source | None = None) -> None:
-        super().__init__(items, source)
-        self.python_class = cls
-
-    @classmethod
-    def construct(
-        cls, frame: Frame, klass: type, args: list[Variable], kwargs: dict[str, Variable]
-    ) -> NamedTupleVariable:
-        fields = klass._fields
-        values: dict[str, Variable] = dict(zip(fields, args))
-        if len(args) > len(fields):
-            raise Unsupported(f"{klass.__qualname__}() takes {len(fields)} arguments")
-        for name, value in kwargs.items():
-            if name not in fields or name in values:
-                raise Unsupported(f"{klass.__qualname__}() got an unexpected or repeated argument {name!r}")
-            values[name] = value
-        for name in fields:
-            if name not in values:
-                if name not in klass._field_defaults:
-                    raise Unsupported(f"{klass.__qualname__}() missing argument {name!r}")
-                values[name] = ConstantVariable(klass._field_defaults[name])
-        return cls([values[name] for name in fields], klass)
-
-    def describe(self) -> str:
-        return f"{self.python_class.__qualname__} of {len(self.items)}"
-
-    def as_constant(self) -> Any:
-        return self.python_class(*[item.as_constant() for item in self.items])
-
-    def clone(self, items: list[Variable]) -> SequenceVariable:
-        return TupleVariable(items)
-
-    def field_names(self) -> tuple[str, ...]:
-        return self.python_class._fields
-
-    def getattr(self, frame: Frame, name: str) -> Variable:
-        fields = self.field_names()
-        if name in fields:
-            return self.items[fields.index(name)]
-        if name == "_fields":
-            return constant(fields)
-        if name in ("_replace", "_asdict"):
-            return BoundMethodVariable(self, name)
-        attr, owner = class_lookup(self.python_class, name)
-        if attr is not MISSING and owner is not tuple and owner is not object:
-            return bind_class_attr(frame, self, self.python_class, attr, owner, name)
-        return super().getattr(frame, name)
-
-    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        if name == "_replace" and not args:
-            fields = self.python_class._fields
-            values = dict(zip(fields, self.items))
-            values.update(kwargs)
-            return NamedTupleVariable([values[f] for f in fields], self.python_class)
-        if name == "_asdict" and not args:
-            return DictVariable(dict(zip(self.python_class._fields, self.items)))
-        return super().call_method(frame, name, args, kwargs)
-
-    def reconstruct(self, rebuild: Any) -> str:
-        cls = rebuild.writer.bind(self.python_class, "cls")
-        return f"{cls}({''.join(rebuild.expr(i) + ', ' for i in self.items)})"
-
-
-class StructSeqVariable(NamedTupleVariable):
-    """A `torch.return_types` result (`x.max(0)`, `x.sort()`): a tuple whose items are also
-    reachable by name (`.values`, `.indices`); built from one sequence, unlike a namedtuple."""
-
-    def __init__(self, items: list[Variable], cls: type) -> None:
-        super().__init__(items, cls)
-
-    def field_names(self) -> tuple[str, ...]:
-        return self.python_class.__match_args__
-
-    def as_constant(self) -> Any:
-        return self.python_class(tuple(item.as_constant() for item in self.items))
-
-    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return TupleVariable.call_method(self, frame, name, args, kwargs)
-
-    def reconstruct(self, rebuild: Any) -> str:
-        cls = rebuild.writer.bind(self.python_class, "cls")
-        return f"{cls}(({''.join(rebuild.expr(i) + ', ' for i in self.items)}))"

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from .base import Variable, constant
+from .base import Variable
+from .constants import constant
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ClassSource
-from .base import ConstantVariable, Variable
+from .base import Variable
 from .class_lookup import MISSING, class_attribute
+from .constants import ConstantVariable
 from .containers import DictVariable, ListVariable, TupleVariable
 from .frame_objects import NNModuleVariable, UserObjectVariable
 from .symbolic import SymNodeVariable
@@ -63,15 +64,12 @@ def deep_copy(frame: Frame, var: Variable, memo: dict[int, Variable] | None = No
     if isinstance(var, NewObjectVariable) and var.items is None:
         return _copy_object(frame, var.cls, var.attrs, key, memo)
     if isinstance(var, UserObjectVariable) and not isinstance(var, NNModuleVariable) and var.source is not None:
-        # cycle: variables.builder -> variables.library -> variables.deep_copy
-        from .builder import wrap
-
         obj = var.value_object
         cls = var.python_type()  # installs the type guard
         _check_plain_class(frame, cls)
         if not isinstance(getattr(obj, "__dict__", None), dict):
             raise Unsupported(f"copy.deepcopy of {var.describe()}, which has no __dict__")
-        attrs = wrap(frame, obj.__dict__, AttrSource(var.source, "__dict__"))
+        attrs = frame.wrap(obj.__dict__, AttrSource(var.source, "__dict__"))
         return _copy_object(frame, cls, attrs, key, memo)
     raise Unsupported(f"copy.deepcopy of {var.describe()}")
 

@@ -1,8 +1,10 @@
-"""Descriptors written in Python met through an instance: properties' getters, setters and
-deleters, and classes with their own `__get__` / `__set__` / `__delete__` (validators, typed
-fields).
+"""Class attributes met through an instance: the guard on the class that keeps one valid
+(`class_attr_source`), what reading one gives (`class_member`: functions bind, properties run),
+the Python function behind a dunder (`class_dunder`), and descriptors written in Python:
+properties' getters, setters and deleters, and classes with their own `__get__` / `__set__` /
+`__delete__` (validators, typed fields).
 
-Python runs them for `obj.name`, `obj.name = v` and `del obj.name` when the class attribute
+Python runs descriptors for `obj.name`, `obj.name = v` and `del obj.name` when the class attribute
 `name` is one; the tracer inlines the same function, so what it does to the object (usually a
 write of a private attribute) is traced like any other code: recorded on an object made in the
 frame, replayed after the graph on one passed in. Each function run is guarded by identity on
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .class_lookup import MISSING, class_lookup
+from .functions import UserFunctionVariable, UserMethodVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -25,6 +28,71 @@ if TYPE_CHECKING:
 
 # what each access calls: the property's function, or the descriptor class's method
 _PROPERTY_FUNCTION = {"__get__": "fget", "__set__": "fset", "__delete__": "fdel"}
+
+
+def class_attr_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
+    """Guard that `cls.name`, as Python resolves it on the class, is still `attr`; the source
+    to wrap the value it gives with (a method's function, a property's getter, a plain value).
+
+    Functions, properties and the functions inside static and class methods are guarded by
+    identity (replacing a method recompiles); plain values get the value guards `wrap` gives
+    them. The source is rooted at the class itself, so the check runs once per class.
+    """
+    source = AttrSource(ClassSource(cls), name)
+    guards = frame.output.guards
+    if isinstance(attr, classmethod):
+        source = AttrSource(source, "__func__")
+        guards.id_match(source, attr.__func__)
+    elif isinstance(attr, staticmethod):
+        guards.id_match(source, attr.__func__)
+    elif isinstance(attr, (types.FunctionType, property)):
+        guards.id_match(source, attr)
+    return source
+
+
+def class_member(frame: Frame, obj: Variable, cls_var: Variable, attr: Any, name: str, source: Source) -> Variable:
+    """Class attribute `attr` (guarded through `source`) read through instance `obj`: a property
+    runs, functions bind to `obj` (class methods to `cls_var`), anything else is its value."""
+    if isinstance(attr, property):
+        if attr.fget is None:
+            raise Unsupported(f"property {name!r} has no getter")
+        return UserFunctionVariable(attr.fget, AttrSource(source, "fget")).call(frame, [obj], {})
+    if isinstance(attr, staticmethod):
+        return function_from_class(frame, attr.__func__, source)
+    if isinstance(attr, classmethod):
+        return UserMethodVariable(attr.__func__, cls_var, fn_source=source)
+    if isinstance(attr, types.FunctionType):
+        return UserMethodVariable(attr, obj, fn_source=source)
+    return frame.wrap(attr, source)
+
+
+def function_from_class(frame: Frame, fn: Any, source: Source) -> Variable:
+    """A function stored on a class (a static method), already guarded by identity: its tracker,
+    with the source its defaults and cells are read through when it is inlined."""
+    var = frame.wrap(fn, None)
+    return UserFunctionVariable(fn, source) if isinstance(var, UserFunctionVariable) else var
+
+
+def class_dunder(frame: Frame, cls: type, name: str) -> types.FunctionType | None:
+    """The Python function implementing dunder `name` on `cls`, if any (None: a builtin's or none).
+
+    Either answer is guarded on the class: a dunder added, replaced or removed later recompiles.
+    """
+    attr, _ = class_lookup(cls, name)
+    guards = frame.output.guards
+    if attr is MISSING:
+        guards.attribute_absent(ClassSource(cls), cls, name)
+        return None
+    if isinstance(attr, types.FunctionType):
+        class_attr_source(frame, cls, name, attr)
+        return attr
+    if attr is None or isinstance(attr, _C_METHODS):
+        # inherited from a builtin (object.__eq__): the same object on every read
+        guards.id_match(AttrSource(ClassSource(cls), name), getattr(cls, name))
+    return None
+
+
+_C_METHODS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType)
 
 
 def is_data_descriptor(attr: Any) -> bool:
@@ -55,12 +123,6 @@ def run_descriptor(
     A property without that function, or a descriptor implemented in C, is Unsupported: the
     access then runs eagerly (and raises Python's own error where the property has no setter).
     """
-    # cycles: variables.user_classes and variables.frame_objects import this module at module level,
-    # and variables.builder and variables.functions import them
-    from .builder import wrap
-    from .functions import UserFunctionVariable
-    from .user_classes import class_attr_source
-
     if isinstance(attr, property):
         source = class_attr_source(frame, owner, name, attr)
         field = _PROPERTY_FUNCTION[method]
@@ -72,7 +134,7 @@ def run_descriptor(
     if fn is MISSING or not isinstance(fn, types.FunctionType):
         raise Unsupported(f"descriptor {name!r} ({type(attr).__name__}) of {owner.__qualname__} has no Python {method}")
     method_source = class_attr_source(frame, type(attr), method, fn)  # replacing the method recompiles
-    descriptor = wrap(frame, attr, _descriptor_source(frame, owner, name, attr))
+    descriptor = frame.wrap(attr, _descriptor_source(frame, owner, name, attr))
     return UserFunctionVariable(fn, method_source).call(frame, [descriptor, obj, *args], {})
 
 

@@ -13,8 +13,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
-from .base import Variable, constant
-from .containers import BoundMethodVariable
+from .base import Variable
+from .constants import BoundMethodVariable, constant
 from .exceptions import raise_python_error
 
 if TYPE_CHECKING:

@@ -4,7 +4,8 @@ A `raise`, a failed dict lookup or an exhausted `next()` in the traced code is n
 stenograph's: it is program behaviour. It travels as `TracedException` (carrying the exception's
 tracker) up the chain of inlined frames, where the interpreter unwinds it (`interpreter/
 exceptions.py`). Trackers raise it for errors the traced program would see (`raise_new`,
-`raise_python_error`).
+`raise_python_error`); the exception object is made by the frame (`Frame.new_exception`, calling
+the class as the traced program would: that needs the trackers of every later module).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import BreakKind, Unsupported
-from .base import Variable, constant
-from .user_classes import instantiate
+from .base import Variable
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -78,7 +78,7 @@ class HandlerEntryVariable(Variable):
 
 def raise_new(frame: Frame, cls: type[BaseException], *args: object) -> TracedException:
     """A TracedException for `cls(*args)` with constant arguments, ready to raise."""
-    return TracedException(instantiate(frame, cls, [constant(a) for a in args], {}))
+    return TracedException(frame.new_exception(cls, args))
 
 
 def raise_python_error(frame: Frame, error: Exception) -> NoReturn:
@@ -92,7 +92,7 @@ def raise_python_error(frame: Frame, error: Exception) -> NoReturn:
         raise error
 
     try:
-        tracker = instantiate(frame, type(error), [constant(a) for a in error.args], {})
+        tracker = frame.new_exception(type(error), error.args)
     except Unsupported:
         raise Unsupported(f"{type(error).__name__} raised on constants: {error}") from error
     raise TracedException(tracker) from error

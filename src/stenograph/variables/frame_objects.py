@@ -12,13 +12,17 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.fx.experimental.symbolic_shapes import guard_int
+from torch.nn.modules.lazy import LazyModuleMixin
 
-from ..errors import BreakKind, Unsupported
+from ..errors import BreakKind, TraceAgain, Unsupported
 from ..graph.side_effects import DELETED
 from ..guards.sources import (
     MODULE_TABLES,
     AttrSource,
     ClassSource,
+    FixedObjectSource,
     GlobalSource,
     InstanceDictSource,
     ItemSource,
@@ -26,10 +30,31 @@ from ..guards.sources import (
     WeakrefTargetSource,
 )
 from ..module_hooks import HOOK_TABLES, global_hook_ids, has_backward_hooks, has_global_hooks, has_module_hooks
-from .base import ConstantVariable, Variable, constant
+from .base import Variable
 from .class_lookup import MISSING, class_attribute
-from .descriptors import has_python_method, is_data_descriptor, is_instance_method, run_descriptor
+from .constants import BoundMethodVariable, constant
+from .containers import DictVariable, ListVariable, TupleVariable
+from .descriptors import (
+    class_attr_source,
+    class_member,
+    has_python_method,
+    is_data_descriptor,
+    is_instance_method,
+    run_descriptor,
+)
+from .exceptions import TracedException, is_attribute_error, raise_new
+from .functions import UserFunctionVariable
+from .module_slices import slice_or_member
+from .sequence_protocol import getitem_iterator
 from .trace_rules import is_literal, is_trusted_module
+from .user_classes import (
+    ObjectVariable,
+    UnboundBaseMethodVariable,
+    class_variable,
+    dict_method,
+    pending_class_attribute,
+    python_dunder,
+)
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -40,23 +65,24 @@ _WALKS = frozenset(
 )
 
 
+def guard_not_shadowed(frame: Frame, obj: Variable, name: str) -> None:
+    """Guard that the instance `__dict__` of `obj` (an outside object) does not hold `name`, so
+    the class attribute read through it stays the one Python finds (`op.go = ...` recompiles)."""
+    real = obj.value_object
+    if obj.source is None or not isinstance(getattr(real, "__dict__", None), dict):
+        return
+    if frame.output.side_effects.pending_attribute(obj, name) is DELETED:
+        return  # the trace deleted it: its presence before was guarded
+    text = f"{obj.source.name()}.__dict__ lacks {name!r} (class attribute {type(real).__qualname__}.{name})"
+    frame.output.guards.key_absent(AttrSource(obj.source, "__dict__"), name, text)
+
+
 def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) -> Variable | None:
     """Class-level attribute `name` seen through `obj`: methods bind, properties run.
 
     The class attribute is guarded on the class (`Op.go` replaced recompiles), and, for anything
     but a data descriptor, the instance `__dict__` is guarded not to shadow it (`op.go = ...`).
     """
-    # cycles: variables.builder imports variables.frame_objects at module level; variables.user_classes imports
-    # variables.frame_objects at module level
-    from .builder import wrap
-    from .user_classes import (
-        class_attr_source,
-        class_member,
-        class_variable,
-        guard_not_shadowed,
-        pending_class_attribute,
-    )
-
     if name == "__class__":
         return class_variable(type(obj))
     cls = type(obj)
@@ -70,7 +96,12 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
     is_exception_field = isinstance(cls_attr, types.GetSetDescriptorType) and isinstance(obj, BaseException)
     if (isinstance(cls_attr, types.MemberDescriptorType) or is_exception_field) and obj_var.source is not None:
         # a __slots__ attribute or an exception's `args` / `__cause__`: read like an instance
-        # attribute, guarded through its source
+        # attribute, guarded through its source; a slot this trace deleted is unset (F20)
+        if frame.output.side_effects.pending_attribute(obj_var, name) is DELETED:
+            raise Unsupported(
+                f"{type(obj).__qualname__} object has no attribute {name!r} (slot deleted)",
+                kind=BreakKind.MISSING_ATTRIBUTE,
+            )
         try:
             value = getattr(obj, name)
         except AttributeError:
@@ -79,16 +110,13 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
                 f"{type(obj).__qualname__} object has no attribute {name!r} (unset slot)",
                 kind=BreakKind.MISSING_ATTRIBUTE,
             ) from None
-        return wrap(frame, value, AttrSource(obj_var.source, name))
+        return frame.wrap(value, AttrSource(obj_var.source, name))
     if name == "__dict__":
         raise Unsupported(
             f"dynamic attribute access through {type(obj).__qualname__}.__dict__",
             hint="use getattr(obj, name): attribute lookups are traced and guarded",
         )
     if isinstance(obj, dict) and obj_var.source is not None:
-        # cycle: variables.user_classes imports variables.frame_objects at module level
-        from .user_classes import dict_method
-
         # `output.keys()` of a dict subclass (HuggingFace's ModelOutput): the real contents, guarded
         method = dict_method(obj_var, cls_attr, name)
         if method is not None:
@@ -99,21 +127,18 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
     if is_instance_method(cls_attr) and obj_var.source is not None:
         # a pybind11 class's method (`reducer.prepare_for_forward`): bound for real, as nothing
         # runs, and guarded through the attribute; calling it is the graph break
-        return wrap(frame, cls_attr.__get__(obj, cls), AttrSource(obj_var.source, name))
+        return frame.wrap(cls_attr.__get__(obj, cls), AttrSource(obj_var.source, name))
     if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
         if not has_python_method(cls_attr, "__get__"):
             raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
         return run_descriptor(frame, cls, name, cls_attr, "__get__", obj_var, [class_variable(cls)])
     source = class_attr_source(frame, cls, name, cls_attr)
-    return class_member(frame, obj_var, constant(cls), cls_attr, name, source)
+    return class_member(frame, obj_var, class_variable(cls), cls_attr, name, source)
 
 
 def _object_truth(frame: Frame, var: Variable) -> bool:
     """`bool(obj)` for an outside object: its class's Python `__bool__` or `__len__` inlined, or
     True when it has neither (guarded: a class that gains one later recompiles)."""
-    # cycle: variables.user_classes imports variables.frame_objects at module level
-    from .user_classes import class_attr_source
-
     obj = var.value_object
     cls = type(obj)
     for name in ("__bool__", "__len__"):
@@ -141,7 +166,7 @@ def _own_hook(cls: type, name: str) -> bool:
     return hook is not MISSING and not any(hook is klass.__dict__.get(name) for klass in _GENERIC_ATTRIBUTES)
 
 
-class UserObjectVariable(Variable):
+class UserObjectVariable(ObjectVariable):
     """An arbitrary Python object from the frame (configs, plain classes)."""
 
     def __init__(self, obj: Any, source: Source | None, guard_on_use: Any = None) -> None:
@@ -159,6 +184,10 @@ class UserObjectVariable(Variable):
     def python_type(self) -> type:
         self._use()
         return type(self.value_object)
+
+    def protocol_class(self) -> type | None:
+        obj = self.value_object
+        return None if isinstance(obj, torch.nn.Module) else type(obj)
 
     def describe(self) -> str:
         return f"{type(self.value_object).__qualname__} object"
@@ -193,11 +222,6 @@ class UserObjectVariable(Variable):
         function (guarded by identity), or one of dict's C methods standing in for it in an
         attribute dict (`__getattr__ = dict.__getitem__`); None when the class has none of its
         own. Any other hook in C is Unsupported."""
-        # cycles: variables.functions -> variables.containers -> variables.user_classes -> variables.frame_objects;
-        # variables.user_classes imports variables.frame_objects at module level
-        from .functions import UserFunctionVariable
-        from .user_classes import UnboundBaseMethodVariable, class_attr_source
-
         self._use()
         cls = type(self.value_object)
         hook = class_attribute(cls, name)
@@ -220,6 +244,7 @@ class UserObjectVariable(Variable):
         if is_data_descriptor(cls_attr) and not isinstance(cls_attr, types.MemberDescriptorType):
             run_descriptor(frame, cls, name, cls_attr, "__set__", self, [value])
             return
+        keep_instance_dict_apart(frame, self, writing=True)
         raw = _own_hook(cls, "__setattr__")
         frame.output.side_effects.attribute_written(self, name, value, raw=raw)
 
@@ -227,9 +252,6 @@ class UserObjectVariable(Variable):
         """`object.__delattr__`: a data descriptor's Python `__delete__` (a property's deleter)
         runs; a plain attribute is deleted after the graph. Its presence is guarded, or the
         traced program gets Python's AttributeError."""
-        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
-        from .exceptions import raise_new
-
         obj = self.value_object
         cls = type(obj)
         cls_attr = class_attribute(cls, name)
@@ -238,7 +260,16 @@ class UserObjectVariable(Variable):
             return
         pending = frame.output.side_effects.pending_attribute(self, name)
         instance_dict = getattr(obj, "__dict__", None)
-        if pending is None and self.source is not None and isinstance(instance_dict, dict):
+        if pending is None and self.source is not None and isinstance(cls_attr, types.MemberDescriptorType):
+            # a `__slots__` entry: whether it holds a value, read through the slot (F17)
+            try:
+                cls_attr.__get__(obj, cls)
+            except AttributeError:
+                frame.output.guards.attribute_absent(self.source, obj, name)
+            else:
+                frame.output.guards.slot_set(self.source, cls_attr, name)
+                pending = constant(None)
+        elif pending is None and self.source is not None and isinstance(instance_dict, dict):
             dict_source = AttrSource(self.source, "__dict__")
             text = f"{self.source.name()}.__dict__ {{}} {name!r}"
             if name in instance_dict:
@@ -248,6 +279,7 @@ class UserObjectVariable(Variable):
                 frame.output.guards.key_absent(dict_source, name, text.format("lacks"))
         if pending is None or pending is DELETED:
             raise raise_new(frame, AttributeError, name)
+        keep_instance_dict_apart(frame, self, writing=True)
         raw = _own_hook(cls, "__delattr__")
         frame.output.side_effects.attribute_written(self, name, DELETED, raw=raw)
 
@@ -260,9 +292,6 @@ class UserObjectVariable(Variable):
 
     def _hooked_getattr(self, frame: Frame, name: str) -> Variable:
         """The read through the class's own `__getattribute__` and `__getattr__`, inlined."""
-        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
-        from .exceptions import TracedException, is_attribute_error
-
         getattribute = self._attribute_hook(frame, "__getattribute__")
         fallback = self._attribute_hook(frame, "__getattr__")
         try:
@@ -289,10 +318,8 @@ class UserObjectVariable(Variable):
         return self._lookup(frame, name, computed=False)
 
     def _lookup(self, frame: Frame, name: str, computed: bool) -> Variable:
-        # cycle: variables.builder imports variables.frame_objects at module level
-        from .builder import wrap
-
         self._use()
+        keep_instance_dict_apart(frame, self, writing=False)
         pending = frame.output.side_effects.pending_attribute(self, name)
         if pending is not None and pending is not DELETED:
             return pending
@@ -302,13 +329,28 @@ class UserObjectVariable(Variable):
             return InstanceDictVariable(self)
         cls_attr = class_attribute(type(obj), name)
         in_dict = pending is None and instance_dict is not None and name in instance_dict
+        if in_dict and computed and type(obj).__getattribute__ is not object.__getattribute__:
+            # the class's own lookup may answer another attribute than the dict entry (an alias
+            # config's `size` is its `a`, whatever `__dict__['size']` holds): the entry stands
+            # for the read only where the lookup finds that very object (F23)
+            try:
+                in_dict = getattr(obj, name) is instance_dict[name]
+            except AttributeError:
+                in_dict = False
         if in_dict and not is_data_descriptor(cls_attr):
             source = None
-            if self.source is not None and type(obj).__getattribute__ is object.__getattribute__:
+            # `obj.name` in a guard would run a non-data descriptor of the class once the entry is
+            # gone (a caching descriptor stores into the object): the entry is read instead (F26)
+            shadows_descriptor = hasattr(type(cls_attr), "__get__")
+            if (
+                self.source is not None
+                and type(obj).__getattribute__ is object.__getattribute__
+                and not shadows_descriptor
+            ):
                 source = AttrSource(self.source, name)
             elif self.source is not None:  # `obj.name` would run the class's own lookup
                 source = ItemSource(InstanceDictSource(self.source), name)
-            return wrap(frame, instance_dict[name], source)
+            return frame.wrap(instance_dict[name], source)
         resolved = _resolve_class_attr(frame, self, obj, name)
         if resolved is not None:
             return resolved
@@ -320,7 +362,7 @@ class UserObjectVariable(Variable):
                 value = getattr(obj, name)
             except AttributeError:
                 raise self._absent_through_hooks(frame, name) from None
-            return wrap(frame, value, AttrSource(self.source, name))
+            return frame.wrap(value, AttrSource(self.source, name))
         raise self._missing(frame, name, computed=computed)
 
     def _absent_through_hooks(self, frame: Frame, name: str) -> Exception:
@@ -329,9 +371,6 @@ class UserObjectVariable(Variable):
         what they read (dicts and classes, which native checks look up and remember) instead of
         by calling them again on each call (microseconds each: a Python frame and an exception).
         Hooks the trace cannot follow without leaving effects or nodes fall back to that."""
-        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
-        from .exceptions import TracedException, is_attribute_error
-
         output = frame.output
         before = (output.side_effects.count(), len(output.graph.nodes))
         try:
@@ -364,9 +403,6 @@ class UserObjectVariable(Variable):
     # -- protocols written in Python on the object's class ---------------------------------------
 
     def _dunder(self, frame: Frame, name: str, args: list[Variable]) -> Variable:
-        # cycle: variables.user_classes imports variables.frame_objects at module level
-        from .user_classes import dict_method, python_dunder
-
         self._use()
         fn = python_dunder(frame, self, name)
         if fn is not None:
@@ -389,11 +425,8 @@ class UserObjectVariable(Variable):
         return self._dunder(frame, "__len__", []).as_constant()
 
     def _by_index(self, frame: Frame) -> Variable | None:
-        # cycle: variables.sequence_protocol -> variables.user_classes -> variables.frame_objects
-        from .sequence_protocol import getitem_iterator
-
         self._use()
-        return getitem_iterator(frame, self)
+        return getitem_iterator(frame, self, self.protocol_class())
 
     def unpack(self, frame: Frame) -> list[Variable]:
         by_index = self._by_index(frame)
@@ -401,18 +434,47 @@ class UserObjectVariable(Variable):
             return by_index.unpack(frame)
         return self._dunder(frame, "__iter__", []).unpack(frame)
 
-    def get_iter(self, frame: Frame) -> Variable:
+    def get_iter(self, frame: Frame) -> Variable | None:
         by_index = self._by_index(frame)
         return by_index if by_index is not None else super().get_iter(frame)
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        # cycle: variables.user_classes imports variables.frame_objects at module level
-        from .user_classes import python_dunder
-
         fn = python_dunder(frame, self, "__call__")
         if fn is None:
             raise Unsupported(f"call of {self.describe()}")
         return frame.inline_call(fn, [self, *args], kwargs, closure=None)
+
+
+def _is_unmaterialised_lazy(module: Any) -> bool:
+    """An `nn.Lazy*` module whose first call has not run: its forward pre-hook would infer the
+    parameters' shapes from the inputs (and turn the module into its `cls_to_become`)."""
+    return isinstance(module, LazyModuleMixin) and "_initialize_hook" in module.__dict__
+
+
+def _materialise_lazy(var: Variable, args: list[Variable], kwargs: dict[str, Variable]) -> None:
+    """Run the lazy module's inference on the real module now, as its first eager call would,
+    from inputs of the traced arguments' shapes (only shapes decide the parameters); the
+    caller then traces the frame again, with the module as eager leaves it."""
+
+    def example(arg: Variable) -> Any:
+        if arg.is_tensor():
+            fake = arg.fake  # type: ignore[attr-defined]
+            shape = [int(guard_int(s)) for s in fake.shape]
+            with unset_fake_temporarily():
+                return torch.zeros(shape, dtype=fake.dtype, device=fake.device)
+        if arg.is_constant():
+            return arg.as_constant()
+        raise Unsupported(f"{var.describe()} (lazy, not materialised yet) called with {arg.describe()}")
+
+    module = var.value_object
+    real_args = [example(a) for a in args]
+    real_kwargs = {k: example(v) for k, v in kwargs.items()}
+    try:
+        module._infer_parameters(module, real_args, real_kwargs)
+    except Exception as e:
+        raise Unsupported(f"materialising {var.describe()} raised {type(e).__name__}: {e}") from e
+    if _is_unmaterialised_lazy(module):
+        raise Unsupported(f"{var.describe()} is lazy and its first call did not materialise it")
 
 
 def guard_global_hooks(frame: Frame) -> bool:
@@ -427,6 +489,28 @@ def guard_global_hooks(frame: Frame) -> bool:
     if ids[3] or ids[4]:
         raise Unsupported("global nn.Module backward hooks are registered")
     return True
+
+
+def keep_instance_dict_apart(frame: Frame, obj_var: Variable, *, writing: bool) -> None:
+    """An outside object's `__dict__` may also be read from the frame as a plain dict (`d =
+    o.__dict__` kept across a graph break, a bound `o.__dict__.pop` at one, an argument): two
+    trackers that do not see each other's changes (F22). A write through the object, or a read
+    of it after a change through the dict, breaks the graph where both are the same (the eager
+    instruction sees both); where they are not, they are guarded to stay distinct objects."""
+    if obj_var.source is None:
+        return
+    output = frame.output
+    real = object_instance_dict(obj_var.value_object)
+    if not isinstance(real, dict):
+        return
+    changed = output.side_effects.containers
+    tracker = output.container_of(real)
+    if tracker is not None and (writing or id(tracker) in changed):
+        raise Unsupported(f"the __dict__ of {obj_var.source.name()} is also {tracker.describe()} read from the frame")
+    own = InstanceDictSource(obj_var.source)
+    for var in output.frame_containers() if writing else list(changed.values()):
+        if isinstance(var, DictVariable) and var.source is not None:
+            output.side_effects.distinct_objects.add((var.source, own))
 
 
 def object_instance_dict(obj: Any) -> Any:
@@ -456,9 +540,7 @@ class InstanceDictVariable(Variable):
 
     def entry(self, frame: Frame, key: Any) -> Variable | None:
         """The value under `key`, None when there is none."""
-        # cycle: variables.builder imports variables.frame_objects at module level
-        from .builder import wrap
-
+        keep_instance_dict_apart(frame, self.obj, writing=False)
         pending = frame.output.side_effects.pending_attribute(self.obj, key)
         if pending is DELETED:
             return None
@@ -466,7 +548,9 @@ class InstanceDictVariable(Variable):
             return pending
         real = self.obj.value_object.__dict__
         if key in real:
-            return wrap(frame, real[key], ItemSource(self.source, key))
+            # the value is guarded only where it is used; `key in obj.__dict__` uses its presence (F18)
+            frame.output.guards.key_present(self.source, key, f"{self.source.name()} holds {key!r}")
+            return frame.wrap(real[key], ItemSource(self.source, key))
         frame.output.guards.key_absent(self.source, key, f"{self.source.name()} lacks {key!r}")
         return None
 
@@ -474,9 +558,6 @@ class InstanceDictVariable(Variable):
         return self.entry(frame, item.as_constant()) is not None
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
-        # cycle: variables.exceptions -> variables.user_classes -> variables.frame_objects
-        from .exceptions import raise_new
-
         found = self.entry(frame, key.as_constant())
         if found is None:
             raise raise_new(frame, KeyError, key.as_constant())
@@ -494,13 +575,11 @@ class InstanceDictVariable(Variable):
         # `object.__setattr__` replays it: the same unless a data descriptor takes the name
         if not isinstance(key, str) or is_data_descriptor(class_attribute(type(self.obj.value_object), key)):
             raise Unsupported(f"changing {self.describe()}[{key!r}], which a descriptor of its class handles")
+        keep_instance_dict_apart(frame, self.obj, writing=True)
         frame.output.side_effects.attribute_written(self.obj, key, value, raw=True)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        # cycle: variables.containers -> variables.user_classes -> variables.frame_objects
-        from .containers import BoundMethodVariable
-
-        if name not in ("get", "__getitem__", "__contains__", "__setitem__", "__delitem__"):
+        if name not in ("get", "__getitem__", "__contains__", "__setitem__", "__delitem__", "update"):
             raise Unsupported(f"{self.describe()}.{name}", hint="read attributes by name: they are traced and guarded")
         return BoundMethodVariable(self, name)
 
@@ -517,6 +596,11 @@ class InstanceDictVariable(Variable):
             return constant(None)
         if name == "__delitem__" and len(args) == 1:
             self.delitem(frame, args[0])
+            return constant(None)
+        if name == "update" and len(args) <= 1 and (not args or isinstance(args[0], DictVariable)):
+            # `obj.__dict__.update({...}, k=v)`: each item as `obj.__dict__[k] = v`, in order
+            for key, value in [*(args[0].items.items() if args else ()), *kwargs.items()]:
+                self._change(frame, key, value)
             return constant(None)
         return super().call_method(frame, name, args, kwargs)
 
@@ -550,10 +634,19 @@ class NNModuleVariable(UserObjectVariable):
             or (name in tables["_parameters"] and not is_parameter)
             or (name in tables["_buffers"] and not (is_tensor and not is_parameter))
         )
-        # a number the module keeps across calls (a step counter): captured, its guard would
-        # recompile on every call, so the write runs eagerly and the graphs around it are reused
+        # a number the module keeps across calls (a step counter: the trace read and guarded the
+        # old value, and writes another): captured, that guard would recompile on every call, so
+        # the write runs eagerly and the graphs around it are reused. A number set without reading
+        # the old one, or set to the value it has (HF Swin's `self.shift_size = 0` and its clamped
+        # `self.window_size`), keeps every guard true and is replayed as any write.
         current = module.__dict__.get(name)
-        counter = type(current) in (int, float) and kind in (int, float)
+        counter = (
+            type(current) in (int, float)
+            and kind in (int, float)
+            and not (value.is_constant() and value.as_constant() == current and kind is type(current))
+            and self.source is not None
+            and frame.output.guards.checks_source(AttrSource(self.source, name))
+        )
         cls_attr = class_attribute(type(module), name)
         if (
             self.source is None
@@ -575,9 +668,6 @@ class NNModuleVariable(UserObjectVariable):
         return _object_truth(frame, self)  # an empty ModuleList or Sequential is false
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        # cycle: variables.builder imports variables.frame_objects at module level
-        from .builder import wrap
-
         module = self.value_object
         if self.source is None:
             raise Unsupported(f"attribute {name!r} of a module created while tracing")
@@ -590,19 +680,14 @@ class NNModuleVariable(UserObjectVariable):
         if isinstance(cls_attr, property):
             return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
         if name in module.__dict__:
-            return wrap(frame, module.__dict__[name], AttrSource(self.source, name), module_attribute=True)
+            return frame.wrap(module.__dict__[name], AttrSource(self.source, name), module_attribute=True)
         for table in MODULE_TABLES:
             members = module.__dict__.get(table)
             if members is not None and name in members:
                 if type(module).__getattr__ is not torch.nn.Module.__getattr__:
                     raise Unsupported(f"{self.describe()} defines its own __getattr__ (reading {name!r})")
-                return wrap(frame, members[name], ModuleMemberSource(self.source, table, name))
+                return frame.wrap(members[name], ModuleMemberSource(self.source, table, name))
         if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
-            # cycles: variables.containers -> variables.user_classes -> variables.frame_objects;
-            # variables.user_classes imports variables.frame_objects at module level
-            from .containers import BoundMethodVariable
-            from .user_classes import guard_not_shadowed
-
             guard_not_shadowed(frame, self, name)
             return BoundMethodVariable(self, name)
         resolved = _resolve_class_attr(frame, self, module, name)
@@ -629,6 +714,9 @@ class NNModuleVariable(UserObjectVariable):
         return has_module_hooks(module) or global_hooks
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if _is_unmaterialised_lazy(self.value_object):
+            _materialise_lazy(self, args, kwargs)
+            raise TraceAgain(f"{self.describe()} materialised its parameters")
         custom_call = class_attribute(type(self.value_object), "__call__")
         if custom_call is not torch.nn.Module.__call__:
             # the class's own __call__ (it may call super().__call__, i.e. nn.Module's)
@@ -647,11 +735,6 @@ class NNModuleVariable(UserObjectVariable):
         `named_buffers()`, `named_children()`: the real module tree walked now, each member
         wrapped with its source. What the walk saw is guarded: the keys of every table it read,
         the empty (None) slots, and which members are one object reached twice."""
-        # cycles: variables.builder imports variables.frame_objects at module level; variables.containers ->
-        # variables.user_classes -> variables.frame_objects
-        from .builder import wrap
-        from .containers import ListVariable, TupleVariable
-
         assert self.source is not None
         guards = frame.output.guards
         modules: list[tuple[str, Any, Source]] = []
@@ -690,9 +773,9 @@ class NNModuleVariable(UserObjectVariable):
         guards.all_distinct([source for _, _, source in modules])
         entries: list[tuple[str, Variable]] = []
         if name in ("modules", "named_modules"):
-            entries = [(p, wrap(frame, m, s)) for p, m, s in modules]
+            entries = [(p, frame.wrap(m, s)) for p, m, s in modules]
         elif name == "named_children":
-            entries = [(p, wrap(frame, m, s)) for p, m, s in modules[1:]]
+            entries = [(p, frame.wrap(m, s)) for p, m, s in modules[1:]]
         else:
             table = "_parameters" if name.endswith("parameters") else "_buffers"
             first_source.clear()
@@ -700,7 +783,7 @@ class NNModuleVariable(UserObjectVariable):
                 for key, value, member_source in table_of(module, source, table):
                     if first_time(value, member_source):
                         full = f"{prefix}.{key}" if prefix else key
-                        entries.append((full, wrap(frame, value, member_source)))
+                        entries.append((full, frame.wrap(value, member_source)))
             guards.all_distinct([v.source for _, v in entries if v.source is not None])
         if name.startswith("named_"):
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
@@ -715,20 +798,17 @@ class NNModuleVariable(UserObjectVariable):
         return list(entries.items())
 
     def unpack(self, frame: Frame) -> list[Variable]:
-        # cycle: variables.builder imports variables.frame_objects at module level
-        from .builder import wrap
-
         module = self.value_object
         if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
             assert self.source is not None
             members = self._members(frame, "_modules")
-            return [wrap(frame, m, ModuleMemberSource(self.source, "_modules", k)) for k, m in members]
+            return [frame.wrap(m, ModuleMemberSource(self.source, "_modules", k)) for k, m in members]
         if isinstance(module, torch.nn.ModuleDict):
             return [constant(k) for k, _ in self._members(frame, "_modules")]
         if isinstance(module, torch.nn.ParameterList):
             assert self.source is not None
             members = self._members(frame, "_parameters")
-            return [wrap(frame, p, ModuleMemberSource(self.source, "_parameters", k)) for k, p in members]
+            return [frame.wrap(p, ModuleMemberSource(self.source, "_parameters", k)) for k, p in members]
         raise Unsupported(f"iteration over {self.describe()}")
 
     def length(self, frame: Frame) -> int:
@@ -748,12 +828,6 @@ class NNModuleVariable(UserObjectVariable):
         raise Unsupported(f"len() of {self.describe()}")
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
-        # cycle: variables.builder imports variables.frame_objects at module level
-        from .builder import wrap
-
-        # cycle: variables.module_slices -> variables.exceptions -> variables.user_classes -> here
-        from .module_slices import slice_or_member
-
         module = self.value_object
         k = key.as_constant()
         assert self.source is not None
@@ -763,27 +837,22 @@ class NNModuleVariable(UserObjectVariable):
             names = [name for name, _ in self._members(frame, "_modules")]
 
             def track(name: str) -> Variable:  # only the members chosen are read (and guarded)
-                return wrap(frame, module._modules[name], ModuleMemberSource(self.source, "_modules", name))
+                return frame.wrap(module._modules[name], ModuleMemberSource(self.source, "_modules", name))
 
             return slice_or_member(frame, type(module), names, track, key)
         if isinstance(module, torch.nn.ModuleDict) and isinstance(k, str):
-            return wrap(frame, module._modules[k], ModuleMemberSource(self.source, "_modules", k))
+            return frame.wrap(module._modules[k], ModuleMemberSource(self.source, "_modules", k))
         if isinstance(module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
             name = str(k)
-            return wrap(frame, module._parameters[name], ModuleMemberSource(self.source, "_parameters", name))
+            return frame.wrap(module._parameters[name], ModuleMemberSource(self.source, "_parameters", name))
         raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        # cycles: variables.builder imports variables.frame_objects at module level; variables.containers ->
-        # variables.user_classes -> variables.frame_objects
-        from .builder import wrap
-        from .containers import ListVariable, TupleVariable
-
         module = self.value_object
         if name in ("keys", "values", "items") and isinstance(module, torch.nn.ModuleDict) and not args:
             assert self.source is not None
             members = self._members(frame, "_modules")
-            entries = [(k, wrap(frame, m, ModuleMemberSource(self.source, "_modules", k))) for k, m in members]
+            entries = [(k, frame.wrap(m, ModuleMemberSource(self.source, "_modules", k))) for k, m in members]
             if name == "keys":
                 return ListVariable([constant(k) for k, _ in entries])
             if name == "values":
@@ -799,21 +868,6 @@ class NNModuleVariable(UserObjectVariable):
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(frame, args[0])
         return super().call_method(frame, name, args, kwargs)
-
-
-class TorchModuleClassVariable(ConstantVariable):
-    """A `torch.nn` module class (`nn.CrossEntropyLoss`): a constant that can also be called."""
-
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return NewModuleVariable.create(self.value, args, kwargs)
-
-    def getattr(self, frame: Frame, name: str) -> Variable:
-        if self.value is torch.nn.Module and isinstance(torch.nn.Module.__dict__.get(name), types.FunctionType):
-            # cycle: variables.new_modules imports this module at module level
-            from .new_modules import UnboundModuleMethodVariable
-
-            return UnboundModuleMethodVariable(name)  # `nn.Module.__init__(self)`
-        return super().getattr(frame, name)
 
 
 class NewModuleVariable(NNModuleVariable):
@@ -898,9 +952,6 @@ class PythonModuleVariable(Variable):
         return True
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        # cycle: variables.builder imports variables.frame_objects at module level
-        from .builder import wrap, wrap_trusted_member
-
         module = self.value_object
         trusted = is_trusted_module(module.__name__)
         try:
@@ -912,11 +963,15 @@ class PythonModuleVariable(Variable):
                 f"module {module.__name__} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE
             ) from None
         if trusted:  # torch's own namespaces are not monkeypatched at run time: no guard on their members
-            return wrap_trusted_member(frame, value, vars(module), name)
-        return wrap(frame, value, AttrSource(self.source, name) if self.source is not None else None)
+            return frame.wrap_trusted_member(value, vars(module), name)
+        return frame.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.value_object, "module")
+
+
+# the methods of a module's globals dict the trace answers (lookups; anything else breaks)
+_GLOBALS_METHODS = frozenset({"get", "__getitem__", "__contains__"})
 
 
 class GlobalsDictVariable(Variable):
@@ -937,23 +992,38 @@ class GlobalsDictVariable(Variable):
         return True
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
-        # cycle: variables.builder imports variables.frame_objects at module level
-        from .builder import wrap
-
         name = key.as_constant()
         if name not in self.value_object:
             raise Unsupported(f"KeyError {name!r} in {self.describe()}")
-        return wrap(frame, self.value_object[name], GlobalSource(name, self.value_object))
+        return frame.wrap(self.value_object[name], GlobalSource(name, self.value_object))
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name in _GLOBALS_METHODS:
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+    def contains(self, frame: Frame, item: Variable) -> bool | None:
+        return self._has(frame, item.as_constant())
+
+    def _has(self, frame: Frame, name: Any) -> bool:
+        """Whether the module has the global `name`, guarded: a global added or deleted later
+        changes the answer (the dict itself is fixed by the guard that found it)."""
+        present = name in self.value_object
+        where = FixedObjectSource(self.value_object, self.describe())
+        text = f"{self.describe()} {'holds' if present else 'lacks'} {name!r}"
+        guards = frame.output.guards
+        (guards.key_present if present else guards.key_absent)(where, name, text)
+        return present
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(frame, args[0])
         if name == "get" and 1 <= len(args) <= 2 and not kwargs:
-            if args[0].as_constant() in self.value_object:
+            if self._has(frame, args[0].as_constant()):
                 return self.getitem(frame, args[0])
             return args[1] if len(args) == 2 else constant(None)
         if name == "__contains__" and len(args) == 1:
-            return constant(args[0].as_constant() in self.value_object)
+            return constant(self._has(frame, args[0].as_constant()))
         raise Unsupported(f"method {name!r} of {self.describe()}")
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -974,10 +1044,7 @@ class WeakrefVariable(Variable):
         return "weak reference"
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        # cycle: variables.builder imports variables.frame_objects at module level
-        from .builder import wrap
-
         if args or kwargs:
             raise Unsupported("a weak reference called with arguments")
         source = WeakrefTargetSource(self.source) if self.source is not None else None
-        return wrap(frame, self.value_object(), source)
+        return frame.wrap(self.value_object(), source)

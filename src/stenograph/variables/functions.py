@@ -1,24 +1,29 @@
-"""Trackers for callables: user Python functions (inlined), graph operations, bound methods."""
+"""Trackers for callables: user Python functions (inlined), graph operations, bound methods, and
+the base of the functions a handler table models (`HandledFunctionVariable`, `handler_registry`:
+builtins, standard-library functions, collectives)."""
 
 from __future__ import annotations
 
 import functools
 import types
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
 from ..marks import Substitute, disabled_reason, graph_break, is_constant_result, is_disabled, is_torch_disabled
-from .base import ConstantVariable, Variable, constant
+from .base import Variable
 from .cells import LazyValue, RealCellVariable
-from .containers import DictVariable, IteratorVariable, ListVariable, SizeVariable, TupleVariable
+from .constants import ConstantVariable, constant
+from .containers import DictVariable, SizeVariable, TupleVariable
 from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
 from .exceptions import raise_python_error
 from .global_contexts import is_global_context_class, make_global_context
 from .profiler_ranges import is_record_function_class, make_record_function
+from .symbolic import GraphValueVariable
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
 from .trace_rules import is_literal, is_state_reader, trace_constant, untraced_library
@@ -65,11 +70,8 @@ class UserFunctionVariable(Variable):
         if name == "__class__":
             return constant(types.FunctionType)
         if name in getattr(self.fn, "__dict__", {}):  # function attributes (`__wrapped__`, flags)
-            # cycle: variables.builder imports variables.functions at module level
-            from .builder import wrap
-
             source = AttrSource(self.source, name) if self.source is not None else None
-            return wrap(frame, self.fn.__dict__[name], source)
+            return frame.wrap(self.fn.__dict__[name], source)
         return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -80,12 +82,15 @@ def _constant_result(
     frame: Frame, fn: types.FunctionType, args: list[Variable], kwargs: dict[str, Variable]
 ) -> Variable:
     """A call of a function marked `assume_constant_result`: run it now, once, with the real
-    arguments; its result is a constant of the graph and is not guarded (as in torch)."""
+    arguments (a tensor's value in this call, the graph so far run on the call's inputs, as
+    torch does); its result is a constant of the graph and is not guarded (as in torch)."""
     name = fn.__qualname__
 
     def real(arg: Variable) -> Any:
         if arg.is_constant():
             return arg.as_constant()
+        if isinstance(arg, GraphValueVariable):
+            return frame.output.real_value(arg)
         if arg.value_object is not None and arg.source is not None:
             frame.output.guards.id_match(arg.source, arg.value_object)
             return arg.value_object
@@ -180,22 +185,23 @@ class NestedFunctionVariable(Variable):
         """A real function again, built once: same code, defaults rebuilt, and its closure:
         existing cells as themselves, cells of the traced frames as new cells that receive their
         current values once the function exists (so a function that calls itself through its
-        cell works). A copied cell is only right while nobody assigns the variable again
-        (`Cell.copy_is_safe`)."""
+        cell works), one per cell for all the functions rebuilt (which keep sharing it). At a
+        graph break, where the frame goes on with its own cell, a copy is only right while nobody
+        assigns the variable again (`Cell.copy_is_safe`); once the frame has returned, the
+        rebuilt functions are the cell's only users."""
         make = rebuild.writer.bind(types.FunctionType, "FunctionType")
-        cell_type = rebuild.writer.bind(types.CellType, "CellType")
         cells, copied = [], []
         for index, (c, var_name) in enumerate(zip(self.closure or (), self.code.co_freevars)):
             if c.real is not None:
                 cells.append(_existing_cell(rebuild, c))
                 continue
-            if not c.copy_is_safe():
+            if not rebuild.frame_ended and not c.copy_is_safe():
                 raise Unsupported(
                     f"{self.code.co_qualname} shares the variable {var_name!r} with the frame, which assigns "
                     "it again: a function rebuilt at a graph break cannot share that cell",
                     hint="the frame runs eagerly; assign the variable once, or pass it as an argument",
                 )
-            cells.append(f"{cell_type}()")
+            cells.append(rebuild.new_cell(c))
             if c.contents is not None:
                 copied.append((index, c.contents))
         closure = "(" + "".join(c + ", " for c in cells) + ")" if self.closure else "None"
@@ -265,35 +271,6 @@ class UserMethodVariable(Variable):
     def reconstruct(self, rebuild: Any) -> str:
         method = rebuild.writer.bind(types.MethodType, "MethodType")
         return f"{method}({rebuild.writer.bind(self.fn, 'fn')}, {rebuild.expr(self.self_var)})"
-
-
-class ConstantMethodVariable(Variable):
-    """A method of a Python constant (`"a,b".split`, `(1, 2).index`): evaluated now."""
-
-    def __init__(self, obj: Any, name: str) -> None:
-        self.obj = obj
-        self.name = name
-
-    def describe(self) -> str:
-        return f"method {type(self.obj).__name__}.{self.name}"
-
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        # an iterator argument (`",".join(str(i) for i in xs)`) is consumed into a list first
-        args = [ListVariable(a.unpack(frame)) if isinstance(a, IteratorVariable) else a for a in args]
-        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
-            raise Unsupported(f"{self.describe()} with non-constant arguments")
-        try:
-            result = getattr(self.obj, self.name)(
-                *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}
-            )
-        except Exception as e:
-            raise_python_error(frame, e)
-        return constant(result)
-
-    # -- torch functions ---------------------------------------------------------------------------
-
-    def reconstruct(self, rebuild: Any) -> str:
-        return f"{rebuild.constant(self.obj)}.{self.name}"
 
 
 class TorchOpVariable(Variable):
@@ -514,3 +491,65 @@ class PartialVariable(Variable):
         parts = [rebuild.expr(self.fn), *[rebuild.expr(a) for a in self.args]]
         parts += [f"{k}={rebuild.expr(v)}" for k, v in self.kwargs.items()]
         return f"{partial}({', '.join(parts)})"
+
+
+class CachedFunctionVariable(Variable):
+    """A function wrapped by `functools.lru_cache` / `functools.cache`. Called with constant
+    arguments, the wrapped function is inlined, as torch._dynamo does: for the same arguments a
+    cached call returns what the function computes, so only the cache's statistics differ. With
+    other arguments (a tensor is cached by identity: eager may return an earlier result for an
+    input changed in place) the call is a graph break, where the real wrapper runs."""
+
+    def __init__(self, wrapper: Any, wrapped: Variable, source: Source | None) -> None:
+        self.wrapper = wrapper
+        self.wrapped = wrapped
+        self.value_object = wrapper
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.wrapper)
+
+    def describe(self) -> str:
+        return f"lru_cache-wrapped {self.wrapped.describe()}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported(f"call of {self.describe()} with arguments that are not constants (cached by identity)")
+        return self.wrapped.call(frame, args, kwargs)
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name == "__wrapped__":
+            return self.wrapped
+        return super().getattr(frame, name)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.wrapper, "cached")
+
+
+H = TypeVar("H")
+
+
+def handler_registry(table: dict[Any, H]) -> Callable[..., Callable[[H], H]]:
+    """A decorator factory for a module's handler table: `@register(fn, ...)` files the handler it
+    decorates in `table` under each `fn`."""
+
+    def register(*fns: Any) -> Callable[[H], H]:
+        def add(handler: H) -> H:
+            for fn in fns:
+                table[fn] = handler
+            return handler
+
+        return add
+
+    return register
+
+
+class HandledFunctionVariable(Variable):
+    """A function or class whose calls a handler table models (builtins, standard-library functions)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.value_object = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 from ..bytecode.instructions import decoded, exception_entries
 from ..errors import Unsupported
 from ..interpreter.exceptions import handler_for
-from .base import Variable, constant
-from .containers import BoundMethodVariable, IteratorVariable
-from .exceptions import TracedException, raise_new
-from .user_classes import instantiate
+from .base import Variable
+from .constants import BoundMethodVariable, IteratorVariable, constant
+from .exceptions import raise_new
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -33,6 +32,8 @@ class Yielded(Exception):
 
 class GeneratorVariable(IteratorVariable):
     """A generator object whose frame runs lazily."""
+
+    has_length_hint = False
 
     def __init__(self, frame: Frame) -> None:
         self.frame = frame
@@ -91,7 +92,7 @@ class GeneratorVariable(IteratorVariable):
             return constant(None)
         item = self.send(frame, args[0] if args else constant(None))
         if item is None:
-            raise stop_iteration(frame, self)
+            raise self.stop(frame)
         return item
 
     def unpack(self, frame: Frame) -> list[Variable]:
@@ -121,14 +122,6 @@ def needs_close(generator: GeneratorVariable) -> bool:
         return False
     entry = handler_for(frame.code, frame.current.offset)
     return entry is not None and not _is_stop_iteration_guard(frame.code, entry.target)
-
-
-def stop_iteration(frame: Frame, iterator: IteratorVariable) -> TracedException:
-    """The StopIteration an exhausted iterator raises, carrying a generator's return value."""
-    value = iterator.finished_value()
-    if value.is_constant() and value.as_constant() is None:
-        return raise_new(frame, StopIteration)
-    return TracedException(instantiate(frame, StopIteration, [value], {}))
 
 
 def send_into(frame: Frame, receiver: Variable, value: Variable) -> tuple[Variable | None, Variable]:

@@ -23,7 +23,8 @@ from torch.autograd import grad_mode
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource
-from .base import Variable, constant
+from .base import Variable
+from .constants import constant
 
 if TYPE_CHECKING:
     from ..graph.output_graph import OutputGraph

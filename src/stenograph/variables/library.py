@@ -19,18 +19,25 @@ import math
 import operator
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BreakKind, Unsupported
-from . import operators
-from .base import ConstantVariable, HandledFunctionVariable, Variable, constant, handler_registry
+from . import identity, operators
+from .base import Variable
 from .collection_types import new_counter, new_defaultdict, new_deque
-from .containers import DictVariable, IteratorVariable, TupleVariable
+from .constants import ConstantVariable, IteratorVariable, constant
+from .containers import DictVariable, TupleVariable, iterate
 from .deep_copy import deep_copy
-from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from .functions import (
+    HandledFunctionVariable,
+    PartialVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+    handler_registry,
+)
 from .symbolic import SymNodeVariable
-from .user_classes import dataclass_fields, instantiate
+from .user_classes import dataclass_fields
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -150,7 +157,7 @@ def _contains(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -
 
 def _is_of(negate: bool) -> Handler:
     def handler(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return constant(operators.is_same(frame, args[0], args[1]) != negate)
+        return constant(identity.is_same(frame, args[0], args[1]) != negate)
 
     return handler
 
@@ -214,7 +221,16 @@ def _product(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) ->
 @_handler(itertools.islice)
 def _islice(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     bounds = [a.as_constant() for a in args[1:]]
-    return _iterator(list(itertools.islice(args[0].unpack(frame), *bounds)))
+    source = iterate(frame, args[0])
+    stop = bounds[0] if len(bounds) == 1 else bounds[1]
+    if isinstance(source, EndlessIteratorVariable) and stop is None:
+        raise Unsupported(f"itertools.islice() of an {source.describe()} without a stop")
+
+    def pulled() -> Iterator[Variable]:  # the items taken one by one: only those islice asks for
+        while (item := source.next(frame)) is not None:
+            yield item
+
+    return _iterator(list(itertools.islice(pulled(), *bounds)))
 
 
 @_handler(itertools.accumulate)
@@ -245,8 +261,69 @@ def _zip_longest(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]
 def _repeat(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     times = args[1] if len(args) > 1 else kwargs.get("times")
     if times is None:
-        raise Unsupported("itertools.repeat without times is infinite")
+        return EndlessIteratorVariable("repeat", [args[0]])
     return _iterator([args[0]] * times.as_constant())
+
+
+@_handler(itertools.count)
+def _count(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    bounds = [*args, *(kwargs[k] for k in ("start", "step")[len(args) :] if k in kwargs)]
+    if not all(b.is_constant() and type(b.as_constant()) in (int, float) for b in bounds):
+        raise Unsupported("itertools.count() of values that are not int or float constants")
+    start, step = ([b.as_constant() for b in bounds] + [0, 1][len(bounds) :])[:2]
+    return EndlessIteratorVariable("count", [], start=start, step=step)
+
+
+@_handler(itertools.cycle)
+def _cycle(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return EndlessIteratorVariable("cycle", [], source=iterate(frame, args[0]))
+
+
+class EndlessIteratorVariable(IteratorVariable):
+    """`itertools.count`, `itertools.cycle` and `itertools.repeat` without `times`: each step
+    computes its item (`cycle` pulls from its iterable on the first pass, as CPython's does, and
+    then repeats what it saved). No list of the items exists, so one live at a graph break, or
+    unpacked whole, is refused (eagerly, unpacking never ends)."""
+
+    has_length_hint = False
+
+    def __init__(
+        self, kind: str, saved: list[Variable], *, start: Any = 0, step: Any = 1, source: IteratorVariable | None = None
+    ) -> None:
+        self.kind = kind
+        self.saved = saved
+        self.start, self.step = start, step
+        self.source = source
+        self.index = 0
+        self.failure = None
+
+    def describe(self) -> str:
+        return f"itertools.{self.kind} object"
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        raise Unsupported(f"an {self.describe()} is live at a graph break (its items never end)")
+
+    def next(self, frame: Frame) -> Variable | None:
+        self.index += 1
+        if self.kind == "count":
+            return constant(self.start + (self.index - 1) * self.step)
+        if self.kind == "repeat":
+            return self.saved[0]
+        if self.source is not None:
+            item = self.source.next(frame)
+            if item is not None:
+                self.saved.append(item)
+                return item
+            self.source = None
+        if not self.saved:
+            return None  # cycle() of an empty iterable
+        item = self.saved.pop(0)  # the saved items rotate
+        self.saved.append(item)
+        return item
+
+    def unpack(self, frame: Frame) -> list[Variable]:
+        raise Unsupported(f"unpacking an {self.describe()}, which never ends")
 
 
 def _combinatoric(fn: Any) -> Handler:
@@ -267,6 +344,16 @@ for _fn in (itertools.combinations, itertools.permutations, itertools.combinatio
 def _pairwise(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     items = args[0].unpack(frame)
     return _iterator([TupleVariable([a, b]) for a, b in itertools.pairwise(items)])
+
+
+@_handler(itertools.tee)
+def _tee(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`tee(iterable, n)`: n iterators over the same items (read once, as the others in this table)."""
+    if kwargs:
+        raise Unsupported("itertools.tee() with keyword arguments (its parameters are positional)")
+    n = args[1] if len(args) > 1 else constant(2)
+    items = args[0].unpack(frame)
+    return TupleVariable([_iterator(list(items)) for _ in range(n.as_constant())])
 
 
 @_handler(itertools.starmap)
@@ -317,7 +404,7 @@ def _replace(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) ->
     for field in dataclasses.fields(cls):
         if field.init and field.name not in changes:
             changes[field.name] = obj.getattr(frame, field.name)
-    return instantiate(frame, cls, [], changes)
+    return frame.instantiate(cls, [], changes)
 
 
 @_handler(inspect.signature)

@@ -27,12 +27,15 @@ import torch
 from ..errors import Unsupported
 from ..guards.sources import MODULE_TABLES
 from ..module_hooks import has_registration_hooks
-from .base import ConstantVariable, Variable, constant
+from .base import Variable
 from .class_lookup import class_lookup
+from .constants import ConstantVariable, constant
 from .containers import DictVariable
+from .descriptors import class_attr_source
+from .exceptions import raise_new
 from .frame_objects import NewModuleVariable, guard_global_hooks, value_type
 from .trace_rules import is_user_class
-from .user_classes import NewObjectVariable, class_attr_source
+from .user_classes import NewObjectVariable
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -163,7 +166,7 @@ class NewModuleObjectVariable(NewObjectVariable):
                 raise Unsupported(f"assigning {value.describe()} to buffer {name!r} of {self.describe()}")
             tables["_buffers"][name] = value  # its persistence is kept
         else:
-            self.store_attr(frame, name, value)
+            self.object_setattr(frame, name, value)
 
     def _register(self, frame: Frame, table: str, name: str, value: Variable) -> None:
         """`value` filed under `name` in `table`, and removed from the other places it could be."""
@@ -192,9 +195,6 @@ class NewModuleObjectVariable(NewObjectVariable):
 
     def module_getattr(self, frame: Frame, name: str) -> Variable:
         """`nn.Module.__getattr__` (the lookup after instance and class found nothing)."""
-        # cycle: variables.exceptions imports variables.user_classes, which imports this module lazily
-        from .exceptions import raise_new
-
         for table in MODULE_TABLES:
             if name in self.tables[table].items:
                 return self.tables[table].items[name]
@@ -206,7 +206,7 @@ class NewModuleObjectVariable(NewObjectVariable):
                 del self.tables[table].items[name]
                 self.non_persistent.pop(name, None)
                 return
-        self.remove_attr(frame, name)
+        self.object_delattr(frame, name)
 
     def register_buffer(self, frame: Frame, name: Any, tensor: Variable, persistent: Any) -> None:
         kind = value_type(tensor)
@@ -314,3 +314,15 @@ class UnboundModuleMethodVariable(ConstantVariable):
         if not args or not isinstance(args[0], NewModuleObjectVariable) or self.name not in _MODELLED:
             raise Unsupported(f"{self.describe()} called on {args[0].describe() if args else 'nothing'}")
         return ModuleMethodVariable(args[0], self.name).call(frame, args[1:], kwargs)
+
+
+class TorchModuleClassVariable(ConstantVariable):
+    """A `torch.nn` module class (`nn.CrossEntropyLoss`): a constant that can also be called."""
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return NewModuleVariable.create(self.value, args, kwargs)
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if self.value is torch.nn.Module and isinstance(torch.nn.Module.__dict__.get(name), types.FunctionType):
+            return UnboundModuleMethodVariable(name)  # `nn.Module.__init__(self)`
+        return super().getattr(frame, name)

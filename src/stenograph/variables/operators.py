@@ -10,9 +10,11 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
-from .base import ConstantVariable, Variable, constant
-from .containers import SequenceVariable, TupleVariable
+from .base import Variable
+from .constants import IteratorVariable, constant
+from .containers import DictVariable, SequenceVariable, TupleVariable
 from .exceptions import raise_python_error
+from .identity import guard_identity, same_object
 from .tensor import TensorVariable
 from .user_classes import python_dunder
 
@@ -96,7 +98,7 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
             raise_python_error(frame, e)
     if op in (operator.eq, operator.ne):
         # identity-based equality of non-constant objects (modules, functions, user objects)
-        same = _same_object(a, b)
+        same = same_object(a, b)
         if same is not None:
             guard_identity(frame, a, b, same)
             return constant(same if op is operator.eq else not same)
@@ -150,47 +152,14 @@ def unary(frame: Frame, op: Any, a: Variable) -> Variable:
     raise Unsupported(f"operator {op.__name__} on {a.describe()}")
 
 
-def is_same(frame: Frame, a: Variable, b: Variable) -> bool:
-    """`a is b` decided at trace time, and guarded so that later calls decide it alike."""
-    same = _same_object(a, b)
-    if same is None:
-        raise Unsupported(f"`is` between {a.describe()} and {b.describe()}")
-    guard_identity(frame, a, b, same)
-    return same
-
-
-def guard_identity(frame: Frame, a: Variable, b: Variable, same: bool) -> None:
-    """Guard the answer of `a is b` on the operands that come from the frame: two sources are
-    checked against each other, one source against the other operand's object (a sentinel
-    default, None). Objects created while tracing are new on every call and need nothing."""
-    if a is b or _made_while_tracing(a) or _made_while_tracing(b):
-        return
-    guards = frame.output.guards
-    if a.source is not None and b.source is not None:
-        if same:
-            guards.same_object(a.source, b.source)
-        else:
-            guards.distinct_objects(a.source, b.source)
-        return
-    for var, other in ((a, b), (b, a)):
-        if var.source is None or isinstance(var, TensorVariable) and other.is_constant():
-            continue  # a tensor input's guard already fixes its type
-        if other.is_constant():
-            target = other.as_constant()
-        else:
-            target = _identity(other)
-            if target is None:
-                continue  # a value computed in the graph: never an outside object
-        if same:
-            guards.id_match(var.source, target)
-        else:
-            guards.not_identical(var.source, target)
-
-
 def contains(frame: Frame, item: Variable, container: Variable) -> bool:
     """`item in container` decided at trace time."""
-    if isinstance(container, TensorVariable) or isinstance(item, TensorVariable):
-        raise Unsupported("`in` with a tensor needs its values")
+    if (
+        isinstance(container, TensorVariable)
+        or isinstance(item, TensorVariable)
+        and not isinstance(container, DictVariable)
+    ):
+        raise Unsupported("`in` with a tensor needs its values")  # a dict compares its keys by identity
     answer = container.contains(frame, item)  # dicts and sets
     if answer is not None:
         return answer
@@ -199,74 +168,22 @@ def contains(frame: Frame, item: Variable, container: Variable) -> bool:
         return frame.inline_call(dunder, [container, item], {}, closure=None).truth(frame)
     if container.is_constant() and item.is_constant():
         return item.as_constant() in container.as_constant()
-    for candidate in container.unpack(frame):
-        same = _same_object(item, candidate)
-        if same is not None:
-            guard_identity(frame, item, candidate, same)
-        elif item.is_constant() and candidate.is_constant():
-            same = item.as_constant() == candidate.as_constant()
-        if same:
-            return True
-        if same is None:
-            raise Unsupported(f"`in` over {container.describe()} with {item.describe()}")
-    return False
+    if isinstance(container, IteratorVariable):
+        # an iterator is consumed only up to the item found, as eagerly
+        while (candidate := container.next(frame)) is not None:
+            if _same_item(frame, container, item, candidate):
+                return True
+        return False
+    return any(_same_item(frame, container, item, candidate) for candidate in container.unpack(frame))
 
 
-def same_or_equal(frame: Frame, a: Variable, b: Variable) -> bool:
-    """`a is b or a == b` as `list.index` / `in` decide it, for trackers known while tracing."""
-    same = _same_object(a, b)
+def _same_item(frame: Frame, container: Variable, item: Variable, candidate: Variable) -> bool:
+    """`item is candidate or item == candidate`, as `in` decides it, known while tracing."""
+    same = same_object(item, candidate)
     if same is not None:
-        guard_identity(frame, a, b, same)
-    if same:
-        return True
-    if a.is_constant() and b.is_constant():
-        return bool(a.as_constant() == b.as_constant())
+        guard_identity(frame, item, candidate, same)
+    elif item.is_constant() and candidate.is_constant():
+        same = item.as_constant() == candidate.as_constant()
     if same is None:
-        raise Unsupported(f"comparing {a.describe()} with {b.describe()}")
-    return False
-
-
-def _same_object(a: Variable, b: Variable) -> bool | None:
-    if a is b:
-        return True
-    if _made_while_tracing(a) or _made_while_tracing(b):
-        return False
-    if a.is_constant() and b.is_constant():
-        return a.as_constant() is b.as_constant()
-    ia, ib = _identity(a), _identity(b)
-    if ia is not None and ib is not None:
-        return ia is ib
-    # one object reached twice, once wrapped as a constant (a default value) and once as an
-    # object (through a source): identity of the real objects
-    if ia is not None and isinstance(b, ConstantVariable):
-        return b.value is ia
-    if ib is not None and isinstance(a, ConstantVariable):
-        return a.value is ib
-    if (ia is not None or a.is_constant()) and isinstance(b, TensorVariable):
-        return False
-    if (ib is not None or b.is_constant()) and isinstance(a, TensorVariable):
-        return False
-    if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
-        return a.node is b.node
-    if a.is_constant() != b.is_constant() and (ia is not None or ib is not None):
-        return False
-    for var, other in ((a, b), (b, a)):
-        # a tracked container or number against None/True/False: a value of another type is
-        # never that singleton (`self.__dict__.get(name) is None` on a tuple of tensors)
-        if other.is_constant() and any(other.as_constant() is s for s in _SINGLETONS) and not var.is_constant():
-            if var.python_type() is not type(other.as_constant()):
-                return False
-    return None
-
-
-_SINGLETONS = (None, True, False, Ellipsis, NotImplemented)
-
-
-def _made_while_tracing(var: Variable) -> bool:
-    """Objects created in the frame: their tracker is their identity."""
-    return var.made_while_tracing()
-
-
-def _identity(var: Variable) -> Any:
-    """The real object a tracker stands for, when it stands for one fixed object."""
-    return var.value_object
+        raise Unsupported(f"`in` over {container.describe()} with {item.describe()}")
+    return bool(same)

@@ -36,7 +36,8 @@ from torch.optim import optimizer as torch_optimizer
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, OptimizerStateSource
-from .base import Variable, constant
+from .base import Variable
+from .constants import constant
 from .containers import DictVariable, ListVariable
 from .frame_objects import UserObjectVariable
 from .functions import UserMethodVariable
@@ -186,9 +187,6 @@ class OptimizerStateVariable(Variable):
 
     def _entry(self, frame: Frame, key: Variable) -> Variable | None:
         """The tracker of parameter `key`'s state dict, None if it has none (guarded)."""
-        # cycle: variables.builder imports this module at module level
-        from .builder import wrap
-
         param, key_var = self._param(frame, key)
         if id(param) in self.added:
             return self.added[id(param)][1]
@@ -197,7 +195,7 @@ class OptimizerStateVariable(Variable):
         if entry is None:
             frame.output.guards.constant_match(source, None)
             return None
-        return wrap(frame, entry, source)
+        return frame.wrap(entry, source)
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
         found = self._entry(frame, key)

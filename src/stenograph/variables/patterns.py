@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, ClassSource
 from . import operators
-from .base import Variable, constant
-from .builder import wrap
+from .base import Variable
 from .builtins import BuiltinVariable
+from .constants import constant
 from .containers import TupleVariable
 from .exceptions import raise_new
 
@@ -56,7 +56,7 @@ def _match_args(frame: Frame, cls: type) -> Any:
     if not hasattr(cls, "__match_args__"):
         frame.output.guards.attribute_absent(ClassSource(cls), cls, "__match_args__")
         return None
-    value = wrap(frame, cls.__match_args__, AttrSource(ClassSource(cls), "__match_args__"))
+    value = frame.wrap(cls.__match_args__, AttrSource(ClassSource(cls), "__match_args__"))
     if not value.is_constant():
         raise Unsupported(f"__match_args__ of {cls.__qualname__} is not a tuple of constants")
     return value.as_constant()

@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import Unsupported
-from .base import Variable, constant
+from .base import Variable
 from .class_lookup import MISSING, class_lookup
-from .containers import IteratorVariable
+from .constants import IteratorVariable, constant
+from .descriptors import class_dunder
 from .exceptions import TracedException
-from .user_classes import python_dunder
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 class GetItemIteratorVariable(IteratorVariable):
     """The iterator `iter(obj)` makes for a class with only `__getitem__`."""
+
+    has_length_hint = False
 
     def __init__(self, obj: Variable) -> None:
         self.obj = obj
@@ -51,13 +53,14 @@ class GetItemIteratorVariable(IteratorVariable):
         return item
 
 
-def getitem_iterator(frame: Frame, obj: Variable) -> IteratorVariable | None:
-    """The sequence-protocol iterator of a user object, if its class has `__getitem__` written in
-    Python and no `__iter__` at all (None otherwise)."""
-    if python_dunder(frame, obj, "__iter__") is not None:
+def getitem_iterator(frame: Frame, obj: Variable, cls: type | None) -> IteratorVariable | None:
+    """The sequence-protocol iterator of a user object, if `cls`, the class whose Python dunders
+    implement its protocols (`ObjectVariable.protocol_class`), has `__getitem__` written in Python
+    and no `__iter__` at all (None otherwise)."""
+    if cls is None or class_dunder(frame, cls, "__iter__") is not None:
         return None
     if class_lookup(obj.python_type(), "__iter__")[0] is not MISSING:
         return None
-    if python_dunder(frame, obj, "__getitem__") is None:
+    if class_dunder(frame, cls, "__getitem__") is None:
         return None
     return GetItemIteratorVariable(obj)

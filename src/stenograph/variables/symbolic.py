@@ -1,6 +1,7 @@
-"""The tracker for symbolic Python numbers: SymInt / SymFloat / SymBool values in the graph.
+"""Values the graph computes (`GraphValueVariable`: a tensor or a symbolic number, its fx node and
+fake value), and the tracker for symbolic Python numbers: SymInt / SymFloat / SymBool values.
 
-They come from dynamic sizes (`x.shape[0]` of a dynamic dimension) and from int arguments made
+Symbolic numbers come from dynamic sizes (`x.shape[0]` of a dynamic dimension) and from int arguments made
 dynamic. Arithmetic on them is recorded as graph nodes; a Python decision on one (`if n > 0`,
 `range(n)`) asks the ShapeEnv for its value, which records a guard, so the entry is only reused
 where the decision would come out the same.
@@ -15,7 +16,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ..errors import BreakKind, Unsupported
-from .base import Variable, constant
+from .base import Variable
 
 if TYPE_CHECKING:
     import torch.fx
@@ -24,12 +25,28 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 
-class SymNodeVariable(Variable):
+class GraphValueVariable(Variable):
+    """A value the graph computes: `node` computes it, `fake` is its value while tracing (a fake
+    tensor, or a SymInt / SymFloat / SymBool)."""
+
     def __init__(self, node: torch.fx.Node, fake: Any, source: Source | None = None) -> None:
         self.node = node
         self.fake = fake
         self.source = source
 
+    def in_graph(self) -> bool:
+        return True
+
+    def is_tensor(self) -> bool:
+        """Whether the value is a tensor (an object, whose identity is its node) rather than a
+        symbolic number."""
+        return False
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.graph_value(self.node)
+
+
+class SymNodeVariable(GraphValueVariable):
     def python_type(self) -> type:
         if isinstance(self.fake, torch.SymBool):
             return bool
@@ -45,12 +62,9 @@ class SymNodeVariable(Variable):
     def truth(self, frame: Frame) -> bool:
         return self._decide(bool, "a branch on it")
 
-    def in_graph(self) -> bool:
-        return True
-
     def unary_op(self, frame: Frame, op: Any) -> Variable | None:
         if op is operator.not_:
-            return constant(not self.truth(frame))
+            return None  # `operators.unary` answers it by truth, which asks the ShapeEnv
         return frame.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
 
     def _decide(self, kind: type, what: str) -> Any:
@@ -68,6 +82,3 @@ class SymNodeVariable(Variable):
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
-
-    def reconstruct(self, rebuild: Any) -> str:
-        return rebuild.graph_value(self.node)

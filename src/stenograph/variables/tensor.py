@@ -17,10 +17,11 @@ from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource
 from ..shapes.fake import is_symbolic
 from . import tensor_scalars
-from .base import ConstantVariable, Variable, constant
+from .base import Variable
+from .constants import ConstantVariable, constant
 from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
 from .double_backward import creates_graph
-from .symbolic import SymNodeVariable
+from .symbolic import GraphValueVariable
 from .tensor_effects import changes_nothing, refuse_effect
 from .trace_rules import (
     TENSOR_DATA_HINT,
@@ -34,17 +35,28 @@ from .trace_rules import (
 if TYPE_CHECKING:
     import torch.fx
 
-    from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
 
-class TensorVariable(Variable):
-    def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source: Source | None = None) -> None:
-        self.node = node
-        self.fake = fake
-        self.source = source
+class TensorVariable(GraphValueVariable):
+    fake: torch.Tensor
+    # an input of a tensor subclass (its class, guarded by the input's type check); the graph
+    # records plain operations on it, which its `__torch_function__` handles when they run
+    subclass: type | None = None
+    # computed from a subclass instance: its class is whatever that `__torch_function__` makes
+    from_subclass: bool = False
+
+    def is_tensor(self) -> bool:
+        return True
 
     def python_type(self) -> type:
+        if self.subclass is not None:
+            return self.subclass
+        if self.from_subclass:
+            raise Unsupported(
+                f"the type of {self.describe()}, computed from a tensor subclass instance "
+                "(its __torch_function__ decides it when the operation runs)"
+            )
         return torch.nn.Parameter if isinstance(self.fake, torch.nn.Parameter) else torch.Tensor
 
     def describe(self) -> str:
@@ -66,9 +78,6 @@ class TensorVariable(Variable):
     def unpack(self, frame: Frame) -> list[Variable]:
         return [self.getitem(frame, constant(i)) for i in range(self.length(frame))]
 
-    def in_graph(self) -> bool:
-        return True
-
     def unary_op(self, frame: Frame, op: Any) -> Variable | None:
         if op is operator.not_:
             raise Unsupported(f"`not` on {self.describe()} needs its value")
@@ -76,9 +85,6 @@ class TensorVariable(Variable):
 
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
         frame.output.call("call_function", operator.setitem, [self, key, value], {}, "tensor item assignment")
-
-    def reconstruct(self, codegen: Any) -> str:
-        return codegen.graph_value(self.node)
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
         return frame.output.call("call_function", operator.getitem, [self, key], {}, "tensor indexing")
@@ -113,15 +119,12 @@ def _read_grad(frame: Frame, tensor: TensorVariable) -> Variable:
     gradient, read through `p.grad` as another graph input (a None gradient guarded as None).
     Graphs never change which tensor `.grad` holds: backward, `zero_grad` and `.grad` writes run
     eagerly at graph breaks."""
-    # cycle: variables.builder imports variables.tensor (through variables.functions) at module level
-    from .builder import wrap
-
     real = frame.output.real_object(tensor)
     if real is None or tensor.source is None:
         raise Unsupported(f"reading Tensor.grad of {tensor.describe()}, computed inside the compiled function")
     if not real.is_leaf and not real.retains_grad:
         raise Unsupported(f"reading Tensor.grad of {tensor.describe()}, which is not a leaf (eager warns)")
-    return wrap(frame, real.grad, AttrSource(tensor.source, "grad"))
+    return frame.wrap(real.grad, AttrSource(tensor.source, "grad"))
 
 
 _SCALAR_READS = {
@@ -137,6 +140,19 @@ def _is_symbolic_result(result: object) -> bool:
     if isinstance(result, (tuple, list)):
         return any(is_symbolic(r) for r in result)
     return is_symbolic(result)
+
+
+def _writes_overlapping_memory(name: str, fake: torch.Tensor) -> bool:
+    """Whether `tensor.name()` writes in place into a tensor some of whose elements are one
+    memory location (`expand`'s stride 0; `unsqueeze_` and the other in-place view ops break too,
+    which only costs a graph). Eager refuses it with a RuntimeError; fake tensors do
+    not check, and AOTAutograd fails compiling the graph instead (F21)."""
+    if not name.endswith("_") or name.endswith("__"):
+        return False
+    # read without guards: a stride of 0 over more than one element (a symbolic size counts)
+    return any(
+        type(st) is int and st == 0 and not (type(sz) is int and sz <= 1) for sz, st in zip(fake.size(), fake.stride())
+    )
 
 
 class TensorMethodVariable(Variable):
@@ -157,6 +173,11 @@ class TensorMethodVariable(Variable):
             return _SCALAR_READS[name](frame, self.tensor)
         if changes_nothing(name, self.tensor.fake, args, kwargs):
             return self.tensor
+        if _writes_overlapping_memory(name, self.tensor.fake):
+            raise Unsupported(
+                f"in-place Tensor.{name}() on a tensor whose elements share memory (an expanded one)",
+                hint="eager raises RuntimeError there: the call runs eagerly, after the effects before it",
+            )
         double = name == "backward" and creates_graph(torch.Tensor.backward, [self.tensor, *args], kwargs)
         refuse_effect(name, f"Tensor.{name}()", double)
         if name in TENSOR_GUARDED_METADATA_METHODS and not args and not kwargs:
@@ -189,7 +210,7 @@ class TensorMethodVariable(Variable):
 
 def unwrap(var: Variable) -> tuple[Any, Any]:
     """(fx argument, fake value) for a tracker passed to a graph operation."""
-    if isinstance(var, (TensorVariable, SymNodeVariable)):
+    if isinstance(var, GraphValueVariable):
         return var.node, var.fake
     if isinstance(var, ConstantVariable):
         return var.value, var.value

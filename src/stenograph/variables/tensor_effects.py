@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BreakKind, Unsupported
-from .base import ConstantVariable, Variable
+from .base import Variable
+from .constants import ConstantVariable
 
 __all__ = ["EFFECT_METHODS", "changes_nothing", "refuse_effect"]
 

@@ -21,7 +21,8 @@ import torch
 from .. import config
 from ..errors import BreakKind, Unsupported
 from ..shapes.fake import is_symbolic
-from .base import Variable, constant
+from .base import Variable
+from .constants import constant
 from .containers import ListVariable
 from .trace_rules import TENSOR_DATA_HINT, TENSOR_DATA_METHODS
 

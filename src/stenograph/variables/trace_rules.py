@@ -346,7 +346,6 @@ BUILTIN_REFUSED = {
     eval: "call to eval",
     globals: "call to globals",
     locals: "call to locals",
-    vars: "call to vars",
 }
 
 # -- tensor attributes and methods ----------------------------------------------------------------

@@ -6,6 +6,11 @@ subclasses) and writes are applied there. `__init__`, methods, properties, `__se
 other dunders written in Python are inlined. When the object escapes (returned, stored into an
 outside container, live at a graph break) the generated code rebuilds it once, as a real
 instance of its class, without running `__init__` again.
+
+`ObjectVariable` is what such an object shares with one read from the frame
+(`frame_objects.UserObjectVariable`): the class whose Python dunders implement its protocols, and
+`object`'s attribute methods, which the C methods of builtin bases emulated here
+(`BaseMethodVariable`) call on either kind.
 """
 
 from __future__ import annotations
@@ -16,19 +21,28 @@ import enum
 import types
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from ..errors import BreakKind, Unsupported
-from ..graph.side_effects import DELETED
-from ..guards.sources import AttrSource, ClassSource, ItemSource
-from .base import ConstantVariable, Variable, constant
+from ..guards.sources import ClassSource, ItemSource
+from .autograd_function import FunctionApplyVariable
+from .base import Variable
 from .class_lookup import MISSING, class_attribute, class_lookup
-from .descriptors import has_python_method, is_data_descriptor, run_descriptor
-from .frame_objects import UserObjectVariable
+from .constants import ConstantVariable, IteratorVariable, constant
+from .containers import DictContentsVariable, DictVariable, TupleVariable
+from .descriptors import (
+    class_attr_source,
+    class_dunder,
+    class_member,
+    function_from_class,
+    has_python_method,
+    is_data_descriptor,
+    run_descriptor,
+)
+from .exceptions import TracedException, is_attribute_error, raise_new
+from .functions import NestedFunctionVariable, TorchClassVariable, UserFunctionVariable, UserMethodVariable
+from .sequence_protocol import getitem_iterator
 from .trace_rules import TORCH_CLASSES, is_builtin_class, is_literal, is_plain_function_class, is_user_class
 
 if TYPE_CHECKING:
-    from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
 # builtin bases whose instances stenograph can model: their C methods are emulated below
@@ -44,43 +58,8 @@ def _builtin_base(cls: type) -> type:
     return next(klass for klass in cls.__mro__ if _is_builtin_class(klass))
 
 
-def class_attr_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
-    """Guard that `cls.name`, as Python resolves it on the class, is still `attr`; the source
-    to wrap the value it gives with (a method's function, a property's getter, a plain value).
-
-    Functions, properties and the functions inside static and class methods are guarded by
-    identity (replacing a method recompiles); plain values get the value guards `wrap` gives
-    them. The source is rooted at the class itself, so the check runs once per class.
-    """
-    source = AttrSource(ClassSource(cls), name)
-    guards = frame.output.guards
-    if isinstance(attr, classmethod):
-        source = AttrSource(source, "__func__")
-        guards.id_match(source, attr.__func__)
-    elif isinstance(attr, staticmethod):
-        guards.id_match(source, attr.__func__)
-    elif isinstance(attr, (types.FunctionType, property)):
-        guards.id_match(source, attr)
-    return source
-
-
-def guard_not_shadowed(frame: Frame, obj: Variable, name: str) -> None:
-    """Guard that the instance `__dict__` of `obj` (an outside object) does not hold `name`, so
-    the class attribute read through it stays the one Python finds (`op.go = ...` recompiles)."""
-    real = obj.value_object
-    if obj.source is None or not isinstance(getattr(real, "__dict__", None), dict):
-        return
-    if frame.output.side_effects.pending_attribute(obj, name) is DELETED:
-        return  # the trace deleted it: its presence before was guarded
-    text = f"{obj.source.name()}.__dict__ lacks {name!r} (class attribute {type(real).__qualname__}.{name})"
-    frame.output.guards.key_absent(AttrSource(obj.source, "__dict__"), name, text)
-
-
 def pending_class_attribute(frame: Frame, cls: type, name: str, *, through_instance: bool = False) -> Variable | None:
     """The value this trace wrote to `name` on `cls` or a class it inherits it from, if any."""
-    # cycle: variables.functions -> variables.containers -> variables.user_classes
-    from .functions import NestedFunctionVariable, UserFunctionVariable
-
     pending = frame.output.side_effects.class_attributes
     for klass in cls.__mro__:
         found = pending.get((id(klass), name))
@@ -118,39 +97,6 @@ def bind_class_attr(
     return class_member(frame, obj, UserClassVariable(cls), attr, name, source)
 
 
-def class_member(frame: Frame, obj: Variable, cls_var: Variable, attr: Any, name: str, source: Source) -> Variable:
-    """Class attribute `attr` (guarded through `source`) read through instance `obj`: a property
-    runs, functions bind to `obj` (class methods to `cls_var`), anything else is its value."""
-    # cycles: variables.builder imports variables.user_classes at module level; variables.functions ->
-    # variables.containers -> variables.user_classes
-    from .builder import wrap
-    from .functions import UserFunctionVariable, UserMethodVariable
-
-    if isinstance(attr, property):
-        if attr.fget is None:
-            raise Unsupported(f"property {name!r} has no getter")
-        return UserFunctionVariable(attr.fget, AttrSource(source, "fget")).call(frame, [obj], {})
-    if isinstance(attr, staticmethod):
-        return function_from_class(frame, attr.__func__, source)
-    if isinstance(attr, classmethod):
-        return UserMethodVariable(attr.__func__, cls_var, fn_source=source)
-    if isinstance(attr, types.FunctionType):
-        return UserMethodVariable(attr, obj, fn_source=source)
-    return wrap(frame, attr, source)
-
-
-def function_from_class(frame: Frame, fn: Any, source: Source) -> Variable:
-    """A function stored on a class (a static method), already guarded by identity: its tracker,
-    with the source its defaults and cells are read through when it is inlined."""
-    # cycles: variables.builder imports variables.user_classes at module level; variables.functions ->
-    # variables.containers -> variables.user_classes
-    from .builder import wrap
-    from .functions import UserFunctionVariable
-
-    var = wrap(frame, fn, None)
-    return UserFunctionVariable(fn, source) if isinstance(var, UserFunctionVariable) else var
-
-
 _CONSTANT_TYPES = (int, float, str, bool, tuple, frozenset, type(None))
 
 
@@ -162,23 +108,15 @@ class UserClassVariable(ConstantVariable):
         return f"class {self.value.__qualname__}"
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        return instantiate(frame, self.value, args, kwargs)
+        return frame.instantiate(self.value, args, kwargs)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        # cycles: variables.builder imports variables.user_classes at module level; variables.functions ->
-        # variables.containers -> variables.user_classes
-        from .builder import wrap
-        from .functions import UserMethodVariable
-
         cls = self.value
         pending = pending_class_attribute(frame, cls, name)
         if pending is not None:
             return pending
         attr, _owner = class_lookup(cls, name)
         if name == "apply" and is_plain_function_class(cls):
-            # cycle: variables.autograd_function imports variables.containers, which imports this module
-            from .autograd_function import FunctionApplyVariable
-
             return FunctionApplyVariable(self, cls)
         if isinstance(attr, (staticmethod, classmethod, types.FunctionType)):
             source = class_attr_source(frame, cls, name, attr)
@@ -189,7 +127,7 @@ class UserClassVariable(ConstantVariable):
             return constant(getattr(cls, name))
         is_plain = not hasattr(type(attr), "__get__") or isinstance(attr, (type, enum.Enum, *_CONSTANT_TYPES))
         if attr is not MISSING and is_plain and not (name.startswith("__") and name.endswith("__")):
-            return wrap(frame, attr, class_attr_source(frame, cls, name, attr))
+            return frame.wrap(attr, class_attr_source(frame, cls, name, attr))
         if attr is MISSING and not hasattr(cls, name):
             frame.output.guards.attribute_absent(ClassSource(cls), cls, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
@@ -206,31 +144,18 @@ class UserClassVariable(ConstantVariable):
         frame.output.side_effects.class_attribute_written(cls, name, value)
 
 
-def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    """`cls(*args, **kwargs)` while tracing."""
-    # cycle: variables.containers imports variables.user_classes at module level
-    from .containers import DictVariable, NamedTupleVariable, is_namedtuple_class
-
-    if issubclass(cls, enum.Enum):
-        if all(a.is_constant() for a in [*args, *kwargs.values()]):
-            return constant(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
-        raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
-    if is_namedtuple_class(cls):
-        return NamedTupleVariable.construct(frame, cls, args, kwargs)
-    if issubclass(cls, torch.nn.Module):
-        # cycle: variables.new_modules imports this module at module level
-        from .new_modules import instantiate_module
-
-        return instantiate_module(frame, cls, args, kwargs)
+def new_object(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`cls(*args, **kwargs)` for a user class whose instances are modelled objects (a builtin
+    base of `_MODELLED_BASES` or an exception): a `NewObjectVariable` with `__init__` inlined."""
     if type(cls).__call__ is not type.__call__:
         raise Unsupported(f"class {cls.__qualname__} has a metaclass with its own __call__")
     base = _builtin_base(cls)
     if base not in _MODELLED_BASES and not issubclass(base, BaseException):
         raise Unsupported(f"instances of {cls.__qualname__}, a subclass of builtin {base.__qualname__}")
-    _new, new_owner = class_lookup(cls, "__new__")
+    new, new_owner = class_lookup(cls, "__new__")
     if new_owner is not None and not _is_builtin_class(new_owner):
-        raise Unsupported(f"class {cls.__qualname__} defines __new__")
-    obj = NewObjectVariable(cls, DictVariable({}, python_class=base) if issubclass(base, dict) else None)
+        return _call_own_new(frame, cls, new, args, kwargs)
+    obj = _allocate(cls)
     if issubclass(cls, BaseException):
         # what BaseException.__new__ sets, whether or not an __init__ calls the base one
         fields = {"args": _tuple(args), "__cause__": constant(None), "__context__": constant(None)}
@@ -247,13 +172,64 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
     return obj
 
 
-class NewObjectVariable(Variable):
+def _allocate(cls: type) -> NewObjectVariable:
+    """A new instance of `cls`, before any `__init__`: what `object.__new__(cls)` makes."""
+    base = _builtin_base(cls)
+    return NewObjectVariable(cls, DictVariable({}, python_class=base) if issubclass(base, dict) else None)
+
+
+def _call_own_new(frame: Frame, cls: type, new: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`cls(...)` of a class whose `__new__` is written in Python, as `type.__call__` runs it: the
+    `__new__` inlined with the class first, then, if it returned an instance of `cls`, that
+    instance's `__init__` with the same arguments."""
+    new = new.__func__ if isinstance(new, staticmethod) else new
+    if not isinstance(new, types.FunctionType) or issubclass(cls, BaseException):
+        raise Unsupported(f"class {cls.__qualname__} defines __new__")
+    class_attr_source(frame, cls, "__new__", new)  # replacing __new__ recompiles
+    obj = frame.inline_call(new, [class_variable(cls), *args], kwargs, closure=None)
+    try:
+        made = obj.python_type()
+    except Unsupported:
+        raise Unsupported(f"{cls.__qualname__}.__new__ returned {obj.describe()}, whose type is unknown") from None
+    if not issubclass(made, cls):
+        return obj  # type.__call__ calls no __init__ then
+    init, owner = class_lookup(made, "__init__")
+    if isinstance(init, types.FunctionType):
+        class_attr_source(frame, made, "__init__", init)
+        frame.inline_call(init, [obj, *args], kwargs, closure=None)
+    elif owner is not object:
+        BaseMethodVariable(obj, owner or object, "__init__").call(frame, args, kwargs)
+    return obj
+
+
+class ObjectVariable(Variable):
+    """An instance of a user class, made while tracing (`NewObjectVariable`) or read from the
+    frame (`frame_objects.UserObjectVariable`): the dunders its class writes in Python implement
+    its protocols, and `object`'s attribute methods act on it when a class's own hooks call them
+    (`object.__setattr__(self, name, value)`, `super().__getattribute__(name)`)."""
+
+    def protocol_class(self) -> type | None:
+        """The class whose dunders written in Python implement the object's protocols (`==`,
+        `len()`, `in`), None where tracing models them itself (an nn.Module read from the frame)."""
+        raise NotImplementedError
+
+    def object_getattr(self, frame: Frame, name: str) -> Variable:
+        """`object.__getattribute__`."""
+        raise NotImplementedError
+
+    def object_setattr(self, frame: Frame, name: str, value: Variable) -> None:
+        """`object.__setattr__`."""
+        raise NotImplementedError
+
+    def object_delattr(self, frame: Frame, name: str) -> None:
+        """`object.__delattr__`."""
+        raise NotImplementedError
+
+
+class NewObjectVariable(ObjectVariable):
     """An instance of a user class created while tracing."""
 
     def __init__(self, cls: type, items: Variable | None = None) -> None:
-        # cycle: variables.containers imports variables.user_classes at module level
-        from .containers import DictVariable
-
         self.cls = cls
         self.attrs = DictVariable({})  # the instance __dict__
         self.items = items  # the dict contents, for dict subclasses
@@ -262,6 +238,9 @@ class NewObjectVariable(Variable):
         return True
 
     def python_type(self) -> type:
+        return self.cls
+
+    def protocol_class(self) -> type | None:
         return self.cls
 
     def describe(self) -> str:
@@ -283,9 +262,6 @@ class NewObjectVariable(Variable):
         return None
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        # cycle: variables.exceptions imports variables.user_classes at module level
-        from .exceptions import TracedException, is_attribute_error
-
         hook = self.class_hook(frame, "__getattribute__")
         if hook is None:
             return self.object_getattr(frame, name)
@@ -331,9 +307,9 @@ class NewObjectVariable(Variable):
         if hook is not None:
             hook.call(frame, [constant(name), value], {})
             return
-        self.store_attr(frame, name, value)
+        self.object_setattr(frame, name, value)
 
-    def store_attr(self, frame: Frame, name: str, value: Variable) -> None:
+    def object_setattr(self, frame: Frame, name: str, value: Variable) -> None:
         """`object.__setattr__`: a data descriptor's Python `__set__` (a property's setter)
         runs, anything else lands in `__dict__`."""
         attr, _ = class_lookup(self.cls, name)
@@ -344,9 +320,6 @@ class NewObjectVariable(Variable):
             run_descriptor(frame, self.cls, name, attr, "__set__", self, [value])
             return
         if self.cls.__dictoffset__ == 0 and not issubclass(self.cls, BaseException):
-            # cycle: variables.exceptions imports variables.user_classes at module level
-            from .exceptions import raise_new
-
             # only slots, no __dict__: Python refuses other names
             raise raise_new(frame, AttributeError, f"{self.cls.__qualname__!r} object has no attribute {name!r}")
         self.attrs.items[name] = value
@@ -358,9 +331,9 @@ class NewObjectVariable(Variable):
         if hook is not None:
             hook.call(frame, [constant(name)], {})
             return
-        self.remove_attr(frame, name)
+        self.object_delattr(frame, name)
 
-    def remove_attr(self, frame: Frame, name: str) -> None:
+    def object_delattr(self, frame: Frame, name: str) -> None:
         """`object.__delattr__`."""
         attr, _ = class_lookup(self.cls, name)
         if is_data_descriptor(attr) and not isinstance(attr, types.MemberDescriptorType):
@@ -418,10 +391,7 @@ class NewObjectVariable(Variable):
 
     def _by_index(self, frame: Frame) -> Variable | None:
         """The old sequence protocol's iterator, for a class with only `__getitem__`."""
-        # cycle: variables.sequence_protocol -> variables.containers -> variables.user_classes
-        from .sequence_protocol import getitem_iterator
-
-        return getitem_iterator(frame, self) if self.items is None else None
+        return getitem_iterator(frame, self, self.cls) if self.items is None else None
 
     def unpack(self, frame: Frame) -> list[Variable]:
         iterator = self._dunder(frame, "__iter__", [])
@@ -434,7 +404,7 @@ class NewObjectVariable(Variable):
             raise Unsupported(f"iteration over {self.describe()}")
         return by_index.unpack(frame)
 
-    def get_iter(self, frame: Frame) -> Variable:
+    def get_iter(self, frame: Frame) -> Variable | None:
         by_index = self._by_index(frame)
         return by_index if by_index is not None else super().get_iter(frame)
 
@@ -442,7 +412,10 @@ class NewObjectVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.cls, "cls")
-        return rebuild.build_object(self, f"{cls}.__new__({cls})", lambda name: self.fill(rebuild, name))
+        # the builtin base's `__new__`: a class's own one (already run while tracing) may want
+        # arguments or hand back another object
+        new = rebuild.writer.bind(_builtin_base(self.cls).__new__, "new")
+        return rebuild.build_object(self, f"{new}({cls})", lambda name: self.fill(rebuild, name))
 
     def fill(self, rebuild: Any, name: str) -> list[str]:
         """The statements giving the new real object `name` this tracker's contents."""
@@ -482,10 +455,17 @@ class BaseMethodVariable(Variable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         obj, name = self.obj, self.name
+        if name == "__new__" and isinstance(obj, UserClassVariable) and not args and not kwargs:
+            # `object.__new__(cls)`, `super().__new__(cls)` in a class's own `__new__` (with
+            # more arguments CPython raises: left to it)
+            if self.owner is not _builtin_base(obj.value) or issubclass(obj.value, BaseException):
+                raise Unsupported(f"{self.describe()} of a subclass of {self.owner.__qualname__}")
+            return _allocate(obj.value)
         if not isinstance(obj, NewObjectVariable):
             if name in _DICT_METHODS and issubclass(self.owner, dict) and obj.source is not None:
                 return _dict_method(frame, dict_contents(frame, obj), name, args, kwargs)
-            plain = isinstance(obj, UserObjectVariable) and not isinstance(obj.value_object, torch.nn.Module)
+            # an outside object of a plain class (an nn.Module read from the frame has none)
+            plain = isinstance(obj, ObjectVariable) and obj.protocol_class() is not None
             if plain and self.owner is object and not kwargs and len(args) == _ATTRIBUTE_ARITY.get(name):
                 attr = args[0].as_constant()
                 if name == "__getattribute__":
@@ -505,12 +485,12 @@ class BaseMethodVariable(Variable):
                 raise Unsupported(f"{obj.cls.__qualname__}() takes no arguments")
             return constant(None)
         if name == "__setattr__" and len(args) == 2:
-            obj.store_attr(frame, args[0].as_constant(), args[1])
+            obj.object_setattr(frame, args[0].as_constant(), args[1])
             return constant(None)
         if name == "__getattribute__" and len(args) == 1:
             return obj.object_getattr(frame, args[0].as_constant())
         if name == "__delattr__" and len(args) == 1:
-            obj.remove_attr(frame, args[0].as_constant())
+            obj.object_delattr(frame, args[0].as_constant())
             return constant(None)
         if name in ("__eq__", "__ne__") and len(args) == 1 and self.owner is object:
             same = args[0] is obj
@@ -539,9 +519,6 @@ def _dict_method(
     if name == "__len__":
         return constant(items.length(frame))
     if name == "__iter__":
-        # cycle: variables.containers imports variables.user_classes at module level
-        from .containers import IteratorVariable
-
         return IteratorVariable(items.unpack(frame))
     return items.call_method(frame, name, args, kwargs)
 
@@ -568,11 +545,6 @@ def dict_contents(frame: Frame, obj: Variable) -> Variable:
     """The contents of an outside dict subclass instance, read through its source (keys
     guarded): one tracker per object for the whole trace, so a change made through dict's
     methods is seen by later reads and replayed on the object after the graph."""
-    # cycles: variables.builder imports variables.user_classes at module level; variables.containers imports
-    # variables.user_classes at module level
-    from .builder import wrap
-    from .containers import DictContentsVariable
-
     real = obj.value_object
     known = frame.output.known_container(real, obj.source)
     if known is not None:
@@ -580,15 +552,12 @@ def dict_contents(frame: Frame, obj: Variable) -> Variable:
     if not all(is_literal(k) for k in real):
         raise Unsupported(f"{obj.describe()} has non-constant keys")
     frame.output.guards.dict_keys_match(obj.source, real)
-    items = {k: wrap(frame, dict.__getitem__(real, k), ItemSource(obj.source, k)) for k in dict.keys(real)}
+    items = {k: frame.wrap(dict.__getitem__(real, k), ItemSource(obj.source, k)) for k in dict.keys(real)}
     contents = DictContentsVariable(items, obj.source, python_class=_builtin_base(type(real)))
     return frame.output.register_container(real, contents)
 
 
 def _tuple(items: list[Variable]) -> Variable:
-    # cycle: variables.containers imports variables.user_classes at module level
-    from .containers import TupleVariable
-
     return TupleVariable(items)
 
 
@@ -607,26 +576,33 @@ class SuperVariable(Variable):
         self.cls = cls
         self.obj = obj
 
+    def _bound_class(self) -> type | None:
+        """The class `obj` is when it is a subclass of `cls` (`super()` in a classmethod, called
+        through the class or an instance): lookups then follow its own `__mro__`."""
+        obj = self.obj
+        value = obj.value if isinstance(obj, UserClassVariable) else obj.value_object
+        if value is None and obj.is_constant():
+            value = obj.as_constant()
+        return value if isinstance(value, type) and issubclass(value, self.cls) else None
+
     def describe(self) -> str:
         return f"super({self.cls.__qualname__}, {self.obj.describe()})"
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        obj_type = self.obj.python_type()
-        if isinstance(self.obj, UserClassVariable):  # super() in a classmethod
-            obj_type = self.obj.value
+        bound_class = self._bound_class()
+        obj_type = bound_class if bound_class is not None else self.obj.python_type()
         if self.cls not in obj_type.__mro__:
             raise Unsupported(f"super({self.cls.__qualname__}, obj): obj is not an instance")
         attr, owner = class_lookup(obj_type, name, after=self.cls)
         if attr is MISSING:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
-        if isinstance(self.obj, UserClassVariable) and isinstance(attr, classmethod):
-            # cycle: variables.functions -> variables.containers -> variables.user_classes
-            from .functions import UserMethodVariable
-
+        if bound_class is not None and isinstance(attr, classmethod):
             return UserMethodVariable(attr.__func__, self.obj)
         if isinstance(attr, types.FunctionType) or isinstance(attr, (property, staticmethod, classmethod)):
             return bind_class_attr(frame, self.obj, obj_type, attr, owner, name, via_super=True)
         if owner is not None and _is_builtin_class(owner):
+            if name == "__new__":  # a static method: the class is passed explicitly
+                return UnboundBaseMethodVariable(owner, name)
             return BaseMethodVariable(self.obj, owner, name)
         return bind_class_attr(frame, self.obj, obj_type, attr, owner, name, via_super=True)
 
@@ -635,39 +611,15 @@ def class_variable(cls: type) -> Variable:
     """The tracker of a class met while tracing (`type(obj)`, `obj.__class__`): torch's modelled
     classes keep their tracker, so `self.__class__()` of a `no_grad` object makes a grad context."""
     if cls in TORCH_CLASSES:
-        # cycle: variables.functions -> variables.containers -> variables.user_classes
-        from .functions import TorchClassVariable
-
         return TorchClassVariable(cls)
     return UserClassVariable(cls) if is_user_class(cls) else constant(cls)
 
 
 def python_dunder(frame: Frame, var: Variable, name: str) -> types.FunctionType | None:
-    """The Python function implementing dunder `name` for a user object's tracker, if any.
-
-    Either answer is guarded on the class: a dunder added, replaced or removed later recompiles.
-    """
-    if isinstance(var, NewObjectVariable):
-        cls = var.cls
-    elif isinstance(var, UserObjectVariable) and not isinstance(var.value_object, torch.nn.Module):
-        cls = type(var.value_object)
-    else:
-        return None
-    attr, _ = class_lookup(cls, name)
-    guards = frame.output.guards
-    if attr is MISSING:
-        guards.attribute_absent(ClassSource(cls), cls, name)
-        return None
-    if isinstance(attr, types.FunctionType):
-        class_attr_source(frame, cls, name, attr)
-        return attr
-    if attr is None or isinstance(attr, _C_METHODS):
-        # inherited from a builtin (object.__eq__): the same object on every read
-        guards.id_match(AttrSource(ClassSource(cls), name), getattr(cls, name))
-    return None
-
-
-_C_METHODS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType)
+    """The Python function implementing dunder `name` for a user object's tracker, if any
+    (guarded on its class either way: `descriptors.class_dunder`)."""
+    cls = var.protocol_class() if isinstance(var, ObjectVariable) else None
+    return class_dunder(frame, cls, name) if cls is not None else None
 
 
 def zero_arg_super(frame: Frame) -> SuperVariable:

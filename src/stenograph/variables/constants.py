@@ -1,0 +1,277 @@
+"""Values known while tracing: constants, the methods of constants (evaluated now), iterators over
+known items, and the NULL marker.
+
+A constant (`ConstantVariable`) is a Python value the trace knows now: numbers, strings, None,
+dtypes, types, ranges, ... `constant(value)` makes one, shared for small immutable values. Calling
+a constant's method runs it now on the constant arguments; an iterator over known items is what
+GET_ITER makes of a value that has no iterator of its own (`containers.iterate`). An error
+Python raises evaluating any of them is raised in the traced program
+(`exceptions.raise_python_error`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from typing import TYPE_CHECKING, Any
+
+from .. import process_state
+from ..errors import BreakKind, Unsupported
+from ..guards.sources import AttrSource
+from .base import Variable, always_true
+from .exceptions import TracedException, raise_new, raise_python_error
+from .symbolic import SymNodeVariable
+
+if TYPE_CHECKING:
+    from ..guards.sources import Source
+    from ..interpreter.frame import Frame
+
+
+class ConstantVariable(Variable):
+    """A Python value known while tracing: numbers, strings, None, dtypes, types, ranges, ..."""
+
+    def __init__(self, value: Any, source: Source | None = None) -> None:
+        self.value = value
+        self.source = source
+
+    def describe(self) -> str:
+        text = repr(self.value)
+        return f"constant {text if len(text) < 60 else text[:57] + '...'}"
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.value
+
+    def truth(self, frame: Frame) -> bool:
+        return bool(self.value)
+
+    def reconstruct(self, codegen: Any) -> str:
+        return codegen.constant(self.value)
+
+    def unpack(self, frame: Frame) -> list[Variable]:
+        try:
+            items = list(self.value)
+        except TypeError:
+            raise Unsupported(f"iteration over {self.describe()}") from None
+        return [constant(item) for item in items]
+
+    def length(self, frame: Frame) -> int:
+        return len(self.value)
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            if self.source is not None:  # `hasattr` answers False: guard that it stays so
+                frame.output.guards.attribute_absent(self.source, self.value, name)
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE) from e
+        if not callable(attr):
+            return constant(attr)
+        if getattr(attr, "__self__", None) is self.value:
+            return ConstantMethodVariable(self.value, name)
+        # a class or special form the constant refers to (`alias.__origin__ is Union`, as
+        # typing.get_args asks): the value itself, compared and called as such
+        return frame.wrap(attr, None if self.source is None else AttrSource(self.source, name))
+
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
+        # a symbolic int used as an index is specialised (guarded to this value), as lists do
+        if not key.is_constant() and not isinstance(key, SymNodeVariable):
+            raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
+        try:
+            return constant(operator.getitem(self.value, key.as_constant()))
+        except Exception as e:
+            raise_python_error(frame, e)
+
+    def __repr__(self) -> str:
+        return f"ConstantVariable({self.value!r})"
+
+
+class GuardedOnUseConstant(ConstantVariable):
+    """A constant read from the frame whose value guard is installed when the value is used.
+
+    Values that are only passed along (returned, stored, carried to a resume function) are
+    rebuilt through their source and need no guard; specialising on them would recompile for
+    every new value (e.g. the floats of a `.tolist()` that only its length is taken of).
+    """
+
+    def __init__(self, value: Any, source: Source, install: Any) -> None:
+        self._value = value
+        self.source = source
+        self._install = install  # installs the guard once; None afterwards
+
+    @property
+    def value(self) -> Any:  # type: ignore[override]
+        if self._install is not None:
+            install, self._install = self._install, None
+            install()
+        return self._value
+
+    def describe(self) -> str:
+        text = repr(self._value)
+        return f"constant {text if len(text) < 60 else text[:57] + '...'}"
+
+    def __repr__(self) -> str:
+        return f"GuardedOnUseConstant({self._value!r})"
+
+
+class ConstantMethodVariable(Variable):
+    """A method of a Python constant (`"a,b".split`, `(1, 2).index`): evaluated now."""
+
+    def __init__(self, obj: Any, name: str) -> None:
+        self.obj = obj
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method {type(self.obj).__name__}.{self.name}"
+
+    def truth(self, frame: Frame) -> bool:
+        if always_true(getattr(self.obj, self.name)):
+            return True
+        return super().truth(frame)
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        # an iterator argument (`",".join(str(i) for i in xs)`) is consumed into a list first
+        items = [a.unpack(frame) if isinstance(a, IteratorVariable) else None for a in args]
+        trackers = [*itertools.chain.from_iterable(i if i is not None else [a] for a, i in zip(args, items))]
+        if not all(t.is_constant() for t in [*trackers, *kwargs.values()]):
+            raise Unsupported(f"{self.describe()} with non-constant arguments")
+        values = [[t.as_constant() for t in i] if i is not None else a.as_constant() for a, i in zip(args, items)]
+        try:
+            result = getattr(self.obj, self.name)(*values, **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            raise_python_error(frame, e)
+        return constant(result)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.constant(self.obj)}.{self.name}"
+
+
+class BoundMethodVariable(Variable):
+    """`obj.method` before the call (a container's, an iterator's): calling it runs `obj.call_method`."""
+
+    def __init__(self, obj: Variable, name: str) -> None:
+        self.obj = obj
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method {self.name} of {self.obj.describe()}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return self.obj.call_method(frame, self.name, args, kwargs)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.expr(self.obj)}.{self.name}"
+
+
+class IteratorVariable(Variable):
+    """An iterator over a known list of items (from GET_ITER on a tracked iterable).
+
+    `failure`, when set, is the exception (class, message) raised once the items run out, as
+    `zip(..., strict=True)` raises only when it reaches the shortest argument's end.
+    """
+
+    def __init__(self, items: list[Variable], failure: tuple[type[BaseException], str] | None = None) -> None:
+        self.items = items
+        self.index = 0
+        self.failure = failure
+
+    def describe(self) -> str:
+        return "iterator"
+
+    def get_iter(self, frame: Frame) -> Variable:
+        return self
+
+    def reconstruct(self, codegen: Any) -> str:
+        return f"iter(({''.join(codegen.expr(i) + ', ' for i in self.items[self.index :])}))"
+
+    def next(self, frame: Frame) -> Variable | None:
+        """The next item, or None when exhausted."""
+        if self.index >= len(self.items):
+            if self.failure is not None:
+                raise raise_new(frame, *self.failure)
+            return None
+        item = self.items[self.index]
+        self.index += 1
+        return item
+
+    def unpack(self, frame: Frame) -> list[Variable]:
+        rest = []
+        while (item := self.next(frame)) is not None:
+            rest.append(item)
+        return rest
+
+    def finished_value(self) -> Variable:
+        """What an exhausted iterator's StopIteration carries as `value` (a generator's return)."""
+        return constant(None)
+
+    def stop(self, frame: Frame) -> TracedException:
+        """The StopIteration an exhausted iterator raises, carrying a generator's return value."""
+        value = self.finished_value()
+        if value.is_constant() and value.as_constant() is None:
+            return raise_new(frame, StopIteration)
+        return TracedException(frame.instantiate(StopIteration, [value], {}))
+
+    # whether the real iterator has `__length_hint__` (list, tuple, dict and set iterators;
+    # generators, map, zip and the sequence-protocol iterator have none)
+    has_length_hint = True
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name in ("__next__", "__iter__") or name == "__length_hint__" and self.has_length_hint:
+            return BoundMethodVariable(self, name)
+        if name == "__length_hint__":
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
+        return super().getattr(frame, name)
+
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        """`it.__next__()`, `it.__iter__()`, `it.__length_hint__()`: what `next`, `iter` and
+        `operator.length_hint` call."""
+        if args or kwargs:
+            raise Unsupported(f"{name}() of {self.describe()} with arguments")
+        if name == "__iter__":
+            return self
+        if name == "__length_hint__":
+            return constant(max(len(self.items) - self.index, 0))
+        item = self.next(frame)
+        if item is None:
+            raise self.stop(frame)
+        return item
+
+    def iterated(self) -> Variable | None:
+        """The mutable container this iterator reads live, if any (a break must not copy it)."""
+        return None
+
+    def may_raise(self) -> bool:
+        """Whether a later step raises (a tuple of the remaining items would not)."""
+        return self.failure is not None
+
+
+class NullVariable(Variable):
+    """The NULL that CALL-sequences push below a callable (3.11/3.12 calling convention)."""
+
+    def describe(self) -> str:
+        return "NULL"
+
+
+NULL = NullVariable()
+
+_CACHE_LIMIT = 256
+_small_constants: dict[tuple[type, Any], ConstantVariable] = {}
+process_state.register_containers("variables.small_constants", _small_constants, memo=True)
+
+
+def constant(value: Any) -> ConstantVariable:
+    """A ConstantVariable for `value`, shared for small immutable values."""
+    if isinstance(value, (bool, int, str)) or value is None:
+        key = (type(value), value)
+        var = _small_constants.get(key)
+        if var is None:
+            var = ConstantVariable(value)
+            if len(_small_constants) < _CACHE_LIMIT:
+                _small_constants[key] = var
+        return var
+    return ConstantVariable(value)

@@ -1,0 +1,134 @@
+"""Identity of trackers: whether two stand for one object (`is`), decided while tracing and guarded
+so that later calls decide it alike.
+
+A tracker stands for a fixed object (`value_object`), a constant, a value the graph computes (a
+tensor is the object its node computes) or an object made while tracing (its tracker is its
+identity). `same_object` answers from these; `guard_identity` installs the guards an answer
+relies on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from ..errors import Unsupported
+from .base import Variable
+from .constants import ConstantVariable
+from .symbolic import GraphValueVariable
+
+if TYPE_CHECKING:
+    from ..interpreter.frame import Frame
+
+
+def is_same(frame: Frame, a: Variable, b: Variable) -> bool:
+    """`a is b` decided at trace time, and guarded so that later calls decide it alike."""
+    same = same_object(a, b)
+    if same is None:
+        raise Unsupported(f"`is` between {a.describe()} and {b.describe()}")
+    guard_identity(frame, a, b, same)
+    return same
+
+
+def guard_identity(frame: Frame, a: Variable, b: Variable, same: bool) -> None:
+    """Guard the answer of `a is b` on the operands that come from the frame: two sources are
+    checked against each other, one source against the other operand's object (a sentinel
+    default, None). Objects created while tracing are new on every call and need nothing."""
+    if a is b or _made_while_tracing(a) or _made_while_tracing(b):
+        return
+    guards = frame.output.guards
+    if a.source is not None and b.source is not None:
+        if same:
+            guards.same_object(a.source, b.source)
+        else:
+            guards.distinct_objects(a.source, b.source)
+        return
+    for var, other in ((a, b), (b, a)):
+        if var.source is None or _graph_tensor(var) and other.is_constant():
+            continue  # a tensor input's guard already fixes its type
+        if other.is_constant():
+            target = other.as_constant()
+        else:
+            target = _identity(other)
+            if target is None:
+                continue  # a value computed in the graph: never an outside object
+        if same:
+            guards.id_match(var.source, target)
+        else:
+            guards.not_identical(var.source, target)
+
+
+def same_or_equal(frame: Frame, a: Variable, b: Variable) -> bool:
+    """`a is b or a == b` as `list.index` / `in` decide it, for trackers known while tracing."""
+    same = same_object(a, b)
+    if same is not None:
+        guard_identity(frame, a, b, same)
+    if same:
+        return True
+    if a.is_constant() and b.is_constant():
+        return bool(a.as_constant() == b.as_constant())
+    if same is None:
+        raise Unsupported(f"comparing {a.describe()} with {b.describe()}")
+    return False
+
+
+def same_object(a: Variable, b: Variable) -> bool | None:
+    """Whether `a` and `b` stand for one object, None when tracing cannot tell."""
+    if a is b:
+        return True
+    if _made_while_tracing(a) or _made_while_tracing(b):
+        return False
+    if a.is_constant() and b.is_constant():
+        return a.as_constant() is b.as_constant()
+    ia, ib = _identity(a), _identity(b)
+    if ia is not None and ib is not None:
+        return ia is ib
+    # one object reached twice, once wrapped as a constant (a default value) and once as an
+    # object (through a source): identity of the real objects
+    if ia is not None and isinstance(b, ConstantVariable):
+        return b.value is ia
+    if ib is not None and isinstance(a, ConstantVariable):
+        return a.value is ib
+    if (ia is not None or a.is_constant()) and _graph_tensor(b):
+        return False
+    if (ib is not None or b.is_constant()) and _graph_tensor(a):
+        return False
+    if _graph_tensor(a) and _graph_tensor(b):
+        return a.node is b.node
+    if a.is_constant() != b.is_constant() and (ia is not None or ib is not None):
+        return False
+    for var, other in ((a, b), (b, a)):
+        # a tracked container or number against None/True/False: a value of another type is
+        # never that singleton (`self.__dict__.get(name) is None` on a tuple of tensors)
+        if other.is_constant() and any(other.as_constant() is s for s in _SINGLETONS) and not var.is_constant():
+            if var.python_type() is not type(other.as_constant()):
+                return False
+    return None
+
+
+_SINGLETONS = (None, True, False, Ellipsis, NotImplemented)
+
+
+def identity_of(var: Variable) -> Any:
+    """What stands for `var`'s object when it is compared by identity (as a dict key): the object
+    it stands for, the node computing a tensor, or the tracker of an object made while tracing;
+    None when tracing cannot tell."""
+    if _made_while_tracing(var):
+        return var
+    if _graph_tensor(var):
+        return var.node
+    return _identity(var)
+
+
+def _made_while_tracing(var: Variable) -> bool:
+    """Objects created in the frame: their tracker is their identity."""
+    return var.made_while_tracing()
+
+
+def _identity(var: Variable) -> Any:
+    """The real object a tracker stands for, when it stands for one fixed object."""
+    return var.value_object
+
+
+def _graph_tensor(var: Variable) -> TypeGuard[GraphValueVariable]:
+    """A tensor the graph computes: the object its node computes, never a fixed object."""
+    return isinstance(var, GraphValueVariable) and var.is_tensor()

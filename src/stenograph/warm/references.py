@@ -1,0 +1,297 @@
+"""Pickling what a compile made, with every live object written as a way to find it again.
+
+A guard set and a transformed function's namespace refer to objects of this process: module
+globals dicts, classes, functions, code objects, closure cells, the entry layer's wrappers and
+the backend's compiled graph. None of them can be trusted from disk. `dumps` writes each as a
+reference (pickle's persistent ids): a module by name, a function by module, qualified name and
+the fingerprint of its code, a code object by file, name, line and fingerprint, a cell by the
+function that owns it, an entry-layer wrapper by the call that made it. `loads` finds each one in
+the live process and refuses (`Unresolved`) when what it finds is not what was compiled: a
+function whose code changed, a module not loaded, a class that moved.
+
+Objects with no way back (a tensor held by generated code, a function made inside another and
+found nowhere else) make `dumps` raise `NotPersistable`: that entry is simply not stored.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import io
+import pickle
+import sys
+import types
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from .. import process_state
+from ..graph.runtime import maker_of
+from .fingerprints import code_fingerprint
+
+
+class NotPersistable(Exception):
+    """An object a compile used that another process could not find again."""
+
+
+class Unresolved(Exception):
+    """A reference that does not lead to the object compiled against in this process."""
+
+
+class Context:
+    """What references resolve against in the loading process: the cache's backend, the maker
+    functions by name, and the compiled graphs by index."""
+
+    def __init__(self, backend: Any, makers: dict[str, Callable[..., Any]], graphs: list[Any]) -> None:
+        self.backend = backend
+        self.makers = makers
+        self.graphs = graphs
+
+
+class _Persister(pickle.Pickler):
+    def __init__(self, file: io.BytesIO, backend: Any, graphs: dict[int, int], named: dict[int, Any]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.backend = backend
+        self.graphs = graphs
+        self.named = named  # id(object) -> the reference to use for it (a cell's owner, say)
+
+    def persistent_id(self, obj: Any) -> Any:  # noqa: C901 - one case per kind of reference
+        key = id(obj)
+        if key in self.graphs:
+            return ("graph", self.graphs[key])
+        if key in self.named:
+            return self.named[key]
+        if obj is self.backend:
+            return ("backend",)
+        kind = type(obj)
+        if kind is type and obj in _UNNAMED_TYPES:
+            return ("type", _UNNAMED_TYPES[obj])
+        if kind is types.ModuleType:
+            return ("module", obj.__name__)
+        if kind is dict and _module_of_globals(obj) is not None:
+            return ("globals", obj["__name__"])
+        if kind is types.CodeType:
+            return ("code", obj.co_filename, obj.co_qualname, obj.co_firstlineno, code_fingerprint(obj))
+        if kind is types.CellType:
+            raise NotPersistable("a closure cell whose function is not known")
+        if kind is weakref.ref:
+            target = obj()
+            if target is None:
+                raise NotPersistable("a weak reference whose object died")
+            return ("weakref", target)
+        made = maker_of(obj)
+        if made is not None:
+            return ("made", *made)
+        if kind is types.FunctionType:
+            return _function_reference(obj)
+        if kind is property:
+            if obj.fget is None:
+                raise NotPersistable("a property without a getter")
+            return ("property", obj.fget, obj.fset, obj.fdel)
+        if isinstance(obj, torch.Tensor):
+            raise NotPersistable(f"a tensor ({tuple(obj.shape)}) held by generated code")
+        if kind is types.MappingProxyType:
+            raise NotPersistable("a class __dict__ whose class is not known")
+        return None
+
+
+# builtin classes pickle cannot name (`builtins.function` does not exist): by their `types` name
+_UNNAMED_TYPES: dict[type, str] = {
+    t: name
+    for name, t in vars(types).items()
+    if isinstance(t, type) and t.__module__ == "builtins" and getattr(builtins, t.__name__, None) is not t
+}
+
+
+def _module_of_globals(value: dict) -> types.ModuleType | None:
+    name = value.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    return module if module is not None and getattr(module, "__dict__", None) is value else None
+
+
+def _function_reference(fn: types.FunctionType) -> tuple:
+    """A function by module, qualified name and code: found by its name or, for one a decorator
+    made (its name is its wrapped function's), by its code among the module's functions."""
+    module = getattr(fn, "__module__", None)
+    if not isinstance(module, str):
+        raise NotPersistable(f"function {fn.__qualname__} has no module")
+    return ("function", module, fn.__qualname__, code_fingerprint(fn.__code__))
+
+
+def dumps(obj: Any, backend: Any, graphs: dict[int, int], named: dict[int, Any] | None = None) -> bytes:
+    """`obj` pickled with references for live objects; `graphs` maps the id of each compiled
+    graph held to its index in the entry's artifacts, `named` gives references for objects the
+    pickler cannot name itself (a cell, by its owner). Raises `NotPersistable`."""
+    buffer = io.BytesIO()
+    try:
+        _Persister(buffer, backend, graphs, named or {}).dump(obj)
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        raise NotPersistable(f"{type(e).__name__}: {e}") from e
+    return buffer.getvalue()
+
+
+class _Resolver(pickle.Unpickler):
+    def __init__(self, file: io.BytesIO, context: Context) -> None:
+        super().__init__(file)
+        self.context = context
+
+    def persistent_load(self, pid: Any) -> Any:
+        kind, *rest = pid
+        if kind == "graph":
+            return self.context.graphs[rest[0]]
+        if kind == "backend":
+            return self.context.backend
+        if kind == "module":
+            return _module(rest[0])
+        if kind == "type":
+            return getattr(types, rest[0])
+        if kind == "globals":
+            return _module(rest[0]).__dict__
+        if kind == "code":
+            return find_code(*rest)
+        if kind == "function":
+            return find_function(*rest)
+        if kind == "weakref":
+            return weakref.ref(rest[0])
+        if kind == "cell":
+            owner, index = rest
+            return owner.__closure__[index]
+        if kind == "property":
+            return find_property(*rest)
+        if kind == "classdict":
+            return rest[0].__dict__
+        if kind == "made":
+            maker, args, kwargs = rest
+            return self.context.makers[maker](*args, **kwargs)
+        raise Unresolved(f"unknown reference kind {kind!r}")
+
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return super().find_class(module, name)
+        except (ImportError, AttributeError) as e:
+            raise Unresolved(f"{module}.{name}: {e}") from e
+
+
+def loads(data: bytes, context: Context) -> Any:
+    """The object `dumps` wrote, its references found in this process. Raises `Unresolved`."""
+    try:
+        return _Resolver(io.BytesIO(data), context).load()
+    except Unresolved:
+        raise
+    except Exception as e:  # a damaged or foreign pickle: never trusted, never fatal
+        raise Unresolved(f"unreadable entry ({type(e).__name__}: {e})") from e
+
+
+def _module(name: str) -> types.ModuleType:
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            module = importlib.import_module(name)
+        except Exception as e:
+            raise Unresolved(f"module {name} cannot be imported: {e}") from e
+    return module
+
+
+def find_function(module_name: str, qualname: str, fingerprint: str) -> types.FunctionType:
+    """The live function `module.qualname` if its code is the one compiled against; else the
+    one function of the module with that code (a decorator's wrapper stored on a class)."""
+    module = _module(module_name)
+    found = _by_qualname(module, qualname)
+    if isinstance(found, types.FunctionType) and code_fingerprint(found.__code__) == fingerprint:
+        return found
+    matches = [f for f in _reachable_functions(module) if code_fingerprint(f.__code__) == fingerprint]
+    distinct = list({id(f): f for f in matches}.values())
+    if len(distinct) != 1:
+        what = "no function" if not distinct else f"{len(distinct)} functions"
+        raise Unresolved(f"{module_name}.{qualname}: {what} with the compiled code")
+    return distinct[0]
+
+
+def find_property(fget: types.FunctionType, fset: Any, fdel: Any) -> property:
+    """The live property made of these (live) functions: on the class its getter was defined
+    in, under any name (a property is checked by identity, so a copy would never match)."""
+    owner_name, _, _ = fget.__qualname__.rpartition(".")
+    owner = _by_qualname(_module(fget.__module__), owner_name) if owner_name else None
+    for value in vars(owner).values() if isinstance(owner, type) else ():
+        if isinstance(value, property) and (value.fget, value.fset, value.fdel) == (fget, fset, fdel):
+            return value
+    raise Unresolved(f"no property of {fget.__module__}.{owner_name} made of the compiled functions")
+
+
+def _by_qualname(module: types.ModuleType, qualname: str) -> Any:
+    """`module.a.b.c` read as the class dicts hold it (a staticmethod's function, not a bound
+    method), None where a part is missing or local to a function."""
+    obj: Any = module
+    for part in qualname.split("."):
+        if part == "<locals>":
+            return None
+        if isinstance(obj, type):
+            obj = obj.__dict__.get(part)
+        else:
+            obj = getattr(obj, "__dict__", {}).get(part)
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        if obj is None:
+            return None
+    return obj
+
+
+def _reachable_functions(module: types.ModuleType) -> Iterator[types.FunctionType]:
+    """Functions of a module's globals and of its classes' dicts (properties' accessors, static
+    and class methods included), with the functions their closures hold and `__wrapped__`."""
+    seen: set[int] = set()
+    pending: list[Any] = list(vars(module).values())
+    while pending:
+        obj = pending.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, type) and obj.__module__ == module.__name__:
+            pending.extend(obj.__dict__.values())
+        elif isinstance(obj, (staticmethod, classmethod)):
+            pending.append(obj.__func__)
+        elif isinstance(obj, property):
+            pending.extend(f for f in (obj.fget, obj.fset, obj.fdel) if f is not None)
+        elif isinstance(obj, types.FunctionType) and obj.__module__ == module.__name__:
+            yield obj
+            for cell in obj.__closure__ or ():
+                try:
+                    pending.append(cell.cell_contents)
+                except ValueError:
+                    pass
+            wrapped = obj.__dict__.get("__wrapped__")
+            if wrapped is not None:
+                pending.append(wrapped)
+
+
+# filename -> (qualname, first line, fingerprint) -> code object, per module file found
+_code_index: dict[str, dict[tuple[str, int, str], types.CodeType]] = {}
+process_state.register_containers("warm.code_index", _code_index, memo=True)
+
+
+def find_code(filename: str, qualname: str, firstlineno: int, fingerprint: str) -> types.CodeType:
+    """The live code object compiled from `filename` under that name, line and fingerprint:
+    among the code of the module loaded from the file (its functions, its classes' methods and
+    the code nested in theirs)."""
+    index = _code_index.get(filename)
+    if index is None or (qualname, firstlineno, fingerprint) not in index:
+        index = _code_index[filename] = _index_file(filename)
+    found = index.get((qualname, firstlineno, fingerprint))
+    if found is None:
+        raise Unresolved(f"no code {qualname} at {filename}:{firstlineno} as compiled (changed or not loaded)")
+    return found
+
+
+def _index_file(filename: str) -> dict[tuple[str, int, str], types.CodeType]:
+    index: dict[tuple[str, int, str], types.CodeType] = {}
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) != filename:
+            continue
+        pending = [f.__code__ for f in _reachable_functions(module)]
+        while pending:
+            code = pending.pop()
+            index[(code.co_qualname, code.co_firstlineno, code_fingerprint(code))] = code
+            pending.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return index

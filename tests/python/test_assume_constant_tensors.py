@@ -1,0 +1,112 @@
+"""`assume_constant_result` functions called with tensors (issue 27): as torch does, the function
+runs while tracing on the tensors' real values in this call (an intermediate's value computed by
+running the graph so far on copies of the inputs), and its result is a constant of the graph,
+not guarded: a later call with other values reuses it, exactly as torch.compile's does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stenograph
+
+from ._support import assert_same, check
+
+
+@stenograph.assume_constant_result
+def _positive(t):
+    return bool(t.sum() > 0)
+
+
+@stenograph.assume_constant_result
+def _doubled(t):
+    return t * 2
+
+
+@stenograph.assume_constant_result
+def _total(t):
+    return t.sum().item()
+
+
+def _on_input(x):
+    return x + 1 if _positive(x) else x - 1
+
+
+def _on_intermediate(x):
+    return x * 3 + 1 if _positive(x - 100) else x - 1
+
+
+def _tensor_result(x):
+    return x + _doubled(x)
+
+
+def _number_result(x):
+    return x * _total(x + 1)
+
+
+_CASES = [_on_input, _on_intermediate, _tensor_result, _number_result]
+
+
+def _torch_twin(fn):
+    """The same program with torch's decorator, compiled by torch.compile (the peer)."""
+    marked = {
+        name: torch._dynamo.assume_constant_result(getattr(f, "__wrapped__", f))
+        for name, f in (("_positive", _positive), ("_doubled", _doubled), ("_total", _total))
+    }
+    twin = type(fn)(fn.__code__, {**fn.__globals__, **marked}, fn.__name__)
+    return torch.compile(twin, backend="eager")
+
+
+@pytest.mark.parametrize("fn", _CASES, ids=lambda f: f.__name__)
+def test_first_call_as_eager_later_calls_as_torch(cnt, fn):
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = torch.ones(3)
+    assert_same(compiled(x), fn(x))
+    assert_same(compiled(x), fn(x))
+    assert cnt.frame_count == 1
+    torch._dynamo.reset()
+    peer = _torch_twin(fn)
+    peer(x)
+    other = -torch.ones(3) * 2
+    # the result is assumed constant: not guarded, the graph of the first call serves (as torch's)
+    assert_same(compiled(other), peer(other))
+    assert cnt.frame_count == 1
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("fn", _CASES, ids=lambda f: f.__name__)
+def test_export_folds_the_result(fn):
+    x = torch.ones(3)
+    ours = stenograph.export(fn)(x).graph_module
+    theirs = torch._dynamo.export(_torch_twin(fn)._torchdynamo_orig_callable)(x).graph_module
+    for arg in (x, -x):
+        assert_same(ours(arg), theirs(arg))
+    torch._dynamo.reset()
+
+
+def test_value_computed_without_changing_the_call(cnt):
+    """The graph so far runs on copies, with the RNG forked: the input is changed once and the
+    random stream is eager's."""
+
+    def fn(x):
+        x.add_(1)
+        noise = torch.rand(3)
+        if _positive(x - 1.5):
+            return x + noise
+        return x - noise
+
+    check(fn, lambda i: (torch.ones(3) * (i + 1),), cnt, graphs=1, calls=1)
+
+
+def test_other_arguments_still_break(cnt):
+    @stenograph.assume_constant_result
+    def length(xs):
+        return len(xs)
+
+    def fn(x):
+        return x * length([x, x])
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = torch.ones(2)
+    assert_same(compiled(x), fn(x))
+    assert cnt.frame_count == 1  # the call of `length` breaks the graph; the code after it is one graph

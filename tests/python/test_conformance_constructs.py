@@ -1,0 +1,552 @@
+"""Python constructs TorchDynamo's own test suite exercises (issue 27), each compared with eager and
+with torch.compile's graph count: dicts keyed by tensors and objects, `next()` on iterators,
+`functools.lru_cache`, builtin `max`/`min` over tensors, `nonlocal` chains, exceptions leaving
+the frame, function attributes set while tracing."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import helpers
+import pytest
+import torch
+
+import stenograph
+
+from ._support import check, t
+
+
+class _Key:
+    """Hashed and compared by identity, as a dict key."""
+
+
+_K1, _K2 = _Key(), _Key()
+
+
+# -- dicts keyed by tensors and objects ------------------------------------------------------------
+
+
+def test_dict_with_tensor_keys(cnt):
+    def fn(x, y):
+        d = {x: 1, y: 2}
+        d[x] = d[x] + 10
+        return x + d[x] + d.get(y, 0) + (x in d) + d.get(x + 1, 5) + ((x * 2) in d)
+
+    check(fn, lambda i: (t(3, seed=i), t(3, seed=i + 9)), cnt)
+
+
+def test_dict_with_tensor_keys_setdefault_pop(cnt):
+    def fn(x, y):
+        d = {}
+        d.setdefault(x, []).append(1)
+        d.setdefault(x, []).append(2)
+        d[y] = [3]
+        popped = d.pop(x)
+        return x + len(popped) + len(d) + d.pop(x, [0])[0] + d.popitem()[0]
+
+    check(fn, lambda i: (t(3, seed=i), t(3, seed=i + 9)), cnt)
+
+
+def test_dict_with_tensor_keys_returned_and_iterated(cnt):
+    def fn(x, y):
+        d = {x: x + 1, y: 2}
+        total = 0
+        for k in d:
+            total = total + k * 2
+        for k, v in d.items():
+            total = total + k + v
+        return d, total, list(d.keys())[0] is x
+
+    x, y = t(3), t(3, seed=1)
+    d, total, first = stenograph.compile(fn, backend=cnt)(x, y)
+    d_e, total_e, first_e = fn(x, y)
+    assert [(k is x, k is y) for k in d] == [(True, False), (False, True)]
+    assert torch.equal(d[x], d_e[x]) and d[y] == d_e[y] == 2
+    assert torch.equal(total, total_e) and first is first_e is True
+    assert cnt.frame_count == 1
+
+
+def test_dict_comprehension_over_parameters(cnt):
+    lin = torch.nn.Linear(3, 3)
+
+    def fn(x):
+        order = {p: i for i, p in enumerate(lin.parameters())}
+        return x + order[lin.weight] + order[lin.bias]
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_aliased_tensor_keys_are_one_key(cnt):
+    def fn(x, y):
+        return x + len({x: 1, y: 2})
+
+    same = torch.ones(3)
+    assert stenograph.compile(fn, backend=cnt)(same, same).tolist() == fn(same, same).tolist() == [2.0] * 3
+    assert stenograph.compile(fn, backend=cnt)(same, torch.ones(3)).tolist() == [3.0] * 3
+
+
+def test_missing_tensor_key_raises_key_error_with_the_key():
+    def fn(x, y):
+        d = {x: 1}
+        try:
+            return d[y]
+        except KeyError as e:
+            return e.args[0] is y
+
+    x, y = t(3), t(3, seed=1)
+    assert stenograph.compile(fn, backend="eager")(x, y) is True
+
+
+def test_dict_with_object_keys(cnt):
+    def fn(x):
+        a, b = _Key(), _Key()
+        d = {_K1: x, _K2: x + 1, a: 3}
+        d[_K1] = d[_K1] * 2
+        del d[a]
+        return d[_K1] + d[_K2] + (_K2 in d) + (a in d) + (b in d) + len(d)
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_dict_passed_in_with_object_keys(cnt):
+    def fn(x, d):
+        d[_K2] = x + 1
+        return d[_K1] + d.get(_K2, 0) + x
+
+    check(fn, lambda i: (t(3, seed=i), {_K1: 1, _K2: 2}), cnt)
+
+
+def test_object_key_from_a_global_is_guarded(cnt, monkeypatch):
+    def fn(x, d):
+        return x + d.get(_K1, 0)
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x, d = t(3), {_K1: 1}
+    assert compiled(x, d).tolist() == (x + 1).tolist()
+    assert compiled(x, d).tolist() == (x + 1).tolist()
+    assert cnt.frame_count == 1
+    monkeypatch.setitem(globals(), "_K1", _Key())
+    assert compiled(x, d).tolist() == x.tolist()  # another object: not in the dict
+    assert cnt.frame_count == 2
+
+
+def test_key_with_its_own_hash_runs_eagerly(cnt):
+    class Hashed:
+        def __hash__(self):
+            return 1
+
+        def __eq__(self, other):
+            return True
+
+    def fn(x):
+        return {Hashed(): x}[Hashed()] + 1
+
+    with pytest.warns(stenograph.StenographWarning, match="dict key .*Hashed object"):
+        assert torch.equal(stenograph.compile(fn, backend=cnt)(t(3)), fn(t(3)))
+    assert cnt.frame_count == 0
+
+
+# -- functools.lru_cache / functools.cache -------------------------------------------------------
+
+
+@functools.lru_cache(None)
+def _doubled(n):
+    return n * 2
+
+
+@functools.cache
+def _added(n, m=1):
+    return n + m
+
+
+@functools.lru_cache(maxsize=4)
+def _scaled(t):
+    return t * 2
+
+
+def test_lru_cache_with_constant_arguments_is_inlined(cnt):
+    def fn(x):
+        return x + _doubled(3) + _added(4, m=2) + _added(1)
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_lru_cache_with_constant_arguments_is_guarded(cnt, monkeypatch):
+    def fn(x):
+        return x + _doubled(3)
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = t(3)
+    assert torch.equal(compiled(x), x + 6)
+    monkeypatch.setitem(globals(), "_doubled", functools.lru_cache(None)(lambda n: n * 10))
+    assert torch.equal(compiled(x), x + 30)
+    assert cnt.frame_count == 2
+
+
+def test_lru_cache_with_a_tensor_argument_is_a_graph_break(cnt):
+    def fn(x):
+        y = x.sin()
+        return _scaled(y) + 1
+
+    explained = stenograph.explain(fn)(t(3))
+    assert any("lru_cache-wrapped" in b.reason for b in explained.break_reasons)
+    x = t(3)
+    before = _scaled.cache_info().misses
+    assert torch.equal(stenograph.compile(fn, backend=cnt)(x), fn(x))
+    assert _scaled.cache_info().misses == before + 2  # the real wrapper ran, as eagerly
+
+
+# -- builtin max() / min() over tensors --------------------------------------------------------------
+
+
+def test_max_min_of_one_element_tensors(cnt):
+    def fn(a, b):
+        return max(a, b), min(a, b), max(a, b, a * 0.5), min([b, a])
+
+    check(fn, lambda i: (t(1, seed=i, grad=True), t(1, seed=i + 5, grad=True)), cnt, grads=True)
+
+
+def test_max_min_iterating_a_tensor(cnt):
+    def fn(x):
+        return max(x), min(x), max(x[0], x[1])
+
+    check(fn, lambda i: (t(5, seed=i, grad=True),), cnt, grads=True)
+
+
+def test_max_keeps_the_first_on_ties_and_nan(cnt):
+    def fn(a, b):
+        return max(a, b), min(a, b), max(b, a)
+
+    nan = torch.tensor(float("nan"))
+    for a, b in [(torch.tensor(2.0), torch.tensor(2.0)), (torch.tensor(3.0), nan), (nan, torch.tensor(1.0))]:
+        compiled = stenograph.compile(fn, backend=cnt)(a, b)
+        for got, want in zip(compiled, fn(a, b)):
+            torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_max_of_tensors_of_several_elements_raises_as_eager(cnt):
+    def fn(a, b):
+        try:
+            return max(a, b)
+        except RuntimeError as e:
+            return a.sum() + len(str(e))
+
+    check(fn, lambda i: (t(3, seed=i), t(3, seed=i + 1)), cnt, peer=False)  # torch.compile: torch.maximum
+
+
+def test_max_of_a_tensor_and_a_number_is_a_graph_break(cnt):
+    def fn(x):
+        return max(x.sum(), 0.5) * 2
+
+    explained = stenograph.explain(fn)(t(3))
+    assert explained.graph_break_count == 1
+    for x in (t(3), torch.full((3,), -1.0)):
+        got, want = stenograph.compile(fn, backend=cnt)(x), fn(x)
+        assert type(got) is type(want) and float(got) == float(want)
+
+
+# -- next() on iterators -------------------------------------------------------------------------------
+
+
+def test_next_with_and_without_default(cnt):
+    def fn(x):
+        it = iter([x, x + 1, x + 2])
+        a, b, c = next(it), next(it), next(it, None)
+        return a + b + c + next(it, x * 0) + len(list(it))
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_next_in_loops_over_tuple_dict_and_range_iterators(cnt):
+    def fn(x):
+        it = iter((1, 2, 3))
+        while (v := next(it, None)) is not None:
+            x = x + v
+        keys = iter({"a": 1, "b": 2})
+        numbers = iter(range(5))
+        next(numbers)
+        for n in numbers:
+            x = x * n + next(numbers, 0)
+        return x, next(keys), list(keys)
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_in_consumes_an_iterator_only_up_to_the_item(cnt):
+    def fn(x):
+        it = iter([1, 2, 3, 4])
+        found = 2 in it
+        names = iter(["my_weight", "not_my_weight"])
+        next(names)
+        return x + found + next(it), "my_weight" in names, 9 in it, list(it)
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_iterator_dunders_called_directly(cnt):
+    def fn(x):
+        items = [x, x * 2, x * 3]
+        it = items.__iter__()
+        first = it.__next__()
+        hint = it.__length_hint__()
+        same = it.__iter__() is it
+        return first + next(it) + hint + same + (1,).__iter__().__next__()
+
+    check(fn, lambda i: (t(3, seed=i),), cnt, torch_graphs=2)
+
+
+def test_dunder_next_of_an_exhausted_iterator_raises_stop_iteration(cnt):
+    def fn(x):
+        it = iter((x,))
+        it.__next__()
+        try:
+            it.__next__()
+        except StopIteration:
+            return x + 1
+        return x
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_length_hint_is_absent_where_python_has_none(cnt):
+    def fn(x):
+        return hasattr(map(abs, [1]), "__length_hint__"), hasattr(iter([1]), "__length_hint__"), x + 1
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+# -- truth value of functions -------------------------------------------------------------------------
+
+
+def test_truth_value_of_torch_functions(cnt):
+    def fn(x):
+        if torch.add:
+            x = x + 1
+        if torch.nn.functional.relu and torch.Tensor.add:
+            x = x * 2
+        if not torch.sin:
+            x = x - 10
+        return x, bool(torch.cos)
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+# -- closures sharing cells made in the frame ---------------------------------------------------------
+
+
+def test_returned_closures_share_their_cells(cnt):
+    def fn(x):
+        count = 0
+        acc = x + 1
+
+        def inc(t):
+            nonlocal count, acc
+            count += 1
+            acc = acc + t
+            return count
+
+        def get():
+            return count, acc
+
+        inc(x)
+        return inc, get
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = t(3)
+    results = []
+    for f in (fn, compiled):
+        inc, get = f(x)
+        results.append([get(), inc(x), get(), inc(x * 2), get()])
+    helpers.assert_same(results[1], results[0])
+    assert cnt.frame_count == 1
+    assert helpers.count_torch_graphs(fn, lambda c: c(x)) == 1
+
+
+def test_nonlocal_chain_over_three_levels(cnt):
+    def fn(x):
+        acc = x
+        n = 1
+
+        def l1():
+            nonlocal n
+
+            def l2():
+                def l3():
+                    nonlocal acc, n
+                    acc = acc * 2
+                    n += 10
+
+                l3()
+                nonlocal acc
+                acc = acc + n
+
+            n += 1
+            l2()
+
+        l1()
+        l1()
+        return acc, n
+
+    check(fn, lambda i: (t(3, seed=i, grad=True),), cnt, grads=True)
+
+
+# -- classes with their own __new__ -----------------------------------------------------------------
+
+
+class _Doubled:
+    def __new__(cls, v):
+        obj = super().__new__(cls)
+        obj.doubled = v * 2
+        return obj
+
+    def __init__(self, v):
+        self.v = v
+
+
+class _DoubledChild(_Doubled):
+    def __new__(cls, v):
+        return super().__new__(cls, v + 1)
+
+
+class _Plain:
+    def __new__(cls, *args):
+        return object.__new__(cls)
+
+
+class _Other:
+    def __new__(cls, v):
+        return v * 3  # not an instance: no __init__ runs
+
+    def __init__(self, v):
+        raise AssertionError("not called")
+
+
+def test_class_with_own_new(cnt):
+    def fn(x):
+        a, b = _Doubled(x), _DoubledChild(x)
+        return a.doubled + a.v, b.doubled + b.v, isinstance(_Plain(1, 2), _Plain), _Other(x), type(b).__name__
+
+    check(fn, lambda i: (t(3, seed=i, grad=True),), cnt, grads=True)
+
+
+def test_new_returned_object_is_rebuilt(cnt):
+    def fn(x):
+        obj = _Doubled(x)
+        return obj
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_singleton_new_keeps_its_instance_on_the_class(cnt):
+    def run(compiled):
+        class Single:
+            instance = None
+
+            def __new__(cls):
+                if cls.instance is None:
+                    cls.instance = super().__new__(cls)
+                return cls.instance
+
+        def fn(x):
+            a, b = Single(), Single()
+            return x + (a is b), a
+
+        f = compiled(fn)
+        out, a = f(t(3))
+        assert Single.instance is a and type(a) is Single
+        out2, a2 = f(t(3))
+        return out, out2, a2 is a
+
+    want = run(lambda f: f)
+    got = run(lambda f: stenograph.compile(f, backend=cnt))
+    helpers.assert_same(got, want)
+
+
+# -- super() inside classmethods ---------------------------------------------------------------------
+
+
+class _Base:
+    scale = 2
+
+    def __init__(self, v):
+        self.v = v
+
+    @classmethod
+    def build(cls, v):
+        return cls(v * cls.scale)
+
+    @classmethod
+    def label(cls):
+        return cls.__name__
+
+    @staticmethod
+    def bump(v):
+        return v + 1
+
+
+class _Derived(_Base):
+    scale = 3
+
+    @classmethod
+    def build(cls, v):
+        obj = super().build(v)
+        obj.label = super().label()
+        return obj
+
+    @classmethod
+    def both(cls, v):
+        return super(_Derived, cls).bump(v) + super().bump(v)  # noqa: UP008 - the two-argument form is tested
+
+
+_DERIVED = _Derived(1)
+
+
+def test_super_in_classmethods_called_through_class_and_instance(cnt):
+    def fn(x):
+        a, b = _Derived.build(x), _DERIVED.build(x)
+        return (
+            a.v,
+            a.label,
+            b.v,
+            type(b).__name__,
+            _Derived.both(x),
+            _DERIVED.both(x),
+            super(_Derived, _Derived).build(x).v,
+        )
+
+    check(fn, lambda i: (t(3, seed=i, grad=True),), cnt, grads=True)
+
+
+def test_endless_itertools_iterators(cnt):
+    def fn(x):
+        counter = itertools.count(3, 2)
+        colours = itertools.cycle(iter([1, 2]))
+        ones = itertools.repeat(x)
+        picked = list(itertools.islice(itertools.count(), 2, 5))
+        pairs = list(zip(itertools.count(10), [x, x * 2]))
+        for _ in range(3):
+            x = x + next(counter) * next(colours) + next(ones)
+        return x, picked, pairs, next(colours)
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_tee_gives_independent_iterators(cnt):
+    def fn(x):
+        a, b = itertools.tee([x, x * 2, x * 3])
+        first = next(a)
+        return first + sum(b), list(a)
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+def test_endless_iterator_live_at_a_graph_break_runs_eagerly(cnt):
+    def fn(x):
+        counter = itertools.count(5)
+        y = x + next(counter)
+        print("break")
+        return y + next(counter)
+
+    with pytest.warns(stenograph.StenographWarning, match="itertools.count object is live at a graph break"):
+        assert torch.equal(stenograph.compile(fn, backend=cnt)(t(3)), fn(t(3)))

@@ -1,0 +1,87 @@
+"""What a persisted entry's key covers (issue 28): whatever changes the result without showing in
+an entry's guards gives another key, so an entry made under other versions, another backend or
+mode, or other tracing settings is never looked at."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+import stenograph
+from stenograph.backends.artifacts import backend_identity
+from stenograph.backends.registry import resolve_backend
+from stenograph.warm import fingerprints
+from stenograph.warm.fingerprints import code_fingerprint, entry_key
+
+
+def f(x):
+    return x.sin() * 2
+
+
+def _key(backend: str = "eager", dynamic: bool | None = None) -> str:
+    return entry_key(f.__code__, backend_identity(backend), dynamic)
+
+
+def test_the_torch_version_is_in_the_key(monkeypatch):
+    before = _key()
+    monkeypatch.setattr(torch, "__version__", torch.__version__ + ".other")
+    assert _key() != before
+    monkeypatch.undo()
+    assert _key() == before
+
+
+def test_the_python_version_and_stenograph_sources_are_in_the_key(monkeypatch):
+    before = _key()
+    monkeypatch.setattr(sys, "version", sys.version + " other")
+    assert _key() != before
+    monkeypatch.undo()
+    monkeypatch.setattr(fingerprints, "_PACKAGE_DIGEST", ["another tree"])
+    assert _key() != before
+
+
+def test_backends_and_modes_have_keys_of_their_own():
+    identities = [
+        backend_identity("eager"),
+        backend_identity("aot_eager"),
+        backend_identity("inductor"),
+        *(backend_identity(resolve_backend("inductor", mode=m)) for m in ("reduce-overhead", "max-autotune")),
+        backend_identity(resolve_backend("inductor", options={"epilogue_fusion": False})),
+    ]
+    keys = {entry_key(f.__code__, identity, None) for identity in identities}
+    assert len(keys) == len(identities)
+    assert backend_identity(resolve_backend("inductor", mode="default")) == backend_identity("inductor")
+
+
+def test_tracing_settings_and_dynamic_are_in_the_key():
+    before = _key()
+    with stenograph.config.patch(specialize_float=not stenograph.config.specialize_float):
+        assert _key() != before
+    assert _key(dynamic=True) != before and _key(dynamic=False) != before
+    assert _key() == before
+
+
+def test_a_code_change_changes_the_fingerprint():
+    def g(x):
+        return x.sin() * 2
+
+    def h(x):
+        return x.sin() * 3
+
+    assert code_fingerprint(g.__code__) != code_fingerprint(h.__code__)
+    assert code_fingerprint(g.__code__) != code_fingerprint(f.__code__)  # another name and line
+
+
+def test_compile_imports_what_loading_needs_only_with_a_cache(monkeypatch, tmp_path):
+    """With a cache folder, compile() imports the modules the backend's loader needs, so the
+    first call does not; without one it imports nothing."""
+    from stenograph.backends import artifacts
+
+    imported: list[str] = []
+    monkeypatch.setattr(artifacts.importlib, "import_module", imported.append)
+    stenograph.compile(f, backend="aot_eager")
+    assert imported == []
+    with stenograph.config.patch(cache_dir=str(tmp_path)):
+        stenograph.compile(f, backend="aot_eager")
+        stenograph.compile(f, backend="eager")
+    assert imported == ["stenograph.backends._aot_bundle"]
