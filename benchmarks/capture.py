@@ -2,7 +2,11 @@
 
 With the `eager` backend the first call of a freshly compiled model is capture (tracing, guards,
 code generation) plus one run; the run is subtracted using a warm eager call. Each compiler
-captures a fresh model `--repeat` times (caches reset in between); the median is printed. Needs
+captures a fresh model `--repeat` times (caches reset in between); the median is printed. Every
+capture starts with FakeTensorMode's process-wide dispatch cache empty, as for a model the process
+has not seen: `stenograph.reset()` frees the entries its compiles added (a process that compiles
+and drops many functions must not grow), while `torch._dynamo.reset()` keeps them, so without this
+a repeat would compare stenograph's cold capture with torch.compile's warm one. Needs
 only torch, so it runs on every supported Python (the real-model benchmarks need transformers).
 
     python benchmarks/capture.py [--repeat 5] [--layers 4]
@@ -18,6 +22,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -33,6 +38,7 @@ def _model(layers: int) -> torch.nn.Module:
 def _first_call(compile_fn, reset, layers: int, x: torch.Tensor) -> float:
     """Seconds of the first compiled call minus a warm eager call of the same model."""
     reset()
+    FakeTensorMode.cache.clear()
     model = _model(layers)
     with torch.no_grad():
         model(x)

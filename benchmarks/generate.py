@@ -4,10 +4,13 @@ The recipe users follow (HF docs, gpt-fast): a static KV cache (or the default d
 `model.forward = compile(model.forward, mode=...)`. Decoders from configs with random weights (no
 download): HF Llama (8 layers, width 1024, GQA 16/4 heads) and Qwen2 of the same shape; `--small`
 shrinks them to a toy size. Per (family, mode), one process holds the model and runs, in turn,
-eager, torch.compile and stenograph: the first `generate()` is timed (capture and compile
-included), then `--rounds` more, whose median gives tokens/s (new tokens x batch / seconds). The
-table also gives the graphs each compiler compiled (a graph per token would show here), and
-whether the tokens equal eager's (greedy; in float32 they must be identical).
+eager, stenograph and torch.compile, each compiler with empty Inductor caches (stenograph first:
+what one process still shares can only favour torch.compile). The first `generate()` is timed
+(capture and compile included), then `--rounds` more, whose median gives tokens/s (new tokens x
+batch / seconds). The table also gives the graphs each compiler compiled (a graph per token would
+show here), and whether the tokens equal eager's (greedy; in float32 they must be identical).
+`disable_compile=True` keeps transformers from wrapping the model in torch.compile itself (it does
+so on CUDA with a static cache), so eager is eager and each compiler runs alone.
 
 `--dry-run` is the CPU check CI can afford: tiny models, 4 new tokens, one round, and the
 `aot_eager` backend standing in for Inductor in both compilers (no C++ compile); it still runs the
@@ -21,10 +24,13 @@ whole path (static and dynamic caches, prefill and decode graphs, token comparis
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -69,7 +75,10 @@ def _sync(device: str) -> None:
 
 
 def _generate(model, prompt: torch.Tensor, args) -> torch.Tensor:
+    # disable_compile: on CUDA with a static cache, transformers would otherwise wrap the model's
+    # __call__ in torch.compile itself, in every column, eager's included
     options = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)
+    options["disable_compile"] = True
     if args.cache == "static":
         options["cache_implementation"] = "static"
     with torch.no_grad():
@@ -119,12 +128,14 @@ def run_mode(family: str, mode: str, args) -> list[Result]:
     first, rate, expected = _time_generates(model, prompt, args)
     results = [Result("eager", first, rate, "-", "-")]
     eager_forward = model.forward
-    for name, wrap in (("torch.compile", _torch_forward), ("stenograph", _stenograph_forward)):
+    for name, wrap in (("stenograph", _stenograph_forward), ("torch.compile", _torch_forward)):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"generate-{name}-")
         try:
             model.forward, graphs = wrap(eager_forward, backend, inductor_mode)
             first, rate, tokens = _time_generates(model, prompt, args)
             results.append(Result(name, first, rate, graphs(), bool(torch.equal(tokens, expected))))
         except Exception as error:  # a compiler failing is a result of the benchmark, not its end
+            traceback.print_exc()
             message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:60]
             results.append(Result(name, float("nan"), float("nan"), "error", message))
         finally:

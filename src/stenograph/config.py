@@ -95,6 +95,10 @@ _DEFAULTS: dict[str, Any] = {
     # entries compiled for CUDA graphs advance the CUDA-graph trees' call counter per call
     # (benchmarks/cudagraph_loops.py)
     "cudagraph_call_marks": True,
+    # graphs that compute no gradients, compiled by Inductor in a CUDA-graph mode, are replayed by
+    # stenograph's own CUDA graphs with their outputs copied out, not by Inductor's cudagraph trees
+    # (backends/cuda_graph_runner.py; benchmarks/generate.py)
+    "cuda_graphs_for_inference": True,
     # guard functions call native (C++) checks for tensors and modules, built on first need
     # (guards/native.py): "auto" (or None) when they build, False never, True always (raises
     # NativeGuardsUnavailable when they cannot be built); applies to guards built afterwards

@@ -49,6 +49,7 @@ from torch.fx.graph import _PyTreeCodeGen
 
 from . import _aot_bundle
 from .artifacts import ArtifactError, NotPersistable, declined
+from .cuda_graph_runner import CudaGraphRunner
 
 __all__ = ["compile_storable", "load"]
 
@@ -140,9 +141,11 @@ def compile_storable(
     compile_graph: Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]],
     patches: dict[str, Any],
     identity: str,
+    replayed: bool,
 ) -> tuple[Callable[..., Any], bytes | None]:
     """Compile with `compile_graph` (the inductor backend) so that AOTAutograd keeps a storable
-    entry; return the compiled callable and the payload, or None (the reason logged)."""
+    entry; return the compiled callable and the payload, or None (the reason logged). `replayed`:
+    the loaded callable is to run through stenograph's CUDA graphs (cuda_graph_runner.py)."""
     with contextlib.ExitStack() as settings:
         try:
             _storable_shape(gm, example_inputs)
@@ -162,6 +165,7 @@ def compile_storable(
             "patches": patches,
             "vec_isa": _vec_isa() if libraries else None,
             "settings": _settings_digest(patches),
+            "replayed": replayed,
         }
     except NotPersistable as reason:
         declined(identity, reason)
@@ -205,4 +209,7 @@ def load(payload: bytes) -> Callable[..., Any]:
     if data["vec_isa"] is not None and data["vec_isa"] != _vec_isa():
         raise ArtifactError(f"kernels built for vector ISA {data['vec_isa']}, this machine has {_vec_isa()}")
     with inductor_config.patch(patches):
-        return _aot_bundle.rebuild(pickle.loads(data["entry"]))
+        compiled = _aot_bundle.rebuild(pickle.loads(data["entry"]))
+    if data["replayed"]:  # which inputs the graph writes is not stored: every copied one goes back
+        return CudaGraphRunner(compiled, copy_back=None, fallback_warning=None)
+    return compiled

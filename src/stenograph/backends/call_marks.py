@@ -23,14 +23,17 @@ from typing import Any
 
 from .. import config
 
-__all__ = ["marking_calls", "wants_call_marks"]
+__all__ = ["marking_calls", "wants_call_marks", "wants_cuda_graphs"]
 
 
 def wants_call_marks(compiler: Any) -> bool:
     """True for a backend that compiles with Inductor's CUDA graphs (its mode, options or config)."""
     patches = getattr(compiler, "config_patches", None)
-    if not config.cudagraph_call_marks or patches is None:
-        return False
+    return config.cudagraph_call_marks and patches is not None and wants_cuda_graphs(patches)
+
+
+def wants_cuda_graphs(patches: dict[str, Any]) -> bool:
+    """True when Inductor compiles with CUDA graphs under `patches` (or its global config)."""
     if "triton.cudagraphs" in patches:
         return bool(patches["triton.cudagraphs"])
     inductor_config = sys.modules.get("torch._inductor.config")  # set globally by the user?

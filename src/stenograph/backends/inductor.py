@@ -16,21 +16,36 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from .. import config
 from ._static_inputs import mark_static_inputs
 from .artifacts import declined
+from .call_marks import wants_cuda_graphs
+from .cuda_graph_runner import CudaGraphRunner, mutated_placeholders
 from .modes import resolve_mode
 from .subclass_graphs import unless_subclasses
 
 if TYPE_CHECKING:
-    import torch.fx
-
     from .registry import CompilerFn
 
 __all__ = ["inductor", "inductor_backend", "load_artifact"]
 
 
 def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any]) -> Callable[..., Any]:
+    if not _replays_inference(example_inputs, patches):
+        return _compile_fx(gm, example_inputs, patches)
+    copy_back = mutated_placeholders(gm)
+    compiled = _compile_fx(gm, example_inputs, without_cuda_graphs(patches))
+    return CudaGraphRunner(compiled, copy_back=copy_back, fallback_warning=None)
+
+
+def without_cuda_graphs(patches: dict[str, Any]) -> dict[str, Any]:
+    """`patches` with Inductor's own CUDA graphs off (stenograph replays the graph instead)."""
+    return {**patches, "triton.cudagraphs": False}
+
+
+def _compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any]) -> Callable[..., Any]:
     # Imported here: torch._inductor takes seconds to import and most programs never need it.
     from torch._inductor.compile_fx import compile_fx
 
@@ -40,6 +55,18 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[
     return unless_subclasses(
         lambda gm, example_inputs: compile_fx(gm, example_inputs, config_patches=dict(patches)), gm, example_inputs
     )
+
+
+def _replays_inference(example_inputs: list[Any], patches: dict[str, Any]) -> bool:
+    """Whether a graph compiled with `patches` is replayed by stenograph's own CUDA graphs
+    (cuda_graph_runner.py) rather than Inductor's cudagraph trees: a CUDA-graph mode, a graph that
+    computes no gradients (as AOTAutograd decides it) and plain tensors for inputs."""
+    if not config.cuda_graphs_for_inference or not wants_cuda_graphs(patches):
+        return False
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return False
+    return all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in tensors)
 
 
 def inductor(
@@ -79,10 +106,17 @@ class _Artifacts:
         # torch._inductor takes seconds to import and most programs never need it.
         from ._inductor_artifacts import compile_storable
 
-        def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-            return _compile(gm, example_inputs, self.patches)
+        replayed = _replays_inference(example_inputs, self.patches)
+        patches = without_cuda_graphs(self.patches) if replayed else self.patches
+        copy_back = mutated_placeholders(gm) if replayed else None
 
-        return compile_storable(gm, example_inputs, compile_graph, self.patches, self.identity)
+        def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+            return _compile_fx(gm, example_inputs, patches)
+
+        compiled, payload = compile_storable(gm, example_inputs, compile_graph, patches, self.identity, replayed)
+        if replayed:
+            compiled = CudaGraphRunner(compiled, copy_back=copy_back, fallback_warning=None)
+        return compiled, payload
 
 
 def load_artifact(payload: bytes) -> Callable[..., Any]:

@@ -32,6 +32,7 @@ TRACING_SETTINGS = (
     "inline_depth_limit",
     "mark_static_inputs",
     "cudagraph_call_marks",
+    "cuda_graphs_for_inference",
 )
 
 _fingerprints: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
