@@ -47,17 +47,24 @@ def test_setitem_and_augmented_assignment_are_writes() -> None:
     assert mutated_placeholders(_graph(build)) == {0, 1}
 
 
+def test_graphs_on_the_cpu_are_never_replayed() -> None:
+    replays = inductor_backend._replays_inference
+    with torch.no_grad():
+        assert not replays([torch.randn(2)], {"triton.cudagraphs": True})
+
+
+@needs_cuda
 def test_inductor_replays_only_inference_graphs_in_cuda_graph_modes() -> None:
-    weight = torch.nn.Parameter(torch.randn(2))
+    weight = torch.nn.Parameter(torch.randn(2, device="cuda"))
     replays = inductor_backend._replays_inference
     assert not replays([weight], {})
     assert not replays([weight], {"triton.cudagraphs": False})
     assert not replays([weight], {"triton.cudagraphs": True})  # grad on, a parameter: training graph
     with torch.no_grad():
         assert replays([weight], {"triton.cudagraphs": True})
-    assert replays([torch.randn(2)], {"triton.cudagraphs": True})
+    assert replays([torch.randn(2, device="cuda")], {"triton.cudagraphs": True})
     with stenograph.config.patch(cuda_graphs_for_inference=False):
-        assert not replays([torch.randn(2)], {"triton.cudagraphs": True})
+        assert not replays([torch.randn(2, device="cuda")], {"triton.cudagraphs": True})
 
 
 def test_tensors_off_the_gpu_run_the_function_as_it_is() -> None:

@@ -60,13 +60,14 @@ def _compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: di
 def _replays_inference(example_inputs: list[Any], patches: dict[str, Any]) -> bool:
     """Whether a graph compiled with `patches` is replayed by stenograph's own CUDA graphs
     (cuda_graph_runner.py) rather than Inductor's cudagraph trees: a CUDA-graph mode, a graph that
-    computes no gradients (as AOTAutograd decides it) and plain tensors for inputs."""
+    computes no gradients (as AOTAutograd decides it), plain tensors for inputs, some on a GPU."""
     if not config.cuda_graphs_for_inference or not wants_cuda_graphs(patches):
         return False
     tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
-    return all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in tensors)
+    plain = all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in tensors)
+    return plain and any(t.device.type == "cuda" for t in tensors)
 
 
 def inductor(
