@@ -710,10 +710,14 @@ def reset() -> None:
     """Forget every compiled entry of every function (the next calls compile again), and all
     other process state registered in `process_state` (resume functions, module callers, event
     numbering). Memos derived from code objects (decoded instructions) are kept."""
+    held = entry.compiles_begun or any(process_state.sizes().values())
     process_state.clear_all()
-    # what the dropped entries made (generated sources, torch's cache entries) goes with them,
-    # entries in reference cycles included
-    gc.collect()
+    if held:
+        # what the dropped entries made (generated sources, torch's cache entries) goes with
+        # them, entries in reference cycles included (a full collection: about 0.2 s with torch
+        # loaded, so not when nothing was compiled or held since the last one)
+        gc.collect()
+        entry.compiles_begun = 0
     deferred_release.run_pending()
 
 

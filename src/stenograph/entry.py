@@ -48,6 +48,10 @@ class StenographWarning(UserWarning):
     """A frame runs eagerly (unsupported code, recompile limit, or an internal error)."""
 
 
+# compiles begun since `reset()` last collected garbage: it collects only when this is not 0 or
+# entries are held (an interrupted compile can leave a cycle that must not outlive the reset)
+compiles_begun = 0
+
 _OTHER_DEFAULTS = GuardFailure("the function's __defaults__/__kwdefaults__ differ from those compiled")
 
 
@@ -121,6 +125,8 @@ class FrameCache:
     def _compile(
         self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool
     ) -> tuple[Any, tuple]:
+        global compiles_begun
+        compiles_begun += 1
         full = prefix + args
         if not accepts(fn, args, kwargs):
             return fn, args  # wrong arguments: the call raises Python's TypeError, as in eager

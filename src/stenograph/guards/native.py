@@ -145,10 +145,18 @@ def _check_environment() -> str | None:
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
         raise Unavailable(f"no C++ compiler ({compiler!r} is not on PATH; set CXX)", environment=True)
+    # a slow import (setuptools), needed only to build; a CUDA build of torch on a machine with
+    # CUDA_HOME but no CUDA runtime warns about it on import: not the user's concern, as the
+    # guard module is plain C++, and a compiled call must print what the eager call prints
+    quiet = logging.getLogger("torch.utils.cpp_extension")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
-        import torch.utils.cpp_extension  # noqa: F401 - a slow import (setuptools), needed only to build
+        import torch.utils.cpp_extension  # noqa: F401
     except ImportError as e:
         raise Unavailable(f"torch.utils.cpp_extension cannot be imported: {e}", environment=True) from e
+    finally:
+        quiet.setLevel(level)
     if shutil.which("ninja") is not None:
         return None
     try:
