@@ -133,6 +133,11 @@ def mutated_placeholders(gm: torch.fx.GraphModule) -> frozenset[int]:
     return frozenset(found)
 
 
+def _overlaps_itself(tensor: torch.Tensor) -> bool:
+    """An expanded tensor (a stride of 0): nothing can be copied into it, nor was it written."""
+    return any(stride == 0 and size > 1 for stride, size in zip(tensor.stride(), tensor.shape))
+
+
 def _nodes_in(value: Any) -> list[torch.fx.Node]:
     nodes: list[torch.fx.Node] = []
     torch.fx.node.map_arg(value, nodes.append)
@@ -252,7 +257,10 @@ class CudaGraphRunner:
             else:
                 static_inputs.append(arg.detach().clone())
                 moving.append(i)
-        copy_back = [i for i in moving if self.copy_back is None or i in self.copy_back]
+        if self.copy_back is None:  # unknown: every copied input that can be written goes back
+            copy_back = [i for i in moving if not _overlaps_itself(args[i])]
+        else:
+            copy_back = [i for i in moving if i in self.copy_back]
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
         with torch.cuda.graph(graph):
