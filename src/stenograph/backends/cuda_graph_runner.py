@@ -262,7 +262,6 @@ class CudaGraphRunner:
         else:
             copy_back = [i for i in moving if i in self.copy_back]
         graph = torch.cuda.CUDAGraph()
-        torch.cuda.synchronize()
         with torch.cuda.graph(graph):
             static_outputs = self.fn(*static_inputs)
         rec = _Recording(graph, static_inputs, moving, copy_back, pinned, static_outputs)

@@ -36,11 +36,11 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[
     if not _replays_inference(example_inputs, patches):
         return _compile_fx(gm, example_inputs, patches)
     copy_back = mutated_placeholders(gm)
-    compiled = _compile_fx(gm, example_inputs, without_cuda_graphs(patches))
+    compiled = _compile_fx(gm, example_inputs, _without_cuda_graphs(patches))
     return CudaGraphRunner(compiled, copy_back=copy_back, fallback_warning=None)
 
 
-def without_cuda_graphs(patches: dict[str, Any]) -> dict[str, Any]:
+def _without_cuda_graphs(patches: dict[str, Any]) -> dict[str, Any]:
     """`patches` with Inductor's own CUDA graphs off (stenograph replays the graph instead)."""
     return {**patches, "triton.cudagraphs": False}
 
@@ -108,7 +108,7 @@ class _Artifacts:
         from ._inductor_artifacts import compile_storable
 
         replayed = _replays_inference(example_inputs, self.patches)
-        patches = without_cuda_graphs(self.patches) if replayed else self.patches
+        patches = _without_cuda_graphs(self.patches) if replayed else self.patches
         copy_back = mutated_placeholders(gm) if replayed else None
 
         def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
