@@ -160,6 +160,30 @@ def _distilbert() -> Case:
     return Case(transformers.DistilBertForMaskedLM(config), dict(input_ids=ids), dict(input_ids=ids, labels=_ids(1)))
 
 
+def _distilbert_classifier() -> Case:
+    """The issue-27 case: the forward writes `config.problem_type` on the first call with labels
+    and reads it back in the same call."""
+    config = transformers.DistilBertConfig(
+        vocab_size=_VOCAB, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64, num_labels=2
+    )
+    ids = _ids(0)
+    return Case(
+        transformers.DistilBertForSequenceClassification(config),
+        dict(input_ids=ids),
+        dict(input_ids=ids, labels=torch.tensor([0, 1])),
+    )
+
+
+def _hf_image_classifier(config_cls: str, model_cls: str, **extra: Any) -> Callable[[], Case]:
+    def build() -> Case:
+        config = getattr(transformers, config_cls)(image_size=32, num_labels=2, **extra)
+        images = _images(size=32)
+        model = getattr(transformers, model_cls)(config)
+        return Case(model, dict(pixel_values=images), dict(pixel_values=images, labels=torch.tensor([0, 1])))
+
+    return build
+
+
 def _images(batch: int = 2, size: int = 64) -> torch.Tensor:
     return torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(0))
 
@@ -222,6 +246,25 @@ MODELS: dict[str, Callable[[], Case]] = {
     "roberta": _masked_lm("RobertaConfig", "RobertaForMaskedLM", pad_token_id=1),
     "albert": _masked_lm("AlbertConfig", "AlbertForMaskedLM", embedding_size=16),
     "distilbert": _distilbert,
+    "distilbert-classifier": _distilbert_classifier,
+    "hf-vit": _hf_image_classifier(
+        "ViTConfig",
+        "ViTForImageClassification",
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        patch_size=8,
+    ),
+    "hf-swin": _hf_image_classifier(
+        "SwinConfig",
+        "SwinForImageClassification",
+        patch_size=4,
+        embed_dim=16,
+        depths=[1, 1],
+        num_heads=[2, 2],
+        window_size=4,
+    ),
 }
 if transformers is None:
     MODELS = {}

@@ -392,3 +392,53 @@ def test_global_state_changed(tmp_path, old, new):
     assert changed["compiled"] == 1, changed
     if "float64" in new:
         assert changed["dtype"] == "torch.float64", changed
+
+
+GENERATED_AND_ABSENT = """
+import dataclasses
+
+
+@dataclasses.dataclass
+class Out:
+    value: torch.Tensor
+    scale: float = 2.0
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.proj(x)
+        shift = getattr(self, "shift", None)
+        if shift is not None:
+            h = h + shift
+        out = Out(h)
+        return out.value * out.scale
+
+
+torch.manual_seed(0)
+block = Block()
+x = torch.randn(3, 4)
+compiled = stenograph.compile(block, backend="eager")
+report(diff=distance([compiled(x)], [block(x)]))
+"""
+
+
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        ("class Block(torch.nn.Module):\n", "class Block(torch.nn.Module):\n    shift = 1.5\n"),
+        ("scale: float = 2.0", "scale: float = 3.0"),
+        ("    scale: float = 2.0\n", "    scale: float = 2.0\n    offset: float = 0.0\n"),
+    ],
+    ids=["class-attribute-added", "dataclass-default", "dataclass-field-added"],
+)
+def test_a_class_dict_and_generated_code_are_found_again(tmp_path, old, new):
+    """The guards hold the class `__dict__` a missing attribute was looked for in and the code of
+    a dataclass's `__init__` (made by exec, no file): both are found again in the warm process
+    (the HF Llama forward's entry was not stored before), and a change to either recompiles."""
+    program, cache = _scenario(tmp_path, GENERATED_AND_ABSENT)
+    changed = _cold_warm_changed(program, cache, lambda: _edit(program, old, new))
+    assert changed["compiled"] >= 1, changed

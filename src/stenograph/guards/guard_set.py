@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -89,6 +89,9 @@ class GuardSet:
     # closure cells reached as themselves (a method found on a class has no path to its cells):
     # id -> (cell, its function weakly, its index), how another process finds the cell again
     cells: dict[int, tuple[Any, weakref.ref, int]] = field(default_factory=dict)
+    # code objects made by exec (a dataclass's `__init__`, no file to find them in): id -> their
+    # function weakly, how another process finds the code again
+    code_owners: dict[int, weakref.ref] = field(default_factory=dict)
 
     def bind(self, obj: Any, hint: str = "obj") -> str:
         """A global name in the guard function holding `obj` (strongly: only for non-user objects)."""
@@ -158,6 +161,8 @@ class GuardSet:
         """The function at `source` runs `fn`'s code (a closure made anew on each call is the
         same function: its cells and defaults are guarded through their own sources)."""
         code = self.bind(fn.__code__, "code")
+        if fn.__code__.co_filename.startswith("<"):
+            self.code_owners[id(fn.__code__)] = weakref.ref(fn)
         text = f"{source.name()}.__code__ is {fn.__qualname__}'s"
         self._add(RANK_ID, source, f"{{v}}.__code__ is {code}", text, kind="code", detail=fn.__code__)
 
@@ -273,6 +278,11 @@ class GuardSet:
                 self._class_dicts[klass] = self.bind(klass.__dict__, "classdict")
             names.append(self._class_dicts[klass])
         return names
+
+    def bound_class_dicts(self) -> Iterator[tuple[type, Any]]:
+        """Each class whose `__dict__` a check holds, with the proxy it holds."""
+        for klass, name in self._class_dicts.items():
+            yield klass, self.bindings[name]
 
     def key_absent(self, source: Source, key: str, text: str) -> None:
         """`key not in source` (an instance `__dict__` that must not shadow a class attribute)."""

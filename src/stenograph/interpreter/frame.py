@@ -25,7 +25,7 @@ from ..variables.compile_regions import call_region, is_region
 from ..variables.constants import constant
 from ..variables.exceptions import CallerExceptionVariable
 from ..variables.generators import GeneratorVariable, needs_close
-from ..variables.trace_rules import is_literal, is_trusted_module
+from ..variables.trace_rules import is_trusted_module
 from .binding import bind_arguments
 from .exceptions import TracedException, uncaught, unwind_to_handler
 from .opcodes import handlers_for_running_python
@@ -302,20 +302,18 @@ class Frame:
     def _wrap_defaults(
         self, fn: types.FunctionType, fn_source: Source | None
     ) -> tuple[tuple[Variable, ...], dict[str, Variable]]:
-        # a function reached without a source (a method found on a class) is its own source for
-        # defaults that can change (a mutable default list appended to on every call)
-        fixed = FixedObjectSource(fn, f"function {fn.__qualname__}")
-        positional: list[Variable] = []
-        for i, value in enumerate(fn.__defaults__ or ()):
-            base = fn_source or (None if is_literal(value) else fixed)
-            source = ItemSource(AttrSource(base, "__defaults__"), i) if base else None
-            positional.append(wrap(self, value, source))
+        # a function reached without a source (a method found on a class, a dataclass's
+        # `__init__`) is its own source for its defaults: a literal one can be reassigned too
+        # (`__defaults__`, or the class redefined in another process with a warm cache)
+        base = fn_source or FixedObjectSource(fn, f"function {fn.__qualname__}")
+        positional = tuple(
+            wrap(self, value, ItemSource(AttrSource(base, "__defaults__"), i))
+            for i, value in enumerate(fn.__defaults__ or ())
+        )
         keyword: dict[str, Variable] = {}
         for name, value in (fn.__kwdefaults__ or {}).items():
-            base = fn_source or (None if is_literal(value) else fixed)
-            source = ItemSource(AttrSource(base, "__kwdefaults__"), name) if base else None
-            keyword[name] = wrap(self, value, source)
-        return tuple(positional), keyword
+            keyword[name] = wrap(self, value, ItemSource(AttrSource(base, "__kwdefaults__"), name))
+        return positional, keyword
 
     def _wrap_closure(self, fn: types.FunctionType, fn_source: Source | None) -> tuple[Cell, ...]:
         cells = []

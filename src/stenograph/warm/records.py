@@ -40,7 +40,7 @@ class EntryRecord:
             raise NotPersistable("the transformed function was not generated here")
         namespace = {k: v for k, v in entry.fn.__globals__.items() if k != "__builtins__" and v is not entry.fn}
         index = {id(compiled): i for i, (compiled, _) in enumerate(graphs)}
-        named = cell_references(entry.guard_set)
+        named = live_references(entry.guard_set)
         return EntryRecord(
             label=entry.label,
             guard_set=references.dumps(entry.guard_set, backend, index, named),
@@ -62,10 +62,17 @@ class EntryRecord:
         return guard_set, transformed
 
 
-def cell_references(guard_set: GuardSet) -> dict[int, Any]:
-    """References for the closure cells a guard set and its entry's code hold: each by the
-    function it belongs to (`GuardSet.cells`)."""
-    named: dict[int, Any] = {}
+def live_references(guard_set: GuardSet) -> dict[int, Any]:
+    """References for what a guard set and its entry's code hold that pickling cannot name by
+    itself: each closure cell by the function it belongs to (`GuardSet.cells`), each class
+    `__dict__` proxy by its class (found by name in the loading process), each code object
+    made by exec by its function (`GuardSet.code_owners`)."""
+    named: dict[int, Any] = {id(proxy): ("classdict", klass) for klass, proxy in guard_set.bound_class_dicts()}
+    for code_id, owner_ref in guard_set.code_owners.items():
+        owner = owner_ref()
+        if owner is None:
+            raise NotPersistable("a generated function's code whose function died")
+        named[code_id] = ("codeof", owner)
     for cell_id, (_, owner_ref, index) in guard_set.cells.items():
         owner = owner_ref()
         if owner is None:

@@ -162,6 +162,8 @@ class _Resolver(pickle.Unpickler):
             return find_property(*rest)
         if kind == "classdict":
             return rest[0].__dict__
+        if kind == "codeof":
+            return rest[0].__code__
         if kind == "made":
             maker, args, kwargs = rest
             return self.context.makers[maker](*args, **kwargs)
