@@ -753,6 +753,33 @@ def test_defaults_reassigned_after_compiling(counter):
     assert counter.frame_count == 2
 
 
+class _Scaled:
+    """Constructed inside the trace: its `__init__` is found on the class, with no source."""
+
+    def __init__(self, value, scale=2.0, *, shift=0.0):
+        self.value = value * scale + shift
+
+
+def _construct(x):
+    return _Scaled(x).value
+
+
+@pytest.mark.parametrize("attribute,new", [("__defaults__", (3.0,)), ("__kwdefaults__", {"shift": 1.0})])
+def test_literal_defaults_of_a_method_found_on_a_class_reassigned(counter, attribute, new):
+    """A literal default of a method reached without a source is guarded (it was baked in)."""
+    compiled = stenograph.compile(_construct, backend=counter)
+    _check(compiled, _construct, X)
+    old = getattr(_Scaled.__init__, attribute)
+    setattr(_Scaled.__init__, attribute, new)
+    try:
+        _check(compiled, _construct, X)
+        _check(compiled, _construct, X)
+    finally:
+        setattr(_Scaled.__init__, attribute, old)
+    _check(compiled, _construct, X)
+    assert counter.frame_count == 2
+
+
 def _scale(x, a):
     return x * a
 
