@@ -310,9 +310,10 @@ class Frame:
             wrap(self, value, ItemSource(AttrSource(base, "__defaults__"), i))
             for i, value in enumerate(fn.__defaults__ or ())
         )
-        keyword: dict[str, Variable] = {}
-        for name, value in (fn.__kwdefaults__ or {}).items():
-            keyword[name] = wrap(self, value, ItemSource(AttrSource(base, "__kwdefaults__"), name))
+        keyword = {
+            name: wrap(self, value, ItemSource(AttrSource(base, "__kwdefaults__"), name))
+            for name, value in (fn.__kwdefaults__ or {}).items()
+        }
         return positional, keyword
 
     def _wrap_closure(self, fn: types.FunctionType, fn_source: Source | None) -> tuple[Cell, ...]:

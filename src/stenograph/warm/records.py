@@ -11,6 +11,7 @@ checks, so every check runs on the live frame: nothing about the frame is truste
 from __future__ import annotations
 
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,13 +70,15 @@ def live_references(guard_set: GuardSet) -> dict[int, Any]:
     made by exec by its function (`GuardSet.code_owners`)."""
     named: dict[int, Any] = {id(proxy): ("classdict", klass) for klass, proxy in guard_set.bound_class_dicts()}
     for code_id, owner_ref in guard_set.code_owners.items():
-        owner = owner_ref()
-        if owner is None:
-            raise NotPersistable("a generated function's code whose function died")
-        named[code_id] = ("codeof", owner)
+        named[code_id] = ("codeof", _alive(owner_ref, "a generated function's code"))
     for cell_id, (_, owner_ref, index) in guard_set.cells.items():
-        owner = owner_ref()
-        if owner is None:
-            raise NotPersistable("a closure cell whose function died")
-        named[cell_id] = ("cell", owner, index)
+        named[cell_id] = ("cell", _alive(owner_ref, "a closure cell"), index)
     return named
+
+
+def _alive(owner_ref: weakref.ref, what: str) -> Any:
+    """The function `owner_ref` refers to; `what` it owns cannot be found again once it died."""
+    owner = owner_ref()
+    if owner is None:
+        raise NotPersistable(f"{what} whose function died")
+    return owner
