@@ -62,18 +62,11 @@ def build(name: str, device: str, dtype: Any) -> tuple[Any, tuple]:
     elif name == "t5":
         from transformers import T5Config, T5Model
 
-        class EncoderDecoder(nn.Module):
-            """T5Model's second positional parameter is the attention mask: the decoder's ids by name."""
-
-            def __init__(self, t5: nn.Module) -> None:
-                super().__init__()
-                self.t5 = t5
-
-            def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor) -> Any:
-                return self.t5(input_ids=input_ids, decoder_input_ids=decoder_input_ids)
+        sys.path.insert(0, HERE)
+        from gpu_models import T5EncoderDecoder
 
         cfg = T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8, vocab_size=32128)
-        model = EncoderDecoder(T5Model(cfg))
+        model = T5EncoderDecoder(T5Model(cfg))
         ids = torch.randint(0, cfg.vocab_size, (4, 128), device=device)
         inputs = (ids, ids[:, :32])
     else:

@@ -301,3 +301,31 @@ def test_nothing_is_stored_while_aotautograds_cache_is_off(settings: dict) -> No
         compiled, artifact = compile_with_artifact("aot_eager", gm, [x])
     assert artifact is None
     assert torch.allclose(compiled(x), gm(x))
+
+
+def test_compile_with_the_cache_on_prepares_the_backends_loading(tmp_path: pathlib.Path) -> None:
+    """`compile()` imports the codec's `loads_with` and calls its `warm_up` when a cache folder
+    is set, and neither without one; the compiled function is unaffected."""
+    warmed: list[str] = []
+
+    class Codec(_DeclaredCodec):
+        loads_with = ("stenograph.backends._graph_pickle",)
+
+        def warm_up(self) -> None:
+            warmed.append("warm_up")
+
+    def declaring(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        return gm.forward
+
+    declaring.stenograph_artifacts = Codec()
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.sin() + 1
+
+    x = torch.randn(3)
+    assert torch.equal(stenograph.compile(fn, backend=declaring)(x), fn(x))
+    assert warmed == []
+    with stenograph.config.patch(cache_dir=str(tmp_path)):
+        compiled = stenograph.compile(fn, backend=declaring)
+        assert warmed == ["warm_up"]
+        assert torch.equal(compiled(x), fn(x))

@@ -15,6 +15,15 @@ What is stored:
 * the mode's config patches, the vector ISA the kernels were built for, and a digest of Inductor's
   and AOTAutograd's settings, which must match when loading.
 
+Loading costs what Inductor's cache hits cost, less two things it does once per process that a
+load does not need to wait for: Inductor starts its pool of compiling processes when a wrapper
+module asks for its first Triton kernel (hashing torch's sources for the pool's key, 0.16-0.26 s
+on an H200 host), although every kernel of an artifact is loaded, not compiled: a load runs with
+one compile thread. And a hit hashes Triton's sources (`triton_key`, the key of its kernel and
+autotuning caches, 0.37-0.46 s): `hash_triton_in_background` starts that in a thread when
+`compile()` is called with the cache on (hashing and file reads release the GIL), and a load
+waits for it.
+
 Loading writes the libraries back into this process's Inductor cache directory (when missing) and
 registers them with Inductor's in-process kernel cache, which also spares it checking its
 precompiled header (a preprocessor run, or a build of it on a fresh machine). It then rebuilds
@@ -35,6 +44,7 @@ import hashlib
 import os
 import pickle
 import tempfile
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -51,7 +61,9 @@ from . import _aot_bundle
 from .artifacts import ArtifactError, NotPersistable, declined
 from .cuda_graph_runner import CudaGraphRunner
 
-__all__ = ["compile_storable", "load"]
+__all__ = ["compile_storable", "hash_triton_in_background", "load"]
+
+_triton_hashing: list[threading.Thread] = []  # the one thread hashing Triton's sources, once started
 
 
 def _storable_shape(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
@@ -199,6 +211,27 @@ def _library_loader(path: str, key: str) -> Callable[[], Any]:
     return load
 
 
+def hash_triton_in_background() -> None:
+    """Start hashing Triton's sources (`triton_key`, cached by Triton) in a thread, once per
+    process, where a GPU and Triton are present: Inductor's cache hits need the hash."""
+    if _triton_hashing or not torch.cuda.is_available():
+        return
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:
+        return
+
+    def hash_sources() -> None:
+        try:
+            triton_key()
+        except Exception:  # Inductor calls it again where it needs it, and reports the error there
+            return
+
+    thread = threading.Thread(target=hash_sources, name="stenograph-triton-key", daemon=True)
+    _triton_hashing.append(thread)
+    thread.start()
+
+
 def load(payload: bytes) -> Callable[..., Any]:
     """The callable an `inductor` artifact holds (see the module docstring)."""
     data = pickle.loads(payload)
@@ -208,7 +241,9 @@ def load(payload: bytes) -> Callable[..., Any]:
     _install_libraries(data["libraries"])
     if data["vec_isa"] is not None and data["vec_isa"] != _vec_isa():
         raise ArtifactError(f"kernels built for vector ISA {data['vec_isa']}, this machine has {_vec_isa()}")
-    with inductor_config.patch(patches):
+    for thread in _triton_hashing:
+        thread.join()
+    with inductor_config.patch({**patches, "compile_threads": 1}):
         compiled = _aot_bundle.rebuild(pickle.loads(data["entry"]))
     if data["replayed"]:  # which inputs the graph writes is not stored: every copied one goes back
         return CudaGraphRunner(compiled, copy_back=None, fallback_warning=None)

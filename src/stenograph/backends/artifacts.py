@@ -17,7 +17,9 @@ object with
   the backend does, and returns None when this graph cannot be stored;
 * optionally `loads_with: tuple[str, ...]`, modules its loader and what it loads import
   (AOTAutograd's and Inductor's take seconds): `prepare_loading` imports them when compiling is
-  set up, before the first call.
+  set up, before the first call;
+* optionally `warm_up()`, called then too: starts what a load will need and can run beside the
+  first call's other work (Inductor hashes Triton's sources in a thread).
 
 The built-in `eager`, `aot_eager` and `inductor` (every mode) carry one; `cudagraphs` and custom
 callables do not, so they are compiled as usual and cached only in memory, unless they declare
@@ -117,9 +119,13 @@ def backend_identity(backend: Any) -> str | None:
 def prepare_loading(backend: Any) -> None:
     """Import what loading `backend`'s artifacts imports (its codec's `loads_with`): a process
     that will load them pays those imports when it sets up compiling, as torch.compile pays its
-    own, rather than inside the first call."""
-    for module in getattr(getattr(_resolve(backend), "stenograph_artifacts", None), "loads_with", ()):
+    own, rather than inside the first call. Then the codec's `warm_up`, if it has one."""
+    codec = getattr(_resolve(backend), "stenograph_artifacts", None)
+    for module in getattr(codec, "loads_with", ()):
         importlib.import_module(module)
+    warm_up = getattr(codec, "warm_up", None)
+    if warm_up is not None:
+        warm_up()
 
 
 @functools.cache

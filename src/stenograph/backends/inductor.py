@@ -98,6 +98,11 @@ class _Artifacts:
         else:
             self.storable = True
 
+    def warm_up(self) -> None:
+        from ._inductor_artifacts import hash_triton_in_background
+
+        hash_triton_in_background()
+
     def compile_with_artifact(
         self, gm: torch.fx.GraphModule, example_inputs: list[Any]
     ) -> tuple[Callable[..., Any], bytes | None]:
