@@ -217,7 +217,7 @@ def hash_triton_in_background() -> None:
     if _triton_hashing or not torch.cuda.is_available():
         return
     try:
-        from triton.runtime.cache import triton_key
+        from triton.runtime.cache import triton_key  # optional: installed with CUDA builds of torch
     except ImportError:
         return
 

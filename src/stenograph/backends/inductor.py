@@ -99,6 +99,7 @@ class _Artifacts:
             self.storable = True
 
     def warm_up(self) -> None:
+        # torch._inductor: seconds of imports, already paid by the loaders' `loads_with`
         from ._inductor_artifacts import hash_triton_in_background
 
         hash_triton_in_background()
