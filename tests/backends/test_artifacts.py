@@ -303,13 +303,18 @@ def test_nothing_is_stored_while_aotautograds_cache_is_off(settings: dict) -> No
     assert torch.allclose(compiled(x), gm(x))
 
 
-def test_compile_with_the_cache_on_prepares_the_backends_loading(tmp_path: pathlib.Path) -> None:
+def test_compile_with_the_cache_on_prepares_the_backends_loading(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`compile()` imports the codec's `loads_with` and calls its `warm_up` when a cache folder
     is set, and neither without one; the compiled function is unaffected."""
+    (tmp_path / "loader_probe_module.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "loader_probe_module", raising=False)
     warmed: list[str] = []
 
     class Codec(_DeclaredCodec):
-        loads_with = ("stenograph.backends._graph_pickle",)
+        loads_with = ("loader_probe_module",)
 
         def warm_up(self) -> None:
             warmed.append("warm_up")
@@ -324,8 +329,8 @@ def test_compile_with_the_cache_on_prepares_the_backends_loading(tmp_path: pathl
 
     x = torch.randn(3)
     assert torch.equal(stenograph.compile(fn, backend=declaring)(x), fn(x))
-    assert warmed == []
-    with stenograph.config.patch(cache_dir=str(tmp_path)):
+    assert warmed == [] and "loader_probe_module" not in sys.modules
+    with stenograph.config.patch(cache_dir=str(tmp_path / "cache")):
         compiled = stenograph.compile(fn, backend=declaring)
-        assert warmed == ["warm_up"]
+        assert warmed == ["warm_up"] and "loader_probe_module" in sys.modules
         assert torch.equal(compiled(x), fn(x))
