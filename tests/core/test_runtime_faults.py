@@ -305,6 +305,53 @@ def test_keyboard_interrupt_at_each_line_of_torchs_fake_mode_entry_and_exit(meth
         stenograph.reset()
 
 
+def _interrupt_at_call_from(n, method):
+    """A trace function raising KeyboardInterrupt at the n-th call made from a fake mode's
+    `method` (of any class on the mode's MRO: the calls of one entry or exit, torch's own
+    included)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    counted = [0]
+
+    def tracer(frame, event, arg):
+        caller = frame.f_back
+        if (
+            event == "call"
+            and caller is not None
+            and caller.f_code.co_name == method
+            and isinstance(caller.f_locals.get("self"), FakeTensorMode)
+        ):
+            counted[0] += 1
+            if counted[0] == n:
+                raise KeyboardInterrupt
+        return tracer
+
+    return tracer
+
+
+@_UNRAISABLE
+@pytest.mark.parametrize("method", ["__enter__", "__exit__"])
+def test_keyboard_interrupt_at_each_call_inside_the_fake_modes_entry_and_exit(method):
+    """An interrupt at a call the mode's entry makes after the mode is set (inside torch's
+    dispatch, where a decomposition enters the mode again) left it set, and the C++ dispatcher
+    putting back the mode it had set aside aborted the process from a destructor. Each of the
+    first calls: the interrupt reaches the caller, torch's state is as before, the next compile
+    works."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x = torch.randn(4)
+    expected = _breaking(x, 3)
+    before = _torch_state()
+    for n in range(1, 25):
+        FakeTensorMode.cache_clear()
+        cnt = CompileCounter()
+        compiled = stenograph.compile(_breaking, backend=cnt)
+        assert _call_traced(compiled, _interrupt_at_call_from(n, method), x, 3), f"no interrupt at call {n}"
+        assert _torch_state() == before, f"interrupt at call {n} from {method}"
+        _check_usable_after_interrupt(compiled, cnt, x, expected)
+        stenograph.reset()
+
+
 class _Mode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return func(*args, **(kwargs or {}))

@@ -442,3 +442,48 @@ def test_a_class_dict_and_generated_code_are_found_again(tmp_path, old, new):
     program, cache = _scenario(tmp_path, GENERATED_AND_ABSENT)
     changed = _cold_warm_changed(program, cache, lambda: _edit(program, old, new))
     assert changed["compiled"] >= 1, changed
+
+
+DECORATED_MODULE = """
+import functools
+
+import torch
+
+
+def logged(fn):
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    return wrapper
+
+
+class Block(torch.nn.Module):
+    @logged
+    def forward(self, x):
+        return x.sin() * 2.0
+"""
+
+USES_DECORATED = """
+sys.path.insert(0, sys.argv[1])
+import decorated
+
+block = decorated.Block()
+x = torch.randn(6)
+compiled = stenograph.compile(block, backend="eager")
+report(diff=distance([compiled(x)], [block(x)]))
+"""
+
+
+def test_a_function_a_decorator_wrapped_changed(tmp_path):
+    """The class holds the decorator's wrapper under the method's name; the function it wraps
+    is found by its code among the module's functions. Its body edited: the entry is rejected
+    naming it, and recompiled."""
+    program, cache = _scenario(tmp_path, USES_DECORATED)
+    library = tmp_path / "lib"
+    library.mkdir()
+    module = library / "decorated.py"
+    module.write_text(DECORATED_MODULE)
+    changed = _cold_warm_changed(program, cache, lambda: _edit(module, "* 2.0", "* 3.0"), str(library))
+    assert changed["compiled"] == 1, changed
+    assert any(d.startswith("rejected") and "Block.forward" in d for d in changed["details"]), changed

@@ -54,6 +54,27 @@ class Source:
     def __repr__(self) -> str:
         return self.name()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # a kept hash is of this process's string hashing: never written out
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+
+def _derived(cls: type) -> type:
+    """`cls` as a frozen dataclass whose hash, the whole path's (its parents' included), is taken
+    once: guards and lowering look sources up in dicts all along their paths."""
+    cls = dataclass(frozen=True)(cls)
+    path_hash = cls.__hash__
+
+    def __hash__(self: Source) -> int:
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = path_hash(self)
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    cls.__hash__ = __hash__  # type: ignore[method-assign]
+    return cls
+
 
 class GlobalsNamer:
     """Gives each distinct globals dict (or class, or other fixed object) a short name (`___g0`,
@@ -169,7 +190,7 @@ class FixedObjectSource(Source):
         return id(self.obj)
 
 
-@dataclass(frozen=True)
+@_derived
 class AttrSource(Source):
     parent: Source
     attr: str
@@ -184,7 +205,7 @@ class AttrSource(Source):
         return f"{self.parent.name()}.{self.attr}"
 
 
-@dataclass(frozen=True)
+@_derived
 class InstanceDictSource(Source):
     """The instance `__dict__` of the object at `parent` as `object.__getattribute__` finds it:
     what a read through `object`'s lookup sees (`super().__getattribute__(name)` inside a class's
@@ -218,7 +239,7 @@ def _written(key: object) -> bool:
     return type(key) in _WRITTEN_KEYS
 
 
-@dataclass(frozen=True)
+@_derived
 class ItemSource(Source):
     """`parent[key]` for a constant key (int or str), e.g. a tuple element or dict value; a key
     hashed by identity (a class) is bound by name."""
@@ -238,7 +259,7 @@ class ItemSource(Source):
         return f"{self.parent.name()}[{self.key!r}]"
 
 
-@dataclass(frozen=True)
+@_derived
 class OptimizerStateSource(Source):
     """The state an optimizer keeps for one parameter: `opt.state.get(p)`, where `parent` reaches
     `opt.state` (a dict keyed by the parameters themselves) and `param` reaches the parameter.
@@ -264,7 +285,7 @@ class OptimizerStateSource(Source):
 MODULE_TABLES = ("_parameters", "_buffers", "_modules")
 
 
-@dataclass(frozen=True)
+@_derived
 class ModuleMemberSource(Source):
     """A parameter, buffer or submodule of an nn.Module, read from its dict directly.
 
@@ -316,7 +337,7 @@ class SourceRenderer:
         return name
 
 
-@dataclass(frozen=True)
+@_derived
 class WeakrefTargetSource(Source):
     """What a weak reference (`parent`) points to: `parent()`."""
 

@@ -106,16 +106,28 @@ class TracingFakeMode(FakeTensorMode):
         state = _dispatch_state(self)
         try:
             super().__enter__()
+            self._entered_from.append(state)
         except BaseException as e:
             self._interrupted(state, e)
             raise
-        self._entered_from.append(state)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         state = self._entered_from.pop()
         try:
             super().__exit__(*exc)
+        except BaseException as e:
+            self._interrupted(state, e)
+            raise
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        # torch's dispatcher sets this mode aside to call here and puts it back when the call
+        # returns or raises; a decomposition runs under `with self:`, and an interrupt that
+        # leaves that entered (one landing on a call inside `__enter__`) makes the put-back
+        # fail inside a C++ destructor, which aborts the process
+        state = _dispatch_state(self)
+        try:
+            return super().__torch_dispatch__(func, types, args, {} if kwargs is None else kwargs)
         except BaseException as e:
             self._interrupted(state, e)
             raise

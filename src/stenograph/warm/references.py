@@ -48,6 +48,9 @@ class Context:
         self.backend = backend
         self.makers = makers
         self.graphs = graphs
+        # module name -> code fingerprint -> its functions, read once per load (a module's
+        # contents may change between loads, never during one)
+        self.functions_by_code: dict[str, dict[str, list[types.FunctionType]]] = {}
 
 
 class _Persister(pickle.Pickler):
@@ -152,7 +155,7 @@ class _Resolver(pickle.Unpickler):
         if kind == "code":
             return find_code(*rest)
         if kind == "function":
-            return find_function(*rest)
+            return find_function(*rest, self.context.functions_by_code)
         if kind == "weakref":
             return weakref.ref(rest[0])
         if kind == "cell":
@@ -196,19 +199,26 @@ def _module(name: str) -> types.ModuleType:
     return module
 
 
-def find_function(module_name: str, qualname: str, fingerprint: str) -> types.FunctionType:
+def find_function(
+    module_name: str, qualname: str, fingerprint: str, by_code: dict[str, dict[str, list[types.FunctionType]]]
+) -> types.FunctionType:
     """The live function `module.qualname` if its code is the one compiled against; else the
-    one function of the module with that code (a decorator's wrapper stored on a class)."""
+    one function of the module with that code (a function a decorator wrapped, found through
+    its wrapper). `by_code` keeps each module's functions by fingerprint for the rest of the load."""
     module = _module(module_name)
     found = _by_qualname(module, qualname)
     if isinstance(found, types.FunctionType) and code_fingerprint(found.__code__) == fingerprint:
         return found
-    matches = [f for f in _reachable_functions(module) if code_fingerprint(f.__code__) == fingerprint]
-    distinct = list({id(f): f for f in matches}.values())
-    if len(distinct) != 1:
-        what = "no function" if not distinct else f"{len(distinct)} functions"
+    index = by_code.get(module_name)
+    if index is None:
+        index = by_code[module_name] = {}
+        for function in _reachable_functions(module):
+            index.setdefault(code_fingerprint(function.__code__), []).append(function)
+    matches = index.get(fingerprint, [])  # each function once: the walk skips what it saw
+    if len(matches) != 1:
+        what = "no function" if not matches else f"{len(matches)} functions"
         raise Unresolved(f"{module_name}.{qualname}: {what} with the compiled code")
-    return distinct[0]
+    return matches[0]
 
 
 def find_property(fget: types.FunctionType, fset: Any, fdel: Any) -> property:
@@ -268,8 +278,9 @@ def _reachable_functions(module: types.ModuleType) -> Iterator[types.FunctionTyp
                 pending.append(wrapped)
 
 
-# filename -> (qualname, first line, fingerprint) -> code object, per module file found
-_code_index: dict[str, dict[tuple[str, int, str], types.CodeType]] = {}
+# filename -> (qualname, first line) -> code objects, per module file found (fingerprints are
+# taken only of the candidates a reference names: most of a file's code is never asked for)
+_code_index: dict[str, dict[tuple[str, int], list[types.CodeType]]] = {}
 process_state.register_containers("warm.code_index", _code_index, memo=True)
 
 
@@ -277,23 +288,36 @@ def find_code(filename: str, qualname: str, firstlineno: int, fingerprint: str) 
     """The live code object compiled from `filename` under that name, line and fingerprint:
     among the code of the module loaded from the file (its functions, its classes' methods and
     the code nested in theirs)."""
-    index = _code_index.get(filename)
-    if index is None or (qualname, firstlineno, fingerprint) not in index:
+    found = _code_with(_code_index.get(filename, {}), qualname, firstlineno, fingerprint)
+    if found is None:  # not indexed yet, or the module's code changed since
         index = _code_index[filename] = _index_file(filename)
-    found = index.get((qualname, firstlineno, fingerprint))
+        found = _code_with(index, qualname, firstlineno, fingerprint)
     if found is None:
         raise Unresolved(f"no code {qualname} at {filename}:{firstlineno} as compiled (changed or not loaded)")
     return found
 
 
-def _index_file(filename: str) -> dict[tuple[str, int, str], types.CodeType]:
-    index: dict[tuple[str, int, str], types.CodeType] = {}
+def _code_with(
+    index: dict[tuple[str, int], list[types.CodeType]], qualname: str, firstlineno: int, fingerprint: str
+) -> types.CodeType | None:
+    for code in index.get((qualname, firstlineno), ()):
+        if code_fingerprint(code) == fingerprint:
+            return code
+    return None
+
+
+def _index_file(filename: str) -> dict[tuple[str, int], list[types.CodeType]]:
+    index: dict[tuple[str, int], list[types.CodeType]] = {}
+    seen: set[int] = set()
     for module in list(sys.modules.values()):
         if getattr(module, "__file__", None) != filename:
             continue
         pending = [f.__code__ for f in _reachable_functions(module)]
         while pending:
             code = pending.pop()
-            index[(code.co_qualname, code.co_firstlineno, code_fingerprint(code))] = code
+            if id(code) in seen:
+                continue
+            seen.add(id(code))
+            index.setdefault((code.co_qualname, code.co_firstlineno), []).append(code)
             pending.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
     return index
