@@ -177,7 +177,10 @@ def _run_child(opts: argparse.Namespace, compiler: str, model: str, backend: str
         "--threads",
         str(opts.threads),
     ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=opts.timeout)
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=opts.timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {opts.timeout} s"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]

@@ -266,6 +266,8 @@ class Frame:
     ) -> Variable:
         """Run `fn`'s bytecode in a child frame sharing this graph; its return value (a
         `nested_compile_region` wrapper: its body, as a subgraph)."""
+        if not isinstance(fn, types.FunctionType):  # a C accessor (a pybind11 property's getter)
+            raise Unsupported(f"call of {getattr(fn, '__qualname__', fn)!r}, which is not Python code")
         if is_region(fn):
             return call_region(self, fn, fn_source, args, kwargs)
         code = fn.__code__

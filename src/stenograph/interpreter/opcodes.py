@@ -899,7 +899,11 @@ def _with_function_part(frame: Frame, fn: Variable, flag: int, value: Variable) 
         fn.kwdefaults = dict(value.items)
     elif flag == 0x01:
         fn.defaults = tuple(value.unpack(frame))
-    elif flag not in (0x04, 0x10):  # annotations (and 3.14's function computing them) are not kept
+    elif flag == 0x04:
+        fn.annotations = value
+    elif flag == 0x10:
+        fn.annotate = value
+    else:
         raise Unsupported(f"function attribute flag {flag:#x}")
     return fn
 

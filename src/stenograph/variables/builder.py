@@ -349,9 +349,15 @@ def _cached_function(w: Wrapping) -> Variable:
 
 @_rule(lambda value, source: is_namedtuple_class(type(value)))
 def _namedtuple(w: Wrapping) -> Variable:
-    if w.source is not None:
-        w.guards.type_match(w.source, w.value)
-    return NamedTupleVariable(_items(w, enumerate(w.value)), type(w.value), w.source)
+    cls = type(w.value)
+    if w.source is None:
+        return NamedTupleVariable(_items(w, enumerate(w.value)), cls, None)
+    w.guards.type_match(w.source, w.value)
+    if cls.__getitem__ is tuple.__getitem__:
+        return NamedTupleVariable(_items(w, enumerate(w.value)), cls, w.source)
+    # `t[0]` would run the class's own `__getitem__`: the fields are read by name
+    fields = [wrap(w.frame, v, AttrSource(w.source, f)) for f, v in zip(cls._fields, w.value)]
+    return NamedTupleVariable(fields, cls, w.source)
 
 
 @_rule(lambda value, source: source is not None and type(value) in _CONTAINERS)

@@ -374,12 +374,29 @@ def _dict(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
         source = args[0]
         if isinstance(source, DictVariable):
             items.update(source.items)
+        elif _is_mapping(source):
+            for key in source.call_method(frame, "keys", [], {}).unpack(frame):
+                items[dict_key(key, frame)] = source.getitem(frame, key)
         else:
-            for pair in source.unpack(frame):
-                k, v = pair.unpack(frame)
-                items[dict_key(k, frame)] = v
+            for index, pair in enumerate(source.unpack(frame)):
+                parts = pair.unpack(frame)
+                if len(parts) != 2:
+                    message = f"dictionary update sequence element #{index} has length {len(parts)}; 2 is required"
+                    raise raise_new(frame, ValueError, message)
+                items[dict_key(parts[0], frame)] = parts[1]
     items.update(kwargs)
     return DictVariable(items)
+
+
+def _is_mapping(obj: Variable) -> bool:
+    """Whether `dict(obj)` reads `obj` as a mapping (its class has `keys`, as
+    `collections.abc.Mapping`'s do) rather than as pairs. Trackers without a known type are
+    iterators, generators and views: pairs."""
+    try:
+        kind = obj.python_type()
+    except Unsupported:
+        return False
+    return hasattr(kind, "keys")
 
 
 @_handler(range)

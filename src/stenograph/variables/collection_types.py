@@ -106,7 +106,9 @@ class DequeVariable(ListVariable):
                 steps %= len(self.items)
                 self.items[:] = self.items[len(self.items) - steps :] + self.items[: len(self.items) - steps]
             return constant(None)
-        if name in ("pop", "clear", "remove", "reverse", "copy", "index", "count", "__len__", "__getitem__"):
+        if name == "copy" and not args:
+            return DequeVariable(list(self.items), maxlen=self.maxlen)
+        if name in ("pop", "clear", "remove", "reverse", "index", "count", "__len__", "__getitem__"):
             return super().call_method(frame, name, args, kwargs)
         raise Unsupported(f"method {name!r} of {self.describe()}")
 

@@ -67,6 +67,14 @@ class DictViewVariable(Variable):
             return SetVariable.from_items(frame, self.unpack(frame)).call_method(frame, name, args, kwargs)
         raise Unsupported(f"method {name!r} of {self.describe()}")
 
+    def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
+        """`a.keys() | b.keys()`, `&`, `-`, `^` (also with a set): a new set, as eager's."""
+        if self.kind != "keys" or op is not plain:
+            return None
+        if isinstance(other, DictViewVariable) and other.kind == "keys":
+            other = SetVariable.from_items(frame, other.unpack(frame))
+        return SetVariable.from_items(frame, self.unpack(frame)).binary_op(frame, op, plain, other)
+
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.expr(self.dict_var)}.{self.kind}()"
 

@@ -20,7 +20,7 @@ from .constants import ConstantVariable, constant
 from .containers import DictVariable, SizeVariable, TupleVariable
 from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
-from .exceptions import raise_python_error
+from .exceptions import raise_new, raise_python_error
 from .global_contexts import is_global_context_class, make_global_context
 from .profiler_ranges import is_record_function_class, make_record_function
 from .symbolic import GraphValueVariable
@@ -171,6 +171,10 @@ class NestedFunctionVariable(Variable):
         self.defaults = defaults
         self.kwdefaults = kwdefaults
         self.closure = closure  # tuple of interpreter cells
+        # MAKE_FUNCTION's annotations: names and values alternating (up to 3.13), or 3.14's
+        # function computing them; given back to the function rebuilt at a break
+        self.annotations: Variable | None = None
+        self.annotate: Variable | None = None
 
     def python_type(self) -> type:
         return types.FunctionType
@@ -220,6 +224,11 @@ class NestedFunctionVariable(Variable):
             if self.kwdefaults:
                 items = ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in self.kwdefaults.items())
                 lines.append(f"{fn}.__kwdefaults__ = {{{items}}}")
+            if self.annotations is not None:
+                pairs = rebuild.expr(self.annotations)
+                lines.append(f"{fn}.__annotations__ = {rebuild.writer.bind(_annotation_dict, 'fn')}({pairs})")
+            if self.annotate is not None:
+                lines.append(f"{fn}.__annotate__ = {rebuild.expr(self.annotate)}")
             return lines
 
         return rebuild.build_object(self, create, fill)
@@ -228,6 +237,11 @@ class NestedFunctionVariable(Variable):
         placeholder_cells = tuple(types.CellType() for _ in self.code.co_freevars)
         fn = types.FunctionType(self.code, self.globals_dict, self.code.co_name, None, placeholder_cells)
         return frame.inline_call(fn, args, kwargs, closure=self.closure, defaults=(self.defaults, self.kwdefaults))
+
+
+def _annotation_dict(pairs: tuple) -> dict:
+    """A function's `__annotations__` from MAKE_FUNCTION's tuple of names and values."""
+    return dict(zip(pairs[::2], pairs[1::2]))
 
 
 def _existing_cell(rebuild: Any, cell: Any) -> str:
@@ -283,6 +297,14 @@ class TorchOpVariable(Variable):
 
     def python_type(self) -> type:
         return type(self.fn)
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if isinstance(self.fn, torch._ops.OpOverloadPacket) and name in self.fn.overloads():
+            # `torch.ops.aten.add.Tensor`: one overload of the operator, itself a graph op
+            return TorchOpVariable(
+                getattr(self.fn, name), None if self.source is None else AttrSource(self.source, name)
+            )
+        return super().getattr(frame, name)
 
     def describe(self) -> str:
         module = getattr(self.fn, "__module__", None) or "torch"
@@ -450,6 +472,10 @@ class GraphBreakVariable(Variable):
         return rebuild.writer.bind(graph_break, "fn")
 
 
+_ABSENT = object()
+_PROBE_PARTIAL = functools.partial(len)  # what a partial's own attributes are, beside its function's
+
+
 class PartialVariable(Variable):
     """A `functools.partial`: calling it calls the function with the stored arguments first."""
 
@@ -484,6 +510,14 @@ class PartialVariable(Variable):
             return TupleVariable(self.args)
         if name == "keywords":
             return DictVariable(self.kwargs)
+        if name == "__call__":
+            return self  # the bound `__call__` calls the partial
+        if self.source is None:  # made in the frame: its instance `__dict__` is empty, as the probe's
+            found = getattr(_PROBE_PARTIAL, name, _ABSENT)
+            if found is _ABSENT:
+                raise raise_new(frame, AttributeError, f"'functools.partial' object has no attribute {name!r}")
+            if found is None or isinstance(found, (str, int)):  # `__doc__`, `__module__`
+                return constant(found)
         return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:

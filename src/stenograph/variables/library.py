@@ -83,7 +83,10 @@ def lookup(value: Any) -> Variable | None:
 
 
 def _is_math_function(value: Any) -> bool:
-    """A function `math` exports (3.15 defines gcd, comb, ... in `math.integer`)."""
+    """A function `math` exports (3.15 defines gcd, comb, ... in `math.integer`). Only C
+    functions are asked: reading attributes of a user object would run its `__getattr__`."""
+    if not isinstance(value, types.BuiltinFunctionType):
+        return False
     if getattr(value, "__module__", None) == "math" or getattr(value, "__self__", None) is math:
         return True
     name = getattr(value, "__name__", None)
@@ -143,6 +146,19 @@ def _unary_of(fn: Any) -> Handler:
 
 for _fn in (operator.neg, operator.pos, operator.invert, operator.not_):
     _HANDLERS[_fn] = _unary_of(_fn)
+
+
+def _as_builtin(builtin: Any) -> Handler:
+    """`operator.abs(x)` is `abs(x)`, `operator.truth(x)` is `bool(x)`: the builtin's handling."""
+
+    def handler(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return frame.wrap(builtin, None).call(frame, args, kwargs)
+
+    return handler
+
+
+_HANDLERS[operator.abs] = _as_builtin(abs)
+_HANDLERS[operator.truth] = _as_builtin(bool)
 
 
 @_handler(operator.getitem)

@@ -76,6 +76,12 @@ class NamedTupleVariable(TupleVariable):
             return bind_class_attr(frame, self, self.python_class, attr, owner, name)
         return super().getattr(frame, name)
 
+    def getitem(self, frame: Frame, key: Variable) -> Variable:
+        attr, owner = class_lookup(self.python_class, "__getitem__")
+        if owner is not tuple:  # the class's own indexing (a batch of fields sliced together)
+            return bind_class_attr(frame, self, self.python_class, attr, owner, "__getitem__").call(frame, [key], {})
+        return super().getitem(frame, key)
+
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "_replace" and not args:
             fields = self.python_class._fields
@@ -87,8 +93,10 @@ class NamedTupleVariable(TupleVariable):
         return super().call_method(frame, name, args, kwargs)
 
     def reconstruct(self, rebuild: Any) -> str:
+        # built once: every name bound to it gets the one object (a subclass's instances have a
+        # `__dict__`, and an attribute written at a break must land on the object the frame keeps)
         cls = rebuild.writer.bind(self.python_class, "cls")
-        return f"{cls}({''.join(rebuild.expr(i) + ', ' for i in self.items)})"
+        return rebuild.build_once(self, lambda: f"{cls}({''.join(rebuild.expr(i) + ', ' for i in self.items)})")
 
 
 class StructSeqVariable(NamedTupleVariable):
@@ -109,4 +117,4 @@ class StructSeqVariable(NamedTupleVariable):
 
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.python_class, "cls")
-        return f"{cls}(({''.join(rebuild.expr(i) + ', ' for i in self.items)}))"
+        return rebuild.build_once(self, lambda: f"{cls}(({''.join(rebuild.expr(i) + ', ' for i in self.items)}))")

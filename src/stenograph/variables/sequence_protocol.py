@@ -1,4 +1,5 @@
-"""Iterating an object whose class has `__getitem__` but no `__iter__` (the old sequence protocol).
+"""Iterating user objects lazily: one whose class has `__getitem__` but no `__iter__` (the old
+sequence protocol), and one whose `__iter__` returns itself.
 
 CPython's `iter()` then makes an iterator that calls `obj[0]`, `obj[1]`, ... until `__getitem__`
 raises IndexError (or StopIteration). The tracker does the same, lazily, so the calls interleave
@@ -51,6 +52,36 @@ class GetItemIteratorVariable(IteratorVariable):
             raise
         self.index += 1
         return item
+
+
+class SelfIteratorVariable(IteratorVariable):
+    """A user object whose `__iter__` returns itself: each step calls its `__next__`, lazily, so
+    the calls interleave with the loop body as they do eagerly, until it raises StopIteration."""
+
+    has_length_hint = False
+
+    def __init__(self, obj: Variable) -> None:
+        self.obj = obj
+        self.done = False
+        self.failure = None
+
+    def describe(self) -> str:
+        return f"{self.obj.describe()}, its own iterator"
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
+
+    def next(self, frame: Frame) -> Variable | None:
+        if self.done:
+            return None
+        try:
+            return self.obj.call_method(frame, "__next__", [], {})
+        except TracedException as e:
+            if issubclass(e.value.python_type(), StopIteration):
+                self.done = True
+                return None
+            raise
 
 
 def getitem_iterator(frame: Frame, obj: Variable, cls: type | None) -> IteratorVariable | None:

@@ -81,4 +81,9 @@ class SymNodeVariable(GraphValueVariable):
         raise Unsupported(f"iteration over {self.describe()}")
 
     def getattr(self, frame: Frame, name: str) -> Variable:
+        kind = self.python_type()
+        if not name.startswith("_") and hasattr(kind, name):
+            # `m.is_integer()`, `n.bit_length()`, `m.as_integer_ratio()`: the public methods of
+            # int and float are pure; asked of the value, which is specialised (guarded)
+            return frame.wrap(self.as_constant(), None).getattr(frame, name)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")

@@ -22,7 +22,7 @@ from .constants import ConstantVariable, constant
 from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
 from .double_backward import creates_graph
 from .symbolic import GraphValueVariable
-from .tensor_effects import changes_nothing, refuse_effect
+from .tensor_effects import changes_input_metadata, changes_nothing, refuse_effect
 from .trace_rules import (
     TENSOR_DATA_HINT,
     TENSOR_DATA_METHODS,
@@ -104,7 +104,7 @@ class TensorVariable(GraphValueVariable):
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
         if not hasattr(torch.Tensor, name):
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
+            return _instance_attribute(frame, self, name)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
@@ -112,6 +112,22 @@ class TensorVariable(GraphValueVariable):
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return TensorMethodVariable(self, name).call(frame, args, kwargs)
+
+
+def _instance_attribute(frame: Frame, tensor: TensorVariable, name: str) -> Variable:
+    """An attribute a user set on a tensor read from the frame (`x.tag = ...`), from the real
+    tensor's `__dict__`; its absence is guarded (a `hasattr` answered False must not hold for a
+    later call with a tensor that has it). A tensor made in the frame has none: writes to
+    tensors' attributes are graph breaks."""
+    real = frame.output.real_object(tensor)
+    if real is not None and tensor.source is not None:
+        instance_dict = real.__dict__
+        dict_source = AttrSource(tensor.source, "__dict__")
+        if name in instance_dict:
+            frame.output.guards.key_present(dict_source, name, f"{tensor.source.name()}.__dict__ holds {name!r}")
+            return frame.wrap(instance_dict[name], AttrSource(tensor.source, name))
+        frame.output.guards.key_absent(dict_source, name, f"{tensor.source.name()}.__dict__ lacks {name!r}")
+    raise Unsupported(f"{tensor.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
 
 
 def _read_grad(frame: Frame, tensor: TensorVariable) -> Variable:
@@ -180,6 +196,12 @@ class TensorMethodVariable(Variable):
             )
         double = name == "backward" and creates_graph(torch.Tensor.backward, [self.tensor, *args], kwargs)
         refuse_effect(name, f"Tensor.{name}()", double)
+        if self.tensor.source is not None and changes_input_metadata(name):
+            raise Unsupported(
+                f"Tensor.{name}() changes the sizes or strides of {self.tensor.describe()}, read from the frame, in "
+                "place; it runs eagerly between graphs (as torch.compile does)",
+                hint="use the out-of-place form (`x = x.unsqueeze(0)`) to keep one graph",
+            )
         if name in TENSOR_GUARDED_METADATA_METHODS and not args and not kwargs:
             result = getattr(self.tensor.fake, name)()
             if not _is_symbolic_result(result):
@@ -202,10 +224,36 @@ class TensorMethodVariable(Variable):
             if isinstance(result, tuple):
                 return constant(tuple(int(s) for s in result))
             return constant(result)
+        if name == "type" and args and args[0].is_constant() and type(args[0].as_constant()) is _TENSOR_TYPE:
+            # a legacy tensor type (`torch.HalfTensor`) by the name `type()` also takes: the
+            # graph's code can spell a string, not the class
+            legacy = args[0].as_constant()
+            args = [constant(f"{legacy.__module__}.{legacy.__name__}"), *args[1:]]
+        if name == "new" and len(args) == 1 and isinstance(args[0], SizeVariable):
+            # `x.new(size)` takes a torch.Size as sizes but a tuple as data; the graph keeps no
+            # torch.Size: the sizes are passed one by one (`x.new(5, 8)`), or `new_empty(())`
+            if not args[0].items:
+                return frame.output.call(
+                    "call_method", "new_empty", [self.tensor, constant(())], kwargs, "Tensor.new()"
+                )
+            args = list(args[0].items)
         return frame.output.call("call_method", name, [self.tensor, *args], kwargs, f"Tensor.{name}()")
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.expr(self.tensor)}.{self.name}"
+
+
+_TENSOR_TYPE = type(torch.FloatTensor)  # torch.tensortype: the classes torch.HalfTensor, ...
+
+
+def _python_number(value: Any) -> Any:
+    """A NumPy integer or float scalar as the Python number torch treats it as (the graph's
+    code cannot name NumPy); a NumPy bool is not one (`int_tensor + np.bool_` is float)."""
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        number = value.item()
+        if type(number) in (int, float):  # not a bool's True
+            return number
+    return value
 
 
 def unwrap(var: Variable) -> tuple[Any, Any]:
@@ -213,7 +261,8 @@ def unwrap(var: Variable) -> tuple[Any, Any]:
     if isinstance(var, GraphValueVariable):
         return var.node, var.fake
     if isinstance(var, ConstantVariable):
-        return var.value, var.value
+        value = _python_number(var.value)
+        return value, value
     if isinstance(var, SequenceVariable):
         pairs = [unwrap(item) for item in var.items]
         kind = list if var.python_class is list else tuple

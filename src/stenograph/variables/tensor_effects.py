@@ -4,20 +4,24 @@ A graph describes values. These methods change what a tensor *is* to autograd or
 (`requires_grad_`, `retain_grad`, `detach_`, `resize_`, `set_`, hooks): AOTAutograd functionalises
 them away or refuses them, so the effect would be lost on the user's real tensor (a leaf that never
 gets a gradient, an `h.grad` that stays None). Running them between graphs keeps eager semantics.
-In-place view ops (`t_`, `transpose_`, `unsqueeze_`) are not listed: AOTAutograd replays their
-metadata change on graph inputs. A call that leaves the tensor as it is (`requires_grad_(True)` on
-one that already requires grad) is no effect and breaks nothing.
+In-place view ops (`t_`, `transpose_`, `unsqueeze_`: torch tags them `inplace_view`) break the
+graph when the tensor was read from the frame, as torch.compile's do: the input's sizes change
+under the trace, and the guards on its shape would describe the changed tensor. On a tensor made
+in the frame they stay in the graph. A call that leaves the tensor as it is (`requires_grad_(True)`
+on one that already requires grad) is no effect and breaks nothing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ..errors import BreakKind, Unsupported
 from .base import Variable
 from .constants import ConstantVariable
 
-__all__ = ["EFFECT_METHODS", "changes_nothing", "refuse_effect"]
+__all__ = ["EFFECT_METHODS", "changes_nothing", "changes_input_metadata", "refuse_effect"]
 
 #: method name -> why it cannot be recorded in a graph
 EFFECT_METHODS: dict[str, str] = {
@@ -35,6 +39,24 @@ EFFECT_METHODS: dict[str, str] = {
     "sparse_resize_": "changes the tensor's storage in place",
     "sparse_resize_and_clear_": "changes the tensor's storage in place",
 }
+
+
+def _inplace_view(name: str) -> bool:
+    packet = getattr(torch.ops.aten, name, None)
+    overloads = packet.overloads() if packet is not None and hasattr(packet, "overloads") else []
+    return bool(overloads) and torch.Tag.inplace_view in getattr(packet, overloads[0]).tags
+
+
+# method name -> whether torch tags it as changing the tensor's sizes or strides in place
+_INPLACE_VIEW: dict[str, bool] = {}
+
+
+def changes_input_metadata(name: str) -> bool:
+    """Whether `Tensor.name()` changes the tensor's sizes or strides in place (`unsqueeze_`)."""
+    found = _INPLACE_VIEW.get(name)
+    if found is None:
+        found = _INPLACE_VIEW[name] = name.endswith("_") and _inplace_view(name)
+    return found
 
 
 def changes_nothing(name: str, fake: Any, args: list[Variable], kwargs: dict[str, Variable]) -> bool:

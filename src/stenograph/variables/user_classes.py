@@ -27,7 +27,7 @@ from .autograd_function import FunctionApplyVariable
 from .base import Variable
 from .class_lookup import MISSING, class_attribute, class_lookup
 from .constants import ConstantVariable, IteratorVariable, constant
-from .containers import DictContentsVariable, DictVariable, TupleVariable
+from .containers import DictContentsVariable, DictVariable, TupleVariable, iterate
 from .descriptors import (
     class_attr_source,
     class_dunder,
@@ -39,7 +39,7 @@ from .descriptors import (
 )
 from .exceptions import TracedException, is_attribute_error, raise_new
 from .functions import NestedFunctionVariable, TorchClassVariable, UserFunctionVariable, UserMethodVariable
-from .sequence_protocol import getitem_iterator
+from .sequence_protocol import SelfIteratorVariable, getitem_iterator
 from .trace_rules import TORCH_CLASSES, is_builtin_class, is_literal, is_plain_function_class, is_user_class
 
 if TYPE_CHECKING:
@@ -395,6 +395,8 @@ class NewObjectVariable(ObjectVariable):
 
     def unpack(self, frame: Frame) -> list[Variable]:
         iterator = self._dunder(frame, "__iter__", [])
+        if iterator is self:
+            return _drain(frame, SelfIteratorVariable(self))
         if iterator is not None:
             return iterator.unpack(frame)
         if self.items is not None:
@@ -406,7 +408,15 @@ class NewObjectVariable(ObjectVariable):
 
     def get_iter(self, frame: Frame) -> Variable | None:
         by_index = self._by_index(frame)
-        return by_index if by_index is not None else super().get_iter(frame)
+        if by_index is not None:
+            return by_index
+        if self.items is None:  # `__iter__` returning the object itself: stepped lazily
+            iterator = self._dunder(frame, "__iter__", [])
+            if iterator is self:
+                return SelfIteratorVariable(self)
+            if iterator is not None:
+                return iterate(frame, iterator)
+        return super().get_iter(frame)
 
     # -- escaping ------------------------------------------------------------------------------
 
@@ -655,3 +665,16 @@ class UnboundBaseMethodVariable(Variable):
         if not args:
             raise Unsupported(f"{self.describe()} called without an instance")
         return BaseMethodVariable(args[0], self.owner, self.name).call(frame, args[1:], kwargs)
+
+
+_MOST_ITEMS = 100_000  # unpacking an iterator that never stops: refused, not traced forever
+
+
+def _drain(frame: Frame, iterator: SelfIteratorVariable) -> list[Variable]:
+    """Every item of `iterator` (`list(it)`, `a, b = it`), as eager takes them."""
+    items: list[Variable] = []
+    while (item := iterator.next(frame)) is not None:
+        items.append(item)
+        if len(items) > _MOST_ITEMS:
+            raise Unsupported(f"{iterator.describe()} gives more than {_MOST_ITEMS} items")
+    return items
