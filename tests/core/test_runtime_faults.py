@@ -266,20 +266,26 @@ def test_keyboard_interrupt_inside_fake_tensor_mode_exit():
     assert interrupted == 39
 
 
-def _interrupt_in_code(n, code):
-    """A trace function raising KeyboardInterrupt at the n-th line event of `code` (any call)."""
+def _interrupt_when(n, counts, follows=lambda frame: True):
+    """A trace function raising KeyboardInterrupt at the n-th event for which `counts(frame,
+    event)` holds; frames for which `follows(frame)` is false are not traced inside."""
     counted = [0]
 
     def tracer(frame, event, arg):
-        if frame.f_code is not code:
+        if not follows(frame):
             return None
-        if event == "line":
+        if counts(frame, event):
             counted[0] += 1
             if counted[0] == n:
                 raise KeyboardInterrupt
         return tracer
 
     return tracer
+
+
+def _interrupt_in_code(n, code):
+    """At the n-th line event of `code` (any call)."""
+    return _interrupt_when(n, lambda frame, event: event == "line", follows=lambda frame: frame.f_code is code)
 
 
 @_UNRAISABLE
@@ -292,41 +298,42 @@ def test_keyboard_interrupt_at_each_line_of_torchs_fake_mode_entry_and_exit(meth
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     code = getattr(FakeTensorMode, method).__code__
+    _each_interrupt_leaves_the_process_usable(lambda n: _interrupt_in_code(n, code), 12, f"line event of {method}")
+
+
+def _each_interrupt_leaves_the_process_usable(tracer_for, count, what):
+    """For n in 1..count, a compile interrupted by `tracer_for(n)`: the interrupt reaches the
+    caller, torch's state is as before, the next compile works."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
     x = torch.randn(4)
     expected = _breaking(x, 3)
     before = _torch_state()
-    for n in range(1, 13):
+    for n in range(1, count + 1):
         FakeTensorMode.cache_clear()  # a cached op result skips the mode's entry in its dispatch
         cnt = CompileCounter()
         compiled = stenograph.compile(_breaking, backend=cnt)
-        assert _call_traced(compiled, _interrupt_in_code(n, code), x, 3), f"no interrupt at line event {n}"
-        assert _torch_state() == before, f"interrupt at line event {n} of {method}"
+        assert _call_traced(compiled, tracer_for(n), x, 3), f"no interrupt at {what} {n}"
+        assert _torch_state() == before, f"interrupt at {what} {n}"
         _check_usable_after_interrupt(compiled, cnt, x, expected)
         stenograph.reset()
 
 
 def _interrupt_at_call_from(n, method):
-    """A trace function raising KeyboardInterrupt at the n-th call made from a fake mode's
-    `method` (of any class on the mode's MRO: the calls of one entry or exit, torch's own
-    included)."""
+    """At the n-th call made from a fake mode's `method` (of any class on the mode's MRO: the
+    calls of one entry or exit, torch's own included)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    counted = [0]
-
-    def tracer(frame, event, arg):
+    def counts(frame, event):
         caller = frame.f_back
-        if (
+        return (
             event == "call"
             and caller is not None
             and caller.f_code.co_name == method
             and isinstance(caller.f_locals.get("self"), FakeTensorMode)
-        ):
-            counted[0] += 1
-            if counted[0] == n:
-                raise KeyboardInterrupt
-        return tracer
+        )
 
-    return tracer
+    return _interrupt_when(n, counts)
 
 
 @_UNRAISABLE
@@ -337,19 +344,7 @@ def test_keyboard_interrupt_at_each_call_inside_the_fake_modes_entry_and_exit(me
     putting back the mode it had set aside aborted the process from a destructor. Each of the
     first calls: the interrupt reaches the caller, torch's state is as before, the next compile
     works."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    x = torch.randn(4)
-    expected = _breaking(x, 3)
-    before = _torch_state()
-    for n in range(1, 25):
-        FakeTensorMode.cache_clear()
-        cnt = CompileCounter()
-        compiled = stenograph.compile(_breaking, backend=cnt)
-        assert _call_traced(compiled, _interrupt_at_call_from(n, method), x, 3), f"no interrupt at call {n}"
-        assert _torch_state() == before, f"interrupt at call {n} from {method}"
-        _check_usable_after_interrupt(compiled, cnt, x, expected)
-        stenograph.reset()
+    _each_interrupt_leaves_the_process_usable(lambda n: _interrupt_at_call_from(n, method), 24, f"call from {method}")
 
 
 class _Mode(TorchDispatchMode):

@@ -22,66 +22,64 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 
-class GetItemIteratorVariable(IteratorVariable):
-    """The iterator `iter(obj)` makes for a class with only `__getitem__`."""
+class _SteppedIterator(IteratorVariable):
+    """An iterator that takes each item from the object when asked (one call into it per step),
+    until the call raises one of `stops`; it cannot be rebuilt at a graph break."""
 
     has_length_hint = False
+    stops: tuple[type[BaseException], ...] = (StopIteration,)
 
     def __init__(self, obj: Variable) -> None:
         self.obj = obj
-        self.index = 0
         self.done = False
         self.failure = None
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
+
+    def step(self, frame: Frame) -> Variable:
+        raise NotImplementedError
+
+    def next(self, frame: Frame) -> Variable | None:
+        if self.done:
+            return None
+        try:
+            return self.step(frame)
+        except TracedException as e:
+            if issubclass(e.value.python_type(), self.stops):
+                self.done = True
+                return None
+            raise
+
+
+class GetItemIteratorVariable(_SteppedIterator):
+    """The iterator `iter(obj)` makes for a class with only `__getitem__`."""
+
+    stops = (IndexError, StopIteration)
+
+    def __init__(self, obj: Variable) -> None:
+        super().__init__(obj)
+        self.index = 0
 
     def describe(self) -> str:
         return f"iterator over {self.obj.describe()} by __getitem__"
 
-    @property
-    def items(self) -> list[Variable]:  # type: ignore[override]
-        raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
-
-    def next(self, frame: Frame) -> Variable | None:
-        if self.done:
-            return None
-        try:
-            item = self.obj.getitem(frame, constant(self.index))
-        except TracedException as e:
-            if issubclass(e.value.python_type(), (IndexError, StopIteration)):
-                self.done = True
-                return None
-            raise
+    def step(self, frame: Frame) -> Variable:
+        item = self.obj.getitem(frame, constant(self.index))
         self.index += 1
         return item
 
 
-class SelfIteratorVariable(IteratorVariable):
+class SelfIteratorVariable(_SteppedIterator):
     """A user object whose `__iter__` returns itself: each step calls its `__next__`, lazily, so
-    the calls interleave with the loop body as they do eagerly, until it raises StopIteration."""
-
-    has_length_hint = False
-
-    def __init__(self, obj: Variable) -> None:
-        self.obj = obj
-        self.done = False
-        self.failure = None
+    the calls interleave with the loop body as they do eagerly."""
 
     def describe(self) -> str:
         return f"{self.obj.describe()}, its own iterator"
 
-    @property
-    def items(self) -> list[Variable]:  # type: ignore[override]
-        raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
-
-    def next(self, frame: Frame) -> Variable | None:
-        if self.done:
-            return None
-        try:
-            return self.obj.call_method(frame, "__next__", [], {})
-        except TracedException as e:
-            if issubclass(e.value.python_type(), StopIteration):
-                self.done = True
-                return None
-            raise
+    def step(self, frame: Frame) -> Variable:
+        return self.obj.call_method(frame, "__next__", [], {})
 
 
 def getitem_iterator(frame: Frame, obj: Variable, cls: type | None) -> IteratorVariable | None:
