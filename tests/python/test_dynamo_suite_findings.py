@@ -449,3 +449,23 @@ def test_a_user_iterator_changed_by_the_loop_body_stops_as_eager(cnt):
         return x, it.n
 
     check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+# -- leaves made in the frame ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_leaf_that_requires_grad_made_in_the_frame(backend):
+    """Under aot_eager the leaf came back without `requires_grad` (a graph makes no leaves), and
+    `out.sum().backward()` raised; it is made eagerly now, as one graph (torch.compile: 1)."""
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+
+    def fn(x):
+        leaf = torch.ones(2, requires_grad=True)
+        return leaf, leaf * 2 + x
+
+    leaf, out = stenograph.compile(fn, backend=cnt)(torch.zeros(2))
+    assert leaf.requires_grad and leaf.is_leaf
+    out.sum().backward()
+    assert torch.equal(leaf.grad, torch.full((2,), 2.0))
+    assert cnt.frame_count == 1

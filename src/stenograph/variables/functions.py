@@ -326,6 +326,15 @@ class TorchOpVariable(Variable):
         if self.fn in (torch.numel,) and isinstance(args[0], TensorVariable):
             return constant(args[0].fake.numel())
         refuse_effect(getattr(self.fn, "__name__", ""), f"{self.describe()}()")
+        wants_grad = kwargs.get("requires_grad")
+        if wants_grad is not None and wants_grad.is_constant() and wants_grad.as_constant() is True:
+            # a new leaf that requires grad: AOTAutograd's graph would hand it back without
+            # (a graph makes no leaves), so it is made eagerly and enters the next graph as an input
+            raise Unsupported(
+                f"{self.describe()}(..., requires_grad=True) makes a leaf tensor that requires grad; "
+                "it runs eagerly between graphs",
+                hint="make the tensor outside the compiled function (a parameter or an argument)",
+            )
         return frame.output.call("call_function", self.fn, args, kwargs, f"{self.describe()}()")
 
     def _query_state(self, frame: Frame) -> Variable:
