@@ -107,7 +107,7 @@ class DequeVariable(ListVariable):
                 self.items[:] = self.items[len(self.items) - steps :] + self.items[: len(self.items) - steps]
             return constant(None)
         if name == "copy" and not args:
-            return DequeVariable(list(self.items), maxlen=self.maxlen)
+            return self.clone(list(self.items))
         if name in ("pop", "clear", "remove", "reverse", "index", "count", "__len__", "__getitem__"):
             return super().call_method(frame, name, args, kwargs)
         raise Unsupported(f"method {name!r} of {self.describe()}")

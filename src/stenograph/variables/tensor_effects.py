@@ -13,6 +13,7 @@ on one that already requires grad) is no effect and breaks nothing.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -41,22 +42,13 @@ EFFECT_METHODS: dict[str, str] = {
 }
 
 
-def _inplace_view(name: str) -> bool:
-    packet = getattr(torch.ops.aten, name, None)
+@functools.cache
+def changes_input_metadata(name: str) -> bool:
+    """Whether `Tensor.name()` changes the tensor's sizes or strides in place (`unsqueeze_`):
+    torch tags its operator `inplace_view`."""
+    packet = getattr(torch.ops.aten, name, None) if name.endswith("_") else None
     overloads = packet.overloads() if packet is not None and hasattr(packet, "overloads") else []
     return bool(overloads) and torch.Tag.inplace_view in getattr(packet, overloads[0]).tags
-
-
-# method name -> whether torch tags it as changing the tensor's sizes or strides in place
-_INPLACE_VIEW: dict[str, bool] = {}
-
-
-def changes_input_metadata(name: str) -> bool:
-    """Whether `Tensor.name()` changes the tensor's sizes or strides in place (`unsqueeze_`)."""
-    found = _INPLACE_VIEW.get(name)
-    if found is None:
-        found = _INPLACE_VIEW[name] = name.endswith("_") and _inplace_view(name)
-    return found
 
 
 def changes_nothing(name: str, fake: Any, args: list[Variable], kwargs: dict[str, Variable]) -> bool:
