@@ -14,7 +14,8 @@ stenograph's warm start reads its own cache (`STENOGRAPH_CACHE_DIR`) as well.
     python benchmarks/warm_start.py --device cuda --models llama,resnet50,t5,vit --backends inductor \\
         --modes default,max-autotune-no-cudagraphs --dtype bfloat16
 
-The table gives, per row, the median first-call seconds over `--repeats` cold/warm pairs, the
+The table gives, per row, the median first-call seconds over `--repeats` cold runs, each followed
+by `--warm-runs` warm ones (each a fresh process reading the caches the cold one left), the
 warm/cold ratio of each compiler, that ratio of the first call's overhead ("ovh": the first call
 minus the median of three later ones, that is the capture, compile or load without the run),
 stenograph warm / torch.compile warm, and whether every run's result equalled eager's (float32:
@@ -189,7 +190,8 @@ def _run_child(opts: argparse.Namespace, compiler: str, model: str, backend: str
 
 
 def measure(opts: argparse.Namespace, model: str, backend: str, mode: str) -> dict[str, Any]:
-    """Cold and warm first calls, `opts.repeats` times per compiler (compilers alternating)."""
+    """Cold and warm first calls, `opts.repeats` times per compiler (compilers alternating); each
+    cold process followed by `opts.warm_runs` warm ones."""
     runs: dict[str, dict[str, list]] = {
         c: {
             **{f"{phase}{part}": [] for phase in ("cold", "warm") for part in ("", "_overhead", "_decorate")},
@@ -202,7 +204,7 @@ def measure(opts: argparse.Namespace, model: str, backend: str, mode: str) -> di
         order = COMPILERS if repeat % 2 == 0 else COMPILERS[::-1]
         for compiler in order:
             with tempfile.TemporaryDirectory(prefix="warm-start-") as folder:
-                for phase in ("cold", "warm"):
+                for phase in ("cold", *["warm"] * opts.warm_runs):
                     result = _run_child(opts, compiler, model, backend, mode, folder)
                     if "error" in result:
                         runs[compiler]["errors"].append(f"{phase}: {result['error']}")
@@ -242,6 +244,9 @@ def main() -> int:
     parser.add_argument("--modes", default="default", help="Inductor modes (other backends ignore them)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--warm-runs", type=int, default=1, help="warm processes after each cold one (each a fresh process)"
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads per child (0: torch's default)")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per child process")
     parser.add_argument("--json", help="also write the rows to this file")
@@ -259,7 +264,10 @@ def main() -> int:
         f"{'model':9} {'backend':9} {'mode':27} | {'tc cold':>8} {'tc warm':>8} {'w/c':>5} {'ovh w/c':>7} | "
         f"{'st cold':>8} {'st warm':>8} {'w/c':>5} {'ovh w/c':>7} | {'st/tc warm':>10} | equal"
     )
-    print(f"device {opts.device}, dtype {opts.dtype}, {opts.repeats} cold/warm pairs per compiler; seconds")
+    print(
+        f"device {opts.device}, dtype {opts.dtype}, {opts.repeats} cold runs per compiler, each followed by "
+        f"{opts.warm_runs} warm; medians, seconds"
+    )
     print(header)
     print("-" * len(header))
     for model in opts.models.split(","):

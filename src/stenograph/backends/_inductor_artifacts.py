@@ -15,14 +15,14 @@ What is stored:
 * the mode's config patches, the vector ISA the kernels were built for, and a digest of Inductor's
   and AOTAutograd's settings, which must match when loading.
 
-Loading costs what Inductor's cache hits cost, less two things it does once per process that a
-load does not need to wait for: Inductor starts its pool of compiling processes when a wrapper
-module asks for its first Triton kernel (hashing torch's sources for the pool's key, 0.16-0.26 s
-on an H200 host), although every kernel of an artifact is loaded, not compiled: a load runs with
-one compile thread. And a hit hashes Triton's sources (`triton_key`, the key of its kernel and
-autotuning caches, 0.37-0.46 s): `hash_triton_in_background` starts that in a thread when
-`compile()` is called with the cache on (hashing and file reads release the GIL), and a load
-waits for it.
+Loading costs what Inductor's cache hits cost, less what it does once per process that a load
+need not wait for. Inductor starts its pool of compiling processes when a wrapper module asks for
+its first Triton kernel, although every kernel of an artifact is loaded, not compiled: a load runs
+with one compile thread. And two hashes of sources, each computed once per process: Triton's
+(`triton_key`, the key of its kernel and autotuning caches, 0.37-0.46 s on an H200 host) and
+torch's (`torch_key`, which keys Inductor's in-process cache of Triton kernels, 0.15-0.22 s):
+`hash_sources_in_background` starts both in a thread when `compile()` is called with the cache on,
+before the loaders' other imports (file reads and hashing release the GIL), and a load waits for it.
 
 Loading writes the libraries back into this process's Inductor cache directory (when missing) and
 registers them with Inductor's in-process kernel cache, which also spares it checking its
@@ -61,9 +61,9 @@ from . import _aot_bundle
 from .artifacts import ArtifactError, NotPersistable, declined
 from .cuda_graph_runner import CudaGraphRunner
 
-__all__ = ["compile_storable", "hash_triton_in_background", "load"]
+__all__ = ["compile_storable", "hash_sources_in_background", "load"]
 
-_triton_hashing: list[threading.Thread] = []  # the one thread hashing Triton's sources, once started
+_source_hashing: list[threading.Thread] = []  # the one thread hashing Triton's and torch's sources, once started
 
 
 def _storable_shape(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
@@ -211,24 +211,33 @@ def _library_loader(path: str, key: str) -> Callable[[], Any]:
     return load
 
 
-def hash_triton_in_background() -> None:
-    """Start hashing Triton's sources (`triton_key`, cached by Triton) in a thread, once per
-    process, where a GPU and Triton are present: Inductor's cache hits need the hash."""
-    if _triton_hashing or not torch.cuda.is_available():
+def hash_sources_in_background() -> None:
+    """Start hashing Triton's and torch's sources in a thread, once per process, where a GPU and
+    Triton are present: Inductor's cache hits need both hashes (`triton_key`, the key of Triton's
+    kernel and autotuning caches; `torch_key`, part of the key of its in-process Triton kernel
+    cache), each computed once per process and cached by its function. Called before the
+    loaders' other imports, so that the hashing overlaps them."""
+    if _source_hashing or not torch.cuda.is_available():
         return
     try:
         from triton.runtime.cache import triton_key  # optional: installed with CUDA builds of torch
     except ImportError:
         return
+    # `triton_key` walks these packages, importing their subpackages: imported here first, they
+    # are not imported by two threads at once (the loaders' imports, next, import them too)
+    import triton.compiler
+    import triton.language
+    from torch._inductor.codecache import torch_key
 
     def hash_sources() -> None:
         try:
             triton_key()
-        except Exception:  # Inductor calls it again where it needs it, and reports the error there
+            torch_key()
+        except Exception:  # Inductor calls them again where it needs them, and reports the error there
             return
 
-    thread = threading.Thread(target=hash_sources, name="stenograph-triton-key", daemon=True)
-    _triton_hashing.append(thread)
+    thread = threading.Thread(target=hash_sources, name="stenograph-source-hashes", daemon=True)
+    _source_hashing.append(thread)
     thread.start()
 
 
@@ -241,7 +250,7 @@ def load(payload: bytes) -> Callable[..., Any]:
     _install_libraries(data["libraries"])
     if data["vec_isa"] is not None and data["vec_isa"] != _vec_isa():
         raise ArtifactError(f"kernels built for vector ISA {data['vec_isa']}, this machine has {_vec_isa()}")
-    for thread in _triton_hashing:
+    for thread in _source_hashing:
         thread.join()
     with inductor_config.patch({**patches, "compile_threads": 1}):
         compiled = _aot_bundle.rebuild(pickle.loads(data["entry"]))

@@ -119,13 +119,14 @@ def backend_identity(backend: Any) -> str | None:
 def prepare_loading(backend: Any) -> None:
     """Import what loading `backend`'s artifacts imports (its codec's `loads_with`): a process
     that will load them pays those imports when it sets up compiling, as torch.compile pays its
-    own, rather than inside the first call. Then the codec's `warm_up`, if it has one."""
+    own, rather than inside the first call. The codec's `warm_up`, if it has one, runs first:
+    what it starts in the background overlaps the imports."""
     codec = getattr(_resolve(backend), "stenograph_artifacts", None)
-    for module in getattr(codec, "loads_with", ()):
-        importlib.import_module(module)
     warm_up = getattr(codec, "warm_up", None)
     if warm_up is not None:
         warm_up()
+    for module in getattr(codec, "loads_with", ()):
+        importlib.import_module(module)
 
 
 @functools.cache

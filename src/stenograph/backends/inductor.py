@@ -99,10 +99,10 @@ class _Artifacts:
             self.storable = True
 
     def warm_up(self) -> None:
-        # torch._inductor: seconds of imports, already paid by the loaders' `loads_with`
-        from ._inductor_artifacts import hash_triton_in_background
+        # torch._inductor: seconds of imports, which the loaders pay anyway (`loads_with`)
+        from ._inductor_artifacts import hash_sources_in_background
 
-        hash_triton_in_background()
+        hash_sources_in_background()
 
     def compile_with_artifact(
         self, gm: torch.fx.GraphModule, example_inputs: list[Any]
