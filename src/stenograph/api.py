@@ -380,6 +380,7 @@ class OptimizedModule(torch.nn.Module):
             raise TypeError(f"{type(mod).__qualname__}.forward is not a Python function")
         wrapper = _user_entry(forward, compiler, backend_name, fullgraph, dynamic)
         object.__setattr__(self, "_compiled_forward", wrapper)
+        object.__setattr__(self, "_entry_options", (compiler, backend_name, fullgraph, dynamic))
         call = class_attribute(type(mod), "__call__")
         if call is not torch.nn.Module.__call__:
             # the class's own __call__ is what calling the module runs: compile that
@@ -397,12 +398,24 @@ class OptimizedModule(torch.nn.Module):
         mod = self._orig_mod
         if "_compiled_call" in self.__dict__:
             return self._compiled_call(mod, *args, **kwargs)
-        if "forward" in mod.__dict__:
-            # an instance-level forward replaces the class's: compile that instead, eagerly for now
-            return mod(*args, **kwargs)
+        if "forward" in mod.__dict__:  # an instance's own forward replaces the class's
+            compiled = self._instance_forward(mod.__dict__["forward"])
+            if has_module_hooks(mod):
+                return call_with_hooks(mod, lambda _mod, *a, **k: compiled(*a, **k), args, kwargs)
+            return compiled(*args, **kwargs)
         if has_module_hooks(mod):
             return call_with_hooks(mod, self._compiled_forward, args, kwargs)
         return self._compiled_forward(mod, *args, **kwargs)
+
+    def _instance_forward(self, forward: Callable) -> Callable:
+        """The compiled entry of a forward set on the module instance, kept while it stays set
+        (a function is compiled as itself, any other callable through a function calling it)."""
+        held = self.__dict__.get("_held_instance_forward")
+        if held is None or held[0] is not forward:
+            target = forward if isinstance(forward, types.FunctionType) else _calling(forward)
+            held = (forward, _user_entry(target, *self._entry_options))
+            object.__setattr__(self, "_held_instance_forward", held)
+        return held[1]
 
     def __getattr__(self, name: str) -> Any:
         if name in ("_orig_mod", "_compiled_forward"):

@@ -469,3 +469,197 @@ def test_a_leaf_that_requires_grad_made_in_the_frame(backend):
     out.sum().backward()
     assert torch.equal(leaf.grad, torch.full((2,), 2.0))
     assert cnt.frame_count == 1
+
+
+# -- second round: test_misc parts 3 to 8 -----------------------------------------------------------
+
+
+def test_not_equal_on_a_class_with_only_eq_negates_it(cnt):
+    """`a != b` with no `__ne__` is `not a.__eq__(b)` (object.__ne__); it compared identities."""
+
+    class Foo:
+        def __init__(self, v):
+            self.v = v
+
+        def __eq__(self, other):
+            return self.v == other.v
+
+    def fn(x):
+        return x + 1, Foo(0) != Foo(0), Foo(0) != Foo(1)
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def test_a_bound_c_method_whose_name_the_instance_now_shadows(cnt):
+    """A bound C method read before a break was looked up again by name on its owner, finding
+    the instance attribute set since (a wrong value; a RecursionError where it wraps the method)."""
+    import random
+
+    rng = random.Random(1)
+    orig = rng.random
+    rng.random = lambda: orig() + 100.0
+
+    def fn(x):
+        return x + orig()
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    for seed in (5, 6):
+        rng.seed(seed)
+        expected = fn(torch.zeros(1))
+        rng.seed(seed)
+        torch.testing.assert_close(compiled(torch.zeros(1)), expected)
+
+
+def test_deterministic_algorithms_and_tf32_switches_are_guarded():
+    """A graph is compiled under these process-wide switches (its backend may read them; a
+    backward checks them): changing one recompiles, as torch.compile's global-state guard does."""
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append((torch.are_deterministic_algorithms_enabled(), torch._C._get_cublas_allow_tf32()))
+        return gm.forward
+
+    compiled = stenograph.compile(lambda x: x + 1, backend=backend)
+    before = (torch.are_deterministic_algorithms_enabled(), torch._C._get_cublas_allow_tf32())
+    try:
+        for deterministic, tf32 in ((False, False), (True, False), (False, True), (False, False)):
+            torch.use_deterministic_algorithms(deterministic)
+            torch._C._set_cublas_allow_tf32(tf32)
+            compiled(torch.ones(1))
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        torch._C._set_cublas_allow_tf32(before[1])
+    assert seen == [(False, False), (True, False), (False, True)]  # the last call reused the first
+
+
+def _dynamo_is_compiling():
+    import torch._dynamo  # the peer's own spelling: importing it takes seconds
+
+    return torch._dynamo.is_compiling
+
+
+@pytest.mark.parametrize(
+    "probe",
+    [
+        lambda: torch.compiler.is_compiling,
+        lambda: torch.compiler.is_dynamo_compiling,
+        lambda: torch._utils.is_compiling,
+        _dynamo_is_compiling,
+    ],
+    ids=["compiler.is_compiling", "compiler.is_dynamo_compiling", "_utils.is_compiling", "_dynamo.is_compiling"],
+)
+@pytest.mark.filterwarnings("ignore:`torch._utils.is_compiling` is deprecated")
+def test_every_spelling_of_is_compiling_is_true_in_compiled_code(cnt, probe):
+    is_compiling = probe()
+
+    def fn(x):
+        return x + 1 if is_compiling() else x - 1
+
+    assert stenograph.compile(fn, backend=cnt, fullgraph=True)(torch.zeros(1)).item() == 1
+    assert fn(torch.zeros(1)).item() == -1
+
+
+def test_a_patched_builtin_is_guarded(cnt, monkeypatch):
+    """A builtin was read unguarded: an entry compiled while `builtins.isinstance` was patched
+    was reused once it was restored."""
+    import builtins
+
+    class C:
+        pass
+
+    def fn(x, y):
+        return x + 1 if isinstance(y, C) else x - 1
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    real = builtins.isinstance
+    monkeypatch.setattr(builtins, "isinstance", lambda o, c: False if real(o, C) else real(o, c))
+    assert compiled(torch.zeros(1), C()).item() == -1
+    monkeypatch.undo()
+    assert compiled(torch.zeros(1), C()).item() == 1
+    assert cnt.frame_count == 2
+
+
+def test_a_module_global_defined_later_hides_the_builtin(cnt):
+    namespace = {"__name__": "findings_later_global"}
+    exec("def fn(x, y):\n    return x + len(y)\n", namespace)
+    compiled = stenograph.compile(namespace["fn"], backend=cnt)
+    assert compiled(torch.zeros(1), [1, 2]).item() == 2
+    namespace["len"] = lambda y: 10
+    assert compiled(torch.zeros(1), [1, 2]).item() == 10
+    del namespace["len"]
+    assert compiled(torch.zeros(1), [1, 2]).item() == 2
+    assert cnt.frame_count == 2
+
+
+def test_stop_iteration_leaving_a_generator_is_a_runtime_error(cnt):
+    """PEP 479: the StopIteration became RuntimeError only where 3.12's bytecode has a handler
+    for it, and then it was re-raised as it was; on 3.11 the caller's `except StopIteration` ran."""
+
+    def gen():
+        yield 1
+        raise StopIteration("inside")
+
+    def fn(x):
+        g = gen()
+        next(g)
+        try:
+            next(g)
+        except RuntimeError as e:
+            return x + 1, str(e), type(e.__cause__).__name__, str(e.__cause__), next(g, "finished")
+        except StopIteration:
+            return x + 2
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def test_a_forward_set_on_the_module_instance_is_compiled(cnt):
+    """It ran eagerly, silently (fullgraph=True too); torch.compile compiles it."""
+    mod = torch.nn.Linear(2, 2)
+    mod.forward = lambda x: torch.relu(torch.nn.functional.linear(x, mod.weight, mod.bias)) * 2
+    compiled = stenograph.compile(mod, backend=cnt, fullgraph=True)
+    x = t(3, 2)
+    torch.testing.assert_close(compiled(x), mod(x))
+    assert cnt.frame_count == 1
+    mod.register_forward_hook(lambda m, args, out: out + 100)
+    torch.testing.assert_close(compiled(x), mod(x))
+    mod.forward = lambda x: x - 1  # replaced: compiled anew
+    torch.testing.assert_close(compiled(x), x + 99)
+    assert cnt.frame_count == 2  # the hook runs around the compiled forward
+
+
+def test_a_torch_generator_method_breaks_the_graph_and_the_rest_is_compiled(cnt):
+    """The break's resume function could not take the bound method `get_state` on its stack
+    and ran eagerly; now calling it is the break, and the code after it compiles."""
+
+    def fn(x):
+        x = x + 1
+        state = torch.default_generator.get_state()
+        return x * 2, state
+
+    check(fn, lambda i: (t(2, seed=i),), cnt, graphs=2)
+
+
+class _Numbers(collections.abc.Sequence):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return i + 2
+
+
+def test_a_generator_suspended_in_a_try_whose_except_cannot_catch_its_closing(cnt):
+    """`Sequence.__iter__` is a generator suspended inside `try: ... except IndexError:`;
+    dropping it runs nothing of its own, so a frame leaving it half consumed compiles
+    (transformers 5.24's `DynamicCache` does, zipping a config's layers). A `finally` still makes the frame run eagerly."""
+
+    def fn(x):
+        for a, b in zip([1, 2], _Numbers(3)):  # zip stops at the list's end: the view's iterator stays
+            x = x + a * b
+        return x
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)

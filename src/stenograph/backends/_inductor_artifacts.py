@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
 import os
 import pickle
 import tempfile
@@ -52,7 +53,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch._inductor import config as inductor_config
-from torch._inductor.codecache import CppPythonBindingsCodeCache, PyCodeCache
+from torch._inductor.codecache import CppPythonBindingsCodeCache, PyCodeCache, torch_key
 from torch._inductor.cpu_vec_isa import pick_vec_isa
 from torch._inductor.runtime.cache_dir_utils import cache_dir
 from torch.fx.graph import _PyTreeCodeGen
@@ -225,9 +226,8 @@ def hash_sources_in_background() -> None:
         return
     # `triton_key` walks these packages, importing their subpackages: imported here first, they
     # are not imported by two threads at once (the loaders' imports, next, import them too)
-    import triton.compiler
-    import triton.language
-    from torch._inductor.codecache import torch_key
+    for package in ("triton.compiler", "triton.language"):
+        importlib.import_module(package)
 
     def hash_sources() -> None:
         try:

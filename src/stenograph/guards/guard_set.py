@@ -33,6 +33,18 @@ RANK_VALUE = 3
 RANK_TENSOR = 4
 RANK_SHAPE = 5
 
+# process-wide switches a graph's results or its backend's choices depend on: (reader, what)
+_GLOBAL_FLAGS = tuple(
+    (getattr(torch._C, name), what)
+    for name, what in (
+        ("_get_deterministic_algorithms", "deterministic algorithms"),
+        ("_get_deterministic_algorithms_warn_only", "deterministic algorithms' warn-only mode"),
+        ("_get_cublas_allow_tf32", "TF32 in cuBLAS matmuls"),
+        ("_get_cudnn_allow_tf32", "TF32 in cuDNN"),
+    )
+    if hasattr(torch._C, name)
+)
+
 
 @dataclass
 class Check:
@@ -401,7 +413,8 @@ class GuardSet:
         self._add(RANK_ID, source, "not {v}", f"{source.name()} is empty ({what})", kind="empty")
 
     def global_state(self) -> None:
-        """Grad mode, inference mode and default dtype change what a graph computes."""
+        """Grad mode, inference mode, default dtype, deterministic algorithms, TF32 and autocast
+        change what a graph computes (or which kernels and checks its backend picks)."""
         grad = self.bind(torch.is_grad_enabled, "fn")
         self._add(
             RANK_GLOBAL_STATE,
@@ -415,6 +428,9 @@ class GuardSet:
         dd = self.bind(torch.get_default_dtype, "fn")
         dtype = self.bind(torch.get_default_dtype(), "dtype")
         self._add(RANK_GLOBAL_STATE, None, f"{dd}() is {dtype}", f"default dtype is {torch.get_default_dtype()}")
+        for read, what in _GLOBAL_FLAGS:
+            on = read()
+            self._add(RANK_GLOBAL_STATE, None, f"{self.bind(read, 'fn')}() is {on}", f"{what} is {on}")
         self._autocast_state()
 
     def _autocast_state(self) -> None:

@@ -229,7 +229,13 @@ class Frame:
             table = builtins if isinstance(builtins, dict) else builtins.__dict__
             if name not in table:
                 raise Unsupported(f"name {name!r} is not defined")
-            var = wrap(self, table[name], None)
+            # guarded like a global: a builtin can be patched (`builtins.print = ...`), and a
+            # module global of the same name, defined later, would hide it
+            if not self.trusted:
+                module = self.f_globals.get("__name__", "?")
+                where = FixedObjectSource(self.f_globals, f"globals of {module}")
+                self.output.guards.key_absent(where, name, f"{module} has no global {name!r}")
+            var = wrap(self, table[name], GlobalSource(name, table))
         self.output.global_cache[cache_key] = var
         return var
 

@@ -460,7 +460,11 @@ def _bound_c_method(w: Wrapping) -> Variable:
     assert source is not None
     w.guards.type_match(source, value)
     w.guards.constant_match(AttrSource(source, "__name__"), value.__name__)
-    return wrap(w.frame, value.__self__, AttrSource(source, "__self__")).getattr(w.frame, value.__name__)
+    owner = wrap(w.frame, value.__self__, AttrSource(source, "__self__"))
+    try:
+        return owner.getattr(w.frame, value.__name__)
+    except Unsupported:  # a method tracing does not know: calling it breaks the graph there
+        return OpaqueCallableVariable(value, source)
 
 
 @_rule(lambda value, source: callable(value) and not hasattr(value, "__dict__") and not isinstance(value, type))
@@ -556,7 +560,18 @@ def _is_bound_c_method(value: Any) -> bool:
         isinstance(value, types.BuiltinMethodType)
         and value.__self__ is not None
         and not isinstance(value.__self__, types.ModuleType)
+        and not _shadowed_on_instance(value)
     )
+
+
+def _shadowed_on_instance(method: types.BuiltinMethodType) -> bool:
+    """Whether the owner's instance dict holds another value under the method's name: reading
+    the method by name would find that value instead."""
+    try:
+        own = object.__getattribute__(method.__self__, "__dict__")
+    except AttributeError:
+        return False
+    return isinstance(own, dict) and method.__name__ in own
 
 
 def _is_inert(value: Any) -> bool:
@@ -564,9 +579,20 @@ def _is_inert(value: Any) -> bool:
     return all(name.startswith("__") for name, attr in vars(type(value)).items() if callable(attr))
 
 
+# every spelling of "is this code being compiled?" (torch._dynamo's own is looked up only once
+# the user imported torch._dynamo: importing it takes seconds)
+_IS_COMPILING = (
+    is_compiling,
+    torch.compiler.is_compiling,
+    torch.compiler.is_dynamo_compiling,
+    torch._utils.is_compiling,
+)
+
+
 def _special_callable_tracker(value: Any) -> Variable | None:
     """The tracker of a stenograph API function, a marked function or a compiled wrapper."""
-    if value is is_compiling or value is torch.compiler.is_compiling:
+    dynamo_is_compiling = getattr(sys.modules.get("torch._dynamo.external_utils"), "is_compiling", None)
+    if any(value is f for f in _IS_COMPILING) or (value is dynamo_is_compiling and value is not None):
         return FoldedCallVariable(value, True)
     if value is is_exporting or value is torch.compiler.is_exporting:
         # not guarded: an export's trace is never cached, and a compile never exports

@@ -8,15 +8,15 @@ live at a graph break makes the break impossible (the frame then runs eagerly).
 
 from __future__ import annotations
 
+import builtins
 import types
 from typing import TYPE_CHECKING
 
-from ..bytecode.instructions import decoded, exception_entries
+from ..bytecode.instructions import Instr, decoded, exception_entries
 from ..errors import Unsupported
-from ..interpreter.exceptions import handler_for
 from .base import Variable
 from .constants import BoundMethodVariable, IteratorVariable, constant
-from .exceptions import raise_new
+from .exceptions import TracedException, raise_new
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -70,6 +70,11 @@ class GeneratorVariable(IteratorVariable):
             if e.generator_code is None:
                 e.generator_code = self.frame.code
             raise
+        except TracedException as e:
+            self.done = True  # an exception ends the generator
+            if issubclass(e.value.python_type(), StopIteration):
+                raise _stop_iteration_error(frame, e.value) from None
+            raise
         self.done = True
         self.returned = returned if returned is not None else constant(None)
         return None
@@ -102,26 +107,110 @@ class GeneratorVariable(IteratorVariable):
         return values
 
 
+def _stop_iteration_error(frame: Frame, stop: Variable) -> TracedException:
+    """PEP 479: a StopIteration leaving a generator's body becomes a RuntimeError caused by it."""
+    error = raise_new(frame, RuntimeError, "generator raised StopIteration")
+    error.value.attrs.items.update({"__cause__": stop, "__context__": stop, "__suppress_context__": constant(True)})
+    return error
+
+
 def _is_stop_iteration_guard(code: types.CodeType, target: int) -> bool:
     """3.12 wraps every generator body in a handler turning StopIteration into RuntimeError."""
     inst = decoded(code).at(target)
     return inst.opname == "CALL_INTRINSIC_1" and inst.argrepr == "INTRINSIC_STOPITERATION_ERROR"
 
 
-def has_cleanup(code: types.CodeType) -> bool:
-    """Whether a generator's code has a `try` or `with` block (code that closing it may run)."""
-    return any(not _is_stop_iteration_guard(code, e.target) for e in exception_entries(code))
+def has_cleanup(code: types.CodeType, f_globals: dict | None = None) -> bool:
+    """Whether a generator's code has a `try` or `with` block whose handler runs code when the
+    generator is closed (`_closing_runs_code`); names in `except` clauses are read from
+    `f_globals` when given, else only builtins are known."""
+    return any(_closing_runs_code(code, e.start, f_globals or {}) for e in exception_entries(code))
 
 
 def needs_close(generator: GeneratorVariable) -> bool:
     """Whether closing (or dropping) the generator now would run code of its own: it started, did
-    not finish, and is suspended where an exception handler of its code (`try`, `with`) applies,
-    other than 3.12's implicit StopIteration guard around every generator body."""
+    not finish, and is suspended where a handler of its code would run code for the GeneratorExit
+    that closing throws in (a `finally`, a `with` block's exit, an `except` clause catching it)."""
     frame = generator.frame
     if generator.done or frame.current is None:
         return False
-    entry = handler_for(frame.code, frame.current.offset)
-    return entry is not None and not _is_stop_iteration_guard(frame.code, entry.target)
+    return _closing_runs_code(frame.code, frame.current.offset, frame.f_globals)
+
+
+def _closing_runs_code(code: types.CodeType, offset: int, f_globals: dict) -> bool:
+    """Whether GeneratorExit raised at `offset` runs code of the generator's own on its way out.
+
+    It passes through, running nothing, 3.12's StopIteration guard, the handler that pops a
+    finished `except` block (COPY 3, POP_EXCEPT, RERAISE), and `except` clauses that only test it
+    against classes it is not an instance of (`except IndexError:`, as `Sequence.__iter__` has)
+    and re-raise it. Anything else (a `finally`, a `with` block's exit, a bare `except`, an
+    `except BaseException`, a class it cannot read) counts as code."""
+    instructions = decoded(code)
+    for _ in range(len(instructions)):  # each step moves to an enclosing handler
+        entry = instructions.handler_at(offset)
+        if entry is None or _is_stop_iteration_guard(code, entry.target):
+            return False
+        reraise = _reraise_when_unmatched(code, entry.target, f_globals)
+        if reraise is None:
+            return True
+        offset = reraise
+    return True
+
+
+_POP_JUMPS_IF_FALSE = ("POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_FALSE")
+
+
+def _reraise_when_unmatched(code: types.CodeType, target: int, f_globals: dict) -> int | None:
+    """The offset of the RERAISE that GeneratorExit, entering the handler at `target`, reaches
+    without running user code; None where it may run some."""
+    instructions = decoded(code)
+    inst = instructions.at(target)
+    if inst.opname == "COPY":  # COPY 3, POP_EXCEPT, RERAISE 1: leaving an `except` block
+        after = instructions.next(inst)
+        reraise = instructions.next(after) if after is not None else None
+        if after is not None and after.opname == "POP_EXCEPT" and reraise is not None and reraise.opname == "RERAISE":
+            return reraise.offset
+        return None
+    if inst.opname != "PUSH_EXC_INFO":
+        return None
+    clause = instructions.next(inst)
+    while clause is not None and clause.opname != "RERAISE":
+        stack: list = []
+        while clause is not None and clause.opname != "CHECK_EXC_MATCH":
+            if not _push_clause_operand(stack, clause, f_globals):
+                return None
+            clause = instructions.next(clause)
+        jump = instructions.next(clause) if clause is not None else None
+        if jump is None or jump.opname not in _POP_JUMPS_IF_FALSE or len(stack) != 1 or _catches_exit(stack[0]):
+            return None
+        clause = instructions.at(jump.target)
+    return clause.offset if clause is not None else None
+
+
+def _push_clause_operand(stack: list, inst: Instr, f_globals: dict) -> bool:
+    """Evaluate one instruction of an `except` clause's class expression (a global, a module's
+    attribute, a tuple of them); False where it is anything else."""
+    if inst.opname == "LOAD_GLOBAL":
+        name = str(inst.argval)
+        value = f_globals.get(name, getattr(builtins, name, _UNKNOWN))
+    elif inst.opname == "LOAD_ATTR" and stack and isinstance(stack[-1], types.ModuleType):
+        value = vars(stack.pop()).get(str(inst.argval), _UNKNOWN)
+    elif inst.opname == "BUILD_TUPLE" and inst.arg is not None and len(stack) >= inst.arg:
+        value = tuple(stack[len(stack) - inst.arg :])
+        del stack[len(stack) - inst.arg :]
+    else:
+        return False
+    stack.append(value)
+    return value is not _UNKNOWN
+
+
+_UNKNOWN = object()
+
+
+def _catches_exit(classes: object) -> bool:
+    """Whether `except classes:` catches GeneratorExit (or may: anything not a class)."""
+    members = classes if isinstance(classes, tuple) else (classes,)
+    return not all(isinstance(c, type) for c in members) or any(issubclass(GeneratorExit, c) for c in members)
 
 
 def send_into(frame: Frame, receiver: Variable, value: Variable) -> tuple[Variable | None, Variable]:

@@ -16,7 +16,7 @@ from .containers import DictVariable, SequenceVariable, TupleVariable
 from .exceptions import raise_python_error
 from .identity import guard_identity, same_object
 from .tensor import TensorVariable
-from .user_classes import python_dunder
+from .user_classes import ObjectVariable, python_dunder
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -131,7 +131,24 @@ def _user_dunder(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable | 
             result = frame.inline_call(fn, [obj, other], {}, closure=None)
             if not (result.is_constant() and result.as_constant() is NotImplemented):
                 return result
+        elif name == "__ne__" and (negated := _default_ne(frame, obj, other)) is not None:
+            return negated
     return None
+
+
+def _default_ne(frame: Frame, obj: Variable, other: Variable) -> Variable | None:
+    """`object.__ne__`: the negated result of a Python `__eq__` (None where the class has its own
+    `__ne__` in C, no Python `__eq__`, or the `__eq__` answered NotImplemented)."""
+    cls = obj.protocol_class() if isinstance(obj, ObjectVariable) else None
+    if cls is None or getattr(cls, "__ne__", None) is not object.__ne__:
+        return None
+    eq = python_dunder(frame, obj, "__eq__")
+    if eq is None:
+        return None
+    result = frame.inline_call(eq, [obj, other], {}, closure=None)
+    if result.is_constant() and result.as_constant() is NotImplemented:
+        return None
+    return constant(not result.truth(frame))
 
 
 def _as_sequence(var: Variable, other: Variable) -> Variable:
