@@ -655,11 +655,168 @@ class _Numbers(collections.abc.Sequence):
 def test_a_generator_suspended_in_a_try_whose_except_cannot_catch_its_closing(cnt):
     """`Sequence.__iter__` is a generator suspended inside `try: ... except IndexError:`;
     dropping it runs nothing of its own, so a frame leaving it half consumed compiles
-    (transformers 5.24's `DynamicCache` does, zipping a config's layers). A `finally` still makes the frame run eagerly."""
+    (transformers 5.24's `DynamicCache` does, zipping a config's layers). A `finally` still
+    makes the frame run eagerly."""
 
     def fn(x):
         for a, b in zip([1, 2], _Numbers(3)):  # zip stops at the list's end: the view's iterator stays
             x = x + a * b
         return x
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def test_stenographs_own_error_is_not_caught_by_the_programs_except(cnt):
+    """An operand the tracer could not make a constant (a set the frame changed) raised its own
+    Unsupported into the traced program, where `except Exception:` took a branch eager never takes."""
+
+    def fn(x, s):
+        s.add(5)
+        try:
+            n = len(s) + len(s | {7})
+        except Exception:
+            return x - 100
+        return x + n
+
+    check(fn, lambda i: (t(2, seed=i), {100}), cnt, peer=False)
+
+
+def _shared_cell_functions():
+    c = 0
+
+    def read_c(x):
+        return x + c
+
+    def set_c(v):
+        nonlocal c
+        c = v
+
+    def writes_then_calls(x):
+        nonlocal c
+        c = c + 1
+        return read_c(x)
+
+    def calls_then_reads(x):
+        set_c(c + 10)
+        return x + c
+
+    return writes_then_calls, calls_then_reads
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["compiled-writes-callee-reads", "callee-writes-compiled-reads"])
+def test_a_closure_cell_shared_with_a_called_closure(cnt, which):
+    """The compiled function's own cells and the cells of a closure it called were two trackers
+    of one real cell: a write through one was not seen by a read through the other."""
+    eager_fn = _shared_cell_functions()[which]
+    compiled = stenograph.compile(_shared_cell_functions()[which], backend=cnt)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(torch.zeros(1)), eager_fn(torch.zeros(1)))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_cond_nested_in_a_cond_branch(backend):
+    """The inner cond's branch graphs were kept on the outer graph's module, which the branch's
+    own graph module did not have (internal AttributeError, the frame ran eagerly)."""
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+
+    def inner_true(x):
+        return x * 10
+
+    def inner_false(x):
+        return x * -1
+
+    def outer_true(p2, x):
+        return x.sin()
+
+    def outer_false(p2, x):
+        return x + torch.cond(p2, inner_true, inner_false, [x])
+
+    def fn(p, p2, x):
+        return torch.cond(p, outer_true, outer_false, [p2, x])
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    x = torch.tensor([0.25, 0.5])
+    for p, p2 in ((False, True), (False, False), (True, True)):
+        torch.testing.assert_close(
+            compiled(torch.tensor(p), torch.tensor(p2), x), fn(torch.tensor(p), torch.tensor(p2), x)
+        )
+    assert cnt.frame_count == 1
+
+
+class _Tree(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+        self.p = torch.nn.Parameter(torch.ones(1))
+        self.register_buffer("b", torch.zeros(1))
+        self.sub = torch.nn.Sequential(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize(
+    "walk",
+    [
+        lambda m: [k for k, _ in m.named_parameters(prefix="foo")],
+        lambda m: [k for k, _ in m.named_parameters(recurse=False)],
+        lambda m: len(list(m.parameters(False))),
+        lambda m: [k for k, _ in m.named_modules(prefix="root")],
+        lambda m: [k for k, _ in m.named_buffers("q", False)],
+    ],
+    ids=["named_parameters-prefix", "named_parameters-recurse", "parameters-positional", "named_modules", "buffers"],
+)
+def test_module_tree_methods_with_prefix_and_recurse(cnt, walk):
+    """`named_parameters(prefix=...)` recursed without end (a RecursionError under fullgraph)."""
+    mod = _Tree()
+
+    def fn(x):
+        return x + 1, walk(mod)
+
+    assert stenograph.compile(fn, backend=cnt, fullgraph=True)(torch.zeros(1))[1] == walk(mod)
+
+
+def test_bool_and_len_results_are_checked_as_cpython_checks_them(cnt):
+    class FloatBool:
+        def __bool__(self):
+            return 1.5
+
+    class NegativeLen:
+        def __len__(self):
+            return -1
+
+    def fn(x, obj):
+        return x + 1 if obj else x - 1
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    with pytest.raises(TypeError, match="__bool__ should return bool, returned float"):
+        compiled(torch.zeros(1), FloatBool())
+    with pytest.raises(ValueError, match=r"__len__\(\) should return >= 0"):
+        compiled(torch.zeros(1), NegativeLen())
+
+
+def test_isinstance_with_a_metaclass_instancecheck_written_in_python(cnt):
+    class Meta(type):
+        def __instancecheck__(cls, inst):
+            return getattr(inst, "ducky", False)
+
+    class Duck(metaclass=Meta):
+        pass
+
+    class Plain:
+        ducky = True
+
+    class NotDuck:
+        pass
+
+    def fn(x, obj):
+        return x + 1 if isinstance(obj, (int, Duck)) else x - 1
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    for obj in (Plain(), NotDuck(), Duck(), 3):
+        torch.testing.assert_close(compiled(torch.zeros(1), obj), fn(torch.zeros(1), obj))
+
+
+def test_name_and_code_of_a_function_made_in_the_frame(cnt):
+    def fn(x):
+        inner = lambda v: v + 1  # noqa: E731
+        return inner(x), inner.__name__, inner.__qualname__, hasattr(inner, "__name__"), inner.__code__.co_argcount
 
     check(fn, lambda i: (t(2, seed=i),), cnt)

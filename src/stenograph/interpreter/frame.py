@@ -64,8 +64,12 @@ class Frame:
         self.handled: list[Variable] = []
         # id of each exception tracker -> index of the instruction where it entered this frame
         self.raised_at: dict[int, int] = {}
-        # one tracking Cell per real closure cell, shared by every inlined call in the trace
-        self.tracked_cells: dict[int, Cell] = {} if parent is None else parent.tracked_cells
+        # one tracking Cell per real closure cell, shared by every inlined call in the trace (the
+        # compiled function's own closure included: a function it calls may share a cell with it)
+        if parent is None:
+            self.tracked_cells: dict[int, Cell] = {id(c.real): c for c in cells.values() if c.real is not None}
+        else:
+            self.tracked_cells = parent.tracked_cells
         # every generator created in the trace (checked when the trace ends)
         self.generators: list[Any] = [] if parent is None else parent.generators
         self.handlers = handlers_for_running_python()

@@ -246,8 +246,8 @@ def _build_class(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, 
 
 @_handler(len)
 def _len(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    if args[0].is_constant() and not isinstance(args[0], SequenceVariable):
-        return _fold(frame, len, args, {})
+    if args[0].is_constant() and not isinstance(args[0], (SequenceVariable, SetVariable)):
+        return _fold(frame, len, args, {})  # a set's length needs no order of its members
     return constant(args[0].length(frame))
 
 
@@ -255,10 +255,9 @@ def _len(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 def _isinstance(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj, classes = args
     cls = classes.as_constant()
-    for c in cls if isinstance(cls, tuple) else (cls,):
-        check = getattr(type(c), "__instancecheck__", None)
-        if check is not None and check is not type.__instancecheck__ and not isinstance(c, abc.ABCMeta):
-            raise Unsupported(f"isinstance() with {c!r}, whose metaclass defines __instancecheck__")
+    members = cls if isinstance(cls, tuple) else (cls,)
+    if any(_custom_instance_check(c) for c in members):
+        return constant(any(_instance_of(frame, obj, c) for c in members))
     value_type = obj.python_type()
     if isinstance(obj, TensorVariable):
         # a FakeTensor must answer like the real tensor
@@ -266,6 +265,30 @@ def _isinstance(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, V
             return constant(any(_tensor_isinstance(obj, c) for c in cls))
         return constant(_tensor_isinstance(obj, cls))
     return constant(issubclass(value_type, cls))
+
+
+def _custom_instance_check(cls: Any) -> Any:
+    """The `__instancecheck__` of `cls`'s metaclass when it is not `type`'s or an ABC's (whose
+    answers follow the classes registered), else None."""
+    check = getattr(type(cls), "__instancecheck__", None)
+    if check is None or check is type.__instancecheck__ or isinstance(cls, abc.ABCMeta):
+        return None
+    return check
+
+
+def _instance_of(frame: Frame, obj: Variable, cls: Any) -> bool:
+    """`isinstance(obj, cls)` for one class, as CPython decides it: the exact type first, then the
+    metaclass's `__instancecheck__` (inlined when written in Python)."""
+    if isinstance(cls, tuple):
+        return any(_instance_of(frame, obj, c) for c in cls)
+    if obj.python_type() is cls:
+        return True
+    check = _custom_instance_check(cls)
+    if check is None:
+        return issubclass(obj.python_type(), cls)
+    if not isinstance(check, types.FunctionType):
+        raise Unsupported(f"isinstance() with {cls!r}, whose metaclass defines __instancecheck__ in C")
+    return frame.inline_call(check, [class_variable(cls), obj], {}, closure=None).truth(frame)
 
 
 def _tensor_isinstance(obj: TensorVariable, cls: Any) -> bool:

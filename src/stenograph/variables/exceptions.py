@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..errors import BreakKind, Unsupported
+from ..errors import BreakKind, StenographError, Unsupported
 from .base import Variable
 
 if TYPE_CHECKING:
@@ -87,9 +87,11 @@ def raise_python_error(frame: Frame, error: Exception) -> NoReturn:
 
     A RecursionError is the tracer's own (it ran out of depth evaluating the operation), not the
     program's: it propagates, and the entry wrapper's miss path tells it from a frame it cannot
-    compile (`entry._out_of_depth`) instead of compiling code that raises it."""
-    if isinstance(error, RecursionError):
-        raise error
+    compile (`entry._out_of_depth`) instead of compiling code that raises it. So does stenograph's
+    own error (an operand it cannot make a constant: `len()` of a set the frame changed), which
+    the program's `except Exception:` must not catch."""
+    if isinstance(error, (RecursionError, StenographError, TracedException)):
+        raise error  # the tracer's own (an operand it cannot make constant), or already the program's
 
     try:
         tracker = frame.new_exception(type(error), error.args)

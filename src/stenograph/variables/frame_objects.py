@@ -7,6 +7,7 @@ it is guarded: change `self.scale` and the entry's guards fail instead of return
 
 from __future__ import annotations
 
+import inspect
 import types
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,8 @@ from .user_classes import (
     UnboundBaseMethodVariable,
     class_variable,
     dict_method,
+    dunder_length,
+    dunder_truth,
     pending_class_attribute,
     python_dunder,
 )
@@ -63,6 +66,25 @@ if TYPE_CHECKING:
 _WALKS = frozenset(
     {"modules", "named_modules", "parameters", "named_parameters", "buffers", "named_buffers", "named_children"}
 )
+
+
+def _walk_options(name: str, args: list[Variable], kwargs: dict[str, Variable]) -> dict[str, Any]:
+    """The `prefix` / `recurse` arguments of a module-tree method, as constants; any other
+    argument (a `memo`, `remove_duplicate=False`) is a graph break."""
+    try:
+        values = [a.as_constant() for a in args]
+        bound = inspect.signature(getattr(torch.nn.Module, name)).bind(
+            None, *values, **{k: v.as_constant() for k, v in kwargs.items()}
+        )
+    except (TypeError, Unsupported) as e:
+        raise Unsupported(f"nn.Module.{name}() with these arguments: {e}") from e
+    options = dict(bound.arguments)
+    del options["self"]
+    if options.pop("remove_duplicate", True) is not True or options.pop("memo", None) is not None:
+        raise Unsupported(f"nn.Module.{name}() with remove_duplicate=False or a memo")
+    if not isinstance(options.get("prefix", ""), str) or not isinstance(options.get("recurse", True), bool):
+        raise Unsupported(f"nn.Module.{name}() with a prefix that is not a string or recurse not a bool")
+    return options
 
 
 def guard_not_shadowed(frame: Frame, obj: Variable, name: str) -> None:
@@ -149,7 +171,7 @@ def _object_truth(frame: Frame, var: Variable) -> bool:
         if not isinstance(attr, types.FunctionType):
             raise Unsupported(f"truth value of {var.describe()}, whose class defines {name} in C")
         class_attr_source(frame, cls, name, attr)
-        return frame.inline_call(attr, [var], {}, closure=None).truth(frame)
+        return dunder_truth(frame, name, frame.inline_call(attr, [var], {}, closure=None))
     return True
 
 
@@ -422,7 +444,7 @@ class UserObjectVariable(ObjectVariable):
         self._dunder(frame, "__delitem__", [key])
 
     def length(self, frame: Frame) -> int:
-        return self._dunder(frame, "__len__", []).as_constant()
+        return dunder_length(frame, self._dunder(frame, "__len__", []))
 
     def _by_index(self, frame: Frame) -> Variable | None:
         self._use()
@@ -730,11 +752,12 @@ class NNModuleVariable(UserObjectVariable):
         forward = self.getattr(frame, "forward")
         return forward.call(frame, args, kwargs)
 
-    def _walk(self, frame: Frame, name: str) -> Variable:
+    def _walk(self, frame: Frame, name: str, prefix: str = "", recurse: bool = True) -> Variable:
         """`modules()`, `named_modules()`, `parameters()`, `named_parameters()`, `buffers()`,
         `named_buffers()`, `named_children()`: the real module tree walked now, each member
         wrapped with its source. What the walk saw is guarded: the keys of every table it read,
-        the empty (None) slots, and which members are one object reached twice."""
+        the empty (None) slots, and which members are one object reached twice. `prefix` and
+        `recurse` are those methods' arguments."""
         assert self.source is not None
         guards = frame.output.guards
         modules: list[tuple[str, Any, Source]] = []
@@ -764,12 +787,12 @@ class NNModuleVariable(UserObjectVariable):
             if not first_time(module, source):
                 return
             modules.append((prefix, module, source))
-            if name == "named_children" and depth == 1:
+            if (name == "named_children" or not recurse) and depth == 1:
                 return
             for key, child, child_source in table_of(module, source, "_modules"):
                 visit(f"{prefix}.{key}" if prefix else key, child, child_source, depth + 1)
 
-        visit("", self.value_object, self.source, 0)
+        visit(prefix, self.value_object, self.source, 0)
         guards.all_distinct([source for _, _, source in modules])
         entries: list[tuple[str, Variable]] = []
         if name in ("modules", "named_modules"):
@@ -779,7 +802,7 @@ class NNModuleVariable(UserObjectVariable):
         else:
             table = "_parameters" if name.endswith("parameters") else "_buffers"
             first_source.clear()
-            for prefix, module, source in modules:
+            for prefix, module, source in modules if recurse else modules[:1]:
                 for key, value, member_source in table_of(module, source, table):
                     if first_time(value, member_source):
                         full = f"{prefix}.{key}" if prefix else key
@@ -858,8 +881,8 @@ class NNModuleVariable(UserObjectVariable):
             if name == "values":
                 return ListVariable([v for _, v in entries])
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
-        if name in _WALKS and not kwargs and not args and self.source is not None:
-            return self._walk(frame, name)
+        if name in _WALKS and self.source is not None:
+            return self._walk(frame, name, **_walk_options(name, args, kwargs))
         if name == "children" and not args and self.source is not None:
             named = self._walk(frame, "named_children")
             return ListVariable([pair.items[1] for pair in named.items])

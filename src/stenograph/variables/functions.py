@@ -185,6 +185,19 @@ class NestedFunctionVariable(Variable):
     def truth(self, frame: Frame) -> bool:
         return True  # functions define neither __bool__ nor __len__
 
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        """The attributes that follow from how the function was made (`__name__`, `__code__`,
+        ...); others (its `__dict__`, set ones) are the base's answer."""
+        if name in ("__name__", "__qualname__"):
+            return constant(self.code.co_name if name == "__name__" else self.code.co_qualname)
+        if name == "__module__":
+            return constant(self.globals_dict.get("__name__"))
+        if name == "__code__":
+            return constant(self.code)
+        if name == "__defaults__":
+            return TupleVariable(list(self.defaults)) if self.defaults else constant(None)
+        return super().getattr(frame, name)
+
     def reconstruct(self, rebuild: Any) -> str:
         """A real function again, built once: same code, defaults rebuilt, and its closure:
         existing cells as themselves, cells of the traced frames as new cells that receive their

@@ -108,6 +108,8 @@ class Body:
     graph: torch.fx.Graph
     single: bool  # it returned one tensor (not a tuple or list of them)
     free: list[torch.fx.Node]  # nodes of the frame's graph it uses, in order of first use
+    # the subgraphs its own higher-order ops read (`get_attr`: a cond nested in a branch)
+    submodules: dict[str, torch.nn.Module]
 
 
 def trace_body(
@@ -146,7 +148,8 @@ def trace_body(
         if not isinstance(value, torch.Tensor) or any(isinstance(s, torch.SymInt) for s in value.shape):
             # (a symbolic size read in the body would be cached on the outer tensor's tracker)
             raise Unsupported(f"{what} uses {node.name}, which is not a tensor of static shape")
-    return Body(graph, single, free)
+    nested = {n.target: output.submodules[n.target] for n in graph.nodes if n.op == "get_attr"}
+    return Body(graph, single, free, nested)  # type: ignore[arg-type]
 
 
 def close_bodies(bodies: list[Body]) -> tuple[list[torch.fx.GraphModule], list[torch.fx.Node]]:
@@ -165,5 +168,5 @@ def close_bodies(bodies: list[Body]) -> tuple[list[torch.fx.GraphModule], list[t
             placeholders.append(inner)
             for user in [u for u in outer.users if u.graph is body.graph]:
                 user.replace_input_with(outer, inner)
-        modules.append(torch.fx.GraphModule(torch.nn.Module(), body.graph))
+        modules.append(torch.fx.GraphModule(body.submodules or torch.nn.Module(), body.graph))
     return modules, free

@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import operator
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -362,7 +363,7 @@ class NewObjectVariable(ObjectVariable):
         for name in ("__bool__", "__len__"):
             result = self._dunder(frame, name, [])
             if result is not None:
-                return result.truth(frame)
+                return dunder_truth(frame, name, result)
         if self.items is not None:
             return self.items.truth(frame)
         return True
@@ -370,7 +371,7 @@ class NewObjectVariable(ObjectVariable):
     def length(self, frame: Frame) -> int:
         result = self._dunder(frame, "__len__", [])
         if result is not None:
-            return result.as_constant()
+            return dunder_length(frame, result)
         if self.items is not None:
             return self.items.length(frame)
         raise Unsupported(f"len() of {self.describe()}")
@@ -630,6 +631,28 @@ def python_dunder(frame: Frame, var: Variable, name: str) -> types.FunctionType 
     (guarded on its class either way: `descriptors.class_dunder`)."""
     cls = var.protocol_class() if isinstance(var, ObjectVariable) else None
     return class_dunder(frame, cls, name) if cls is not None else None
+
+
+def dunder_truth(frame: Frame, name: str, result: Variable) -> bool:
+    """`bool(obj)` from what its `__bool__` or `__len__` (`name`) returned, refused as CPython
+    refuses it: a `__bool__` result that is not a bool raises TypeError."""
+    if name == "__len__":
+        return dunder_length(frame, result) > 0
+    if result.python_type() is not bool:
+        raise raise_new(frame, TypeError, f"__bool__ should return bool, returned {result.python_type().__name__}")
+    return result.truth(frame)
+
+
+def dunder_length(frame: Frame, result: Variable) -> int:
+    """`len(obj)` from what its `__len__` returned: an integer (TypeError otherwise) >= 0
+    (ValueError otherwise), as CPython checks it."""
+    value = result.as_constant()
+    if not hasattr(type(value), "__index__"):
+        raise raise_new(frame, TypeError, f"'{type(value).__name__}' object cannot be interpreted as an integer")
+    length = operator.index(value)
+    if length < 0:
+        raise raise_new(frame, ValueError, "__len__() should return >= 0")
+    return length
 
 
 def zero_arg_super(frame: Frame) -> SuperVariable:
