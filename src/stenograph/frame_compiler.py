@@ -37,7 +37,7 @@ from .guards.guard_set import same_literal
 from .guards.pyfunc import signature_only
 from .guards.sources import ClosureSource, LocalSource
 from .interpreter.frame import Frame
-from .shapes.dynamic import DynamicPolicy
+from .shapes.dynamic import DynamicPolicy, marked_bounds
 from .shapes.exact_floats import exact_python_floats
 from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
@@ -212,8 +212,10 @@ def _refuse_generators(code: types.CodeType, consequence: str = "") -> None:
 def _guard_relations(output: OutputGraph) -> None:
     """The guards on how the inputs relate, known once the trace is final: their size
     symbols, storage shared by a tensor changed in place, objects one or distinct."""
+    symbolic = [i for i in output.inputs if i.symbolic]
+    marks = [marked_bounds(i.example) if isinstance(i.example, torch.Tensor) else {} for i in symbolic]
     output.guards.shape_relations(
-        shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in output.inputs if i.symbolic])
+        shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in symbolic], marks)
     )
     output.guard_mutated_tensors_distinct()
     output.guard_object_identities()

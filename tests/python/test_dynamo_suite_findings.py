@@ -820,3 +820,37 @@ def test_name_and_code_of_a_function_made_in_the_frame(cnt):
         return inner(x), inner.__name__, inner.__qualname__, hasattr(inner, "__name__"), inner.__code__.co_argcount
 
     check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+def test_class_of_a_container_called_to_build_one_of_the_same_kind(cnt):
+    def fn(x, y, z):
+        return (
+            x.__class__([v + 1 for v in x]),
+            y.__class__(v * 2 for v in y),
+            z.__class__(*[v - 1 for v in z]),
+            {1: 2}.__class__(a=1),
+        )
+
+    check(fn, lambda i: ((t(1, seed=i), t(1)), [t(2)], _Pair(t(1), t(1, seed=3))), cnt)
+
+
+def test_a_dimension_marked_dynamic_that_the_code_specialises_is_an_error(cnt):
+    """It was made static silently; torch.compile raises ConstraintViolationError, and
+    `maybe_mark_dynamic` is the mark that allows it."""
+
+    def fn(x):
+        return x.sin() if x.shape[0] == 3 else x.cos()
+
+    x = torch.randn(3, 2)
+    stenograph.mark_dynamic(x, 0)
+    with pytest.raises(stenograph.ConstraintViolation, match=r"size\(\)\[0\]"):
+        stenograph.compile(fn, backend=cnt)(x)
+    y = torch.randn(3, 2)
+    stenograph.maybe_mark_dynamic(y, 0)
+    torch.testing.assert_close(stenograph.compile(fn, backend=cnt)(y), fn(y))
+    z = torch.randn(5, 2)
+    stenograph.mark_dynamic(z, 0, min=2, max=8)
+    torch.testing.assert_close(stenograph.compile(lambda v: v * v.shape[0], backend=cnt)(z), z * 5)

@@ -33,6 +33,7 @@ from ..variables.constants import NULL, GuardedOnUseConstant, IteratorVariable, 
 from ..variables.containers import (
     DictVariable,
     ListVariable,
+    SequenceVariable,
     SetVariable,
     SliceVariable,
     TupleVariable,
@@ -45,7 +46,7 @@ from ..variables.functions import NestedFunctionVariable
 from ..variables.generators import GeneratorVariable, Yielded, send_into
 from ..variables.global_contexts import GlobalContextVariable
 from ..variables.tensor import TensorMethodVariable, TensorVariable
-from ..variables.user_classes import SuperVariable, UserClassVariable
+from ..variables.user_classes import SuperVariable, UserClassVariable, class_variable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
 from .exceptions import TracedException, exception_value, matches
 from .registry import Handler, OpcodeRegistry, running_version
@@ -348,10 +349,19 @@ def _method_bit(inst: dis.Instruction) -> bool:
     return bool(inst.arg & 1)
 
 
+def _attribute(frame: Frame, obj: Variable, name: str) -> Variable:
+    """`obj.name`; a built container's `__class__` is its class (`x.__class__(items)` builds one
+    of the same kind, a named tuple's too)."""
+    if name == "__class__" and isinstance(obj, (SequenceVariable, DictVariable, SetVariable)):
+        cls = obj.python_type()
+        return BuiltinVariable(cls) if cls in (tuple, list, dict, set, frozenset) else class_variable(cls)
+    return obj.getattr(frame, name)
+
+
 def _load_attr(push: PushCallable) -> Handler:
     def load_attr(frame: Frame, inst: dis.Instruction) -> None:
         obj = frame.pop()
-        push(frame, obj.getattr(frame, inst.argval), _method_bit(inst))
+        push(frame, _attribute(frame, obj, inst.argval), _method_bit(inst))
 
     return load_attr
 
@@ -362,14 +372,14 @@ op("LOAD_ATTR", min_ver=(3, 13), eager=_loads_attr(_method_bit, null_below=False
 
 @op("LOAD_ATTR", max_ver=(3, 11), eager=_loads_attr(lambda inst: False))
 def _load_attr_311(frame: Frame, inst: dis.Instruction) -> None:
-    frame.push(frame.pop().getattr(frame, inst.argval))
+    frame.push(_attribute(frame, frame.pop(), inst.argval))
 
 
 @op("LOAD_METHOD", max_ver=(3, 11), eager=_loads_attr(lambda inst: True))
 def _load_method(frame: Frame, inst: dis.Instruction) -> None:
     obj = frame.pop()
     frame.push(NULL)
-    frame.push(obj.getattr(frame, inst.argval))
+    frame.push(_attribute(frame, obj, inst.argval))
 
 
 @op("STORE_ATTR", eager=_performs("{1}.{argval} = {0}", 2))

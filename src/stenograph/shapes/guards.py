@@ -9,17 +9,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
+import torch
+from torch.fx.experimental.symbolic_shapes import (
+    ConstraintViolationError,
+    DimDynamic,
+    RelaxedUnspecConstraint,
+    ShapeEnv,
+    StatelessSymbolicContext,
+    StrictMinMaxConstraint,
+    SymbolicContext,
+)
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges
 
+from ..errors import ConstraintViolation
 from ..guards.sources import Source
 from .fake import ShapeSource
 
 _PROPERTY_SUFFIX = {"SIZE": ".size()", "STRIDE": ".stride()", "STORAGE_OFFSET": ".storage_offset()"}
 
 
-def shape_guards(shape_env: ShapeEnv, inputs: list[tuple[Any, Source]]) -> list[tuple[str, list[tuple[Source, str]]]]:
+def shape_guards(
+    shape_env: ShapeEnv, inputs: list[tuple[Any, Source]], marks: list[dict[int, tuple[int | None, int | None]]]
+) -> list[tuple[str, list[tuple[Source, str]]]]:
     """[(expression with tokens, [(source, suffix) for each token])] for `inputs` (fake, source):
-    the inputs that were made symbolic (also those the trace specialised again since)."""
+    the inputs that were made symbolic (also those the trace specialised again since).
+
+    `marks` holds each input's `mark_dynamic` dimensions and their (min, max): a dimension the
+    trace specialised, or narrowed below its declared range, raises `ConstraintViolation`, as
+    torch.compile raises its ConstraintViolationError (`maybe_mark_dynamic` allows it)."""
     if not inputs:
         return []
     refs: list[tuple[Source, str]] = []
@@ -29,12 +47,19 @@ def shape_guards(shape_env: ShapeEnv, inputs: list[tuple[Any, Source]]) -> list[
         return f"___R{len(refs) - 1}___"
 
     # ignore_static=False: a size the trace specialised (`int(x.shape[0])`) is checked too
-    expressions = shape_env.produce_guards(
-        [fake for fake, _ in inputs],
-        [ShapeSource(source) for _, source in inputs],
-        source_ref=source_ref,
-        ignore_static=False,
-    )
+    try:
+        expressions = shape_env.produce_guards(
+            [fake for fake, _ in inputs],
+            [ShapeSource(source) for _, source in inputs],
+            source_ref=source_ref,
+            ignore_static=False,
+            input_contexts=[_constraints(fake, marked) for (fake, _), marked in zip(inputs, marks)],
+        )
+    except ConstraintViolationError as e:
+        raise ConstraintViolation(
+            f"{e}\n(a dimension passed to mark_dynamic must stay dynamic in the code; maybe_mark_dynamic allows "
+            "the code to specialise it)"
+        ) from None
     result = []
     for expression in expressions:
         used: list[tuple[Source, str]] = []
@@ -45,6 +70,26 @@ def shape_guards(shape_env: ShapeEnv, inputs: list[tuple[Any, Source]]) -> list[
                 used.append(ref)
         result.append((expression, used))
     return result
+
+
+def _constraints(fake: Any, marked: dict[int, tuple[int | None, int | None]]) -> SymbolicContext | None:
+    """The symbolic context of an input whose dimensions `marked` must stay dynamic."""
+    if not isinstance(fake, torch.Tensor):
+        return None
+    sizes: list[Any] = [None] * fake.dim()
+    for dim, (low, high) in marked.items():
+        if 0 <= dim < fake.dim() and isinstance(fake.shape[dim], torch.SymInt):
+            if low is None and high is None:
+                sizes[dim] = RelaxedUnspecConstraint(warn_only=False)
+            else:
+                bound = ValueRanges(lower=low if low is not None else 0, upper=high if high is not None else int_oo)
+                sizes[dim] = StrictMinMaxConstraint(warn_only=False, vr=bound)
+    return StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC] * fake.dim(),
+        dynamic_strides=[DimDynamic.INFER_STRIDE] * fake.dim(),
+        constraint_sizes=sizes,
+        constraint_strides=[None] * fake.dim(),
+    )
 
 
 def _resolve(src: Any) -> tuple[Source, str]:
