@@ -854,3 +854,18 @@ def test_a_dimension_marked_dynamic_that_the_code_specialises_is_an_error(cnt):
     z = torch.randn(5, 2)
     stenograph.mark_dynamic(z, 0, min=2, max=8)
     torch.testing.assert_close(stenograph.compile(lambda v: v * v.shape[0], backend=cnt)(z), z * 5)
+
+
+_OPS_WITH_A_SHORTCUT = frozenset([torch.add, torch.mul])
+
+
+def test_membership_in_a_global_frozenset_of_functions(cnt):
+    def fn(x, op):
+        if op in _OPS_WITH_A_SHORTCUT:
+            x = x + 1
+        return op(x, 2.0)
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    for op in (torch.add, torch.sub, torch.mul):
+        torch.testing.assert_close(compiled(torch.zeros(2), op), fn(torch.zeros(2), op))
+    assert cnt.frame_count == 3  # each function is guarded by identity

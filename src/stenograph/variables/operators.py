@@ -7,6 +7,7 @@ on constants it is evaluated now; on containers it builds a new container tracke
 from __future__ import annotations
 
 import operator
+import types
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
@@ -178,6 +179,8 @@ def contains(frame: Frame, item: Variable, container: Variable) -> bool:
     ):
         raise Unsupported("`in` with a tensor needs its values")  # a dict compares its keys by identity
     answer = container.contains(frame, item)  # dicts and sets
+    if answer is None:
+        answer = _frozen_contains(frame, item, container)
     if answer is not None:
         return answer
     dunder = python_dunder(frame, container, "__contains__")
@@ -192,6 +195,32 @@ def contains(frame: Frame, item: Variable, container: Variable) -> bool:
                 return True
         return False
     return any(_same_item(frame, container, item, candidate) for candidate in container.unpack(frame))
+
+
+def _frozen_contains(frame: Frame, item: Variable, container: Variable) -> bool | None:
+    """`item in fs` for a frozenset read from the frame that holds objects other than constants
+    (`{torch.add, torch.mul}`): it cannot change, so with its identity guarded the answer
+    follows from the item's identity (or value, for a constant). None where it does not apply:
+    an item compared by an `__eq__` of its own."""
+    frozen = container.value_object
+    if type(frozen) is not frozenset or container.source is None:
+        return None
+    if item.is_constant():
+        probe = item.as_constant()
+    else:
+        probe = item.value_object
+        if probe is None or not _compared_by_identity(probe):
+            return None
+    frame.output.guards.id_match(container.source, frozen)
+    return probe in frozen
+
+
+def _compared_by_identity(obj: Any) -> bool:
+    """Whether `==` and `hash` of `obj` follow its identity (object's own, or a function's)."""
+    cls = type(obj)
+    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType)) or cls is type:
+        return True
+    return cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__
 
 
 def _same_item(frame: Frame, container: Variable, item: Variable, candidate: Variable) -> bool:
