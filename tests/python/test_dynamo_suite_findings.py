@@ -785,11 +785,14 @@ def test_bool_and_len_results_are_checked_as_cpython_checks_them(cnt):
     def fn(x, obj):
         return x + 1 if obj else x - 1
 
+    def error(call, obj):
+        with pytest.raises((TypeError, ValueError)) as raised:
+            call(torch.zeros(1), obj)
+        return type(raised.value), str(raised.value)  # CPython's wording differs between versions
+
     compiled = stenograph.compile(fn, backend=cnt)
-    with pytest.raises(TypeError, match="__bool__ should return bool, returned float"):
-        compiled(torch.zeros(1), FloatBool())
-    with pytest.raises(ValueError, match=r"__len__\(\) should return >= 0"):
-        compiled(torch.zeros(1), NegativeLen())
+    for obj in (FloatBool(), NegativeLen()):
+        assert error(compiled, obj) == error(fn, obj)
 
 
 def test_isinstance_with_a_metaclass_instancecheck_written_in_python(cnt):

@@ -171,7 +171,7 @@ def _object_truth(frame: Frame, var: Variable) -> bool:
         if not isinstance(attr, types.FunctionType):
             raise Unsupported(f"truth value of {var.describe()}, whose class defines {name} in C")
         class_attr_source(frame, cls, name, attr)
-        return dunder_truth(frame, name, frame.inline_call(attr, [var], {}, closure=None))
+        return dunder_truth(frame, cls, name, frame.inline_call(attr, [var], {}, closure=None))
     return True
 
 
@@ -444,7 +444,7 @@ class UserObjectVariable(ObjectVariable):
         self._dunder(frame, "__delitem__", [key])
 
     def length(self, frame: Frame) -> int:
-        return dunder_length(frame, self._dunder(frame, "__len__", []))
+        return dunder_length(frame, self.python_type(), self._dunder(frame, "__len__", []))
 
     def _by_index(self, frame: Frame) -> Variable | None:
         self._use()

@@ -363,7 +363,7 @@ class NewObjectVariable(ObjectVariable):
         for name in ("__bool__", "__len__"):
             result = self._dunder(frame, name, [])
             if result is not None:
-                return dunder_truth(frame, name, result)
+                return dunder_truth(frame, self.python_type(), name, result)
         if self.items is not None:
             return self.items.truth(frame)
         return True
@@ -371,7 +371,7 @@ class NewObjectVariable(ObjectVariable):
     def length(self, frame: Frame) -> int:
         result = self._dunder(frame, "__len__", [])
         if result is not None:
-            return dunder_length(frame, result)
+            return dunder_length(frame, self.python_type(), result)
         if self.items is not None:
             return self.items.length(frame)
         raise Unsupported(f"len() of {self.describe()}")
@@ -633,26 +633,38 @@ def python_dunder(frame: Frame, var: Variable, name: str) -> types.FunctionType 
     return class_dunder(frame, cls, name) if cls is not None else None
 
 
-def dunder_truth(frame: Frame, name: str, result: Variable) -> bool:
-    """`bool(obj)` from what its `__bool__` or `__len__` (`name`) returned, refused as CPython
-    refuses it: a `__bool__` result that is not a bool raises TypeError."""
+def dunder_truth(frame: Frame, cls: type, name: str, result: Variable) -> bool:
+    """`bool(obj)` of an instance of `cls` from what its `__bool__` or `__len__` (`name`)
+    returned, refused where CPython refuses it (a `__bool__` result that is not a bool)."""
     if name == "__len__":
-        return dunder_length(frame, result) > 0
-    if result.python_type() is not bool:
-        raise raise_new(frame, TypeError, f"__bool__ should return bool, returned {result.python_type().__name__}")
-    return result.truth(frame)
+        return dunder_length(frame, cls, result) > 0
+    if result.python_type() is bool:
+        return result.truth(frame)
+    if not result.is_constant():
+        raise Unsupported(f"{cls.__qualname__}.__bool__ returned {result.describe()}, which is not a bool")
+    raise _refusal(frame, cls, name, result.as_constant(), bool)
 
 
-def dunder_length(frame: Frame, result: Variable) -> int:
-    """`len(obj)` from what its `__len__` returned: an integer (TypeError otherwise) >= 0
-    (ValueError otherwise), as CPython checks it."""
+def dunder_length(frame: Frame, cls: type, result: Variable) -> int:
+    """`len(obj)` of an instance of `cls` from what its `__len__` returned: an integer >= 0, or
+    CPython's error."""
     value = result.as_constant()
-    if not hasattr(type(value), "__index__"):
-        raise raise_new(frame, TypeError, f"'{type(value).__name__}' object cannot be interpreted as an integer")
-    length = operator.index(value)
-    if length < 0:
-        raise raise_new(frame, ValueError, "__len__() should return >= 0")
-    return length
+    if hasattr(type(value), "__index__") and operator.index(value) >= 0:
+        return operator.index(value)
+    raise _refusal(frame, cls, "__len__", value, len)
+
+
+def _refusal(frame: Frame, cls: type, name: str, value: Any, use: Any) -> TracedException:
+    """The error CPython raises where `cls.<name>` returns `value` to `use` (`bool`, `len`),
+    with its wording, which differs between versions (taken from CPython itself, on a stand-in
+    class of the same name)."""
+    stand_in = type(cls.__name__, (), {name: lambda self: value})
+    stand_in.__qualname__, stand_in.__module__ = cls.__qualname__, cls.__module__
+    try:
+        use(stand_in())
+    except (TypeError, ValueError, OverflowError) as e:
+        return raise_new(frame, type(e), str(e))
+    raise Unsupported(f"{cls.__qualname__}.{name} returned {value!r}")  # not reached: CPython refuses it
 
 
 def zero_arg_super(frame: Frame) -> SuperVariable:
