@@ -73,8 +73,9 @@ def shape_guards(
 
 
 def _constraints(fake: Any, marked: dict[int, tuple[int | None, int | None]]) -> SymbolicContext | None:
-    """The symbolic context of an input whose dimensions `marked` must stay dynamic."""
-    if not isinstance(fake, torch.Tensor):
+    """The symbolic context of an input whose dimensions `marked` must stay dynamic (None for
+    one without any: `produce_guards` then puts no constraint on it)."""
+    if not isinstance(fake, torch.Tensor) or not marked:
         return None
     sizes: list[Any] = [None] * fake.dim()
     for dim, (low, high) in marked.items():

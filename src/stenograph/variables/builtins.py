@@ -254,17 +254,7 @@ def _len(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 @_handler(isinstance)
 def _isinstance(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj, classes = args
-    cls = classes.as_constant()
-    members = cls if isinstance(cls, tuple) else (cls,)
-    if any(_custom_instance_check(c) for c in members):
-        return constant(any(_instance_of(frame, obj, c) for c in members))
-    value_type = obj.python_type()
-    if isinstance(obj, TensorVariable):
-        # a FakeTensor must answer like the real tensor
-        if isinstance(cls, tuple):
-            return constant(any(_tensor_isinstance(obj, c) for c in cls))
-        return constant(_tensor_isinstance(obj, cls))
-    return constant(issubclass(value_type, cls))
+    return constant(_instance_of(frame, obj, classes.as_constant()))
 
 
 def _custom_instance_check(cls: Any) -> Any:
@@ -277,8 +267,9 @@ def _custom_instance_check(cls: Any) -> Any:
 
 
 def _instance_of(frame: Frame, obj: Variable, cls: Any) -> bool:
-    """`isinstance(obj, cls)` for one class, as CPython decides it: the exact type first, then the
-    metaclass's `__instancecheck__` (inlined when written in Python)."""
+    """`isinstance(obj, cls)` as CPython decides it: each class of a tuple in turn; the exact type
+    first, then the metaclass's `__instancecheck__` (inlined when written in Python), else the
+    tracked type's subclass test (a FakeTensor's type is the real tensor's)."""
     if isinstance(cls, tuple):
         return any(_instance_of(frame, obj, c) for c in cls)
     if obj.python_type() is cls:
@@ -289,10 +280,6 @@ def _instance_of(frame: Frame, obj: Variable, cls: Any) -> bool:
     if not isinstance(check, types.FunctionType):
         raise Unsupported(f"isinstance() with {cls!r}, whose metaclass defines __instancecheck__ in C")
     return frame.inline_call(check, [class_variable(cls), obj], {}, closure=None).truth(frame)
-
-
-def _tensor_isinstance(obj: TensorVariable, cls: Any) -> bool:
-    return issubclass(obj.python_type(), cls)
 
 
 @_handler(type)

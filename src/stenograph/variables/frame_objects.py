@@ -787,7 +787,7 @@ class NNModuleVariable(UserObjectVariable):
             if not first_time(module, source):
                 return
             modules.append((prefix, module, source))
-            if (name == "named_children" or not recurse) and depth == 1:
+            if not recurse or name == "named_children" and depth == 1:
                 return
             for key, child, child_source in table_of(module, source, "_modules"):
                 visit(f"{prefix}.{key}" if prefix else key, child, child_source, depth + 1)
@@ -802,10 +802,10 @@ class NNModuleVariable(UserObjectVariable):
         else:
             table = "_parameters" if name.endswith("parameters") else "_buffers"
             first_source.clear()
-            for prefix, module, source in modules if recurse else modules[:1]:
+            for path, module, source in modules:
                 for key, value, member_source in table_of(module, source, table):
                     if first_time(value, member_source):
-                        full = f"{prefix}.{key}" if prefix else key
+                        full = f"{path}.{key}" if path else key
                         entries.append((full, frame.wrap(value, member_source)))
             guards.all_distinct([v.source for _, v in entries if v.source is not None])
         if name.startswith("named_"):

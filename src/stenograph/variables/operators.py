@@ -216,11 +216,12 @@ def _frozen_contains(frame: Frame, item: Variable, container: Variable) -> bool 
 
 
 def _compared_by_identity(obj: Any) -> bool:
-    """Whether `==` and `hash` of `obj` follow its identity (object's own, or a function's)."""
+    """Whether `==` and `hash` of `obj` follow its identity: object's own (functions, modules and
+    plain classes have them), or a builtin function's (its function and `__self__`)."""
     cls = type(obj)
-    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType)) or cls is type:
-        return True
-    return cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__
+    return isinstance(obj, types.BuiltinFunctionType) or (
+        cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__
+    )
 
 
 def _same_item(frame: Frame, container: Variable, item: Variable, candidate: Variable) -> bool:
