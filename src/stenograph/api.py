@@ -70,7 +70,13 @@ def compile(  # noqa: A001 - mirrors torch.compile
         raise TypeError(f"stenograph.compile(dynamic=...) takes None, True or False, not {dynamic!r}")
     if not isinstance(fullgraph, bool):
         raise TypeError(f"stenograph.compile(fullgraph=...) takes a bool, not {fullgraph!r}")
-    compiler, name = _resolve_backend(backend, mode, options)
+    guard_filter_fn = None
+    if options and "guard_filter_fn" in options:
+        options = dict(options)
+        guard_filter_fn = _checked_guard_filter(options.pop("guard_filter_fn"))
+    compiler, name = _resolve_backend(backend, mode, options or None)
+    if guard_filter_fn is not None:
+        compiler = _GuardHooks(compiler, guard_filter_fn=guard_filter_fn)
     # what a pickled OptimizedModule needs to compile itself again after loading
     spec = _CompileSpec(backend, mode, options, fullgraph, dynamic)
 
@@ -85,9 +91,14 @@ def compile(  # noqa: A001 - mirrors torch.compile
     return decorate(model)
 
 
+def _checked_guard_filter(fn: Any) -> Callable:
+    if not callable(fn):
+        raise TypeError(f"options['guard_filter_fn'] must be callable, not {type(fn).__name__}")
+    return fn
+
+
 # torch._dynamo.optimize's arguments that stenograph does not take, and why
 _OPTIMIZE_NOT_TAKEN = {
-    "guard_filter_fn": "stenograph checks every guard of an entry (one generated function per entry)",
     "recompile_limit": "set stenograph.config.recompile_limit (one limit for every function)",
     "package": "stenograph keeps no compiled code between processes",
     "isolate_recompiles": "each function's entries are its own already",
@@ -102,6 +113,7 @@ def optimize(
     error_on_graph_break: bool | None = None,
     guard_export_fn: Callable[[Any], None] | None = None,
     guard_fail_fn: Callable[[GuardFail], None] | None = None,
+    guard_filter_fn: Callable[[list], list[bool]] | None = None,
     disable: bool = False,
     dynamic: bool | None = None,
     **not_taken: Any,
@@ -115,7 +127,8 @@ def optimize(
     because its newest entry's guards failed (the reason prefixed by that entry's compile id, as
     torch's); `guard_export_fn` with the `ExportGuards` of each entry that holds a graph (their
     `check()` takes the entry's guard arguments: a closure's cells first). An exception either
-    raises is a warning, as in torch. Used as a context manager it raises (see `_Optimize`)."""
+    raises is a warning, as in torch. `guard_filter_fn` is `compile(options={"guard_filter_fn":
+    ...})`'s (`guards/guard_filter.py`). Used as a context manager it raises (see `_Optimize`)."""
     if not_taken:
         reasons = "; ".join(
             f"{k}: {_OPTIMIZE_NOT_TAKEN.get(k, 'not an argument of torch._dynamo.optimize')}" for k in not_taken
@@ -125,9 +138,12 @@ def optimize(
         raise TypeError("optimize() takes a backend; use optimize(backend)(model)")
     if disable:
         return _Optimize(lambda target: target, disabled=True)
-    if guard_fail_fn is not None or guard_export_fn is not None:
+    if guard_fail_fn is not None or guard_export_fn is not None or guard_filter_fn is not None:
         backend = _GuardHooks(
-            lookup_backend(backend) if isinstance(backend, str) else backend, guard_fail_fn, guard_export_fn
+            lookup_backend(backend) if isinstance(backend, str) else backend,
+            guard_fail_fn,
+            guard_export_fn,
+            _checked_guard_filter(guard_filter_fn) if guard_filter_fn is not None else None,
         )
     return _Optimize(compile(backend=backend, fullgraph=nopython or bool(error_on_graph_break), dynamic=dynamic))
 
@@ -176,13 +192,22 @@ class GuardFail(NamedTuple):
 
 
 class _GuardHooks:
-    """A backend carrying `optimize()`'s guard hooks: compiled caches are per backend object, so
-    the frames compiled through it are told apart by it (`_on_compile_event`)."""
+    """A backend carrying `optimize()`'s guard hooks (and the `guard_filter_fn` of `optimize()`
+    or of `compile(options=...)`, which `frame_compiler` applies before an entry is built):
+    compiled caches are per backend object, so the frames compiled through it are told apart by
+    it (`_on_compile_event`)."""
 
-    def __init__(self, compiler: Any, guard_fail_fn: Callable | None, guard_export_fn: Callable | None) -> None:
+    def __init__(
+        self,
+        compiler: Any,
+        guard_fail_fn: Callable | None = None,
+        guard_export_fn: Callable | None = None,
+        guard_filter_fn: Callable | None = None,
+    ) -> None:
         self.compiler = compiler
         self.guard_fail_fn = guard_fail_fn
         self.guard_export_fn = guard_export_fn
+        self.guard_filter_fn = guard_filter_fn
         self.__name__ = getattr(compiler, "__name__", type(compiler).__name__)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:

@@ -33,6 +33,7 @@ from .graph.output_graph import OutputGraph
 from .graph.resume import frame_name
 from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
+from .guards.guard_filter import apply_guard_filter
 from .guards.guard_set import same_literal
 from .guards.pyfunc import signature_only
 from .guards.sources import ClosureSource, LocalSource
@@ -181,6 +182,9 @@ def compile_frame(request: FrameCompile) -> CacheEntry:
     compiled = _compile_until_built(request)
     output = compiled.output
     _guard_relations(output)
+    guard_filter = getattr(request.backend, "guard_filter_fn", None)
+    if guard_filter is not None:
+        apply_guard_filter(output.guards, guard_filter, request.fn, request.args, request.kwargs)
     for graph_input in output.inputs:
         graph_input.example = None  # entries must not keep user tensors alive
     guard = output.guards.build(request.code, request.fn, request.label)

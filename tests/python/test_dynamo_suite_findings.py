@@ -9,6 +9,7 @@ import collections.abc
 import dataclasses
 import functools
 import operator
+import types
 import typing
 import warnings
 
@@ -872,3 +873,333 @@ def test_membership_in_a_global_frozenset_of_functions(cnt):
     for op in (torch.add, torch.sub, torch.mul):
         torch.testing.assert_close(compiled(torch.zeros(2), op), fn(torch.zeros(2), op))
     assert cnt.frame_count == 3  # each function is guarded by identity
+
+
+# -- third round: test_misc's pytree and guard-filter programs, test_modules, test_exceptions ----
+
+_pytree = pytest.importorskip("torch.utils._pytree")
+
+
+def test_pytree_flatten_map_and_unflatten_are_traced(cnt):
+    """`torch.utils._pytree`'s classes (TreeSpec, its shared LeafSpec) were constants: every
+    flatten/unflatten broke; `torch.return_types` results could not be rebuilt; `tree_map`'s
+    `map` object had no type; `tree_map_only` met `Callable[[T], Any]` and `functools.wraps`."""
+
+    def fn(x, y):
+        tree = {"a": [x, (y, 2.0)], "b": torch.return_types.qr((x * 2, y)), "c": x.max(0)}
+        leaves, spec = _pytree.tree_flatten(tree)
+        rebuilt = _pytree.tree_unflatten([v * 2 if isinstance(v, torch.Tensor) else v for v in leaves], spec)
+        mapped = _pytree.tree_map(lambda v: v + 1, rebuilt)
+        only = _pytree.tree_map_only(torch.Tensor, lambda v: v - 1, mapped)
+        return only, spec.num_leaves, type(only["b"]).__name__
+
+    check(fn, lambda i: (t(2, 3, seed=i), t(2, 3, seed=i + 1)), cnt)
+
+
+def test_type_of_map_zip_filter_and_enumerate_objects(cnt):
+    def fn(x):
+        made = (map(abs, [1]), zip([1], [2]), filter(None, [1]), enumerate([x]))
+        return x + 1, [type(m).__name__ for m in made], isinstance(made[0], (list, tuple))
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+_ANNOTATED = """
+import typing
+_T = typing.TypeVar("_T")
+
+def fn(x):
+    def apply(f: typing.Callable[[_T], _T], v: _T) -> _T:
+        return f(v)
+
+    return apply(lambda v: v * 2, x), apply.__annotations__
+"""
+
+
+def test_generic_alias_with_type_variables_in_an_annotation(cnt):
+    """`Callable[[T], Any]` with a global TypeVar, evaluated where a nested function is made, as
+    in `torch.utils._pytree` (written out of this file, whose annotations are strings)."""
+    namespace: dict = {}
+    exec(compile(_ANNOTATED, "<annotated>", "exec"), namespace)
+    check(namespace["fn"], lambda i: (t(2, seed=i),), cnt)
+    stenograph.compile(namespace["fn"], backend="eager", fullgraph=True)(torch.ones(1))  # no break
+
+
+def _decorated(f):
+    @functools.wraps(f)
+    def wrapper(*args):
+        return f(*args) + 1
+
+    return wrapper
+
+
+def _doubled(v):
+    """Doubles."""
+    return v * 2
+
+
+def test_functools_wraps_on_a_function_made_in_the_frame(cnt):
+    """Setting `__module__`, `__name__`, ... on a nested function was refused; a wrapper that
+    leaves the frame keeps what was set (its slots and its `__dict__`)."""
+
+    def fn(x):
+        h = _decorated(_doubled)
+        h.tag = "t"
+        return h(x), h.__name__, h.__qualname__, h.__doc__, h.__wrapped__ is _doubled, h.__module__
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+    def leaves(x):
+        return _decorated(_doubled), x + 1
+
+    out, _ = stenograph.compile(leaves, backend="eager", fullgraph=True)(torch.ones(1))
+    expected, _ = leaves(torch.ones(1))
+    for name in ("__name__", "__qualname__", "__doc__", "__wrapped__", "__module__", "__dict__"):
+        assert getattr(out, name) == getattr(expected, name), name
+    torch.testing.assert_close(out(torch.ones(1)), expected(torch.ones(1)))
+
+
+def test_doc_and_annotations_of_a_function_made_in_the_frame(cnt):
+    def fn(x):
+        def inner(v: torch.Tensor) -> torch.Tensor:
+            """Inner."""
+            return v
+
+        anno = inner.__annotations__
+        anno["extra"] = int
+        return x + 1, inner.__doc__, (lambda: 0).__doc__, sorted(inner.__annotations__)
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def _guard_filter_compile(fn, filter_fn, cnt):
+    return stenograph.compile(fn, backend=cnt, options={"guard_filter_fn": filter_fn})
+
+
+FILTERED_SCALE = 1
+
+
+def test_guard_filter_fn_drops_the_guards_it_answers_false_for(cnt):
+    """`options={"guard_filter_fn": ...}` was refused; torch.compile's filters (and the ready
+    ones in `torch.compiler`) now see one entry per guard and drop what they answer False for."""
+    global FILTERED_SCALE
+    seen = []
+
+    def no_globals(entries):
+        seen.extend(entries)
+        return [not e.is_global for e in entries]
+
+    def fn(x):
+        return x * FILTERED_SCALE
+
+    compiled = _guard_filter_compile(fn, no_globals, cnt)
+    try:
+        FILTERED_SCALE = 1
+        torch.testing.assert_close(compiled(torch.ones(2)), torch.ones(2))
+        FILTERED_SCALE = 3
+        # the dropped guard was the user's promise that the global does not change: no recompile
+        torch.testing.assert_close(compiled(torch.ones(2)), torch.ones(2))
+        assert cnt.frame_count == 1
+        kinds = {(e.name, e.guard_type) for e in seen}
+        assert ("x", "TENSOR_MATCH") in kinds
+        assert any(e.is_global and e.has_value and e.value == 1 for e in seen)
+        # without the filter the same change recompiles
+        unfiltered = stenograph.compile(fn, backend="eager")
+        torch.testing.assert_close(unfiltered(torch.ones(2)), torch.full((2,), 3.0))
+        FILTERED_SCALE = 4
+        torch.testing.assert_close(unfiltered(torch.ones(2)), torch.full((2,), 4.0))
+    finally:
+        FILTERED_SCALE = 1
+
+
+def test_guard_filter_fn_by_local_name_and_value(cnt):
+    def fn(x, y):
+        if y is not None:
+            x = x + y
+        return x
+
+    compiled = _guard_filter_compile(
+        fn, lambda entries: [not (e.name == "y" and e.value is None) for e in entries], cnt
+    )
+    compiled(torch.ones(2), None)
+    with stenograph.set_stance("fail_on_recompile"):  # as torch's: unsafe, by request
+        torch.testing.assert_close(compiled(torch.ones(2), torch.ones(2)), torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    "filter_name, mutate",
+    [
+        ("skip_guard_on_inbuilt_nn_modules_unsafe", lambda m: setattr(m.norm, "eps", 1e-2)),
+        ("skip_guard_on_all_nn_modules_unsafe", lambda m: setattr(m, "c", 3)),
+        ("keep_tensor_guards_unsafe", lambda m: setattr(m, "c", 3)),
+    ],
+)
+def test_torch_compilers_ready_guard_filters(cnt, filter_name, mutate):
+    filter_fn = getattr(torch.compiler, filter_name, None)
+    if filter_fn is None:
+        pytest.skip(f"torch {torch.__version__} has no torch.compiler.{filter_name}")
+
+    class Mod(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = 2
+            self.norm = torch.nn.LayerNorm(8)
+
+        def forward(self, x):
+            return self.norm(x) + self.c
+
+    mod, x = Mod(), torch.rand(4, 8)
+    compiled = _guard_filter_compile(mod, filter_fn, cnt)
+    compiled(x)
+    mutate(mod)
+    compiled(x)
+    assert cnt.frame_count == 1
+    # the tensor's own guards stay: another shape recompiles
+    compiled(torch.rand(4, 8, 8))
+    assert cnt.frame_count == 2
+
+
+def test_guard_filter_fn_must_answer_once_per_entry(cnt):
+    compiled = _guard_filter_compile(lambda x: x + 1, lambda entries: [True], cnt)
+    with pytest.raises(TypeError, match="one bool per guard entry"):
+        compiled(torch.ones(2))
+    with pytest.raises(TypeError, match="must be callable"):
+        stenograph.compile(lambda x: x, backend="eager", options={"guard_filter_fn": 3})
+
+
+def _module_with_a_counter():
+    module = types.ModuleType("stenograph_counter_module")
+    exec("counter = 0\ndef bump():\n    global counter\n    counter += 1\n", module.__dict__)
+    return module
+
+
+def test_module_attribute_read_after_its_function_wrote_the_global(cnt):
+    """`mod.counter` after `mod.bump()` (which does `global counter; counter += 1`) read the
+    value from before the call: the module's attribute and its global are one."""
+    module = _module_with_a_counter()
+
+    def fn(x):
+        module.bump()
+        module.counter += 10
+        return x * module.counter, vars(module)["counter"], "counter" in vars(module)
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    out = compiled(torch.ones(2))
+    assert module.counter == 11
+    torch.testing.assert_close(out[0], torch.full((2,), 11.0))
+    assert out[1:] == (11, True)
+    module.counter = 0
+    assert fn(torch.ones(2))[1:] == out[1:]
+
+
+def test_a_method_named_like_a_submodule_wins_as_in_python(cnt):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = torch.nn.ReLU()
+
+        def act(self, x):  # noqa: F811 - the class attribute hides the submodule, as in eager
+            return x * 1.5
+
+        def forward(self, x):
+            return self.act(x)
+
+    m = M()
+    torch.testing.assert_close(stenograph.compile(m, backend=cnt)(-torch.ones(2)), m(-torch.ones(2)))
+
+
+def test_module_walks_are_generators(cnt):
+    """`parameters()` and kin were lists: `next()` on them failed, and one that reached the
+    code after a graph break was a list there."""
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+
+    def fn(x):
+        first = next(m.parameters())
+        name, _ = next(m.named_parameters())
+        walk = m.buffers()
+        return x + first.sum(), name, next(m.children())(x), type(m.modules()).__name__, walk
+
+    out = stenograph.compile(fn, backend=cnt, fullgraph=True)(torch.ones(3, 2))
+    expected = fn(torch.ones(3, 2))
+    for a, e in zip(out[:4], expected[:4]):
+        if isinstance(e, torch.Tensor):
+            torch.testing.assert_close(a, e)
+        else:
+            assert a == e
+    assert type(out[4]) is type(expected[4]) and list(out[4])[0] is list(expected[4])[0]
+
+    def broken(x):
+        walk = m.parameters()
+        stenograph.graph_break()
+        return x + int(hasattr(walk, "send")) + next(walk).sum()
+
+    torch.testing.assert_close(stenograph.compile(broken, backend="eager")(torch.ones(2)), broken(torch.ones(2)))
+
+
+def test_context_of_an_exception_caught_in_the_frame_is_none(cnt):
+    """`if exc.__context__ is None:` took the other branch: the test was answered False for a
+    context only known at run time (the caller's exception, None here)."""
+
+    def fn(x):
+        try:
+            raise TypeError
+        except TypeError as e:
+            exc = e
+        if exc.__context__ is None:
+            return x + 1
+        return x - 1
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    torch.testing.assert_close(compiled(torch.ones(1)), fn(torch.ones(1)))
+    try:
+        raise KeyError
+    except KeyError:
+        torch.testing.assert_close(compiled(torch.ones(1)), fn(torch.ones(1)))
+
+
+def test_raising_an_exception_already_on_the_context_chain_cuts_the_cycle(cnt):
+    def fn(x):
+        try:
+            try:
+                raise AssertionError
+            except AssertionError as a_:
+                a = a_
+                try:
+                    raise KeyError
+                except KeyError as b_:
+                    b = b_
+                    try:
+                        raise ValueError
+                    except ValueError as c_:
+                        c = c_
+                        raise a  # noqa: B904 - the program re-raises an outer exception on purpose
+        except AssertionError:
+            pass
+        return x + 1, a.__context__ is c, c.__context__ is b, b.__context__ is None
+
+    check(fn, lambda i: (t(1, seed=i),), cnt)
+
+
+def test_lazy_module_first_called_with_a_list(cnt):
+    """Materialising a lazy module from a list argument was an internal AttributeError."""
+    from torch.nn.modules.lazy import LazyModuleMixin
+
+    class Lazy(LazyModuleMixin, torch.nn.Module):
+        def initialize_parameters(self, pair):
+            with torch.no_grad():
+                self.scale = torch.nn.Parameter(torch.full(pair[0].shape, 0.5))
+
+        def forward(self, pair):
+            return pair[0] * self.scale + pair[1]
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = Lazy()
+
+        def forward(self, x):
+            return self.layer([x, x])
+
+    torch.testing.assert_close(
+        stenograph.compile(Outer(), backend=cnt, fullgraph=True)(torch.ones(2)), torch.full((2,), 1.5)
+    )

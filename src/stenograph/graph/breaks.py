@@ -115,7 +115,7 @@ class BreakWriter:
                 slots.append(Slot(VALUE_STACK_ENTRY, self._enter_context(var)))
             elif isinstance(var, GlobalContextMethod):
                 slots.append(Slot(REENTERED_CONTEXT, self._enter_global_context(var)))
-            elif isinstance(var, IteratorVariable):
+            elif isinstance(var, IteratorVariable) and var.on_stack_as_tuple_iterator:
                 items = var.items[var.index :]
                 as_range = _as_range(items)
                 if as_range is not None:

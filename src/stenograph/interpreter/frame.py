@@ -160,7 +160,9 @@ class Frame:
         if frame is None:
             attrs.items["__context__"] = CallerExceptionVariable()
         elif frame.handled[-1] is not exc.value:
-            attrs.items["__context__"] = frame.handled[-1]
+            context = frame.handled[-1]
+            attrs.items["__context__"] = context
+            _cut_context_cycle(context, exc.value)
 
     def stack_trace(self) -> str:
         """The user stack at the running instruction, outermost call first, in the format of
@@ -367,3 +369,20 @@ def _frame_line(code: types.CodeType, inst: Instr | None) -> str:
         end_colno=positions.end_col_offset if positions is not None else None,
     )
     return "".join(traceback.StackSummary.from_list([summary]).format())
+
+
+def _cut_context_cycle(context: Variable, raised: Variable) -> None:
+    """CPython's rule: where `raised` already lies on the `__context__` chain of its new context,
+    the link to it is cut (set to None), so the chain never loops."""
+    seen: set[int] = set()
+    link = context
+    while id(link) not in seen:
+        seen.add(id(link))
+        attrs = link.attrs
+        following = attrs.items.get("__context__") if attrs is not None else None
+        if following is None:
+            return
+        if following is raised:
+            attrs.items["__context__"] = constant(None)
+            return
+        link = following

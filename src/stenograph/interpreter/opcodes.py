@@ -969,8 +969,7 @@ def _is_none(frame: Frame, v: Variable) -> bool:
         return False
     if v.is_constant():
         return v.as_constant() is None
-    identity.guard_identity(frame, v, constant(None), False)
-    return False
+    return identity.is_same(frame, v, constant(None))
 
 
 @op("POP_JUMP_IF_TRUE", min_ver=(3, 12), eager=_jumps_if("bool({0})"))

@@ -77,7 +77,7 @@ from .functions import (
 )
 from .global_contexts import is_global_context_object, wrap_global_context
 from .higher_order import CondVariable
-from .named_tuples import NamedTupleVariable, is_namedtuple_class
+from .named_tuples import NamedTupleVariable, StructSeqClassVariable, is_namedtuple_class, is_structseq_class
 from .new_modules import TorchModuleClassVariable, instantiate_module
 from .optimizers import OptimizerClassVariable, OptimizerVariable, optimizer_helper
 from .trace_rules import (
@@ -308,6 +308,8 @@ def _class(w: Wrapping) -> Variable:
         return UserClassVariable(value, source)
     if is_torch_module_class(value):
         return TorchModuleClassVariable(value, source)
+    if is_structseq_class(value):
+        return StructSeqClassVariable(value, source)
     return ConstantVariable(value, source)
 
 
@@ -516,7 +518,10 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
 def wrap_trusted_member(frame: Frame, value: Any, namespace: dict, name: str) -> Variable:
     """`namespace[name]` of a trusted module (torch's: its globals or its attributes), read
     unguarded; a value that can only be tracked through where it was read (a tensor, an object
-    such as DDP's module `logger`) is read, and guarded, through the module's dict."""
+    such as DDP's module `logger`) is read, and guarded, through the module's dict, as is an
+    instance of a class traced like a user's (`torch.utils._pytree`'s shared `LeafSpec`)."""
+    if is_user_class(type(value)) and not isinstance(value, type):
+        return wrap(frame, value, GlobalSource(name, namespace))
     try:
         return wrap(frame, value, None)
     except SourceNeeded:

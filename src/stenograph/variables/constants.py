@@ -79,6 +79,9 @@ class ConstantVariable(Variable):
         return frame.wrap(attr, None if self.source is None else AttrSource(self.source, name))
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
+        if not key.is_constant() and isinstance(self.value, type) and hasattr(self.value, "__class_getitem__"):
+            # an annotation (`Callable[[T], Any]`): its arguments as the values they hold
+            return constant(self.value[_annotation_arguments(key)])
         # a symbolic int used as an index is specialised (guarded to this value), as lists do
         if not key.is_constant() and not isinstance(key, SymNodeVariable):
             raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
@@ -89,6 +92,18 @@ class ConstantVariable(Variable):
 
     def __repr__(self) -> str:
         return f"ConstantVariable({self.value!r})"
+
+
+def _annotation_arguments(key: Variable) -> Any:
+    """The subscript of a generic class as Python values: constants, and lists and tuples of
+    them (`[[T], Any]`); anything else is refused."""
+    if key.is_constant():
+        return key.as_constant()
+    items = getattr(key, "items", None)  # a list or tuple tracker's (containers imports this module)
+    kind = key.python_type() if isinstance(items, list) else None
+    if kind in (list, tuple):
+        return kind(_annotation_arguments(item) for item in items)
+    raise Unsupported(f"a generic class subscripted with {key.describe()}")
 
 
 class GuardedOnUseConstant(ConstantVariable):
@@ -215,6 +230,10 @@ class IteratorVariable(Variable):
         if value.is_constant() and value.as_constant() is None:
             return raise_new(frame, StopIteration)
         return TracedException(frame.instantiate(StopIteration, [value], {}))
+
+    # whether a break with it on the stack rebuilds it as an iterator over a tuple of its items
+    # (what a `for` loop's iterator becomes), rather than through `reconstruct`
+    on_stack_as_tuple_iterator = True
 
     # whether the real iterator has `__length_hint__` (list, tuple, dict and set iterators;
     # generators, map, zip and the sequence-protocol iterator have none)

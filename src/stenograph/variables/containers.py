@@ -688,6 +688,9 @@ class LazyIteratorVariable(IteratorVariable):
         self.index = 0
         self.failure = None
 
+    def python_type(self) -> type:
+        return {"map": map, "filter": filter, "zip": zip, "enumerate": enumerate}[self.kind]
+
     def next(self, frame: Frame) -> Variable | None:
         if self.done:
             return None

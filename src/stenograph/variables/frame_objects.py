@@ -33,7 +33,7 @@ from ..guards.sources import (
 from ..module_hooks import HOOK_TABLES, global_hook_ids, has_backward_hooks, has_global_hooks, has_module_hooks
 from .base import Variable
 from .class_lookup import MISSING, class_attribute
-from .constants import BoundMethodVariable, constant
+from .constants import BoundMethodVariable, IteratorVariable, constant
 from .containers import DictVariable, ListVariable, TupleVariable
 from .descriptors import (
     class_attr_source,
@@ -46,7 +46,9 @@ from .descriptors import (
 from .exceptions import TracedException, is_attribute_error, raise_new
 from .functions import UserFunctionVariable
 from .module_slices import slice_or_member
+from .named_tuples import is_namedtuple_class
 from .sequence_protocol import getitem_iterator
+from .symbolic import GraphValueVariable
 from .trace_rules import is_literal, is_trusted_module
 from .user_classes import (
     ObjectVariable,
@@ -479,13 +481,20 @@ def _materialise_lazy(var: Variable, args: list[Variable], kwargs: dict[str, Var
     caller then traces the frame again, with the module as eager leaves it."""
 
     def example(arg: Variable) -> Any:
-        if arg.is_tensor():
+        if isinstance(arg, GraphValueVariable) and arg.is_tensor():
             fake = arg.fake  # type: ignore[attr-defined]
             shape = [int(guard_int(s)) for s in fake.shape]
             with unset_fake_temporarily():
                 return torch.zeros(shape, dtype=fake.dtype, device=fake.device)
         if arg.is_constant():
             return arg.as_constant()
+        kind = arg.python_type()
+        if isinstance(arg, TupleVariable) and is_namedtuple_class(kind):
+            return kind(*[example(item) for item in arg.items])
+        if isinstance(arg, (ListVariable, TupleVariable)) and kind in (list, tuple):
+            return kind(example(item) for item in arg.items)
+        if isinstance(arg, DictVariable) and kind is dict:
+            return {key: example(value) for key, value in arg.items.items()}
         raise Unsupported(f"{var.describe()} (lazy, not materialised yet) called with {arg.describe()}")
 
     module = var.value_object
@@ -703,6 +712,12 @@ class NNModuleVariable(UserObjectVariable):
             return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
         if name in module.__dict__:
             return frame.wrap(module.__dict__[name], AttrSource(self.source, name), module_attribute=True)
+        if cls_attr is not MISSING and any(name in (module.__dict__.get(t) or ()) for t in MODULE_TABLES):
+            # a method (any class attribute) named like a submodule, parameter or buffer: Python
+            # finds it before `nn.Module.__getattr__` looks in the tables
+            resolved = _resolve_class_attr(frame, self, module, name)
+            if resolved is not None:
+                return resolved
         for table in MODULE_TABLES:
             members = module.__dict__.get(table)
             if members is not None and name in members:
@@ -752,7 +767,7 @@ class NNModuleVariable(UserObjectVariable):
         forward = self.getattr(frame, "forward")
         return forward.call(frame, args, kwargs)
 
-    def _walk(self, frame: Frame, name: str, prefix: str = "", recurse: bool = True) -> Variable:
+    def _walk(self, frame: Frame, name: str, prefix: str = "", recurse: bool = True) -> list[Variable]:
         """`modules()`, `named_modules()`, `parameters()`, `named_parameters()`, `buffers()`,
         `named_buffers()`, `named_children()`: the real module tree walked now, each member
         wrapped with its source. What the walk saw is guarded: the keys of every table it read,
@@ -809,8 +824,8 @@ class NNModuleVariable(UserObjectVariable):
                         entries.append((full, frame.wrap(value, member_source)))
             guards.all_distinct([v.source for _, v in entries if v.source is not None])
         if name.startswith("named_"):
-            return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
-        return ListVariable([v for _, v in entries])
+            return [TupleVariable([constant(k), v]) for k, v in entries]
+        return [v for _, v in entries]
 
     def _members(self, frame: Frame, table: str) -> list[tuple[str, Any]]:
         """The entries of one of the module's tables, with a guard on its keys: iteration,
@@ -882,10 +897,10 @@ class NNModuleVariable(UserObjectVariable):
                 return ListVariable([v for _, v in entries])
             return ListVariable([TupleVariable([constant(k), v]) for k, v in entries])
         if name in _WALKS and self.source is not None:
-            return self._walk(frame, name, **_walk_options(name, args, kwargs))
+            return ModuleWalkVariable(self._walk(frame, name, **_walk_options(name, args, kwargs)))
         if name == "children" and not args and self.source is not None:
             named = self._walk(frame, "named_children")
-            return ListVariable([pair.items[1] for pair in named.items])
+            return ModuleWalkVariable([pair.items[1] for pair in named])
         if name == "__len__":
             return constant(self.length(frame))
         if name == "__getitem__" and len(args) == 1:
@@ -958,6 +973,24 @@ class NewModuleVariable(NNModuleVariable):
         return rebuild.build_object(self, f"{cls}({', '.join(args)})", fill)
 
 
+class ModuleWalkVariable(IteratorVariable):
+    """What `parameters()`, `named_modules()`, `children()` and kin return: a generator, walked
+    while tracing (`NNModuleVariable._walk`); rebuilt as a generator over what is left of it."""
+
+    has_length_hint = False
+    on_stack_as_tuple_iterator = False
+
+    def python_type(self) -> type:
+        return types.GeneratorType
+
+    def describe(self) -> str:
+        return "generator of a module's members"
+
+    def reconstruct(self, rebuild: Any) -> str:
+        rest = "".join(rebuild.expr(i) + ", " for i in self.items[self.index :])
+        return f"(___member for ___member in ({rest}))"
+
+
 class PythonModuleVariable(Variable):
     """A Python module object (`torch`, `torch.nn.functional`, `math`, a user module)."""
 
@@ -976,6 +1009,15 @@ class PythonModuleVariable(Variable):
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         module = self.value_object
+        pending = frame.output.global_cache.get((id(vars(module)), name))
+        if pending is not None:  # a global the trace wrote (or read) already: the same value
+            return pending
+        if name == "__dict__" and type(module) is types.ModuleType:
+            # its globals, as its code sees them (also where the module is not in sys.modules)
+            source = AttrSource(self.source, name) if self.source is not None else None
+            if source is not None:
+                frame.output.guards.globals_match(source, vars(module))
+            return GlobalsDictVariable(vars(module), source)
         trusted = is_trusted_module(module.__name__)
         try:
             value = getattr(module, name)
@@ -988,6 +1030,14 @@ class PythonModuleVariable(Variable):
         if trusted:  # torch's own namespaces are not monkeypatched at run time: no guard on their members
             return frame.wrap_trusted_member(value, vars(module), name)
         return frame.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
+
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
+        """`module.name = value`: a write to the module's globals, as `STORE_GLOBAL` in its code."""
+        module = self.value_object
+        if type(module) is not types.ModuleType or is_trusted_module(module.__name__):
+            raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
+        frame.output.side_effects.global_written(vars(module), name, value)
+        frame.output.global_cache[(id(vars(module)), name)] = value
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.value_object, "module")
@@ -1016,6 +1066,9 @@ class GlobalsDictVariable(Variable):
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
         name = key.as_constant()
+        pending = frame.output.global_cache.get((id(self.value_object), name))
+        if pending is not None:  # a global the trace wrote (or read) already
+            return pending
         if name not in self.value_object:
             raise Unsupported(f"KeyError {name!r} in {self.describe()}")
         return frame.wrap(self.value_object[name], GlobalSource(name, self.value_object))
@@ -1031,6 +1084,8 @@ class GlobalsDictVariable(Variable):
     def _has(self, frame: Frame, name: Any) -> bool:
         """Whether the module has the global `name`, guarded: a global added or deleted later
         changes the answer (the dict itself is fixed by the guard that found it)."""
+        if (id(self.value_object), name) in frame.output.global_cache:
+            return True  # written by the trace (or read already)
         present = name in self.value_object
         where = FixedObjectSource(self.value_object, self.describe())
         text = f"{self.describe()} {'holds' if present else 'lacks'} {name!r}"

@@ -69,13 +69,18 @@ class UserFunctionVariable(Variable):
             return ConstantVariable(getattr(self.fn, name))
         if name == "__class__":
             return constant(types.FunctionType)
-        if name in getattr(self.fn, "__dict__", {}):  # function attributes (`__wrapped__`, flags)
+        if name in getattr(self.fn, "__dict__", {}) or name in _READ_THROUGH:
+            # function attributes (`__wrapped__`, flags) and the mutable ones `functools.wraps` copies
             source = AttrSource(self.source, name) if self.source is not None else None
-            return frame.wrap(self.fn.__dict__[name], source)
+            return frame.wrap(getattr(self.fn, name), source)
         return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
+
+
+# a function's attributes that are containers, read through their source
+_READ_THROUGH = frozenset({"__dict__", "__annotations__", "__type_params__"})
 
 
 def _constant_result(
@@ -175,6 +180,10 @@ class NestedFunctionVariable(Variable):
         # function computing them; given back to the function rebuilt at a break
         self.annotations: Variable | None = None
         self.annotate: Variable | None = None
+        # attributes set while tracing (`functools.wraps`): the ones a function keeps in slots,
+        # and its `__dict__`; both are set on the function rebuilt at a break
+        self.slots: dict[str, Variable] = {}
+        self.attrs = DictVariable({})
 
     def python_type(self) -> type:
         return types.FunctionType
@@ -182,18 +191,41 @@ class NestedFunctionVariable(Variable):
     def describe(self) -> str:
         return f"function {self.code.co_qualname}"
 
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
+        if name in _FUNCTION_SLOTS:
+            if name in ("__name__", "__qualname__") and value.python_type() is not str:
+                raise Unsupported(f"setting {name} of {self.describe()} to {value.describe()}")
+            self.slots[name] = value
+        elif name.startswith("__") and name != "__wrapped__":
+            raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
+        else:
+            self.attrs.items[name] = value
+
     def truth(self, frame: Frame) -> bool:
         return True  # functions define neither __bool__ nor __len__
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         """The attributes that follow from how the function was made (`__name__`, `__code__`,
-        ...); others (its `__dict__`, set ones) are the base's answer."""
+        ...) and those set while tracing; others are the base's answer."""
+        if name in self.slots:
+            return self.slots[name]
+        if name in self.attrs.items:
+            return self.attrs.items[name]
+        if name == "__dict__":
+            return self.attrs
         if name in ("__name__", "__qualname__"):
             return constant(self.code.co_name if name == "__name__" else self.code.co_qualname)
         if name == "__module__":
             return constant(self.globals_dict.get("__name__"))
         if name == "__code__":
             return constant(self.code)
+        if name == "__doc__":
+            return constant(self._bare_function().__doc__)  # CPython's rule for the docstring
+        if name == "__annotations__" and self.annotate is None:
+            # made on first read and kept, as CPython's; from MAKE_FUNCTION's names and values
+            pairs = self.annotations.unpack(frame) if self.annotations is not None else []
+            self.slots[name] = DictVariable({k.as_constant(): v for k, v in zip(pairs[::2], pairs[1::2])})
+            return self.slots[name]
         if name == "__defaults__":
             return TupleVariable(list(self.defaults)) if self.defaults else constant(None)
         return super().getattr(frame, name)
@@ -242,14 +274,26 @@ class NestedFunctionVariable(Variable):
                 lines.append(f"{fn}.__annotations__ = {rebuild.writer.bind(_annotation_dict, 'fn')}({pairs})")
             if self.annotate is not None:
                 lines.append(f"{fn}.__annotate__ = {rebuild.expr(self.annotate)}")
+            for name, value in self.slots.items():
+                lines.append(f"{fn}.{name} = {rebuild.expr(value)}")
+            if self.attrs.items:
+                lines.append(f"{fn}.__dict__.update({rebuild.expr(self.attrs)})")
             return lines
 
         return rebuild.build_object(self, create, fill)
 
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    def _bare_function(self) -> types.FunctionType:
+        """A function of this code over empty cells, with no defaults."""
         placeholder_cells = tuple(types.CellType() for _ in self.code.co_freevars)
-        fn = types.FunctionType(self.code, self.globals_dict, self.code.co_name, None, placeholder_cells)
+        return types.FunctionType(self.code, self.globals_dict, self.code.co_name, None, placeholder_cells)
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        fn = self._bare_function()
         return frame.inline_call(fn, args, kwargs, closure=self.closure, defaults=(self.defaults, self.kwdefaults))
+
+
+# attributes a function keeps outside its `__dict__` that code sets (`functools.wraps`)
+_FUNCTION_SLOTS = frozenset({"__name__", "__qualname__", "__module__", "__doc__", "__annotations__", "__type_params__"})
 
 
 def _annotation_dict(pairs: tuple) -> dict:

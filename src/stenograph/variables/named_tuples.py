@@ -118,3 +118,22 @@ class StructSeqVariable(NamedTupleVariable):
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.python_class, "cls")
         return rebuild.build_once(self, lambda: f"{cls}(({''.join(rebuild.expr(i) + ', ' for i in self.items)}))")
+
+
+def is_structseq_class(cls: Any) -> bool:
+    """A `torch.return_types` class (a C struct sequence: built from one sequence)."""
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
+
+
+class StructSeqClassVariable(ConstantVariable):
+    """A `torch.return_types` class, called to build a result (`torch.return_types.qr((q, r))`,
+    as pytree's unflattening does)."""
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        cls = self.value
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"{cls.__qualname__}() with other than one sequence argument")
+        items = args[0].unpack(frame)
+        if len(items) != cls.n_fields:
+            raise Unsupported(f"{cls.__qualname__}() of {len(items)} items (it takes {cls.n_fields})")
+        return StructSeqVariable(items, cls)

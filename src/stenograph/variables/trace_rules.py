@@ -39,6 +39,7 @@ Values, not calls:
 from __future__ import annotations
 
 import types
+import typing
 from typing import Any
 
 import torch
@@ -76,7 +77,10 @@ def is_dict_key_constant(value: Any) -> bool:
 
 def is_typing_marker(value: Any) -> bool:
     """`typing.Union`, `typing.Literal`, `list[int]` and kin: annotations that validators compare
-    and look up; constants to a trace (guarded by identity)."""
+    and look up, and type variables (`T` in `Callable[[T], Any]`); constants to a trace (guarded by
+    identity)."""
+    if isinstance(value, (typing.TypeVar, typing.ParamSpec)):
+        return True
     return not isinstance(value, type) and type(value).__module__ in ("typing", "types") and callable(value)
 
 
@@ -299,6 +303,8 @@ def is_user_class(value: type) -> bool:
     module = getattr(value, "__module__", "") or ""
     if issubclass(value, BaseException):
         return True  # exceptions are raised and caught inside traced code
+    if module == "torch.utils._pytree":
+        return True
     return not is_builtin_class(value) and not (module == "torch" or module.startswith("torch."))
 
 

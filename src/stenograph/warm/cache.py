@@ -43,8 +43,13 @@ def active_store() -> Store | None:
 
 def persisting(cache: Any) -> bool:
     """Whether entries of `cache` are persisted: the cache is on and its backend can store what
-    it compiles (`backends.artifacts`: built-ins do, a custom backend when it says how)."""
-    return active_store() is not None and backend_identity(cache.backend) is not None
+    it compiles (`backends.artifacts`: built-ins do, a custom backend when it says how), and no
+    `guard_filter_fn` dropped guards (a promise about this process's program, not another's)."""
+    return (
+        active_store() is not None
+        and backend_identity(cache.backend) is not None
+        and getattr(cache.backend, "guard_filter_fn", None) is None
+    )
 
 
 def prepare(backend: Any) -> None:
