@@ -8,6 +8,7 @@ guard function with the caller's own arguments, then one call of its transformed
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import types
 import warnings
@@ -166,6 +167,7 @@ class FrameCache:
             runtime=RUNTIME,
             fullgraph=fullgraph,
             persist=warm.persisting(self),
+            caller_handles=sys.exc_info()[1] is not None,
         )
         deferred_release.run_pending()
         try:

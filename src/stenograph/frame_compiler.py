@@ -132,6 +132,9 @@ class FrameCall:
     args: tuple
     kwargs: dict
     policy: DynamicPolicy | None = None
+    # whether the caller is handling an exception (None: not known): the `__context__` of one
+    # the frame raises while handling none of its own, and what `sys.exc_info()` answers there
+    caller_handles: bool | None = None
 
     @property
     def code(self) -> types.CodeType:
@@ -240,7 +243,7 @@ class _Attempts:
 
     def trace(self, call: FrameCall, stop_index: int | None = None) -> tuple[OutputGraph, Frame, Any]:
         """Trace the call (up to instruction `stop_index`): its graph, frame and returned tracker."""
-        output = OutputGraph(call.policy)
+        output = OutputGraph(call.policy, call.caller_handles)
         self._open.append(output)
         output.eager_generators = self.eager_generators
         local_values, cells = _root_state(call.fn, call.args, call.kwargs)

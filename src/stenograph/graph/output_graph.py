@@ -87,7 +87,7 @@ class TracedGraph(torch.fx.Graph):
 class OutputGraph:
     """Accumulates one graph, its inputs and guards while a frame is traced."""
 
-    def __init__(self, policy: DynamicPolicy | None = None) -> None:
+    def __init__(self, policy: DynamicPolicy | None = None, caller_handles: bool | None = None) -> None:
         self.active = ActiveFrame()
         self.graph = TracedGraph(self.active)
         # the frame's graph, where inputs go; `graph` is another one while a body is traced
@@ -95,6 +95,7 @@ class OutputGraph:
         self.root_graph = self.graph
         self.fake_mode = new_fake_mode()
         self.policy = policy
+        self.caller_handles = caller_handles  # `FrameCall.caller_handles`
         self.guards = GuardSet()
         self.inputs: list[GraphInput] = []
         self._input_vars: dict[int, TensorVariable] = {}

@@ -23,7 +23,7 @@ from ..variables.builder import instantiate, wrap, wrap_trusted_member
 from ..variables.cells import Cell, LazyValue
 from ..variables.compile_regions import call_region, is_region
 from ..variables.constants import constant
-from ..variables.exceptions import CallerExceptionVariable
+from ..variables.exceptions import CallerExceptionVariable, caller_exception
 from ..variables.generators import GeneratorVariable, needs_close
 from ..variables.trace_rules import is_trusted_module
 from .binding import bind_arguments
@@ -151,18 +151,34 @@ class Frame:
         if exc.chained:
             return
         exc.chained = True
-        frame: Frame | None = self
-        while frame is not None and not frame.handled:
-            frame = frame.parent
         attrs = exc.value.attrs
         if attrs is None:
             return
-        if frame is None:
-            attrs.items["__context__"] = CallerExceptionVariable()
-        elif frame.handled[-1] is not exc.value:
-            context = frame.handled[-1]
+        context = self.handled_exception()
+        if context is not exc.value:
             attrs.items["__context__"] = context
             _cut_context_cycle(context, exc.value)
+
+    def handled_exception(self) -> Variable:
+        """What `sys.exc_info()[1]` answers here: the innermost exception a traced frame is
+        handling, else the caller's: None, guarded, when the call that compiles handles none;
+        unknown while tracing when it handles one or is not known."""
+        frame: Frame | None = self
+        while frame is not None and not frame.handled:
+            frame = frame.parent
+        if frame is not None:
+            return frame.handled[-1]
+        if self.output.caller_handles is False:
+            self.output.guards.state_query(caller_exception, "the caller's handled exception", None)
+            return constant(None)
+        return CallerExceptionVariable()
+
+    def throw_in(self, exc: TracedException) -> bool:
+        """A suspended generator's frame: `exc` raised at the `yield` it stopped at
+        (`generator.throw`); whether a handler of its code takes it (the frame then resumes
+        there)."""
+        self._chain(exc)
+        return unwind_to_handler(self, exc)
 
     def stack_trace(self) -> str:
         """The user stack at the running instruction, outermost call first, in the format of

@@ -43,9 +43,38 @@ class GradModeContextVariable(Variable):
     def getattr(self, frame: Frame, name: str) -> Variable:
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        """Used as a decorator (`torch.no_grad()(f)`, `@torch.enable_grad()` on a nested
+        function): the function, run in this mode when called."""
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"calling {self.describe()} with other than one function")
+        return GradModeFunctionVariable(self, args[0])
+
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.cls, "cls")
         return f"{cls}({', '.join(repr(a) for a in self.args)})"
+
+
+class GradModeFunctionVariable(Variable):
+    """A function decorated by a grad-mode context: each call switches to the mode around it."""
+
+    def __init__(self, context: GradModeContextVariable, fn: Variable) -> None:
+        self.context = context
+        self.fn = fn
+
+    def describe(self) -> str:
+        return f"{self.fn.describe()} decorated by {self.context.describe()}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        previous = torch.is_grad_enabled()
+        frame.output.set_grad_enabled(self.context.mode)
+        try:
+            return self.fn.call(frame, args, kwargs)
+        finally:
+            frame.output.set_grad_enabled(previous)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.expr(self.context)}({rebuild.expr(self.fn)})"
 
 
 class ContextExitVariable(Variable):
@@ -85,10 +114,11 @@ def grad_mode_class(value: Any) -> bool:
 
 def make_grad_context(frame: Frame, cls: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """Calling `torch.no_grad()` / `enable_grad()` / `set_grad_enabled(mode)` while tracing."""
-    if cls is torch.no_grad:
-        return GradModeContextVariable(cls, False)
-    if cls is torch.enable_grad:
-        return GradModeContextVariable(cls, True)
+    if cls in (torch.no_grad, torch.enable_grad):
+        context = GradModeContextVariable(cls, cls is torch.enable_grad)
+        if args or kwargs:  # `torch.no_grad(f)`: the class used as a bare decorator
+            return context.call(frame, args, kwargs)
+        return context
     mode_var = args[0] if args else kwargs.get("mode")
     if mode_var is None or not mode_var.is_constant():
         raise Unsupported("torch.set_grad_enabled with a non-constant mode")
@@ -108,3 +138,8 @@ class _AlreadyEntered(GradModeContextVariable):
 
     def enter(self, frame: Frame) -> Variable:
         return ContextExitVariable(self, self.previous)
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        # as a decorator it gives the mode back first, as torch's `set_grad_enabled.__call__`
+        frame.output.set_grad_enabled(self.previous)
+        return super().call(frame, args, kwargs)

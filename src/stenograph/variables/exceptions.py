@@ -11,6 +11,7 @@ the class as the traced program would: that needs the trackers of every later mo
 from __future__ import annotations
 
 import sys
+import types
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import BreakKind, StenographError, Unsupported
@@ -41,6 +42,29 @@ class CallerExceptionVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.writer.bind(sys.exc_info, 'exc_info')}()[1]"
+
+
+def caller_exception() -> BaseException | None:
+    """The exception being handled where a guard function runs (the compiled function's
+    caller's): guarded to stay None by traces that took the caller to handle none."""
+    return sys.exc_info()[1]
+
+
+class TracebackVariable(Variable):
+    """`sys.exc_info()[2]` of an exception made while tracing: opaque (reading it breaks the
+    graph), rebuilt as the exception's own `__traceback__`."""
+
+    def __init__(self, exc: Variable) -> None:
+        self.exc = exc
+
+    def python_type(self) -> type:
+        return types.TracebackType
+
+    def describe(self) -> str:
+        return f"traceback of {self.exc.describe()}"
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.expr(self.exc)}.__traceback__"
 
 
 def is_attribute_error(error: Exception) -> bool:

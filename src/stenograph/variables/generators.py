@@ -62,6 +62,18 @@ class GeneratorVariable(IteratorVariable):
             raise raise_new(frame, TypeError, "can't send non-None value to a just-started generator")
         if started:
             self.frame.stack[-1] = value  # YIELD_VALUE left a placeholder for what is sent in
+        return self._resume(frame)
+
+    def throw(self, frame: Frame, exc: TracedException) -> Variable | None:
+        """`generator.throw(exc)`: `exc` raised at the `yield` the body stopped at; the next
+        yielded value, or None once the body returned. Raised in the caller where the body
+        does not catch it, or had not started or has finished (as CPython)."""
+        if self.done or self.frame.current is None or not self.frame.throw_in(exc):
+            self.done = True
+            raise exc
+        return self._resume(frame)
+
+    def _resume(self, frame: Frame) -> Variable | None:
         try:
             returned = self.frame.run()
         except Yielded as y:
@@ -83,11 +95,16 @@ class GeneratorVariable(IteratorVariable):
         return self.returned
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        if name in ("send", "__next__", "close"):
+        if name in ("send", "__next__", "close", "throw"):
             return BoundMethodVariable(self, name)
         return super().getattr(frame, name)
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if name == "throw" and not kwargs and 1 <= len(args) <= 3:
+            item = self.throw(frame, _thrown(frame, args))
+            if item is None:
+                raise self.stop(frame)
+            return item
         if kwargs or len(args) != (name == "send"):
             raise Unsupported(f"generator.{name}() with these arguments")
         if name == "close":
@@ -105,6 +122,25 @@ class GeneratorVariable(IteratorVariable):
         while (item := self.next(frame)) is not None:
             values.append(item)
         return values
+
+
+def _thrown(frame: Frame, args: list[Variable]) -> TracedException:
+    """The exception `generator.throw(value)` / `throw(type[, value[, traceback]])` raises: the
+    instance given, or the class called (with the value as its argument, when it is not one)."""
+    first = args[0]
+    value = args[1] if len(args) > 1 else constant(None)
+    if not first.is_constant() or not isinstance(first.as_constant(), type):
+        if len(args) > 1 and not (value.is_constant() and value.as_constant() is None):
+            raise raise_new(frame, TypeError, "instance exception may not have a separate value")
+        return TracedException(first)
+    cls = first.as_constant()
+    if not issubclass(cls, BaseException):
+        raise raise_new(frame, TypeError, "exceptions must be classes or instances deriving from BaseException")
+    if value.is_constant() and value.as_constant() is None:
+        return TracedException(frame.instantiate(cls, [], {}))
+    if issubclass(value.python_type(), cls):
+        return TracedException(value)
+    return TracedException(frame.instantiate(cls, [value], {}))
 
 
 def _stop_iteration_error(frame: Frame, stop: Variable) -> TracedException:

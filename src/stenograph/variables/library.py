@@ -17,6 +17,7 @@ import inspect
 import itertools
 import math
 import operator
+import sys
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from .collection_types import new_counter, new_defaultdict, new_deque
 from .constants import ConstantVariable, IteratorVariable, constant
 from .containers import DictVariable, TupleVariable, iterate
 from .deep_copy import deep_copy
+from .exceptions import CallerExceptionVariable, TracebackVariable
 from .functions import (
     HandledFunctionVariable,
     PartialVariable,
@@ -180,6 +182,31 @@ def _is_of(negate: bool) -> Handler:
 
 _HANDLERS[operator.is_] = _is_of(False)
 _HANDLERS[operator.is_not] = _is_of(True)
+
+
+def _handled(frame: Frame) -> Variable:
+    """The exception handled where the traced code asks, refused where only the caller knows."""
+    value = frame.handled_exception()
+    if isinstance(value, CallerExceptionVariable):
+        raise Unsupported("sys.exc_info() of the exception the caller handles", kind=BreakKind.UNTRACED_CALL)
+    return value
+
+
+@_handler(sys.exc_info)
+def _exc_info(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if args or kwargs:
+        raise Unsupported("sys.exc_info() with arguments")
+    value = _handled(frame)
+    if value.is_constant():  # None: nothing is handled
+        return TupleVariable([constant(None)] * 3)
+    return TupleVariable([constant(value.python_type()), value, TracebackVariable(value)])
+
+
+@_handler(sys.exception)
+def _exception(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if args or kwargs:
+        raise Unsupported("sys.exception() with arguments")
+    return _handled(frame)
 
 
 class GetterVariable(Variable):

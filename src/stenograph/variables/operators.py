@@ -229,8 +229,24 @@ def _same_item(frame: Frame, container: Variable, item: Variable, candidate: Var
     same = same_object(item, candidate)
     if same is not None:
         guard_identity(frame, item, candidate, same)
-    elif item.is_constant() and candidate.is_constant():
-        same = item.as_constant() == candidate.as_constant()
-    if same is None:
+    if same:
+        return True
+    if item.is_constant() and candidate.is_constant():
+        return bool(item.as_constant() == candidate.as_constant())
+    by_identity = (_equal_by_identity(item) and (candidate.is_constant() or _equal_by_identity(candidate))) or (
+        _equal_by_identity(candidate) and item.is_constant()
+    )
+    if same is None or not by_identity:
+        # two objects `==` compares by value (tuples holding tensors, user `__eq__`)
         raise Unsupported(f"`in` over {container.describe()} with {item.describe()}")
-    return bool(same)
+    return False
+
+
+def _equal_by_identity(var: Variable) -> bool:
+    """Whether the class of the object `var` stands for keeps object's `__eq__`: compared with
+    another such object, or with a constant (whose own `__eq__` declines), `==` is `is`."""
+    try:
+        cls = var.python_type()
+    except Unsupported:
+        return False
+    return cls.__eq__ is object.__eq__

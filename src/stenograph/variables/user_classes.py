@@ -317,6 +317,9 @@ class NewObjectVariable(ObjectVariable):
         if isinstance(attr, types.MemberDescriptorType):
             self.attrs.items[name] = value  # a `__slots__` entry
             return
+        if issubclass(self.cls, BaseException) and name in _EXCEPTION_LINKS:
+            self._set_exception_link(frame, name, value)
+            return
         if is_data_descriptor(attr):
             run_descriptor(frame, self.cls, name, attr, "__set__", self, [value])
             return
@@ -324,6 +327,22 @@ class NewObjectVariable(ObjectVariable):
             # only slots, no __dict__: Python refuses other names
             raise raise_new(frame, AttributeError, f"{self.cls.__qualname__!r} object has no attribute {name!r}")
         self.attrs.items[name] = value
+
+    def _set_exception_link(self, frame: Frame, name: str, value: Variable) -> None:
+        """`exc.__context__ = ...` (`__cause__`, `__traceback__`) on an exception made while
+        tracing, checked as CPython checks it; a cause also suppresses the context."""
+        kind = value.python_type()
+        allowed = (types.TracebackType,) if name == "__traceback__" else (BaseException,)
+        if not (kind is type(None) or issubclass(kind, allowed)):
+            what = (
+                "__traceback__ must be a traceback or None"
+                if name == "__traceback__"
+                else (f"exception {name[2:-2]} must be None or derive from BaseException")
+            )
+            raise raise_new(frame, TypeError, what)
+        self.attrs.items[name] = value
+        if name == "__cause__":
+            self.attrs.items["__suppress_context__"] = constant(True)
 
     def delattr(self, frame: Frame, name: str) -> None:
         """`del obj.name`: the class's Python `__delattr__`, a data descriptor's `__delete__`
@@ -631,6 +650,10 @@ def python_dunder(frame: Frame, var: Variable, name: str) -> types.FunctionType 
     (guarded on its class either way: `descriptors.class_dunder`)."""
     cls = var.protocol_class() if isinstance(var, ObjectVariable) else None
     return class_dunder(frame, cls, name) if cls is not None else None
+
+
+# an exception's links to other objects, which code sets (`contextlib` restores `__traceback__`)
+_EXCEPTION_LINKS = frozenset({"__context__", "__cause__", "__traceback__"})
 
 
 def dunder_truth(frame: Frame, cls: type, name: str, result: Variable) -> bool:
