@@ -970,6 +970,7 @@ def test_doc_and_annotations_of_a_function_made_in_the_frame(cnt):
         return x + 1, inner.__doc__, (lambda: 0).__doc__, sorted(inner.__annotations__)
 
     check(fn, lambda i: (t(2, seed=i),), cnt)
+    stenograph.compile(fn, backend="eager", fullgraph=True)(torch.ones(1))  # no graph break
 
 
 def _guard_filter_compile(fn, filter_fn, cnt):
@@ -1203,3 +1204,232 @@ def test_lazy_module_first_called_with_a_list(cnt):
     torch.testing.assert_close(
         stenograph.compile(Outer(), backend=cnt, fullgraph=True)(torch.ones(2)), torch.full((2,), 1.5)
     )
+
+
+def _contextmanager_with_cleanup(log):
+    import contextlib
+
+    @contextlib.contextmanager
+    def managed():
+        try:
+            yield 1
+        except KeyError:
+            log.append("caught")
+        finally:
+            log.append("finally")
+
+    return managed
+
+
+def test_exception_in_a_with_body_reaches_the_contextmanagers_handlers(cnt):
+    """The `with` body's exception is thrown into the @contextmanager's generator
+    (`generator.throw`, which was refused): its `except` suppresses one, `finally` runs for all."""
+
+    def fn(x, log):
+        managed = _contextmanager_with_cleanup(log)
+        with managed():
+            raise KeyError("k")
+        try:
+            with managed():
+                raise ValueError("v")
+        except ValueError as e:
+            log.append(str(e))
+        return x + 1
+
+    check(fn, lambda i: (t(2, seed=i), []), cnt)
+
+
+def test_generator_throw_forms(cnt):
+    def gen(log):
+        try:
+            yield 1
+        except ValueError as e:
+            log.append(type(e).__name__)
+            yield 2
+        yield 3
+
+    def fn(x, log):
+        g = gen(log)
+        first = next(g)
+        second = g.throw(ValueError("v"))
+        h = gen(log)
+        next(h)
+        third = h.throw(ValueError)
+        try:
+            gen(log).throw(KeyError)  # not started: raised in the caller
+        except KeyError:
+            log.append("unstarted")
+        return x + first + second + third, list(g), list(h)
+
+    check(fn, lambda i: (t(2, seed=i), []), cnt)
+
+
+def test_exception_links_set_on_an_exception_made_in_the_frame(cnt):
+    def fn(x):
+        inner = KeyError("inner")
+        outer = ValueError("outer")
+        outer.__context__ = inner
+        chained = RuntimeError("r")
+        chained.__cause__ = inner
+        try:
+            outer.__cause__ = 3
+        except TypeError:
+            bad = True
+        return x + 1, outer.__context__ is inner, chained.__suppress_context__, bad
+
+    check(fn, lambda i: (t(1, seed=i),), cnt)
+    stenograph.compile(fn, backend="eager", fullgraph=True)(torch.ones(1))  # no graph break
+
+
+def test_grad_mode_contexts_as_decorators(cnt):
+    def fn(x):
+        @torch.no_grad()
+        def a(v):
+            return v * 2
+
+        @torch.set_grad_enabled(False)
+        def b(v):
+            return v * 3
+
+        c = torch.enable_grad(lambda v: v * 4)
+        ra, rb, rc = a(x), b(x), c(x)
+        return ra, rb, rc, ra.requires_grad, rb.requires_grad, rc.requires_grad, torch.is_grad_enabled()
+
+    check(fn, lambda i: (t(2, seed=i, grad=True),), cnt, grads=True)
+
+
+def test_sys_exc_info_and_the_callers_handled_exception(cnt):
+    """`sys.exc_info()` was a graph break; an exception raised while the caller handles none
+    has `__context__` None (guarded: a call from inside an `except` block compiles again)."""
+    import sys
+
+    def fn(x):
+        try:
+            raise ValueError("v")
+        except ValueError:
+            inside = sys.exc_info()[0]
+            current = sys.exception()
+        try:
+            raise KeyError("k")
+        except KeyError as e:
+            context_is_none = e.__context__ is None
+        return x + 1, inside, type(current), sys.exc_info()[0], context_is_none
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    torch.testing.assert_close(compiled(torch.ones(1))[0], fn(torch.ones(1))[0])
+    assert compiled(torch.ones(1))[1:] == fn(torch.ones(1))[1:]
+    try:
+        raise IndexError
+    except IndexError:
+        assert stenograph.compile(fn, backend="eager")(torch.ones(1))[1:] == fn(torch.ones(1))[1:]
+
+
+def test_dict_fromkeys_of_traced_keys(cnt):
+    def fn(x, keys):
+        d = dict.fromkeys(keys)
+        e = dict.fromkeys([k + "!" for k in keys], x)
+        return x + len(d), list(d), e
+
+    check(fn, lambda i: (t(2, seed=i), ["a", "b", "a"]), cnt)
+    stenograph.compile(fn, backend="eager", fullgraph=True)(torch.ones(1), ["k"])  # no graph break
+
+
+def test_dict_view_membership_and_equality_of_dict_subclasses(cnt):
+    """`("a", 1) in d.items()` was False (distinct tuples taken for unequal), and `==` of dict
+    subclass instances compared identities."""
+
+    class Sub(dict):
+        pass
+
+    def fn(x, a, b):
+        d = {"a": 1, "b": 2}
+        c = Sub({"a": 1})
+        return (
+            x + 1,
+            ("a", 1) in d.items(),
+            ("a", 2) in d.items(),
+            ("a", 1) in [("a", 1)],
+            a == b,
+            c == {"a": 1},
+            c != Sub({"a": 2}),
+        )
+
+    check(fn, lambda i: (t(1, seed=i), Sub({"a": 1}), Sub({"a": 1})), cnt)
+
+
+def test_extend_and_isdisjoint_consume_generators_as_cpython(cnt):
+    def fn(x):
+        y = [1]
+        y.extend(y[-1] + z for z in range(3))  # reads the list while extend appends
+        d = collections.deque([1])
+        d.extendleft(d[0] + z for z in range(3))
+        seen = []
+
+        def gen():
+            for v in (1, 2, 3):
+                seen.append(v)
+                yield v
+
+        return x + 1, y, list(d), {2, 4}.isdisjoint(gen()), seen
+
+    check(fn, lambda i: (t(1, seed=i),), cnt)
+
+
+class _MappingLike:
+    def keys(self):
+        return ["b"]
+
+    def __getitem__(self, key):
+        return 5
+
+
+def test_dict_update_forms_and_errors(cnt):
+    """`d.update(obj)` of a class with `keys()` looped forever (it was read by index); two
+    arguments and pairs of three were not CPython's TypeError/ValueError."""
+
+    def fn(x):
+        e = {"a": 0}
+        e.update(_MappingLike())
+        e.update([("c", 1)], d=2)
+        errors = []
+        for bad in (lambda: {}.update({}, {}), lambda: {}.update([(1, 2, 3)])):
+            try:
+                bad()
+            except (TypeError, ValueError) as err:
+                errors.append(type(err).__name__)
+        return x + 1, e, errors
+
+    check(fn, lambda i: (t(1, seed=i),), cnt)
+
+
+def test_ordered_dict_order_and_class(cnt):
+    class ODSub(collections.OrderedDict):
+        pass
+
+    def make(i):
+        d = ODSub()
+        d[2], d[3] = 4, 5
+        d.move_to_end(2)
+        return t(1, seed=i), d
+
+    def fn(x, d):
+        merged = dict(d) | collections.OrderedDict({"b": 3})
+        fs = frozenset("ab")
+        return x + 1, list(d), list(d.values()), type(merged).__name__, list(merged), fs.copy() is fs
+
+    check(fn, make, cnt)
+
+
+def test_a_running_generator_resumed_from_itself_raises(cnt):
+    def fn(x):
+        def gen():
+            yield next(g)
+
+        g = gen()
+        try:
+            next(g)
+        except ValueError as e:
+            return x + 1, str(e)
+        return x - 1, ""
+
+    check(fn, lambda i: (t(1, seed=i),), cnt, peer=False)  # torch.compile gives up on the frame

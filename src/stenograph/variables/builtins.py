@@ -33,6 +33,7 @@ from .containers import (
     dict_key,
     iterate,
     sort_items,
+    update_items,
 )
 from .exceptions import TracedException, is_attribute_error, raise_new, raise_python_error
 from .functions import (
@@ -391,32 +392,9 @@ def _dict_fromkeys(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str
 def _dict(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     items: dict[Any, Variable] = {}
     if args:
-        source = args[0]
-        if isinstance(source, DictVariable):
-            items.update(source.items)
-        elif _is_mapping(source):
-            for key in source.call_method(frame, "keys", [], {}).unpack(frame):
-                items[dict_key(key, frame)] = source.getitem(frame, key)
-        else:
-            for index, pair in enumerate(source.unpack(frame)):
-                parts = pair.unpack(frame)
-                if len(parts) != 2:
-                    message = f"dictionary update sequence element #{index} has length {len(parts)}; 2 is required"
-                    raise raise_new(frame, ValueError, message)
-                items[dict_key(parts[0], frame)] = parts[1]
+        items.update(update_items(frame, args[0]))
     items.update(kwargs)
     return DictVariable(items)
-
-
-def _is_mapping(obj: Variable) -> bool:
-    """Whether `dict(obj)` reads `obj` as a mapping (its class has `keys`, as
-    `collections.abc.Mapping`'s do) rather than as pairs. Trackers without a known type are
-    iterators, generators and views: pairs."""
-    try:
-        kind = obj.python_type()
-    except Unsupported:
-        return False
-    return hasattr(kind, "keys")
 
 
 @_handler(range)

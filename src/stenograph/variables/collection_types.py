@@ -87,6 +87,12 @@ class DequeVariable(ListVariable):
             self._trim(right=False)
             return constant(None)
         if name == "extendleft" and len(args) == 1:
+            if isinstance(args[0], IteratorVariable):  # each item put in front as it comes, as CPython
+                self._mutable(frame, "deque.extendleft")
+                while (item := args[0].next(frame)) is not None:
+                    self.items.insert(0, item)
+                    self._trim(right=False)
+                return constant(None)
             new = args[0].unpack(frame)
             self._mutable(frame, "deque.extendleft")
             self.items[:0] = reversed(new)

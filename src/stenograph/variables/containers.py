@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -77,6 +78,37 @@ class DictViewVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.expr(self.dict_var)}.{self.kind}()"
+
+
+def update_items(frame: Frame, source: Variable) -> dict[Any, Variable]:
+    """What `dict(source)` / `d.update(source)` adds, in order: a mapping's items (a class with
+    `keys`, as `collections.abc.Mapping`'s: its keys, then each looked up) or key-value pairs,
+    with CPython's errors for pairs of another length."""
+    if isinstance(source, DictVariable):
+        return dict(source.items)
+    items: dict[Any, Variable] = {}
+    if _is_mapping(source):
+        for key in source.call_method(frame, "keys", [], {}).unpack(frame):
+            items[dict_key(key, frame)] = source.getitem(frame, key)
+        return items
+    for index, pair in enumerate(source.unpack(frame)):
+        parts = pair.unpack(frame)
+        if len(parts) != 2:
+            message = f"dictionary update sequence element #{index} has length {len(parts)}; 2 is required"
+            raise raise_new(frame, ValueError, message)
+        items[dict_key(parts[0], frame)] = parts[1]
+    return items
+
+
+def _is_mapping(obj: Variable) -> bool:
+    """Whether `dict(obj)` reads `obj` as a mapping (its class has `keys`, as
+    `collections.abc.Mapping`'s do) rather than as pairs. Trackers without a known type are
+    iterators, generators and views: pairs."""
+    try:
+        kind = obj.python_type()
+    except Unsupported:
+        return False
+    return hasattr(kind, "keys")
 
 
 class SequenceVariable(Variable):
@@ -230,7 +262,12 @@ class ListVariable(SequenceVariable):
             return constant(None)
         if name == "extend" and len(args) == 1 and not kwargs:
             self._mutable(frame, "list.extend")
-            self.items.extend(args[0].unpack(frame))
+            if isinstance(args[0], IteratorVariable):  # each item appended as it comes, as CPython
+                iterator = args[0]
+                while (item := iterator.next(frame)) is not None:
+                    self.items.append(item)
+            else:
+                self.items.extend(args[0].unpack(frame))
             return constant(None)
         if name == "insert" and len(args) == 2 and args[0].is_constant():
             self._mutable(frame, "list.insert")
@@ -428,11 +465,14 @@ class DictVariable(Variable):
         if op is operator.ior and isinstance(other, DictVariable):
             self.call_method(frame, "update", [other], {})
             return self
-        # a right operand of a subclass is asked first (its `__ror__`): not modelled here
         if op is operator.or_ and isinstance(other, DictVariable) and issubclass(self.python_class, other.python_class):
             result = self.call_method(frame, "copy", [], {})
             result.call_method(frame, "update", [other], {})
             return result
+        if op is operator.or_ and type(other) is DictVariable and other.python_class is collections.OrderedDict:
+            # a right operand of a subclass is asked first: its `__ror__` (OrderedDict's) makes one
+            # of its class from the left's items, then adds its own
+            return DictVariable({**self.items, **other.items}, python_class=other.python_class)
         if op is not plain:
             raise Unsupported(f"in-place operator {op.__name__} on {self.describe()} and {other.describe()}")
         return None
@@ -493,13 +533,10 @@ class DictVariable(Variable):
         if name in ("update", "__setitem__", "pop", "setdefault", "clear", "move_to_end", "popitem", "__delitem__"):
             self._changed(frame, name)
             if name == "update":
-                other = args[0] if args else DictVariable({})
-                if isinstance(other, DictVariable):
-                    self.items.update(other.items)
-                else:
-                    for pair in other.unpack(frame):
-                        k, v = pair.unpack(frame)
-                        self.items[dict_key(k, frame)] = v
+                if len(args) > 1:
+                    raise raise_new(frame, TypeError, f"update expected at most 1 argument, got {len(args)}")
+                if args:
+                    self.items.update(update_items(frame, args[0]))
                 for k, v in kwargs.items():
                     self.items[k] = v
                 return constant(None)
@@ -973,6 +1010,8 @@ class SetVariable(Variable):
         elif name == "clear" and not args:
             self.members.clear()
             self.table.clear()
+        elif name == "copy" and not args and self.python_class is frozenset:
+            return self  # immutable: CPython gives the same object back
         elif name in _SET_RESULTS:
             others = [_as_table(frame, other) for other in args]
             members = dict(self.members)
@@ -984,6 +1023,12 @@ class SetVariable(Variable):
             result = SetVariable({k: members[k] for k in table}, self.python_class, table=set(table))
             result.layout_known = self.layout_known and all(o.layout_known for o in args if isinstance(o, SetVariable))
             return result
+        elif name == "isdisjoint" and len(args) == 1 and isinstance(args[0], IteratorVariable):
+            # stops at the first common item, as CPython: the rest is not consumed
+            while (item := args[0].next(frame)) is not None:
+                if self.contains(frame, item):
+                    return constant(False)
+            return constant(True)
         elif name in ("issubset", "issuperset", "isdisjoint", "__eq__") and len(args) == 1:
             mine, theirs = set(self.members), set(_as_table(frame, args[0])[0])
             op = {"issubset": mine.issubset, "issuperset": mine.issuperset, "isdisjoint": mine.isdisjoint}

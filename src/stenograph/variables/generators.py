@@ -41,6 +41,7 @@ class GeneratorVariable(IteratorVariable):
         self.index = 0
         self.failure = None
         self.returned: Variable = constant(None)  # the body's return value, once done
+        self.running = False  # its body is executing (resumed from inside itself: an error)
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -55,6 +56,8 @@ class GeneratorVariable(IteratorVariable):
     def send(self, frame: Frame, value: Variable) -> Variable | None:
         """Resume the body with `value` as the result of the `yield` it stopped at; the next
         yielded value, or None once the body returned (its value is then `returned`)."""
+        if self.running:
+            raise raise_new(frame, ValueError, "generator already executing")
         if self.done:
             return None
         started = self.frame.current is not None
@@ -68,12 +71,15 @@ class GeneratorVariable(IteratorVariable):
         """`generator.throw(exc)`: `exc` raised at the `yield` the body stopped at; the next
         yielded value, or None once the body returned. Raised in the caller where the body
         does not catch it, or had not started or has finished (as CPython)."""
+        if self.running:
+            raise raise_new(frame, ValueError, "generator already executing")
         if self.done or self.frame.current is None or not self.frame.throw_in(exc):
             self.done = True
             raise exc
         return self._resume(frame)
 
     def _resume(self, frame: Frame) -> Variable | None:
+        self.running = True
         try:
             returned = self.frame.run()
         except Yielded as y:
@@ -87,6 +93,8 @@ class GeneratorVariable(IteratorVariable):
             if issubclass(e.value.python_type(), StopIteration):
                 raise _stop_iteration_error(frame, e.value) from None
             raise
+        finally:
+            self.running = False
         self.done = True
         self.returned = returned if returned is not None else constant(None)
         return None

@@ -17,7 +17,7 @@ from .containers import DictVariable, SequenceVariable, TupleVariable
 from .exceptions import raise_python_error
 from .identity import guard_identity, same_object
 from .tensor import TensorVariable
-from .user_classes import ObjectVariable, python_dunder
+from .user_classes import NewObjectVariable, ObjectVariable, dict_contents, python_dunder
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -98,12 +98,43 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         except Exception as e:
             raise_python_error(frame, e)
     if op in (operator.eq, operator.ne):
+        contents = _dict_contents(frame, a), _dict_contents(frame, b)
+        if contents[0] is not None and contents[1] is not None:  # dict subclasses keeping dict's `==`
+            return binary(frame, op, *contents)
         # identity-based equality of non-constant objects (modules, functions, user objects)
         same = same_object(a, b)
-        if same is not None:
+        if same is not None and (same or not (_value_equality(a) or _value_equality(b))):
             guard_identity(frame, a, b, same)
             return constant(same if op is operator.eq else not same)
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
+
+
+def _value_equality(var: Variable) -> bool:
+    """Whether the class of what `var` stands for has an `==` of its own in C that compares
+    values (a dict or list subclass), where distinct objects may be equal."""
+    try:
+        cls = var.python_type()
+    except Unsupported:
+        return False
+    return cls.__eq__ is not object.__eq__ and not issubclass(cls, _IDENTITY_EQUALITY)
+
+
+# C types whose `==` is identity in effect (a function and the object it is bound to)
+_IDENTITY_EQUALITY = (types.BuiltinFunctionType, types.MethodType, types.FunctionType, type)
+
+
+def _dict_contents(frame: Frame, var: Variable) -> Variable | None:
+    """The contents of a dict or of an instance of a dict subclass that keeps dict's `==`."""
+    if isinstance(var, DictVariable):
+        return var
+    if not isinstance(var, ObjectVariable) or var.protocol_class() is None:
+        return None
+    cls = var.python_type()
+    if not issubclass(cls, dict) or cls.__eq__ is not dict.__eq__:
+        return None
+    if isinstance(var, NewObjectVariable):
+        return var.items
+    return dict_contents(frame, var) if var.source is not None else None
 
 
 _DUNDERS = {

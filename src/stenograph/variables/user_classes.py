@@ -582,7 +582,9 @@ def dict_contents(frame: Frame, obj: Variable) -> Variable:
     if not all(is_literal(k) for k in real):
         raise Unsupported(f"{obj.describe()} has non-constant keys")
     frame.output.guards.dict_keys_match(obj.source, real)
-    items = {k: frame.wrap(dict.__getitem__(real, k), ItemSource(obj.source, k)) for k in dict.keys(real)}
+    # an OrderedDict keeps its own order (`move_to_end`), which `dict.keys` does not see
+    keys = collections.OrderedDict.keys(real) if isinstance(real, collections.OrderedDict) else dict.keys(real)
+    items = {k: frame.wrap(dict.__getitem__(real, k), ItemSource(obj.source, k)) for k in keys}
     contents = DictContentsVariable(items, obj.source, python_class=_builtin_base(type(real)))
     return frame.output.register_container(real, contents)
 
