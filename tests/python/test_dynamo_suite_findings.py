@@ -1433,3 +1433,44 @@ def test_a_running_generator_resumed_from_itself_raises(cnt):
         return x - 1, ""
 
     check(fn, lambda i: (t(1, seed=i),), cnt, peer=False)  # torch.compile gives up on the frame
+
+
+def test_parameters_passed_as_inputs_keep_static_sizes(cnt):
+    """A Parameter argument of a new size went dynamic on the second size; torch.compile keeps
+    parameters static (`force_parameter_static_shapes`): one graph per size, as here now."""
+    w = torch.nn.Parameter(torch.randn(3, 2))
+    compiled = stenograph.compile(lambda x: x @ w, backend=cnt)
+    for n in (1, 10, 11, 15, 15):
+        x = torch.nn.Parameter(torch.randn(n, 3))
+        torch.testing.assert_close(compiled(x), x @ w)
+    assert cnt.frame_count == 4
+    compiled(torch.randn(7, 3))  # a plain tensor of yet another size: dynamic once seen changing
+    compiled(torch.randn(8, 3))
+    assert cnt.frame_count <= 6
+
+
+def test_a_modules_own_len_and_getitem_are_inlined(cnt):
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([torch.nn.Linear(3, 3), torch.nn.ReLU()])
+
+        def __len__(self):
+            return len(self.layers)
+
+        def __getitem__(self, i):
+            return self.layers[i]
+
+        def forward(self, x):
+            for i in range(len(self)):
+                x = self[i](x)
+            return x
+
+    class Seq(torch.nn.Sequential):
+        def __getitem__(self, i):
+            return super().__getitem__(len(self) - 1 - i)  # reversed
+
+    stack, seq, x = Stack(), Seq(torch.nn.Linear(3, 3), torch.nn.Tanh()), torch.randn(2, 3)
+    torch.testing.assert_close(stenograph.compile(stack, backend=cnt, fullgraph=True)(x), stack(x))
+    fn = lambda v: seq[0](v)  # noqa: E731
+    torch.testing.assert_close(stenograph.compile(fn, backend=cnt, fullgraph=True)(x), fn(x))

@@ -242,7 +242,9 @@ class OutputGraph:
                 self.guards.same_object(source, known.source)
             return known
         dims = None
-        if self.policy is not None and may_be_dynamic(source, is_tensor=True):
+        # an nn.Parameter keeps static sizes wherever it comes from (torch's
+        # `force_parameter_static_shapes`), a module's buffers too (`may_be_dynamic`)
+        if self.policy is not None and not isinstance(value, torch.nn.Parameter) and may_be_dynamic(source, True):
             dims = self.policy.tensor_dims(source.name(), value)
         fake = fakeify(self.fake_mode, value, source, dims)
         if dims and any(dims):

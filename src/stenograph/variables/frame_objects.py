@@ -32,7 +32,7 @@ from ..guards.sources import (
 )
 from ..module_hooks import HOOK_TABLES, global_hook_ids, has_backward_hooks, has_global_hooks, has_module_hooks
 from .base import Variable
-from .class_lookup import MISSING, class_attribute
+from .class_lookup import MISSING, class_attribute, class_lookup
 from .constants import BoundMethodVariable, IteratorVariable, constant
 from .containers import DictVariable, ListVariable, TupleVariable
 from .descriptors import (
@@ -849,7 +849,18 @@ class NNModuleVariable(UserObjectVariable):
             return [frame.wrap(p, ModuleMemberSource(self.source, "_parameters", k)) for k, p in members]
         raise Unsupported(f"iteration over {self.describe()}")
 
+    def _own_dunder(self, frame: Frame, name: str, args: list[Variable]) -> Variable | None:
+        """The module class's own `name` written in Python (not torch.nn's containers'), called
+        inlined; None where the class has none."""
+        attr, owner = class_lookup(type(self.value_object), name)
+        if not isinstance(attr, types.FunctionType) or owner is None or owner.__module__.startswith("torch."):
+            return None
+        return frame.inline_call(attr, [self, *args], {}, closure=None)
+
     def length(self, frame: Frame) -> int:
+        own = self._own_dunder(frame, "__len__", [])
+        if own is not None:
+            return dunder_length(frame, type(self.value_object), own)
         module = self.value_object
         if isinstance(
             module,
@@ -866,6 +877,9 @@ class NNModuleVariable(UserObjectVariable):
         raise Unsupported(f"len() of {self.describe()}")
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
+        own = self._own_dunder(frame, "__getitem__", [key])
+        if own is not None:
+            return own
         module = self.value_object
         k = key.as_constant()
         assert self.source is not None

@@ -30,7 +30,7 @@ from .collection_types import new_counter, new_defaultdict, new_deque
 from .constants import ConstantVariable, IteratorVariable, constant
 from .containers import DictVariable, TupleVariable, iterate
 from .deep_copy import deep_copy
-from .exceptions import CallerExceptionVariable, TracebackVariable
+from .exceptions import CallerExceptionVariable, TracebackVariable, raise_python_error
 from .functions import (
     HandledFunctionVariable,
     PartialVariable,
@@ -161,6 +161,21 @@ def _as_builtin(builtin: Any) -> Handler:
 
 _HANDLERS[operator.abs] = _as_builtin(abs)
 _HANDLERS[operator.truth] = _as_builtin(bool)
+
+
+@_handler(operator.index)
+def _index(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`operator.index(i)`: an int (or a symbolic int) as it is; a constant of another type as
+    Python converts it (its TypeError included)."""
+    (value,) = args
+    if isinstance(value, SymNodeVariable) and value.python_type() is int:
+        return value
+    if not value.is_constant():
+        raise Unsupported(f"operator.index of {value.describe()}")
+    try:
+        return constant(operator.index(value.as_constant()))
+    except TypeError as e:
+        raise_python_error(frame, e)
 
 
 @_handler(operator.getitem)
