@@ -1474,3 +1474,15 @@ def test_a_modules_own_len_and_getitem_are_inlined(cnt):
     torch.testing.assert_close(stenograph.compile(stack, backend=cnt, fullgraph=True)(x), stack(x))
     fn = lambda v: seq[0](v)  # noqa: E731
     torch.testing.assert_close(stenograph.compile(fn, backend=cnt, fullgraph=True)(x), fn(x))
+
+
+def test_isinstance_with_collections_classes(cnt):
+    """`isinstance(d, collections.OrderedDict)` was refused: the class, whose calls stenograph
+    models, was not taken for a class."""
+
+    def fn(x, d):
+        made = (collections.defaultdict(int), collections.deque([1]), collections.Counter("ab"), {})
+        checks = [isinstance(m, (collections.OrderedDict, collections.deque)) for m in made]
+        return x + 1, isinstance(d, collections.OrderedDict), isinstance(made[0], collections.defaultdict), checks
+
+    check(fn, lambda i: (t(1, seed=i), collections.OrderedDict(a=i)), cnt)

@@ -255,7 +255,17 @@ def _len(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
 @_handler(isinstance)
 def _isinstance(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     obj, classes = args
-    return constant(_instance_of(frame, obj, classes.as_constant()))
+    return constant(_instance_of(frame, obj, _classes(classes)))
+
+
+def _classes(var: Variable) -> Any:
+    """The class (or tuple of them) `isinstance`'s second argument holds: a constant, or a class
+    whose calls a handler models (`collections.OrderedDict`, `deque`, `Counter`)."""
+    if isinstance(var, HandledFunctionVariable) and isinstance(var.fn, type):
+        return var.fn
+    if isinstance(var, TupleVariable) and not var.is_constant():
+        return tuple(_classes(item) for item in var.items)
+    return var.as_constant()
 
 
 def _custom_instance_check(cls: Any) -> Any:
