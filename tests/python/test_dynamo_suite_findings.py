@@ -886,7 +886,7 @@ def test_pytree_flatten_map_and_unflatten_are_traced(cnt):
     `map` object had no type; `tree_map_only` met `Callable[[T], Any]` and `functools.wraps`."""
 
     def fn(x, y):
-        tree = {"a": [x, (y, 2.0)], "b": torch.return_types.qr((x * 2, y)), "c": x.max(0)}
+        tree = {"a": [x, (y, 2.0)], "b": torch.return_types.max((x * 2, y)), "c": x.max(0)}
         leaves, spec = _pytree.tree_flatten(tree)
         rebuilt = _pytree.tree_unflatten([v * 2 if isinstance(v, torch.Tensor) else v for v in leaves], spec)
         mapped = _pytree.tree_map(lambda v: v + 1, rebuilt)
@@ -1261,7 +1261,8 @@ def test_generator_throw_forms(cnt):
             log.append("unstarted")
         return x + first + second + third, list(g), list(h)
 
-    check(fn, lambda i: (t(2, seed=i), []), cnt)
+    # torch.compile 2.13 on Python 3.12 fails on this program (an internal IndexError): no peer
+    check(fn, lambda i: (t(2, seed=i), []), cnt, peer=False)
 
 
 def test_exception_links_set_on_an_exception_made_in_the_frame(cnt):

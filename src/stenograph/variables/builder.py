@@ -77,7 +77,7 @@ from .functions import (
 )
 from .global_contexts import is_global_context_object, wrap_global_context
 from .higher_order import CondVariable
-from .named_tuples import NamedTupleVariable, StructSeqClassVariable, is_namedtuple_class, is_structseq_class
+from .named_tuples import NamedTupleVariable, StructSeqClassVariable, is_namedtuple_class
 from .new_modules import TorchModuleClassVariable, instantiate_module
 from .optimizers import OptimizerClassVariable, OptimizerVariable, optimizer_helper
 from .trace_rules import (
@@ -85,6 +85,7 @@ from .trace_rules import (
     is_dict_key_constant,
     is_graph_op,
     is_literal,
+    is_structseq_class,
     is_tensor_method,
     is_torch_module_class,
     is_typing_marker,
@@ -510,6 +511,8 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
         raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
     if is_namedtuple_class(cls):
         return NamedTupleVariable.construct(frame, cls, args, kwargs)
+    if is_structseq_class(cls):  # `type(result)(values)`, as pytree's unflattening may build one
+        return StructSeqClassVariable(cls).call(frame, args, kwargs)
     if issubclass(cls, torch.nn.Module):
         return instantiate_module(frame, cls, args, kwargs)
     return new_object(frame, cls, args, kwargs)

@@ -80,7 +80,7 @@ class UserFunctionVariable(Variable):
 
 
 # a function's attributes that are containers, read through their source
-_READ_THROUGH = frozenset({"__dict__", "__annotations__", "__type_params__"})
+_READ_THROUGH = frozenset({"__dict__", "__annotations__", "__annotate__", "__type_params__"})
 
 
 def _constant_result(
@@ -219,12 +219,20 @@ class NestedFunctionVariable(Variable):
             return constant(self.globals_dict.get("__name__"))
         if name == "__code__":
             return constant(self.code)
-        if name == "__doc__":
-            return constant(self._bare_function().__doc__)  # CPython's rule for the docstring
-        if name == "__annotations__" and self.annotate is None:
-            # made on first read and kept, as CPython's; from MAKE_FUNCTION's names and values
-            pairs = self.annotations.unpack(frame) if self.annotations is not None else []
-            self.slots[name] = DictVariable({k.as_constant(): v for k, v in zip(pairs[::2], pairs[1::2])})
+        if name in ("__doc__", "__type_params__") and hasattr(self._bare_function(), name):
+            # CPython's rule for the docstring; type parameters (3.12+) of a function made
+            # without PEP 695's syntax: none
+            return constant(getattr(self._bare_function(), name))
+        if name == "__annotate__" and hasattr(self._bare_function(), name):  # 3.14+
+            return self.annotate if self.annotate is not None else constant(None)
+        if name == "__annotations__":
+            # made on first read and kept, as CPython's: from MAKE_FUNCTION's names and values,
+            # or (3.14+) what the function's `__annotate__` gives for the VALUE format
+            if self.annotate is not None:
+                self.slots[name] = self.annotate.call(frame, [constant(1)], {})
+            else:
+                pairs = self.annotations.unpack(frame) if self.annotations is not None else []
+                self.slots[name] = DictVariable({k.as_constant(): v for k, v in zip(pairs[::2], pairs[1::2])})
             return self.slots[name]
         if name == "__defaults__":
             return TupleVariable(list(self.defaults)) if self.defaults else constant(None)
@@ -293,7 +301,9 @@ class NestedFunctionVariable(Variable):
 
 
 # attributes a function keeps outside its `__dict__` that code sets (`functools.wraps`)
-_FUNCTION_SLOTS = frozenset({"__name__", "__qualname__", "__module__", "__doc__", "__annotations__", "__type_params__"})
+_FUNCTION_SLOTS = frozenset(
+    {"__name__", "__qualname__", "__module__", "__doc__", "__annotations__", "__annotate__", "__type_params__"}
+)
 
 
 def _annotation_dict(pairs: tuple) -> dict:

@@ -120,11 +120,6 @@ class StructSeqVariable(NamedTupleVariable):
         return rebuild.build_once(self, lambda: f"{cls}(({''.join(rebuild.expr(i) + ', ' for i in self.items)}))")
 
 
-def is_structseq_class(cls: Any) -> bool:
-    """A `torch.return_types` class (a C struct sequence: built from one sequence)."""
-    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
-
-
 class StructSeqClassVariable(ConstantVariable):
     """A `torch.return_types` class, called to build a result (`torch.return_types.qr((q, r))`,
     as pytree's unflattening does)."""

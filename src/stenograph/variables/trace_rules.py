@@ -308,6 +308,11 @@ def is_user_class(value: type) -> bool:
     return not is_builtin_class(value) and not (module == "torch" or module.startswith("torch."))
 
 
+def is_structseq_class(cls: Any) -> bool:
+    """A `torch.return_types` class (a C struct sequence: built from one sequence)."""
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
+
+
 def is_plain_function_class(cls: type) -> bool:
     """An autograd.Function subclass using torch's own `apply`, with forward, backward (and
     `setup_context`, if it has its own) written in Python as static methods."""

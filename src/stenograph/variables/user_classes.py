@@ -41,7 +41,14 @@ from .descriptors import (
 from .exceptions import TracedException, is_attribute_error, raise_new
 from .functions import NestedFunctionVariable, TorchClassVariable, UserFunctionVariable, UserMethodVariable
 from .sequence_protocol import SelfIteratorVariable, getitem_iterator
-from .trace_rules import TORCH_CLASSES, is_builtin_class, is_literal, is_plain_function_class, is_user_class
+from .trace_rules import (
+    TORCH_CLASSES,
+    is_builtin_class,
+    is_literal,
+    is_plain_function_class,
+    is_structseq_class,
+    is_user_class,
+)
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -644,6 +651,10 @@ def class_variable(cls: type) -> Variable:
     classes keep their tracker, so `self.__class__()` of a `no_grad` object makes a grad context."""
     if cls in TORCH_CLASSES:
         return TorchClassVariable(cls)
+    if is_structseq_class(cls):
+        from .named_tuples import StructSeqClassVariable  # a cycle: named_tuples imports this module
+
+        return StructSeqClassVariable(cls)
     return UserClassVariable(cls) if is_user_class(cls) else constant(cls)
 
 
