@@ -77,7 +77,7 @@ from .functions import (
 )
 from .global_contexts import is_global_context_object, wrap_global_context
 from .higher_order import CondVariable
-from .named_tuples import NamedTupleVariable, StructSeqClassVariable, is_namedtuple_class
+from .named_tuples import NamedTupleVariable, StructSeqVariable, is_namedtuple_class
 from .new_modules import TorchModuleClassVariable, instantiate_module
 from .optimizers import OptimizerClassVariable, OptimizerVariable, optimizer_helper
 from .trace_rules import (
@@ -309,8 +309,6 @@ def _class(w: Wrapping) -> Variable:
         return UserClassVariable(value, source)
     if is_torch_module_class(value):
         return TorchModuleClassVariable(value, source)
-    if is_structseq_class(value):
-        return StructSeqClassVariable(value, source)
     return ConstantVariable(value, source)
 
 
@@ -511,8 +509,8 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
         raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
     if is_namedtuple_class(cls):
         return NamedTupleVariable.construct(frame, cls, args, kwargs)
-    if is_structseq_class(cls):  # `type(result)(values)`, as pytree's unflattening may build one
-        return StructSeqClassVariable(cls).call(frame, args, kwargs)
+    if is_structseq_class(cls):  # a `torch.return_types` class, called on a sequence
+        return StructSeqVariable.build(frame, cls, args, kwargs)
     if issubclass(cls, torch.nn.Module):
         return instantiate_module(frame, cls, args, kwargs)
     return new_object(frame, cls, args, kwargs)

@@ -21,6 +21,7 @@ from ..guards.sources import AttrSource
 from .base import Variable, always_true
 from .exceptions import TracedException, raise_new, raise_python_error
 from .symbolic import SymNodeVariable
+from .trace_rules import is_structseq_class
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -77,6 +78,11 @@ class ConstantVariable(Variable):
         # a class or special form the constant refers to (`alias.__origin__ is Union`, as
         # typing.get_args asks): the value itself, compared and called as such
         return frame.wrap(attr, None if self.source is None else AttrSource(self.source, name))
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if is_structseq_class(self.value):  # `torch.return_types.max(seq)`, `type(result)(seq)`
+            return frame.instantiate(self.value, args, kwargs)
+        return super().call(frame, args, kwargs)
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
         if not key.is_constant() and isinstance(self.value, type) and hasattr(self.value, "__class_getitem__"):

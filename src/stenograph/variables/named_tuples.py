@@ -106,6 +106,17 @@ class StructSeqVariable(NamedTupleVariable):
     def __init__(self, items: list[Variable], cls: type) -> None:
         super().__init__(items, cls)
 
+    @classmethod
+    def build(cls, frame: Frame, klass: type, args: list[Variable], kwargs: dict[str, Variable]) -> StructSeqVariable:
+        """`klass(sequence)` (`torch.return_types.max((values, indices))`, as pytree's
+        unflattening builds one)."""
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"{klass.__qualname__}() with other than one sequence argument")
+        items = args[0].unpack(frame)
+        if len(items) != klass.n_fields:
+            raise Unsupported(f"{klass.__qualname__}() of {len(items)} items (it takes {klass.n_fields})")
+        return cls(items, klass)
+
     def field_names(self) -> tuple[str, ...]:
         return self.python_class.__match_args__
 
@@ -118,17 +129,3 @@ class StructSeqVariable(NamedTupleVariable):
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.python_class, "cls")
         return rebuild.build_once(self, lambda: f"{cls}(({''.join(rebuild.expr(i) + ', ' for i in self.items)}))")
-
-
-class StructSeqClassVariable(ConstantVariable):
-    """A `torch.return_types` class, called to build a result (`torch.return_types.qr((q, r))`,
-    as pytree's unflattening does)."""
-
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        cls = self.value
-        if len(args) != 1 or kwargs:
-            raise Unsupported(f"{cls.__qualname__}() with other than one sequence argument")
-        items = args[0].unpack(frame)
-        if len(items) != cls.n_fields:
-            raise Unsupported(f"{cls.__qualname__}() of {len(items)} items (it takes {cls.n_fields})")
-        return StructSeqVariable(items, cls)

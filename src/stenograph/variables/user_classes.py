@@ -46,7 +46,6 @@ from .trace_rules import (
     is_builtin_class,
     is_literal,
     is_plain_function_class,
-    is_structseq_class,
     is_user_class,
 )
 
@@ -651,10 +650,6 @@ def class_variable(cls: type) -> Variable:
     classes keep their tracker, so `self.__class__()` of a `no_grad` object makes a grad context."""
     if cls in TORCH_CLASSES:
         return TorchClassVariable(cls)
-    if is_structseq_class(cls):
-        from .named_tuples import StructSeqClassVariable  # a cycle: named_tuples imports this module
-
-        return StructSeqClassVariable(cls)
     return UserClassVariable(cls) if is_user_class(cls) else constant(cls)
 
 
