@@ -9,6 +9,7 @@ relies on.
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..errors import Unsupported
@@ -58,7 +59,10 @@ def guard_identity(frame: Frame, a: Variable, b: Variable, same: bool) -> None:
 
 
 def same_or_equal(frame: Frame, a: Variable, b: Variable) -> bool:
-    """`a is b or a == b` as `list.index` / `in` decide it, for trackers known while tracing."""
+    """`a is b or a == b` as `list.index` / `in` decide it, for trackers known while tracing. Two
+    distinct objects are unequal only where `==` falls back to identity on both sides (a
+    constant's own `==` declines a foreign object); others (tuples holding tensors, a user
+    `__eq__`, a dict subclass) are refused."""
     same = same_object(a, b)
     if same is not None:
         guard_identity(frame, a, b, same)
@@ -66,9 +70,23 @@ def same_or_equal(frame: Frame, a: Variable, b: Variable) -> bool:
         return True
     if a.is_constant() and b.is_constant():
         return bool(a.as_constant() == b.as_constant())
-    if same is None:
+    if same is None or not all(v.is_constant() or equality_is_identity(v) is True for v in (a, b)):
         raise Unsupported(f"comparing {a.describe()} with {b.describe()}")
     return False
+
+
+# C types whose `==` is identity in effect (a function and the object it is bound to, a class)
+_IDENTITY_EQUALITY = (types.BuiltinFunctionType, types.MethodType, types.FunctionType, type)
+
+
+def equality_is_identity(var: Variable) -> bool | None:
+    """Whether `==` of the object `var` stands for is `is` (its class keeps object's `__eq__`, or
+    is one of `_IDENTITY_EQUALITY`); None where its type is not known while tracing."""
+    try:
+        cls = var.python_type()
+    except Unsupported:
+        return None
+    return cls.__eq__ is object.__eq__ or issubclass(cls, _IDENTITY_EQUALITY)
 
 
 def same_object(a: Variable, b: Variable) -> bool | None:

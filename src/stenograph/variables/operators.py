@@ -15,7 +15,7 @@ from .base import Variable
 from .constants import IteratorVariable, constant
 from .containers import DictVariable, SequenceVariable, TupleVariable
 from .exceptions import raise_python_error
-from .identity import guard_identity, same_object
+from .identity import equality_is_identity, guard_identity, same_object, same_or_equal
 from .tensor import TensorVariable
 from .user_classes import NewObjectVariable, ObjectVariable, dict_contents, python_dunder
 
@@ -103,24 +103,11 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
             return binary(frame, op, *contents)
         # identity-based equality of non-constant objects (modules, functions, user objects)
         same = same_object(a, b)
-        if same is not None and (same or not (_value_equality(a) or _value_equality(b))):
+        # (an object whose `==` compares values may equal a distinct one: not decided here)
+        if same is not None and (same or all(equality_is_identity(v) is not False for v in (a, b))):
             guard_identity(frame, a, b, same)
             return constant(same if op is operator.eq else not same)
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
-
-
-def _value_equality(var: Variable) -> bool:
-    """Whether the class of what `var` stands for has an `==` of its own in C that compares
-    values (a dict or list subclass), where distinct objects may be equal."""
-    try:
-        cls = var.python_type()
-    except Unsupported:
-        return False
-    return cls.__eq__ is not object.__eq__ and not issubclass(cls, _IDENTITY_EQUALITY)
-
-
-# C types whose `==` is identity in effect (a function and the object it is bound to)
-_IDENTITY_EQUALITY = (types.BuiltinFunctionType, types.MethodType, types.FunctionType, type)
 
 
 def _dict_contents(frame: Frame, var: Variable) -> Variable | None:
@@ -257,27 +244,7 @@ def _compared_by_identity(obj: Any) -> bool:
 
 def _same_item(frame: Frame, container: Variable, item: Variable, candidate: Variable) -> bool:
     """`item is candidate or item == candidate`, as `in` decides it, known while tracing."""
-    same = same_object(item, candidate)
-    if same is not None:
-        guard_identity(frame, item, candidate, same)
-    if same:
-        return True
-    if item.is_constant() and candidate.is_constant():
-        return bool(item.as_constant() == candidate.as_constant())
-    by_identity = (_equal_by_identity(item) and (candidate.is_constant() or _equal_by_identity(candidate))) or (
-        _equal_by_identity(candidate) and item.is_constant()
-    )
-    if same is None or not by_identity:
-        # two objects `==` compares by value (tuples holding tensors, user `__eq__`)
-        raise Unsupported(f"`in` over {container.describe()} with {item.describe()}")
-    return False
-
-
-def _equal_by_identity(var: Variable) -> bool:
-    """Whether the class of the object `var` stands for keeps object's `__eq__`: compared with
-    another such object, or with a constant (whose own `__eq__` declines), `==` is `is`."""
     try:
-        cls = var.python_type()
+        return same_or_equal(frame, item, candidate)
     except Unsupported:
-        return False
-    return cls.__eq__ is object.__eq__
+        raise Unsupported(f"`in` over {container.describe()} with {item.describe()}") from None
