@@ -230,3 +230,45 @@ def test_logs_and_the_structured_trace_show_what_the_cache_did(tmp_path):
     text = "".join(path.read_text() for path in trace.glob("*.log"))
     assert text.count('"stenograph_cache"') == 3 and "installed: " in text
     assert '"dynamo_guards"' in text  # an installed entry's guards, as a compiled one's
+
+
+MAPPING_PROGRAM = """
+import collections.abc
+
+
+class Settings(collections.abc.Mapping):
+    def __init__(self, **values):
+        self._values = values
+
+    def __getitem__(self, key):
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+
+def f(x, settings):
+    scale = settings.get("scale", 1.0) + settings.get("missing", 0.5)
+    if isinstance(settings, collections.abc.Mapping) and "shift" in settings:
+        x = x + settings["shift"]
+    return x * scale
+
+
+x = torch.randn(4)
+settings = Settings(scale=3.0, shift=1.0)
+out = stenograph.compile(f, backend="eager")(x, settings)
+report(f=distance([out], [f(x, settings)]))
+"""
+
+
+def test_functions_of_a_module_that_names_itself_after_another_are_found(tmp_path):
+    """`Mapping.get` lives in `_collections_abc`, which calls itself "collections.abc" (where
+    neither it nor that module's globals are): both are found under the name it was imported as."""
+    program, cache = write_program(tmp_path / "program.py", MAPPING_PROGRAM), tmp_path / "cache"
+    cold = run(program, cache)
+    assert cold["stored"] == 1 and cold["f"] == 0, cold
+    warm = run(program, cache)
+    assert warm["compiled"] == 0 and warm["installed"] == 1 and warm["f"] == 0, warm

@@ -70,11 +70,11 @@ class _Persister(pickle.Pickler):
             return ("backend",)
         kind = type(obj)
         if kind is type and obj in _UNNAMED_TYPES:
-            return ("type", _UNNAMED_TYPES[obj])
+            return ("type", *_UNNAMED_TYPES[obj])
         if kind is types.ModuleType:
             return ("module", obj.__name__)
-        if kind is dict and _module_of_globals(obj) is not None:
-            return ("globals", obj["__name__"])
+        if kind is dict and (module_name := _module_of_globals(obj)) is not None:
+            return ("globals", module_name)
         if kind is types.CodeType:
             return ("code", obj.co_filename, obj.co_qualname, obj.co_firstlineno, code_fingerprint(obj))
         if kind is types.CellType:
@@ -100,18 +100,26 @@ class _Persister(pickle.Pickler):
         return None
 
 
-# builtin classes pickle cannot name (`builtins.function` does not exist): by their `types` name
-_UNNAMED_TYPES: dict[type, str] = {
-    t: name
-    for name, t in vars(types).items()
+# builtin classes pickle cannot name (`builtins.function`, `builtins.bytes_iterator` do not
+# exist): by a module global that holds them, in `types` or `collections.abc`'s implementation
+_UNNAMED_TYPES: dict[type, tuple[str, str]] = {
+    t: (module_name, name)
+    for module_name in ("_collections_abc", "types")  # the first calls itself "collections.abc"
+    for name, t in vars(sys.modules[module_name]).items()
     if isinstance(t, type) and t.__module__ == "builtins" and getattr(builtins, t.__name__, None) is not t
 }
 
 
-def _module_of_globals(value: dict) -> types.ModuleType | None:
+def _module_of_globals(value: dict) -> str | None:
+    """The name under which `sys.modules` holds the module whose globals `value` is: its
+    `__name__`, or for a module that names itself after another (`_collections_abc` calls itself
+    "collections.abc") the key it was imported under."""
     name = value.get("__name__")
-    module = sys.modules.get(name) if isinstance(name, str) else None
-    return module if module is not None and getattr(module, "__dict__", None) is value else None
+    if isinstance(name, str) and getattr(sys.modules.get(name), "__dict__", None) is value:
+        return name
+    if not isinstance(name, str) or name not in sys.modules:
+        return None
+    return next((key for key, module in list(sys.modules.items()) if getattr(module, "__dict__", None) is value), None)
 
 
 def _function_reference(fn: types.FunctionType) -> tuple:
@@ -120,6 +128,11 @@ def _function_reference(fn: types.FunctionType) -> tuple:
     module = getattr(fn, "__module__", None)
     if not isinstance(module, str):
         raise NotPersistable(f"function {fn.__qualname__} has no module")
+    named = sys.modules.get(module)
+    if named is not None and _by_qualname(named, fn.__qualname__) is not fn:
+        # not where its name says (`_collections_abc`'s functions say "collections.abc"): in
+        # the module whose globals it has, where there is one
+        module = _module_of_globals(fn.__globals__) or module
     return ("function", module, fn.__qualname__, code_fingerprint(fn.__code__))
 
 
@@ -149,7 +162,8 @@ class _Resolver(pickle.Unpickler):
         if kind == "module":
             return _module(rest[0])
         if kind == "type":
-            return getattr(types, rest[0])
+            module, name = rest
+            return getattr(_module(module), name)
         if kind == "globals":
             return _module(rest[0]).__dict__
         if kind == "code":
