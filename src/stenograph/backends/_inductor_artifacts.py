@@ -22,7 +22,8 @@ with one compile thread. And two hashes of sources, each computed once per proce
 (`triton_key`, the key of its kernel and autotuning caches, 0.37-0.46 s on an H200 host) and
 torch's (`torch_key`, which keys Inductor's in-process cache of Triton kernels, 0.15-0.22 s):
 `hash_sources_in_background` starts both in a thread when `compile()` is called with the cache on,
-before the loaders' other imports (file reads and hashing release the GIL), and a load waits for it.
+before the loaders' other imports, and a load waits for it. Computed once per machine: later
+processes find them remembered (`_source_digests.py`) in tens of milliseconds.
 
 Loading writes the libraries back into this process's Inductor cache directory (when missing) and
 registers them with Inductor's in-process kernel cache, which also spares it checking its
@@ -42,6 +43,7 @@ import contextlib
 import functools
 import hashlib
 import importlib
+import importlib.util
 import os
 import pickle
 import tempfile
@@ -53,12 +55,12 @@ from typing import Any
 import torch
 import torch.fx
 from torch._inductor import config as inductor_config
-from torch._inductor.codecache import CppPythonBindingsCodeCache, PyCodeCache, torch_key
+from torch._inductor.codecache import CppPythonBindingsCodeCache, PyCodeCache
 from torch._inductor.cpu_vec_isa import pick_vec_isa
 from torch._inductor.runtime.cache_dir_utils import cache_dir
 from torch.fx.graph import _PyTreeCodeGen
 
-from . import _aot_bundle
+from . import _aot_bundle, _source_digests
 from .artifacts import ArtifactError, NotPersistable, declined
 from .cuda_graph_runner import CudaGraphRunner
 
@@ -213,16 +215,15 @@ def _library_loader(path: str, key: str) -> Callable[[], Any]:
 
 
 def hash_sources_in_background() -> None:
-    """Start hashing Triton's and torch's sources in a thread, once per process, where a GPU and
-    Triton are present: Inductor's cache hits need both hashes (`triton_key`, the key of Triton's
+    """Start finding Triton's and torch's source hashes in a thread, once per process, where a
+    GPU and Triton are present: Inductor's cache hits need both (`triton_key`, the key of Triton's
     kernel and autotuning caches; `torch_key`, part of the key of its in-process Triton kernel
-    cache), each computed once per process and cached by its function. Called before the
-    loaders' other imports, so that the hashing overlaps them."""
+    cache), each computed once per process and cached by its function, or remembered from an
+    earlier process (`_source_digests`). Called before the loaders' other imports, so that the
+    work overlaps them."""
     if _source_hashing or not torch.cuda.is_available():
         return
-    try:
-        from triton.runtime.cache import triton_key  # optional: installed with CUDA builds of torch
-    except ImportError:
+    if importlib.util.find_spec("triton") is None:  # optional: installed with CUDA builds of torch
         return
     # `triton_key` walks these packages, importing their subpackages: imported here first, they
     # are not imported by two threads at once (the loaders' imports, next, import them too)
@@ -231,8 +232,11 @@ def hash_sources_in_background() -> None:
 
     def hash_sources() -> None:
         try:
-            triton_key()
-            torch_key()
+            # optional (CUDA builds of torch install it) and seconds to import: in the thread
+            import triton
+            from triton.runtime import cache as triton_cache
+
+            _source_digests.remember_or_compute(triton, triton_cache)
         except Exception:  # Inductor calls them again where it needs them, and reports the error there
             return
 
