@@ -13,6 +13,7 @@ import types
 import typing
 import warnings
 
+import helpers
 import pytest
 import torch
 
@@ -1487,3 +1488,96 @@ def test_isinstance_with_collections_classes(cnt):
         return x + 1, isinstance(d, collections.OrderedDict), isinstance(made[0], collections.defaultdict), checks
 
     check(fn, lambda i: (t(1, seed=i), collections.OrderedDict(a=i)), cnt)
+
+
+# -- sets, dict views and builtin methods called through their class (test_sets, test_dicts) -------
+
+
+def _one_graph(fn, cnt, peer=True):
+    """`fn` traced whole (fullgraph: no construct left to a break) and equal to eager."""
+    check(fn, lambda i: (t(2, seed=i),), cnt, peer=peer)
+    helpers.assert_same(stenograph.compile(fn, backend="eager", fullgraph=True)(t(2)), fn(t(2)))
+
+
+def test_set_methods_run_as_cpython_runs_them(cnt):
+    """Every set method on the real tables: the in-place updates, `pop` (the member CPython's
+    table gives), `^`, comparisons and the NotImplemented of a dunder given a list."""
+
+    def fn(x):
+        s = {1, 2, 3}
+        s.symmetric_difference_update({3, 4})
+        t_ = {1, 2, 3, 4, 5}
+        t_.intersection_update({1, 2, 5}, [2, 5, 9])
+        u = {1, 2, 3}
+        u.difference_update([1], {2})
+        v = {7, 8}
+        popped = v.pop()
+        w = {1, 3}
+        w ^= {3, 4}
+        return (
+            x + popped,
+            sorted(s),
+            sorted(t_),
+            sorted(u),
+            sorted(v),
+            sorted(w),
+            sorted({1, 2} ^ {2, 3}),
+            {1}.__ior__([2]),
+            ({1} < {1, 2}, {1, 2} <= {1}, {1} != {2}),
+        )
+
+    _one_graph(fn, cnt, peer=False)  # torch.compile runs it eagerly
+
+
+def test_dict_views_combine_with_sets_and_iterables_as_cpython(cnt):
+    def fn(x):
+        a, b = {"one": 1, "two": 2}, {"two": 2, "three": 3}
+        keys = a.keys()
+        keys &= {"one"}  # a view has no in-place form: a new set
+        return (
+            x * 2,
+            sorted(a.keys() ^ b.keys()),
+            sorted(a.items() | b.items()),
+            sorted(a.items() - b.items()),
+            a.items() == {"one": 1, "two": 2}.items(),
+            sorted({"four"} | a.keys()),
+            sorted(a.keys() & ["one", "x"]),
+            a.keys() < {"one", "two", "x"},
+            a.keys() == {"one", "two"},
+            a.keys() == a.items(),
+            sorted(keys),
+            sorted(operator.ior(a.keys(), b.keys())),
+        )
+
+    _one_graph(fn, cnt)
+
+
+def test_builtin_methods_called_through_their_class(cnt):
+    """`dict.get(d, k)`, `set.__or__(a, b)`, `list.append(l, v)`, `str.upper(s)`: the instance's
+    own method, where its class reaches that same method."""
+
+    def fn(x):
+        d = {"a": 1, "b": 2}
+        lst = [1]
+        list.append(lst, 3)
+        s = {1, 2}
+        set.remove(s, 1)
+        dd = collections.defaultdict(int, {1: 1})
+        dd |= [(0, 5)]
+        return (
+            x + dict.get(d, "a"),
+            sorted(dict.keys(d)),
+            dict.pop(dict(d), "b"),
+            sorted(set.__or__({1}, {2})),
+            set.__contains__(s, 2),
+            frozenset.__lt__(frozenset("a"), frozenset("ab")),
+            lst,
+            str.upper("ab"),
+            int.__add__(1, 2),
+            tuple.__len__((1, 2)),
+            {"a": 1}.__eq__({"a": 1}),
+            {"a": 1}.__or__({"b": 2}),
+            dict(dd),
+        )
+
+    _one_graph(fn, cnt)

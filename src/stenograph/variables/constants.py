@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import types
 from typing import TYPE_CHECKING, Any
 
 from .. import process_state
@@ -82,6 +83,8 @@ class ConstantVariable(Variable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if is_structseq_class(self.value):  # `torch.return_types.max(seq)`, `type(result)(seq)`
             return frame.instantiate(self.value, args, kwargs)
+        if _unbound_builtin_method_of(self.value, args):  # `dict.get(d, k)`, `set.__or__(a, b)`
+            return args[0].call_method(frame, self.value.__name__, args[1:], kwargs)
         return super().call(frame, args, kwargs)
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
@@ -98,6 +101,18 @@ class ConstantVariable(Variable):
 
     def __repr__(self) -> str:
         return f"ConstantVariable({self.value!r})"
+
+
+def _unbound_builtin_method_of(method: Any, args: list[Variable]) -> bool:
+    """Whether `method(*args)` is a builtin class's method (`dict.get`, `set.__or__`) called on
+    an instance whose class reaches that same method: the call is then `args[0].method(...)`."""
+    if not isinstance(method, (types.MethodDescriptorType, types.WrapperDescriptorType)) or not args:
+        return False
+    try:
+        kind = args[0].python_type()
+    except Unsupported:
+        return False
+    return issubclass(kind, method.__objclass__) and getattr(kind, method.__name__, None) is method
 
 
 def _annotation_arguments(key: Variable) -> Any:

@@ -64,17 +64,32 @@ class DictViewVariable(Variable):
             return iterate(frame, self)
         if name == "__reversed__" and not args:
             return IteratorVariable(self.unpack(frame)[::-1])
-        if self.kind == "keys" and name in ("__and__", "__or__", "__sub__", "__xor__", "isdisjoint"):
-            return SetVariable.from_items(frame, self.unpack(frame)).call_method(frame, name, args, kwargs)
+        if self.set_like() and name == "isdisjoint":
+            return self.as_set(frame).call_method(frame, name, args, kwargs)
         raise Unsupported(f"method {name!r} of {self.describe()}")
 
+    def set_like(self) -> bool:
+        """Keys and items views are sets (`collections.abc.Set`); values views are not."""
+        return self.kind != "values"
+
+    def as_set(self, frame: Frame) -> SetVariable:
+        """The set of the view's members, as `set(view)` (items as (key, value) tuples)."""
+        return SetVariable.from_items(frame, self.unpack(frame))
+
     def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
-        """`a.keys() | b.keys()`, `&`, `-`, `^` (also with a set): a new set, as eager's."""
-        if self.kind != "keys" or op is not plain:
+        """`|`, `&`, `-`, `^` with any iterable (a new set, as eager's: a view has no in-place
+        forms) and comparisons with sets and set-like views."""
+        if not self.set_like():
             return None
-        if isinstance(other, DictViewVariable) and other.kind == "keys":
-            other = SetVariable.from_items(frame, other.unpack(frame))
-        return SetVariable.from_items(frame, self.unpack(frame)).binary_op(frame, op, plain, other)
+        if plain in _SET_OPERATORS:
+            return view_set_operation(frame, plain, self, other)
+        if plain not in _SET_COMPARISONS:
+            return None
+        if isinstance(other, DictViewVariable) and other.set_like():
+            other = other.as_set(frame)
+        if not _is_set(other):
+            return None
+        return self.as_set(frame).binary_op(frame, plain, plain, other)
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.expr(self.dict_var)}.{self.kind}()"
@@ -462,7 +477,7 @@ class DictVariable(Variable):
     def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
         """`d | other` (a new dict of the left's class) and `d |= other` (changes `d`). Other
         in-place operators are refused: folding them on constants would change a copy."""
-        if op is operator.ior and isinstance(other, DictVariable):
+        if op is operator.ior:  # `update` with a mapping or an iterable of pairs, as dict's `|=`
             self.call_method(frame, "update", [other], {})
             return self
         if op is operator.or_ and isinstance(other, DictVariable) and issubclass(self.python_class, other.python_class):
@@ -574,6 +589,18 @@ class DictVariable(Variable):
             return self.items.setdefault(k, args[1] if len(args) > 1 else constant(None))
         if name == "copy" and not args:
             return DictVariable(self.items, python_class=self.python_class)
+        if name == "__ior__" and len(args) == 1:
+            return self.binary_op(frame, operator.ior, operator.or_, args[0])
+        if name == "__or__" and len(args) == 1:
+            if not isinstance(args[0], DictVariable):
+                if not issubclass(args[0].python_type(), dict):  # CPython's answer for a non-dict
+                    return constant(NotImplemented)
+                raise Unsupported(f"{name} of {self.describe()} with {args[0].describe()}")
+            result = self.call_method(frame, "copy", [], {})
+            result.call_method(frame, "update", args, {})
+            return result
+        if name in ("__eq__", "__ne__") and len(args) == 1 and self.is_constant() and args[0].is_constant():
+            return constant(getattr(self.as_constant(), name)(args[0].as_constant()))
         if name == "__len__" and not args:
             return constant(len(self.items))
         if name == "__iter__" and not args:
@@ -950,19 +977,23 @@ class SetVariable(Variable):
         return LiveContainerIteratorVariable(self, "set")
 
     def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
-        """`|`, `&`, `-` and their in-place forms, with another set."""
-        methods = _SET_OPERATORS.get(plain)
-        if methods is None:
+        """`|`, `&`, `-`, `^`, their in-place forms and the comparisons, as CPython's set
+        operators: with a set; with a dict's keys or items view (its own operator, answering for
+        both sides); with anything else a TypeError (or, for `==` and `!=`, the default)."""
+        if isinstance(other, DictViewVariable) and other.set_like():
+            if plain in _SET_OPERATORS:
+                return view_set_operation(frame, plain, self, other)
+            other = other.as_set(frame)
+        names = _SET_OPERATORS.get(plain) or _SET_COMPARISONS.get(plain)
+        if names is None:
             return None
-        is_set = isinstance(other, SetVariable) or (
-            other.is_constant() and isinstance(other.as_constant(), (set, frozenset))
-        )
-        if not is_set:
-            raise Unsupported(f"operator {op.__name__} on {self.describe()} and {other.describe()}")
-        if op is not plain:  # |=, &=, -=: update in place
-            self.call_method(frame, methods[1], [other], {})
-            return self
-        return self.call_method(frame, methods[0], [other], {})
+        if not _is_set(other):
+            if plain in (operator.eq, operator.ne):
+                return None
+            raise raise_new(frame, TypeError, _unsupported_operands(op, self, other))
+        if op is not plain:  # |=, &=, -=, ^=: update in place
+            return self._table_operation(frame, names[1], [other])
+        return self._table_operation(frame, names[0], [other])
 
     def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
         # removals, then additions in program order: the set keeps its own table, so code
@@ -977,14 +1008,17 @@ class SetVariable(Variable):
         return _method_of(self, name)
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        mutating = {"add", "discard", "remove", "update", "clear", "__ior__", "__iand__", "__isub__"}
-        if name in mutating and self.python_class is not set:
+        mutating = name in _SET_IN_PLACE or name in ("add", "discard", "remove", "clear", "pop")
+        if mutating and self.python_class is not set:
             raise Unsupported(f"{name} on a frozenset")
-        if name in mutating and self.source is not None:
-            frame.output.side_effects.container_mutated(self)
         if kwargs:
             raise Unsupported(f"set.{name} with keyword arguments")
-        if name in mutating:
+        if name == "pop" and not args and (self.fixed_order is not None or not self.layout_known):
+            # CPython's pop starts where the last one stopped: unknown for a set of the frame
+            raise Unsupported(f"pop of {self.describe()} read from the frame", hint="pop from a copy: set(s).pop()")
+        if mutating and self.source is not None:
+            frame.output.side_effects.container_mutated(self)
+        if mutating:
             self.fixed_order = None
         if name == "add" and len(args) == 1:
             self._add(args[0])
@@ -994,45 +1028,23 @@ class SetVariable(Variable):
                 raise raise_new(frame, KeyError, key)
             self.members.pop(key, None)
             self.table.discard(key)
-        elif name in ("update", "__ior__", "__iand__", "__isub__"):
-            others = [_as_table(frame, other) for other in args]
-            for members, _ in others:
-                for k, v in members.items():
-                    self.members.setdefault(k, v)
-            tables = [table for _, table in others]
-            if name in ("update", "__ior__"):
-                self.table.update(*tables)
-            elif name == "__iand__":
-                self.table &= set(tables[0])
-            else:
-                self.table -= set(tables[0])
-            self.members = {k: self.members[k] for k in self.table}
         elif name == "clear" and not args:
             self.members.clear()
             self.table.clear()
+        elif name == "pop" and not args:
+            if not self.table:
+                raise raise_new(frame, KeyError, "pop from an empty set")
+            return self.members.pop(self.table.pop())  # the real table's pop: CPython's member
         elif name == "copy" and not args and self.python_class is frozenset:
             return self  # immutable: CPython gives the same object back
-        elif name in _SET_RESULTS:
-            others = [_as_table(frame, other) for other in args]
-            members = dict(self.members)
-            for other_members, _ in others:
-                for k, v in other_members.items():
-                    members.setdefault(k, v)
-            # the real operation on the real tables: CPython's own result, in its own order
-            table = getattr(self.table, _SET_RESULTS[name])(*[t for _, t in others])
-            result = SetVariable({k: members[k] for k in table}, self.python_class, table=set(table))
-            result.layout_known = self.layout_known and all(o.layout_known for o in args if isinstance(o, SetVariable))
-            return result
         elif name == "isdisjoint" and len(args) == 1 and isinstance(args[0], IteratorVariable):
             # stops at the first common item, as CPython: the rest is not consumed
             while (item := args[0].next(frame)) is not None:
                 if self.contains(frame, item):
                     return constant(False)
             return constant(True)
-        elif name in ("issubset", "issuperset", "isdisjoint", "__eq__") and len(args) == 1:
-            mine, theirs = set(self.members), set(_as_table(frame, args[0])[0])
-            op = {"issubset": mine.issubset, "issuperset": mine.issuperset, "isdisjoint": mine.isdisjoint}
-            return constant(mine == theirs if name == "__eq__" else op[name](theirs))
+        elif name in _SET_IN_PLACE or name in _SET_RESULTS or name in _SET_PREDICATES:
+            return self._table_operation(frame, name, args)
         elif name == "__contains__" and len(args) == 1:
             return constant(self.contains(frame, args[0]))
         elif name == "__len__" and not args:
@@ -1042,6 +1054,29 @@ class SetVariable(Variable):
         else:
             raise Unsupported(f"method {name!r} of {self.describe()}")
         return constant(None)
+
+    def _table_operation(self, frame: Frame, name: str, args: list[Variable]) -> Variable:
+        """A set method run on the real tables: this set's and each argument's (a set's table, a
+        dict's keys, any other iterable's keys in order), so the result, its order, the
+        NotImplemented of an operator given a non-set and the TypeError of a wrong argument
+        are CPython's own."""
+        others = [_as_table(frame, other) for other in args]
+        members = dict(self.members)
+        for other_members, _ in others:
+            for k, v in other_members.items():
+                members.setdefault(k, v)
+        try:
+            result = getattr(self.table, name)(*[table for _, table in others])
+        except TypeError as e:
+            raise_python_error(frame, e)
+        if result is NotImplemented or isinstance(result, bool):
+            return constant(result)
+        if name in _SET_IN_PLACE:
+            self.members = {k: members[k] for k in self.table}
+            return self if name.startswith("__") else constant(None)
+        made = SetVariable({k: members[k] for k in result}, self.python_class, table=set(result))
+        made.layout_known = self.layout_known and all(o.layout_known for o in args if isinstance(o, SetVariable))
+        return made
 
     def reconstruct(self, rebuild: Any) -> str:
         """A new set of the members added in iteration order; refused when that set would iterate
@@ -1066,16 +1101,72 @@ _SET_OPERATORS = {
     operator.or_: ("union", "__ior__"),
     operator.and_: ("intersection", "__iand__"),
     operator.sub: ("difference", "__isub__"),
+    operator.xor: ("symmetric_difference", "__ixor__"),
 }
-_SET_RESULTS = {
-    "union": "union",
-    "__or__": "union",
-    "intersection": "intersection",
-    "__and__": "intersection",
-    "difference": "difference",
-    "__sub__": "difference",
-    "copy": "copy",
+_SET_COMPARISONS = {
+    operator.eq: ("__eq__",),
+    operator.ne: ("__ne__",),
+    operator.lt: ("__lt__",),
+    operator.le: ("__le__",),
+    operator.gt: ("__gt__",),
+    operator.ge: ("__ge__",),
 }
+# what `left op right` does to a copy of `left` when either side is a dict's keys or items view
+_VIEW_SET_UPDATES = {
+    operator.or_: "update",
+    operator.and_: "intersection_update",
+    operator.sub: "difference_update",
+    operator.xor: "symmetric_difference_update",
+}
+
+
+def view_set_operation(frame: Frame, plain: Any, left: Variable, right: Variable) -> SetVariable:
+    """`left op right` where either side is a dict's keys or items view: CPython's view operators
+    make a set of `left` and update it with `right` (any iterable), whichever side the view is."""
+    result = SetVariable.of(frame, left)
+    result._table_operation(frame, _VIEW_SET_UPDATES[plain], [right])
+    return result
+
+
+def _is_set(var: Variable) -> bool:
+    return isinstance(var, SetVariable) or (var.is_constant() and isinstance(var.as_constant(), (set, frozenset)))
+
+
+def _unsupported_operands(op: Any, a: Variable, b: Variable) -> str:
+    symbol = {operator.or_: "|", operator.and_: "&", operator.sub: "-", operator.xor: "^"}.get(op, op.__name__)
+    symbol = {operator.ior: "|=", operator.iand: "&=", operator.isub: "-=", operator.ixor: "^="}.get(op, symbol)
+    symbol = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}.get(op, symbol)
+    kind = "not supported between instances of" if op in _SET_COMPARISONS else "unsupported operand type(s) for"
+    names = f"'{a.python_type().__name__}' and '{b.python_type().__name__}'"
+    return f"'{symbol}' {kind} {names}" if op in _SET_COMPARISONS else f"{kind} {symbol}: {names}"
+
+
+# set methods `_table_operation` runs on the real tables, by what they give
+_SET_IN_PLACE = frozenset(
+    {
+        "update",
+        "intersection_update",
+        "difference_update",
+        "symmetric_difference_update",
+        "__ior__",
+        "__iand__",
+        "__isub__",
+        "__ixor__",
+    }
+)
+_SET_RESULTS = frozenset(
+    {
+        "union",
+        "intersection",
+        "difference",
+        "symmetric_difference",
+        "copy",
+        *("__or__", "__and__", "__sub__", "__xor__", "__ror__", "__rand__", "__rsub__", "__rxor__"),
+    }
+)
+_SET_PREDICATES = frozenset(
+    {"issubset", "issuperset", "isdisjoint", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
+)
 
 
 def _as_table(frame: Frame, other: Variable) -> tuple[dict[Any, Variable], Any]:

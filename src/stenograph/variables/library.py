@@ -120,12 +120,10 @@ class MathFunctionVariable(LibraryFunctionVariable):
 
 # -- operator -----------------------------------------------------------------------------------
 
+# every operator the BINARY_OP and COMPARE_OP instructions perform, in-place forms included
 _BINARY = [
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
-    operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
-    operator.rshift, operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
-    operator.iadd, operator.isub, operator.imul, operator.itruediv,
-]  # fmt: skip
+    fn for fn in dict.fromkeys([*operators.BINARY_OPS, *operators.COMPARE_OPS.values()]) if fn is not operator.getitem
+]
 
 
 def _binary(fn: Any) -> Handler:
