@@ -1581,3 +1581,42 @@ def test_builtin_methods_called_through_their_class(cnt):
         )
 
     _one_graph(fn, cnt)
+
+
+def test_a_set_input_holding_builtin_functions_is_traced_and_guarded(cnt):
+    """`torch.sin in s` for an input set of strings and torch functions: traced whole, and a
+    changed set recompiles."""
+
+    def fn(x, s):
+        out = x.sin() if torch.sin in s else x.cos()
+        return (out + 1 if "PyTorch" in s else out), len(s | {torch.cos})
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    s = {"Dynamo", "PyTorch", torch.sin}
+    for _ in range(2):
+        helpers.assert_same(compiled(t(2), s), fn(t(2), s))
+    s.remove("PyTorch")
+    helpers.assert_same(compiled(t(2), s), fn(t(2), s))
+    assert cnt.frame_count == 2
+
+
+def test_objects_in_an_input_set_are_read_through_a_guard(cnt):
+    """A set holding a user object: what the trace reads of the object is guarded (the set's
+    members have no source of their own, so such a set is read where it can be guarded)."""
+
+    class Tag:
+        flag = 1
+
+    tag = Tag()
+
+    def fn(x, s):
+        for m in s:
+            if not isinstance(m, str):
+                x = x + m.flag
+        return x
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    s = {"a", tag}
+    helpers.assert_same(compiled(t(2), s), fn(t(2), s))
+    tag.flag = 5
+    helpers.assert_same(compiled(t(2), s), fn(t(2), s))

@@ -42,7 +42,7 @@ ORDER = [
     "namedtuple",
     "known_container",
     "sequence",
-    "literal_set",
+    "set_of_fixed_members",
     "weakref",
     "module_globals",
     "dict",

@@ -51,7 +51,14 @@ from .base import Variable
 from .checkpoint import CheckpointVariable
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
 from .constants import ConstantVariable, GuardedOnUseConstant, constant
-from .containers import DictVariable, ListVariable, SetVariable, SizeVariable, TupleVariable
+from .containers import (
+    DictVariable,
+    ListVariable,
+    SetVariable,
+    SizeVariable,
+    TupleVariable,
+    set_member_by_identity,
+)
 from .environ import EnvironVariable
 from .frame_objects import (
     GlobalsDictVariable,
@@ -378,11 +385,25 @@ def _sequence(w: Wrapping) -> Variable:
     return w.frame.output.register_container(w.value, ListVariable(items, w.source))
 
 
-@_rule(lambda value, source: type(value) is set and all(is_literal(m) for m in value))
-def _literal_set(w: Wrapping) -> Variable:
+@_rule(lambda value, source: type(value) is set and all(is_literal(m) or _builtin_function(m) for m in value))
+def _set_of_fixed_members(w: Wrapping) -> Variable | None:
+    """A set of constants and of modules' builtin functions (`{"a", torch.sin}`), fixed by one
+    guard comparing it with a frozen copy. (Other objects in it would have no source to guard
+    what the trace reads of them by.)"""
+    trackers = {}
+    for member in w.value:
+        if not is_literal(member):
+            try:
+                trackers[member] = wrap(w.frame, member, None)
+            except SourceNeeded:
+                return None
     if w.source is not None:
         w.guards.set_members_match(w.source, w.value)
-    return w.frame.output.register_container(w.value, SetVariable.from_frame(w.value, w.source))
+    return w.frame.output.register_container(w.value, SetVariable.from_frame(w.value, w.source, trackers))
+
+
+def _builtin_function(value: Any) -> bool:
+    return isinstance(value, types.BuiltinFunctionType) and set_member_by_identity(value)
 
 
 @_rule(lambda value, source: type(value) is weakref.ref)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import operator
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -896,8 +897,7 @@ class SetVariable(Variable):
         identity = var.value_object
         if identity is None:
             raise Unsupported(f"set member {var.describe()} (only constants and fixed objects are tracked)")
-        cls = type(identity)
-        if cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__:
+        if not set_member_by_identity(identity):
             raise Unsupported(f"set member {var.describe()}, whose class defines __eq__ or __hash__")
         return _Identity(identity)
 
@@ -937,10 +937,13 @@ class SetVariable(Variable):
         return self.python_class(v.as_constant() for v in self._ordered())
 
     @classmethod
-    def from_frame(cls, value: set, source: Source | None) -> SetVariable:
-        """A real set of constants read from the frame."""
-        result = cls({m: constant(m) for m in value}, source=source, table=value.copy())
-        result.fixed_order = list(value)
+    def from_frame(cls, value: set, source: Source | None, trackers: dict[Any, Variable]) -> SetVariable:
+        """A real set read from the frame: constants, and the objects `trackers` holds the
+        trackers of (members compared by identity)."""
+        keys = [_Identity(m) if m in trackers else m for m in value]
+        members = {k: trackers[m] if m in trackers else constant(m) for k, m in zip(keys, value)}
+        result = cls(members, source=source, table=set(keys))
+        result.fixed_order = keys
         result.layout_known = False
         return result
 
@@ -1185,6 +1188,16 @@ def _as_table(frame: Frame, other: Variable) -> tuple[dict[Any, Variable], Any]:
     for item in items:
         members.setdefault(SetVariable.key_of(item), item)
     return members, [SetVariable.key_of(i) for i in items]
+
+
+def set_member_by_identity(value: Any) -> bool:
+    """Whether a set member's `==` and hash are its identity's: its class keeps object's (a
+    function, a module, a plain object), or it is a module's builtin function (`torch.sin`,
+    equal only to itself; a builtin method bound to an object is equal to a fresh one)."""
+    cls = type(value)
+    if isinstance(value, types.BuiltinFunctionType):
+        return isinstance(value.__self__, (types.ModuleType, type(None)))
+    return cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__
 
 
 class _Identity:
