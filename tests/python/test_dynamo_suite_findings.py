@@ -1620,3 +1620,53 @@ def test_objects_in_an_input_set_are_read_through_a_guard(cnt):
     helpers.assert_same(compiled(t(2), s), fn(t(2), s))
     tag.flag = 5
     helpers.assert_same(compiled(t(2), s), fn(t(2), s))
+
+
+def test_a_dict_subclass_overriding_keys_or_iter_is_guarded_on_its_own_keys(cnt):
+    """The keys guard read the keys through the subclass's `keys` and checked them through its
+    `__iter__`: never equal, so every call compiled again (torch.compile: once)."""
+
+    class KeysDict(dict):
+        def keys(self):
+            return ["bar", "foo"]
+
+    class IterDict(dict):
+        def __iter__(self):
+            return iter(["bar", "foo"])
+
+    def fn(x, d):
+        return x * d["foo"] * d["bar"]
+
+    for cls in (KeysDict, IterDict):
+        cnt.clear()
+        compiled = stenograph.compile(fn, backend=cnt)
+        d = cls(foo=1, bar=2)
+        for _ in range(4):
+            helpers.assert_same(compiled(t(2), d), fn(t(2), d))
+        assert cnt.frame_count == 1
+        d["baz"] = 3  # another key: the guard fails, and the answer is still eager's
+        helpers.assert_same(compiled(t(2), d), fn(t(2), d))
+        assert cnt.frame_count == 2
+
+
+def test_ordered_dict_fromkeys(cnt):
+    def fn(x):
+        made = collections.OrderedDict.fromkeys("ab", 0)
+        made.move_to_end("a")
+        return x + 1, made
+
+    _one_graph(fn, cnt, peer=False)  # torch.compile runs it eagerly
+
+
+def test_generator_type_and_a_bare_raise_with_nothing_to_reraise(cnt):
+    def gen():
+        yield 1
+
+    def fn(x):
+        try:
+            raise  # no active exception: CPython's RuntimeError
+        except RuntimeError as e:
+            message = str(e)
+        return x + 1, isinstance(gen(), types.GeneratorType), type(gen()) is types.GeneratorType, message
+
+    _one_graph(fn, cnt)

@@ -10,6 +10,7 @@ user objects are held by weak reference so an entry never keeps a module or tens
 
 from __future__ import annotations
 
+import collections
 import math
 import types
 import weakref
@@ -362,11 +363,21 @@ class GuardSet:
             self.checks.append(check)
 
     def dict_keys_match(self, source: Source, value: dict) -> None:
+        """The dict's keys, in its own order: read by dict's (or OrderedDict's) `keys`, not by
+        a subclass's `keys` or `__iter__`, which may answer anything (and answered alike on
+        every call, would recompile on every call)."""
         self.type_match(source, value)
-        keys = tuple(value.keys())
+        own_keys = collections.OrderedDict.keys if isinstance(value, collections.OrderedDict) else dict.keys
+        keys = tuple(own_keys(value))
         name = self.bind(keys, "keys")
         text = f"keys of {source.name()} == {keys!r}"
-        self._add(RANK_VALUE, source, f"tuple({{v}}) == {name}", text, kind="keys", detail=keys)
+        cls = type(value)
+        base = collections.OrderedDict if own_keys is collections.OrderedDict.keys else dict
+        if cls.keys is own_keys and cls.__iter__ is base.__iter__:
+            self._add(RANK_VALUE, source, f"tuple({{v}}) == {name}", text, kind="keys", detail=keys)
+        else:
+            reader = self.bind(own_keys, "fn")
+            self._add(RANK_VALUE, source, f"tuple({reader}({{v}})) == {name}", text)
 
     def length_match(self, source: Source, value: Any) -> None:
         self.type_match(source, value)

@@ -41,7 +41,7 @@ from ..variables.containers import (
     iterate,
 )
 from ..variables.contexts import ContextEnterVariable, GradModeContextVariable
-from ..variables.exceptions import HandlerEntryVariable
+from ..variables.exceptions import CallerExceptionVariable, HandlerEntryVariable, raise_new
 from ..variables.functions import NestedFunctionVariable
 from ..variables.generators import GeneratorVariable, Yielded, send_into
 from ..variables.global_contexts import GlobalContextVariable
@@ -1241,12 +1241,12 @@ def _raise_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 @op("RAISE_VARARGS", eager=_raise_eager)
 def _raise(frame: Frame, inst: dis.Instruction) -> None:
     if inst.arg == 0:
-        handling: Frame | None = frame
-        while handling is not None and not handling.handled:
-            handling = handling.parent
-        if handling is None:
-            raise Unsupported("bare raise outside an except block")
-        raise TracedException(handling.handled[-1], reraise=True)
+        handled = frame.handled_exception()
+        if handled.is_constant() and handled.as_constant() is None:  # none, here or in the caller
+            raise raise_new(frame, RuntimeError, "No active exception to reraise")
+        if isinstance(handled, CallerExceptionVariable):
+            raise Unsupported("bare raise of the exception the caller is handling")
+        raise TracedException(handled, reraise=True)
     cause = frame.pop() if inst.arg == 2 else None
     exc = exception_value(frame, frame.pop())
     if cause is not None:  # `raise X from Y`

@@ -30,7 +30,7 @@ from .containers import (
     SequenceVariable,
     SetVariable,
     TupleVariable,
-    dict_key,
+    dict_from_keys,
     iterate,
     sort_items,
     update_items,
@@ -392,10 +392,7 @@ def _sequence(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Var
 def _dict_fromkeys(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`dict.fromkeys(keys[, value])` (bound methods compare equal: any `dict.fromkeys` finds
     this handler); every key shares the one value, as in Python."""
-    if kwargs or not 1 <= len(args) <= 2:
-        raise Unsupported(f"dict.fromkeys() with {len(args)} positional and {len(kwargs)} keyword argument(s)")
-    value = args[1] if len(args) == 2 else constant(None)
-    return DictVariable({dict_key(key, frame): value for key in args[0].unpack(frame)})
+    return dict_from_keys(frame, args, kwargs, dict)
 
 
 @_handler(dict)

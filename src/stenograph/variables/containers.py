@@ -116,6 +116,14 @@ def update_items(frame: Frame, source: Variable) -> dict[Any, Variable]:
     return items
 
 
+def dict_from_keys(frame: Frame, args: list[Variable], kwargs: dict[str, Variable], cls: type) -> DictVariable:
+    """`cls.fromkeys(keys[, value])`: every key shares the one value, as in Python."""
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported(f"fromkeys() with {len(args)} positional and {len(kwargs)} keyword argument(s)")
+    value = args[1] if len(args) == 2 else constant(None)
+    return DictVariable({dict_key(key, frame): value for key in args[0].unpack(frame)}, python_class=cls)
+
+
 def _is_mapping(obj: Variable) -> bool:
     """Whether `dict(obj)` reads `obj` as a mapping (its class has `keys`, as
     `collections.abc.Mapping`'s do) rather than as pairs. Trackers without a known type are

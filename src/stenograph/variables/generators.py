@@ -46,6 +46,9 @@ class GeneratorVariable(IteratorVariable):
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
 
+    def python_type(self) -> type:
+        return types.GeneratorType
+
     @property
     def items(self) -> list[Variable]:  # type: ignore[override]
         raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")

@@ -28,7 +28,7 @@ from . import identity, operators
 from .base import Variable
 from .collection_types import new_counter, new_defaultdict, new_deque
 from .constants import ConstantVariable, IteratorVariable, constant
-from .containers import DictVariable, TupleVariable, iterate
+from .containers import DictVariable, TupleVariable, dict_from_keys, iterate
 from .deep_copy import deep_copy
 from .exceptions import CallerExceptionVariable, TracebackVariable, raise_python_error
 from .functions import (
@@ -504,3 +504,8 @@ def _ordered_dict(frame: Frame, args: list[Variable], kwargs: dict[str, Variable
     result = DictVariable({}, python_class=collections.OrderedDict)
     result.call_method(frame, "update", args, kwargs)
     return result
+
+
+@_handler(collections.OrderedDict.fromkeys)  # bound class methods compare equal: any access finds it
+def _ordered_dict_fromkeys(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    return dict_from_keys(frame, args, kwargs, collections.OrderedDict)
