@@ -1670,3 +1670,59 @@ def test_generator_type_and_a_bare_raise_with_nothing_to_reraise(cnt):
         return x + 1, isinstance(gen(), types.GeneratorType), type(gen()) is types.GeneratorType, message
 
     _one_graph(fn, cnt)
+
+
+def test_in_place_operators_of_user_classes_run_their_in_place_dunder(cnt):
+    """`a += b` runs `a.__iadd__(b)` (which may change `a`, seen through every name for it)
+    before `a + b`; `|`, `&`, `^`, `//`, `%`, `**`, `<<`, `>>` reach user dunders too."""
+
+    class Acc:
+        def __init__(self):
+            self.total = 0
+
+        def __iadd__(self, other):
+            self.total += other
+            return self
+
+        def __add__(self, other):
+            made = Acc()
+            made.total = self.total + other + 100
+            return made
+
+        def __or__(self, other):
+            return self.total | other
+
+        def __rshift__(self, other):
+            return self.total >> other
+
+    def fn(x):
+        acc = Acc()
+        alias = acc
+        alias += 5
+        return x + acc.total, acc is alias, (acc + 1).total, acc | 2, acc >> 1
+
+    _one_graph(fn, cnt)
+
+
+def test_torch_ordered_set_is_traced_as_a_python_class(cnt):
+    """`torch.utils._ordered_set.OrderedSet` (torch's own, used by Inductor) is plain Python over
+    a dict: traced as a user's class, its operators through `collections.abc.Set`'s."""
+    from torch.utils._ordered_set import OrderedSet
+
+    def fn(x, given):
+        s = OrderedSet("cab")
+        s.add("q")
+        s.discard("a")
+        s |= ["r"]
+        return (
+            x + len(s),
+            list(s),
+            list(OrderedSet("cab") | OrderedSet("zb")),
+            list(OrderedSet("abc") - given),
+            "b" in given,
+            OrderedSet("ab") == {"a", "b"},
+        )
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    given = OrderedSet("b")
+    helpers.assert_same(compiled(t(2), given), fn(t(2), given))

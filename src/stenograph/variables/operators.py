@@ -129,7 +129,15 @@ _DUNDERS = {
     operator.sub: ("__sub__", "__rsub__"),
     operator.mul: ("__mul__", "__rmul__"),
     operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__"),
+    operator.mod: ("__mod__", "__rmod__"),
+    operator.pow: ("__pow__", "__rpow__"),
     operator.matmul: ("__matmul__", "__rmatmul__"),
+    operator.and_: ("__and__", "__rand__"),
+    operator.or_: ("__or__", "__ror__"),
+    operator.xor: ("__xor__", "__rxor__"),
+    operator.lshift: ("__lshift__", "__rlshift__"),
+    operator.rshift: ("__rshift__", "__rrshift__"),
     operator.eq: ("__eq__", "__eq__"),
     operator.ne: ("__ne__", "__ne__"),
     operator.lt: ("__lt__", "__gt__"),
@@ -141,9 +149,16 @@ _DUNDERS = {
 
 def _user_dunder(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable | None:
     """`a op b` through a dunder method written in Python on a user class (None if there is none)."""
-    names = _DUNDERS.get(_INPLACE_TO_PLAIN.get(op, op))
+    plain = _INPLACE_TO_PLAIN.get(op, op)
+    names = _DUNDERS.get(plain)
     if names is None:
         return None
+    if op is not plain:  # `a += b`: `a.__iadd__(b)` first (it may change `a`), then `a + b`
+        fn = python_dunder(frame, a, "__i" + names[0][2:])
+        if fn is not None:
+            result = frame.inline_call(fn, [a, b], {}, closure=None)
+            if not (result.is_constant() and result.as_constant() is NotImplemented):
+                return result
     for obj, other, name in ((a, b, names[0]), (b, a, names[1])):
         fn = python_dunder(frame, obj, name)
         if fn is not None:

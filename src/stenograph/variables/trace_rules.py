@@ -298,12 +298,17 @@ def is_builtin_class(klass: type) -> bool:
     return getattr(klass, "__module__", None) == "builtins" and not klass.__flags__ & _HEAP_TYPE
 
 
+# torch modules of plain Python classes whose instances programs make and use as they would
+# their own (pytree specs, `OrderedSet`): traced as a user's classes are
+_TRACED_TORCH_CLASS_MODULES = frozenset({"torch.utils._pytree", "torch.utils._ordered_set"})
+
+
 def is_user_class(value: type) -> bool:
     """Classes whose instances may be created while tracing (not builtins, not torch's)."""
     module = getattr(value, "__module__", "") or ""
     if issubclass(value, BaseException):
         return True  # exceptions are raised and caught inside traced code
-    if module == "torch.utils._pytree":
+    if module in _TRACED_TORCH_CLASS_MODULES:
         return True
     return not is_builtin_class(value) and not (module == "torch" or module.startswith("torch."))
 
