@@ -1726,3 +1726,14 @@ def test_torch_ordered_set_is_traced_as_a_python_class(cnt):
     compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
     given = OrderedSet("b")
     helpers.assert_same(compiled(t(2), given), fn(t(2), given))
+
+
+def test_iterating_a_constant_that_is_not_iterable_raises_cpythons_type_error(cnt):
+    def fn(x):
+        try:
+            {1, 2}.union(1)
+        except TypeError as e:
+            message = str(e)
+        return x + 1, message
+
+    _one_graph(fn, cnt)

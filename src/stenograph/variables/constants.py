@@ -58,8 +58,8 @@ class ConstantVariable(Variable):
     def unpack(self, frame: Frame) -> list[Variable]:
         try:
             items = list(self.value)
-        except TypeError:
-            raise Unsupported(f"iteration over {self.describe()}") from None
+        except TypeError as e:  # not iterable: CPython's error, in the program
+            raise_python_error(frame, e)
         return [constant(item) for item in items]
 
     def length(self, frame: Frame) -> int:
