@@ -1737,3 +1737,28 @@ def test_iterating_a_constant_that_is_not_iterable_raises_cpythons_type_error(cn
         return x + 1, message
 
     _one_graph(fn, cnt)
+
+
+def test_in_place_set_operators_change_the_set_and_frozensets_make_new_ones(cnt):
+    """`s |= t` on a set passed in changes the caller's set; `fs |= t` on a frozenset binds a
+    new frozenset, leaving other names for the old one as they were; the messages of operators
+    given a non-set are CPython's."""
+
+    def fn(x, s):
+        s |= {9}
+        s -= {1}
+        fs = frozenset({1})
+        alias = fs
+        fs |= {2}
+        errors = []
+        for bad in (lambda: {1} - 1, lambda: {1} < 1, lambda: {1} ^ [1]):
+            try:
+                bad()
+            except TypeError as e:
+                errors.append(str(e))
+        return x + len(s), sorted(alias), sorted(fs), errors
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    mine, theirs = {1, 2}, {1, 2}
+    helpers.assert_same(compiled(t(2), mine), fn(t(2), theirs))
+    assert mine == theirs == {2, 9}

@@ -13,8 +13,8 @@ process finds them by that digest in a few tens of milliseconds and gives them t
 that keep them: `torch_key.set` (torch's prefetchable cache) and, for Triton's, whose cache has
 no setter, a function returning the remembered value in place of `triton.runtime.cache.triton_key`
 and Inductor's alias of it, the two names its callers look up when they call. A value that is
-missing, unreadable or of the wrong form is computed as before; a value is only ever used under the digest of the
-installation it was computed on.
+missing, unreadable or of the wrong form is computed as before; a value is only ever used under
+the digest of the installation it was computed on.
 """
 
 from __future__ import annotations
@@ -81,9 +81,7 @@ def _read(path: str) -> dict[str, Any] | None:
             values = json.load(file)
     except (OSError, ValueError):
         return None
-    if not (isinstance(values, dict) and isinstance(values.get("triton_key"), str)):
-        return None
-    if not isinstance(values.get("torch_key"), str):
+    if not (isinstance(values, dict) and all(isinstance(values.get(k), str) for k in ("triton_key", "torch_key"))):
         return None
     return values
 

@@ -1002,9 +1002,9 @@ class SetVariable(Variable):
             if plain in (operator.eq, operator.ne):
                 return None
             raise raise_new(frame, TypeError, _unsupported_operands(op, self, other))
-        if op is not plain:  # |=, &=, -=, ^=: update in place
-            return self._table_operation(frame, names[1], [other])
-        return self._table_operation(frame, names[0], [other])
+        if op is not plain and self.python_class is set:  # |=, &=, -=, ^=: a set changes in place
+            return self.call_method(frame, names[1], [other], {})
+        return self.call_method(frame, names[0], [other], {})  # a frozenset's `|=` makes a new one
 
     def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
         # removals, then additions in program order: the set keeps its own table, so code
@@ -1143,13 +1143,19 @@ def _is_set(var: Variable) -> bool:
     return isinstance(var, SetVariable) or (var.is_constant() and isinstance(var.as_constant(), (set, frozenset)))
 
 
+_SYMBOLS = {
+    **{operator.or_: "|", operator.and_: "&", operator.sub: "-", operator.xor: "^"},
+    **{operator.ior: "|=", operator.iand: "&=", operator.isub: "-=", operator.ixor: "^="},
+    **{operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="},
+}
+
+
 def _unsupported_operands(op: Any, a: Variable, b: Variable) -> str:
-    symbol = {operator.or_: "|", operator.and_: "&", operator.sub: "-", operator.xor: "^"}.get(op, op.__name__)
-    symbol = {operator.ior: "|=", operator.iand: "&=", operator.isub: "-=", operator.ixor: "^="}.get(op, symbol)
-    symbol = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}.get(op, symbol)
-    kind = "not supported between instances of" if op in _SET_COMPARISONS else "unsupported operand type(s) for"
+    """CPython's TypeError message for `a op b` where neither side takes the other."""
     names = f"'{a.python_type().__name__}' and '{b.python_type().__name__}'"
-    return f"'{symbol}' {kind} {names}" if op in _SET_COMPARISONS else f"{kind} {symbol}: {names}"
+    if op in _SET_COMPARISONS:
+        return f"'{_SYMBOLS[op]}' not supported between instances of {names}"
+    return f"unsupported operand type(s) for {_SYMBOLS[op]}: {names}"
 
 
 # set methods `_table_operation` runs on the real tables, by what they give
