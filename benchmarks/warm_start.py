@@ -200,8 +200,9 @@ def measure(opts: argparse.Namespace, model: str, backend: str, mode: str) -> di
         }
         for c in COMPILERS
     }
+    chosen = [c for c in COMPILERS if c in opts.compilers.split(",")]
     for repeat in range(opts.repeats):
-        order = COMPILERS if repeat % 2 == 0 else COMPILERS[::-1]
+        order = chosen if repeat % 2 == 0 else chosen[::-1]
         for compiler in order:
             with tempfile.TemporaryDirectory(prefix="warm-start-") as folder:
                 for phase in ("cold", *["warm"] * opts.warm_runs):
@@ -210,6 +211,7 @@ def measure(opts: argparse.Namespace, model: str, backend: str, mode: str) -> di
                         runs[compiler]["errors"].append(f"{phase}: {result['error']}")
                         break
                     runs[compiler][phase].append(result["first_s"])
+                    print(f"    {model} {mode} {compiler} {phase}: {result['first_s']:.2f} s", flush=True)
                     runs[compiler][f"{phase}_overhead"].append(result["first_s"] - result["steady_s"])
                     runs[compiler][f"{phase}_decorate"].append(result["decorate_s"])
                     runs[compiler]["equal"].append(result["equal"])
@@ -250,6 +252,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=0, help="torch threads per child (0: torch's default)")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per child process")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument(
+        "--compilers", default=",".join(COMPILERS), help="which to measure (one alone fits a slow mode in less time)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--compiler", choices=COMPILERS, help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)

@@ -1762,3 +1762,157 @@ def test_in_place_set_operators_change_the_set_and_frozensets_make_new_ones(cnt)
     mine, theirs = {1, 2}, {1, 2}
     helpers.assert_same(compiled(t(2), mine), fn(t(2), theirs))
     assert mine == theirs == {2, 9}
+
+
+class _MemberSet(set):
+    pass
+
+
+class _FrozenMembers(frozenset):
+    pass
+
+
+class _PlusOneSet(set):
+    def __init__(self, items=()):
+        super().__init__(items)
+        self.tag = "made"
+
+    def add(self, item):
+        return super().add(item + 1)
+
+    def __contains__(self, item):
+        return True
+
+
+def test_set_and_frozenset_subclass_instances_made_while_tracing(cnt):
+    """Instances of set and frozenset subclasses made in the frame: set's C methods and operators
+    act on their members (operators give a plain set or frozenset, as CPython's do), an in-place
+    operator keeps the object, the class's Python methods run, and returned objects are rebuilt
+    as instances of their class with their members and attributes."""
+
+    def fn(x):
+        s = _MemberSet([1, 2, 3])
+        s.add(4)
+        s.discard(1)
+        union = s | {9}
+        before = s
+        s |= _MemberSet([7])
+        fs = _FrozenMembers([1, 2])
+        plus = _PlusOneSet([1])
+        plus.add(5)
+        seen = [m for m in _MemberSet([3])]
+        return (
+            x + len(s),
+            (type(union).__name__, sorted(union), s is before, type(s).__name__, sorted(s)),
+            (type(fs | {3}).__name__, sorted(fs & {2}), type(fs.copy()).__name__, fs.copy() is fs),
+            (2 in s, 99 in plus, sorted(plus), plus.tag, seen),
+            (_MemberSet.__eq__(s, set(s)), set.__sub__(s, {2}) == {3, 4, 7}, s.issuperset([3])),
+            (s, fs, plus),
+        )
+
+    _one_graph(fn, cnt, peer=False)  # torch.compile 2.13 runs some of these eagerly
+    s, fs, plus = stenograph.compile(fn, backend="eager", fullgraph=True)(t(2))[-1]
+    assert type(s) is _MemberSet and s == {2, 3, 4, 7}
+    assert type(fs) is _FrozenMembers and fs == {1, 2}
+    assert type(plus) is _PlusOneSet and set(plus) == {1, 6} and plus.tag == "made"
+
+
+def test_a_builtin_method_a_class_replaces_later_recompiles(cnt):
+    """`s.add` of a set subclass (and `d.get` of a dict subclass) that inherits the C method is
+    guarded: a class assigning its own afterwards is seen (it was a silent stale result)."""
+
+    class Members(set):
+        pass
+
+    class Entries(dict):
+        pass
+
+    def fn(x):
+        s = Members()
+        s.add(1)
+        d = Entries()
+        d["a"] = 1
+        return x + 1, sorted(s), d.get("a")
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    helpers.assert_same(compiled(t(2)), fn(t(2)))
+    Members.add = lambda self, v: set.add(self, v * 10)
+    Entries.get = lambda self, k: 99
+    helpers.assert_same(compiled(t(2)), fn(t(2)))
+    assert compiled(t(2))[1:] == ([10], 99)
+    assert cnt.frame_count == 2
+
+
+def test_unhashable_members_and_keys_raise_cpythons_type_error(cnt):
+    """An unhashable set member or dict key raises CPython's TypeError in the traced program
+    (it was a graph break); a set looked up in a set is looked up as a frozenset, as CPython
+    retries it."""
+
+    def fn(x):
+        errors = []
+        for bad in (lambda: {1}.add([]), lambda: _MemberSet("ab").remove([]), lambda: {[1]: 2}, lambda: {1} | [[]]):
+            try:
+                bad()
+            except TypeError as e:
+                errors.append(str(e))
+        s = {frozenset("ab"), 1}
+        found = set("ab") in s
+        s.remove(set("ab"))
+        return x + 1, errors, found, sorted(s)
+
+    _one_graph(fn, cnt, peer=False)  # torch.compile 2.13 breaks the graph on the first
+
+
+def test_wrong_arguments_raise_cpythons_type_error_at_the_call(cnt):
+    """A traced Python function, or a set or dict method, given arguments that do not fit its
+    parameters raises CPython's TypeError (same message) where it is called, for the program to
+    catch (`d.get(k, default=v)` returned None; `d.pop()` was an internal IndexError)."""
+
+    class Box:
+        def put(self, item, /, where=0, *, label, **extra):
+            return item
+
+    def fn(x):
+        errors = []
+        for bad in (
+            lambda: Box().put(),
+            lambda: Box().put(1, 2, 3, label=1),
+            lambda: Box().put(1),
+            lambda: {1}.add(),
+            lambda: frozenset().copy(1),
+            lambda: {}.clear(1),
+            lambda: {}.pop(),
+            lambda: {1: 2}.get(1, default=3),
+            lambda: collections.OrderedDict(a=1).popitem(1, 2),
+        ):
+            try:
+                bad()
+            except TypeError as e:
+                errors.append(str(e))
+        return x + 1, errors
+
+    _one_graph(fn, cnt, peer=False)
+
+
+class _Entries(dict):
+    pass
+
+
+def test_or_of_dict_subclass_instances_and_frozenset_subclass_members(cnt):
+    """`d1 | d2` of dict subclass instances keeping dict's `|` gives a plain dict and `d1 |= m`
+    updates `d1`; a frozenset subclass instance is a set member equal to a frozenset of the same
+    members, as CPython hashes it."""
+
+    def fn(x):
+        d1, d2 = _Entries(a=1), _Entries(b=2)
+        merged = d1 | d2
+        before = d1
+        d1 |= {"c": 3}
+        members = {_FrozenMembers([1, 2]), 3}
+        return (
+            x + 1,
+            (type(merged).__name__, merged, d1 is before, type(d1).__name__, d1),
+            (frozenset([1, 2]) in members, _FrozenMembers([3]) in {frozenset([3])}),
+        )
+
+    _one_graph(fn, cnt, peer=False)

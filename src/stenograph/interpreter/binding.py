@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
+from typing import Any
 
 from ..errors import Unsupported
 from ..variables.base import Variable
@@ -66,3 +67,37 @@ def bind_arguments(
     if varkw is not None:
         bound[varkw] = DictVariable(extra_kwargs)
     return bound
+
+
+def binding_error(
+    code: types.CodeType, n_defaults: int, kwdefault_names: list[str], n_args: int, kw_names: list[str]
+) -> TypeError | None:
+    """The TypeError CPython raises calling a function of `code` with `n_args` positional and
+    `kw_names` keyword arguments (None if that call binds): a stub with the same parameters and
+    names, and an empty body, called with `None`s."""
+    names = code.co_varnames
+    n_pos, n_kwonly, posonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
+    first_default = n_pos - n_defaults
+    params = [f"{n}=None" if i >= first_default else n for i, n in enumerate(names[:n_pos])]
+    if posonly:
+        params.insert(posonly, "/")
+    index = n_pos + n_kwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        params.append("*" + names[index])
+        index += 1
+    elif n_kwonly:
+        params.append("*")
+    params += [f"{n}=None" if n in kwdefault_names else n for n in names[n_pos : n_pos + n_kwonly]]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        params.append("**" + names[index])
+    if not all(n.isidentifier() for n in names[: index + 1]):
+        return None  # a comprehension's `.0`
+    namespace: dict[str, Any] = {}
+    exec(compile(f"def stub({', '.join(params)}): pass", "<stenograph binding>", "exec"), namespace)
+    stub = namespace["stub"]
+    stub.__name__, stub.__qualname__ = code.co_name, code.co_qualname  # what the message names
+    try:
+        stub(*[None] * n_args, **dict.fromkeys(kw_names))
+    except TypeError as e:
+        return e
+    return None

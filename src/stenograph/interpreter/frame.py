@@ -23,10 +23,10 @@ from ..variables.builder import instantiate, wrap, wrap_trusted_member
 from ..variables.cells import Cell, LazyValue
 from ..variables.compile_regions import call_region, is_region
 from ..variables.constants import constant
-from ..variables.exceptions import CallerExceptionVariable, caller_exception
+from ..variables.exceptions import CallerExceptionVariable, caller_exception, raise_python_error
 from ..variables.generators import GeneratorVariable, needs_close
 from ..variables.trace_rules import is_trusted_module
-from .binding import bind_arguments
+from .binding import bind_arguments, binding_error
 from .exceptions import TracedException, uncaught, unwind_to_handler
 from .opcodes import handlers_for_running_python
 
@@ -307,7 +307,13 @@ class Frame:
             )
         if defaults is None:
             defaults = self._wrap_defaults(fn, fn_source)
-        bound = bind_arguments(code, args, kwargs, defaults[0], defaults[1], code.co_qualname)
+        try:
+            bound = bind_arguments(code, args, kwargs, defaults[0], defaults[1], code.co_qualname)
+        except Unsupported:  # the arguments do not fit: CPython's TypeError, raised at the call
+            error = binding_error(code, len(defaults[0]), list(defaults[1]), len(args), list(kwargs))
+            if error is None:
+                raise
+            raise_python_error(self, error)
         cells: dict[str, Cell] = {}
         for name in code.co_cellvars:
             cells[name] = Cell(bound.pop(name, None))

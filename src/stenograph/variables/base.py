@@ -160,6 +160,12 @@ class Variable:
     def binary_op(self, frame: Frame, op: Any, plain: Any, other: Variable) -> Variable | None:
         return None
 
+    def set_contents(self) -> Variable | None:
+        """The set tracker holding the members of an instance of a set or frozenset subclass made
+        while tracing: CPython's set operations read such an object's table directly, whatever
+        Python methods its class adds. None for other objects."""
+        return None
+
     def unary_op(self, frame: Frame, op: Any) -> Variable | None:
         return None
 

@@ -119,6 +119,10 @@ def update_items(frame: Frame, source: Variable) -> dict[Any, Variable]:
 def dict_from_keys(frame: Frame, args: list[Variable], kwargs: dict[str, Variable], cls: type) -> DictVariable:
     """`cls.fromkeys(keys[, value])`: every key shares the one value, as in Python."""
     if kwargs or not 1 <= len(args) <= 2:
+        try:  # CPython's TypeError for the count: the real fromkeys given as many `None`s
+            cls.fromkeys(*[None] * len(args), **dict.fromkeys(kwargs))
+        except TypeError as e:
+            raise_python_error(frame, e)
         raise Unsupported(f"fromkeys() with {len(args)} positional and {len(kwargs)} keyword argument(s)")
     value = args[1] if len(args) == 2 else constant(None)
     return DictVariable({dict_key(key, frame): value for key in args[0].unpack(frame)}, python_class=cls)
@@ -354,15 +358,17 @@ class ListVariable(SequenceVariable):
 def dict_key(var: Variable, frame: Frame | None = None) -> Any:
     """A dict key or set member as the constant it is, or, for an object compared by identity (a
     tensor, an object whose class keeps object's `__eq__` and `__hash__`), the fixed object it
-    stands for or a `TrackedKey` (a tensor the graph computes, an object made while tracing). An
-    unhashable key is left to Python (the instruction runs eagerly and raises its TypeError).
-    `frame` installs the identity guard a fixed object from the frame relies on. A symbolic
-    int is specialised to its value (guarded), as an index is."""
+    stands for or a `TrackedKey` (a tensor the graph computes, an object made while tracing).
+    `frame` installs the identity guard a fixed object from the frame relies on, and raises an
+    unhashable constant's TypeError in the program (without one, that is a graph break). A
+    symbolic int is specialised to its value (guarded), as an index is."""
     if var.is_constant() or isinstance(var, SymNodeVariable):
         value = var.as_constant()
         try:
             hash(value)
         except TypeError as e:
+            if frame is not None:
+                raise_python_error(frame, e)
             raise Unsupported(f"unhashable key {var.describe()}: {e}") from None
         return value
     identity = identity_of(var)
@@ -543,6 +549,14 @@ class DictVariable(Variable):
         del self.items[k]
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        given = len(args) + len(kwargs)
+        low, high = _DICT_ARITY.get(name, (given, given))
+        ordered = issubclass(self.python_class, collections.OrderedDict)
+        if name == "popitem" and ordered:
+            high = 1  # OrderedDict.popitem(last=True)
+        keywords_taken = name == "move_to_end" or (name == "popitem" and ordered)
+        if not low <= given <= high or (kwargs and name in _DICT_ARITY and not keywords_taken):
+            _raise_arity_error(frame, self.python_class, name, args, kwargs)
         if name in ("items", "keys", "values") and not args:
             return DictViewVariable(self, name)
         if name in ("get", "__getitem__") and args:
@@ -899,9 +913,16 @@ class SetVariable(Variable):
         self.layout_known = True
 
     @staticmethod
-    def key_of(var: Variable) -> Any:
+    def key_of(var: Variable, frame: Frame | None = None) -> Any:
+        """The member key of `var`; with `frame`, an unhashable constant raises the program's
+        TypeError."""
         if var.is_constant():
-            return dict_key(var)
+            return dict_key(var, frame)
+        contents = var.set_contents()
+        if contents is not None and contents.python_class is frozenset and contents.is_constant():
+            cls = var.python_type()  # a frozenset subclass's instance hashing as its members do
+            if cls.__hash__ is frozenset.__hash__ and cls.__eq__ is frozenset.__eq__:
+                return contents.as_constant()
         identity = var.value_object
         if identity is None:
             raise Unsupported(f"set member {var.describe()} (only constants and fixed objects are tracked)")
@@ -914,12 +935,13 @@ class SetVariable(Variable):
         """`{a, b}` or `set(iterable)`: members added one by one, in order."""
         result = cls({}, python_class)
         for item in items:
-            result._add(item)
+            result._add(item, frame)
         return result
 
     @classmethod
     def of(cls, frame: Frame, value: Variable, python_class: type = set) -> SetVariable:
         """`set(value)`: a set or dict argument is merged as a whole, as CPython does."""
+        value = value.set_contents() or value
         if isinstance(value, (SetVariable, DictVariable)):
             members, table = _as_table(frame, value)
             result = cls(dict(members), python_class, table=set(table))
@@ -927,8 +949,8 @@ class SetVariable(Variable):
             return result
         return cls.from_items(frame, value.unpack(frame), python_class)
 
-    def _add(self, item: Variable) -> None:
-        key = self.key_of(item)
+    def _add(self, item: Variable, frame: Frame | None = None) -> None:
+        key = self.key_of(item, frame)
         self.members.setdefault(key, item)
         self.table.add(key)
 
@@ -979,7 +1001,15 @@ class SetVariable(Variable):
         return bool(self.members)
 
     def contains(self, frame: Frame, item: Variable) -> bool | None:
-        return self.key_of(item) in self.members
+        return self._lookup_key(frame, item) in self.members
+
+    def _lookup_key(self, frame: Frame, item: Variable) -> Any:
+        """The key `in`, `remove` and `discard` look up: a set is looked up as the frozenset of
+        its members, as CPython retries an unhashable set."""
+        contents = item.set_contents() or item
+        if isinstance(contents, SetVariable) and contents.python_class is set and contents.is_constant():
+            return frozenset(contents.as_constant())
+        return self.key_of(item, frame)
 
     def made_while_tracing(self) -> bool:
         return self.source is None
@@ -1024,6 +1054,8 @@ class SetVariable(Variable):
             raise Unsupported(f"{name} on a frozenset")
         if kwargs:
             raise Unsupported(f"set.{name} with keyword arguments")
+        if _SET_ARITY.get(name, len(args)) != len(args):
+            _raise_arity_error(frame, self.python_class, name, args)
         if name == "pop" and not args and (self.fixed_order is not None or not self.layout_known):
             # CPython's pop starts where the last one stopped: unknown for a set of the frame
             raise Unsupported(f"pop of {self.describe()} read from the frame", hint="pop from a copy: set(s).pop()")
@@ -1032,9 +1064,9 @@ class SetVariable(Variable):
         if mutating:
             self.fixed_order = None
         if name == "add" and len(args) == 1:
-            self._add(args[0])
+            self._add(args[0], frame)
         elif name in ("discard", "remove") and len(args) == 1:
-            key = self.key_of(args[0])
+            key = self._lookup_key(frame, args[0])
             if key not in self.members and name == "remove":
                 raise raise_new(frame, KeyError, key)
             self.members.pop(key, None)
@@ -1089,9 +1121,10 @@ class SetVariable(Variable):
         made.layout_known = self.layout_known and all(o.layout_known for o in args if isinstance(o, SetVariable))
         return made
 
-    def reconstruct(self, rebuild: Any) -> str:
-        """A new set of the members added in iteration order; refused when that set would iterate
-        in another order than this one (its table had collisions resolved otherwise)."""
+    def rebuilt_members(self, rebuild: Any) -> str:
+        """The members as `a, b, ` in iteration order, for code adding them to a new set in that
+        order; refused when that set would iterate in another order than this one (its table
+        had collisions resolved otherwise)."""
         order = self._order()
         rebuilt: set = set()
         for key in order:
@@ -1101,10 +1134,39 @@ class SetVariable(Variable):
                 f"{self.describe()} would iterate in another order once rebuilt outside the graph",
                 hint="the frame runs eagerly; sort the members where order matters",
             )
-        items = "".join(rebuild.expr(v) + ", " for v in self._ordered())
+        return "".join(rebuild.expr(v) + ", " for v in self._ordered())
+
+    def reconstruct(self, rebuild: Any) -> str:
+        items = self.rebuilt_members(rebuild)
         if self.python_class is set:
             return f"{{{items}}}" if items else "set()"
         return f"{rebuild.writer.bind(self.python_class, 'cls')}(({items}))"
+
+
+def _raise_arity_error(
+    frame: Frame, cls: type, name: str, args: list[Variable], kwargs: dict[str, Variable] | None = None
+) -> NoReturn:
+    """Raise, in the program, CPython's TypeError for `cls.name` given the wrong number of
+    arguments (`s.add()`, `d.clear(1)`): the real method called with as many `None`s."""
+    method = getattr(cls, name, None)
+    if method is None:
+        raise Unsupported(f"method {name!r} of {cls.__name__}")
+    try:
+        method(cls(), *[None] * len(args), **dict.fromkeys(kwargs or ()))
+    except TypeError as e:
+        raise_python_error(frame, e)
+    raise AssertionError(f"{cls.__name__}.{name} accepted {len(args)} arguments")
+
+
+# how many arguments (fewest, most) the dict methods taking a fixed number of them take
+_DICT_ARITY = {
+    **dict.fromkeys(("clear", "copy", "keys", "values", "items", "popitem", "__len__"), (0, 0)),
+    **dict.fromkeys(("get", "pop", "setdefault", "move_to_end"), (1, 2)),
+    **dict.fromkeys(("__getitem__", "__delitem__", "__contains__"), (1, 1)),
+    "__setitem__": (2, 2),
+}
+# how many arguments the set methods taking a fixed number of them take
+_SET_ARITY = {"add": 1, "discard": 1, "remove": 1, "pop": 0, "clear": 0, "copy": 0, "__contains__": 1, "__len__": 0}
 
 
 # `a op b` on sets: (method for the new set, method for the in-place form)
@@ -1140,6 +1202,7 @@ def view_set_operation(frame: Frame, plain: Any, left: Variable, right: Variable
 
 
 def _is_set(var: Variable) -> bool:
+    var = var.set_contents() or var
     return isinstance(var, SetVariable) or (var.is_constant() and isinstance(var.as_constant(), (set, frozenset)))
 
 
@@ -1189,6 +1252,7 @@ _SET_PREDICATES = frozenset(
 def _as_table(frame: Frame, other: Variable) -> tuple[dict[Any, Variable], Any]:
     """(key -> tracker, what a real set operation takes for it): a set's own table, a dict's keys
     as a dict (merged as a whole), or any other iterable's keys as a list (added one by one)."""
+    other = other.set_contents() or other
     if isinstance(other, SetVariable):
         return other.members, other.table
     if other.is_constant() and isinstance(other.as_constant(), (set, frozenset)):
@@ -1198,10 +1262,11 @@ def _as_table(frame: Frame, other: Variable) -> tuple[dict[Any, Variable], Any]:
         keys = other.key_trackers()
         return {SetVariable.key_of(k): k for k in keys}, dict.fromkeys(SetVariable.key_of(k) for k in keys)
     items = other.unpack(frame)
+    keys = [SetVariable.key_of(item, frame) for item in items]
     members: dict[Any, Variable] = {}
-    for item in items:
-        members.setdefault(SetVariable.key_of(item), item)
-    return members, [SetVariable.key_of(i) for i in items]
+    for key, item in zip(keys, items):
+        members.setdefault(key, item)
+    return members, keys
 
 
 def set_member_by_identity(value: Any) -> bool:

@@ -30,12 +30,16 @@ if TYPE_CHECKING:
 _PROPERTY_FUNCTION = {"__get__": "fget", "__set__": "fset", "__delete__": "fdel"}
 
 
+# a builtin base's methods, which a class reaching them can replace (`MySet.add = ...`)
+_C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)
+
+
 def class_attr_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
     """Guard that `cls.name`, as Python resolves it on the class, is still `attr`; the source
     to wrap the value it gives with (a method's function, a property's getter, a plain value).
 
-    Functions, properties and the functions inside static and class methods are guarded by
-    identity (replacing a method recompiles); plain values get the value guards `wrap` gives
+    Functions, properties, builtin bases' C methods and the functions inside static and class
+    methods are guarded by identity (replacing a method recompiles); plain values get the value guards `wrap` gives
     them. The source is rooted at the class itself, so the check runs once per class.
     """
     source = AttrSource(ClassSource(cls), name)
@@ -45,7 +49,7 @@ def class_attr_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
         guards.id_match(source, attr.__func__)
     elif isinstance(attr, staticmethod):
         guards.id_match(source, attr.__func__)
-    elif isinstance(attr, (types.FunctionType, property)):
+    elif isinstance(attr, (types.FunctionType, property, *_C_METHODS)):
         guards.id_match(source, attr)
     return source
 

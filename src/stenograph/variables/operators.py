@@ -92,13 +92,22 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     user = _user_dunder(frame, op, a, b)
     if user is not None:
         return user
+    for side, contents in ((0, a.set_contents()), (1, b.set_contents())):
+        if contents is not None:  # a set subclass's object keeping set's operators: its members'
+            result = binary(frame, op, contents, b) if side == 0 else binary(frame, op, a, contents)
+            return a if side == 0 and result is contents else result  # `s |= t` keeps `s`
+    if plain is operator.or_:  # dict subclasses keeping dict's `|`: a new plain dict, or `a` updated
+        contents = _dict_contents(frame, a, "__or__"), _dict_contents(frame, b, "__ror__")
+        if contents[0] is not None and contents[1] is not None and contents != (a, b):
+            result = binary(frame, op, *contents)
+            return a if result is contents[0] and contents[0] is not a else result
     if a.is_constant() and b.is_constant():
         try:
             return constant(op(a.as_constant(), b.as_constant()))
         except Exception as e:
             raise_python_error(frame, e)
     if op in (operator.eq, operator.ne):
-        contents = _dict_contents(frame, a), _dict_contents(frame, b)
+        contents = _dict_contents(frame, a, "__eq__"), _dict_contents(frame, b, "__eq__")
         if contents[0] is not None and contents[1] is not None:  # dict subclasses keeping dict's `==`
             return binary(frame, op, *contents)
         # identity-based equality of non-constant objects (modules, functions, user objects)
@@ -110,14 +119,14 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
 
 
-def _dict_contents(frame: Frame, var: Variable) -> Variable | None:
-    """The contents of a dict or of an instance of a dict subclass that keeps dict's `==`."""
+def _dict_contents(frame: Frame, var: Variable, dunder: str) -> Variable | None:
+    """The contents of a dict, or of an instance of a dict subclass that keeps dict's `dunder`."""
     if isinstance(var, DictVariable):
         return var
     if not isinstance(var, ObjectVariable) or var.protocol_class() is None:
         return None
     cls = var.python_type()
-    if not issubclass(cls, dict) or cls.__eq__ is not dict.__eq__:
+    if not issubclass(cls, dict) or getattr(cls, dunder) is not getattr(dict, dunder):
         return None
     if isinstance(var, NewObjectVariable):
         return var.items

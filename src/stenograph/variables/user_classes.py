@@ -1,7 +1,7 @@
 """User classes, and instances of them created while tracing.
 
 An object made in the traced frame has no source: nothing outside can see it until the frame
-returns or breaks, so its attributes live in the tracker (`attrs`, plus `items` for dict
+returns or breaks, so its attributes live in the tracker (`attrs`, plus `items` for dict and set
 subclasses) and writes are applied there. `__init__`, methods, properties, `__setattr__` and
 other dunders written in Python are inlined. When the object escapes (returned, stored into an
 outside container, live at a graph break) the generated code rebuilds it once, as a real
@@ -28,7 +28,7 @@ from .autograd_function import FunctionApplyVariable
 from .base import Variable
 from .class_lookup import MISSING, class_attribute, class_lookup
 from .constants import ConstantVariable, IteratorVariable, constant
-from .containers import DictContentsVariable, DictVariable, TupleVariable, iterate
+from .containers import DictContentsVariable, DictVariable, SetVariable, TupleVariable, iterate
 from .descriptors import (
     class_attr_source,
     class_dunder,
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 # builtin bases whose instances stenograph can model: their C methods are emulated below
-_MODELLED_BASES = (object, dict, collections.OrderedDict, BaseException)
+_MODELLED_BASES = (object, dict, collections.OrderedDict, set, frozenset, BaseException)
 
 
 def _is_builtin_class(klass: type) -> bool:
@@ -87,9 +87,10 @@ def bind_class_attr(
     properties run, builtin methods of modelled bases act on the tracker. The class attribute is
     guarded on `cls` (on `owner` for `super()`, whose lookup skips the classes before it)."""
 
-    if owner is not None and _is_builtin_class(owner) and callable(attr) and not isinstance(attr, types.FunctionType):
-        return BaseMethodVariable(obj, owner, name)
     found_on = owner if via_super and owner is not None else cls
+    if owner is not None and _is_builtin_class(owner) and callable(attr) and not isinstance(attr, types.FunctionType):
+        class_attr_source(frame, found_on, name, attr)  # a class assigning its own later recompiles
+        return BaseMethodVariable(obj, owner, name)
     if isinstance(obj, NewObjectVariable) and owner is not None:
         modelled = obj.inherited_member(frame, found_on, owner, name, attr)
         if modelled is not None:
@@ -122,7 +123,7 @@ class UserClassVariable(ConstantVariable):
         pending = pending_class_attribute(frame, cls, name)
         if pending is not None:
             return pending
-        attr, _owner = class_lookup(cls, name)
+        attr, owner = class_lookup(cls, name)
         if name == "apply" and is_plain_function_class(cls):
             return FunctionApplyVariable(self, cls)
         if isinstance(attr, (staticmethod, classmethod, types.FunctionType)):
@@ -132,6 +133,10 @@ class UserClassVariable(ConstantVariable):
             return function_from_class(frame, attr.__func__ if isinstance(attr, staticmethod) else attr, source)
         if name == "__mro__" or name == "__bases__":
             return constant(getattr(cls, name))
+        if isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)) and _is_builtin_class(owner):
+            # `MySet.__eq__`: a builtin base's C method, called on an instance as `obj.__eq__(...)`
+            class_attr_source(frame, cls, name, attr)
+            return ConstantVariable(attr)
         is_plain = not hasattr(type(attr), "__get__") or isinstance(attr, (type, enum.Enum, *_CONSTANT_TYPES))
         if attr is not MISSING and is_plain and not (name.startswith("__") and name.endswith("__")):
             return frame.wrap(attr, class_attr_source(frame, cls, name, attr))
@@ -162,7 +167,7 @@ def new_object(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, 
     new, new_owner = class_lookup(cls, "__new__")
     if new_owner is not None and not _is_builtin_class(new_owner):
         return _call_own_new(frame, cls, new, args, kwargs)
-    obj = _allocate(cls)
+    obj = _allocate(frame, cls, args)
     if issubclass(cls, BaseException):
         # what BaseException.__new__ sets, whether or not an __init__ calls the base one
         fields = {"args": _tuple(args), "__cause__": constant(None), "__context__": constant(None)}
@@ -179,10 +184,18 @@ def new_object(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, 
     return obj
 
 
-def _allocate(cls: type) -> NewObjectVariable:
-    """A new instance of `cls`, before any `__init__`: what `object.__new__(cls)` makes."""
+def _allocate(frame: Frame, cls: type, args: list[Variable]) -> NewObjectVariable:
+    """A new instance of `cls`, before any `__init__`: what its builtin base's `__new__` makes
+    of `args` (a frozenset's members are given there, every other base's are not)."""
     base = _builtin_base(cls)
-    return NewObjectVariable(cls, DictVariable({}, python_class=base) if issubclass(base, dict) else None)
+    if issubclass(base, dict):
+        return NewObjectVariable(cls, DictVariable({}, python_class=base))
+    if base is frozenset:
+        if len(args) > 1:
+            raise raise_new(frame, TypeError, f"{cls.__name__} expected at most 1 argument, got {len(args)}")
+        members = SetVariable.of(frame, args[0], frozenset) if args else SetVariable({}, frozenset)
+        return NewObjectVariable(cls, members)
+    return NewObjectVariable(cls, SetVariable({}, set) if base is set else None)
 
 
 def _call_own_new(frame: Frame, cls: type, new: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
@@ -239,7 +252,7 @@ class NewObjectVariable(ObjectVariable):
     def __init__(self, cls: type, items: Variable | None = None) -> None:
         self.cls = cls
         self.attrs = DictVariable({})  # the instance __dict__
-        self.items = items  # the dict contents, for dict subclasses
+        self.items = items  # the dict or set contents, for dict and set subclasses
 
     def made_while_tracing(self) -> bool:
         return True
@@ -252,6 +265,9 @@ class NewObjectVariable(ObjectVariable):
 
     def describe(self) -> str:
         return f"{self.cls.__qualname__} object created while tracing"
+
+    def set_contents(self) -> Variable | None:
+        return self.items if isinstance(self.items, SetVariable) else None
 
     # -- attributes --------------------------------------------------------------------------
 
@@ -409,6 +425,12 @@ class NewObjectVariable(ObjectVariable):
             return self.items.getitem(frame, key)
         raise Unsupported(f"indexing {self.describe()}")
 
+    def contains(self, frame: Frame, item: Variable) -> bool | None:
+        """`item in obj` by the builtin base's `__contains__` (None where the class writes one)."""
+        if self.items is None or python_dunder(frame, self, "__contains__") is not None:
+            return None
+        return self.items.contains(frame, item)
+
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
         if self._dunder(frame, "__setitem__", [key, value]) is None:
             if self.items is None:
@@ -442,6 +464,8 @@ class NewObjectVariable(ObjectVariable):
                 return SelfIteratorVariable(self)
             if iterator is not None:
                 return iterate(frame, iterator)
+        elif isinstance(self.items, SetVariable) and python_dunder(frame, self, "__iter__") is None:
+            return self.items.get_iter(frame)  # live: a change of size while iterating raises
         return super().get_iter(frame)
 
     # -- escaping ------------------------------------------------------------------------------
@@ -449,14 +473,20 @@ class NewObjectVariable(ObjectVariable):
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.cls, "cls")
         # the builtin base's `__new__`: a class's own one (already run while tracing) may want
-        # arguments or hand back another object
-        new = rebuild.writer.bind(_builtin_base(self.cls).__new__, "new")
-        return rebuild.build_object(self, f"{new}({cls})", lambda name: self.fill(rebuild, name))
+        # arguments or hand back another object; a frozenset's members are given to it
+        base = _builtin_base(self.cls)
+        new = rebuild.writer.bind(base.__new__, "new")
+        members = f", ({self.items.rebuilt_members(rebuild)})" if base is frozenset else ""
+        return rebuild.build_object(self, f"{new}({cls}{members})", lambda name: self.fill(rebuild, name))
 
     def fill(self, rebuild: Any, name: str) -> list[str]:
         """The statements giving the new real object `name` this tracker's contents."""
         lines = []
-        if self.items is not None:
+        if isinstance(self.items, SetVariable) and self.items.python_class is set:
+            # set's own update adds them one by one in this tracker's order: the table it had
+            update = rebuild.writer.bind(set.update, "update")
+            lines.append(f"{update}({name}, ({self.items.rebuilt_members(rebuild)}))")
+        elif isinstance(self.items, DictVariable):
             setitem = rebuild.writer.bind(self.items.python_class.__setitem__, "setitem")
             for k, v in self.items.items.items():
                 lines.append(f"{setitem}({name}, {rebuild.constant(k)}, {rebuild.expr(v)})")
@@ -496,10 +526,10 @@ class BaseMethodVariable(Variable):
             # more arguments CPython raises: left to it)
             if self.owner is not _builtin_base(obj.value) or issubclass(obj.value, BaseException):
                 raise Unsupported(f"{self.describe()} of a subclass of {self.owner.__qualname__}")
-            return _allocate(obj.value)
+            return _allocate(frame, obj.value, [])
         if not isinstance(obj, NewObjectVariable):
             if name in _DICT_METHODS and issubclass(self.owner, dict) and obj.source is not None:
-                return _dict_method(frame, dict_contents(frame, obj), name, args, kwargs)
+                return _contents_method(frame, dict_contents(frame, obj), name, args, kwargs)
             # an outside object of a plain class (an nn.Module read from the frame has none)
             plain = isinstance(obj, ObjectVariable) and obj.protocol_class() is not None
             if plain and self.owner is object and not kwargs and len(args) == _ATTRIBUTE_ARITY.get(name):
@@ -515,9 +545,14 @@ class BaseMethodVariable(Variable):
         if name == "__init__":
             if issubclass(self.owner, BaseException):
                 obj.attrs.items["args"] = _tuple(args)
-            elif obj.items is not None:
+            elif obj.items is not None and self.owner is not object:
+                if self.owner is set:  # set.__init__ empties the set, then adds its one argument
+                    if len(args) > 1:
+                        raise raise_new(frame, TypeError, f"set expected at most 1 argument, got {len(args)}")
+                    obj.items.call_method(frame, "clear", [], {})
                 obj.items.call_method(frame, "update", args, kwargs)
-            elif args or kwargs:
+            elif (args or kwargs) and _builtin_base(obj.cls) is not frozenset:
+                # (object.__init__ ignores the arguments a class's own __new__ took: frozenset's)
                 raise Unsupported(f"{obj.cls.__qualname__}() takes no arguments")
             return constant(None)
         if name == "__setattr__" and len(args) == 2:
@@ -536,14 +571,17 @@ class BaseMethodVariable(Variable):
         if name == "__repr__" and issubclass(self.owner, BaseException):
             return constant(repr(_exception_value(obj)))
         if obj.items is not None and self.owner is not object:
-            return _dict_method(frame, obj.items, name, args, kwargs)
+            result = _contents_method(frame, obj.items, name, args, kwargs)
+            in_place = name in ("__ior__", "__iand__", "__isub__", "__ixor__")
+            return obj if in_place and result is obj.items else result  # `s.__ior__(t)` gives `s` back
         raise Unsupported(f"{self.describe()} with {len(args)} arguments")
 
 
-def _dict_method(
+def _contents_method(
     frame: Frame, items: Variable, name: str, args: list[Variable], kwargs: dict[str, Variable]
 ) -> Variable:
-    """A C method of dict called on the contents (`items`) of a dict subclass instance."""
+    """A C method of dict or set called on the contents (`items`) of a dict or set subclass
+    instance."""
     if name == "__setitem__":
         items.setitem(frame, *args)
         return constant(None)
