@@ -36,7 +36,7 @@ from .guards.failures import GuardFailure
 from .guards.guard_filter import apply_guard_filter
 from .guards.guard_set import same_literal
 from .guards.pyfunc import signature_only
-from .guards.sources import ClosureSource, LocalSource
+from .guards.sources import AttrSource, ClosureSource, LocalSource
 from .interpreter.frame import Frame
 from .shapes.dynamic import DynamicPolicy, marked_bounds
 from .shapes.exact_floats import exact_python_floats
@@ -221,11 +221,17 @@ def _guard_relations(output: OutputGraph) -> None:
     symbols, storage shared by a tensor changed in place, objects one or distinct."""
     symbolic = [i for i in output.inputs if i.symbolic]
     marks = [marked_bounds(i.example) if isinstance(i.example, torch.Tensor) else {} for i in symbolic]
-    output.guards.shape_relations(
-        shape_guards(output.fake_mode.shape_env, [(i.fake, i.source) for i in symbolic], marks)
-    )
+    inputs = [(i.fake, i.source) for i in symbolic]
+    # a view's base is fakeified with size symbols of its own, which a relation the backend
+    # guards on (two views of one base changed in place) may name: its source is the view's `_base`
+    bases = [(i.fake._base, AttrSource(i.source, "_base")) for i in symbolic if _is_view(i.fake)]
+    output.guards.shape_relations(shape_guards(output.fake_mode.shape_env, inputs + bases, marks + [{}] * len(bases)))
     output.guard_mutated_tensors_distinct()
     output.guard_object_identities()
+
+
+def _is_view(fake: Any) -> bool:
+    return isinstance(fake, torch.Tensor) and fake._base is not None
 
 
 class _Attempts:
