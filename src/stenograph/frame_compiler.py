@@ -222,16 +222,28 @@ def _guard_relations(output: OutputGraph) -> None:
     symbolic = [i for i in output.inputs if i.symbolic]
     marks = [marked_bounds(i.example) if isinstance(i.example, torch.Tensor) else {} for i in symbolic]
     inputs = [(i.fake, i.source) for i in symbolic]
-    # a view's base is fakeified with size symbols of its own, which a relation the backend
-    # guards on (two views of one base changed in place) may name: its source is the view's `_base`
-    bases = [(i.fake._base, AttrSource(i.source, "_base")) for i in symbolic if _is_view(i.fake)]
-    output.guards.shape_relations(shape_guards(output.fake_mode.shape_env, inputs + bases, marks + [{}] * len(bases)))
+    env = output.fake_mode.shape_env
+    try:
+        relations = shape_guards(env, inputs, marks)
+    except AssertionError as e:
+        if "sources must not be empty" not in str(e):
+            raise
+        # a relation names the size symbol of a view's base (AOTAutograd merging two views of
+        # one tensor changed in place): guard the bases too. Only then: their duck-sized
+        # equalities would otherwise be guarded where nothing relies on them
+        bases = [(i.fake._base, AttrSource(i.source, "_base")) for i in symbolic if _has_symbolic_base(i.fake)]
+        relations = shape_guards(env, inputs + bases, marks + [{}] * len(bases))
+    output.guards.shape_relations(relations)
     output.guard_mutated_tensors_distinct()
     output.guard_object_identities()
 
 
-def _is_view(fake: Any) -> bool:
-    return isinstance(fake, torch.Tensor) and fake._base is not None
+def _has_symbolic_base(fake: Any) -> bool:
+    """Whether `fake` is a view whose base has size symbols of its own."""
+    if not isinstance(fake, torch.Tensor) or fake._base is None:
+        return False
+    base = fake._base
+    return any(isinstance(v, torch.SymInt) for v in (*base.shape, *base.stride(), base.storage_offset()))
 
 
 class _Attempts:

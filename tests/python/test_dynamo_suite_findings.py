@@ -1916,3 +1916,35 @@ def test_or_of_dict_subclass_instances_and_frozenset_subclass_members(cnt):
         )
 
     _one_graph(fn, cnt, peer=False)
+
+
+_SHARED_SETTINGS = {"a": 2, "b": 3}
+
+
+def test_mapping_proxy_made_in_the_frame(cnt):
+    """`types.MappingProxyType(d)` of a dict made in the frame or of a global one: reads go to
+    the dict (a change after the proxy was taken shows), a write raises CPython's TypeError, and
+    a returned proxy wraps the caller's dict itself."""
+
+    def fn(x):
+        d = {"a": 2, "c": 5}
+        mp = types.MappingProxyType(d)
+        y = torch.sin(x * mp["a"])
+        for v in mp.values():
+            y = y + v
+        try:
+            mp["z"] = 1
+        except TypeError as e:
+            message = str(e)
+        d["late"] = 7
+        shared = types.MappingProxyType(_SHARED_SETTINGS)
+        return y, message, dict(mp), ("late" in mp, len(mp), mp.get("c"), mp | {"q": 1}), shared
+
+    _one_graph(fn, cnt, peer=False)  # torch.compile 2.13 lets `mp["z"] = 1` pass without its TypeError
+    shared = stenograph.compile(fn, backend="eager", fullgraph=True)(t(2))[-1]
+    assert type(shared) is types.MappingProxyType
+    _SHARED_SETTINGS["new"] = 1
+    try:
+        assert shared["new"] == 1  # the proxy of the global dict itself
+    finally:
+        del _SHARED_SETTINGS["new"]

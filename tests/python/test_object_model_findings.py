@@ -441,14 +441,48 @@ def _delete_then_set(x, o):
 def test_attribute_deleted_then_set_moves_to_the_end_of_the_dict(backend):
     """F25: eagerly `del o.tag; o.tag = v` moves `tag` to the end of `o.__dict__`; the replay kept
     only the last change, a set, which leaves the key where it was."""
-    compiled = stenograph.compile(_delete_then_set, backend=backend)
+
+    def tagged():
+        made = Tagged()
+        made.other = 1
+        return made
+
+    for eager_obj, compiled_obj in _calls_on_fresh_objects(_delete_then_set, tagged, backend):
+        assert list(vars(compiled_obj)) == list(vars(eager_obj)) == ["other", "tag"]
+
+
+def _calls_on_fresh_objects(fn, make, backend):
+    """`fn(x, obj)` compiled and eager, twice, each call on an object of its own from `make`,
+    results compared: yields (eager's object, the compiled call's) after each."""
+    compiled = stenograph.compile(fn, backend=backend)
     x = torch.ones(2)
     with stenograph.config.patch(suppress_errors=False):
         for _ in range(2):
-            eager_obj, compiled_obj = Tagged(), Tagged()
-            eager_obj.other = compiled_obj.other = 1
-            assert_same(compiled(x, compiled_obj), _delete_then_set(x, eager_obj))
-            assert list(vars(compiled_obj)) == list(vars(eager_obj)) == ["other", "tag"]
+            eager_obj, compiled_obj = make(), make()
+            assert_same(compiled(x, compiled_obj), fn(x, eager_obj))
+            yield eager_obj, compiled_obj
+
+
+class _WithClassK:
+    k = 3
+
+    def __init__(self):
+        self.a = 1
+
+
+def _write_k_tag_k(x, o):
+    o.k = o.k  # the class's value, now in the instance dict
+    vars(o)["tag"] = "multi"
+    vars(o)["k"] = x.shape[0]
+    return x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_written_again_keeps_its_first_place_in_the_dict(backend):
+    """F27: a name written, another written, then the first again: eagerly the first keeps its
+    place in `o.__dict__`; the replay set the names in the order of their last writes."""
+    for eager_obj, compiled_obj in _calls_on_fresh_objects(_write_k_tag_k, _WithClassK, backend):
+        assert list(vars(compiled_obj)) == list(vars(eager_obj)) == ["a", "k", "tag"]
 
 
 class Cached:

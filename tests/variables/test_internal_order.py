@@ -31,7 +31,7 @@ GROUPS: list[tuple[str, list[str]]] = [
             "double_backward",
         ],
     ),
-    ("containers", ["containers", "collection_types", "environ", "generators"]),
+    ("containers", ["containers", "collection_types", "environ", "generators", "mapping_proxy"]),
     (
         "tensors",
         [

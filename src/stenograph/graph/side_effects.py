@@ -31,7 +31,8 @@ class SideEffects:
     # containers with a source whose contents changed, by id of the tracker
     containers: dict[int, Variable] = field(default_factory=dict)
     # (object key, attribute) -> (object tracker that wrote last, attribute, new value tracker,
-    # or DELETED for `del obj.attribute`); see `object_key`
+    # or DELETED for `del obj.attribute`), in the order the names enter an instance `__dict__`
+    # eagerly (first write; a write after a delete goes last); see `object_key`
     attributes: dict[tuple[int, str], tuple[Variable, str, Any]] = field(default_factory=dict)
     # attributes stored under the object's own `__setattr__` / `__delattr__` (what an inlined hook
     # did through `object.__setattr__`): replayed through `object`'s, so the hook does not run twice
@@ -61,8 +62,10 @@ class SideEffects:
         """`obj.name = value` (`value` DELETED: `del obj.name`); `raw`: stored as
         `object.__setattr__` stores it, under a class whose own `__setattr__` already ran."""
         key = (object_key(obj), name)
-        before = self.attributes.pop(key, None)
-        self.attributes[key] = (obj, name, value)
+        before = self.attributes.get(key)
+        if before is not None and before[2] is DELETED and value is not DELETED:
+            del self.attributes[key]  # set again after a delete: eagerly the name moves to the end
+        self.attributes[key] = (obj, name, value)  # else it keeps the place its first write gave it
         if value is DELETED and before is not None and before[2] is not DELETED:
             self.written_then_deleted.add(key)
         elif value is not DELETED:

@@ -38,6 +38,7 @@ from .functions import (
     UserMethodVariable,
     handler_registry,
 )
+from .mapping_proxy import MappingProxyVariable
 from .symbolic import SymNodeVariable
 from .user_classes import dataclass_fields
 
@@ -504,6 +505,9 @@ def _ordered_dict(frame: Frame, args: list[Variable], kwargs: dict[str, Variable
     result = DictVariable({}, python_class=collections.OrderedDict)
     result.call_method(frame, "update", args, kwargs)
     return result
+
+
+_handler(types.MappingProxyType)(MappingProxyVariable.of)
 
 
 @_handler(collections.OrderedDict.fromkeys)  # bound class methods compare equal: any access finds it
