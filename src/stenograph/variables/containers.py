@@ -1005,9 +1005,11 @@ class SetVariable(Variable):
 
     def _lookup_key(self, frame: Frame, item: Variable) -> Any:
         """The key `in`, `remove` and `discard` look up: a set is looked up as the frozenset of
-        its members, as CPython retries an unhashable set."""
+        its members, as CPython retries an unhashable set (a set subclass with a `__hash__` of
+        its own is hashable: not retried)."""
         contents = item.set_contents() or item
-        if isinstance(contents, SetVariable) and contents.python_class is set and contents.is_constant():
+        unhashable = contents is item or item.python_type().__hash__ is None
+        if unhashable and isinstance(contents, SetVariable) and contents.python_class is set and contents.is_constant():
             return frozenset(contents.as_constant())
         return self.key_of(item, frame)
 
