@@ -39,8 +39,9 @@ def class_attr_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
     to wrap the value it gives with (a method's function, a property's getter, a plain value).
 
     Functions, properties, builtin bases' C methods and the functions inside static and class
-    methods are guarded by identity (replacing a method recompiles); plain values get the value guards `wrap` gives
-    them. The source is rooted at the class itself, so the check runs once per class.
+    methods are guarded by identity (replacing a method recompiles); plain values get the value
+    guards `wrap` gives them. The source is rooted at the class itself, so the check runs once
+    per class.
     """
     source = AttrSource(ClassSource(cls), name)
     guards = frame.output.guards
