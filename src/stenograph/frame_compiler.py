@@ -222,28 +222,28 @@ def _guard_relations(output: OutputGraph) -> None:
     symbolic = [i for i in output.inputs if i.symbolic]
     marks = [marked_bounds(i.example) if isinstance(i.example, torch.Tensor) else {} for i in symbolic]
     inputs = [(i.fake, i.source) for i in symbolic]
-    env = output.fake_mode.shape_env
-    try:
-        relations = shape_guards(env, inputs, marks)
-    except AssertionError as e:
-        if "sources must not be empty" not in str(e):
-            raise
-        # a relation names the size symbol of a view's base (AOTAutograd merging two views of
-        # one tensor changed in place): guard the bases too. Only then: their duck-sized
-        # equalities would otherwise be guarded where nothing relies on them
-        bases = [(i.fake._base, AttrSource(i.source, "_base")) for i in symbolic if _has_symbolic_base(i.fake)]
-        relations = shape_guards(env, inputs + bases, marks + [{}] * len(bases))
+    # a view's base is fakeified with size symbols of its own; one no input carries (a relation
+    # AOTAutograd makes when it merges two views of one tensor changed in place may name it)
+    # needs the base's source. A base whose symbols the inputs carry adds nothing but guards on
+    # its duck-sized equalities, which nothing relies on
+    carried = set().union(*(_size_symbols(fake) for fake, _ in inputs))
+    bases = [
+        (i.fake._base, AttrSource(i.source, "_base"))
+        for i in symbolic
+        if isinstance(i.fake, torch.Tensor) and i.fake._base is not None and _size_symbols(i.fake._base) - carried
+    ]
+    relations = shape_guards(output.fake_mode.shape_env, inputs + bases, marks + [{}] * len(bases))
     output.guards.shape_relations(relations)
     output.guard_mutated_tensors_distinct()
     output.guard_object_identities()
 
 
-def _has_symbolic_base(fake: Any) -> bool:
-    """Whether `fake` is a view whose base has size symbols of its own."""
-    if not isinstance(fake, torch.Tensor) or fake._base is None:
-        return False
-    base = fake._base
-    return any(isinstance(v, torch.SymInt) for v in (*base.shape, *base.stride(), base.storage_offset()))
+def _size_symbols(fake: Any) -> set:
+    """The free symbols of a fake tensor's sizes, strides and storage offset (none for others)."""
+    if not isinstance(fake, torch.Tensor):
+        return set()
+    values = (*fake.shape, *fake.stride(), fake.storage_offset())
+    return set().union(*(v.node.expr.free_symbols for v in values if isinstance(v, torch.SymInt)))
 
 
 class _Attempts:

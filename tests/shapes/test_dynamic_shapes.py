@@ -351,7 +351,8 @@ def test_views_of_one_base_changed_in_place_under_dynamic_shapes(hash_seed):
     """Two views of one tensor changed in place, with dynamic sizes: AOTAutograd relates their
     sizes to their base's, whose symbols only the view's `_base` names. Under some hash seeds
     (which decide the symbol a relation keeps) the shape guards named a symbol with no source:
-    an internal error, the frame run eagerly. The bases are now among the guarded inputs."""
+    an internal error, the frame run eagerly. A base with a symbol no input carries is now
+    among the guarded inputs."""
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     done = subprocess.run([sys.executable, "-c", _TWO_VIEWS_OF_ONE_BASE], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]

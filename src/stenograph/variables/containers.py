@@ -119,11 +119,7 @@ def update_items(frame: Frame, source: Variable) -> dict[Any, Variable]:
 def dict_from_keys(frame: Frame, args: list[Variable], kwargs: dict[str, Variable], cls: type) -> DictVariable:
     """`cls.fromkeys(keys[, value])`: every key shares the one value, as in Python."""
     if kwargs or not 1 <= len(args) <= 2:
-        try:  # CPython's TypeError for the count: the real fromkeys given as many `None`s
-            cls.fromkeys(*[None] * len(args), **dict.fromkeys(kwargs))
-        except TypeError as e:
-            raise_python_error(frame, e)
-        raise Unsupported(f"fromkeys() with {len(args)} positional and {len(kwargs)} keyword argument(s)")
+        _raise_arity_error(frame, cls, "fromkeys", args, kwargs)
     value = args[1] if len(args) == 2 else constant(None)
     return DictVariable({dict_key(key, frame): value for key in args[0].unpack(frame)}, python_class=cls)
 
@@ -1149,12 +1145,13 @@ def _raise_arity_error(
     frame: Frame, cls: type, name: str, args: list[Variable], kwargs: dict[str, Variable] | None = None
 ) -> NoReturn:
     """Raise, in the program, CPython's TypeError for `cls.name` given the wrong number of
-    arguments (`s.add()`, `d.clear(1)`): the real method called with as many `None`s."""
-    method = getattr(cls, name, None)
+    arguments (`s.add()`, `d.clear(1)`, `dict.fromkeys()`): the real method of an empty `cls`
+    called with as many `None`s."""
+    method = getattr(cls(), name, None)
     if method is None:
         raise Unsupported(f"method {name!r} of {cls.__name__}")
     try:
-        method(cls(), *[None] * len(args), **dict.fromkeys(kwargs or ()))
+        method(*[None] * len(args), **dict.fromkeys(kwargs or ()))
     except TypeError as e:
         raise_python_error(frame, e)
     raise AssertionError(f"{cls.__name__}.{name} accepted {len(args)} arguments")

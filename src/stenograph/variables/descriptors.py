@@ -32,6 +32,7 @@ _PROPERTY_FUNCTION = {"__get__": "fget", "__set__": "fset", "__delete__": "fdel"
 
 # a builtin base's methods, which a class reaching them can replace (`MySet.add = ...`)
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
 
 
 def class_attr_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
@@ -45,6 +46,8 @@ def class_attr_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
     """
     source = AttrSource(ClassSource(cls), name)
     guards = frame.output.guards
+    if cls.__flags__ & _IMMUTABLE_TYPE:
+        return source  # a builtin class (`super()` reaching `object`): its attributes cannot change
     if isinstance(attr, classmethod):
         source = AttrSource(source, "__func__")
         guards.id_match(source, attr.__func__)
