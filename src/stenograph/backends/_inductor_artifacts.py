@@ -30,7 +30,8 @@ registers them with Inductor's in-process kernel cache, which also spares it che
 precompiled header (a preprocessor run, or a build of it on a fresh machine). It then rebuilds
 the callable with `deserialize_bundled_cache_entry` under the mode's config patches, so that
 `reduce-overhead` wraps the graphs in CUDA graphs again, with the static inputs recorded at
-compile time. Nothing is traced, lowered or compiled.
+compile time. Nothing is traced, lowered or compiled. Kernels tuned by the `max-autotune` modes
+keep the configurations the first process chose (on torch 2.11 with `_autotune_reload.py`'s help).
 
 Not stored: graphs whose output is not a flat tuple, graphs with `_PyTreeCodeGen` or nested
 inputs (Inductor wraps those outside what AOTAutograd stores); compiles with AOTAutograd's cache
@@ -60,7 +61,7 @@ from torch._inductor.cpu_vec_isa import pick_vec_isa
 from torch._inductor.runtime.cache_dir_utils import cache_dir
 from torch.fx.graph import _PyTreeCodeGen
 
-from . import _aot_bundle, _source_digests
+from . import _aot_bundle, _autotune_reload, _source_digests
 from .artifacts import ArtifactError, NotPersistable, declined
 from .cuda_graph_runner import CudaGraphRunner
 
@@ -256,6 +257,7 @@ def load(payload: bytes) -> Callable[..., Any]:
         raise ArtifactError(f"kernels built for vector ISA {data['vec_isa']}, this machine has {_vec_isa()}")
     for thread in _source_hashing:
         thread.join()
+    _autotune_reload.keep_tuned_configs()
     with inductor_config.patch({**patches, "compile_threads": 1}):
         compiled = _aot_bundle.rebuild(pickle.loads(data["entry"]))
     if data["replayed"]:  # which inputs the graph writes is not stored: every copied one goes back

@@ -47,7 +47,13 @@ def _without_cuda_graphs(patches: dict[str, Any]) -> dict[str, Any]:
 
 def _compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any]) -> Callable[..., Any]:
     # Imported here: torch._inductor takes seconds to import and most programs never need it.
+    from torch._inductor.async_compile import maybe_warm_pool
     from torch._inductor.compile_fx import compile_fx
+
+    # Inductor's pool of processes compiling Triton kernels takes seconds to start: started now,
+    # it is ready when lowering ends (where Triton is installed; otherwise it does nothing).
+    # Without it the first kernels compile one by one in this process.
+    maybe_warm_pool()
 
     if config.mark_static_inputs:
         # parameters/buffers are static for CUDA graphs, as under torch.compile (_static_inputs.py)
