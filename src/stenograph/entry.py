@@ -32,6 +32,7 @@ from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
 from .guards.pyfunc import with_closure
+from .marks import is_disabled
 from .module_hooks import call_with_hooks, has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
@@ -567,7 +568,7 @@ def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) 
     def call(module: Any, *args: Any, **kwargs: Any) -> Any:
         forward = type(module).forward
         plain = "forward" not in module.__dict__ and isinstance(forward, types.FunctionType)
-        if not plain or has_global_forward_hooks():
+        if not plain or is_disabled(forward) or has_global_forward_hooks():  # eager as it is
             return module(*args, **kwargs)
         wrapper = forwards.get(forward)
         if wrapper is None:

@@ -97,6 +97,8 @@ _EXPORT_NOT_TAKEN = {
     "prefer_deferred_runtime_asserts_over_guards": "sizes are guarded (ExportGuards)",
 }
 _TRACING_MODES = ("symbolic", "fake", "real")
+_POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
+_POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
 
 
 def export(
@@ -119,11 +121,13 @@ def export(
     `aten_graph=True` gives the graph in ATen operators (as `make_fx` records them, with
     `decomposition_table` applied; `pre_dispatch=True`: as autograd sees them, keeping
     grad-mode switches, which a graph that switches grad mode always is). `dynamic_shapes`
-    declares dynamic dimensions as torch.export does (`export_shapes`). `dynamic` as in
-    `compile`: None keeps sizes static unless marked (`mark_dynamic`), True makes every size and
-    int argument symbolic, False none. `assume_static_by_default=False` makes every size symbolic
-    (ints stay specialised), as torch's export; `tracing_mode` "fake" or "real" keeps sizes
-    static, as torch's, "symbolic" (the default) leaves that to the other arguments.
+    declares dynamic dimensions as torch.export does (`export_shapes`), the others static. With
+    neither it nor `dynamic`, sizes are symbolic, ints and floats constants, as torch._dynamo's
+    export (`assume_static_by_default=False`); `assume_static_by_default=True` keeps sizes static
+    unless marked (`mark_dynamic`). `dynamic` as in `compile`: True makes every size and int
+    argument symbolic, False none, None the marked ones. `tracing_mode` "fake" or "real" keeps
+    sizes static, as torch's, "symbolic" (the default) leaves that to the other arguments.
+    `export(fn, *args, **kwargs)`, torch's older form, warns and exports.
 
     The graph module is called as `fn` is (`same_signature=True`, torch's default); with
     `same_signature=False` it takes the tensors and symbolic sizes the graph reads from the
@@ -133,8 +137,6 @@ def export(
     if not_taken:
         reasons = "; ".join(f"{k}: {why}" for k, why in not_taken.items())
         raise TypeError(f"stenograph.export() does not take {', '.join(not_taken)} ({reasons})")
-    if extra_args or extra_kwargs:
-        raise TypeError("use stenograph.export(fn)(*args, **kwargs)")
     if dynamic not in (None, False, True):
         raise TypeError(f"stenograph.export(dynamic=...) takes None, True or False, not {dynamic!r}")
     if dynamic is not None and dynamic_shapes is not None:
@@ -144,9 +146,11 @@ def export(
     if tracing_mode not in _TRACING_MODES:
         raise ValueError(f"stenograph.export(tracing_mode=...) takes {', '.join(_TRACING_MODES)}, not {tracing_mode!r}")
     if (decomposition_table is not None or pre_dispatch) and not aten_graph:
-        raise TypeError("stenograph.export(decomposition_table=..., pre_dispatch=...) need aten_graph=True")
+        raise ExportArgumentError("stenograph.export(decomposition_table=..., pre_dispatch=...) need aten_graph=True")
     if tracing_mode != "symbolic":
         assume_static_by_default = True
+    elif assume_static_by_default is None and dynamic is None and dynamic_shapes is None:
+        assume_static_by_default = False  # torch._dynamo.export's default: every size symbolic
     settings = {} if assume_static_by_default is None else _SIZES[assume_static_by_default]
     function, bound_self = _target(fn)
 
@@ -174,14 +178,31 @@ def export(
         explainer = guard_set.build_explainer(code, signature_only(function), frame_label(code))
         return ExportResult(graph_module, ExportGuards(texts, captured.guard, explainer, prefix, constraints))
 
+    if extra_args or extra_kwargs:
+        warnings.warn(_OLD_CALL_FORM.format("export"), FutureWarning, stacklevel=2)
+        return run(*extra_args, **extra_kwargs)  # type: ignore[return-value]
     return run
 
 
+#: torch._dynamo's words for `export(fn, *args)`/`explain(fn, *args)`, which it still runs
+_OLD_CALL_FORM = "{0}(f, *args, **kwargs) is deprecated, use {0}(f)(*args, **kwargs) instead."
+
+
+class ExportArgumentError(TypeError, AssertionError):
+    """Export arguments that do not go together: a TypeError, and the AssertionError torch._dynamo's
+    export raises for them."""
+
+
 # the settings a trace runs under for `assume_static_by_default=` (torch's export specialises
-# ints whatever it does with sizes)
+# ints and floats whatever it does with sizes)
 _SIZES = {
     True: {"assume_static_by_default": True, "automatic_dynamic_shapes": False},
-    False: {"assume_static_by_default": False, "automatic_dynamic_shapes": False, "specialize_int": True},
+    False: {
+        "assume_static_by_default": False,
+        "automatic_dynamic_shapes": False,
+        "specialize_int": True,
+        "specialize_float": True,
+    },
 }
 
 
@@ -422,27 +443,34 @@ class _InputBuilder:
             named = [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]
             self.members = {id(tensor): name for name, tensor in reversed(named)}
         self.parameters = {p.name for p in parameters}
-        for p in parameters if same_signature else ():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise Unsupported(f"stenograph.export needs named parameters; {fn.__qualname__} takes {p}")
         if call is not None:
             self._leaves(parameters, *call)
             return
         for p in parameters if same_signature else ():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise Unsupported(f"stenograph.export needs named parameters; {fn.__qualname__} takes {p}")
             default = inspect.Signature.empty if p.default is p.empty else p.default
             self.nodes[LocalSource(p.name)] = graph.placeholder(p.name, default_value=default)
 
     def _leaves(self, parameters: list[inspect.Parameter], args: tuple, kwargs: dict) -> None:
         """One placeholder per pytree leaf of `(args, kwargs)`, as torch's export graph has,
-        each known by the source the trace reads it through."""
-        names = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        if len(args) > len(names):
+        each known by the source the trace reads it through (an item of `*args` or `**kwargs`
+        for arguments beyond the named ones, named `{args}_{i}` and by their keyword, as torch's)."""
+        kinds = {p.name: p.kind for p in parameters}
+        positional = [n for n, kind in kinds.items() if kind in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD)]
+        star = next((n for n, kind in kinds.items() if kind == inspect.Parameter.VAR_POSITIONAL), None)
+        double_star = next((n for n, kind in kinds.items() if kind == inspect.Parameter.VAR_KEYWORD), None)
+        extra = range(len(args) - len(positional)) if len(args) > len(positional) else range(0)
+        if extra and star is None:
             raise _NotFlat
-        self.argument_names = [*names[: len(args)], *kwargs]
-        self.passed = set(self.argument_names)
+        tops = [LocalSource(n) for n in positional[: len(args)]]
+        tops += [ItemSource(LocalSource(star), i) for i in extra]
+        by_keyword = {k: LocalSource(k) if k in kinds else ItemSource(LocalSource(double_star), k) for k in kwargs}
+        self.argument_names = [*positional[: len(args)], *(f"{star}_{i}" for i in extra), *kwargs]
+        self.passed = {self._root_name(source) for source in [*tops, *by_keyword.values()]}
         leaves, self.in_spec = pytree.tree_flatten_with_path((args, kwargs))
         for index, (path, _) in enumerate(leaves):
-            source = _leaf_source(path, names)
+            source = _leaf_source(path, tops, by_keyword)
             node = self.graph.placeholder(f"arg{index}")
             if source is not None:
                 self.nodes.setdefault(source, node)
@@ -500,14 +528,14 @@ class _InputBuilder:
         return node
 
 
-def _leaf_source(path: tuple, names: list[str]) -> Source | None:
+def _leaf_source(path: tuple, tops: list[Source], by_keyword: dict[str, Source]) -> Source | None:
     """The source the trace reads a pytree leaf through, from its key path in `(args, kwargs)`
     (None for a path through something other than sequence items and dict keys)."""
     first, second, *rest = path
     if isinstance(second, SequenceKey) and first.idx == 0:
-        source: Source = LocalSource(names[second.idx])
+        source: Source = tops[second.idx]
     elif isinstance(second, MappingKey) and first.idx == 1:
-        source = LocalSource(second.key)
+        source = by_keyword[second.key]
     else:
         return None
     for key in rest:

@@ -145,6 +145,25 @@ def test_disable_reason_is_quoted_in_the_break(cnt):
     assert_same(stenograph.compile(f, backend=cnt)(x), f(x))
 
 
+def test_a_disabled_forward_runs_eagerly_at_the_break(cnt):
+    """A module whose `forward` is disabled (stenograph's, or torch's `recursive=False` mark):
+    the call is a graph break and forward runs as it is, not compiled as a frame of its own."""
+
+    for mark in (stenograph.disable, stenograph.disable(recursive=False), torch._dynamo.disable(recursive=False)):
+
+        class Eager(torch.nn.Module):
+            @mark
+            def forward(self, x):
+                return x.sin() + 1
+
+        stenograph.reset()  # the lambda's code, and its resume function's, compile again
+        cnt.clear()
+        model = Eager()
+        x = torch.randn(3)
+        assert_same(stenograph.compile(lambda x, m=model: m(x) * 2, backend=cnt)(x), model(x) * 2)
+        assert (cnt.frame_count, cnt.op_count) == (1, 1), mark  # `* 2` alone, as torch.compile's
+
+
 # ---------------------------------------------------------------------------------------------
 # assume_constant_result
 

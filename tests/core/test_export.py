@@ -4,6 +4,7 @@ as `torch._dynamo.export` gives; every needed graph break named when there is no
 from __future__ import annotations
 
 import copy
+import inspect
 
 import pytest
 import torch
@@ -39,7 +40,7 @@ def test_graph_module_takes_the_arguments_and_returns_eager_result(cnt):
 
 def test_guards_say_which_calls_the_graph_fits():
     x, y = torch.randn(3), torch.randn(2)
-    _, guards = stenograph.export(_shaped)(x, y)
+    _, guards = stenograph.export(_shaped, assume_static_by_default=True)(x, y)
     texts = list(guards)
     assert len(guards) == len(texts) > 0
     assert any("L['x']" in t and "size=[3]" in t for t in texts), texts
@@ -168,20 +169,18 @@ def test_what_a_graph_cannot_do_is_refused_clearly():
     with pytest.raises(Unsupported, match="an exported graph returns tensors"):
         stenograph.export(boxes)(torch.randn(2))
 
-    def star(*xs):
-        return xs[0] + 1
-
-    with pytest.raises(Unsupported, match="needs named parameters"):
-        stenograph.export(star)(torch.randn(2))
-
 
 def test_bad_input_gets_clear_errors():
     with pytest.raises(TypeError, match="needs a Python function or nn.Module"):
         stenograph.export(42)
     with pytest.raises(TypeError, match="needs a Python function or nn.Module"):
         stenograph.export(torch.sin)
-    with pytest.raises(TypeError, match=r"export\(fn\)\(\*args"):
-        stenograph.export(_shaped, torch.randn(3))
+    x, y = torch.randn(3), torch.randn(2)
+    with pytest.warns(FutureWarning, match=r"use export\(f\)\(\*args, \*\*kwargs\)"):
+        gm, _ = stenograph.export(_shaped, x, y)  # torch's older call form: warns, then exports
+    assert_same(gm(x, y), _shaped(x, y))
+    with pytest.warns(FutureWarning, match=r"use explain\(f\)"):
+        assert stenograph.explain(_shaped, x, y).graph_count == 1
 
 
 def test_same_interface_as_torch_dynamo_export():
@@ -249,11 +248,63 @@ def test_tracing_mode_and_assume_static_by_default():
     for mode in ("fake", "real"):
         _, guards = stenograph.export(f, tracing_mode=mode, aten_graph=True)(x, 2)
         assert not guards.check(torch.randn(7), 2)
-    _, guards = stenograph.export(f, tracing_mode="symbolic")(x, 2)
-    assert not guards.check(torch.randn(7), 2)  # stenograph's default: static unless declared
+    gm, guards = stenograph.export(f, tracing_mode="symbolic")(x, 2)
+    assert guards.check(torch.randn(7), 2) and not guards.check(torch.randn(7), 3)  # the default, as torch's
+    assert not guards.check(torch.randn(1), 2)  # sizes 0 and 1 are specialised
+    longer = torch.randn(7)
+    assert_same(gm(longer, 2), f(longer, 2))  # the graph fits other sizes
     with pytest.raises(ValueError, match="takes symbolic, fake, real"):
         stenograph.export(f, tracing_mode="concrete")
     with pytest.raises(TypeError, match="assume_static_by_default= or dynamic=/dynamic_shapes=, not both"):
         stenograph.export(f, dynamic=True, assume_static_by_default=False)
     with pytest.raises(TypeError, match="specialize_float: float arguments are specialised"):
         stenograph.export(f, specialize_float=False)
+
+
+def test_sizes_are_symbolic_by_default_as_torch_dynamo_export():
+    """torch._dynamo.export's default (`assume_static_by_default=False`): the graph serves other
+    sizes, computed from them, and its guards accept them; ints and floats are specialised."""
+
+    def grow(x):
+        return x.new_zeros(x.shape[0] * 2) + x.sum()
+
+    def trim(x):
+        return x[: x.shape[0] - 1]
+
+    def flag(x, scale=0.5):
+        return x.sum() * scale + torch.scalar_tensor(x.shape[0] > 4)
+
+    for fn in (grow, trim, flag):
+        for aten in (False, True):
+            gm, guards = stenograph.export(fn, aten_graph=aten)(torch.ones(6, 4))
+            for shape in ((8, 4), (3, 4), (6, 7)):
+                other = torch.randn(shape)
+                assert guards.check(other), (fn.__name__, shape)
+                assert_same(gm(other), fn(other))
+    _, guards = stenograph.export(flag)(torch.ones(6, 4), 0.5)
+    assert guards.check(torch.ones(3, 4), 0.5) and not guards.check(torch.ones(3, 4), 2.0)
+
+
+def test_star_args_and_kwargs_are_exported_as_torchs():
+    """`*args`/`**kwargs` beyond the named parameters: placeholders per leaf, the graph module's
+    parameters named `{args}_{i}` and by keyword (torch._dynamo.export's names)."""
+
+    def f(*args, **kw):
+        return args[0] + kw["k"]
+
+    def g(x, *rest, scale=2, **extra):
+        return x * scale + rest[1] - extra["z"]
+
+    class Star(nn.Module):
+        def forward(self, *args):
+            return args[0].sin() + args[1]
+
+    a, b = torch.randn(2), torch.randn(2)
+    gm, guards = stenograph.export(f)(a, k=b)
+    assert list(inspect.signature(gm.forward).parameters) == ["args_0", "k"]
+    assert_same(gm(b, k=a), f(b, k=a)) and guards.check(b, k=a)
+    gm, _ = stenograph.export(g)(a, b, a, z=b)
+    assert list(inspect.signature(gm.forward).parameters) == ["x", "rest_0", "rest_1", "z"]
+    assert_same(gm(b, a, b, z=a), g(b, a, b, z=a))
+    gm, _ = stenograph.export(Star())(a, b)
+    assert_same(gm(b, a), Star()(b, a))

@@ -37,7 +37,11 @@ def test_a_function_in_aten_operators_with_its_own_signature():
     assert torch.ops.aten.relu.default in [n.target for n in gm.graph.nodes]
     other = (torch.randn(3), torch.randn(2))
     assert_same(gm(*other), _shaped(*other))
-    assert guards.check(*other) and not guards.check(torch.randn(4), torch.randn(2))
+    # torch._dynamo.export's default: sizes symbolic (but 0 and 1), ints specialised
+    assert guards.check(*other) and guards.check(torch.randn(4), torch.randn(5))
+    assert not guards.check(torch.randn(1), torch.randn(2)) and not guards.check(*other, n=3)
+    longer = (torch.randn(5), torch.randn(4))
+    assert_same(gm(*longer), _shaped(*longer))
     assert list(guards) == list(stenograph.export(_shaped)(x, y).guards)  # the same checks as the torch-level graph
 
 
@@ -105,7 +109,7 @@ def test_higher_order_ops_are_kept():
 
     args = [torch.randn(3, 3) for _ in range(3)]
     for aten in (False, True):
-        gm, _ = stenograph.export(f, aten_graph=aten)(*args)
+        gm, _ = stenograph.export(f, aten_graph=aten, assume_static_by_default=True)(*args)
         assert_same(gm(*args), f(*args))
         other = [torch.randn(3, 3) for _ in range(3)]
         assert_same(gm(*other), f(*other))
@@ -154,5 +158,6 @@ def test_pre_dispatch_records_the_operators_autograd_sees():
 
 def test_a_decomposition_table_and_pre_dispatch_need_aten_graph():
     for options in ({"decomposition_table": {}}, {"pre_dispatch": True}):
-        with pytest.raises(TypeError, match="need aten_graph=True"):
+        with pytest.raises(TypeError, match="need aten_graph=True") as raised:
             stenograph.export(_shaped, **options)
+        assert isinstance(raised.value, AssertionError)  # what torch._dynamo.export raises

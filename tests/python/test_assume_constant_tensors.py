@@ -28,6 +28,11 @@ def _total(t):
     return t.sum().item()
 
 
+@stenograph.assume_constant_result
+def _same(t):
+    return t
+
+
 def _on_input(x):
     return x + 1 if _positive(x) else x - 1
 
@@ -44,14 +49,19 @@ def _number_result(x):
     return x * _total(x + 1)
 
 
-_CASES = [_on_input, _on_intermediate, _tensor_result, _number_result]
+def _input_given_back(x):
+    # torch.compile's graph reads the input; torch's export stores its value as a constant
+    return torch.tensor([0.5]) * _same(x)
+
+
+_CASES = [_on_input, _on_intermediate, _tensor_result, _number_result, _input_given_back]
 
 
 def _torch_twin(fn):
     """The same program with torch's decorator, compiled by torch.compile (the peer)."""
     marked = {
         name: torch._dynamo.assume_constant_result(getattr(f, "__wrapped__", f))
-        for name, f in (("_positive", _positive), ("_doubled", _doubled), ("_total", _total))
+        for name, f in (("_positive", _positive), ("_doubled", _doubled), ("_total", _total), ("_same", _same))
     }
     twin = type(fn)(fn.__code__, {**fn.__globals__, **marked}, fn.__name__)
     return torch.compile(twin, backend="eager")

@@ -9,6 +9,7 @@ import collections.abc
 import dataclasses
 import functools
 import operator
+import sys
 import types
 import typing
 import warnings
@@ -1948,3 +1949,45 @@ def test_mapping_proxy_made_in_the_frame(cnt):
         assert shared["new"] == 1  # the proxy of the global dict itself
     finally:
         del _SHARED_SETTINGS["new"]
+
+
+def test_a_symbolic_size_in_a_tuple_of_numbers_is_decided_and_guarded(cnt):
+    """`x.size(-1) in [4, 5, 6]` under dynamic shapes: each comparison guarded, as torch's
+    (it was a graph break); another size recompiles, one outside raises eager's error."""
+
+    def fn(x):
+        if x.size(-1) not in [4, 5, 6]:
+            raise ValueError("bad size")
+        return x + 1 if x.size(0) in (2, 3) else x - 1
+
+    compiled = stenograph.compile(fn, backend=cnt, dynamic=True)
+    for shape in ((2, 4), (3, 4), (7, 5)):
+        x = torch.randn(shape)
+        helpers.assert_same(compiled(x), fn(x))
+        if shape == (2, 4):
+            assert cnt.frame_count == 1  # one graph: no break at either `in`
+    frames = cnt.frame_count
+    helpers.assert_same(compiled(torch.ones(2, 4)), fn(torch.ones(2, 4)))
+    assert cnt.frame_count == frames  # identical inputs never compile
+    with pytest.raises(ValueError, match="bad size"):
+        compiled(torch.randn(2, 9))
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="Python 3.13 no longer chains class methods over properties")
+def test_a_class_method_over_a_property_gives_its_value(cnt):
+    """`@classmethod @property` (Python 3.11-3.12): `C.P` is the getter's value for the class, on
+    the class and on an instance (it was bound as a method: `callable(C.P)` answered True)."""
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+
+        class Settings:
+            @classmethod
+            @property
+            def scale(cls):
+                return 2
+
+    def fn(x):
+        return x * Settings.scale + (1 if callable(Settings.scale) else 3) + Settings().scale
+
+    _one_graph(fn, cnt, peer=False)  # torch.compile 2.13 fails on the instance's read (internal error)

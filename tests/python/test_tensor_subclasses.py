@@ -102,3 +102,46 @@ def test_type_of_a_result_breaks_the_graph(cnt):
     assert cnt.frame_count == 2
     reasons = stenograph.explain(fn)(x).break_reasons
     assert "computed from a tensor subclass instance" in reasons[0].reason
+
+
+class _Overriding(torch.Tensor):
+    """A subclass defining tensor members itself: eager reads these, not the tensor's."""
+
+    ndim = 10
+
+    def to(self, *args, **kwargs):
+        return super().to(*args, **kwargs) * 7
+
+    def numel(self):
+        return super().numel() + 40
+
+    def __len__(self):
+        return 42
+
+    @property
+    def shape(self):
+        return (99, *super().shape)
+
+
+def _reads_overrides(x):
+    return x.to(torch.float64), x.numel(), len(x), x.ndim, x.shape, x.size(), x.sin() + 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_members_a_subclass_defines_are_read_as_eager(backend):
+    """`to`, `numel`, `__len__`, a class attribute `ndim` and a `shape` property of the subclass
+    are what the compiled function reads (they were the tensor's: silently other values), their
+    `super()` calls the tensor's own; a class attribute changed later is seen."""
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_reads_overrides, backend=cnt, fullgraph=True)
+    x = torch.ones(2).as_subclass(_Overriding)
+    assert_same(compiled(x), _reads_overrides(x))
+    assert type(compiled(x)[0]) is _Overriding and cnt.frame_count == 1
+    scaled = stenograph.compile(lambda x: x * x.ndim, backend=cnt)
+    assert_same(scaled(x), x * 10)
+    _Overriding.ndim = 3
+    try:
+        assert compiled(x)[3] == 3
+        assert_same(scaled(x), x * 3)
+    finally:
+        _Overriding.ndim = 10

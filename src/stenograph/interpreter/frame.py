@@ -19,7 +19,7 @@ from ..errors import BreakKind, Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable
-from ..variables.builder import instantiate, wrap, wrap_trusted_member
+from ..variables.builder import class_member_of, instantiate, wrap, wrap_trusted_member
 from ..variables.cells import Cell, LazyValue
 from ..variables.compile_regions import call_region, is_region
 from ..variables.constants import constant
@@ -275,6 +275,10 @@ class Frame:
     def instantiate(self, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         """`cls(*args, **kwargs)` called by the traced code (`builder.instantiate`)."""
         return instantiate(self, cls, args, kwargs)
+
+    def class_member(self, obj: Variable, cls: type, name: str) -> Variable:
+        """`obj.name` as class `cls` defines it (`builder.class_member_of`)."""
+        return class_member_of(self, obj, cls, name)
 
     def new_exception(self, cls: type[BaseException], args: tuple) -> Variable:
         """The exception `cls(*args)` the traced program makes, for constant `args`."""

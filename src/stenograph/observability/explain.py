@@ -9,6 +9,7 @@ Caches are cleared before and after, so the report describes a fresh compilation
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,9 +74,8 @@ class ExplainOutput:
 
 
 def explain(fn: Callable, *deprecated_args: Any, **deprecated_kwargs: Any) -> Callable[..., ExplainOutput]:
-    """`explain(fn)(*args, **kwargs)` -> ExplainOutput."""
-    if deprecated_args or deprecated_kwargs:
-        raise TypeError("use stenograph.explain(fn)(*args, **kwargs)")
+    """`explain(fn)(*args, **kwargs)` -> ExplainOutput (`explain(fn, *args, **kwargs)`, torch's
+    older form, warns and runs it)."""
     if not callable(fn):
         raise TypeError(f"explain() needs a callable, got {type(fn).__qualname__}")
 
@@ -112,6 +112,13 @@ def explain(fn: Callable, *deprecated_args: Any, **deprecated_kwargs: Any) -> Ca
         result.compile_times = ", ".join(times)
         return result
 
+    if deprecated_args or deprecated_kwargs:
+        warnings.warn(
+            "explain(f, *args, **kwargs) is deprecated, use explain(f)(*args, **kwargs) instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return run(*deprecated_args, **deprecated_kwargs)  # type: ignore[return-value]
     return run
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from ..guards.sources import AttrSource, GlobalSource, ItemSource
+from ..guards.sources import AttrSource, ClassSource, GlobalSource, ItemSource
 from ..marks import (
     graph_break,
     is_allowed_in_graph,
@@ -49,6 +49,7 @@ from . import builtins as builtin_vars
 from . import collectives, library
 from .base import Variable
 from .checkpoint import CheckpointVariable
+from .class_lookup import class_lookup
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
 from .constants import ConstantVariable, GuardedOnUseConstant, constant
 from .containers import (
@@ -59,6 +60,7 @@ from .containers import (
     TupleVariable,
     set_member_by_identity,
 )
+from .descriptors import class_attr_source, class_member
 from .environ import EnvironVariable
 from .frame_objects import (
     GlobalsDictVariable,
@@ -535,6 +537,14 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
     if issubclass(cls, torch.nn.Module):
         return instantiate_module(frame, cls, args, kwargs)
     return new_object(frame, cls, args, kwargs)
+
+
+def class_member_of(frame: Frame, obj: Variable, cls: type, name: str) -> Variable:
+    """`obj.name` found on `cls` (a method, property or class attribute a tensor subclass
+    defines), bound as Python binds it and guarded on the class."""
+    attr, _ = class_lookup(cls, name)
+    source = class_attr_source(frame, cls, name, attr)
+    return class_member(frame, obj, UserClassVariable(cls, ClassSource(cls)), attr, name, source)
 
 
 def wrap_trusted_member(frame: Frame, value: Any, namespace: dict, name: str) -> Variable:

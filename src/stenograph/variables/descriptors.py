@@ -13,11 +13,12 @@ its class, so replacing a property or a descriptor's method recompiles.
 
 from __future__ import annotations
 
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
-from ..guards.sources import AttrSource, ClassSource, ItemSource
+from ..guards.sources import AttrSource, ClassSource, InstanceDictSource, ItemSource
 from .class_lookup import MISSING, class_lookup
 from .functions import UserFunctionVariable, UserMethodVariable
 
@@ -49,6 +50,11 @@ def class_attr_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
     if cls.__flags__ & _IMMUTABLE_TYPE:
         return source  # a builtin class (`super()` reaching `object`): its attributes cannot change
     if isinstance(attr, classmethod):
+        if isinstance(attr.__func__, property):
+            # `cls.name` would run the property (`@classmethod @property`): read the class
+            # method from the dict of the class defining it
+            _, owner = class_lookup(cls, name)
+            source = ItemSource(InstanceDictSource(ClassSource(owner)), name)
         source = AttrSource(source, "__func__")
         guards.id_match(source, attr.__func__)
     elif isinstance(attr, staticmethod):
@@ -68,10 +74,22 @@ def class_member(frame: Frame, obj: Variable, cls_var: Variable, attr: Any, name
     if isinstance(attr, staticmethod):
         return function_from_class(frame, attr.__func__, source)
     if isinstance(attr, classmethod):
-        return UserMethodVariable(attr.__func__, cls_var, fn_source=source)
+        return class_method(frame, attr, cls_var, source)
     if isinstance(attr, types.FunctionType):
         return UserMethodVariable(attr, obj, fn_source=source)
     return frame.wrap(attr, source)
+
+
+def class_method(frame: Frame, attr: classmethod, cls_var: Variable, source: Source) -> Variable:
+    """Class method `attr` (its function guarded through `source`) read on a class or instance:
+    bound to the class. Before Python 3.13 a class method wrapping a property (`@classmethod`
+    over `@property`) gives the property's value for the class, as CPython's `__get__` chains."""
+    inner = attr.__func__
+    if isinstance(inner, property) and sys.version_info < (3, 13):
+        if inner.fget is None:
+            raise Unsupported("class property has no getter")
+        return UserFunctionVariable(inner.fget, AttrSource(source, "fget")).call(frame, [cls_var], {})
+    return UserMethodVariable(inner, cls_var, fn_source=source)
 
 
 def function_from_class(frame: Frame, fn: Any, source: Source) -> Variable:

@@ -13,7 +13,15 @@ import torch
 
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
-from ..marks import Substitute, disabled_reason, graph_break, is_constant_result, is_disabled, is_torch_disabled
+from ..marks import (
+    Substitute,
+    disabled_reason,
+    graph_break,
+    is_constant_result,
+    is_disabled,
+    is_exporting,
+    is_torch_disabled,
+)
 from .base import Variable
 from .cells import LazyValue, RealCellVariable
 from .constants import ConstantVariable, constant
@@ -90,12 +98,15 @@ def _constant_result(
     arguments (a tensor's value in this call, the graph so far run on the call's inputs, as
     torch does); its result is a constant of the graph and is not guarded (as in torch)."""
     name = fn.__qualname__
+    graph_values: dict[int, Variable] = {}  # id of a real value passed -> its tracker
 
     def real(arg: Variable) -> Any:
         if arg.is_constant():
             return arg.as_constant()
         if isinstance(arg, GraphValueVariable):
-            return frame.output.real_value(arg)
+            value = frame.output.real_value(arg)
+            graph_values[id(value)] = arg
+            return value
         if arg.value_object is not None and arg.source is not None:
             frame.output.guards.id_match(arg.source, arg.value_object)
             return arg.value_object
@@ -108,6 +119,11 @@ def _constant_result(
     keywords = {k: real(v) for k, v in kwargs.items()}
     result = fn(*values, **keywords)
     if type(result) is torch.Tensor:
+        given_back = graph_values.get(id(result))
+        if given_back is not None:  # `return x`
+            if not is_exporting():
+                return given_back  # torch.compile's graph goes on reading the argument
+            result = result.detach().clone()  # torch's export stores its value now
         # the tensor itself is a graph input, held by the compiled code (always this object)
         return frame.output.tensor_input(result, FixedObjectSource(result, f"result of {name}"))
     if not is_literal(result):

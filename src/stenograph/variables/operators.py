@@ -16,6 +16,7 @@ from .constants import IteratorVariable, constant
 from .containers import DictVariable, SequenceVariable, TupleVariable
 from .exceptions import raise_python_error
 from .identity import equality_is_identity, guard_identity, same_object, same_or_equal
+from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 from .user_classes import NewObjectVariable, ObjectVariable, dict_contents, python_dunder
 
@@ -268,6 +269,12 @@ def _compared_by_identity(obj: Any) -> bool:
 
 def _same_item(frame: Frame, container: Variable, item: Variable, candidate: Variable) -> bool:
     """`item is candidate or item == candidate`, as `in` decides it, known while tracing."""
+    pair = (item, candidate)
+    if any(isinstance(v, SymNodeVariable) for v in pair) and all(
+        isinstance(v, SymNodeVariable) or v.is_constant() and type(v.as_constant()) in (int, float, bool) for v in pair
+    ):
+        # a symbolic size among numbers (`x.size(-1) in (4, 5, 6)`): decided, and guarded, as `==`
+        return binary(frame, operator.eq, item, candidate).truth(frame)
     try:
         return same_or_equal(frame, item, candidate)
     except Unsupported:

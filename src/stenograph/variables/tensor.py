@@ -18,6 +18,7 @@ from ..guards.sources import AttrSource
 from ..shapes.fake import is_symbolic
 from . import tensor_scalars
 from .base import Variable
+from .class_lookup import MISSING, class_lookup
 from .constants import ConstantVariable, constant
 from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
 from .double_backward import creates_graph
@@ -71,6 +72,12 @@ class TensorVariable(GraphValueVariable):
         )
 
     def length(self, frame: Frame) -> int:
+        if _overrides(self.subclass, "__len__"):
+            assert self.subclass is not None
+            size = frame.class_member(self, self.subclass, "__len__").call(frame, [], {})
+            if not size.is_constant():
+                raise Unsupported(f"len() of {self.describe()}: its class's __len__ gave {size.describe()}")
+            return size.as_constant()
         if self.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor")
         return int(self.fake.shape[0])
@@ -90,6 +97,16 @@ class TensorVariable(GraphValueVariable):
         return frame.output.call("call_function", operator.getitem, [self, key], {}, "tensor indexing")
 
     def getattr(self, frame: Frame, name: str) -> Variable:
+        if _overrides(self.subclass, name):
+            assert self.subclass is not None
+            return frame.class_member(self, self.subclass, name)
+        return self.tensor_attribute(frame, name)
+
+    def tensor_attribute(self, frame: Frame, name: str, *, through_super: bool = False) -> Variable:
+        """Attribute `name` as `torch.Tensor` defines it; `through_super`: read by `super().name`
+        in a subclass's override, whose methods the graph calls as `torch.Tensor`'s."""
+        if through_super and callable(getattr(torch.Tensor, name, None)):
+            return TensorMethodVariable(self, name, as_tensor=True)
         fake = self.fake
         if name == "shape":
             return SizeVariable([frame.output.sym_size(self, d) for d in range(fake.dim())])
@@ -111,7 +128,29 @@ class TensorVariable(GraphValueVariable):
         raise Unsupported(f"setting tensor attribute {name!r}")
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if _overrides(self.subclass, name):
+            return self.getattr(frame, name).call(frame, args, kwargs)
         return TensorMethodVariable(self, name).call(frame, args, kwargs)
+
+
+# what the tensor subclass protocol itself defines: run by torch when operations run, not read
+_PROTOCOL = frozenset({"__torch_function__", "__torch_dispatch__", "__new__", "__init__", "__class__"})
+
+
+def _overrides(subclass: type | None, name: str) -> bool:
+    """Whether a user's tensor subclass defines `name` itself (a method, property or class
+    attribute in place of the tensor's: `to`, `numel`, `ndim`, `__len__`), which eager then reads.
+    torch's own subclasses and traceable wrapper subclasses (`__tensor_flatten__`) are left to
+    the graph, whose operations run on the real instances."""
+    if subclass is None or name in _PROTOCOL or subclass.__module__.startswith("torch."):
+        return False
+    if hasattr(subclass, "__tensor_flatten__"):
+        return False
+    attr, owner = class_lookup(subclass, name)
+    return attr is not MISSING and owner is not None and owner not in _TENSOR_CLASSES
+
+
+_TENSOR_CLASSES = frozenset(torch.Tensor.__mro__)
 
 
 def _instance_attribute(frame: Frame, tensor: TensorVariable, name: str) -> Variable:
@@ -174,9 +213,12 @@ def _writes_overlapping_memory(name: str, fake: torch.Tensor) -> bool:
 class TensorMethodVariable(Variable):
     """`tensor.method`, bound: calling it records a `call_method` node."""
 
-    def __init__(self, tensor: TensorVariable, name: str) -> None:
+    def __init__(self, tensor: TensorVariable, name: str, *, as_tensor: bool = False) -> None:
         self.tensor = tensor
         self.name = name
+        # `super().name` inside a subclass's override: the graph calls `torch.Tensor.name`, which
+        # the override (dispatched on the real instance) would otherwise take
+        self.as_tensor = as_tensor
 
     def describe(self) -> str:
         return f"Tensor.{self.name}"
@@ -211,14 +253,14 @@ class TensorMethodVariable(Variable):
         if name in TENSOR_METADATA_METHODS:
             if name == "size" and not kwargs:
                 if not args:
-                    return self.tensor.getattr(frame, "shape")
+                    return self.tensor.tensor_attribute(frame, "shape")
                 dim = args[0].as_constant()
                 return frame.output.sym_size(self.tensor, dim % max(self.tensor.fake.dim(), 1))
             plain_args = [unwrap(a)[1] for a in args]
             plain_kwargs = {k: unwrap(v)[1] for k, v in kwargs.items()}
             result = getattr(self.tensor.fake, name)(*plain_args, **plain_kwargs)
             if _is_symbolic_result(result):
-                return frame.output.call("call_method", name, [self.tensor, *args], kwargs, f"Tensor.{name}()")
+                return self._record(frame, name, args, kwargs)
             if isinstance(result, torch.Size):
                 return SizeVariable([constant(int(s)) for s in result])
             if isinstance(result, tuple):
@@ -237,9 +279,17 @@ class TensorMethodVariable(Variable):
                     "call_method", "new_empty", [self.tensor, constant(())], kwargs, "Tensor.new()"
                 )
             args = list(args[0].items)
+        return self._record(frame, name, args, kwargs)
+
+    def _record(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if self.as_tensor:
+            method = getattr(torch.Tensor, name)
+            return frame.output.call("call_function", method, [self.tensor, *args], kwargs, f"Tensor.{name}()")
         return frame.output.call("call_method", name, [self.tensor, *args], kwargs, f"Tensor.{name}()")
 
     def reconstruct(self, rebuild: Any) -> str:
+        if self.as_tensor:
+            return f"{rebuild.writer.bind(torch.Tensor, 'Tensor')}.{self.name}.__get__({rebuild.expr(self.tensor)})"
         return f"{rebuild.expr(self.tensor)}.{self.name}"
 
 

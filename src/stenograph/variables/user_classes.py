@@ -22,6 +22,8 @@ import operator
 import types
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import ClassSource, ItemSource
 from .autograd_function import FunctionApplyVariable
@@ -33,6 +35,7 @@ from .descriptors import (
     class_attr_source,
     class_dunder,
     class_member,
+    class_method,
     function_from_class,
     has_python_method,
     is_data_descriptor,
@@ -41,6 +44,7 @@ from .descriptors import (
 from .exceptions import TracedException, is_attribute_error, raise_new
 from .functions import NestedFunctionVariable, TorchClassVariable, UserFunctionVariable, UserMethodVariable
 from .sequence_protocol import SelfIteratorVariable, getitem_iterator
+from .tensor import TensorVariable
 from .trace_rules import (
     TORCH_CLASSES,
     is_builtin_class,
@@ -106,6 +110,7 @@ def bind_class_attr(
 
 
 _CONSTANT_TYPES = (int, float, str, bool, tuple, frozenset, type(None))
+_TENSOR_CLASSES = frozenset(torch.Tensor.__mro__)
 
 
 class UserClassVariable(ConstantVariable):
@@ -129,7 +134,7 @@ class UserClassVariable(ConstantVariable):
         if isinstance(attr, (staticmethod, classmethod, types.FunctionType)):
             source = class_attr_source(frame, cls, name, attr)
             if isinstance(attr, classmethod):
-                return UserMethodVariable(attr.__func__, self, fn_source=source)
+                return class_method(frame, attr, self, source)
             return function_from_class(frame, attr.__func__ if isinstance(attr, staticmethod) else attr, source)
         if name == "__mro__" or name == "__bases__":
             return constant(getattr(cls, name))
@@ -672,6 +677,8 @@ class SuperVariable(Variable):
         attr, owner = class_lookup(obj_type, name, after=self.cls)
         if attr is MISSING:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
+        if isinstance(self.obj, TensorVariable) and owner in _TENSOR_CLASSES:
+            return self.obj.tensor_attribute(frame, name, through_super=True)  # a subclass's override
         if bound_class is not None and isinstance(attr, classmethod):
             return UserMethodVariable(attr.__func__, self.obj)
         if isinstance(attr, types.FunctionType) or isinstance(attr, (property, staticmethod, classmethod)):
