@@ -156,6 +156,34 @@ def test_backward_with_python_effects_runs_eagerly_at_a_break(cnt):
     assert len(LOG) == 4  # two calls, eager and compiled, one backward each
 
 
+class Collecting(torch.autograd.Function):
+    """A forward appending to a list it is given: a Python effect the apply node cannot make."""
+
+    @staticmethod
+    def forward(ctx, x, found):
+        found.append(x.sin())
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2, None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_changing_a_list_made_in_the_frame_runs_eagerly_at_a_break(backend):
+    """The list holds what forward appended once, as eagerly (the trace that looked at forward
+    left its tensor in the list, from a graph node it then dropped: an internal error)."""
+
+    def fn(x):
+        found = []
+        y = Collecting.apply(x.cos(), found) + 1
+        return y, found
+
+    cnt = CompileCounterWithBackend(backend)
+    # torch.compile keeps the append in its one graph; here the apply runs eagerly between two
+    check(fn, lambda i: (t(3, seed=i, grad=True),), cnt, graphs=2, grads=True, peer=False)
+
+
 class SetupContextStyle(torch.autograd.Function):
     @staticmethod
     def forward(x, k):

@@ -9,6 +9,7 @@ import collections.abc
 import dataclasses
 import functools
 import operator
+import os
 import sys
 import types
 import typing
@@ -1991,3 +1992,24 @@ def test_a_class_method_over_a_property_gives_its_value(cnt):
         return x * Settings.scale + (1 if callable(Settings.scale) else 3) + Settings().scale
 
     _one_graph(fn, cnt, peer=False)  # torch.compile 2.13 fails on the instance's read (internal error)
+
+
+class _PixelInputs(typing.TypedDict):
+    kind: str
+    data: torch.Tensor
+
+
+def test_os_fspath_and_typed_dicts_are_traced(cnt):
+    """`os.fspath` of a string (CPython's TypeError for an int) and a `TypedDict` class called
+    (a plain dict): both were graph breaks."""
+
+    def fn(x):
+        path = os.fspath("./weights")
+        try:
+            os.fspath(3)
+        except TypeError as e:
+            message = str(e)
+        inputs = _PixelInputs(kind="pixels", data=x * 2)
+        return inputs["data"] + len(path), message, type(inputs), inputs
+
+    _one_graph(fn, cnt, peer=False)  # torch.compile 2.13 fails on os.fspath(3) (internal error)

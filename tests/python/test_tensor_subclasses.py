@@ -145,3 +145,88 @@ def test_members_a_subclass_defines_are_read_as_eager(backend):
         assert_same(scaled(x), x * 3)
     finally:
         _Overriding.ndim = 10
+
+
+class _Shifted(torch.Tensor):
+    """A traceable wrapper subclass whose flatten context (`shift`) changes its results."""
+
+    @staticmethod
+    def __new__(cls, inner, shift):
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+    def __init__(self, inner, shift):
+        self.inner, self.shift = inner, shift
+
+    def __repr__(self):  # torch's would run operations (AOTAutograd's debug log prints it)
+        return f"_Shifted({self.inner!r}, {self.shift})"
+
+    def __tensor_flatten__(self):
+        return ["inner"], (self.shift,)
+
+    @staticmethod
+    def __tensor_unflatten__(inner, context, size, stride):
+        return _Shifted(inner["inner"], context[0])
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        shift = args[0].shift
+        out = func(*[a.inner if isinstance(a, _Shifted) else a for a in args], **(kwargs or {}))
+        return _Shifted(out + shift, shift)
+
+
+class _Scaled(torch.Tensor):
+    """A traceable wrapper subclass with an optional inner tensor (`scale`)."""
+
+    @staticmethod
+    def __new__(cls, data, scale):
+        return torch.Tensor._make_wrapper_subclass(cls, data.shape, dtype=data.dtype, device=data.device)
+
+    def __init__(self, data, scale):
+        self.data_, self.scale = data, scale
+
+    def __repr__(self):
+        return f"_Scaled({self.data_!r}, {self.scale!r})"
+
+    def __tensor_flatten__(self):
+        return (["data_", "scale"] if self.scale is not None else ["data_"]), None
+
+    @staticmethod
+    def __tensor_unflatten__(inner, context, size, stride):
+        return _Scaled(inner["data_"], inner.get("scale"))
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        this = args[0]
+        out = func(this.data_, *args[1:], **(kwargs or {}))
+        return _Scaled(out if this.scale is None else out * this.scale, this.scale)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_wrapper_subclass_flattening_otherwise_recompiles(backend):
+    """The graph AOTAutograd traced through a wrapper subclass holds for its flatten context and
+    inner tensors: another context, or another set of inner tensors, recompiles (the graph of
+    the first was reused: silently other results)."""
+    cnt = CompileCounterWithBackend(backend)
+    shifted = stenograph.compile(lambda x: x * 1, backend=cnt)
+    for shift in (3, 4, 3):
+        x = _Shifted(torch.ones(2), shift)
+        assert_same(shifted(x).inner, (x * 1).inner)
+    assert cnt.frame_count == 2
+    scaled = stenograph.compile(lambda x: x + 1, backend=cnt)
+    for scale in (None, torch.full((2,), 10.0), None, torch.full((2,), 5.0)):
+        x = _Scaled(torch.ones(2), scale)
+        assert_same(scaled(x).data_, (x + 1).data_)
+    assert cnt.frame_count == 4
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_wrapper_subclass_with_dynamic_sizes(backend):
+    """`dynamic=True` on a traceable wrapper subclass input: its sizes and its inner tensor's are
+    symbolic, one graph serves every size (torch's subclass symbolic context; it was an internal
+    error)."""
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(lambda x: x * x.shape[0], backend=cnt, dynamic=True, fullgraph=True)
+    for rows in (2, 3, 5):
+        x = _Shifted(torch.randn(rows, 4), 1)
+        assert_same(compiled(x).inner, (x * rows).inner)
+    assert cnt.frame_count == 1

@@ -19,6 +19,7 @@ import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..errors import BreakKind, ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet, storage_pattern
@@ -251,6 +252,10 @@ class OutputGraph:
             assert self.policy is not None
             self._apply_bounds(value, fake, source, self.policy.bounds(source.name(), value))
         self.guards.tensor_match(source, value, fake)
+        if is_traceable_wrapper_subclass(value):
+            self.guards.wrapper_layout(source, value)
+            for name in value.__tensor_flatten__()[0]:
+                self.guards.tensor_match(AttrSource(source, name), getattr(value, name), getattr(fake, name, None))
         node = self._placeholder(source, fake, value)
         var = TensorVariable(node, fake, source=source)
         if type(value) not in (torch.Tensor, torch.nn.Parameter):

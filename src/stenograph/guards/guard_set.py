@@ -88,6 +88,25 @@ def _slot_is_set(getter: Callable[[Any], Any], obj: Any) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class _FlattensAs:
+    """The check of `GuardSet.wrapper_layout`: called with the tensor, True while it flattens
+    to these inner tensor names and an equal context."""
+
+    inner: list[str]
+    context: Any
+
+    def __call__(self, tensor: Any) -> bool:
+        inner, context = tensor.__tensor_flatten__()
+        if list(inner) != self.inner:
+            return False
+        same = getattr(type(tensor), "__metadata_guard__", None)
+        try:
+            return bool(same(self.context, context) if same is not None else context == self.context)
+        except Exception:  # a context that cannot be compared: not known to be the same
+            return False
+
+
 @dataclass
 class GuardSet:
     """Checks collected while tracing one frame."""
@@ -351,6 +370,15 @@ class GuardSet:
             type(tensor), tensor.dtype, tensor.device, tensor.requires_grad, checked_sizes, checked_strides
         )
         self._add(RANK_TENSOR, source, template, text, kind="tensor", detail=facts)
+
+    def wrapper_layout(self, source: Source, tensor: torch.Tensor) -> None:
+        """A traceable wrapper subclass (`__tensor_flatten__`) flattens as it did: the same inner
+        tensors and an equal context (by its class's `__metadata_guard__` where it has one),
+        which the graph AOTAutograd traced through it depends on."""
+        inner, context = tensor.__tensor_flatten__()  # type: ignore[attr-defined]
+        check = self.bind(_FlattensAs(list(inner), context), "flattens")
+        text = f"{source.name()} flattens to {list(inner)} with context {context!r}"
+        self._add(RANK_VALUE, source, f"{check}({{v}})", text)
 
     def shape_relations(self, guards: list[tuple[str, list[tuple[Source, str]]]]) -> None:
         """Guards from the ShapeEnv: expressions over input sizes, with `___S<k>___` standing

@@ -25,10 +25,11 @@ from torch.fx.experimental.symbolic_shapes import (
     GuardOnDataDependentSymNode,
     ShapeEnv,
     StatelessSymbolicContext,
+    SubclassSymbolicContext,
 )
 
 from .. import config
-from ..guards.sources import Source
+from ..guards.sources import AttrSource, Source
 
 DATA_DEPENDENT_ERRORS = (DataDependentOutputException, DynamicOutputShapeException, GuardOnDataDependentSymNode)
 
@@ -189,10 +190,26 @@ def fakeify(
     """The fake twin of a real input tensor; `dynamic_dims[i]` makes dimension i symbolic."""
     if not dynamic_dims or not any(dynamic_dims):
         return mode.from_tensor(tensor, static_shapes=True)
-    context = StatelessSymbolicContext(
-        dynamic_sizes=[DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dynamic_dims],
+    return mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=_context(tensor, source, dynamic_dims))
+
+
+def _context(tensor: torch.Tensor, source: Source, dynamic_dims: list[bool]) -> StatelessSymbolicContext:
+    """Which sizes of `tensor` are symbolic. A traceable wrapper subclass (`__tensor_flatten__`)
+    takes torch's subclass context, naming its inner tensors' own, all of whose sizes are symbolic
+    (their shapes need not follow the outer one's)."""
+    sizes = [DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dynamic_dims]
+    if not python_dispatch.is_traceable_wrapper_subclass(tensor):
+        return StatelessSymbolicContext(dynamic_sizes=sizes)
+    inner = {}
+    for name in tensor.__tensor_flatten__()[0]:
+        part = getattr(tensor, name)
+        inner[name] = _context(part, AttrSource(source, name), [True] * part.dim())
+    return SubclassSymbolicContext(
+        dynamic_sizes=sizes,
+        tensor_source=ShapeSource(source),
+        shape_env_to_source_to_symbol_cache={},
+        inner_contexts=inner,
     )
-    return mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=context)
 
 
 def symbolic_number(mode: FakeTensorMode, value: int | float, source: Source) -> torch.SymInt | torch.SymFloat:

@@ -17,8 +17,10 @@ from torch.fx.experimental.symbolic_shapes import (
     ShapeEnv,
     StatelessSymbolicContext,
     StrictMinMaxConstraint,
+    SubclassSymbolicContext,
     SymbolicContext,
 )
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
@@ -74,9 +76,43 @@ def shape_guards(
 
 def _constraints(fake: Any, marked: dict[int, tuple[int | None, int | None]]) -> SymbolicContext | None:
     """The symbolic context of an input whose dimensions `marked` must stay dynamic (None for
-    one without any: `produce_guards` then puts no constraint on it)."""
-    if not isinstance(fake, torch.Tensor) or not marked:
+    one without any: `produce_guards` then puts no constraint on it). A traceable wrapper
+    subclass always has one: `produce_guards` walks its inner tensors by the contexts it names."""
+    if not isinstance(fake, torch.Tensor):
         return None
+    if is_traceable_wrapper_subclass(fake):
+        inner = {name: _no_constraints(getattr(fake, name)) for name in fake.__tensor_flatten__()[0]}
+        return SubclassSymbolicContext(
+            dynamic_sizes=[DimDynamic.DYNAMIC] * fake.dim(),
+            dynamic_strides=[DimDynamic.INFER_STRIDE] * fake.dim(),
+            constraint_sizes=_constraint_sizes(fake, marked),
+            constraint_strides=[None] * fake.dim(),
+            tensor_source=None,
+            shape_env_to_source_to_symbol_cache={},
+            inner_contexts=inner,
+        )
+    if not marked:
+        return None
+    return StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC] * fake.dim(),
+        dynamic_strides=[DimDynamic.INFER_STRIDE] * fake.dim(),
+        constraint_sizes=_constraint_sizes(fake, marked),
+        constraint_strides=[None] * fake.dim(),
+    )
+
+
+def _no_constraints(fake: torch.Tensor) -> SymbolicContext:
+    context = _constraints(fake, {})
+    if context is not None:
+        return context
+    return StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC] * fake.dim(),
+        constraint_sizes=[None] * fake.dim(),
+        constraint_strides=[None] * fake.dim(),
+    )
+
+
+def _constraint_sizes(fake: torch.Tensor, marked: dict[int, tuple[int | None, int | None]]) -> list[Any]:
     sizes: list[Any] = [None] * fake.dim()
     for dim, (low, high) in marked.items():
         if 0 <= dim < fake.dim() and isinstance(fake.shape[dim], torch.SymInt):
@@ -85,12 +121,7 @@ def _constraints(fake: Any, marked: dict[int, tuple[int | None, int | None]]) ->
             else:
                 bound = ValueRanges(lower=low if low is not None else 0, upper=high if high is not None else int_oo)
                 sizes[dim] = StrictMinMaxConstraint(warn_only=False, vr=bound)
-    return StatelessSymbolicContext(
-        dynamic_sizes=[DimDynamic.DYNAMIC] * fake.dim(),
-        dynamic_strides=[DimDynamic.INFER_STRIDE] * fake.dim(),
-        constraint_sizes=sizes,
-        constraint_strides=[None] * fake.dim(),
-    )
+    return sizes
 
 
 def _resolve(src: Any) -> tuple[Source, str]:
@@ -105,7 +136,7 @@ def _resolve(src: Any) -> tuple[Source, str]:
         index = getattr(src, "idx", None)
         return source, prefix + _PROPERTY_SUFFIX[prop.name] + (f"[{index}]" if index is not None else "")
     member = getattr(src, "member", None)
-    if base is not None and member == "_base":
+    if base is not None and member is not None:  # a view's `_base`, a wrapper subclass's inner tensor
         source, prefix = _resolve(base)
-        return source, f"{prefix}._base"
+        return source, f"{prefix}.{member}"
     raise NotImplementedError(f"shape guard on an unknown source {src!r}")

@@ -530,6 +530,8 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
         if all(a.is_constant() for a in [*args, *kwargs.values()]):
             return constant(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
         raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
+    if type(cls).__call__ is dict:  # a TypedDict class: calling it makes a plain dict
+        return wrap(frame, dict, None).call(frame, args, kwargs)
     if is_namedtuple_class(cls):
         return NamedTupleVariable.construct(frame, cls, args, kwargs)
     if is_structseq_class(cls):  # a `torch.return_types` class, called on a sequence

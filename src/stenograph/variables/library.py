@@ -17,6 +17,7 @@ import inspect
 import itertools
 import math
 import operator
+import os
 import sys
 import types
 import warnings
@@ -173,6 +174,19 @@ def _index(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> V
         raise Unsupported(f"operator.index of {value.describe()}")
     try:
         return constant(operator.index(value.as_constant()))
+    except TypeError as e:
+        raise_python_error(frame, e)
+
+
+@_handler(os.fspath)
+def _fspath(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`os.fspath(path)` of a string or bytes: that value (a path object's `__fspath__` is not
+    read: graph break); other constants raise CPython's TypeError."""
+    (path,) = args
+    if not path.is_constant() or kwargs:
+        raise Unsupported(f"os.fspath of {path.describe()}")
+    try:
+        return constant(os.fspath(path.as_constant()))
     except TypeError as e:
         raise_python_error(frame, e)
 
