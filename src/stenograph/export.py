@@ -340,6 +340,9 @@ def _graph_module_of(
     graph = torch.fx.Graph()
     builder = _InputBuilder(fn, graph, module, same_signature, call)
     inputs = [builder.node_for(i.source, i.example) for i in output.inputs]
+    for graph_input, node in zip(output.inputs, inputs):
+        if node.op == "placeholder":
+            node.meta.setdefault("val", graph_input.fake)  # as torch's export graphs have it
     if decompositions is None:
         val_map = dict(zip((i.node for i in output.inputs), inputs))
         graph.graph_copy(output.graph, val_map)
@@ -437,6 +440,7 @@ class _InputBuilder:
         self.nodes: dict[Source, torch.fx.Node] = {}
         self.attributes: dict[str, Any] = {}
         self.members: dict[int, str] = {}
+        self.module = module
         parameters = list(inspect.signature(fn, follow_wrapped=False).parameters.values())
         if module is not None:
             parameters = parameters[1:]
@@ -479,7 +483,9 @@ class _InputBuilder:
         member = self.members.get(id(value)) if isinstance(value, torch.Tensor) else None
         if member is not None:
             self.attributes[member] = value
-            return self.graph.get_attr(member)
+            node = self.graph.get_attr(member)
+            node.meta["nn_module_stack"] = self._owners(member)
+            return node
         if not self.same_signature and self._from_parameter(source):
             return self.graph.placeholder(re.sub(r"\W+", "_", source.name()))  # L['x'][0] -> L_x_0_, as torch names it
         path = self._path(source)
@@ -492,6 +498,19 @@ class _InputBuilder:
             self.attributes[name] = value
             return self.graph.get_attr(name)
         raise Unsupported(f"stenograph.export: {source.name()} is a symbolic number not read from an argument")
+
+    def _owners(self, member: str) -> dict[str, tuple[str, type]]:
+        """The module stack of a parameter or buffer (`block.lin.weight`): the submodules
+        holding it, named as the traced graph's nodes name them (`L['self'].block.lin`)."""
+        assert self.module is not None
+        owners: dict[str, tuple[str, type]] = {}
+        path = "L['self']"
+        parts = member.split(".")[:-1]
+        for depth in range(1, len(parts) + 1):
+            path = f"{path}.{parts[depth - 1]}"
+            owner = self.module.get_submodule(".".join(parts[:depth]))
+            owners[re.sub(r"[^a-zA-Z0-9_]", "_", path)] = (path, type(owner))
+        return owners
 
     def _from_parameter(self, source: Source) -> bool:
         """Whether `source` reads a parameter of the function (possibly nested in it)."""

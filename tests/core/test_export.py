@@ -308,3 +308,37 @@ def test_star_args_and_kwargs_are_exported_as_torchs():
     assert_same(gm(b, a, b, z=a), g(b, a, b, z=a))
     gm, _ = stenograph.export(Star())(a, b)
     assert_same(gm(b, a), Star()(b, a))
+
+
+def test_nodes_carry_their_module_stack_and_source_function():
+    """As torch._dynamo.export's: each operation names the module calls it was made in
+    (`nn_module_stack`, outermost first) and what made it (`source_fn_stack`); parameters read as
+    attributes name the modules holding them; placeholders carry their `val`, in both graphs."""
+
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.cos(self.lin(x)).relu() + 1
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Inner()
+
+        def forward(self, x):
+            return self.block(x) * 2
+
+    for aten in (False, True):
+        gm, _ = stenograph.export(Outer(), aten_graph=aten)(torch.randn(4, 4))
+        ops = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
+        assert ops and all(n.meta["source_fn_stack"] for n in ops)
+        stacks = [list(n.meta["nn_module_stack"].values()) for n in ops]
+        assert [("L['self'].block", Inner), ("L['self'].block.lin", nn.Linear)] in stacks
+        assert [("L['self'].block", Inner)] in stacks and [] in stacks  # `* 2` is Outer's own
+        weight = next(n for n in gm.graph.nodes if n.op == "get_attr" and n.target.endswith("weight"))
+        assert list(weight.meta["nn_module_stack"].values())[-1] == ("L['self'].block.lin", nn.Linear)
+        (placeholder,) = gm.graph.find_nodes(op="placeholder")
+        assert placeholder.meta["val"].shape[1] == 4

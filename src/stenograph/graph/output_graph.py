@@ -8,9 +8,11 @@ source so the transformed code can fetch it again on every call.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,10 +64,24 @@ class ActiveFrame:
     """The innermost frame being traced, set by `Frame.run` (held apart from `OutputGraph`, so a
     graph that keeps it keeps no trace state alive once tracing ends)."""
 
-    __slots__ = ("frame",)
+    __slots__ = ("frame", "modules")
 
     def __init__(self) -> None:
         self.frame: Any = None
+        # the module calls being traced, outermost first: {key: (source name, class)}, the
+        # `nn_module_stack` torch.compile's nodes carry (export's users read it)
+        self.modules: dict[str, tuple[str, type]] = {}
+
+    @contextlib.contextmanager
+    def module_call(self, path: str, cls: type) -> Iterator[None]:
+        """Nodes made inside name the module `path` (its class `cls`) in their module stack."""
+        key = re.sub(r"[^a-zA-Z0-9_]", "_", path)
+        outer = self.modules
+        self.modules = {**outer, key: (path, cls)}
+        try:
+            yield
+        finally:
+            self.modules = outer
 
 
 class TracedGraph(torch.fx.Graph):
@@ -82,6 +98,10 @@ class TracedGraph(torch.fx.Graph):
         frame = self.active.frame
         if frame is not None:
             node.meta["stack_trace"] = frame.stack_trace()
+        if node.op in ("call_function", "call_method", "call_module", "get_attr"):
+            node.meta["nn_module_stack"] = self.active.modules
+            if node.op != "get_attr":
+                node.meta["source_fn_stack"] = [(node.name, node.target)]
         return node
 
 

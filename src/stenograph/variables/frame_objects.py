@@ -754,6 +754,11 @@ class NNModuleVariable(UserObjectVariable):
         if _is_unmaterialised_lazy(self.value_object):
             _materialise_lazy(self, args, kwargs)
             raise TraceAgain(f"{self.describe()} materialised its parameters")
+        path = self.source.name() if self.source is not None else self.describe()
+        with frame.output.active.module_call(path, type(self.value_object)):
+            return self._call(frame, args, kwargs)
+
+    def _call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         custom_call = class_attribute(type(self.value_object), "__call__")
         if custom_call is not torch.nn.Module.__call__:
             # the class's own __call__ (it may call super().__call__, i.e. nn.Module's)
@@ -764,8 +769,7 @@ class NNModuleVariable(UserObjectVariable):
             # nn.Module's own call path, inlined: it runs the hooks in its order, with its
             # handling of what they return, as torch.compile inlines it
             return frame.inline_call(torch.nn.Module._call_impl, [self, *args], kwargs, closure=None)
-        forward = self.getattr(frame, "forward")
-        return forward.call(frame, args, kwargs)
+        return self.getattr(frame, "forward").call(frame, args, kwargs)
 
     def _walk(self, frame: Frame, name: str, prefix: str = "", recurse: bool = True) -> list[Variable]:
         """`modules()`, `named_modules()`, `parameters()`, `named_parameters()`, `buffers()`,
