@@ -2013,3 +2013,35 @@ def test_os_fspath_and_typed_dicts_are_traced(cnt):
         return inputs["data"] + len(path), message, type(inputs), inputs
 
     _one_graph(fn, cnt, peer=False)  # torch.compile 2.13 fails on os.fspath(3) (internal error)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_torch_tensor_of_graph_values_is_built_in_the_graph(backend):
+    """`torch.tensor` of one-element tensors, `.item()` values (with `capture_scalar_outputs`),
+    symbolic sizes and bools, nested or not: one graph, values and dtypes as eager's (they were
+    graph breaks or fullgraph errors)."""
+
+    def of_tensors(x):
+        a = x.sum()
+        b = (x * 2).max().reshape(1, 1)
+        return torch.tensor([a, b]), torch.tensor([[a], [b]], dtype=torch.float64)
+
+    def of_items(x):
+        v = x.sum()
+        return torch.tensor([v.item()]), torch.tensor([[v.item()], [2.0]]), torch.tensor(v.item())
+
+    def of_sizes(x):
+        y = torch.empty((x.size(0) // 13) * 13)
+        return torch.tensor(y.numel() == 0), torch.tensor([x.size(0), 7]), torch.tensor((x.shape[0] / 2,))
+
+    for fn, dynamic in ((of_tensors, None), (of_items, None), (of_sizes, True)):
+        cnt = stenograph.testing.CompileCounterWithBackend(backend)
+        compiled = stenograph.compile(fn, backend=cnt, fullgraph=True, dynamic=dynamic)
+        with stenograph.config.patch(capture_scalar_outputs=True):
+            for n in (8, 13):
+                x = t(n, seed=n)
+                for got, want in zip(compiled(x), fn(x)):
+                    assert got.dtype == want.dtype and not got.requires_grad
+                    helpers.assert_same(got, want)
+        if backend == "eager":  # AOTAutograd guards the size-derived bool it evaluates (13 recompiles)
+            assert cnt.frame_count == (1 if dynamic else 2), fn.__name__

@@ -37,6 +37,7 @@ GROUPS: list[tuple[str, list[str]]] = [
         [
             "tensor",
             "tensor_scalars",
+            "tensor_literals",
             "higher_order",
             "func_transforms",
             "checkpoint",

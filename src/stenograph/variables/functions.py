@@ -34,6 +34,7 @@ from .profiler_ranges import is_record_function_class, make_record_function
 from .symbolic import GraphValueVariable
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
+from .tensor_literals import tensor_of_graph_values
 from .trace_rules import is_literal, is_state_reader, trace_constant, untraced_library
 
 if TYPE_CHECKING:
@@ -408,6 +409,10 @@ class TorchOpVariable(Variable):
             return constant(args[0].fake.is_floating_point())
         if self.fn in (torch.numel,) and isinstance(args[0], TensorVariable):
             return constant(args[0].fake.numel())
+        if self.fn is torch.tensor and len(args) == 1:
+            built = tensor_of_graph_values(frame, args[0], kwargs)
+            if built is not None:
+                return built
         refuse_effect(getattr(self.fn, "__name__", ""), f"{self.describe()}()")
         wants_grad = kwargs.get("requires_grad")
         if wants_grad is not None and wants_grad.is_constant() and wants_grad.as_constant() is True:
