@@ -21,6 +21,7 @@ tensors: see `_refuse_forward_ad`.
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -101,11 +102,28 @@ class FunctionApplyVariable(Variable):
         return f"{rebuild.expr(self.cls_var)}.apply"
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        if kwargs:
-            raise Unsupported(f"{self.describe()}() with keyword arguments")
         self._refuse_forward_ad(frame)
-        self._speculate(frame, args)
-        return frame.output.call("call_function", apply_of(self.cls), args, {}, f"{self.describe()}()")
+        if kwargs and has_own_setup_context(self.cls):
+            args, kwargs = self._bound(frame, args, kwargs)
+        self._speculate(frame, args, kwargs)
+        return frame.output.call("call_function", apply_of(self.cls), args, kwargs, f"{self.describe()}()")
+
+    def _bound(
+        self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]
+    ) -> tuple[list[Variable], dict[str, Variable]]:
+        """Keyword arguments of a `setup_context`-style Function bound to forward's signature,
+        defaults filled in, as its `apply` binds them (setup_context sees them as `inputs`).
+        Old-style Functions take them as they are: forward receives them."""
+        try:
+            bound = inspect.signature(self.cls.forward).bind(*args, **kwargs)
+        except TypeError as e:
+            raise Unsupported(f"{self.describe()}(): {e}") from None
+        bound.apply_defaults()
+
+        def tracker(value: Any) -> Variable:
+            return value if isinstance(value, Variable) else frame.wrap(value, None)
+
+        return [tracker(a) for a in bound.args], {k: tracker(v) for k, v in bound.kwargs.items()}
 
     def _refuse_forward_ad(self, frame: Frame) -> None:
         """Under forward-mode AD, `apply` computes tangents with the Function's `jvp` (or raises
@@ -120,7 +138,7 @@ class FunctionApplyVariable(Variable):
             )
         frame.output.guards.state_query(_dual_level, "forward_ad dual level", -1)
 
-    def _speculate(self, frame: Frame, args: list[Variable]) -> None:
+    def _speculate(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> None:
         """Trace forward and backward once, to refuse what the apply node could not reproduce."""
         output = frame.output
         nodes_before = set(output.graph.nodes)
@@ -133,11 +151,11 @@ class FunctionApplyVariable(Variable):
         try:
             forward = self.cls_var.getattr(frame, "forward")
             if has_own_setup_context(self.cls):
-                result = forward.call(frame, args, {})
+                result = forward.call(frame, args, kwargs)
                 setup = self.cls_var.getattr(frame, "setup_context")
                 setup.call(frame, [ctx, TupleVariable(list(args)), result], {})
             else:
-                result = forward.call(frame, [ctx, *args], {})
+                result = forward.call(frame, [ctx, *args], kwargs)
         finally:
             torch._C._set_grad_enabled(grad_mode)
         outputs = result.unpack(frame) if isinstance(result, TupleVariable) else [result]
@@ -209,8 +227,8 @@ def apply_of(cls: type) -> Any:
     if fn is None:
         ref = weakref.ref(cls)  # the class's entry in the weak table must not keep it alive
 
-        def fn(*args: Any) -> Any:
-            return ref().apply(*args)  # type: ignore[union-attr]
+        def fn(*args: Any, **kwargs: Any) -> Any:
+            return ref().apply(*args, **kwargs)  # type: ignore[union-attr]
 
         fn.__name__ = fn.__qualname__ = f"{cls.__name__}_apply"
         _apply_functions[cls] = fn
