@@ -168,7 +168,14 @@ def export(
         module = bound_self if isinstance(bound_self, torch.nn.Module) else None
         decompositions = decomposition_table or {} if aten_graph else None
         graph_module = _graph_module(
-            function, captured, module, frame_label(code), decompositions, pre_dispatch, same_signature, (args, kwargs)
+            function,
+            captured,
+            module,
+            frame_label(code),
+            decompositions,
+            pre_dispatch,
+            same_signature,
+            _Call(args, kwargs, bound_self is not None),
         )
         prefix = (function.__closure__,) if code.co_freevars else ()
         if bound_self is not None:
@@ -294,7 +301,7 @@ def _graph_module(
     decompositions: dict | None,
     pre_dispatch: bool,
     same_signature: bool = True,
-    call: tuple[tuple, dict] | None = None,
+    call: _Call | None = None,
 ) -> torch.fx.GraphModule:
     """The traced graph called as the function is (or, without `same_signature`, taking the
     values it reads from the arguments and returning a flat tuple); in ATen operators when
@@ -314,6 +321,15 @@ def _graph_module(
     return _graph_module_of(fn, captured, module, label, decompositions, pre_dispatch, None, same_signature)
 
 
+class _Call(NamedTuple):
+    """The exported call: the user's arguments, and whether the traced function receives a bound
+    `self` before them (a method)."""
+
+    args: tuple
+    kwargs: dict
+    bound: bool
+
+
 class _NotFlat(Exception):
     """(internal) An input is read from an argument by a path its pytree leaves do not give."""
 
@@ -325,7 +341,7 @@ def _graph_module_of(
     label: str,
     decompositions: dict | None,
     pre_dispatch: bool,
-    call: tuple[tuple, dict] | None,
+    call: _Call | None,
     same_signature: bool = True,
 ) -> torch.fx.GraphModule:
     output = captured.output
@@ -432,7 +448,7 @@ class _InputBuilder:
         graph: torch.fx.Graph,
         module: torch.nn.Module | None,
         same_signature: bool,
-        call: tuple[tuple, dict] | None = None,
+        call: _Call | None = None,
     ) -> None:
         self.graph = graph
         self.same_signature = same_signature
@@ -448,7 +464,7 @@ class _InputBuilder:
             self.members = {id(tensor): name for name, tensor in reversed(named)}
         self.parameters = {p.name for p in parameters}
         if call is not None:
-            self._leaves(parameters, *call)
+            self._leaves(fn, call)
             return
         for p in parameters if same_signature else ():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -456,23 +472,14 @@ class _InputBuilder:
             default = inspect.Signature.empty if p.default is p.empty else p.default
             self.nodes[LocalSource(p.name)] = graph.placeholder(p.name, default_value=default)
 
-    def _leaves(self, parameters: list[inspect.Parameter], args: tuple, kwargs: dict) -> None:
+    def _leaves(self, fn: types.FunctionType, call: _Call) -> None:
         """One placeholder per pytree leaf of `(args, kwargs)`, as torch's export graph has,
-        each known by the source the trace reads it through (an item of `*args` or `**kwargs`
-        for arguments beyond the named ones, named `{args}_{i}` and by their keyword, as torch's)."""
-        kinds = {p.name: p.kind for p in parameters}
-        positional = [n for n, kind in kinds.items() if kind in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD)]
-        star = next((n for n, kind in kinds.items() if kind == inspect.Parameter.VAR_POSITIONAL), None)
-        double_star = next((n for n, kind in kinds.items() if kind == inspect.Parameter.VAR_KEYWORD), None)
-        extra = range(len(args) - len(positional)) if len(args) > len(positional) else range(0)
-        if extra and star is None:
-            raise _NotFlat
-        tops = [LocalSource(n) for n in positional[: len(args)]]
-        tops += [ItemSource(LocalSource(star), i) for i in extra]
-        by_keyword = {k: LocalSource(k) if k in kinds else ItemSource(LocalSource(double_star), k) for k in kwargs}
-        self.argument_names = [*positional[: len(args)], *(f"{star}_{i}" for i in extra), *kwargs]
+        each known by the source the trace reads it through (a parameter, or an item of `*args`
+        or `**kwargs`); `forward`'s parameters named as torch names them (`_argument_names`)."""
+        tops, by_keyword = _argument_sources(inspect.signature(fn, follow_wrapped=False), call)
+        self.argument_names = _argument_names(fn, call)
         self.passed = {self._root_name(source) for source in [*tops, *by_keyword.values()]}
-        leaves, self.in_spec = pytree.tree_flatten_with_path((args, kwargs))
+        leaves, self.in_spec = pytree.tree_flatten_with_path((call.args, call.kwargs))
         for index, (path, _) in enumerate(leaves):
             source = _leaf_source(path, tops, by_keyword)
             node = self.graph.placeholder(f"arg{index}")
@@ -545,6 +552,40 @@ class _InputBuilder:
             raise Unsupported(f"stenograph.export cannot read {source.name()} inside a graph")
         self.nodes[source] = node
         return node
+
+
+def _argument_sources(signature: inspect.Signature, call: _Call) -> tuple[list[Source], dict[str, Source]]:
+    """Where the traced function receives each argument of the call: a parameter, or an item of
+    its `*args` or `**kwargs` (found by binding stand-ins as Python binds the arguments)."""
+    positional = [object() for _ in call.args]
+    keyword = {k: object() for k in call.kwargs}
+    try:
+        bound = signature.bind(*([object()] if call.bound else []), *positional, **keyword)
+    except TypeError:
+        raise _NotFlat from None
+    where: dict[int, Source] = {}
+    for name, value in bound.arguments.items():
+        kind = signature.parameters[name].kind
+        if kind == inspect.Parameter.VAR_POSITIONAL:
+            where.update({id(v): ItemSource(LocalSource(name), i) for i, v in enumerate(value)})
+        elif kind == inspect.Parameter.VAR_KEYWORD:
+            where.update({id(v): ItemSource(LocalSource(name), k) for k, v in value.items()})
+        else:
+            where[id(value)] = LocalSource(name)
+    return [where[id(m)] for m in positional], {k: where[id(m)] for k, m in keyword.items()}
+
+
+def _argument_names(fn: types.FunctionType, call: _Call) -> list[str]:
+    """The graph module's parameter names, as torch._dynamo.export's: the names of the user's
+    signature (a decorated function's original one, through `__wrapped__`, `self` left out) for
+    the positional arguments, `{args}_{i}` for those its `*args` takes, then the keywords."""
+    parameters = list(inspect.signature(fn).parameters.values())
+    if call.bound and parameters and parameters[0].kind in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD):
+        parameters = parameters[1:]
+    positional = [p.name for p in parameters if p.kind in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in parameters if p.kind == inspect.Parameter.VAR_POSITIONAL), "args")
+    extra = [f"{star}_{i}" for i in range(len(call.args) - len(positional))]
+    return [*positional[: len(call.args)], *extra, *call.kwargs]
 
 
 def _leaf_source(path: tuple, tops: list[Source], by_keyword: dict[str, Source]) -> Source | None:

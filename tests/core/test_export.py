@@ -4,6 +4,7 @@ as `torch._dynamo.export` gives; every needed graph break named when there is no
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 
 import pytest
@@ -342,3 +343,34 @@ def test_nodes_carry_their_module_stack_and_source_function():
         assert list(weight.meta["nn_module_stack"].values())[-1] == ("L['self'].block.lin", nn.Linear)
         (placeholder,) = gm.graph.find_nodes(op="placeholder")
         assert placeholder.meta["val"].shape[1] == 4
+
+
+def test_decorated_functions_and_methods_keep_their_signature():
+    """A function or an nn.Module method wrapped by a `functools.wraps` decorator taking
+    `*args, **kwargs`: the graph's parameters are the original's names, as torch's (the method
+    was refused)."""
+
+    def passing(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    @passing
+    def scaled(pos0, pos1=1.0, *rest, kw0, kw1=2.0, **more):
+        return pos0 * pos1 + kw0 * kw1 + sum(rest) + sum(more.values())
+
+    class Holder(nn.Module):
+        @passing
+        def method(self, pos0, *rest, kw0, **more):
+            return pos0 + kw0 + sum(rest) + sum(more.values())
+
+    a, b, c, d, e = (torch.randn(3) for _ in range(5))
+    gm, _ = stenograph.export(scaled)(a, b, c, kw0=d, extra=e)
+    assert list(inspect.signature(gm.forward).parameters) == ["pos0", "pos1", "rest_0", "kw0", "extra"]
+    assert_same(gm(e, d, c, kw0=b, extra=a), scaled(e, d, c, kw0=b, extra=a))
+    holder = Holder()
+    gm, _ = stenograph.export(holder.method)(a, b, kw0=c, extra=d)
+    assert list(inspect.signature(gm.forward).parameters) == ["pos0", "rest_0", "kw0", "extra"]
+    assert_same(gm(d, c, kw0=b, extra=a), holder.method(d, c, kw0=b, extra=a))

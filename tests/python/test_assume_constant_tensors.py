@@ -120,3 +120,34 @@ def test_other_arguments_still_break(cnt):
     x = torch.ones(2)
     assert_same(compiled(x), fn(x))
     assert cnt.frame_count == 1  # the call of `length` breaks the graph; the code after it is one graph
+
+
+@stenograph.assume_constant_result
+def _nonzero_pair(t):
+    return (torch.nonzero(t), torch.nonzero(t))
+
+
+@stenograph.assume_constant_result
+def _powers(t):
+    return {"x": t, "x^2": t * t, "n": 2}
+
+
+def test_container_results_are_constants(cnt):
+    """Tuples, lists and dicts of tensors and numbers: each member a constant of the graph (they
+    broke the graph); export stores the values of the first call, as torch's."""
+
+    def from_tuple(x):
+        return [torch.tensor([0.5]) * item for element in _nonzero_pair(x) for item in element]
+
+    def from_dict(x):
+        found = _powers(x)
+        return x * found["x"] * found["x^2"] + found["n"]
+
+    for fn in (from_tuple, from_dict):
+        x = torch.tensor([2.0, 1.0])
+        compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+        assert_same(compiled(x), fn(x))
+        gm = stenograph.export(fn)(x).graph_module
+        other = torch.tensor([3.0, 0.0])
+        # the export's constants are the first call's: from_dict reads `x` and the constant x
+        assert_same(gm(other), fn(x) if fn is from_tuple else other * x * (x * x) + 2)

@@ -25,7 +25,7 @@ from ..marks import (
 from .base import Variable
 from .cells import LazyValue, RealCellVariable
 from .constants import ConstantVariable, constant
-from .containers import DictVariable, SizeVariable, TupleVariable
+from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
 from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
 from .exceptions import raise_new, raise_python_error
@@ -118,7 +118,12 @@ def _constant_result(
 
     values = [real(a) for a in args]
     keywords = {k: real(v) for k, v in kwargs.items()}
-    result = fn(*values, **keywords)
+    return _result_tracker(frame, name, fn(*values, **keywords), graph_values)
+
+
+def _result_tracker(frame: Frame, name: str, result: Any, graph_values: dict[int, Variable]) -> Variable:
+    """The constant an `assume_constant_result` call gave, as the graph holds it: numbers and
+    other literals, tensors (held by the compiled code), and tuples, lists and dicts of them."""
     if type(result) is torch.Tensor:
         given_back = graph_values.get(id(result))
         if given_back is not None:  # `return x`
@@ -127,13 +132,18 @@ def _constant_result(
             result = result.detach().clone()  # torch's export stores its value now
         # the tensor itself is a graph input, held by the compiled code (always this object)
         return frame.output.tensor_input(result, FixedObjectSource(result, f"result of {name}"))
-    if not is_literal(result):
-        raise Unsupported(
-            f"{name} (marked assume_constant_result) returned {type(result).__qualname__}, "
-            "which cannot be a constant of the graph",
-            hint="return a tensor, or numbers, strings, bools, None, dtypes, devices or tuples of them",
-        )
-    return constant(result)
+    if is_literal(result):
+        return constant(result)
+    if type(result) in (tuple, list):
+        items = [_result_tracker(frame, name, item, graph_values) for item in result]
+        return TupleVariable(items) if type(result) is tuple else ListVariable(items)
+    if type(result) is dict and all(is_literal(key) for key in result):
+        return DictVariable({key: _result_tracker(frame, name, v, graph_values) for key, v in result.items()})
+    raise Unsupported(
+        f"{name} (marked assume_constant_result) returned {type(result).__qualname__}, "
+        "which cannot be a constant of the graph",
+        hint="return tensors, numbers, strings, bools, None, dtypes, devices, or tuples, lists or dicts of them",
+    )
 
 
 class MarkedFunctionVariable(Variable):
