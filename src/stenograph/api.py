@@ -25,6 +25,7 @@ from .backends.registry import get_default_backend, lookup_backend, resolve_back
 from .errors import FailOnRecompileLimitHit, RecompileError, StenographError
 from .graph.codegen import in_compiled_code
 from .marks import (
+    COMPILE_ENTRY_ATTR,
     allow_in_graph,
     assume_constant_result,
     disallow,
@@ -89,6 +90,9 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if model is None:
         return decorate
     return decorate(model)
+
+
+setattr(compile, COMPILE_ENTRY_ATTR, True)  # traced code calling it gets the function back (marks)
 
 
 def _checked_guard_filter(fn: Any) -> Callable:

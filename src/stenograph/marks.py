@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from .thread_flag import ThreadFlag
 
 DISABLED_ATTR = "__stenograph_disabled__"
@@ -108,6 +110,17 @@ def assume_constant_result(fn: Callable) -> Callable:
 
 def is_constant_result(fn: Any) -> bool:
     return getattr(fn, CONSTANT_RESULT_ATTR, False) is True
+
+
+# on `stenograph.compile`: called while tracing, a compile entry point gives back what it is handed
+COMPILE_ENTRY_ATTR = "__stenograph_compile_entry__"
+_TORCH_COMPILE = torch.compile
+
+
+def is_compile_entry(fn: Any) -> bool:
+    """`stenograph.compile` or `torch.compile`, which a traced function may call on another
+    (torch.compile traces such a nested compile's function into the graph it is building)."""
+    return getattr(fn, COMPILE_ENTRY_ATTR, False) is True or fn is _TORCH_COMPILE
 
 
 def graph_break() -> None:

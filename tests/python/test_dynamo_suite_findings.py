@@ -2045,3 +2045,18 @@ def test_torch_tensor_of_graph_values_is_built_in_the_graph(backend):
                     helpers.assert_same(got, want)
         if backend == "eager":  # AOTAutograd guards the size-derived bool it evaluates (13 recompiles)
             assert cnt.frame_count == (1 if dynamic else 2), fn.__name__
+
+
+def test_compile_called_inside_a_compiled_function_traces_the_function(cnt):
+    """`stenograph.compile(fn)(x)` or `torch.compile(fn)(x)` inside compiled code: `fn` is traced
+    where it is called, as torch.compile treats a nested compile (it was a graph break)."""
+
+    def scaled(x, c=None):
+        return (2 if c is None else c) * x
+
+    def fn(x):
+        return stenograph.compile(scaled, backend="eager")(x) + torch.compile(scaled)(x, 3) + stenograph.compile(
+            lambda y: y + 1
+        )(x)
+
+    _one_graph(fn, cnt, peer=False)  # torch.compile breaks at stenograph.compile, unknown to it

@@ -17,6 +17,7 @@ from ..marks import (
     Substitute,
     disabled_reason,
     graph_break,
+    is_compile_entry,
     is_constant_result,
     is_disabled,
     is_exporting,
@@ -68,6 +69,8 @@ class UserFunctionVariable(Variable):
                 hint="disabled functions run eagerly",
                 kind=BreakKind.UNTRACED_CALL,
             )
+        if is_compile_entry(self.fn) and args and isinstance(args[0], _TRACED_CALLABLES):
+            return args[0]  # `compile(fn, ...)` inside a compiled function: fn, traced where it is called
         refuse_untraced_library(self.fn, args, kwargs)
         if is_constant_result(self.fn):
             return _constant_result(frame, self.fn, args, kwargs)
@@ -694,3 +697,7 @@ class HandledFunctionVariable(Variable):
 
     def python_type(self) -> type:
         return type(self.fn)
+
+
+# what `compile(fn)` called while tracing hands back to be traced where it is called
+_TRACED_CALLABLES = (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable)
