@@ -2060,3 +2060,24 @@ def test_compile_called_inside_a_compiled_function_traces_the_function(cnt):
         )(x)
 
     _one_graph(fn, cnt, peer=False)  # torch.compile breaks at stenograph.compile, unknown to it
+
+
+def test_returned_map_and_filter_objects_are_rebuilt(cnt):
+    """A `map` or `filter` object returned (or live at a break) is rebuilt as one over what its
+    iterables have left, the function running per item when the caller pulls them, as eagerly
+    (it was refused)."""
+
+    def pair(a, b):
+        return a[0] * b[0] + a[1] * b[1]
+
+    def fn(x):
+        rows = [x, x + 1, x * 2]
+        mapped = map(pair, rows, [x - 1, x])
+        first = next(mapped)
+        return first, mapped, filter(lambda t: t.sum() > 0, rows), map(abs, [1, -2])
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    x = t(2)
+    got, want = compiled(x), fn(x)
+    assert [type(v) for v in got] == [type(v) for v in want]
+    helpers.assert_same([got[0], *map(list, got[1:])], [want[0], *map(list, want[1:])])

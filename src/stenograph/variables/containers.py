@@ -828,6 +828,15 @@ class LazyIteratorVariable(IteratorVariable):
     def iterated(self) -> Variable | None:
         return next((c for s in self.sources if (c := s.iterated()) is not None), None)
 
+    def reconstruct(self, codegen: Any) -> str:
+        """`map` and `filter` rebuilt as themselves over what their sources have left (the
+        function runs per item when the code after the graph pulls them, as eagerly); `zip` and
+        `enumerate` as iterators over their remaining items."""
+        if self.kind not in ("map", "filter") or self.done:
+            return super().reconstruct(codegen)
+        fn = "None" if self.fn is None else codegen.expr(self.fn)
+        return f"{self.kind}({fn}, {', '.join(codegen.expr(source) for source in self.sources)})"
+
     def may_raise(self) -> bool:
         if any(s.may_raise() for s in self.sources):
             return True
