@@ -92,6 +92,27 @@ def test_shape_change_makes_the_dimension_symbolic(cnt):
     assert isinstance(x_fake.shape[0], torch.SymInt)
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_changed_stride_becomes_symbolic(backend):
+    """Views of tensors of other widths (`randn(4, i)[:, 0:1]`: same size, another stride): the
+    second stride recompiles once with a symbolic stride, as torch.compile's automatic dynamic
+    shapes do (every width recompiled); results, and what the code reads of the stride, as eager."""
+
+    def f(x, y):
+        return x * y + x.stride(0), x.is_contiguous()
+
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(f, backend=cnt)
+    for width in (1, 2, 3, 5, 1, 4):
+        x, y = torch.randn(4, width)[:, 0:1], torch.randn(4, 1)
+        got, want = compiled(x, y), f(x, y)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    assert cnt.frame_count == 2
+    x_fake = _placeholders(cnt.graphs[1])[0].meta["example_value"]
+    assert isinstance(x_fake.stride()[0], torch.SymInt) and x_fake.shape == (4, 1)
+
+
 def test_only_the_changed_dimension_becomes_symbolic(cnt):
     def f(x):
         return x.reshape(x.shape[0] * x.shape[1]) * 2

@@ -262,12 +262,13 @@ class OutputGraph:
             if known.source != source:
                 self.guards.same_object(source, known.source)
             return known
-        dims = None
+        dims = strides = None
         # an nn.Parameter keeps static sizes wherever it comes from (torch's
         # `force_parameter_static_shapes`), a module's buffers too (`may_be_dynamic`)
         if self.policy is not None and not isinstance(value, torch.nn.Parameter) and may_be_dynamic(source, True):
             dims = self.policy.tensor_dims(source.name(), value)
-        fake = fakeify(self.fake_mode, value, source, dims)
+            strides = self.policy.stride_dims(source.name(), value)
+        fake = fakeify(self.fake_mode, value, source, dims, strides)
         if dims and any(dims):
             assert self.policy is not None
             self._apply_bounds(value, fake, source, self.policy.bounds(source.name(), value))

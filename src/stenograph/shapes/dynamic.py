@@ -87,6 +87,7 @@ class DynamicPolicy:
         # such lists: dynamic from the start, since their value changes from call to call
         self.from_data = from_data if from_data is not None else set()
         self.sizes: dict[str, list[int | None]] = {}  # source name -> sizes (None: dynamic)
+        self.strides: dict[str, list[int | None]] = {}  # source name -> strides (None: dynamic)
         self.ints: dict[str, int | float | None] = {}  # source name -> value (None: dynamic)
         # float arguments the backend asked to see as constants (see backends/float_restart.py)
         self.specialised: set[str] = set()
@@ -113,6 +114,22 @@ class DynamicPolicy:
             dynamic = d in marked or seen[d] is None or not config.assume_static_by_default
             dims.append(dynamic and d not in static)
         return dims
+
+    def stride_dims(self, name: str, t: torch.Tensor) -> list[bool]:
+        """Which strides of input `t` are symbolic: those that changed between calls (automatic
+        dynamic shapes, as torch.compile's: a view of a tensor of another width recompiles once,
+        not per width); otherwise strides follow from the sizes."""
+        if self.dynamic is not None or not config.automatic_dynamic_shapes or t.layout is not torch.strided:
+            return [False] * t.dim()
+        stride = list(t.stride())
+        seen = self.strides.get(name)
+        if seen is None or len(seen) != len(stride):
+            self.strides[name] = stride
+            return [False] * t.dim()
+        for d, value in enumerate(stride):
+            if seen[d] is not None and seen[d] != value:
+                seen[d] = None
+        return [s is None for s in seen]
 
     def bounds(self, name: str, t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
         """The dimensions of input `t` (reached by source `name`) declared dynamic, and their

@@ -186,20 +186,29 @@ def fakeify(
     tensor: torch.Tensor,
     source: Source,
     dynamic_dims: list[bool] | None = None,
+    dynamic_strides: list[bool] | None = None,
 ) -> torch.Tensor:
-    """The fake twin of a real input tensor; `dynamic_dims[i]` makes dimension i symbolic."""
-    if not dynamic_dims or not any(dynamic_dims):
+    """The fake twin of a real input tensor; `dynamic_dims[i]` makes dimension i symbolic,
+    `dynamic_strides[i]` its stride (others follow from the sizes)."""
+    if not any(dynamic_dims or ()) and not any(dynamic_strides or ()):
         return mode.from_tensor(tensor, static_shapes=True)
-    return mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=_context(tensor, source, dynamic_dims))
+    dims = dynamic_dims or [False] * tensor.dim()
+    context = _context(tensor, source, dims, dynamic_strides)
+    return mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=context)
 
 
-def _context(tensor: torch.Tensor, source: Source, dynamic_dims: list[bool]) -> StatelessSymbolicContext:
+def _context(
+    tensor: torch.Tensor, source: Source, dynamic_dims: list[bool], dynamic_strides: list[bool] | None = None
+) -> StatelessSymbolicContext:
     """Which sizes of `tensor` are symbolic. A traceable wrapper subclass (`__tensor_flatten__`)
     takes torch's subclass context, naming its inner tensors' own, all of whose sizes are symbolic
     (their shapes need not follow the outer one's)."""
     sizes = [DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dynamic_dims]
     if not python_dispatch.is_traceable_wrapper_subclass(tensor):
-        return StatelessSymbolicContext(dynamic_sizes=sizes)
+        if not any(dynamic_strides or ()):
+            return StatelessSymbolicContext(dynamic_sizes=sizes)
+        strides = [DimDynamic.DYNAMIC if d else DimDynamic.INFER_STRIDE for d in dynamic_strides or ()]
+        return StatelessSymbolicContext(dynamic_sizes=sizes, dynamic_strides=strides)
     inner = {}
     for name in tensor.__tensor_flatten__()[0]:
         part = getattr(tensor, name)
