@@ -98,29 +98,26 @@ def load(program: Program, tag: str) -> types.ModuleType:
     return module
 
 
-def snapshot(value: Any, module: types.ModuleType, seen: dict[int, str] | None = None) -> Any:
+def snapshot(value: Any, module: types.ModuleType, seen: dict[int, tuple[str, Any]] | None = None) -> Any:
     """A comparable copy of value: tensors cloned, containers rebuilt, objects by their state.
 
     Aliasing is kept: a value met again (an input returned, an object in two places) becomes
     ("alias", first path), so `y = x.add_(1); return y` is told apart from returning a copy.
     """
+    # what was met, by id, with the object itself: held while `seen` lives (it is shared by the
+    # snapshots of one call), so that no id is reused by an object made later (a state view)
     seen = {} if seen is None else seen
     # the classes whose instances are compared by their state: the object-model programs name
     # theirs in FUZZ_TYPES and read the state with fuzz_view; the others have C0
     objects = getattr(module, "FUZZ_TYPES", None) or (module.C0,)
-    views: list[Any] = []  # kept alive while walking: a freed view's id could name the next one
-
-    def view(v: Any) -> Any:
-        views.append(module.fuzz_view(v))
-        return views[-1]
 
     def walk(v: Any, path: str) -> Any:
         if isinstance(v, (torch.Tensor, list, dict, set, *objects)):
             if id(v) in seen:
-                return ("alias", seen[id(v)])
-            seen[id(v)] = path
+                return ("alias", seen[id(v)][0])
+            seen[id(v)] = (path, v)
         if isinstance(v, objects) and hasattr(module, "fuzz_view"):
-            return (type(v).__name__, walk(view(v), f"{path}.state"))
+            return (type(v).__name__, walk(module.fuzz_view(v), f"{path}.state"))
         if isinstance(v, torch.Tensor):
             return ("tensor", v.detach().clone(), v.requires_grad)
         if isinstance(v, (list, tuple)):
@@ -221,7 +218,7 @@ def run(program: Program, backend: str | None) -> Run:
                 outcome = value
             except Exception as exc:  # noqa: BLE001 - the program's own errors are an outcome
                 outcome = _Raised(exc)
-            seen: dict[int, str] = {}
+            seen: dict[int, tuple[str, Any]] = {}
             observed = Observed(
                 outcome=repr(outcome) if isinstance(outcome, _Raised) else snapshot(outcome, module, seen),
                 args=snapshot((args, kwargs), module, seen),

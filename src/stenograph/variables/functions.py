@@ -137,10 +137,15 @@ def _result_tracker(frame: Frame, name: str, result: Any, graph_values: dict[int
         return frame.output.tensor_input(result, FixedObjectSource(result, f"result of {name}"))
     if is_literal(result):
         return constant(result)
+    if type(result) in (list, dict) and not is_exporting():
+        # possibly an object the program holds (`return self.cache`): the tracker of that very
+        # object, so that changes to it are changes to it, as eagerly
+        return frame.wrap(result, FixedObjectSource(result, f"result of {name}"))
     if type(result) in (tuple, list):
         items = [_result_tracker(frame, name, item, graph_values) for item in result]
         return TupleVariable(items) if type(result) is tuple else ListVariable(items)
     if type(result) is dict and all(is_literal(key) for key in result):
+        # export's graph holds the values of the call it traced, as torch's
         return DictVariable({key: _result_tracker(frame, name, v, graph_values) for key, v in result.items()})
     raise Unsupported(
         f"{name} (marked assume_constant_result) returned {type(result).__qualname__}, "
