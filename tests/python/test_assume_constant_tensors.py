@@ -151,3 +151,28 @@ def test_container_results_are_constants(cnt):
         other = torch.tensor([3.0, 0.0])
         # the export's constants are the first call's: from_dict reads `x` and the constant x
         assert_same(gm(other), fn(x) if fn is from_tuple else other * x * (x * x) + 2)
+
+
+_SHARED = {"scale": 2.0, "seen": []}
+
+
+@stenograph.assume_constant_result
+def _shared_table():
+    return _SHARED
+
+
+def test_a_list_or_dict_result_is_that_object_in_compiled_code(cnt):
+    """A result the program holds elsewhere (a module's table): compiled code reads and changes
+    that very object, as eagerly (a copy would lose the change)."""
+
+    def fn(x):
+        table = _shared_table()
+        table["seen"].append(1)
+        return x * table["scale"], table is _SHARED
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = torch.ones(2)
+    out, same_object = compiled(x)
+    assert same_object and _SHARED["seen"] == [1]
+    assert_same(out, x * 2.0)
+    _SHARED["seen"].clear()
