@@ -247,17 +247,20 @@ def test_assume_constant_result_needs_constant_arguments_and_result(cnt):
         stenograph.compile(takes_list, backend=cnt, fullgraph=True)(torch.randn(2))
     # a tensor argument is called with its real value (tests/python/test_assume_constant_tensors.py)
 
+    class Opaque:
+        scale = 1
+
     @stenograph.assume_constant_result
-    def makes_list():
-        return [1, 2]
+    def makes_object():
+        return Opaque()
 
-    def gets_list(x):
-        return x + makes_list()[0]
+    def gets_object(x):
+        return x + makes_object().scale
 
-    with pytest.raises(stenograph.Unsupported, match="returned list, which cannot be a constant"):
-        stenograph.compile(gets_list, backend=cnt, fullgraph=True)(torch.randn(2))
+    with pytest.raises(stenograph.Unsupported, match=r"returned .*Opaque, which cannot be a constant"):
+        stenograph.compile(gets_object, backend=cnt, fullgraph=True)(torch.randn(2))
     x = torch.randn(2)
-    assert_same(stenograph.compile(gets_list, backend=cnt)(x), x + 1)  # a graph break otherwise
+    assert_same(stenograph.compile(gets_object, backend=cnt)(x), x + 1)  # a graph break otherwise
 
 
 def test_assume_constant_result_tensor_is_held_by_the_compiled_code(cnt):

@@ -230,3 +230,32 @@ def test_a_wrapper_subclass_with_dynamic_sizes(backend):
         x = _Shifted(torch.randn(rows, 4), 1)
         assert_same(compiled(x).inner, (x * rows).inner)
     assert cnt.frame_count == 1
+
+
+class _TenDims(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func == torch.Tensor.ndim.__get__:
+            return 10
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class _SummedAsMine(torch.Tensor):
+    def sum(self, dim=None, keepdim=False):
+        return super().sum(dim=dim, keepdim=keepdim).as_subclass(_SummedAsMine)
+
+
+def test_metadata_a_torch_function_answers_itself_and_a_method_named_self(cnt):
+    """`ndim` answered by the class's `__torch_function__` is eager's answer (a break; the trace
+    used the tensor's own 2: silently another result); an override whose `self` is a graph
+    input (its placeholder was named `self`, which the graph module's forward already takes)."""
+    x = torch.ones(2, 2).as_subclass(_TenDims)
+    assert_same(stenograph.compile(lambda w: w.ndim + torch.ones(2), backend=cnt)(x), torch.ones(2) + 10)
+
+    def summed(x):
+        return x.as_subclass(_SummedAsMine).sum(dim=1)
+
+    y = torch.randn(4, 10)
+    got = stenograph.compile(summed, backend=cnt)(y)
+    assert type(got) is _SummedAsMine
+    assert_same(got.as_subclass(torch.Tensor), summed(y).as_subclass(torch.Tensor))

@@ -544,6 +544,8 @@ def _placeholder_name(source: Source) -> str:
     text = re.sub(r"[^0-9a-zA-Z_]+", "_", text).strip("_")
     if not text or text[0].isdigit():
         text = "arg_" + text
+    if text == "self":  # a tensor method's own `self`: the graph module's forward takes a `self`
+        text = "self_"
     return text
 
 

@@ -100,6 +100,8 @@ class TensorVariable(GraphValueVariable):
         if _overrides(self.subclass, name):
             assert self.subclass is not None
             return frame.class_member(self, self.subclass, name)
+        if name in TENSOR_METADATA or name == "shape":
+            _refuse_other_answers(frame, self, name)
         return self.tensor_attribute(frame, name)
 
     def tensor_attribute(self, frame: Frame, name: str, *, through_super: bool = False) -> Variable:
@@ -151,6 +153,24 @@ def _overrides(subclass: type | None, name: str) -> bool:
 
 
 _TENSOR_CLASSES = frozenset(torch.Tensor.__mro__)
+
+
+def _refuse_other_answers(frame: Frame, tensor: TensorVariable, name: str) -> None:
+    """Metadata (`ndim`, `dtype`, `shape`, ...) of an input whose class defines its own
+    `__torch_function__`: eager asks that function, which may answer something else than the
+    tensor's own value (`ndim` of 10); the trace computes it from the tensor, so where the two
+    differ the read is a graph break."""
+    cls = tensor.subclass
+    if cls is None or class_lookup(cls, "__torch_function__")[1] in _TENSOR_CLASSES:
+        return
+    real = frame.output.real_object(tensor)
+    if real is None:
+        return
+    with torch._C.DisableTorchFunctionSubclass():
+        own = getattr(real, name)
+    answer = getattr(real, name)
+    if type(answer) is not type(own) or answer != own:
+        raise Unsupported(f"{name} of {tensor.describe()}: its class's __torch_function__ answers {answer!r}")
 
 
 def _instance_attribute(frame: Frame, tensor: TensorVariable, name: str) -> Variable:
