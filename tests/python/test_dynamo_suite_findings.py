@@ -2055,9 +2055,11 @@ def test_compile_called_inside_a_compiled_function_traces_the_function(cnt):
         return (2 if c is None else c) * x
 
     def fn(x):
-        return stenograph.compile(scaled, backend="eager")(x) + torch.compile(scaled)(x, 3) + stenograph.compile(
-            lambda y: y + 1
-        )(x)
+        return (
+            stenograph.compile(scaled, backend="eager")(x)
+            + torch.compile(scaled)(x, 3)
+            + stenograph.compile(lambda y: y + 1)(x)
+        )
 
     _one_graph(fn, cnt, peer=False)  # torch.compile breaks at stenograph.compile, unknown to it
 
