@@ -579,7 +579,10 @@ def _argument_names(fn: types.FunctionType, call: _Call) -> list[str]:
     """The graph module's parameter names, as torch._dynamo.export's: the names of the user's
     signature (a decorated function's original one, through `__wrapped__`, `self` left out) for
     the positional arguments, `{args}_{i}` for those its `*args` takes, then the keywords."""
-    parameters = list(inspect.signature(fn).parameters.values())
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a `__wrapped__`/`__signature__` inspect cannot read: the function's own
+        parameters = list(inspect.signature(fn, follow_wrapped=False).parameters.values())
     if call.bound and parameters and parameters[0].kind in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD):
         parameters = parameters[1:]
     positional = [p.name for p in parameters if p.kind in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD)]
