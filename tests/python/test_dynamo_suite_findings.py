@@ -14,6 +14,7 @@ import sys
 import types
 import typing
 import warnings
+import weakref
 
 import helpers
 import pytest
@@ -909,6 +910,7 @@ def test_type_of_map_zip_filter_and_enumerate_objects(cnt):
 
 _ANNOTATED = """
 import typing
+import weakref
 _T = typing.TypeVar("_T")
 
 def fn(x):
@@ -2083,3 +2085,20 @@ def test_returned_map_and_filter_objects_are_rebuilt(cnt):
     got, want = compiled(x), fn(x)
     assert [type(v) for v in got] == [type(v) for v in want]
     helpers.assert_same([got[0], *map(list, got[1:])], [want[0], *map(list, want[1:])])
+
+
+def test_a_weak_reference_made_in_the_frame(cnt):
+    """`weakref.ref(x)` of an argument: calling it gives the argument, a returned one refers to
+    it (it was a graph break); of an intermediate (which may die at once, as eagerly): a break."""
+
+    def fn(x, y):
+        x_weak = weakref.ref(x)
+        return x_weak() * y, x_weak
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    x, y = t(4), t(4, seed=1)
+    out, ref = compiled(x, y)
+    helpers.assert_same(out, x * y)
+    assert type(ref) is weakref.ref and ref() is x
+    with pytest.raises(stenograph.Unsupported, match="object made in the frame"):
+        stenograph.compile(lambda x: weakref.ref(x * 2), backend=cnt, fullgraph=True)(x)

@@ -68,6 +68,7 @@ from .frame_objects import (
     PythonModuleVariable,
     UserObjectVariable,
     WeakrefVariable,
+    new_weakref,
 )
 from .func_transforms import GradVariable, VmapVariable
 from .functions import (
@@ -530,6 +531,8 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
         if all(a.is_constant() for a in [*args, *kwargs.values()]):
             return constant(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
         raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
+    if cls is weakref.ref:
+        return new_weakref(args, kwargs)
     if type(cls).__call__ is dict:  # a TypedDict class: calling it makes a plain dict
         return wrap(frame, dict, None).call(frame, args, kwargs)
     if is_namedtuple_class(cls):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import types
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -1124,6 +1125,37 @@ class GlobalsDictVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.namer.name_for(self.value_object)
+
+
+class NewWeakrefVariable(Variable):
+    """`weakref.ref(obj)` made in the frame, for an object read from the frame (which its caller
+    keeps alive while the frame runs): calling it gives the object; rebuilt as a new weak
+    reference to it where it escapes."""
+
+    def __init__(self, target: Variable) -> None:
+        self.target = target
+
+    def python_type(self) -> type:
+        return weakref.ref
+
+    def describe(self) -> str:
+        return f"weak reference to {self.target.describe()}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if args or kwargs:
+            raise Unsupported("a weak reference called with arguments")
+        return self.target
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.writer.bind(weakref.ref, 'weakref')}({rebuild.expr(self.target)})"
+
+
+def new_weakref(args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`weakref.ref(obj)` called while tracing: a tracker for objects read from the frame; others
+    (an intermediate only this frame holds may die at once, as eagerly) and callbacks break."""
+    if len(args) != 1 or kwargs or args[0].source is None:
+        raise Unsupported("weakref.ref() of an object made in the frame, or with a callback")
+    return NewWeakrefVariable(args[0])
 
 
 class WeakrefVariable(Variable):
