@@ -169,7 +169,11 @@ def _refuse_other_answers(frame: Frame, tensor: TensorVariable, name: str) -> No
     with torch._C.DisableTorchFunctionSubclass():
         own = getattr(real, name)
     answer = getattr(real, name)
-    if type(answer) is not type(own) or answer != own:
+    try:
+        same = type(answer) is type(own) and bool(answer == own)
+    except Exception:  # an answer that does not compare (a tensor of several values): not the same
+        same = False
+    if not same:
         raise Unsupported(f"{name} of {tensor.describe()}: its class's __torch_function__ answers {answer!r}")
 
 
