@@ -147,12 +147,16 @@ def test_members_a_subclass_defines_are_read_as_eager(backend):
         _Overriding.ndim = 10
 
 
-class _Shifted(torch.Tensor):
-    """A traceable wrapper subclass whose flatten context (`shift`) changes its results."""
+class _Wrapper(torch.Tensor):
+    """A wrapper tensor as large as its first inner tensor (the subclasses below)."""
 
     @staticmethod
-    def __new__(cls, inner, shift):
+    def __new__(cls, inner, *rest):
         return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+
+class _Shifted(_Wrapper):
+    """A traceable wrapper subclass whose flatten context (`shift`) changes its results."""
 
     def __init__(self, inner, shift):
         self.inner, self.shift = inner, shift
@@ -174,12 +178,8 @@ class _Shifted(torch.Tensor):
         return _Shifted(out + shift, shift)
 
 
-class _Scaled(torch.Tensor):
+class _Scaled(_Wrapper):
     """A traceable wrapper subclass with an optional inner tensor (`scale`)."""
-
-    @staticmethod
-    def __new__(cls, data, scale):
-        return torch.Tensor._make_wrapper_subclass(cls, data.shape, dtype=data.dtype, device=data.device)
 
     def __init__(self, data, scale):
         self.data_, self.scale = data, scale
