@@ -297,3 +297,14 @@ def test_apply_with_keyword_arguments(backend):
 
     # torch.compile 2.13 fails on the setup_context apply given only `shift` (internal error)
     check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True, peer=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_apply_through_an_instance(backend):
+    """`ScaledSin().apply(x)`, the old spelling: the class's apply, traced as `ScaledSin.apply`
+    (instantiating the Function was a graph break)."""
+
+    def fn(x):
+        return ScaledSin().apply(x, 3) * 2
+
+    check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)

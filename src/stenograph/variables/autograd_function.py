@@ -214,6 +214,29 @@ def _identities(contents: Any) -> Any:
     return contents
 
 
+class FunctionInstanceVariable(Variable):
+    """`Fn()`, an instance of an autograd.Function subclass made in the frame (an old spelling:
+    `Fn().apply(x)`): its `apply` is the class's; rebuilt as `Fn()` where it escapes."""
+
+    def __init__(self, cls_var: Variable, cls: type) -> None:
+        self.cls_var = cls_var
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"{self.cls.__qualname__} object"
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name == "apply":
+            return FunctionApplyVariable(self.cls_var, self.cls)
+        return super().getattr(frame, name)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.expr(self.cls_var)}()"
+
+
 def _dual_level() -> int:
     """The innermost forward-AD level entered (-1: none)."""
     return forward_ad._current_level

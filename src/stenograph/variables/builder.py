@@ -47,6 +47,7 @@ from ..marks import (
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
 from . import collectives, library
+from .autograd_function import FunctionInstanceVariable
 from .base import Variable
 from .checkpoint import CheckpointVariable
 from .class_lookup import class_lookup
@@ -95,6 +96,7 @@ from .trace_rules import (
     is_dict_key_constant,
     is_graph_op,
     is_literal,
+    is_plain_function_class,
     is_structseq_class,
     is_tensor_method,
     is_torch_module_class,
@@ -533,6 +535,8 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
         raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
     if cls is weakref.ref:
         return new_weakref(args, kwargs)
+    if is_plain_function_class(cls) and not args and not kwargs:
+        return FunctionInstanceVariable(UserClassVariable(cls, None), cls)
     if type(cls).__call__ is dict:  # a TypedDict class: calling it makes a plain dict
         return wrap(frame, dict, None).call(frame, args, kwargs)
     if is_namedtuple_class(cls):
