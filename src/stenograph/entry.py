@@ -547,6 +547,8 @@ def closure_caller(fn: types.FunctionType, backend: Any, backend_name: str, dyna
     return call
 
 
+_UNSEEN = object()  # a forward the module caller has not met yet
+
 # backend id -> its module caller (which keeps the backend alive, so the id stays its own)
 _module_callers: weakref.WeakValueDictionary[tuple[int, bool | None], Any] = weakref.WeakValueDictionary()
 process_state.register_containers("entry.module_callers", _module_callers)
@@ -563,16 +565,22 @@ def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) 
     found = _module_callers.get((id(backend), dynamic))
     if found is not None:
         return found
+    # forward function -> its entry wrapper, or None for a disabled forward (run as it is)
     forwards: dict[types.FunctionType, Any] = {}
 
     def call(module: Any, *args: Any, **kwargs: Any) -> Any:
         forward = type(module).forward
         plain = "forward" not in module.__dict__ and isinstance(forward, types.FunctionType)
-        if not plain or is_disabled(forward) or has_global_forward_hooks():  # eager as it is
+        if not plain or has_global_forward_hooks():
             return module(*args, **kwargs)
-        wrapper = forwards.get(forward)
+        wrapper = forwards.get(forward, _UNSEEN)
+        if wrapper is _UNSEEN:
+            disabled = is_disabled(forward)
+            wrapper = forwards[forward] = (
+                None if disabled else entry_wrapper(forward, backend, backend_name, False, dynamic)
+            )
         if wrapper is None:
-            wrapper = forwards[forward] = entry_wrapper(forward, backend, backend_name, False, dynamic)
+            return module(*args, **kwargs)
         if has_module_hooks(module):
             return call_with_hooks(module, wrapper, args, kwargs)
         return wrapper(module, *args, **kwargs)

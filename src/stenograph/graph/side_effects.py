@@ -54,13 +54,25 @@ class SideEffects:
     class_attributes: dict[tuple[int, str], tuple[type, str, Variable]] = field(default_factory=dict)
     # (id of globals dict, name) -> (globals dict, name, new value tracker)
     globals: dict[tuple[int, str], tuple[dict, str, Variable]] = field(default_factory=dict)
+    # every change the trace made to Python state, replayed or not (see `count`)
+    changes: int = 0
 
     def container_mutated(self, var: Variable) -> None:
+        self.changes += 1
         self.containers.setdefault(id(var), var)
+
+    def container_changed(self, var: Variable) -> None:
+        """A list, dict, set or deque about to change: replayed after the graph where it was
+        read from the frame (it has a source); one made in the frame only counts as a change."""
+        if var.source is not None:
+            self.container_mutated(var)
+        else:
+            self.changes += 1
 
     def attribute_written(self, obj: Variable, name: str, value: Any, *, raw: bool = False) -> None:
         """`obj.name = value` (`value` DELETED: `del obj.name`); `raw`: stored as
         `object.__setattr__` stores it, under a class whose own `__setattr__` already ran."""
+        self.changes += 1
         key = (object_key(obj), name)
         before = self.attributes.get(key)
         if before is not None and before[2] is DELETED and value is not DELETED:
@@ -109,16 +121,20 @@ class SideEffects:
         return obj.source is not None and any(var.source == obj.source for var in self.containers.values())
 
     def class_attribute_written(self, cls: type, name: str, value: Variable) -> None:
+        self.changes += 1
         key = (id(cls), name)
         self.class_attributes.pop(key, None)
         self.class_attributes[key] = (cls, name, value)
 
     def global_written(self, globals_dict: dict, name: str, value: Variable) -> None:
+        self.changes += 1
         self.globals[(id(globals_dict), name)] = (globals_dict, name, value)
 
     def count(self) -> int:
-        """How many effects are recorded: speculative tracing compares it before and after."""
-        return len(self.containers) + len(self.attributes) + len(self.class_attributes) + len(self.globals)
+        """How many changes the trace has made to Python state, also to containers made in the
+        frame and again to one already changed: speculative tracing (a Function's forward, a
+        `cond` branch, a checkpointed function) compares it before and after."""
+        return self.changes
 
     def __bool__(self) -> bool:
         return bool(self.containers or self.attributes or self.class_attributes or self.globals)

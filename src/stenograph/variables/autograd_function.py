@@ -32,7 +32,7 @@ from .. import process_state
 from ..errors import Unsupported
 from .base import Variable
 from .constants import BoundMethodVariable, constant
-from .containers import DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable
+from .containers import TupleVariable
 from .tensor import TensorVariable
 from .trace_rules import has_own_setup_context
 
@@ -143,7 +143,6 @@ class FunctionApplyVariable(Variable):
         output = frame.output
         nodes_before = set(output.graph.nodes)
         effects_before, inputs_before = output.side_effects.count(), len(output.inputs)
-        contents_before = _contents(args)
         grad_mode = torch.is_grad_enabled()
         needs = tuple(grad_mode and isinstance(a, TensorVariable) and bool(a.fake.requires_grad) for a in args)
         ctx = FunctionCtxVariable(needs)
@@ -161,57 +160,12 @@ class FunctionApplyVariable(Variable):
         outputs = result.unpack(frame) if isinstance(result, TupleVariable) else [result]
         grads = [o if isinstance(o, TensorVariable) else constant(None) for o in outputs]
         self.cls_var.getattr(frame, "backward").call(frame, [ctx, *grads], {})
-        if output.side_effects.count() != effects_before or _restore_changed(contents_before):
+        if output.side_effects.count() != effects_before:
             raise Unsupported(f"{self.describe()}: forward or backward changes Python state")
         if len(output.inputs) != inputs_before:
             # a backend that traces the node would keep the tensor it read while compiling
             raise Unsupported(f"{self.describe()}: forward or backward reads tensors other than its arguments")
         _erase_unused(output.graph, nodes_before)
-
-
-def _contents(args: list[Variable]) -> list[tuple[Variable, dict[str, Any]]]:
-    """The lists, dicts and sets made in the frame that `args` hold (at any depth), each with a
-    copy of its contents: forward may change them (`z.append(x.sin())`), which the apply node
-    would not do and which speculation must not leave behind (the trackers it added belong to
-    nodes erased after it)."""
-    found: list[tuple[Variable, dict[str, Any]]] = []
-    seen: set[int] = set()
-    todo = list(args)
-    while todo:
-        var = todo.pop()
-        if id(var) in seen:
-            continue
-        seen.add(id(var))
-        if isinstance(var, SequenceVariable):
-            if isinstance(var, ListVariable):
-                found.append((var, {"items": list(var.items)}))
-            todo.extend(var.items)
-        elif isinstance(var, DictVariable):
-            found.append((var, {"items": dict(var.items)}))
-            todo.extend(var.items.values())
-        elif isinstance(var, SetVariable):
-            found.append((var, {"members": dict(var.members), "table": set(var.table)}))
-    return found
-
-
-def _restore_changed(contents: list[tuple[Variable, dict[str, Any]]]) -> bool:
-    """Put back the contents of the containers `_contents` copied; whether any had changed."""
-    changed = False
-    for var, before in contents:
-        for attr, value in before.items():
-            now = getattr(var, attr)
-            if type(now) is not type(value) or _identities(now) != _identities(value):
-                changed = True
-                setattr(var, attr, value)
-    return changed
-
-
-def _identities(contents: Any) -> Any:
-    if isinstance(contents, dict):
-        return [(k, id(v)) for k, v in contents.items()]
-    if isinstance(contents, list):
-        return [id(v) for v in contents]
-    return contents
 
 
 class FunctionInstanceVariable(Variable):

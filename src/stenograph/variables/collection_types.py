@@ -163,8 +163,8 @@ class CounterVariable(DictVariable):
             pairs = list(zip(source.key_trackers(), source.items.values()))
         else:
             pairs = [(k, constant(1)) for k in source.unpack(frame)]
-        if pairs and self.source is not None:
-            frame.output.side_effects.container_mutated(self)
+        if pairs:
+            frame.output.side_effects.container_changed(self)
         for key, amount in pairs:
             current = self.items.get(dict_key(key, frame), constant(0))
             if not (current.is_constant() and amount.is_constant()):

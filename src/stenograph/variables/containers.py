@@ -276,8 +276,7 @@ class ListVariable(SequenceVariable):
         return f"{target}[:] = {items}"
 
     def _mutable(self, frame: Frame, what: str) -> None:
-        if self.source is not None:
-            frame.output.side_effects.container_mutated(self)
+        frame.output.side_effects.container_changed(self)
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if name == "append" and len(args) == 1 and not kwargs:
@@ -527,8 +526,7 @@ class DictVariable(Variable):
 
     def _changed(self, frame: Frame, what: str) -> None:
         """Called before each change: a dict from the frame gets it replayed after the graph."""
-        if self.source is not None:
-            frame.output.side_effects.container_mutated(self)
+        frame.output.side_effects.container_changed(self)
 
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
         k = dict_key(key, frame)
@@ -1066,8 +1064,8 @@ class SetVariable(Variable):
         if name == "pop" and not args and (self.fixed_order is not None or not self.layout_known):
             # CPython's pop starts where the last one stopped: unknown for a set of the frame
             raise Unsupported(f"pop of {self.describe()} read from the frame", hint="pop from a copy: set(s).pop()")
-        if mutating and self.source is not None:
-            frame.output.side_effects.container_mutated(self)
+        if mutating:
+            frame.output.side_effects.container_changed(self)
         if mutating:
             self.fixed_order = None
         if name == "add" and len(args) == 1:
