@@ -381,3 +381,29 @@ def test_huggingface_gradient_checkpointing(reentrant):
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
         torch.testing.assert_close(q.grad, p.grad, msg=name)
     assert cnt.frame_count == 1
+
+
+def test_a_checkpointed_function_changing_a_list_made_in_the_frame_runs_eagerly():
+    """Eagerly the function runs again in backward, appending a second time: a graph recomputing
+    it would not (the change to a list made in the frame was not seen as a change), so the
+    checkpoint runs eagerly at a graph break and the list ends as eager's."""
+
+    def fn(x):
+        seen = []
+
+        def body(y):
+            seen.append(1)
+            return y.sin() * 2
+
+        return checkpoint(body, x, use_reentrant=False).sum(), seen
+
+    results = []
+    for run in (fn, stenograph.compile(fn, backend="aot_eager")):
+        x = t(3, grad=True)
+        loss, seen = run(x)
+        loss.backward()
+        results.append((loss.detach(), len(seen), x.grad))
+    (eager_loss, eager_seen, eager_grad), (loss, seen, grad) = results
+    torch.testing.assert_close(loss, eager_loss)
+    torch.testing.assert_close(grad, eager_grad)
+    assert seen == eager_seen == 2
