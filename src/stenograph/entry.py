@@ -129,6 +129,7 @@ class FrameCache:
     ) -> tuple[Any, tuple]:
         global compiles_begun
         compiles_begun += 1
+        _settle_library_defaults()
         full = prefix + args
         if not accepts(fn, args, kwargs):
             return fn, args  # wrong arguments: the call raises Python's TypeError, as in eager
@@ -243,6 +244,16 @@ class FrameCache:
 
 # misses run eagerly instead of compiling while on (`stenograph.run`); cached entries still run
 run_only = ThreadFlag()
+
+
+@functools.cache
+def _settle_library_defaults() -> None:
+    """Library defaults that compiled code is captured under, set once per process before the
+    first frame is compiled or loaded, as torch.compile sets them: `torch.distributions` stops
+    validating arguments by default (its checks branch on tensor values, a graph break each;
+    eager code of the process follows the same default, so compiled and eager agree). A
+    distribution made with `validate_args=True` still checks, breaking the graph there."""
+    torch.distributions.Distribution.set_default_validate_args(False)
 
 
 def _out_of_depth(error: BaseException) -> bool:

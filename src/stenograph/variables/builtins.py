@@ -512,6 +512,16 @@ def _minmax(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Varia
             f"{fn.__name__}() of tensors compares their values",
             hint=f"use torch.{'minimum' if fn is min else 'maximum'}",
         )
+    if not any(isinstance(k, TensorVariable) for k in keys):
+        # objects ordered by their own `__lt__`/`__gt__` (the match records of a dispatch
+        # table): compared as CPython compares them, each item against the best so far, every
+        # answer known while tracing (or guarded, for symbolic sizes)
+        compare = operator.lt if fn is min else operator.gt
+        best = 0
+        for index in range(1, len(items)):
+            if operators.binary(frame, compare, keys[index], keys[best]).truth(frame):
+                best = index
+        return items[best]
     raise Unsupported(f"{fn.__name__}() over {', '.join(i.describe() for i in items)}")
 
 

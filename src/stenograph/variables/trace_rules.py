@@ -66,9 +66,12 @@ def is_literal(value: Any) -> bool:
 
 def is_dict_key_constant(value: Any) -> bool:
     """Dict keys a trace may hold as constants: literals, and objects hashed by identity (classes,
-    markers such as `typing.Union`), as in the type-keyed tables of validators."""
+    markers such as `typing.Union`), and tuples of them, as in the type-keyed tables of validators
+    and the `(type, type)` keys of torch.distributions' KL registry."""
     if is_literal(value):
         return True
+    if type(value) is tuple:
+        return all(is_dict_key_constant(item) for item in value)
     if isinstance(value, type):
         return type(value).__eq__ is type.__eq__ and type(value).__hash__ is type.__hash__
     # markers compared by identity (`typing.Union`): their class keeps object's __eq__ and __hash__
@@ -299,8 +302,10 @@ def is_builtin_class(klass: type) -> bool:
 
 
 # torch modules of plain Python classes whose instances programs make and use as they would
-# their own (pytree specs, `OrderedSet`): traced as a user's classes are
+# their own (pytree specs, `OrderedSet`, probability distributions and their constraints and
+# transforms): traced as a user's classes are
 _TRACED_TORCH_CLASS_MODULES = frozenset({"torch.utils._pytree", "torch.utils._ordered_set"})
+_TRACED_TORCH_CLASS_PACKAGES = ("torch.distributions.",)
 
 
 def is_user_class(value: type) -> bool:
@@ -308,7 +313,7 @@ def is_user_class(value: type) -> bool:
     module = getattr(value, "__module__", "") or ""
     if issubclass(value, BaseException):
         return True  # exceptions are raised and caught inside traced code
-    if module in _TRACED_TORCH_CLASS_MODULES:
+    if module in _TRACED_TORCH_CLASS_MODULES or module.startswith(_TRACED_TORCH_CLASS_PACKAGES):
         return True
     return not is_builtin_class(value) and not (module == "torch" or module.startswith("torch."))
 
