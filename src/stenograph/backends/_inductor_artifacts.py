@@ -31,7 +31,8 @@ precompiled header (a preprocessor run, or a build of it on a fresh machine). It
 the callable with `deserialize_bundled_cache_entry` under the mode's config patches, so that
 `reduce-overhead` wraps the graphs in CUDA graphs again, with the static inputs recorded at
 compile time. Nothing is traced, lowered or compiled. Kernels tuned by the `max-autotune` modes
-keep the configurations the first process chose (on torch 2.11 with `_autotune_reload.py`'s help).
+keep the configurations the first process chose (on torch 2.11 with `_autotune_reload.py`'s help);
+a kernel compiled after loading is built with the `ptxas` the first process used (`_ptxas.py`).
 
 Not stored: graphs whose output is not a flat tuple, graphs with `_PyTreeCodeGen` or nested
 inputs (Inductor wraps those outside what AOTAutograd stores); compiles with AOTAutograd's cache
@@ -62,6 +63,7 @@ from torch._inductor.runtime.cache_dir_utils import cache_dir
 from torch.fx.graph import _PyTreeCodeGen
 
 from . import _aot_bundle, _autotune_reload, _source_digests
+from ._ptxas import use_inductors_ptxas
 from .artifacts import ArtifactError, NotPersistable, declined
 from .cuda_graph_runner import CudaGraphRunner
 
@@ -258,6 +260,7 @@ def load(payload: bytes) -> Callable[..., Any]:
     for thread in _source_hashing:
         thread.join()
     _autotune_reload.keep_tuned_configs()
+    use_inductors_ptxas()  # kernels compiled from here on are keyed as the first process's were
     with inductor_config.patch({**patches, "compile_threads": 1}):
         compiled = _aot_bundle.rebuild(pickle.loads(data["entry"]))
     if data["replayed"]:  # which inputs the graph writes is not stored: every copied one goes back

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import config
+from ._ptxas import use_inductors_ptxas
 from ._static_inputs import mark_static_inputs
 from .artifacts import declined
 from .call_marks import wants_cuda_graphs
@@ -54,6 +55,8 @@ def _compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: di
     # it is ready when lowering ends (where Triton is installed; otherwise it does nothing).
     # Without it the first kernels compile one by one in this process.
     maybe_warm_pool()
+    # every kernel of this process, in its workers or here, built by one ptxas (`_ptxas.py`)
+    use_inductors_ptxas()
 
     if config.mark_static_inputs:
         # parameters/buffers are static for CUDA graphs, as under torch.compile (_static_inputs.py)
