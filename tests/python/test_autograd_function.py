@@ -308,3 +308,116 @@ def test_apply_through_an_instance(backend):
         return ScaledSin().apply(x, 3) * 2
 
     check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+
+
+class MixedPrecisionMM(torch.autograd.Function):
+    """`torch.amp.custom_fwd`/`custom_bwd` wrap forward and backward in functions that build
+    dicts of their keyword arguments: containers the speculated trace makes itself."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu")
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a.mm(b)
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad.mm(b.t()) * 2, a.t().mm(grad)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_amp_custom_fwd_and_bwd_in_one_graph(backend):
+    check(
+        lambda a, b: MixedPrecisionMM.apply(a, b).sum(),
+        lambda i: (t(4, 4, seed=i, grad=True), t(4, 4, seed=i + 3, grad=True)),
+        CompileCounterWithBackend(backend),
+        grads=True,
+    )
+
+
+class LocalContainers(torch.autograd.Function):
+    """Lists and dicts made and changed inside forward and backward, one kept on ctx."""
+
+    @staticmethod
+    def forward(ctx, x):
+        scales = [1, 2]
+        scales.append(3)
+        ctx.scales = scales
+        table = {"k": 2}
+        table.update(j=3)
+        return x * table["k"] * table["j"], [len(scales), 10]
+
+    @staticmethod
+    def backward(ctx, grad, _):
+        total = grad
+        for s in ctx.scales:
+            total = total + grad * s
+        return total
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_containers_made_inside_forward_and_backward_keep_one_graph(backend):
+    # forward also returns a list of ints beside its tensor, as torch.compile allows
+    def fn(x):
+        y, sizes = LocalContainers.apply(x.sin())
+        return y.cos(), sizes
+
+    check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+
+
+class _Depth:
+    def __init__(self):
+        self.depth = 0
+        self.options = {"mode": "fast"}
+
+
+DEPTH = _Depth()
+
+
+class BalancedState(torch.autograd.Function):
+    """Changes to an object outside the Function that backward and forward undo before
+    returning: a counter raised then lowered, a dict swapped out and put back (read while
+    swapped)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        saved = DEPTH.options
+        DEPTH.options = {"mode": "slow"}
+        factor = 3 if DEPTH.options["mode"] == "slow" else 5
+        DEPTH.options = saved
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        DEPTH.depth += 1
+        out = grad * (DEPTH.depth + 1)
+        DEPTH.depth -= 1
+        return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_state_changed_and_put_back_inside_the_function_keeps_one_graph(backend):
+    before = DEPTH.options
+    fn = lambda x: BalancedState.apply(x.cos()).sin()  # noqa: E731
+    check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+    assert DEPTH.depth == 0 and DEPTH.options is before
+
+
+class Unbalanced(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        DEPTH.depth += 1  # left raised: a change eager makes once per call
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3
+
+
+def test_state_left_changed_still_runs_the_function_eagerly(cnt):
+    DEPTH.depth = 0
+    _eager_at_break(lambda x: Unbalanced.apply(x.sin()).cos(), cnt)
+    assert DEPTH.depth == 4  # two calls each, eager and compiled
+    DEPTH.depth = 0

@@ -81,6 +81,21 @@ def test_cond_branches_reading_other_tensors_take_them_as_operands(backend):
     assert len(cond.args[3]) == 5  # x, then bias, lin.weight, lin.bias and y
 
 
+def _stacked_powers(a):
+    parts = []  # a list the branch makes and fills: its own state, not the program's
+    for k in range(1, 4):
+        parts.append(a**k)
+    return torch.stack(parts).sum(0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cond_branch_building_its_own_list_is_one_graph(backend):
+    def fn(x):
+        return torch.cond(x.sum() > 0, _stacked_powers, lambda a: a.cos(), (x,))
+
+    check(fn, lambda i: (_signs(i)[0],), CompileCounterWithBackend(backend), calls=3, grads=True)
+
+
 def test_cond_guards(cnt):
     compiled = stenograph.compile(cond_fn, backend=cnt)
     for i in range(3):

@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..guards.sources import AttrSource
+from ..variables.base import birth
+from ..variables.trace_rules import is_literal
+
 if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..variables.base import Variable
@@ -43,8 +47,8 @@ class SideEffects:
     # attributes set again after this trace deleted them: eagerly the name moves to the end of
     # the instance `__dict__`, so the replay deletes it before setting it (F25)
     deleted_then_written: set[tuple[int, str]] = field(default_factory=set)
-    # keys of objects whose own `__setattr__` / `__delattr__` the trace ran
-    hooked: set[int] = field(default_factory=set)
+    # objects whose own `__setattr__` / `__delattr__` the trace ran, by key
+    hooked: dict[int, Variable] = field(default_factory=dict)
     # what reads of written objects relied on, for `OutputGraph.guard_object_identities`: pairs of
     # sources read as one object (a write seen through another path), and pairs read as two (an
     # object read for real while another of its class had pending writes)
@@ -54,8 +58,11 @@ class SideEffects:
     class_attributes: dict[tuple[int, str], tuple[type, str, Variable]] = field(default_factory=dict)
     # (id of globals dict, name) -> (globals dict, name, new value tracker)
     globals: dict[tuple[int, str], tuple[dict, str, Variable]] = field(default_factory=dict)
-    # every change the trace made to Python state, replayed or not (see `count`)
+    # changes the trace made to containers read from the frame, class attributes and globals,
+    # replayed or not; attribute writes are judged by their values (see `changed_since`)
     changes: int = 0
+    # containers made in the frame, once per change to them (see `changed_since`)
+    frame_containers_changed: list[Variable] = field(default_factory=list)
 
     def container_mutated(self, var: Variable) -> None:
         self.changes += 1
@@ -63,16 +70,15 @@ class SideEffects:
 
     def container_changed(self, var: Variable) -> None:
         """A list, dict, set or deque about to change: replayed after the graph where it was
-        read from the frame (it has a source); one made in the frame only counts as a change."""
+        read from the frame (it has a source); one made in the frame is only noted."""
         if var.source is not None:
             self.container_mutated(var)
         else:
-            self.changes += 1
+            self.frame_containers_changed.append(var)
 
     def attribute_written(self, obj: Variable, name: str, value: Any, *, raw: bool = False) -> None:
         """`obj.name = value` (`value` DELETED: `del obj.name`); `raw`: stored as
         `object.__setattr__` stores it, under a class whose own `__setattr__` already ran."""
-        self.changes += 1
         key = (object_key(obj), name)
         before = self.attributes.get(key)
         if before is not None and before[2] is DELETED and value is not DELETED:
@@ -110,7 +116,7 @@ class SideEffects:
 
     def changed_through_hook(self, obj: Variable) -> None:
         """The trace ran `obj`'s own `__setattr__`/`__delattr__` (which may keep values anywhere)."""
-        self.hooked.add(object_key(obj))
+        self.hooked[object_key(obj)] = obj
 
     def wrote_to(self, obj: Variable) -> bool:
         """Whether this trace changed `obj`: an attribute written or deleted, its own attribute
@@ -130,11 +136,56 @@ class SideEffects:
         self.changes += 1
         self.globals[(id(globals_dict), name)] = (globals_dict, name, value)
 
-    def count(self) -> int:
-        """How many changes the trace has made to Python state, also to containers made in the
-        frame and again to one already changed: speculative tracing (a Function's forward, a
-        `cond` branch, a checkpointed function) compares it before and after."""
-        return self.changes
+    def mark(self) -> Mark:
+        """Where the trace stands, for `changed_since`: taken before a speculative trace (a
+        Function's forward and backward, a `cond` branch, a checkpointed function)."""
+        return Mark(
+            self.changes,
+            len(self.frame_containers_changed),
+            birth(),
+            dict(self.attributes),
+            set(self.hooked),
+            {key: _flags(self, key) for key in self.attributes},
+        )
+
+    def changed_since(self, mark: Mark) -> bool:
+        """Whether the trace changed Python state that existed at `mark`: a container, class
+        attribute or global, an attribute whose value differs from the one it had, an object's
+        own attribute hooks run. Objects and containers made after `mark` are the speculative
+        trace's own. Attribute writes that put back the value an attribute had (a counter
+        incremented then decremented, a value saved and restored) change nothing: when nothing
+        else changed they are undone here, so that nothing is replayed for them."""
+        if self.changes != mark.changes:
+            return True
+        if any(var.born < mark.born for var in self.frame_containers_changed[mark.frame_containers_changed :]):
+            return True
+        if any(key not in mark.hooked and obj.born < mark.born for key, obj in self.hooked.items()):
+            return True
+        restored = []
+        for key, entry in self.attributes.items():
+            before = mark.attributes.get(key)
+            if entry is before or entry[0].born >= mark.born:
+                continue
+            if not _restores(entry, before):
+                return True
+            restored.append(key)
+        for key in restored:
+            self._undo(key, mark)
+        return False
+
+    def _undo(self, key: tuple[int, str], mark: Mark) -> None:
+        """Give the attribute `key` the entry and flags it had at `mark` (none if it had none)."""
+        before = mark.attributes.get(key)
+        if before is None:
+            del self.attributes[key]
+        else:
+            self.attributes[key] = before
+        held = mark.flags.get(key, (False, False, False))
+        for flags, had in zip((self.raw, self.written_then_deleted, self.deleted_then_written), held):
+            if had:
+                flags.add(key)
+            else:
+                flags.discard(key)
 
     def __bool__(self) -> bool:
         return bool(self.containers or self.attributes or self.class_attributes or self.globals)
@@ -172,6 +223,54 @@ class SideEffects:
             changes.append(f"{global_name(globals_dict)}[{name!r}] = {pin(expr(value))}")
         for line in changes:
             emit(line)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """What `SideEffects.changed_since` compares with (see `SideEffects.mark`)."""
+
+    changes: int
+    frame_containers_changed: int
+    born: int  # trackers born from here on were made after the mark
+    attributes: dict[tuple[int, str], tuple[Variable, str, Any]]
+    hooked: set[int]
+    flags: dict[tuple[int, str], tuple[bool, bool, bool]]  # raw, written then deleted, deleted then written
+
+
+def _flags(effects: SideEffects, key: tuple[int, str]) -> tuple[bool, bool, bool]:
+    return key in effects.raw, key in effects.written_then_deleted, key in effects.deleted_then_written
+
+
+def _restores(entry: tuple[Variable, str, Any], before: tuple[Variable, str, Any] | None) -> bool:
+    """Whether the pending write `entry` leaves the attribute as it was: the value pending
+    before (the same tracker, or an equal literal), or, with none pending, the value the real
+    object holds in its instance `__dict__` (an equal literal, or the tracker read from that
+    very attribute)."""
+    obj, name, value = entry
+    if value is DELETED:
+        return before is not None and before[2] is DELETED
+    if before is not None:
+        old = before[2]
+        return old is value or (old is not DELETED and _literal(old) is not None and _literal(old) == _literal(value))
+    real = obj.value_object
+    if obj.source is None or real is None:
+        return False
+    try:
+        held = vars(real)[name]
+    except (TypeError, KeyError):
+        return False  # no instance __dict__, or the name is not in it: writing adds it
+    if value.source is not None and value.source == AttrSource(obj.source, name):
+        return True
+    mine = _literal(value)
+    return mine is not None and mine == (type(held), held)
+
+
+def _literal(var: Variable) -> tuple[type, Any] | None:
+    """A constant tracker's value with its type (so that 1 and 1.0 and True differ), else None."""
+    if not var.is_constant():
+        return None
+    value = var.as_constant()
+    return (type(value), value) if is_literal(value) else None
 
 
 def delete_if_present(obj: object, name: str, delete: Any) -> None:

@@ -30,7 +30,7 @@ from torch.autograd import forward_ad
 
 from .. import process_state
 from ..errors import Unsupported
-from .base import Variable
+from .base import Variable, birth
 from .constants import BoundMethodVariable, constant
 from .containers import TupleVariable
 from .tensor import TensorVariable
@@ -55,6 +55,7 @@ class FunctionCtxVariable(Variable):
         self.fields: dict[str, Variable] = {}
         self.saved: list[Variable] = []
         self.needs_input_grad = needs_input_grad
+        self.born = birth()
 
     def describe(self) -> str:
         return "autograd.Function ctx"
@@ -142,7 +143,7 @@ class FunctionApplyVariable(Variable):
         """Trace forward and backward once, to refuse what the apply node could not reproduce."""
         output = frame.output
         nodes_before = set(output.graph.nodes)
-        effects_before, inputs_before = output.side_effects.count(), len(output.inputs)
+        effects_before, inputs_before = output.side_effects.mark(), len(output.inputs)
         grad_mode = torch.is_grad_enabled()
         needs = tuple(grad_mode and isinstance(a, TensorVariable) and bool(a.fake.requires_grad) for a in args)
         ctx = FunctionCtxVariable(needs)
@@ -160,7 +161,7 @@ class FunctionApplyVariable(Variable):
         outputs = result.unpack(frame) if isinstance(result, TupleVariable) else [result]
         grads = [o if isinstance(o, TensorVariable) else constant(None) for o in outputs]
         self.cls_var.getattr(frame, "backward").call(frame, [ctx, *grads], {})
-        if output.side_effects.count() != effects_before:
+        if output.side_effects.changed_since(effects_before):
             raise Unsupported(f"{self.describe()}: forward or backward changes Python state")
         if len(output.inputs) != inputs_before:
             # a backend that traces the node would keep the tensor it read while compiling

@@ -8,6 +8,7 @@ implements the operations bytecode performs on it. An operation a tracker cannot
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,15 @@ def always_true(obj: Any) -> bool:
     function, a method descriptor): true, and its class cannot change."""
     cls = type(obj)
     return not cls.__flags__ & _TPFLAGS_HEAPTYPE and not hasattr(cls, "__bool__") and not hasattr(cls, "__len__")
+
+
+_births = itertools.count()
+
+
+def birth() -> int:
+    """A serial number later than every one given before: stamped on containers and objects as
+    they are made while tracing (`Variable.born`), and taken by `SideEffects.mark()`."""
+    return next(_births)
 
 
 class Variable:
@@ -107,6 +117,10 @@ class Variable:
     source: Source | None = None
     value_object: Any = None
     attrs: Any = None
+    # when a mutable object made while tracing was made (`birth()`): a speculative trace leaves
+    # changes to objects it made itself out of its verdict (`SideEffects.changed_since`); -1 for
+    # everything else
+    born: int = -1
 
     def python_type(self) -> type:
         raise Unsupported(f"type of {self.describe()} is unknown while tracing")

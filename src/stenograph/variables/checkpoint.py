@@ -75,11 +75,11 @@ class CheckpointVariable(HigherOrderVariable):
         if reentrant and not any(isinstance(a, TensorVariable) and a.fake.requires_grad for a in inputs):
             raise Unsupported("checkpoint(use_reentrant=True) with no argument requiring grad: eager warns")
         output = frame.output
-        effects_before = output.side_effects.count()
+        effects_before = output.side_effects.mark()
         graph = output.graph
         nodes_before = set(graph.nodes)
         result = fn.call(frame, inputs, options)
-        if output.side_effects.count() != effects_before:
+        if output.side_effects.changed_since(effects_before):
             raise Unsupported("a checkpointed function changes Python state (eager runs it again in backward)")
         if reentrant and torch.is_grad_enabled():
             _check_reentrant_outputs(frame, result, inputs)

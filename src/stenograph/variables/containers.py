@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import torch
 
 from ..errors import BreakKind, Unsupported
-from .base import Variable
+from .base import Variable, birth
 from .constants import BoundMethodVariable, ConstantVariable, IteratorVariable, constant
 from .exceptions import TracedException, raise_new, raise_python_error
 from .identity import identity_of, same_or_equal
@@ -143,6 +143,7 @@ class SequenceVariable(Variable):
     def __init__(self, items: list[Variable], source: Source | None = None) -> None:
         self.items = list(items)
         self.source = source
+        self.born = birth()
 
     def python_type(self) -> type:
         return self.python_class
@@ -437,6 +438,7 @@ class DictVariable(Variable):
     def __init__(self, items: dict[Any, Variable], source: Source | None = None, python_class: type = dict) -> None:
         self.items = dict(items)
         self.source = source
+        self.born = birth()
         self.python_class = python_class  # dict or collections.OrderedDict
 
     def python_type(self) -> type:
@@ -908,6 +910,7 @@ class SetVariable(Variable):
         self.members = members  # hashable key (the constant or the object) -> tracker
         self.python_class = python_class
         self.source = source  # a set read from the frame: changes to it are side effects
+        self.born = birth()
         self.table = set(members) if table is None else table
         # a set read from the frame iterates in its own order (`fixed_order`) until the trace
         # changes it; a copy of it does not keep its table layout, so after a change (and in the

@@ -397,13 +397,13 @@ class UserObjectVariable(ObjectVariable):
         by calling them again on each call (microseconds each: a Python frame and an exception).
         Hooks the trace cannot follow without leaving effects or nodes fall back to that."""
         output = frame.output
-        before = (output.side_effects.count(), len(output.graph.nodes))
+        effects_before, nodes_before = output.side_effects.mark(), len(output.graph.nodes)
         try:
             self._hooked_getattr(frame, name)
         except (Unsupported, TracedException) as e:
             if is_attribute_error(e):
                 return e
-            if (output.side_effects.count(), len(output.graph.nodes)) != before:
+            if output.side_effects.changed_since(effects_before) or len(output.graph.nodes) != nodes_before:
                 raise
         return self._missing(frame, name)
 

@@ -122,7 +122,7 @@ def trace_body(
     the frame's graph; `close_bodies` makes them inputs."""
     output = frame.output
     outer = output.graph
-    effects_before = output.side_effects.count()
+    effects_before = output.side_effects.mark()
     graph = type(outer)(output.active)
     output.graph = graph
     try:
@@ -132,7 +132,7 @@ def trace_body(
             node.meta["example_value"] = fake
             inner.append(TensorVariable(node, fake))
         result = call(inner)
-        if output.side_effects.count() != effects_before:
+        if output.side_effects.changed_since(effects_before):
             raise Unsupported(f"{what} changes Python state")
         single = isinstance(result, TensorVariable)
         items = [result] if single else result.unpack(frame)

@@ -258,6 +258,7 @@ class NewObjectVariable(ObjectVariable):
         self.cls = cls
         self.attrs = DictVariable({})  # the instance __dict__
         self.items = items  # the dict or set contents, for dict and set subclasses
+        self.born = self.attrs.born
 
     def made_while_tracing(self) -> bool:
         return True
