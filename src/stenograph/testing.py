@@ -104,9 +104,15 @@ def same(
     Tensors must agree in shape, device and (with `exact_dtype`) dtype; floating and complex ones
     are compared with `allclose(rtol=tol, atol=tol)`, others exactly. Lists and tuples (named
     tuples by their type) and dicts (by keys) are compared element-wise; Python floats with the
-    same tolerance; everything else with `==`. Strict about structure on purpose: a compiled
-    function returning a list where eager returns a tuple is a bug, not a rounding difference.
+    same tolerance; everything else with `==`. As torch._dynamo's `same`, a Python number `b`
+    against a tensor `a` is a tensor of `a`'s shape filled with it. Strict about structure on
+    purpose: a compiled function returning a list where eager returns a tuple is a bug, not a
+    rounding difference.
     """
+    if isinstance(a, torch.Tensor) and type(b) in (int, float, bool):
+        # torch._dynamo's `same` takes a Python number for an expected tensor as a tensor of it
+        # (`same(torch.tensor([6]), 6)` holds): every element must equal it, dtype included
+        b = torch.tensor(b, device=a.device).expand(a.shape)
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
             return False

@@ -69,6 +69,16 @@ def test_same_on_nested_values() -> None:
     assert not same(torch.tensor([float("nan")]), torch.tensor([float("nan")]), equal_nan=False)
 
 
+def test_same_takes_a_number_for_an_expected_tensor_as_torch_dynamos_does() -> None:
+    # every element equals the number, dtype included
+    assert same(torch.tensor([6]), 6)
+    assert same(torch.ones(2), 1.0)
+    assert not same(torch.ones(2), 2.0)
+    assert not same(torch.tensor([1, 6]), 6)
+    assert not same(torch.tensor([6]), 6.0)
+    assert same(torch.tensor([6]), 6.0, exact_dtype=False)
+
+
 def test_same_is_strict_about_structure_and_metadata() -> None:
     t = torch.ones(2)
     assert not same([t], (t,))
@@ -77,7 +87,7 @@ def test_same_is_strict_about_structure_and_metadata() -> None:
     assert not same(t, torch.ones(1, 2))
     assert not same(t, t.double())
     assert same(t, t.double(), exact_dtype=False)
-    assert not same(t, 1.0)
+    assert not same(1.0, t)
     assert not same(Point(1, 2), (1, 2))
     assert same(Point(1, 2), Point(1, 2))
     assert same(torch.tensor([1, 2]), torch.tensor([1, 2]))

@@ -179,6 +179,25 @@ def test_super_in_init_and_methods(cnt):
     check(_super_calls, lambda i: (t(3, seed=i),), cnt)
 
 
+class _NoSelf:
+    @staticmethod
+    def make():
+        return super().__init__()  # no argument to bind: CPython raises RuntimeError
+
+
+def _super_without_arguments(x):
+    try:
+        _NoSelf.make()
+    except RuntimeError as e:
+        return x + 1, str(e)
+    return x, ""
+
+
+def test_super_without_arguments_raises_cpythons_error_in_the_program(cnt):
+    # torch.compile 2.13 runs this frame eagerly: no peer
+    check(_super_without_arguments, lambda i: (t(3, seed=i),), cnt, peer=False)
+
+
 class _Scaled(nn.Linear):
     def forward(self, x):
         return super().forward(x) * 2

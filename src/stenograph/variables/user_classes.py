@@ -747,9 +747,12 @@ def _refusal(frame: Frame, cls: type, name: str, value: Any, use: Any) -> Traced
 def zero_arg_super(frame: Frame) -> SuperVariable:
     """`super()` with no arguments: the enclosing class from the `__class__` cell and the frame's
     first argument, as CPython finds them."""
-    cell = frame.cells.get("__class__")
-    if cell is None or frame.code.co_argcount == 0:
-        raise Unsupported("super() outside a method")
+    # CPython's errors, in its order, raised in the program (a graph break would run the call
+    # where no `__class__` cell is, with another message)
+    if frame.code.co_argcount == 0:
+        raise raise_new(frame, RuntimeError, "super(): no arguments")
+    if frame.cells.get("__class__") is None:
+        raise raise_new(frame, RuntimeError, "super(): __class__ cell not found")
     cls = frame.load_cell("__class__").as_constant()
     first = frame.code.co_varnames[0]
     obj = frame.load_cell(first) if first in frame.cells else frame.load_local(first)
