@@ -187,3 +187,39 @@ def test_out_argument_resizing_a_graph_input_breaks(backend):
     fits = torch.empty(3)
     torch.testing.assert_close(compiled_fit(a, b, fits), _add_into(a, b, torch.empty(3)))
     assert cnt.frame_count == 1 and cnt.op_count == 2  # one graph: add into the input, then mul
+
+
+class _Table:
+    @classmethod
+    def weights(cls):
+        return torch.Tensor([4, 5])
+
+
+def _legacy_constructors(x):
+    return (
+        x.sum() + _Table.weights().sum(),
+        torch.LongTensor([1, 2]) + x.shape[0],
+        torch.Tensor((1.5, 2)),
+        torch.BoolTensor([True, False]),
+        torch.DoubleTensor([[1, 2], [3, 4]]) * 2,
+        torch.Tensor(2, 3).shape,  # uninitialized values: only the shape is compared
+        torch.Tensor().shape,
+    )
+
+
+def test_legacy_tensor_constructors(cnt):
+    # torch.Tensor(data) in the default dtype, the typed constructors in theirs, sizes as empty
+    check(_legacy_constructors, lambda i: (t(6, 4, seed=i),), cnt)
+
+
+def test_legacy_constructor_follows_the_default_dtype(cnt):
+    compiled = stenograph.compile(lambda x: x + torch.Tensor([1, 2]), backend=cnt)
+    x = torch.ones(2, dtype=torch.float64)
+    assert compiled(x).dtype == torch.float64
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert compiled(x.float()).dtype == torch.float64  # the default is guarded: recompiled
+    finally:
+        torch.set_default_dtype(previous)
+    assert cnt.frame_count == 2

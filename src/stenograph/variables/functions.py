@@ -32,7 +32,7 @@ from .double_backward import creates_graph
 from .exceptions import raise_new, raise_python_error
 from .global_contexts import is_global_context_class, make_global_context
 from .profiler_ranges import is_record_function_class, make_record_function
-from .symbolic import GraphValueVariable
+from .symbolic import GraphValueVariable, SymNodeVariable
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
 from .tensor_literals import tensor_of_graph_values
@@ -510,6 +510,39 @@ class TensorMethodRefVariable(Variable):
 
 _CONSTANT_RECORDS = (torch.device, torch.finfo, torch.iinfo)
 
+# `torch.Tensor(data)` and the typed legacy constructors (`torch.LongTensor([1, 2])`), by the
+# dtype they build (None: the default dtype, which every entry guards)
+_LEGACY_CONSTRUCTORS: dict[type, torch.dtype | None] = {
+    torch.Tensor: None,
+    torch.FloatTensor: torch.float32,
+    torch.DoubleTensor: torch.float64,
+    torch.HalfTensor: torch.float16,
+    torch.BFloat16Tensor: torch.bfloat16,
+    torch.LongTensor: torch.int64,
+    torch.IntTensor: torch.int32,
+    torch.ShortTensor: torch.int16,
+    torch.CharTensor: torch.int8,
+    torch.ByteTensor: torch.uint8,
+    torch.BoolTensor: torch.bool,
+}
+
+
+def _legacy_tensor(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`torch.Tensor([1, 2])` (a tensor of the data, in the constructor's dtype), `torch.Tensor()`
+    and `torch.Tensor(2, 3)` (uninitialized: `torch.empty`), recorded as `torch.tensor` and
+    `torch.empty` calls are. Other forms (a tensor, a storage, `device=`) break."""
+    dtype = _LEGACY_CONSTRUCTORS[cls] or torch.get_default_dtype()
+    if kwargs:
+        raise Unsupported(f"{cls.__qualname__}() with keyword arguments")
+    data = args[0] if len(args) == 1 else None
+    constant_data = data is not None and data.is_constant() and type(data.as_constant()) in (list, tuple)
+    if constant_data or isinstance(data, (ListVariable, TupleVariable)):
+        return frame.wrap(torch.tensor, None).call(frame, args, {"dtype": constant(dtype)})
+    if all(a.is_constant() and type(a.as_constant()) is int or isinstance(a, SymNodeVariable) for a in args):
+        sizes = args if args else [constant(0)]
+        return frame.wrap(torch.empty, None).call(frame, list(sizes), {"dtype": constant(dtype)})
+    raise Unsupported(f"{cls.__qualname__}() of {', '.join(a.describe() for a in args)}")
+
 
 class TorchClassVariable(ConstantVariable):
     """torch classes whose construction is modelled: torch.Size, grad-mode contexts, and the constant
@@ -531,6 +564,8 @@ class TorchClassVariable(ConstantVariable):
                 "creating a torch.nn.Parameter inside the compiled function",
                 hint="torch.compile breaks here too; create parameters in __init__ of a module passed in",
             )
+        if self.value in _LEGACY_CONSTRUCTORS:
+            return _legacy_tensor(frame, self.value, args, kwargs)
         if self.value in _CONSTANT_RECORDS and all(a.is_constant() for a in [*args, *kwargs.values()]):
             try:
                 record = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})

@@ -287,6 +287,22 @@ TORCH_CLASSES = (
     torch.autocast,
     torch.autograd.profiler.record_function,
     torch.nn.Parameter,
+    torch.Tensor,
+    *(
+        getattr(torch, name)
+        for name in (
+            "FloatTensor",
+            "DoubleTensor",
+            "HalfTensor",
+            "BFloat16Tensor",
+            "LongTensor",
+            "IntTensor",
+            "ShortTensor",
+            "CharTensor",
+            "ByteTensor",
+            "BoolTensor",
+        )
+    ),
 )
 
 
