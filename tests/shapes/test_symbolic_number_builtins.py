@@ -1,4 +1,4 @@
-"""min()/max() over symbolic numbers and math.floor/ceil/trunc of them (dynamic sizes beside
+"""min()/max() over symbolic numbers, math.floor/ceil/trunc and round() of them (dynamic sizes beside
 fixed limits and scaled by floats, as torchvision's detection transform resizes images) are
 recorded: one graph, no guard on which item wins or on the value, eager's result."""
 
@@ -104,3 +104,25 @@ def test_constant_tuple_indexed_by_a_symbolic_int_specialises_with_a_guard():
     for n, graphs in [(2, 1), (3, 1), (4, 2), (5, 2), (0, 3)]:
         torch.testing.assert_close(compiled(x, n), choose(x, n))
         assert cnt.frame_count == graphs
+
+
+def half_rows(x):
+    return x[: round(x.shape[0] / 2)], round(2.5), round(3.14159, 2)
+
+
+def test_round_of_a_symbolic_float_is_one_graph_rounding_half_to_even():
+    cnt = CompileCounter()
+    compiled = stenograph.compile(half_rows, backend=cnt, dynamic=True)
+    for rows in (6, 9, 5, 7):  # 4.5 and 2.5 round to the even neighbour, as Python's round
+        x = torch.randn(rows, 3)
+        got, expected = compiled(x), half_rows(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1:] == expected[1:]
+    assert cnt.frame_count == 1
+    assert round in {node.target for gm in cnt.graphs for node in gm.graph.nodes}
+
+
+def test_export_keeps_round_of_a_symbolic_size():
+    gm, _ = stenograph.export(lambda x: x[: round(x.shape[0] / 2)], aten_graph=True)(torch.ones(6, 4))
+    for rows in (6, 9):
+        assert gm(torch.ones(rows, 4)).shape == (round(rows / 2), 4)

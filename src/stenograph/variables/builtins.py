@@ -557,6 +557,18 @@ def _is_number(item: Variable, kind: type) -> bool:
     return item.is_constant() and type(item.as_constant()) is kind
 
 
+@_handler(round)
+def _round(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    ndigits = args[1] if len(args) > 1 else kwargs.get("ndigits", constant(None))
+    if isinstance(args[0], SymNodeVariable) and ndigits.is_constant() and ndigits.as_constant() is None:
+        # half a symbolic size rounded (`x[: round(n / 2)]`): recorded, the symbolic float's own
+        # __round__ gives the symbolic int, no guard on the value
+        return frame.output.call("call_function", round, [args[0]], {}, "round()")
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported(f"round() of {', '.join(a.describe() for a in args)}")
+    return _fold(frame, round, args, kwargs)
+
+
 @_handler(abs)
 def _abs(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if isinstance(args[0], TensorVariable):
