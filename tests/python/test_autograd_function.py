@@ -421,3 +421,53 @@ def test_state_left_changed_still_runs_the_function_eagerly(cnt):
     _eager_at_break(lambda x: Unbalanced.apply(x.sin()).cos(), cnt)
     assert DEPTH.depth == 4  # two calls each, eager and compiled
     DEPTH.depth = 0
+
+
+class OnceDifferentiable(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.exp() * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_once_differentiable_backward_keeps_one_graph(backend):
+    # backward is looked at as the engine runs it, without grad: the decorator's double-backward
+    # guard is not taken
+    fn = lambda x: OnceDifferentiable.apply(x.sin()).sum()  # noqa: E731
+    check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+
+
+def test_backward_compiled_on_its_own_reads_the_real_ctx(cnt):
+    """A compiled `backward` is handed the engine's ctx: `saved_tensors` and `needs_input_grad`
+    are read for real and guarded, as torch.compile reads them."""
+
+    class Doubled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a + b)
+            return (a + b) * 2
+
+        @staticmethod
+        @stenograph.compile(backend=cnt, fullgraph=True)
+        def backward(ctx, grad):
+            (saved,) = ctx.saved_tensors
+            first = grad * saved.sin() if ctx.needs_input_grad[0] else None
+            second = grad * 3 if ctx.needs_input_grad[1] else None
+            return first, second
+
+    a, b = t(4, grad=True), t(4, seed=1, grad=True)
+    Doubled.apply(a, b).sum().backward()
+    torch.testing.assert_close(a.grad, (a + b).sin().detach())
+    torch.testing.assert_close(b.grad, torch.full((4,), 3.0))
+    assert cnt.frame_count == 1
+    c = t(4, seed=2, grad=True)
+    Doubled.apply(c, t(4, seed=3)).sum().backward()  # needs_input_grad changed: recompiled
+    torch.testing.assert_close(c.grad, (c + t(4, seed=3)).sin().detach())
+    assert cnt.frame_count == 2

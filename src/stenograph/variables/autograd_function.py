@@ -160,7 +160,11 @@ class FunctionApplyVariable(Variable):
             torch._C._set_grad_enabled(grad_mode)
         outputs = result.unpack(frame) if isinstance(result, TupleVariable) else [result]
         grads = [o if isinstance(o, TensorVariable) else constant(None) for o in outputs]
-        self.cls_var.getattr(frame, "backward").call(frame, [ctx, *grads], {})
+        torch._C._set_grad_enabled(False)  # backward runs without grad, as the engine runs it
+        try:
+            self.cls_var.getattr(frame, "backward").call(frame, [ctx, *grads], {})
+        finally:
+            torch._C._set_grad_enabled(grad_mode)
         if output.side_effects.changed_since(effects_before):
             raise Unsupported(f"{self.describe()}: forward or backward changes Python state")
         if len(output.inputs) != inputs_before:

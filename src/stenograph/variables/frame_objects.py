@@ -71,6 +71,10 @@ _WALKS = frozenset(
 )
 
 
+# attributes of the C part of an autograd.Function's ctx that its backward reads
+_BACKWARD_CTX_READS = frozenset({"saved_tensors", "needs_input_grad"})
+
+
 def _walk_options(name: str, args: list[Variable], kwargs: dict[str, Variable]) -> dict[str, Any]:
     """The `prefix` / `recurse` arguments of a module-tree method, as constants; any other
     argument (a `memo`, `remove_duplicate=False`) is a graph break."""
@@ -154,6 +158,12 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
         # runs, and guarded through the attribute; calling it is the graph break
         return frame.wrap(cls_attr.__get__(obj, cls), AttrSource(obj_var.source, name))
     if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
+        if isinstance(obj, torch._C._FunctionBase) and name in _BACKWARD_CTX_READS and obj_var.source is not None:
+            # an autograd.Function's backward compiled on its own is handed the real ctx: what
+            # forward saved and which inputs need a gradient are read for real, guarded through
+            # the attribute (reading them has no effect; eager's errors, a saved tensor changed
+            # in place or freed, are raised here as in eager)
+            return frame.wrap(getattr(obj, name), AttrSource(obj_var.source, name))
         if not has_python_method(cls_attr, "__get__"):
             raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
         return run_descriptor(frame, cls, name, cls_attr, "__get__", obj_var, [class_variable(cls)])
