@@ -259,3 +259,65 @@ def test_metadata_a_torch_function_answers_itself_and_a_method_named_self(cnt):
     got = stenograph.compile(summed, backend=cnt)(y)
     assert type(got) is _SummedAsMine
     assert_same(got.as_subclass(torch.Tensor), summed(y).as_subclass(torch.Tensor))
+
+
+class _Boxed:
+    """Not a tensor: an object torch functions accept through its class's `__torch_function__`,
+    which unwraps it (and scales the result, so the handler's path shows in the values)."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        args = [a.tensor if isinstance(a, _Boxed) else a for a in args]
+        return func(*args, **kwargs) * 10
+
+
+_HANDLED = {}
+
+
+class _Counted:
+    """The registry form: a dict keyed by torch functions, NotImplemented for the others."""
+
+    def __init__(self, n):
+        self.n = n
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func not in _HANDLED:
+            return NotImplemented
+        return _HANDLED[func](*args, **(kwargs or {}))
+
+
+_HANDLED[torch.stack] = lambda items, dim=0: _Counted(sum(item.n for item in items))
+
+
+def _through_handlers(x, boxed, a, b):
+    added = torch.add(boxed, 1.0, alpha=2.0)
+    made = torch.mul(_Boxed(x), x)  # an object made in the frame
+    counted = torch.stack([a, b])
+    return added + made, counted.n
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_objects_overriding_torch_functions_are_dispatched_to_their_handler(backend):
+    # one graph, as torch.compile makes; eager's values
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_through_handlers, backend=cnt, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(3)
+        boxed = _Boxed(torch.randn(3))
+        expected = _through_handlers(x, boxed, _Counted(1), _Counted(2))
+        assert_same(compiled(x, boxed, _Counted(1), _Counted(2)), expected)
+    assert cnt.frame_count == 1
+
+
+def test_handlers_all_answering_not_implemented_raise_eagers_error(cnt):
+    compiled = stenograph.compile(lambda c, x: torch.add(c, x), backend=cnt)
+    with pytest.raises(TypeError) as eager:
+        torch.add(_Counted(1), torch.ones(2))
+    with pytest.raises(TypeError) as compiled_error:
+        compiled(_Counted(1), torch.ones(2))
+    assert str(compiled_error.value) == str(eager.value)

@@ -16,6 +16,7 @@ from .constants import BoundMethodVariable, ConstantVariable, IteratorVariable, 
 from .exceptions import TracedException, raise_new, raise_python_error
 from .identity import identity_of, same_or_equal
 from .symbolic import SymNodeVariable
+from .trace_rules import is_dict_key_constant
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -369,7 +370,11 @@ def dict_key(var: Variable, frame: Frame | None = None) -> Any:
         return value
     identity = identity_of(var)
     cls = var.python_type()
-    by_identity = issubclass(cls, torch.Tensor) or (cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__)
+    by_identity = (
+        issubclass(cls, torch.Tensor)
+        or (cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__)
+        or (identity is not None and identity is var.value_object and is_dict_key_constant(identity))
+    )
     if identity is None or not by_identity:
         raise Unsupported(f"dict key {var.describe()} (only constants and objects compared by identity are tracked)")
     if identity is var.value_object:  # a fixed object: keyed by itself, as in a dict read from the frame

@@ -412,10 +412,30 @@ class TorchOpVariable(Variable):
         module = getattr(self.fn, "__module__", None) or "torch"
         return f"{module}.{getattr(self.fn, '__name__', self.fn)}"
 
+    def _dispatch_torch_function(
+        self, frame: Frame, classes: list[type], args: list[Variable], kwargs: dict[str, Variable]
+    ) -> Variable:
+        """`torch.add(w, 1.0)` where `w` is an object (not a tensor) whose class defines
+        `__torch_function__`: eager calls the first such class's handler with the function, the
+        overriding classes, and the arguments; so does the trace, inlining it (the handler
+        usually unwraps the object and calls the function again on tensors)."""
+        frame.output.guards.state_query(torch._C._is_torch_function_enabled, "torch function enabled", True)
+        kinds = TupleVariable([frame.wrap(cls, None) for cls in classes])
+        for cls in classes:  # a handler answering NotImplemented passes to the next class's
+            handler = frame.wrap(cls, None).getattr(frame, "__torch_function__")
+            result = handler.call(frame, [self, kinds, TupleVariable(list(args)), DictVariable(dict(kwargs))], {})
+            if not (result.is_constant() and result.as_constant() is NotImplemented):
+                return result
+        # eager raises a TypeError whose text differs between torch versions: the call runs there
+        raise Unsupported(f"every __torch_function__ handler answered NotImplemented for {self.describe()}")
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         folded = trace_constant(self.fn)
         if folded is not None and all(a.is_constant() for a in [*args, *kwargs.values()]):
             return constant(folded(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
+        overriding = _torch_function_classes(args, kwargs)
+        if overriding:
+            return self._dispatch_torch_function(frame, overriding, args, kwargs)
         if not args and not kwargs and isinstance(self.fn, types.BuiltinFunctionType):
             return self._query_state(frame)
         if self.fn is torch._C._set_grad_enabled and len(args) == 1 and args[0].is_constant():
@@ -464,6 +484,30 @@ class TorchOpVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
+
+
+def _torch_function_classes(args: list[Variable], kwargs: dict[str, Variable]) -> list[type]:
+    """The classes of the objects among a torch function's arguments (and the items of list and
+    tuple arguments) that are not tensors and define a Python `__torch_function__`, in the
+    order torch consults them: a subclass before its base, then left to right."""
+    found: list[type] = []
+    for var in [*args, *kwargs.values()]:
+        for item in var.items if isinstance(var, (ListVariable, TupleVariable)) else [var]:
+            if isinstance(item, (TensorVariable, ConstantVariable, GraphValueVariable)):
+                continue
+            if item.source is None and not item.made_while_tracing():
+                continue
+            try:
+                cls = item.python_type()
+            except Unsupported:
+                continue
+            handler = getattr(cls, "__torch_function__", None)
+            if issubclass(cls, torch.Tensor) or not isinstance(getattr(handler, "__func__", None), types.FunctionType):
+                continue
+            if cls not in found:
+                at = next((i for i, seen in enumerate(found) if issubclass(cls, seen)), len(found))
+                found.insert(at, cls)
+    return found
 
 
 class OpaqueCallableVariable(Variable):

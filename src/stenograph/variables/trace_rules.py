@@ -74,6 +74,8 @@ def is_dict_key_constant(value: Any) -> bool:
         return all(is_dict_key_constant(item) for item in value)
     if isinstance(value, type):
         return type(value).__eq__ is type.__eq__ and type(value).__hash__ is type.__hash__
+    if isinstance(value, types.BuiltinFunctionType) and isinstance(value.__self__, (types.ModuleType, type(None))):
+        return True  # `torch.stack` keying a `__torch_function__` registry: one object per function
     # markers compared by identity (`typing.Union`): their class keeps object's __eq__ and __hash__
     return type(value).__eq__ is object.__eq__ and type(value).__hash__ is object.__hash__
 
