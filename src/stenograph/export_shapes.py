@@ -207,8 +207,49 @@ def check_dims(dims: list[DeclaredDim], inputs: list[Any], shape_env: Any) -> li
                 + ("" if high is None else f", max={high}")
                 + ")"
             )
+    problems.extend(_guarded_beyond_range(symbols, shape_env))
     if problems:
         raise ConstraintViolation(
             "the code does not keep the declared dynamic_shapes:\n" + "\n".join(f"  - {p}" for p in problems)
         )
     return found
+
+
+_MOST_SIZES = 4096  # a declared range this small is checked size by size
+
+
+def _always_true(expr: Any, shape_env: Any) -> bool:
+    """Whether a guard holds for every size the symbols' ranges allow: proved from the ranges
+    alone (not from the guards, which already assume it), or, for one symbol of a small finite
+    range, checked at every size. Otherwise it is taken as not holding (conservative)."""
+    if bool(shape_env._maybe_evaluate_static(expr, axioms=())):
+        return True
+    if len(expr.free_symbols) != 1:
+        return False
+    (symbol,) = expr.free_symbols
+    bound = shape_env.var_to_range.get(symbol)
+    high = None if bound is None else _finite(bound.upper)
+    if high is None or high - int(bound.lower) > _MOST_SIZES:
+        return False
+    try:
+        return all(bool(expr.xreplace({symbol: sympy.Integer(n)})) for n in range(int(bound.lower), high + 1))
+    except (ZeroDivisionError, TypeError):  # a size at which the code's arithmetic fails
+        return False
+
+
+def _guarded_beyond_range(symbols: dict[Any, DeclaredDim], shape_env: Any) -> list[str]:
+    """The guards the code put on a dimension that must stay dynamic and that some size of its
+    declared range fails (`(2 * n + 3) % (n - 3) == 0` decided a branch): the exported graph,
+    which checks no guard, would take that branch for every size."""
+    strict = {expr.free_symbols.pop(): d for expr, d in symbols.items() if d.strict and len(expr.free_symbols) == 1}
+    problems = []
+    for guard in shape_env.guards:
+        involved = [strict[s] for s in guard.expr.free_symbols if s in strict]
+        if not involved or _always_true(guard.expr, shape_env):
+            continue
+        names = ", ".join(sorted({d.name for d in involved}))
+        problems.append(
+            f"not every value of {names} in its declared range satisfies the code's guard {guard.expr} "
+            "(the graph would take one branch for all of them)"
+        )
+    return problems

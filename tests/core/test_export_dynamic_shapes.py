@@ -146,3 +146,27 @@ def test_a_spec_for_something_not_a_tensor_is_refused():
 def test_dynamic_and_dynamic_shapes_together_are_refused():
     with pytest.raises(TypeError, match="takes dynamic= or dynamic_shapes=, not both"):
         stenograph.export(_rows_times_count, dynamic=True, dynamic_shapes={"x": None})
+
+
+def _odd_branch(x):
+    if (2 * x.shape[0] + 3) % (x.shape[0] - 3) == 0:  # true for some sizes only
+        return x + 1
+    return x - 1
+
+
+def _even_branch(x):
+    if (2 * x.shape[0] + 2) % (x.shape[0] + 1) == 0:  # true for every size
+        return x + 1
+    return x - 1
+
+
+def test_a_guard_some_declared_sizes_fail_raises():
+    # the exported graph checks no guard: it would take the example's branch for size 20 too
+    with pytest.raises(ConstraintViolation, match=r"not every value of d .* satisfies the code's guard"):
+        stenograph.export(_odd_branch, dynamic_shapes={"x": {0: Dim("d", max=100)}})(torch.zeros(12))
+
+
+def test_a_guard_every_declared_size_passes_exports():
+    gm, _ = stenograph.export(_even_branch, dynamic_shapes={"x": {0: Dim("d", max=100)}})(torch.zeros(12))
+    for size in (2, 20, 100):
+        assert_same(gm(torch.zeros(size)), _even_branch(torch.zeros(size)))
