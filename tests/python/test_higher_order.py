@@ -172,3 +172,16 @@ def test_branch_with_python_effects_raises_as_eager_does(cnt):
 @pytest.mark.slow
 def test_cond_under_inductor():
     check(cond_fn, _signs, CompileCounterWithBackend("inductor"), calls=3, grads=True)
+
+
+def test_cond_on_a_predicate_of_several_elements_raises_eagers_error(cnt):
+    def fn(x, pred):
+        return torch.cond(pred, lambda a: a.sin(), lambda a: a.cos(), (x,))
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x, pred = t(4), t(2, seed=3)
+    with pytest.raises(RuntimeError) as eager:
+        fn(x, pred)
+    with pytest.raises(RuntimeError) as compiled_error:
+        compiled(x, pred)
+    assert str(compiled_error.value) == str(eager.value)

@@ -71,6 +71,9 @@ class CondVariable(HigherOrderVariable):
             return chosen.call(frame, operands, {})
         if not isinstance(pred, (TensorVariable, SymNodeVariable)):
             raise Unsupported(f"torch.cond() predicate {pred.describe()}")
+        if isinstance(pred, TensorVariable) and pred.fake.numel() != 1:
+            # eager's RuntimeError prints the predicate's values: the call runs where they exist
+            raise Unsupported(f"torch.cond() predicate {pred.describe()} is not a single element (eager raises)")
         if not all(isinstance(o, TensorVariable) for o in operands):
             raise Unsupported("torch.cond() operands that are not all tensors")
         fakes = [o.fake for o in operands]  # type: ignore[attr-defined]
