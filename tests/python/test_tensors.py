@@ -223,3 +223,31 @@ def test_legacy_constructor_follows_the_default_dtype(cnt):
     finally:
         torch.set_default_dtype(previous)
     assert cnt.frame_count == 2
+
+
+def _tagging(x, xs):
+    x.tag = {"step": 1}
+    x.count = getattr(x, "count", 0) + 1
+    return x + 1, xs[0].tag, x.count, hasattr(xs[0], "count")  # the same tensor through a list
+
+
+def test_python_attributes_written_on_an_input_tensor(cnt):
+    compiled = stenograph.compile(_tagging, backend=cnt, fullgraph=True)
+    x, x_eager = torch.ones(2), torch.ones(2)
+    for _ in range(2):  # the second call finds the attributes the first one wrote
+        assert repr(compiled(x, [x])) == repr(_tagging(x_eager, [x_eager]))
+        assert (x.tag, x.count) == (x_eager.tag, x_eager.count)
+    assert x.count == 2
+    assert cnt.frame_count == 2  # `count` absent, then present: guarded
+
+
+def test_tensor_own_attributes_and_new_tensors_still_break(cnt):
+    def fn(x):
+        y = x * 2
+        y.tag = 1  # a tensor made in the frame
+        x.requires_grad = False  # torch.Tensor's own attribute
+        return y + 1
+
+    x = torch.ones(2)
+    torch.testing.assert_close(stenograph.compile(fn, backend=cnt)(x), fn(torch.ones(2)))
+    assert cnt.frame_count == 2

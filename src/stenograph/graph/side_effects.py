@@ -284,10 +284,14 @@ def delete_if_present(obj: object, name: str, delete: Any) -> None:
 
 def object_key(var: Variable) -> int:
     """What an object's writes are filed under: the real object a tracker read from the frame
-    stands for, so that every tracker of it (`self.config` read twice gives two) sees them; a
-    tracker of an object made while tracing is its own key."""
+    stands for (for a tensor input, its graph node), so that every tracker of it
+    (`self.config` read twice gives two) sees them; a tracker of an object made while tracing is
+    its own key."""
     real = var.value_object
-    return id(real) if var.source is not None and real is not None else id(var)
+    if var.source is not None and real is not None:
+        return id(real)
+    node = getattr(var, "node", None)  # a tensor input: every tracker of it shares its graph node
+    return id(node) if var.source is not None and node is not None else id(var)
 
 
 class _SourceOnly:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
+from ..graph.side_effects import DELETED
 from ..guards.sources import AttrSource
 from ..shapes.fake import is_symbolic
 from . import tensor_scalars
@@ -127,7 +128,13 @@ class TensorVariable(GraphValueVariable):
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
-        raise Unsupported(f"setting tensor attribute {name!r}")
+        """`x.tag = value` on a tensor read from the frame: a Python attribute of the real tensor,
+        written after the graph as other objects' attributes are (later reads in the trace see
+        it). torch.Tensor's own attributes (`data`, `grad`, `requires_grad`, ...) and tensors
+        made in the frame: graph break."""
+        if hasattr(torch.Tensor, name) or self.source is None or frame.output.real_object(self) is None:
+            raise Unsupported(f"setting tensor attribute {name!r}")
+        frame.output.side_effects.attribute_written(self, name, value)
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if _overrides(self.subclass, name):
@@ -179,11 +186,16 @@ def _refuse_other_answers(frame: Frame, tensor: TensorVariable, name: str) -> No
 
 def _instance_attribute(frame: Frame, tensor: TensorVariable, name: str) -> Variable:
     """An attribute a user set on a tensor read from the frame (`x.tag = ...`), from the real
-    tensor's `__dict__`; its absence is guarded (a `hasattr` answered False must not hold for a
-    later call with a tensor that has it). A tensor made in the frame has none: writes to
-    tensors' attributes are graph breaks."""
+    tensor's `__dict__` or the value the trace wrote; its absence is guarded (a `hasattr` answered
+    False must not hold for a later call with a tensor that has it). A tensor made in the frame
+    has none: writes to its attributes are graph breaks."""
     real = frame.output.real_object(tensor)
     if real is not None and tensor.source is not None:
+        pending = frame.output.side_effects.pending_attribute(tensor, name)
+        if pending is DELETED:
+            raise Unsupported(f"{tensor.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
+        if pending is not None:
+            return pending
         instance_dict = real.__dict__
         dict_source = AttrSource(tensor.source, "__dict__")
         if name in instance_dict:
