@@ -36,7 +36,7 @@ from .symbolic import GraphValueVariable, SymNodeVariable
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
 from .tensor_literals import tensor_of_graph_values
-from .trace_rules import is_literal, is_state_reader, trace_constant, untraced_library
+from .trace_rules import LEGACY_TENSOR_CONSTRUCTORS, is_literal, is_state_reader, trace_constant, untraced_library
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -554,28 +554,12 @@ class TensorMethodRefVariable(Variable):
 
 _CONSTANT_RECORDS = (torch.device, torch.finfo, torch.iinfo)
 
-# `torch.Tensor(data)` and the typed legacy constructors (`torch.LongTensor([1, 2])`), by the
-# dtype they build (None: the default dtype, which every entry guards)
-_LEGACY_CONSTRUCTORS: dict[type, torch.dtype | None] = {
-    torch.Tensor: None,
-    torch.FloatTensor: torch.float32,
-    torch.DoubleTensor: torch.float64,
-    torch.HalfTensor: torch.float16,
-    torch.BFloat16Tensor: torch.bfloat16,
-    torch.LongTensor: torch.int64,
-    torch.IntTensor: torch.int32,
-    torch.ShortTensor: torch.int16,
-    torch.CharTensor: torch.int8,
-    torch.ByteTensor: torch.uint8,
-    torch.BoolTensor: torch.bool,
-}
-
 
 def _legacy_tensor(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`torch.Tensor([1, 2])` (a tensor of the data, in the constructor's dtype), `torch.Tensor()`
     and `torch.Tensor(2, 3)` (uninitialized: `torch.empty`), recorded as `torch.tensor` and
     `torch.empty` calls are. Other forms (a tensor, a storage, `device=`) break."""
-    dtype = _LEGACY_CONSTRUCTORS[cls] or torch.get_default_dtype()
+    dtype = LEGACY_TENSOR_CONSTRUCTORS[cls] or torch.get_default_dtype()
     if kwargs:
         raise Unsupported(f"{cls.__qualname__}() with keyword arguments")
     data = args[0] if len(args) == 1 else None
@@ -589,9 +573,10 @@ def _legacy_tensor(frame: Frame, cls: type, args: list[Variable], kwargs: dict[s
 
 
 class TorchClassVariable(ConstantVariable):
-    """torch classes whose construction is modelled: torch.Size, grad-mode contexts, and the constant
+    """torch classes whose construction is modelled: torch.Size, grad-mode contexts, the constant
     records `torch.device`, `torch.finfo`, `torch.iinfo` (folded: `finfo()` reads the default dtype,
-    which every entry guards); `torch.nn.Parameter`, whose construction breaks with its reason."""
+    which every entry guards), the legacy tensor constructors (`torch.Tensor([1, 2])`);
+    `torch.nn.Parameter`, whose construction breaks with its reason."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if grad_mode_class(self.value):
@@ -608,7 +593,7 @@ class TorchClassVariable(ConstantVariable):
                 "creating a torch.nn.Parameter inside the compiled function",
                 hint="torch.compile breaks here too; create parameters in __init__ of a module passed in",
             )
-        if self.value in _LEGACY_CONSTRUCTORS:
+        if self.value in LEGACY_TENSOR_CONSTRUCTORS:
             return _legacy_tensor(frame, self.value, args, kwargs)
         if self.value in _CONSTANT_RECORDS and all(a.is_constant() for a in [*args, *kwargs.values()]):
             try:

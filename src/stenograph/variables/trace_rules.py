@@ -277,6 +277,22 @@ def is_state_reader(fn: Any) -> bool:
 
 # torch classes with trackers of their own (sizes, devices, dtype limits, grad-mode and autocast
 # contexts, profiler ranges, `nn.Parameter` made in the frame)
+# `torch.Tensor(data)` and the typed legacy constructors (`torch.LongTensor([1, 2])`), by the
+# dtype they build (None: the default dtype, which every entry guards)
+LEGACY_TENSOR_CONSTRUCTORS: dict[type, torch.dtype | None] = {
+    torch.Tensor: None,
+    torch.FloatTensor: torch.float32,
+    torch.DoubleTensor: torch.float64,
+    torch.HalfTensor: torch.float16,
+    torch.BFloat16Tensor: torch.bfloat16,
+    torch.LongTensor: torch.int64,
+    torch.IntTensor: torch.int32,
+    torch.ShortTensor: torch.int16,
+    torch.CharTensor: torch.int8,
+    torch.ByteTensor: torch.uint8,
+    torch.BoolTensor: torch.bool,
+}
+
 TORCH_CLASSES = (
     torch.Size,
     torch.device,
@@ -289,22 +305,7 @@ TORCH_CLASSES = (
     torch.autocast,
     torch.autograd.profiler.record_function,
     torch.nn.Parameter,
-    torch.Tensor,
-    *(
-        getattr(torch, name)
-        for name in (
-            "FloatTensor",
-            "DoubleTensor",
-            "HalfTensor",
-            "BFloat16Tensor",
-            "LongTensor",
-            "IntTensor",
-            "ShortTensor",
-            "CharTensor",
-            "ByteTensor",
-            "BoolTensor",
-        )
-    ),
+    *LEGACY_TENSOR_CONSTRUCTORS,
 )
 
 
