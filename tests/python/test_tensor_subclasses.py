@@ -321,3 +321,25 @@ def test_handlers_all_answering_not_implemented_raise_eagers_error(cnt):
     with pytest.raises(TypeError) as compiled_error:
         compiled(_Counted(1), torch.ones(2))
     assert str(compiled_error.value) == str(eager.value)
+
+
+class _WithScale(torch.Tensor):
+    @property
+    def scale(self):
+        return self.__dict__.get("_scale", 1) * 10
+
+    @scale.setter
+    def scale(self, value):
+        self.__dict__["_scale"] = value
+
+
+def test_setting_a_subclass_property_runs_its_setter(cnt):
+    # a property of the tensor's class is not a plain attribute: the write breaks and runs the
+    # setter eagerly, and the read after it goes through the getter
+    def fn(x):
+        x.scale = 3
+        return x + 1, x.scale
+
+    x, x_eager = torch.ones(2).as_subclass(_WithScale), torch.ones(2).as_subclass(_WithScale)
+    assert_same(stenograph.compile(fn, backend=cnt)(x), fn(x_eager))
+    assert x.scale == x_eager.scale == 30

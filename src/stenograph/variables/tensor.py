@@ -130,9 +130,10 @@ class TensorVariable(GraphValueVariable):
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         """`x.tag = value` on a tensor read from the frame: a Python attribute of the real tensor,
         written after the graph as other objects' attributes are (later reads in the trace see
-        it). torch.Tensor's own attributes (`data`, `grad`, `requires_grad`, ...) and tensors
-        made in the frame: graph break."""
-        if hasattr(torch.Tensor, name) or self.source is None or frame.output.real_object(self) is None:
+        it). Attributes the tensor's class has (torch.Tensor's `data`, `grad`, `requires_grad`, a
+        subclass's properties) and tensors made in the frame: graph break."""
+        real = frame.output.real_object(self)
+        if self.source is None or real is None or hasattr(type(real), name):
             raise Unsupported(f"setting tensor attribute {name!r}")
         frame.output.side_effects.attribute_written(self, name, value)
 
