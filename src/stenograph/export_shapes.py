@@ -241,7 +241,9 @@ def _guarded_beyond_range(symbols: dict[Any, DeclaredDim], shape_env: Any) -> li
     """The guards the code put on a dimension that must stay dynamic and that some size of its
     declared range fails (`(2 * n + 3) % (n - 3) == 0` decided a branch): the exported graph,
     which checks no guard, would take that branch for every size."""
-    strict = {expr.free_symbols.pop(): d for expr, d in symbols.items() if d.strict and len(expr.free_symbols) == 1}
+    strict = {
+        next(iter(expr.free_symbols)): d for expr, d in symbols.items() if d.strict and len(expr.free_symbols) == 1
+    }
     problems = []
     for guard in shape_env.guards:
         involved = [strict[s] for s in guard.expr.free_symbols if s in strict]

@@ -144,8 +144,10 @@ class SideEffects:
             len(self.frame_containers_changed),
             birth(),
             dict(self.attributes),
-            set(self.hooked),
-            {key: _flags(self, key) for key in self.attributes},
+            frozenset(self.hooked),
+            frozenset(self.raw),
+            frozenset(self.written_then_deleted),
+            frozenset(self.deleted_then_written),
         )
 
     def changed_since(self, mark: Mark) -> bool:
@@ -180,12 +182,15 @@ class SideEffects:
             del self.attributes[key]
         else:
             self.attributes[key] = before
-        held = mark.flags.get(key, (False, False, False))
-        for flags, had in zip((self.raw, self.written_then_deleted, self.deleted_then_written), held):
-            if had:
-                flags.add(key)
+        for now, then in (
+            (self.raw, mark.raw),
+            (self.written_then_deleted, mark.written_then_deleted),
+            (self.deleted_then_written, mark.deleted_then_written),
+        ):
+            if key in then:
+                now.add(key)
             else:
-                flags.discard(key)
+                now.discard(key)
 
     def __bool__(self) -> bool:
         return bool(self.containers or self.attributes or self.class_attributes or self.globals)
@@ -233,12 +238,10 @@ class Mark:
     frame_containers_changed: int
     born: int  # trackers born from here on were made after the mark
     attributes: dict[tuple[int, str], tuple[Variable, str, Any]]
-    hooked: set[int]
-    flags: dict[tuple[int, str], tuple[bool, bool, bool]]  # raw, written then deleted, deleted then written
-
-
-def _flags(effects: SideEffects, key: tuple[int, str]) -> tuple[bool, bool, bool]:
-    return key in effects.raw, key in effects.written_then_deleted, key in effects.deleted_then_written
+    hooked: frozenset[int]
+    raw: frozenset[tuple[int, str]]
+    written_then_deleted: frozenset[tuple[int, str]]
+    deleted_then_written: frozenset[tuple[int, str]]
 
 
 def _restores(entry: tuple[Variable, str, Any], before: tuple[Variable, str, Any] | None) -> bool:
@@ -251,7 +254,10 @@ def _restores(entry: tuple[Variable, str, Any], before: tuple[Variable, str, Any
         return before is not None and before[2] is DELETED
     if before is not None:
         old = before[2]
-        return old is value or (old is not DELETED and _literal(old) is not None and _literal(old) == _literal(value))
+        if old is value:
+            return True
+        kept = None if old is DELETED else _literal(old)
+        return kept is not None and kept == _literal(value)
     real = obj.value_object
     if obj.source is None or real is None:
         return False

@@ -1074,7 +1074,6 @@ class SetVariable(Variable):
             raise Unsupported(f"pop of {self.describe()} read from the frame", hint="pop from a copy: set(s).pop()")
         if mutating:
             frame.output.side_effects.container_changed(self)
-        if mutating:
             self.fixed_order = None
         if name == "add" and len(args) == 1:
             self._add(args[0], frame)

@@ -275,8 +275,6 @@ def is_state_reader(fn: Any) -> bool:
 
 # -- classes --------------------------------------------------------------------------------------
 
-# torch classes with trackers of their own (sizes, devices, dtype limits, grad-mode and autocast
-# contexts, profiler ranges, `nn.Parameter` made in the frame)
 # `torch.Tensor(data)` and the typed legacy constructors (`torch.LongTensor([1, 2])`), by the
 # dtype they build (None: the default dtype, which every entry guards)
 LEGACY_TENSOR_CONSTRUCTORS: dict[type, torch.dtype | None] = {
@@ -293,6 +291,8 @@ LEGACY_TENSOR_CONSTRUCTORS: dict[type, torch.dtype | None] = {
     torch.BoolTensor: torch.bool,
 }
 
+# torch classes with trackers of their own (sizes, devices, dtype limits, grad-mode and autocast
+# contexts, profiler ranges, `nn.Parameter` and legacy tensor constructors called in the frame)
 TORCH_CLASSES = (
     torch.Size,
     torch.device,
