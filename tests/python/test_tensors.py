@@ -251,3 +251,72 @@ def test_tensor_own_attributes_and_new_tensors_still_break(cnt):
     x = torch.ones(2)
     torch.testing.assert_close(stenograph.compile(fn, backend=cnt)(x), fn(torch.ones(2)))
     assert cnt.frame_count == 2
+
+
+def _data_then_add(x, y):
+    x.data = y
+    x.add_(1)
+    return x
+
+
+def _data_handed_on(x, y):
+    z = x
+    x.data = y  # y is read first: the graph's inputs are reordered for AOTAutograd's write-back
+    y.data = torch.zeros([0])
+    return x, x is z
+
+
+def _run_five_times(fn, backend, requires_grad):
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    for _ in range(5):
+        eager_x, eager_y, x, y = (torch.ones(6, requires_grad=requires_grad) for _ in range(4))
+        expected, actual = fn(eager_x, eager_y), compiled(x, y)
+        assert repr(actual) == repr(expected)
+        assert [x.shape, y.shape] == [eager_x.shape, eager_y.shape] and torch.equal(x, eager_x)
+        if backend == "eager":  # AOTAutograd writes the storage back with `set_`, one version more (as torch.compile)
+            assert (x._version, y._version) == (eager_x._version, eager_y._version)
+        if requires_grad:
+            grad = torch.randn(6)
+            eager_x.backward(grad)
+            x.backward(grad)
+            assert torch.equal(x.grad, eager_x.grad)
+    assert cnt.frame_count == 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_data_assigned_on_inputs_in_one_graph(backend):
+    """`x.data = y` swaps x's storage for y's, keeping x's autograd identity: one graph, as
+    torch.compile makes (`set_` without grad, its version bump taken back)."""
+    _run_five_times(_data_handed_on, backend, requires_grad=True)
+    if backend == "eager":  # AOTAutograd refuses `set_` plus a change of data on one input
+        _run_five_times(_data_then_add, backend, requires_grad=False)
+
+
+def test_data_assignment_guards_the_new_sizes(cnt):
+    def fn(x, y):
+        x.data = y
+        return x.sum(), x.shape
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    for n, m in [(2, 5), (2, 7), (3, 8)]:
+        x = torch.ones(n)
+        assert compiled(x, torch.ones(m)) == fn(torch.ones(n), torch.ones(m))
+        assert x.shape == (m,)
+
+
+def test_data_assignments_that_still_break(cnt):
+    def cycle(x, y):  # no order of the inputs writes both storages back
+        x.data = y
+        y.data = x
+        return x + y
+
+    def dtype(x):
+        x.data = x.double()
+        return x + 1
+
+    for fn, args in [(cycle, (torch.ones(2), torch.zeros(2))), (dtype, (torch.ones(2),))]:
+        eager_args = [a.clone() for a in args]
+        assert repr(stenograph.compile(fn, backend=cnt)(*args)) == repr(fn(*eager_args))
+        assert all(torch.equal(a, e) and a.dtype == e.dtype for a, e in zip(args, eager_args))
+    assert cnt.frame_count == 4  # each: a graph before the break and one after it

@@ -119,6 +119,8 @@ class OutputGraph:
         self.caller_handles = caller_handles  # `FrameCall.caller_handles`
         self.guards = GuardSet()
         self.inputs: list[GraphInput] = []
+        # (taker, giver) input nodes of each `taker.data = giver` (see `hand_over_storage`)
+        self._handovers: list[tuple[torch.fx.Node, torch.fx.Node]] = []
         self._input_vars: dict[int, TensorVariable] = {}
         # symbolic numbers by where they were read: a second read is the same input (all are
         # read together when the graph is called)
@@ -283,6 +285,24 @@ class OutputGraph:
             var.subclass = type(value)
         self._input_vars[id(value)] = var
         return var
+
+    def hand_over_storage(self, taker: torch.fx.Node, giver: torch.fx.Node) -> bool:
+        """Order the inputs for `taker.data = giver`, both inputs; False where no order serves.
+
+        AOTAutograd writes each input's changed storage back after the graph, input by input, as
+        the value it ended with; the taker's is the giver's storage, which must still be the
+        giver's own when it is written. So every taker comes before its giver."""
+        order = [i.node for i in self.inputs]
+        if order.index(taker) > order.index(giver):
+            order.remove(taker)
+            order.insert(order.index(giver), taker)
+        if any(order.index(t) > order.index(g) for t, g in self._handovers):
+            return False
+        self._handovers.append((taker, giver))
+        if order != [i.node for i in self.inputs]:
+            giver.prepend(taker)
+            self.inputs.sort(key=lambda i: order.index(i.node))
+        return True
 
     def symbolic_input(self, value: int | float, source: Source) -> Variable:
         """A dynamic int or float argument: a SymInt/SymFloat placeholder the ShapeEnv guards."""

@@ -133,6 +133,9 @@ class TensorVariable(GraphValueVariable):
         it). Attributes the tensor's class has (torch.Tensor's `data`, `grad`, `requires_grad`, a
         subclass's properties) and tensors made in the frame: graph break."""
         real = frame.output.real_object(self)
+        if name == "data" and real is not None and isinstance(value, TensorVariable):
+            _assign_data(frame, self, value)
+            return
         if self.source is None or real is None or hasattr(type(real), name):
             raise Unsupported(f"setting tensor attribute {name!r}")
         frame.output.side_effects.attribute_written(self, name, value)
@@ -183,6 +186,55 @@ def _refuse_other_answers(frame: Frame, tensor: TensorVariable, name: str) -> No
         same = False
     if not same:
         raise Unsupported(f"{name} of {tensor.describe()}: its class's __torch_function__ answers {answer!r}")
+
+
+def _assign_data(frame: Frame, tensor: TensorVariable, value: TensorVariable) -> None:
+    """`x.data = y` on a tensor read from the frame: eager swaps x's storage and metadata for y's
+    and leaves its autograd identity and version counter alone. The graph does the same with
+    `set_` run without grad (AOTAutograd carries it out on the real input as a storage change)
+    and then takes back the version bump `set_` made. A change of dtype, tensor subclasses, views
+    and tensors sharing storage with other inputs break."""
+    output = frame.output
+    entry = next(i for i in output.inputs if i.node is tensor.node)
+    real = entry.example
+    if tensor.subclass is not None or value.subclass is not None or value.from_subclass:
+        raise Unsupported("`.data = ...` on a tensor subclass")
+    if tensor.fake.dtype != value.fake.dtype:
+        raise Unsupported(f"`.data = ...` changing the dtype of {tensor.describe()}")
+    if output.graph is not output.root_graph:
+        raise Unsupported("`.data = ...` inside a traced body")
+    if real._base is not None or real.storage_offset() != 0 or _shares_storage(real, output.inputs):
+        raise Unsupported(f"`.data = ...` on {tensor.describe()}, a view or an input sharing storage")
+    if value.node.op == "placeholder":
+        if not output.hand_over_storage(tensor.node, value.node):
+            raise Unsupported("`.data = ...` handing storage around a cycle of inputs")
+    elif value.fake._base is not None:
+        raise Unsupported(f"`.data = ...` given a view, {value.describe()}")
+    # the input's guards (its shape relations, its storage shared or not) describe the tensor
+    # passed in: they keep a fake of it as it was, and count it as changed
+    with output.fake_mode:
+        entry.fake = torch.empty_strided(
+            tensor.fake.shape, tensor.fake.stride(), dtype=tensor.fake.dtype, device=tensor.fake.device
+        )
+    entry.version = None
+    entry.node.meta["example_value"] = entry.fake
+    grad_mode = torch.is_grad_enabled()
+    output.set_grad_enabled(False)
+    output.call("call_function", torch.Tensor.set_, [tensor, value], {}, "`.data = ...`")
+    output.set_grad_enabled(grad_mode)
+    output.graph.create_node("call_function", _undo_version_bump, (tensor.node,), {})
+
+
+def _shares_storage(real: torch.Tensor, inputs: list) -> bool:
+    """Whether another tensor input of the graph lies in `real`'s storage."""
+    others = [i.example for i in inputs if isinstance(i.example, torch.Tensor) and i.example is not real]
+    storage = real.untyped_storage().data_ptr()
+    return any(other.untyped_storage().data_ptr() == storage for other in others)
+
+
+def _undo_version_bump(tensor: torch.Tensor) -> None:
+    """Put the version counter back where it stood before the `set_` of a `.data` write."""
+    torch._C._autograd._unsafe_set_version_counter((tensor,), (max(tensor._version - 1, 0),))
 
 
 def _instance_attribute(frame: Frame, tensor: TensorVariable, name: str) -> Variable:
