@@ -286,6 +286,9 @@ def _watch(cache: FrameCache, entry: CacheEntry) -> None:
 # `__stenograph_caches__`) or a wrapper or dispatcher of it does, so dropping the function
 # drops its entries and the globals they reference
 _caches: weakref.WeakValueDictionary[tuple[types.CodeType, int], FrameCache] = weakref.WeakValueDictionary()
+# every cache alive, also those `reset` took out of `_caches` that a wrapper still holds and
+# compiles into: the next reset clears them too
+_live_caches: weakref.WeakSet[FrameCache] = weakref.WeakSet()
 # held while a frame compiles and while caches are created (re-entrant: compiling may call
 # compiled code, and a backend may compile more); as torch.compile has
 compile_lock = threading.RLock()
@@ -298,6 +301,7 @@ def cache_for(code: types.CodeType, backend: Any, backend_name: str) -> FrameCac
         cache = _caches.get(key)
         if cache is None:
             cache = _caches[key] = FrameCache(code, backend, backend_name)
+            _live_caches.add(cache)
     return cache
 
 
@@ -321,7 +325,7 @@ def all_caches() -> list[FrameCache]:
 
 def reset_caches() -> None:
     with compile_lock:
-        for cache in list(_caches.values()):
+        for cache in list(_live_caches):
             _forget(cache)
         _caches.clear()
 
@@ -330,10 +334,11 @@ def forget_backend(backend: Any) -> None:
     """Drop every cache compiled for `backend` (a throwaway compilation, as `export` makes to
     list graph breaks), so the functions it compiled no longer hold it."""
     with compile_lock:
-        for key, cache in list(_caches.items()):
+        for cache in list(_live_caches):
             if cache.backend is backend:
                 _forget(cache)
-                del _caches[key]
+                if _caches.get((cache.code, id(backend))) is cache:
+                    del _caches[(cache.code, id(backend))]
 
 
 def _forget(cache: FrameCache) -> None:

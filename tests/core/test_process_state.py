@@ -83,6 +83,24 @@ def test_a_compiled_function_compiles_again_after_reset(cnt) -> None:
     assert cnt.frame_count > frames
 
 
+def test_every_reset_forgets_what_a_live_wrapper_compiled(cnt) -> None:
+    """A wrapper kept across resets compiles into the cache it holds; each later reset forgets
+    that one too (a constant assumed by the first trace after a reset went stale at the second)."""
+    state = {"v": 1.0}
+
+    @stenograph.assume_constant_result
+    def current() -> float:
+        return state["v"]
+
+    stenograph.reset()
+    compiled = stenograph.compile(lambda x: x + current(), backend=cnt)
+    for v in [1.0, 2.0, 3.0, 4.0]:
+        state["v"] = v
+        stenograph.reset()
+        assert compiled(torch.zeros(2)).tolist() == [v, v]
+    assert cnt.frame_count == 4
+
+
 def test_allow_in_graph_marks_are_settings_and_survive_reset(cnt) -> None:
     def opaque(x: torch.Tensor) -> torch.Tensor:
         return x + 1
