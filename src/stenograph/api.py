@@ -482,6 +482,14 @@ class OptimizedModule(torch.nn.Module):
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(dir(self._orig_mod)))
 
+    def __len__(self) -> int:
+        """The original's length (a `ModuleList`, `Sequential`, `ModuleDict`); others have none."""
+        return len(self._orig_mod)
+
+    def __bool__(self) -> bool:
+        """The original's truth: an empty `ModuleList` is false, a module without a length true."""
+        return bool(self._orig_mod)
+
     def __repr__(self) -> str:
         return f"OptimizedModule({self._orig_mod!r})"
 

@@ -92,6 +92,16 @@ def test_compiled_module_wrapper_behaves_like_the_module(cnt):
     assert cnt.frame_count == 1
 
 
+def test_compiled_module_wrapper_has_the_original_length_and_truth(cnt):
+    empty = [nn.ModuleList(), nn.Sequential(), nn.ModuleDict()]
+    assert [bool(stenograph.compile(m, backend=cnt)) for m in empty] == [False, False, False]
+    assert len(stenograph.compile(nn.ModuleList([nn.ReLU(), nn.ReLU()]), backend=cnt)) == 2
+    linear = stenograph.compile(nn.Linear(1, 1), backend=cnt)
+    assert bool(linear)  # no length: true, as the module is (torch.compile's wrapper raises TypeError)
+    with pytest.raises(TypeError, match="has no len"):
+        len(linear)
+
+
 def test_compiled_submodule_is_listed_with_its_original_under_one_name(cnt):
     """A walk from a parent (what FSDP2's root does to find its blocks' state) meets the wrapper
     and then the original, both under the original's name; parameter names and state_dict keys
