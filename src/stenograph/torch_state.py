@@ -153,7 +153,9 @@ def _function_stack() -> tuple[Any, ...]:
 
 class preserved:  # noqa: N801 - used as a context manager, like torch's own guards
     """`with preserved():` restores the state (and the dispatch-key sets) when the block ends,
-    however it ends.
+    however it ends. Inside it, the saved-tensor hooks a program set are silent: they run when
+    the compiled graph runs, not when operations are traced (a pack hook counting calls would
+    count the trace's too).
 
     A class, not a generator: an interrupt must not land between leaving the block and the
     restore. An exception first releases the frames it unwound, so RAII guards held in them
@@ -166,6 +168,7 @@ class preserved:  # noqa: N801 - used as a context manager, like torch's own gua
         self.keys = _C._PreserveDispatchKeyGuard()
         self.keys.__enter__()
         self.state = snapshot()
+        self.hooks_tracing = _C._autograd._saved_tensors_hooks_set_tracing(True)
 
     def __exit__(self, kind: type | None, error: BaseException | None, tb: types.TracebackType | None) -> None:
         if tb is not None:
@@ -178,6 +181,7 @@ class preserved:  # noqa: N801 - used as a context manager, like torch's own gua
         try:
             self.state.restore()  # modes first: pushing and popping them flips the Python keys
         finally:
+            _C._autograd._saved_tensors_hooks_set_tracing(self.hooks_tracing)
             self.keys.__exit__(None, None, None)
 
 

@@ -2102,3 +2102,26 @@ def test_a_weak_reference_made_in_the_frame(cnt):
     assert type(ref) is weakref.ref and ref() is x
     with pytest.raises(stenograph.Unsupported, match="object made in the frame"):
         stenograph.compile(lambda x: weakref.ref(x * 2), backend=cnt, fullgraph=True)(x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_saved_tensor_hooks_run_with_the_graph_not_its_trace(backend):
+    """A program's pack hook ran once more on the compiling call (operations traced under it)."""
+    packed, unpacked = [], []
+
+    def pack(x):
+        packed.append(1)
+        return x
+
+    def unpack(x):
+        unpacked.append(1)
+        return x
+
+    compiled = stenograph.compile(lambda x, y: x * y, backend=backend)
+    x = torch.ones(4, requires_grad=True)
+    for calls in (1, 2):
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            out = compiled(x, torch.ones(4))
+        assert (len(packed), len(unpacked)) == (calls, calls - 1)
+        out.sum().backward()
+        assert len(unpacked) == calls
