@@ -30,19 +30,34 @@ _allowed_in_graph: set[Callable] = set()
 _disallowed_in_graph: set[Callable] = set()
 
 
+@dataclass(frozen=True)
+class _DisabledMark:
+    """`disable`'s mark on the function it made: the function's id, so that a wrapper copying
+    its `__dict__` (`functools.wraps`) is not disabled with it, as torch's mark is not."""
+
+    owner: int
+    reason: str | None
+
+
 def mark_disabled(fn: Callable, reason: str | None = None) -> None:
     """Mark `fn` to run eagerly; `reason` (the user's words) is shown where its call breaks."""
-    setattr(fn, DISABLED_ATTR, reason or True)
+    setattr(fn, DISABLED_ATTR, _DisabledMark(id(fn), reason))
+
+
+def _disabled_mark(fn: Any) -> _DisabledMark | None:
+    mark = getattr(fn, DISABLED_ATTR, None)
+    owner = getattr(fn, "__func__", fn)  # a bound method: its function's mark
+    return mark if isinstance(mark, _DisabledMark) and mark.owner == id(owner) else None
 
 
 def disabled_reason(fn: Any) -> str | None:
     """The reason given to `disable(fn, reason=...)`, if any."""
-    reason = getattr(fn, DISABLED_ATTR, None)
-    return reason if isinstance(reason, str) else None
+    mark = _disabled_mark(fn)
+    return mark.reason if mark is not None else None
 
 
 def is_disabled(fn: Any) -> bool:
-    return bool(getattr(fn, DISABLED_ATTR, False)) or is_torch_disabled(fn)
+    return _disabled_mark(fn) is not None or is_torch_disabled(fn)
 
 
 def is_torch_disabled(fn: Any) -> bool:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 
 import pytest
@@ -143,6 +144,25 @@ def test_disable_reason_is_quoted_in_the_break(cnt):
         stenograph.compile(f, backend=cnt, fullgraph=True)(torch.randn(2))
     x = torch.randn(2)
     assert_same(stenograph.compile(f, backend=cnt)(x), f(x))
+
+
+def test_a_wrapper_made_with_functools_wraps_of_a_disabled_function_is_compiled(cnt):
+    """`functools.wraps` copies the disabled function's `__dict__`, mark included: the wrapper
+    is still compiled (its call of the disabled one breaks), as torch.compile does."""
+
+    @stenograph.disable
+    def inner(x):
+        return x + 1
+
+    @functools.wraps(inner)
+    def outer(x):
+        return inner(x) * 2
+
+    x = torch.ones(3)
+    assert_same(stenograph.compile(outer, backend=cnt)(x), outer(x))
+    assert cnt.frame_count == 1  # the product, after the break
+    with pytest.raises(stenograph.Unsupported, match="marked stenograph.disable"):
+        stenograph.compile(outer, backend="eager", fullgraph=True)(x)
 
 
 def test_a_disabled_forward_runs_eagerly_at_the_break(cnt):
