@@ -304,16 +304,26 @@ def _compile_until_built(request: FrameCompile) -> Compiled:
             if generator is None:
                 raise
             attempts.eager_generators.add(generator)
+            _forget_trace(reason)
         except TraceAgain as restart:
             if attempts.restarts >= _MAX_RESTARTS:
                 raise Unsupported(f"traced again {_MAX_RESTARTS} times: {restart}") from restart
             attempts.restarts += 1
+            _forget_trace(restart)
         except SpecialiseFloats as restart:
             policy = request.policy
             if policy is None or not policy.specialise([s.name() for s in restart.sources]):
                 raise BackendCompilerFailed(request.backend_name, restart) from restart
+            _forget_trace(restart)
         finally:
             attempts.close()
+
+
+def _forget_trace(error: BaseException) -> None:
+    """Let go of a given-up trace: the frames of its traceback (the tracer's, whose locals hold
+    the trace and through it the real objects read: gradients, optimizer state) form a cycle
+    with the error, which would keep them alive until the next garbage collection."""
+    traceback.clear_frames(error.__traceback__)
 
 
 def _generator_to_run_eagerly(request: FrameCompile, attempts: _Attempts, reason: Unsupported) -> types.CodeType | None:
@@ -337,6 +347,7 @@ def _compile_once(request: FrameCompile, attempts: _Attempts) -> Compiled:
         if request.fullgraph or reason.break_index is None:
             raise
         attempts.close()
+        _forget_trace(reason)
         return _compile_break(request, attempts, reason)
 
 

@@ -64,6 +64,28 @@ def test_compiled_function_cache_does_not_keep_input_alive(cnt):
     assert cnt.frame_count == 1
 
 
+def test_a_given_up_trace_frees_the_tensors_it_read_without_a_collection(cnt):
+    """An optimizer step (traced once whole, given up at a break, traced again): a gradient or
+    optimizer state the user drops is freed at once, not at the next garbage collection (the
+    given-up trace, alive in its exception's traceback, held them)."""
+    model = torch.nn.Linear(4, 4, bias=False)
+    opt = torch.optim.Adadelta(model.parameters(), lr=0.01)
+    step = stenograph.compile(lambda: opt.step(), backend=cnt)
+    model(torch.ones(4)).sum().backward()
+    gc.collect()
+    gc.disable()
+    try:
+        step()
+        grad = weakref.ref(model.weight.grad)
+        state = weakref.ref(opt.state[model.weight]["square_avg"])
+        opt.zero_grad(True)
+        assert grad() is None
+        opt = None
+        assert state() is None
+    finally:
+        gc.enable()
+
+
 def test_compiled_module_cache_does_not_keep_input_alive(cnt):
     """A compiled module's cache drops the input tensor once the caller does."""
     m = MLP()

@@ -127,22 +127,14 @@ class Frame:
             raise
         finally:
             active.frame = caller
+            if self.parent is None:
+                # the list, shared by every frame of the trace, holds generators that hold their
+                # frames: emptied, the trace is freed without waiting for a garbage collection
+                generators = list(self.generators)
+                self.generators.clear()
         if self.parent is None:
-            self._refuse_unclosed_generators()
+            _refuse_unclosed_generators(generators)
         return self.return_value
-
-    def _refuse_unclosed_generators(self) -> None:
-        """The trace ends (return or graph break) with a generator suspended inside a `try` or
-        `with` block: eagerly, dropping it runs its `finally` / `__exit__` at the moment the last
-        reference goes, which neither the trace nor code resumed after a break (it holds
-        references longer) can place. The frame runs eagerly instead."""
-        for generator in self.generators:
-            if needs_close(generator):
-                raise Unsupported(
-                    f"generator {generator.frame.code.co_qualname} is left suspended inside a try/with block, "
-                    "whose cleanup runs when it is dropped",
-                    hint="the frame runs eagerly; exhaust the generator or move the cleanup out of it",
-                )
 
     def _chain(self, exc: TracedException) -> None:
         """Where an exception is raised (the first frame to see it), it records the exception
@@ -412,3 +404,17 @@ def _cut_context_cycle(context: Variable, raised: Variable) -> None:
             attrs.items["__context__"] = constant(None)
             return
         link = following
+
+
+def _refuse_unclosed_generators(generators: list[GeneratorVariable]) -> None:
+    """The trace ends (return or graph break) with a generator suspended inside a `try` or
+    `with` block: eagerly, dropping it runs its `finally` / `__exit__` at the moment the last
+    reference goes, which neither the trace nor code resumed after a break (it holds
+    references longer) can place. The frame runs eagerly instead."""
+    for generator in generators:
+        if needs_close(generator):
+            raise Unsupported(
+                f"generator {generator.frame.code.co_qualname} is left suspended inside a try/with block, "
+                "whose cleanup runs when it is dropped",
+                hint="the frame runs eagerly; exhaust the generator or move the cleanup out of it",
+            )
