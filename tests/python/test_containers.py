@@ -52,6 +52,20 @@ def test_tuples_and_starred_unpacking(cnt):
     check(_tuples, lambda i: (t(3, seed=i),), cnt)
 
 
+def _index_within_bounds(x, xs):
+    nums = [3, 1, 2, 3, 1]
+    found = nums.index(3, 1), nums.index(1, -2), nums.index(2, 0, 5), (3, 1, 3).index(3, 1, 10)
+    return x + xs.index(x, 1), found
+
+
+def test_index_with_start_and_stop(cnt):
+    def args(i):
+        x = t(2, seed=i)
+        return x, [x + 1, x, x]  # from index 1 on: the same object at once
+
+    check(_index_within_bounds, args, cnt)
+
+
 def _dicts(x, opts):
     d = {"a": x, "b": x * 2}
     d["c"] = x + 1

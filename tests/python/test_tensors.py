@@ -320,3 +320,22 @@ def test_data_assignments_that_still_break(cnt):
         assert repr(stenograph.compile(fn, backend=cnt)(*args)) == repr(fn(*eager_args))
         assert all(torch.equal(a, e) and a.dtype == e.dtype for a, e in zip(args, eager_args))
     assert cnt.frame_count == 4  # each: a graph before the break and one after it
+
+
+def _sizes_compared(x):
+    picked = x.cos() if x.size() != (2, 3) else x.sin()
+    return picked, (
+        x.size() == torch.Size([3, 2]),
+        list(x.size()) == [3, 2],
+        x.shape < (3, 3),
+        x.shape >= (2,),
+        x.shape == [2, 3],  # a tuple and a list: never equal
+        tuple(x.shape) > (2, 3, 1),
+    )
+
+
+def test_sizes_compared_with_tuples_and_lists_once_dynamic(cnt):
+    """Python's item-by-item comparison of sequences holding symbolic sizes (it was refused once
+    automatic dynamic shapes made the sizes symbolic)."""
+    shapes = [(2, 3), (3, 2), (2, 3), (4, 5), (3, 2), (3, 3)]
+    check(_sizes_compared, lambda i: (torch.ones(shapes[i]),), cnt, calls=len(shapes), graphs=4)

@@ -198,9 +198,10 @@ class SequenceVariable(Variable):
         return _method_of(self, name)
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        if name == "index" and not kwargs and len(args) == 1:
-            for i, item in enumerate(self.items):
-                if same_or_equal(frame, args[0], item):
+        if name == "index" and not kwargs and 1 <= len(args) <= 3 and all(_constant_int(a) for a in args[1:]):
+            start, stop = [a.as_constant() for a in args[1:]] + [None] * (3 - len(args))
+            for i in range(*slice(start, stop).indices(len(self.items))):
+                if same_or_equal(frame, args[0], self.items[i]):
                     return constant(i)
             if not args[0].is_constant():
                 raise Unsupported(f"{self.python_class.__name__}.index() of a missing {args[0].describe()}")
@@ -216,6 +217,10 @@ class SequenceVariable(Variable):
         if name == "__iter__" and not args and not kwargs:
             return iterate(frame, self)
         raise Unsupported(f"method {name!r} of {self.describe()}")
+
+
+def _constant_int(var: Variable) -> bool:
+    return var.is_constant() and isinstance(var.as_constant(), int)
 
 
 class TupleVariable(SequenceVariable):

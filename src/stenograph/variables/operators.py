@@ -10,6 +10,8 @@ import operator
 import types
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ..errors import Unsupported
 from .base import Variable
 from .constants import IteratorVariable, constant
@@ -84,9 +86,14 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         # only a tensor changes in place; `i *= n` on a number is `i = i * n`
         graph_op = op if isinstance(a, TensorVariable) else plain
         return frame.output.call("call_function", graph_op, [a, b], {}, f"operator {graph_op.__name__}")
-    if plain is operator.add:
-        # a constant tuple concatenated with a tracked one (e.g. `(-1,) + x.shape[1:]`)
+    if plain is operator.add or plain in _COMPARISONS:
+        # a constant tuple concatenated with or compared to a tracked one (`(-1,) + x.shape[1:]`,
+        # `x.size() != (2, 3)` with a symbolic size)
         a, b = _as_sequence(a, b), _as_sequence(b, a)
+    if plain in _COMPARISONS and isinstance(a, SequenceVariable) and isinstance(b, SequenceVariable):
+        compared = _compare_sequences(frame, plain, a, b)
+        if compared is not None:
+            return compared
     own = a.binary_op(frame, op, plain, b)  # sequences and sets
     if own is not None:
         return own
@@ -193,6 +200,32 @@ def _default_ne(frame: Frame, obj: Variable, other: Variable) -> Variable | None
     if result.is_constant() and result.as_constant() is NotImplemented:
         return None
     return constant(not result.truth(frame))
+
+
+_COMPARISONS = frozenset(COMPARE_OPS.values())
+# the sequences compared item by item here: lists with lists, tuples (a torch.Size is one) with tuples
+_PLAIN_SEQUENCES = (list, tuple, torch.Size)
+
+
+def _compare_sequences(frame: Frame, op: Any, a: SequenceVariable, b: SequenceVariable) -> Variable | None:
+    """`a op b` as Python compares two lists or two tuples holding symbolic sizes or other
+    trackers: equal lengths first for `==`/`!=`, then item by item, the first pair neither one
+    object nor equal deciding (a symbolic size compared as the shape guards decide it). A list
+    and a tuple are unequal. None for other sequences (deques, named tuples)."""
+    if a.python_class not in _PLAIN_SEQUENCES or b.python_class not in _PLAIN_SEQUENCES:
+        return None
+    equality = op in (operator.eq, operator.ne)
+    if (a.python_class is list) != (b.python_class is list):
+        return constant(op is operator.ne) if equality else None
+    if equality and len(a.items) != len(b.items):
+        return constant(op is operator.ne)
+    for x, y in zip(a.items, b.items):
+        same = same_object(x, y)
+        if same is not None:
+            guard_identity(frame, x, y, same)
+        if not same and not binary(frame, operator.eq, x, y).truth(frame):
+            return constant(op is operator.ne) if equality else binary(frame, op, x, y)
+    return constant(op(len(a.items), len(b.items)))
 
 
 def _as_sequence(var: Variable, other: Variable) -> Variable:
