@@ -339,3 +339,19 @@ def test_sizes_compared_with_tuples_and_lists_once_dynamic(cnt):
     automatic dynamic shapes made the sizes symbolic)."""
     shapes = [(2, 3), (3, 2), (2, 3), (4, 5), (3, 2), (3, 3)]
     check(_sizes_compared, lambda i: (torch.ones(shapes[i]),), cnt, calls=len(shapes), graphs=4)
+
+
+def test_data_assignment_under_functorch_transforms_runs_eagerly(cnt):
+    """Inputs wrapped by functionalize or vmap have no storage of their own to compare: the
+    write breaks (under fullgraph: Unsupported), and eager's result or error comes out."""
+
+    def fn(x, y):
+        x.data = y
+        return x + 1
+
+    out = torch.func.functionalize(stenograph.compile(fn, backend=cnt))(torch.ones(5), torch.zeros(5))
+    assert torch.equal(out, torch.ones(5))
+    with pytest.raises(stenograph.Unsupported, match="sharing storage"):
+        torch.func.functionalize(stenograph.compile(fn, backend="eager", fullgraph=True))(torch.ones(5), torch.zeros(5))
+    with pytest.raises(RuntimeError, match="under vmap transform is not allowed"):
+        torch.vmap(stenograph.compile(fn, backend=cnt))(torch.ones(3, 5), torch.ones(3, 5))

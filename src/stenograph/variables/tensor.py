@@ -226,10 +226,18 @@ def _assign_data(frame: Frame, tensor: TensorVariable, value: TensorVariable) ->
 
 
 def _shares_storage(real: torch.Tensor, inputs: list) -> bool:
-    """Whether another tensor input of the graph lies in `real`'s storage."""
+    """Whether another tensor input of the graph may lie in `real`'s storage (a tensor whose
+    storage cannot be read, a functorch wrapper or a functional tensor, may)."""
     others = [i.example for i in inputs if isinstance(i.example, torch.Tensor) and i.example is not real]
-    storage = real.untyped_storage().data_ptr()
-    return any(other.untyped_storage().data_ptr() == storage for other in others)
+    storages = [_storage_address(t) for t in (real, *others)]
+    return None in storages or storages[0] in storages[1:]
+
+
+def _storage_address(tensor: torch.Tensor) -> int | None:
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # no storage of its own (vmap, grad, functionalize)
+        return None
 
 
 def _undo_version_bump(tensor: torch.Tensor) -> None:
