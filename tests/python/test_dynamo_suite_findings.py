@@ -2125,3 +2125,18 @@ def test_saved_tensor_hooks_run_with_the_graph_not_its_trace(backend):
         assert (len(packed), len(unpacked)) == (calls, calls - 1)
         out.sum().backward()
         assert len(unpacked) == calls
+
+
+def test_a_container_holding_itself_is_refused_with_its_reason(cnt):
+    """A list or dict that holds itself, passed in (it recursed without end in the wrapping and
+    the guards): refused by name, so the frame runs eagerly and gives eager's result."""
+    looped = []
+    looped.append(looped)
+    mapping = {}
+    mapping["self"] = mapping
+    for value in (looped, mapping):
+        with pytest.raises(stenograph.Unsupported, match="that holds itself"):
+            stenograph.compile(lambda v, x: (v, x + 1), backend="eager", fullgraph=True)(value, torch.ones(1))
+        with pytest.warns(stenograph.StenographWarning, match="runs eagerly: a .* that holds itself"):
+            out, x = stenograph.compile(lambda v, x: (v, x + 1), backend=cnt)(value, torch.ones(1))
+        assert out is value and torch.equal(x, torch.full((1,), 2.0))

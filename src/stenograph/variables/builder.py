@@ -384,7 +384,7 @@ def _known_container(w: Wrapping) -> Variable | None:
 def _sequence(w: Wrapping) -> Variable:
     if w.source is not None:
         w.guards.length_match(w.source, w.value)
-    items = _items(w, enumerate(w.value))
+    items = _contents(w, enumerate(w.value))
     if type(w.value) is tuple:
         return TupleVariable(items, w.source)
     return w.frame.output.register_container(w.value, ListVariable(items, w.source))
@@ -435,7 +435,7 @@ def _dict(w: Wrapping) -> Variable:
         w.guards.dict_keys_match(source, value)
     if not all(is_dict_key_constant(k) for k in value):
         raise Unsupported("dict with non-constant keys")
-    items = dict(zip(value, _items(w, value.items())))
+    items = dict(zip(value, _contents(w, value.items())))
     if type(value) is collections.defaultdict:
         factory_source = AttrSource(source, "default_factory") if source is not None else None
         var: Variable = DefaultDictVariable(items, wrap(w.frame, value.default_factory, factory_source), source)
@@ -453,7 +453,7 @@ def _deque(w: Wrapping) -> Variable:
         w.guards.type_match(source, value)
         w.guards.length_match(source, value)
         wrap(w.frame, value.maxlen, AttrSource(source, "maxlen")).as_constant()  # guards maxlen's value
-    items = _items(w, enumerate(value))
+    items = _contents(w, enumerate(value))
     return w.frame.output.register_container(value, DequeVariable(items, source, value.maxlen))
 
 
@@ -517,6 +517,22 @@ def _user_object(w: Wrapping) -> Variable:
             return ConstantVariable(value)  # a sentinel or plain record: compared by identity
         raise SourceNeeded(f"{type(value).__qualname__} object with no source")
     return UserObjectVariable(value, source, lambda: guards.type_match(source, value))
+
+
+# ids of the containers whose items are being wrapped (the compile lock keeps it one thread's)
+_containers_open: set[int] = set()
+
+
+def _contents(w: Wrapping, entries: Iterable[tuple[Any, Any]]) -> list[Variable]:
+    """`_items` of a container, which must not hold itself (`x.append(x)`): a tracker is a
+    tree, whose walks (constant or not, rebuilding it after the graph) would not end."""
+    if id(w.value) in _containers_open:
+        raise Unsupported(f"a {type(w.value).__name__} that holds itself")
+    _containers_open.add(id(w.value))
+    try:
+        return _items(w, entries)
+    finally:
+        _containers_open.discard(id(w.value))
 
 
 def _items(w: Wrapping, entries: Iterable[tuple[Any, Any]]) -> list[Variable]:
