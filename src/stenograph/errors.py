@@ -10,8 +10,9 @@ from __future__ import annotations
 import enum
 
 
-class StenographError(Exception):
-    """Base class of every error stenograph raises on purpose."""
+class StenographError(RuntimeError):
+    """Base class of every error stenograph raises on purpose: a RuntimeError, as torch.compile's
+    errors are (code catching RuntimeError around a compiled call sees them)."""
 
 
 class BreakKind(enum.Enum):

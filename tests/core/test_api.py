@@ -344,3 +344,18 @@ def test_wrong_arguments_name_the_users_function():
         compiled(torch.ones(2), 2, 3)
     with pytest.raises(TypeError, match=r"^_two_args\(\) got an unexpected keyword argument 'z'"):
         compiled(torch.ones(2), z=1)
+
+
+def test_stenographs_errors_are_runtime_errors(cnt):
+    """As torch.compile's are: code catching RuntimeError around a compiled call sees a backend
+    failure or a refused construct under fullgraph."""
+
+    def failing_backend(gm, example_inputs):
+        raise ValueError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        stenograph.compile(lambda x: x + 1, backend=failing_backend, fullgraph=True)(torch.ones(2))
+    with pytest.raises(RuntimeError, match="graph_break"):
+        stenograph.compile(lambda x: stenograph.graph_break() or x, backend=cnt, fullgraph=True)(torch.ones(2))
+    assert issubclass(stenograph.StenographError, RuntimeError)
+    assert issubclass(stenograph.Unsupported, RuntimeError)
