@@ -733,7 +733,7 @@ def _make_stance(name: Any, skip_guard_eval_unsafe: bool, force_backend: Any) ->
     if force_backend is None:
         return Stance(name)
     if name != "default":
-        raise ValueError(f"set_stance(force_backend=...) needs the 'default' stance, not {name!r}")
+        raise RuntimeError(f"set_stance(force_backend=...) needs the 'default' stance, not {name!r}")
     compiler, backend_name = _resolve_backend(force_backend, None, None)
     return Stance(name, compiler, backend_name)
 

@@ -112,6 +112,12 @@ class FrameCache:
                 return entry.fn, full
         if self.eager_reason is not None or run_only.active or not _stance.stance.compiles:
             return fn, args
+        if torch.jit.is_tracing():
+            # its sizes are tensors there; the trace would record the compiled code's operations
+            raise RuntimeError(
+                f"torch.jit.trace of a function stenograph compiles ({frame_label(self.code)}) is not "
+                "supported: trace the original function"
+            )
         if nested:  # the outer compile's headroom serves both
             return self._compile(fn, prefix, args, kwargs, fullgraph)
         # a miss deep in a recursion: the tracer and the backend get frames beyond the limit. No

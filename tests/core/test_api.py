@@ -359,3 +359,12 @@ def test_stenographs_errors_are_runtime_errors(cnt):
         stenograph.compile(lambda x: stenograph.graph_break() or x, backend=cnt, fullgraph=True)(torch.ones(2))
     assert issubclass(stenograph.StenographError, RuntimeError)
     assert issubclass(stenograph.Unsupported, RuntimeError)
+
+
+def test_jit_trace_of_a_compiled_function_is_refused(cnt):
+    """As torch.compile's: under torch.jit.trace sizes are tensors (it was an internal error,
+    hidden by running eagerly)."""
+    compiled = stenograph.compile(lambda x: x + 1, backend=cnt, dynamic=True)
+    with pytest.raises(RuntimeError, match="torch.jit.trace of a function stenograph compiles"):
+        torch.jit.trace(compiled, torch.randn(3))
+    assert cnt.frame_count == 0

@@ -204,7 +204,7 @@ def test_force_backend_applies_to_modules_and_their_graph_breaks(cnt, capsys):
         (("bogus",), {}, ValueError, "unknown stance 'bogus'; the stances are default, force_eager"),
         (("eager_then_compile",), {}, NotImplementedError, "does not provide the stance 'eager_then_compile'"),
         ((_double,), {}, TypeError, r"takes a stance name \(str\), got function"),
-        (("force_eager",), {"force_backend": "eager"}, ValueError, "needs the 'default' stance"),
+        (("force_eager",), {"force_backend": "eager"}, RuntimeError, "needs the 'default' stance"),
         ((), {"force_backend": "no_such_backend"}, stenograph.errors.InvalidBackend, "unknown backend"),
         (
             (),

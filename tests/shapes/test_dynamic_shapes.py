@@ -223,6 +223,29 @@ def test_mark_static_keeps_a_dimension_static(cnt):
     assert isinstance(fake.shape[0], torch.SymInt) and fake.shape[1] == 5
 
 
+def test_mark_static_on_a_module_class_keeps_its_int_attributes_constant(cnt):
+    """torch's class decorator: instances' int attributes stay constants (one graph each, no
+    size symbol for them even under dynamic=True), as they are for every module here."""
+
+    @stenograph.mark_static
+    class Scale(torch.nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.c = c
+
+        def forward(self, x):
+            return x * self.c
+
+    x = torch.randn(4, 4)
+    for c in (10, 20, 30):
+        module = Scale(c)
+        assert torch.equal(stenograph.compile(module, backend=cnt, dynamic=True, fullgraph=True)(x), module(x))
+    assert cnt.frame_count == 3
+    assert all(len(_placeholders(gm)) == 1 for gm in cnt.graphs)
+    with pytest.raises(TypeError, match="a tensor or an nn.Module class"):
+        stenograph.mark_static(3)
+
+
 def test_mark_dynamic_rejects_bad_dimension():
     with pytest.raises(IndexError, match="out of range"):
         stenograph.mark_dynamic(torch.randn(3), 2)

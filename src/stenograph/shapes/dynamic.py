@@ -48,8 +48,15 @@ def maybe_mark_dynamic(t: torch.Tensor, dim: int | list[int]) -> None:
     setattr(t, _MAYBE_DYNAMIC_ATTR, marks)
 
 
-def mark_static(t: torch.Tensor, dim: int | list[int] | None = None) -> None:
-    """Never make `t`'s dimension(s) `dim` (all when None) symbolic."""
+def mark_static(t: Any, dim: int | list[int] | None = None) -> Any:
+    """Never make `t`'s dimension(s) `dim` (all when None) symbolic. On an `nn.Module` class (as a
+    class decorator), torch's promise that its instances' int attributes stay constants: it is
+    returned as it is, since stenograph keeps every module's int attributes constant (guarded
+    per instance)."""
+    if isinstance(t, type) and issubclass(t, torch.nn.Module):
+        return t
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"mark_static expects a tensor or an nn.Module class, got {type(t).__qualname__}")
     dims = list(range(t.dim())) if dim is None else _dims(t, dim)
     marks = set(getattr(t, _STATIC_ATTR, ()) or ())
     marks.update(dims)
