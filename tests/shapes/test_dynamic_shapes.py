@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from helpers import assert_same
 from torch import nn
 
 import stenograph
@@ -244,6 +245,20 @@ def test_mark_static_on_a_module_class_keeps_its_int_attributes_constant(cnt):
     assert all(len(_placeholders(gm)) == 1 for gm in cnt.graphs)
     with pytest.raises(TypeError, match="a tensor or an nn.Module class"):
         stenograph.mark_static(3)
+
+
+def test_indexing_with_a_symbolic_size_keeps_it_symbolic(cnt):
+    """`a[b.size(0) - 1]`: indexing read the int (`__index__`), specialising b's size, so each
+    new size compiled again until the recompile limit; recorded as `select` it stays symbolic."""
+
+    def last(a, b):
+        return a[b.size(0) - 1], a[-b.size(0)]
+
+    compiled = stenograph.compile(last, backend=cnt, dynamic=True)
+    for n in range(3, 12):
+        a, b = torch.arange(n + 2), torch.randn(n)
+        assert_same(compiled(a, b), last(a, b))
+    assert cnt.frame_count == 1
 
 
 def test_mark_dynamic_rejects_bad_dimension():

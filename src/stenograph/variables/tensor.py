@@ -23,7 +23,7 @@ from .class_lookup import MISSING, class_lookup
 from .constants import ConstantVariable, constant
 from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
 from .double_backward import creates_graph
-from .symbolic import GraphValueVariable
+from .symbolic import GraphValueVariable, SymNodeVariable
 from .tensor_effects import changes_input_metadata, changes_nothing, refuse_effect
 from .trace_rules import (
     TENSOR_DATA_HINT,
@@ -95,6 +95,10 @@ class TensorVariable(GraphValueVariable):
         frame.output.call("call_function", operator.setitem, [self, key, value], {}, "tensor item assignment")
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
+        if isinstance(key, SymNodeVariable) and isinstance(key.fake, torch.SymInt):
+            # `x[n]` reads n's value through `__index__` (specialising the size it came from);
+            # `select` keeps it symbolic, as torch.compile records it
+            return frame.output.call("call_function", torch.select, [self, constant(0), key], {}, "tensor indexing")
         return frame.output.call("call_function", operator.getitem, [self, key], {}, "tensor indexing")
 
     def getattr(self, frame: Frame, name: str) -> Variable:
