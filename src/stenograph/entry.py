@@ -21,6 +21,7 @@ from . import config, deferred_release, events, process_state, torch_state, warm
 from .errors import (
     BreakKind,
     ConstraintViolation,
+    FullgraphBreak,
     NativeGuardsUnavailable,
     RecompileError,
     StenographError,
@@ -181,7 +182,7 @@ class FrameCache:
         try:
             with torch_state.preserved(), compile_leftovers.generated_during() as leftovers:
                 entry = compile_frame(request)
-        except (ConstraintViolation, NativeGuardsUnavailable):
+        except (ConstraintViolation, NativeGuardsUnavailable, FullgraphBreak):
             raise
         except Exception as e:
             compile_leftovers.release(leftovers)
@@ -456,6 +457,7 @@ def entry_wrapper(
         compiled = _nested(fn, entries, miss, fullgraph, prefix)
     functools.update_wrapper(compiled, fn)
     compiled.__stenograph_original__ = fn  # type: ignore[attr-defined]
+    compiled.__stenograph_fullgraph__ = fullgraph  # type: ignore[attr-defined]
     compiled.__stenograph_cache__ = cache  # type: ignore[attr-defined]
     return compiled
 

@@ -84,6 +84,12 @@ class Unsupported(StenographError):
         return "\n".join(parts)
 
 
+class FullgraphBreak(Unsupported):
+    """A graph break inside a function compiled with `fullgraph=True` that compiled code calls:
+    an error whatever the caller's own fullgraph, as torch.compile raises it (the function was
+    promised to be one graph)."""
+
+
 class BackendCompilerFailed(StenographError):
     """The backend raised while compiling a captured graph."""
 

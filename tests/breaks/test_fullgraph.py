@@ -165,3 +165,24 @@ def test_without_fullgraph_the_same_functions_run(cnt, capsys):
         assert_same(compiled(*args), expected)
         assert capsys.readouterr().out == eager_text
     assert cnt.frame_count == 2 + 2 + 4
+
+
+def test_a_fullgraph_function_called_from_compiled_code_keeps_its_promise(cnt, capsys):
+    """An inner function compiled with fullgraph=True, called from an outer one compiled
+    without: a break inside the inner one raises (it broke the outer graph silently), as
+    torch.compile does; an inner one without fullgraph still just breaks."""
+    inner = stenograph.compile(_print_mid, backend=cnt, fullgraph=True)
+    relaxed = stenograph.compile(_manual_break, backend=cnt)
+
+    def outer(x):
+        return inner(x) + 1
+
+    def outer_relaxed(x):
+        return relaxed(x) + 1
+
+    with pytest.raises(Unsupported, match="inside _print_mid, compiled with fullgraph=True") as info:
+        stenograph.compile(outer, backend=cnt)(torch.ones(2))
+    assert f"{__file__}:{line_of(_print_mid, 'print(')}" in str(info.value)
+    assert "fullgraph print" not in capsys.readouterr().out
+    x = torch.ones(2)
+    assert_same(stenograph.compile(outer_relaxed, backend=cnt)(x), outer_relaxed(x))

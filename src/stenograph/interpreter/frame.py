@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import config
 from ..bytecode.instructions import Instr, decoded
-from ..errors import BreakKind, Unsupported
+from ..errors import BreakKind, FullgraphBreak, Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
 from ..variables.base import Variable
@@ -122,7 +122,7 @@ class Frame:
             raise e from None
         except Unsupported as e:
             self._annotate(e)
-            if self.parent is None and e.break_index is None:
+            if self.parent is None and e.break_index is None and not isinstance(e, FullgraphBreak):
                 e.break_index = self.ip - 1
             raise
         finally:

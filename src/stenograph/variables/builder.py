@@ -76,6 +76,7 @@ from .functions import (
     CachedFunctionVariable,
     DisallowedCallVariable,
     FoldedCallVariable,
+    FullgraphFunctionVariable,
     GraphBreakVariable,
     OpaqueCallableVariable,
     PartialVariable,
@@ -679,6 +680,8 @@ def _special_callable_tracker(value: Any) -> Variable | None:
     original = getattr(value, "__stenograph_original__", None)
     if isinstance(original, types.FunctionType):
         # a compiled function called from compiled code: inline its original
+        if getattr(value, "__stenograph_fullgraph__", False):
+            return FullgraphFunctionVariable(original)
         return UserFunctionVariable(original)
     if isinstance(value, torch.jit.ScriptFunction):
         # `torch.jit.script` keeps the Python function it compiled (under the name torch gives

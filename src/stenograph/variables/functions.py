@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from ..errors import BreakKind, Unsupported
+from ..errors import BreakKind, FullgraphBreak, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
 from ..marks import (
     Substitute,
@@ -152,6 +152,26 @@ def _result_tracker(frame: Frame, name: str, result: Any, graph_values: dict[int
         "which cannot be a constant of the graph",
         hint="return tensors, numbers, strings, bools, None, dtypes, devices, or tuples, lists or dicts of them",
     )
+
+
+class FullgraphFunctionVariable(UserFunctionVariable):
+    """A function compiled with `fullgraph=True`, called from compiled code: inlined, and a graph
+    break inside it is an error (`FullgraphBreak`) whatever the caller's fullgraph."""
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        try:
+            return super().call(frame, args, kwargs)
+        except FullgraphBreak:
+            raise
+        except Unsupported as e:
+            raise FullgraphBreak(
+                f"{e.reason}, inside {self.fn.__qualname__}, compiled with fullgraph=True",
+                location=e.location,
+                source_line=e.source_line,
+                hint="a function compiled with fullgraph=True must be one graph wherever it is called from",
+                user_stack=e.user_stack,
+                kind=e.kind,
+            ) from e
 
 
 class MarkedFunctionVariable(Variable):
