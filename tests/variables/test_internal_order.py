@@ -39,6 +39,7 @@ GROUPS: list[tuple[str, list[str]]] = [
             "tensor_scalars",
             "tensor_literals",
             "higher_order",
+            "tensor_hooks",
             "func_transforms",
             "checkpoint",
             "compile_regions",

@@ -46,7 +46,11 @@ from ..marks import (
 )
 from ..shapes.dynamic import may_be_dynamic
 from . import builtins as builtin_vars
-from . import collectives, library
+from . import (
+    collectives,
+    library,
+    tensor_hooks,  # noqa: F401 - fills tensor.TRACED_METHODS
+)
 from .autograd_function import FunctionInstanceVariable
 from .base import Variable
 from .checkpoint import CheckpointVariable

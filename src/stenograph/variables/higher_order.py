@@ -116,13 +116,20 @@ class Body:
 
 
 def trace_body(
-    frame: Frame, call: Callable[[list[Variable]], Variable], fakes: list[Any], what: str, *, bare: bool = False
+    frame: Frame,
+    call: Callable[[list[Variable]], Variable],
+    fakes: list[Any],
+    what: str,
+    *,
+    bare: bool = False,
+    numbers: bool = False,
 ) -> Body:
     """`call(tensors)` on trackers of tensors like `fakes` (a function called with them), traced
     into a graph of its own whose first inputs they are (`bare`: a single tensor result is
     returned as itself, not as a 1-tuple). Tensors it
     reads from elsewhere (a closure's, a parameter, a value computed before) are left as nodes of
-    the frame's graph; `close_bodies` makes them inputs."""
+    the frame's graph; `close_bodies` makes them inputs. `numbers`: symbolic numbers the frame
+    takes as inputs may be read too (a body run as a Python callable, not by a torch operator)."""
     output = frame.output
     outer = output.graph
     effects_before = output.side_effects.mark()
@@ -148,6 +155,8 @@ def trace_body(
     free = list(dict.fromkeys(used for node in graph.nodes for used in node.all_input_nodes if used.graph is not graph))
     for node in free:
         value = node.meta.get("example_value")
+        if numbers and node.op == "placeholder" and isinstance(value, (torch.SymInt, torch.SymFloat)):
+            continue
         if not isinstance(value, torch.Tensor) or any(isinstance(s, torch.SymInt) for s in value.shape):
             # (a symbolic size read in the body would be cached on the outer tensor's tracker)
             raise Unsupported(f"{what} uses {node.name}, which is not a tensor of static shape")

@@ -9,6 +9,7 @@ unbacked symbol with `config.capture_scalar_outputs`, otherwise refused with a p
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -311,6 +312,11 @@ def _writes_overlapping_memory(name: str, fake: torch.Tensor) -> bool:
     )
 
 
+# tensor methods with effects that a later module of the package keeps in the graph, by name
+# (`tensor_hooks`: `register_hook` on an intermediate); each raises Unsupported where it cannot
+TRACED_METHODS: dict[str, Callable[[Frame, TensorVariable, list[Variable], dict[str, Variable]], Variable]] = {}
+
+
 class TensorMethodVariable(Variable):
     """`tensor.method`, bound: calling it records a `call_method` node."""
 
@@ -337,6 +343,9 @@ class TensorMethodVariable(Variable):
                 f"in-place Tensor.{name}() on a tensor whose elements share memory (an expanded one)",
                 hint="eager raises RuntimeError there: the call runs eagerly, after the effects before it",
             )
+        traced = TRACED_METHODS.get(name)
+        if traced is not None:
+            return traced(frame, self.tensor, args, kwargs)
         double = name == "backward" and creates_graph(torch.Tensor.backward, [self.tensor, *args], kwargs)
         refuse_effect(name, f"Tensor.{name}()", double)
         if self.tensor.source is not None and changes_input_metadata(name):

@@ -1,0 +1,104 @@
+"""`register_hook` on intermediates kept in the graph: gradients equal eager's under the eager
+and aot_eager backends, one graph (torch.compile's count), and what still breaks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo.testing
+
+import stenograph
+
+
+def _plus_one(x):
+    y = x * 2
+    y.register_hook(lambda g: g + 1)
+    return y.sum()
+
+
+def _used_before_and_after(x):
+    y = x.sin()
+    before = y * 3
+    y.register_hook(lambda g: g * 10)
+    return (before + y.cos()).sum()
+
+
+def _returns_none(x):
+    y = x * 2
+    y.register_hook(lambda g: None)
+    return y.sum()
+
+
+class _Scale:
+    def __init__(self, value):
+        self.value = value
+
+
+SCALE = _Scale(3.0)
+
+
+def _closure_and_tensor(x, w):
+    y = x * w
+    y.register_hook(lambda g: g * SCALE.value + w)  # an object's attribute and a tensor it reads
+    y.register_hook(lambda g: g - 1)  # both, in order
+    return (y * y).sum()
+
+
+def _grads(fn, args, compiled):
+    args = [a.detach().clone().requires_grad_() for a in args]
+    (compiled or fn)(*args).backward()
+    return [a.grad for a in args]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [_plus_one, _used_before_and_after, _returns_none, _closure_and_tensor])
+def test_hooks_on_intermediates_in_one_graph(fn, backend):
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    args = [torch.randn(4) for _ in range(fn.__code__.co_argcount)]
+    for _ in range(2):
+        for got, want in zip(_grads(fn, args, compiled), _grads(fn, args, None)):
+            torch.testing.assert_close(got, want)
+    assert cnt.frame_count == 1
+    peer = torch._dynamo.testing.CompileCounter()
+    torch.compile(fn, backend=peer, fullgraph=True)(*[a.clone().requires_grad_() for a in args]).backward()
+    assert peer.frame_count == 1
+
+
+def test_a_hook_reading_an_attribute_recompiles_when_it_changes(cnt):
+    compiled = stenograph.compile(_closure_and_tensor, backend=cnt, fullgraph=True)
+    args = [torch.randn(4), torch.randn(4)]
+    try:
+        for value in (3.0, 5.0):
+            SCALE.value = value
+            for got, want in zip(_grads(_closure_and_tensor, args, compiled), _grads(_closure_and_tensor, args, None)):
+                torch.testing.assert_close(got, want)
+    finally:
+        SCALE.value = 3.0
+    assert cnt.frame_count == 2
+
+
+def test_hooks_that_still_break(cnt):
+    seen = []
+
+    def effect(x):
+        y = x * 2
+        y.register_hook(lambda g: seen.append(1))  # changes Python state: runs for real
+        return y.sum()
+
+    def handle_used(x):
+        y = x * 2
+        y.register_hook(lambda g: g * 2).remove()
+        return y.sum()
+
+    def on_input(x):
+        x.register_hook(lambda g: g * 2)  # lives on on the caller's tensor
+        return (x * 2).sum()
+
+    for fn in (effect, handle_used, on_input):
+        with pytest.raises(stenograph.Unsupported):
+            stenograph.compile(fn, backend="eager", fullgraph=True)(torch.randn(3, requires_grad=True))
+        x = torch.randn(3)
+        got, want = _grads(fn, [x], stenograph.compile(fn, backend=cnt)), _grads(fn, [x], None)
+        torch.testing.assert_close(got, want)
+    assert seen == [1, 1]  # the compiled run's hook, then the eager run's
