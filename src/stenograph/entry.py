@@ -578,6 +578,9 @@ _module_callers: weakref.WeakValueDictionary[tuple[int, bool | None], Any] = wea
 process_state.register_containers("entry.module_callers", _module_callers)
 
 
+_MODULE_CALL = torch.nn.Module.__call__
+
+
 def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) -> Any:
     """`call(module, *args)` running a module's compiled forward (its forward hooks run eagerly
     around it; with global module hooks the module is called as it is).
@@ -595,7 +598,8 @@ def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) 
     def call(module: Any, *args: Any, **kwargs: Any) -> Any:
         forward = type(module).forward
         plain = "forward" not in module.__dict__ and isinstance(forward, types.FunctionType)
-        if not plain or has_global_forward_hooks():
+        own_call = type(module).__call__  # a class marked `disable` has a disabled one: eager
+        if not plain or (own_call is not _MODULE_CALL and is_disabled(own_call)) or has_global_forward_hooks():
             return module(*args, **kwargs)
         wrapper = forwards.get(forward, _UNSEEN)
         if wrapper is _UNSEEN:

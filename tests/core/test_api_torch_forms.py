@@ -219,6 +219,32 @@ def test_disable_on_a_class_makes_its_instances_calls_eager():
         stenograph.disable(NotCallable)
 
 
+def test_a_disabled_module_class_runs_eagerly_inside_compiled_code():
+    """Its instances' calls break, their forward and hooks run as they are (not traced into,
+    nor compiled as frames of their own at the break): `is_compiling()` is False in them."""
+    cnt = CompileCounter()
+
+    @stenograph.disable
+    class Inner(torch.nn.Module):
+        def forward(self, x):
+            return x * 100 if stenograph.is_compiling() else x + 1
+
+    class Outer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x.sin()) * 2
+
+    model = Outer()
+    model.inner.register_forward_pre_hook(_doubling_hook)
+    x = torch.randn(3)
+    assert_same(stenograph.compile(model, backend=cnt)(x), model(x))
+    assert_same(stenograph.compile(lambda m, x: m(x) * 3, backend=cnt)(Inner(), x), (x + 1) * 3)
+    assert cnt.frame_count == 3  # `sin` before the call and `* 2` after it; `* 3` after the lambda's
+
+
 def test_compile_on_a_module_class_compiles_its_instances_calls():
     """As torch's: the class's `__call__` (nn.Module's) is compiled in place, so the forward and
     its hooks are one frame; subclasses inherit the compiled call; constructing is not compiled."""

@@ -31,6 +31,7 @@ from ..guards.sources import (
     ModuleMemberSource,
     WeakrefTargetSource,
 )
+from ..marks import is_disabled
 from ..module_hooks import HOOK_TABLES, global_hook_ids, has_backward_hooks, has_global_hooks, has_module_hooks
 from .base import Variable
 from .class_lookup import MISSING, class_attribute, class_lookup
@@ -772,7 +773,14 @@ class NNModuleVariable(UserObjectVariable):
     def _call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         custom_call = class_attribute(type(self.value_object), "__call__")
         if custom_call is not torch.nn.Module.__call__:
-            # the class's own __call__ (it may call super().__call__, i.e. nn.Module's)
+            # the class's own __call__ (it may call super().__call__, i.e. nn.Module's); a class
+            # marked `disable` has a disabled one: the call breaks and runs eagerly, hooks and all
+            if is_disabled(custom_call):
+                raise Unsupported(
+                    f"call of {self.describe()}, whose class is marked stenograph.disable",
+                    hint="disabled module classes run eagerly",
+                    kind=BreakKind.UNTRACED_CALL,
+                )
             if not isinstance(custom_call, types.FunctionType):
                 raise Unsupported(f"{self.describe()} has a __call__ stenograph cannot read")
             return frame.inline_call(custom_call, [self, *args], kwargs, closure=None)
