@@ -2140,3 +2140,44 @@ def test_a_container_holding_itself_is_refused_with_its_reason(cnt):
         with pytest.warns(stenograph.StenographWarning, match="runs eagerly: a .* that holds itself"):
             out, x = stenograph.compile(lambda v, x: (v, x + 1), backend=cnt)(value, torch.ones(1))
         assert out is value and torch.equal(x, torch.full((1,), 2.0))
+
+
+# compiled here, not in this module: pytest rewrites the `assert` statements of test modules
+_ASSERTING = """
+def asserting(x):
+    b = x.sin()
+    assert x[0] == 3, "First dim need to be 3"
+    assert x[1] > 0
+    return x.cos() + b
+
+
+def caught(x):
+    try:
+        assert x[0] == 3, "no"  # a handler may catch eager's AssertionError: decided as a branch
+    except AssertionError:
+        return x - 1
+    return x + 1
+"""
+_namespace: dict = {}
+exec(compile(_ASSERTING, "<asserting>", "exec"), _namespace)
+_asserting = _namespace["asserting"]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_assert_on_a_tensor_is_checked_in_the_graph(backend):
+    """`assert t[0] == 3, "..."` in one graph as torch.compile records it
+    (`torch._assert_async`: a failing check raises RuntimeError with the message when the graph
+    runs); it was a data-dependent break, refused under fullgraph and by export."""
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_asserting, backend=cnt, fullgraph=True)
+    x = torch.tensor([3.0, 4.0, 5.0])
+    helpers.assert_same(compiled(x), _asserting(x))
+    with pytest.raises(RuntimeError, match="First dim need to be 3"):
+        compiled(torch.tensor([4.0, 4.0, 5.0]))
+    with pytest.raises(RuntimeError, match="assertion error"):
+        compiled(torch.tensor([3.0, -4.0, 5.0]))
+    assert cnt.frame_count == 1
+    exported = stenograph.export(_asserting)(x).graph_module
+    helpers.assert_same(exported(x), _asserting(x))
+    caught = _namespace["caught"]
+    helpers.assert_same(stenograph.compile(caught, backend=cnt)(torch.ones(2)), caught(torch.ones(2)))

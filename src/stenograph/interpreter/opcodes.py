@@ -21,9 +21,12 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, TypeVar
 
+import torch
+
 from .. import process_state
 from ..bytecode.resume_code import NULL_STACK_ENTRY, VALUE_STACK_ENTRY
 from ..errors import Unsupported
+from ..shapes.fake import is_symbolic
 from ..variables import identity, operators, patterns
 from ..variables.base import Variable
 from ..variables.builder import wrap
@@ -48,7 +51,7 @@ from ..variables.global_contexts import GlobalContextVariable
 from ..variables.tensor import TensorMethodVariable, TensorVariable
 from ..variables.user_classes import SuperVariable, UserClassVariable, class_variable
 from .break_rendering import BreakSite, Rendered, Rendering, Slot, result
-from .exceptions import TracedException, exception_value, matches
+from .exceptions import TracedException, exception_value, handler_for, matches
 from .registry import Handler, OpcodeRegistry, running_version
 
 if TYPE_CHECKING:
@@ -569,7 +572,12 @@ def _unary_invert(frame: Frame, inst: dis.Instruction) -> None:
 
 @op("TO_BOOL", min_ver=(3, 13), eager=_assigns("bool({0})", 1))
 def _to_bool(frame: Frame, inst: dis.Instruction) -> None:
-    frame.push(constant(frame.pop().truth(frame)))
+    value = frame.pop()
+    then = frame.instructions[frame.ip] if frame.ip < len(frame.instructions) else None
+    if then is not None and then.opname == "POP_JUMP_IF_TRUE" and _asserted_in_graph(frame, value, frame.ip + 1):
+        frame.push(constant(True))  # an `assert` on a tensor: the jump then skips the failing branch
+        return
+    frame.push(constant(value.truth(frame)))
 
 
 @op("UNARY_NOT", eager=_assigns("not {0}", 1))
@@ -975,8 +983,37 @@ def _is_none(frame: Frame, v: Variable) -> bool:
 @op("POP_JUMP_IF_TRUE", min_ver=(3, 12), eager=_jumps_if("bool({0})"))
 @op("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", max_ver=(3, 11), eager=_jumps_if("bool({0})"))
 def _pop_jump_if_true(frame: Frame, inst: dis.Instruction) -> None:
-    if frame.pop().truth(frame):
+    value = frame.pop()
+    if _asserted_in_graph(frame, value, frame.ip) or value.truth(frame):
         frame.jump_to(inst.argval)
+
+
+def _asserted_in_graph(frame: Frame, value: Variable, failing: int) -> bool:
+    """`assert t` / `assert t, "message"` on a one-element tensor, whose failing branch starts at
+    instruction `failing`: recorded as `torch._assert_async(t, message)`, as torch.compile does
+    (it raises when the graph runs; a RuntimeError, not eager's AssertionError). Other values,
+    and messages computed at run time: False, the branch is decided as any other; so is an assert
+    inside a `try` or `with` block of any frame traced (a handler there could catch eager's
+    AssertionError)."""
+    if not isinstance(value, TensorVariable) or is_symbolic(value.fake.numel()) or value.fake.numel() != 1:
+        return False
+    caller: Frame | None = frame
+    while caller is not None:
+        if caller.current is not None and handler_for(caller.code, caller.current.offset) is not None:
+            return False
+        caller = caller.parent
+    instructions = frame.instructions
+    following = [i.opname for i in instructions[failing : failing + 2]]
+    if following[:1] != ["LOAD_ASSERTION_ERROR"] or len(following) < 2:
+        return False
+    if following[1] == "RAISE_VARARGS":
+        message = "assertion error"
+    elif following[1] == "LOAD_CONST" and isinstance(instructions[failing + 1].argval, str):
+        message = instructions[failing + 1].argval
+    else:
+        return False
+    frame.output.call("call_function", torch._assert_async, [value, constant(message)], {}, "assert")
+    return True
 
 
 @op("POP_JUMP_IF_FALSE", min_ver=(3, 12), eager=_jumps_if("not {0}"))
