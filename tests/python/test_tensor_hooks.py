@@ -91,14 +91,42 @@ def test_hooks_that_still_break(cnt):
         y.register_hook(lambda g: g * 2).remove()
         return y.sum()
 
-    def on_input(x):
-        x.register_hook(lambda g: g * 2)  # lives on on the caller's tensor
-        return (x * 2).sum()
-
-    for fn in (effect, handle_used, on_input):
+    for fn in (effect, handle_used):
         with pytest.raises(stenograph.Unsupported):
             stenograph.compile(fn, backend="eager", fullgraph=True)(torch.randn(3, requires_grad=True))
         x = torch.randn(3)
         got, want = _grads(fn, [x], stenograph.compile(fn, backend=cnt)), _grads(fn, [x], None)
         torch.testing.assert_close(got, want)
     assert seen == [1, 1]  # the compiled run's hook, then the eager run's
+
+
+def _doubling(grad):
+    return grad * 2
+
+
+def _halve_grad(param):
+    param.grad.mul_(0.5)
+
+
+def _on_inputs(x, w):
+    x.register_hook(_doubling)
+    w.register_hook(lambda g: g + SCALE.value * x.detach())  # a closure over an input
+    w.register_post_accumulate_grad_hook(_halve_grad)
+    return (x * w).sum()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_hooks_on_tensors_passed_in_are_registered_on_them(backend):
+    """`x.register_hook(h)` on an argument: registered on the caller's tensor after the graph,
+    so it fires in backward and stays on the tensor (a second call adds another, as eagerly)."""
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_on_inputs, backend=cnt, fullgraph=True)
+    args = [torch.randn(3, requires_grad=True) for _ in range(2)]
+    eager_args = [a.detach().clone().requires_grad_() for a in args]
+    for _ in range(2):
+        compiled(*args).backward()
+        _on_inputs(*eager_args).backward()
+        for got, want in zip(args, eager_args):
+            torch.testing.assert_close(got.grad, want.grad)
+            assert len(got._backward_hooks or {}) == len(want._backward_hooks or {})
+    assert cnt.frame_count == 1

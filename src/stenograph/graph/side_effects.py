@@ -63,6 +63,9 @@ class SideEffects:
     changes: int = 0
     # containers made in the frame, once per change to them (see `changed_since`)
     frame_containers_changed: list[Variable] = field(default_factory=list)
+    # (tensor read from the frame, registering method, hook): hooks registered on the caller's
+    # tensors, in order (`x.register_hook(hook)`, its handle dropped)
+    tensor_hooks: list[tuple[Variable, str, Variable]] = field(default_factory=list)
 
     def container_mutated(self, var: Variable) -> None:
         self.changes += 1
@@ -136,6 +139,10 @@ class SideEffects:
         self.changes += 1
         self.globals[(id(globals_dict), name)] = (globals_dict, name, value)
 
+    def hook_registered(self, tensor: Variable, method: str, hook: Variable) -> None:
+        self.tensor_hooks.append((tensor, method, hook))
+        self.changes += 1
+
     def mark(self) -> Mark:
         """Where the trace stands, for `changed_since`: taken before a speculative trace (a
         Function's forward and backward, a `cond` branch, a checkpointed function)."""
@@ -193,7 +200,7 @@ class SideEffects:
                 now.discard(key)
 
     def __bool__(self) -> bool:
-        return bool(self.containers or self.attributes or self.class_attributes or self.globals)
+        return bool(self.containers or self.attributes or self.class_attributes or self.globals or self.tensor_hooks)
 
     def replay(self, expr: Any, emit: Any, global_name: Any, pin: Any) -> None:
         """Emit the statements: `expr(var)` renders a tracker, `global_name(d)` a globals dict,
@@ -226,6 +233,8 @@ class SideEffects:
             changes.append(f"{global_name(cls)}.{name} = {pin(expr(value))}")
         for globals_dict, name, value in self.globals.values():
             changes.append(f"{global_name(globals_dict)}[{name!r}] = {pin(expr(value))}")
+        for tensor, method, hook in self.tensor_hooks:
+            changes.append(f"{expr(tensor)}.{method}({pin(expr(hook))})")
         for line in changes:
             emit(line)
 

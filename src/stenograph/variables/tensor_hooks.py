@@ -1,15 +1,18 @@
-"""`tensor.register_hook(hook)` on a tensor the frame computed, kept in the graph.
+"""Tensor hooks registered in compiled code (`register_hook`, `register_post_accumulate_grad_hook`).
 
-A hook on an intermediate fires on the gradient flowing into that tensor during backward. The
-hook is traced on a fake gradient into a graph of its own (as a `cond` branch is, `trace_body`);
-the frame's graph then registers that graph as the hook when it runs: the eager backend on the
-real intermediate, AOTAutograd on the tensor it traces, whose backward then computes the hook.
-A hook whose result is None changes nothing and registers nothing.
+On a tensor read from the frame the hook outlives the call, on the caller's tensor: it is
+registered on that tensor after the graph, as other effects on objects passed in are replayed.
 
-What stays a graph break (the hook is registered eagerly between graphs, as before): a hook that
-changes Python state or returns something other than a tensor or None, a hook on a tensor read
-from the frame (it lives on after the call, on the caller's tensor), and a call whose handle the
-code keeps (to `remove()`, return or store it: it exists only when the graph runs).
+On a tensor the frame computed, it fires on the gradient flowing into that tensor during
+backward. The hook is traced on a fake gradient into a graph of its own (as a `cond` branch is,
+`trace_body`); the frame's graph then registers that graph as the hook when it runs: the eager
+backend on the real intermediate, AOTAutograd on the tensor it traces, whose backward then
+computes the hook. A hook whose result is None changes nothing and registers nothing.
+
+What stays a graph break (the hook is registered eagerly between graphs, as before): a hook on an
+intermediate that changes Python state or returns something other than a tensor or None, a call
+whose handle the code keeps (to `remove()`, return or store it: there is none while tracing), a
+call inside a traced body, a tensor without grad.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
 
 
 class GraphHookHandleVariable(Variable):
-    """The handle of a hook the graph registers when it runs, which the code drops at once."""
+    """The handle of a hook registered by the graph or after it, which the code drops at once."""
 
     def python_type(self) -> type:
         return torch.utils.hooks.RemovableHandle
@@ -40,11 +43,12 @@ class GraphHookHandleVariable(Variable):
 
 
 def register_hook(frame: Frame, tensor: TensorVariable, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    """`tensor.register_hook(hook)` on an intermediate that requires grad, in the graph."""
-    kept = tensor.source is not None or not _dropped(frame)
-    inside_body = frame.output.graph is not frame.output.root_graph  # (a cond branch, a checkpointed function)
-    if kept or inside_body or kwargs or len(args) != 1 or not tensor.fake.requires_grad:
-        raise Unsupported("Tensor.register_hook() installs a Python autograd hook; it runs eagerly between graphs")
+    """`tensor.register_hook(hook)`: on a tensor read from the frame, registered on it after the
+    graph; on an intermediate, in the graph."""
+    _refuse_unless_plain(frame, tensor, "register_hook", args, kwargs)
+    if tensor.source is not None:
+        frame.output.side_effects.hook_registered(tensor, "register_hook", args[0])
+        return GraphHookHandleVariable()
     hook = args[0]
     fake = tensor.fake
     with frame.output.fake_mode:
@@ -70,6 +74,28 @@ def register_hook(frame: Frame, tensor: TensorVariable, args: list[Variable], kw
     return GraphHookHandleVariable()
 
 
+def register_post_accumulate_grad_hook(
+    frame: Frame, tensor: TensorVariable, args: list[Variable], kwargs: dict[str, Variable]
+) -> Variable:
+    """On a leaf read from the frame: registered on it after the graph (it fires after its
+    `.grad` is accumulated, in a later backward)."""
+    _refuse_unless_plain(frame, tensor, "register_post_accumulate_grad_hook", args, kwargs)
+    if tensor.source is None or not tensor.fake.is_leaf:
+        raise Unsupported("Tensor.register_post_accumulate_grad_hook() on a tensor other than a leaf passed in")
+    frame.output.side_effects.hook_registered(tensor, "register_post_accumulate_grad_hook", args[0])
+    return GraphHookHandleVariable()
+
+
+def _refuse_unless_plain(
+    frame: Frame, tensor: TensorVariable, method: str, args: list[Variable], kwargs: dict[str, Variable]
+) -> None:
+    """What neither way serves: the handle kept, a tensor without grad (eager's error), more
+    arguments, a call inside a traced body (a `cond` branch, a checkpointed function)."""
+    inside_body = frame.output.graph is not frame.output.root_graph
+    if not _dropped(frame) or inside_body or kwargs or len(args) != 1 or not tensor.fake.requires_grad:
+        raise Unsupported(f"Tensor.{method}() installs a Python autograd hook; it runs eagerly between graphs")
+
+
 def _dropped(frame: Frame) -> bool:
     """Whether the call's result, the handle, is dropped at once (the next instruction pops it):
     a handle kept (to `remove()`, return or store it) needs the call to run for real."""
@@ -84,3 +110,4 @@ def register_hook_graph(tensor: torch.Tensor, hook: torch.fx.GraphModule, *free:
 
 torch.fx.node.has_side_effect(register_hook_graph)  # kept though nothing uses its result
 TRACED_METHODS["register_hook"] = register_hook
+TRACED_METHODS["register_post_accumulate_grad_hook"] = register_post_accumulate_grad_hook
