@@ -2181,3 +2181,34 @@ def test_assert_on_a_tensor_is_checked_in_the_graph(backend):
     helpers.assert_same(exported(x), _asserting(x))
     caught = _namespace["caught"]
     helpers.assert_same(stenograph.compile(caught, backend=cnt)(torch.ones(2)), caught(torch.ones(2)))
+
+
+def test_names_imported_inside_the_function_are_read_through_sys_modules(cnt):
+    """`from m import t` / `import m` inside the function, m already imported: what it reads is
+    guarded through `sys.modules[m]` (a tensor there was refused: no source), so changed values
+    and a replaced module compile again."""
+    module = types.ModuleType("stenograph_imported_here")
+    module.t, module.k = torch.ones(3), 2
+    sys.modules[module.__name__] = module
+
+    def fn(x):
+        from stenograph_imported_here import k, t
+        import stenograph_imported_here
+
+        return x * t * k + stenograph_imported_here.k
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    x = torch.ones(3)
+    try:
+        helpers.assert_same(compiled(x), fn(x))
+        module.k = 5
+        helpers.assert_same(compiled(x), fn(x))
+        module.t = torch.zeros(3)  # a graph input: no compile
+        helpers.assert_same(compiled(x), fn(x))
+        replaced = types.ModuleType(module.__name__)
+        replaced.t, replaced.k = torch.full((3,), 2.0), 1
+        sys.modules[module.__name__] = replaced
+        helpers.assert_same(compiled(x), fn(x))
+    finally:
+        del sys.modules[module.__name__]
+    assert cnt.frame_count == 3

@@ -26,6 +26,7 @@ import torch
 from .. import process_state
 from ..bytecode.resume_code import NULL_STACK_ENTRY, VALUE_STACK_ENTRY
 from ..errors import Unsupported
+from ..guards.sources import FixedObjectSource, ItemSource
 from ..shapes.fake import is_symbolic
 from ..variables import identity, operators, patterns
 from ..variables.base import Variable
@@ -392,6 +393,9 @@ def _store_attr(frame: Frame, inst: dis.Instruction) -> None:
     obj.setattr(frame, inst.argval, value)
 
 
+_SYS_MODULES = FixedObjectSource(sys.modules, "sys.modules")
+
+
 @op("IMPORT_NAME")
 def _import_name(frame: Frame, inst: dis.Instruction) -> None:
     """`import m` of a module that is already imported: no code runs, so it is just a lookup."""
@@ -401,8 +405,9 @@ def _import_name(frame: Frame, inst: dis.Instruction) -> None:
     absolute = importlib.util.resolve_name("." * level + name, frame.f_globals.get("__package__")) if level else name
     if absolute not in sys.modules:
         raise Unsupported(f"import of {absolute}, which is not imported yet (importing runs its code)")
-    module = sys.modules[absolute] if fromlist or level else sys.modules[absolute.partition(".")[0]]
-    frame.push(wrap(frame, module, None))
+    found = absolute if fromlist or level else absolute.partition(".")[0]
+    # read where the statement reads it, so what the trace takes from it is guarded
+    frame.push(wrap(frame, sys.modules[found], ItemSource(_SYS_MODULES, found)))
 
 
 @op("IMPORT_FROM")
