@@ -2192,8 +2192,8 @@ def test_names_imported_inside_the_function_are_read_through_sys_modules(cnt):
     sys.modules[module.__name__] = module
 
     def fn(x):
-        from stenograph_imported_here import k, t
         import stenograph_imported_here
+        from stenograph_imported_here import k, t
 
         return x * t * k + stenograph_imported_here.k
 
