@@ -9,6 +9,8 @@ where that differs compiles again and gives eager's result."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 import stenograph
@@ -169,3 +171,25 @@ def test_written_through_dict_read_through_attribute(cnt):
 
     results = check(fn, make, cnt, peer=False)
     assert results[0][1:] == ("by dict", 1)
+
+
+_MARKER = object()
+
+
+@dataclasses.dataclass
+class _Holder:
+    items: list = dataclasses.field(default_factory=list)
+
+
+def test_a_list_of_tensors_is_not_an_object_of_another_class(cnt):
+    """`items is _HAS_DEFAULT_FACTORY` in a dataclass's `__init__`, given a list of tensors (it
+    was refused: the list stands for no fixed object); classes differ, so never one object."""
+
+    def fn(x, items):
+        held = _Holder(items)
+        return x + (1 if items is _MARKER else 2) + held.items[0]
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    x, items = torch.zeros(1), [torch.ones(1)]
+    assert torch.equal(compiled(x, items), fn(x, items))
+    assert cnt.frame_count == 1

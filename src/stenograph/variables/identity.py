@@ -120,7 +120,22 @@ def same_object(a: Variable, b: Variable) -> bool | None:
         if other.is_constant() and any(other.as_constant() is s for s in _SINGLETONS) and not var.is_constant():
             if var.python_type() is not type(other.as_constant()):
                 return False
+    # a list, dict or set against an object of another class (their classes are guarded):
+    # a dataclass's `field is _HAS_DEFAULT_FACTORY` on a list of tensors
+    kinds = _known_class(a), _known_class(b)
+    if None not in kinds and kinds[0] is not kinds[1] and (kinds[0] in _MUTABLE or kinds[1] in _MUTABLE):
+        return False
     return None
+
+
+_MUTABLE = (list, dict, set)
+
+
+def _known_class(var: Variable) -> type | None:
+    try:
+        return var.python_type()
+    except Unsupported:
+        return None
 
 
 _SINGLETONS = (None, True, False, Ellipsis, NotImplemented)
