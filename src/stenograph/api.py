@@ -671,7 +671,10 @@ class set_stance:  # noqa: N801 - mirrors torch.compiler.set_stance, a class use
     - "eager_on_recompile": run cached code whose guards pass, and eagerly where none does
       (nothing compiles);
     - "fail_on_recompile": run cached code whose guards pass, and raise `RecompileError` where
-      none does.
+      none does;
+    - "eager_then_compile": a function's first call runs eagerly, later ones compile; the
+      sizes of its tensor arguments (and its int and float arguments) that differ between the
+      first call and the one compiling are symbolic from that first compile on.
 
     Calling it from compiled code (at a graph break) raises RuntimeError, as torch's does.
     """
@@ -712,7 +715,7 @@ class set_stance:  # noqa: N801 - mirrors torch.compiler.set_stance, a class use
 
 
 # torch's stances that stenograph does not have
-_STANCES_NOT_PROVIDED = ("eager_then_compile", "aot_eager_then_compile")
+_STANCES_NOT_PROVIDED = ("aot_eager_then_compile",)
 
 
 def _make_stance(name: Any, skip_guard_eval_unsafe: bool, force_backend: Any) -> Stance:

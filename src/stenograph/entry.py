@@ -8,6 +8,7 @@ guard function with the caller's own arguments, then one call of its transformed
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import threading
 import types
@@ -33,6 +34,7 @@ from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
 from .guards.pyfunc import with_closure
+from .guards.sources import ItemSource, LocalSource, Source
 from .marks import is_disabled
 from .module_hooks import call_with_hooks, has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
@@ -72,11 +74,13 @@ class FrameCache:
         self.depth_failures = 0  # compiles that ran out of recursion depth (the call ran eagerly)
         self.owners: weakref.WeakSet = weakref.WeakSet()  # functions keeping it alive
         self.persisted: set[str] = set()  # names of the persisted entries looked at (warm/)
+        self.first_call_seen = False  # under `eager_then_compile`: the first call ran eagerly
 
     def clear(self) -> None:
         self.entries.clear()
         self.policy = DynamicPolicy(self.policy.dynamic, self.policy.from_data)
         self.eager_reason = None
+        self.first_call_seen = False
         self.recompile_reasons.clear()
         self.depth_failures = 0
 
@@ -113,6 +117,10 @@ class FrameCache:
                 return entry.fn, full
         if self.eager_reason is not None or run_only.active or not _stance.stance.compiles:
             return fn, args
+        if _stance.stance.name == "eager_then_compile" and not self.first_call_seen:
+            self.first_call_seen = True
+            self._note_first_call(fn, args, kwargs)
+            return fn, args
         if torch.jit.is_tracing():
             # its sizes are tensors there; the trace would record the compiled code's operations
             raise RuntimeError(
@@ -130,6 +138,27 @@ class FrameCache:
             return self._compile(fn, prefix, args, kwargs, fullgraph)
         finally:
             lower_headroom()
+
+    def _note_first_call(self, fn: types.FunctionType, args: tuple, kwargs: dict) -> None:
+        """What the automatic dynamic shapes compare the next call with: the sizes of the tensor
+        arguments and the values of the int and float ones, as if a compile had seen them."""
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+        except TypeError:
+            return  # the call raises Python's TypeError, eagerly
+        for name, value in bound.items():
+            self._note_value(LocalSource(name), value, depth=3)
+
+    def _note_value(self, source: Source, value: Any, depth: int) -> None:
+        """`value` as reached by `source`, and the items of lists, tuples and dicts in it."""
+        if isinstance(value, torch.Tensor):
+            self.policy.tensor_dims(source.name(), value)
+        elif type(value) in (int, float):
+            self.policy.int_is_dynamic(source.name(), value)
+        elif depth and type(value) in (list, tuple, dict):
+            for key, item in value.items() if type(value) is dict else enumerate(value):
+                if type(key) in (int, str):
+                    self._note_value(ItemSource(source, key), item, depth - 1)
 
     def _compile(
         self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool

@@ -3,7 +3,7 @@
 A leaf: `api.set_stance` sets it, the entry wrapper reads it. The wrapper's cached path reads
 one attribute, `current.bypass`, true only for the stances that change what a cached call runs
 (`force_eager`, and `default` with a forced backend); the stances that only change what a miss
-does (`eager_on_recompile`, `fail_on_recompile`) are read on the miss path, where it costs nothing
+does (`eager_on_recompile`, `fail_on_recompile`, `eager_then_compile`) are read on the miss path, where it costs nothing
 measurable. Process-wide, not per thread, as torch.compile's stance is.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from . import config
 
-STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
+STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile", "eager_then_compile")
 
 
 @dataclass(frozen=True)

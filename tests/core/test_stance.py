@@ -202,7 +202,7 @@ def test_force_backend_applies_to_modules_and_their_graph_breaks(cnt, capsys):
     ("args", "kwargs", "error", "match"),
     [
         (("bogus",), {}, ValueError, "unknown stance 'bogus'; the stances are default, force_eager"),
-        (("eager_then_compile",), {}, NotImplementedError, "does not provide the stance 'eager_then_compile'"),
+        (("aot_eager_then_compile",), {}, NotImplementedError, "does not provide the stance 'aot_eager_then_compile'"),
         ((_double,), {}, TypeError, r"takes a stance name \(str\), got function"),
         (("force_eager",), {"force_backend": "eager"}, RuntimeError, "needs the 'default' stance"),
         ((), {"force_backend": "no_such_backend"}, stenograph.errors.InvalidBackend, "unknown backend"),
@@ -248,3 +248,22 @@ def test_the_stance_is_read_on_each_call_not_when_compiling(cnt):
     with stenograph.set_stance("fail_on_recompile"):
         assert_same(compiled(x), _double(x))
     assert cnt.frame_count == 1
+
+
+def test_eager_then_compile_runs_the_first_call_eagerly_and_compiles_what_changed_dynamic():
+    """torch's stance: the first call of a function runs eagerly; the second compiles with the
+    sizes (and ints) that differ from the first symbolic, also inside lists and dicts, so a
+    third call with other sizes reuses that entry."""
+    cnt = CompileCounter()
+
+    @stenograph.compile(backend=cnt)
+    def fn(n, y, z):
+        return n * y * z[0]
+
+    with stenograph.set_stance("eager_then_compile"):
+        for i in (1, 2, 3):
+            args = (i, torch.randn(i), {0: torch.randn(i)})
+            assert_same(fn(*args), args[0] * args[1] * args[2][0])
+            assert cnt.frame_count == (0 if i == 1 else 1)
+    placeholders = [n for n in cnt.graphs[0].graph.nodes if n.op == "placeholder"]
+    assert any(isinstance(n.meta["example_value"], torch.SymInt) for n in placeholders)
