@@ -993,6 +993,13 @@ def _pop_jump_if_true(frame: Frame, inst: dis.Instruction) -> None:
         frame.jump_to(inst.argval)
 
 
+def _loads_assertion_error(inst: dis.Instruction) -> bool:
+    """`LOAD_ASSERTION_ERROR`, or 3.14's `LOAD_COMMON_CONSTANT` of AssertionError."""
+    if inst.opname == "LOAD_COMMON_CONSTANT":
+        return inst.argval is AssertionError
+    return inst.opname == "LOAD_ASSERTION_ERROR"
+
+
 def _asserted_in_graph(frame: Frame, value: Variable, failing: int) -> bool:
     """`assert t` / `assert t, "message"` on a one-element tensor, whose failing branch starts at
     instruction `failing`: recorded as `torch._assert_async(t, message)`, as torch.compile does
@@ -1008,13 +1015,15 @@ def _asserted_in_graph(frame: Frame, value: Variable, failing: int) -> bool:
             return False
         caller = caller.parent
     instructions = frame.instructions
-    following = [i.opname for i in instructions[failing : failing + 2]]
-    if following[:1] != ["LOAD_ASSERTION_ERROR"] or len(following) < 2:
+    if failing < len(instructions) and instructions[failing].opname == "NOT_TAKEN":  # 3.14+
+        failing += 1
+    following = instructions[failing : failing + 2]
+    if len(following) < 2 or not _loads_assertion_error(following[0]):
         return False
-    if following[1] == "RAISE_VARARGS":
+    if following[1].opname == "RAISE_VARARGS":
         message = "assertion error"
-    elif following[1] == "LOAD_CONST" and isinstance(instructions[failing + 1].argval, str):
-        message = instructions[failing + 1].argval
+    elif following[1].opname == "LOAD_CONST" and isinstance(following[1].argval, str):
+        message = following[1].argval
     else:
         return False
     frame.output.call("call_function", torch._assert_async, [value, constant(message)], {}, "assert")
