@@ -176,3 +176,25 @@ def test_a_list_or_dict_result_is_that_object_in_compiled_code(cnt):
     assert same_object and _SHARED["seen"] == [1]
     assert_same(out, x * 2.0)
     _SHARED["seen"].clear()
+
+
+@stenograph.assume_constant_result
+def _filled(n, value):
+    return torch.full([n], value)
+
+
+def test_a_tensor_result_keeps_static_sizes_under_dynamic_true(cnt):
+    """The tensor a constant call gave is always that one object: its sizes stay static even
+    with dynamic=True (they were symbolic, so `.tolist()` of values computed from it broke)."""
+
+    def fn(x):
+        filled = _filled(x.size(0), 13)
+        return (filled * 2).tolist(), x * filled.size(0)
+
+    with stenograph.config.patch(capture_scalar_outputs=True):
+        compiled = stenograph.compile(fn, backend=cnt, fullgraph=True, dynamic=True)
+        x = torch.arange(4)
+        stenograph.mark_static(x, 0)
+        assert_same(compiled(x), fn(x))
+    placeholders = [n for n in cnt.graphs[0].graph.nodes if n.op == "placeholder"]
+    assert all(not isinstance(s, torch.SymInt) for n in placeholders for s in n.meta["example_value"].shape)

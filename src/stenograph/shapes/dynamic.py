@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .. import config
-from ..guards.sources import ModuleMemberSource, Source
+from ..guards.sources import FixedObjectSource, ModuleMemberSource, Source
 
 _DYNAMIC_ATTR = "_stenograph_dynamic_dims"
 _MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
@@ -71,8 +71,12 @@ def may_be_dynamic(source: Source, is_tensor: bool, *, module_attribute: bool = 
     """Parameters and buffers stay static, and so do ints that are attributes of an nn.Module
     (`self.heads`: torch.compile's `allow_unspec_int_on_nn_module` is off). Other numbers may
     go dynamic wherever they are read from: arguments, globals, closure cells, attributes of
-    other objects, class attributes (`Registry.count += 1` changes one on every call)."""
+    other objects, class attributes (`Registry.count += 1` changes one on every call). A tensor
+    the compiled code holds itself (`FixedObjectSource`: an `assume_constant_result` value) is
+    always that one object: static too."""
     if is_tensor:
+        if isinstance(source, FixedObjectSource):
+            return False
         return not (isinstance(source, ModuleMemberSource) and source.table in ("_parameters", "_buffers"))
     return not module_attribute
 
