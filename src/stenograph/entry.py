@@ -34,7 +34,7 @@ from .graph.resume import dynamic_arguments
 from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
 from .guards.pyfunc import with_closure
-from .guards.sources import ItemSource, LocalSource, Source
+from .guards.sources import LocalSource
 from .marks import is_disabled
 from .module_hooks import call_with_hooks, has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
@@ -147,18 +147,7 @@ class FrameCache:
         except TypeError:
             return  # the call raises Python's TypeError, eagerly
         for name, value in bound.items():
-            self._note_value(LocalSource(name), value, depth=3)
-
-    def _note_value(self, source: Source, value: Any, depth: int) -> None:
-        """`value` as reached by `source`, and the items of lists, tuples and dicts in it."""
-        if isinstance(value, torch.Tensor):
-            self.policy.tensor_dims(source.name(), value)
-        elif type(value) in (int, float):
-            self.policy.int_is_dynamic(source.name(), value)
-        elif depth and type(value) in (list, tuple, dict):
-            for key, item in value.items() if type(value) is dict else enumerate(value):
-                if type(key) in (int, str):
-                    self._note_value(ItemSource(source, key), item, depth - 1)
+            self.policy.observe(LocalSource(name), value)
 
     def _compile(
         self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool

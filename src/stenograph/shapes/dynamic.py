@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .. import config
-from ..guards.sources import FixedObjectSource, ModuleMemberSource, Source
+from ..guards.sources import FixedObjectSource, ItemSource, ModuleMemberSource, Source
 
 _DYNAMIC_ATTR = "_stenograph_dynamic_dims"
 _MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
@@ -165,6 +165,19 @@ class DynamicPolicy:
         elif config.automatic_dynamic_shapes and self.ints[name] is not None and self.ints[name] != value:
             self.ints[name] = None
         return self.ints[name] is None or not config.assume_static_by_default
+
+    def observe(self, source: Source, value: Any, depth: int = 3) -> None:
+        """Take `value`, reached by `source`, as a compile's input would be taken (its sizes, or
+        its value for an int or float), and the items of lists, tuples and dicts in it: what the
+        next compile compares with (`set_stance("eager_then_compile")`'s first call)."""
+        if isinstance(value, torch.Tensor):
+            self.tensor_dims(source.name(), value)
+        elif type(value) in (int, float):
+            self.int_is_dynamic(source.name(), value)
+        elif depth and type(value) in (list, tuple, dict):
+            for key, item in value.items() if type(value) is dict else enumerate(value):
+                if type(key) in (int, str):
+                    self.observe(ItemSource(source, key), item, depth - 1)
 
     def specialise(self, names: list[str]) -> bool:
         """Make these arguments constants from now on; False when all of them already were."""

@@ -239,6 +239,8 @@ def _shares_storage(real: torch.Tensor, inputs: list) -> bool:
 
 
 def _storage_address(tensor: torch.Tensor) -> int | None:
+    """Its storage's data pointer, which functional and functorch-wrapped tensors refuse (their
+    storage object alone, `shapes.lifted`'s key, reads even there, so it cannot tell them)."""
     try:
         return tensor.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):  # no storage of its own (vmap, grad, functionalize)
