@@ -11,7 +11,8 @@ The layers, bottom to top (a module may import its own layer and any layer below
     L4 tracing     variables (with trace_rules) + interpreter (with the opcode registry and break
                    renderings) + graph (mutual imports allowed: one symbolic-execution layer split
                    by concern), and backends
-    L5 compiling   frame_compiler (compile_frame), verify, warm (persisted entries)
+    L5 compiling   frame_compiler (compile_frame), verify, warm (persisted entries), callee_routing
+                   (frames run eagerly with their calls routed to compiled callees)
     L6 entry       the entry wrapper and its caches; hands its wrappers down as `graph.runtime.Runtime`
     L7 user-facing api, compiler (the torch.compiler-style namespace), export (with export_shapes),
                    the package itself, testing, observability (logs, explain, inspection,
@@ -54,7 +55,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(["guards", "events"], 2),
     "shapes": 3,
     **dict.fromkeys(["variables", "interpreter", "graph", "backends"], 4),
-    **dict.fromkeys(["frame_compiler", "verify", "warm"], 5),
+    **dict.fromkeys(["frame_compiler", "verify", "warm", "callee_routing"], 5),
     "entry": 6,
     **dict.fromkeys(
         [

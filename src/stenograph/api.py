@@ -29,6 +29,7 @@ from .marks import (
     allow_in_graph,
     assume_constant_result,
     disallow,
+    eager_frame_of,
     graph_break,
     is_allowed_in_graph,
     is_compiling,
@@ -300,6 +301,8 @@ class _CompileSpec(NamedTuple):
 def _compile_target(
     target: Any, compiler: Any, name: str, fullgraph: bool, dynamic: bool | None, spec: _CompileSpec | None = None
 ) -> Any:
+    # `disable(f, recursive=False)` compiled: f itself, as torch.compile unwraps it
+    target = eager_frame_of(target) or target
     if isinstance(target, DisabledModule) or is_disabled(target):
         return target  # disabled stays disabled, as torch's does when compiled
     if isinstance(target, OptimizedModule):
@@ -566,7 +569,9 @@ def disable(fn: Any = None, recursive: bool = True, *, reason: str | None = None
     """Run `fn` eagerly, also when it is called from compiled code (a graph break there, whose
     reason quotes `reason`). As torch's: a function gives a disabled wrapper; an `nn.Module`
     instance a `DisabledModule` (its hooks run eagerly too); a class is changed in place so that
-    calls of its instances are disabled (`@disable` on a class)."""
+    calls of its instances are disabled (`@disable` on a class). With `recursive=False` only a
+    function's own frame runs eagerly: called from compiled code, it runs with the functions it
+    calls compiled; compiled itself, it is compiled like `fn` (torch.compile unwraps it)."""
     if fn is None:
         return functools.partial(disable, recursive=recursive, reason=reason)
     if isinstance(fn, torch.nn.Module):
@@ -581,7 +586,8 @@ def disable(fn: Any = None, recursive: bool = True, *, reason: str | None = None
     def eager(*args: Any, **kwargs: Any) -> Any:
         return original(*args, **kwargs)
 
-    mark_disabled(eager, reason)
+    frame_only = not recursive and isinstance(original, types.FunctionType)
+    mark_disabled(eager, reason, original if frame_only else None)
     return eager
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from . import config, deferred_release, events, process_state, torch_state, warm
+from .callee_routing import CalleeRouter
 from .errors import (
     BreakKind,
     ConstraintViolation,
@@ -70,6 +71,9 @@ class FrameCache:
         self.entries: list[CacheEntry] = []
         self.policy = DynamicPolicy(None, dynamic_arguments(code))
         self.eager_reason: str | None = None
+        # given up on as torch.compile skips a frame: it runs eagerly, its callees compiled
+        self.skipped = False
+        self.router: CalleeRouter | None = None  # a skipped frame's, made on its first eager call
         self.recompile_reasons: list[str] = []
         self.depth_failures = 0  # compiles that ran out of recursion depth (the call ran eagerly)
         self.owners: weakref.WeakSet = weakref.WeakSet()  # functions keeping it alive
@@ -80,6 +84,7 @@ class FrameCache:
         self.entries.clear()
         self.policy = DynamicPolicy(self.policy.dynamic, self.policy.from_data)
         self.eager_reason = None
+        self.skipped = False
         self.first_call_seen = False
         self.recompile_reasons.clear()
         self.depth_failures = 0
@@ -115,7 +120,9 @@ class FrameCache:
         for entry in self.entries:
             if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
                 return entry.fn, full
-        if self.eager_reason is not None or run_only.active or not _stance.stance.compiles:
+        if self.eager_reason is not None:
+            return self._eager(fn), args
+        if run_only.active or not _stance.stance.compiles:
             return fn, args
         if _stance.stance.name == "eager_then_compile" and not self.first_call_seen:
             self.first_call_seen = True
@@ -221,8 +228,9 @@ class FrameCache:
                 warnings.warn(f"stenograph: {label}: {reason}; this call runs eagerly", StenographWarning, stacklevel=6)
                 return fn, args
             if isinstance(e, Unsupported):
-                self._give_up(label, f"{e}", events.EagerCause.UNSUPPORTED, e.kind)
-                return fn, args
+                self._give_up(label, f"{e}", events.EagerCause.UNSUPPORTED, e.kind, warn=not e.in_loop)
+                self.skipped = True
+                return self._eager(fn), args
             if not config.suppress_errors:
                 raise
             if isinstance(e, StenographError):
@@ -261,10 +269,27 @@ class FrameCache:
             lines.append(f"    - entry {i}: {(failure or GuardFailure('unknown')).reason}")
         return "\n".join(lines)
 
-    def _give_up(self, label: str, reason: str, cause: events.EagerCause, break_kind: BreakKind | None = None) -> None:
+    def _eager(self, fn: types.FunctionType) -> types.FunctionType:
+        """What runs `fn` eagerly: a skipped frame's calls are routed to compiled callees."""
+        if not self.skipped:
+            return fn
+        if self.router is None:
+            self.router = callee_router(self.backend, self.backend_name, self.policy.dynamic)
+        return self.router.routed(fn)
+
+    def _give_up(
+        self,
+        label: str,
+        reason: str,
+        cause: events.EagerCause,
+        break_kind: BreakKind | None = None,
+        *,
+        warn: bool = True,
+    ) -> None:
         self.eager_reason = reason
         events.publish(events.RunsEagerly(self.code, label, reason, cause, break_kind))
-        warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=6)
+        if warn:
+            warnings.warn(f"stenograph: {label} runs eagerly: {reason}", StenographWarning, stacklevel=6)
 
 
 # misses run eagerly instead of compiling while on (`stenograph.run`); cached entries still run
@@ -635,6 +660,23 @@ def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) 
     return call
 
 
+_routers: weakref.WeakValueDictionary[tuple[int, bool | None], CalleeRouter] = weakref.WeakValueDictionary()
+process_state.register_containers("entry.callee_routers", _routers)
+
+
+def callee_router(backend: Any, backend_name: str, dynamic: bool | None = None) -> CalleeRouter:
+    """The router of the frames skipped under `backend`: their callees compile with it."""
+    found = _routers.get((id(backend), dynamic))
+    if found is not None:
+        return found
+    router = CalleeRouter(
+        lambda fn: entry_wrapper(fn, backend, backend_name, False, dynamic, nested=True),
+        module_caller(backend, backend_name, dynamic),
+    )
+    _routers[(id(backend), dynamic)] = router
+    return router
+
+
 # what generated code at a graph break calls: handed down to the compiler and the break writer
 RUNTIME = Runtime(
     entry_wrapper=entry_wrapper,
@@ -642,5 +684,6 @@ RUNTIME = Runtime(
     closure_caller=closure_caller,
     module_caller=module_caller,
     cache_for=cache_for,
+    callee_router=callee_router,
     continue_class=Continue,
 ).recording()

@@ -62,6 +62,14 @@ class Unsupported(StenographError):
         # own: what the callee meets must run eagerly as a whole (an optimizer step whose checks
         # torch skips under a compiler), where a break inside it would only move further in
         self.eager_callee = False
+        # (internal) the break sits inside a loop of the frame, which is then skipped: it runs
+        # eagerly with its callees compiled, a graph break as torch.compile takes it (no warning)
+        self.in_loop = False
+        # (internal) a loop around the break is no reason to skip the frame: the instruction is
+        # expected to raise (an exception the frame does not catch, an operation failing on fake
+        # tensors), so no pass resumes after it, or its call is compiled as a frame of its own
+        # (past the inline depth), which skipping would give up on
+        self.breaks_inside_loops = False
         self.location = location
         self.source_line = source_line
         self.hint = hint

@@ -383,6 +383,12 @@ def _compile_break(request: FrameCompile, attempts: _Attempts, reason: Unsupport
     inst = decoded(request.code).instructions[index]
     if not can_break_at(inst):
         raise reason
+    if not reason.breaks_inside_loops and _may_loop_back(request.code, index):
+        # resumed there, the frame would be compiled again for each pass of the loop (its
+        # guards see the loop's position): it runs eagerly, its callees compiled (`callee_routing`)
+        reason.reason += " (inside a loop: the frame runs eagerly, its callees compiled, as torch.compile skips it)"
+        reason.in_loop = True
+        raise reason
     compiled = _first_possible_break(request, attempts, reason, [index, *_enclosing_breaks(request.code, inst)])
     internal = "".join(traceback.format_tb(reason.__traceback__))
     events.publish(
@@ -397,6 +403,20 @@ def _compile_break(request: FrameCompile, attempts: _Attempts, reason: Unsupport
         )
     )
     return compiled
+
+
+def _may_loop_back(code: types.CodeType, index: int) -> bool:
+    """Whether the code after instruction `index`, up to the first return, jumps back to before
+    it: then a break there is inside a loop. A heuristic, torch.compile's own (a return inside
+    the loop's body hides the loop), so that the same frames are skipped."""
+    instructions = decoded(code).instructions
+    here = instructions[index].offset
+    for inst in instructions[index + 1 :]:
+        if inst.opname in ("RETURN_VALUE", "RETURN_CONST"):
+            return False
+        if inst.target is not None and inst.target < here:
+            return True
+    return False
 
 
 def _enclosing_breaks(code: types.CodeType, inst: dis.Instruction) -> list[int]:

@@ -37,17 +37,27 @@ class _DisabledMark:
 
     owner: int
     reason: str | None
+    # `disable(f, recursive=False)`: the function `fn` runs, eagerly, with its callees compiled
+    eager_frame: Callable | None = None
 
 
-def mark_disabled(fn: Callable, reason: str | None = None) -> None:
-    """Mark `fn` to run eagerly; `reason` (the user's words) is shown where its call breaks."""
-    setattr(fn, DISABLED_ATTR, _DisabledMark(id(fn), reason))
+def mark_disabled(fn: Callable, reason: str | None = None, eager_frame: Callable | None = None) -> None:
+    """Mark `fn` to run eagerly; `reason` (the user's words) is shown where its call breaks.
+    With `eager_frame` (`disable(recursive=False)`) only that function's own frame runs eagerly:
+    compiled code calling `fn` runs `eager_frame` with its callees compiled."""
+    setattr(fn, DISABLED_ATTR, _DisabledMark(id(fn), reason, eager_frame))
 
 
 def _disabled_mark(fn: Any) -> _DisabledMark | None:
     mark = getattr(fn, DISABLED_ATTR, None)
     owner = getattr(fn, "__func__", fn)  # a bound method: its function's mark
     return mark if isinstance(mark, _DisabledMark) and mark.owner == id(owner) else None
+
+
+def eager_frame_of(fn: Any) -> Callable | None:
+    """The function whose frame alone `fn` disables (`disable(f, recursive=False)`), else None."""
+    mark = _disabled_mark(fn)
+    return mark.eager_frame if mark is not None else None
 
 
 def disabled_reason(fn: Any) -> str | None:

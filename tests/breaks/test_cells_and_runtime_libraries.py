@@ -165,7 +165,9 @@ def test_cells_assigned_once_are_copied_at_a_break(cnt, capsys, recwarn):
     compiled = stenograph.compile(_assigned_once, backend=cnt)
     for i in range(2):
         assert_same(compiled(torch.ones(2) * i), _assigned_once(torch.ones(2) * i))
-    assert cnt.frame_count == 2
+    # the comprehension's loop has the break: its frame (3.11) or the whole frame (3.12+, where
+    # comprehensions are inlined) is skipped, as torch.compile skips it
+    assert cnt.frame_count == 0
     assert not [w for w in recwarn if "stenograph" in str(w.message)]
 
 
@@ -237,11 +239,12 @@ def _loop_over_a_local_iterator(x):
     return x + len(seen), seen
 
 
-def test_iterator_reachable_twice_keeps_eager_semantics(capsys):
+def test_iterator_reachable_twice_keeps_eager_semantics(capsys, recwarn):
     expected = _loop_over_a_local_iterator(torch.zeros(1))
-    with pytest.warns(stenograph.StenographWarning, match="iterator reachable by two names"):
-        actual = stenograph.compile(_loop_over_a_local_iterator, backend="eager")(torch.zeros(1))
+    # the break inside the loop skips the frame: the iterator is the eager one
+    actual = stenograph.compile(_loop_over_a_local_iterator, backend="eager")(torch.zeros(1))
     assert_same(actual, expected)
+    assert not [w for w in recwarn if "stenograph" in str(w.message)]
 
 
 _TRUSTED_MODULE_CODE = """

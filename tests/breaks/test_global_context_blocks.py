@@ -217,11 +217,12 @@ def _loop_in_autocast(x, w):
 
 
 def test_break_in_a_loop_inside_autocast(cnt, capsys):
-    """One graph per iteration, each entering and leaving autocast around its matmul; the last
-    resume function has no operation and compiles no graph."""
+    """A break inside a loop skips the frame (as torch.compile does): autocast's dtypes, results
+    and prints are eager's, and the mode is left as it was."""
     compiled = stenograph.compile(_loop_in_autocast, backend=cnt)
     assert_matches_eager(_loop_in_autocast, compiled, _pair, capsys)
-    assert cnt.frame_count == 3
+    assert not torch.is_autocast_enabled("cpu")
+    assert cnt.frame_count == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,10 +374,14 @@ def _caught_inside(x, w):
 
 
 def test_an_exception_caught_inside_the_block(cnt, capsys):
-    """A handler inside the block with a break: its resume function runs in autocast too."""
+    """A handler inside the block with a break: its resume function runs in autocast too.
+
+    From 3.12 the handler sits after the function's return and jumps back to the code after
+    the `try`: torch.compile's loop test (which stenograph keeps, to skip the frames it skips)
+    reads that as a loop, and the frame runs eagerly, its results and prints still eager's."""
     compiled = stenograph.compile(_caught_inside, backend=cnt)
     assert_matches_eager(_caught_inside, compiled, _pair, capsys)
-    assert cnt.frame_count == 2
+    assert cnt.frame_count == (2 if sys.version_info < (3, 12) else 0)
 
 
 # ---------------------------------------------------------------------------------------------

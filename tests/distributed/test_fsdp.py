@@ -84,8 +84,8 @@ def _fsdp2_three_ways(rank: int, world_size: int, backend: str | None) -> dict[s
         results["blocks_graphs"] = counter.frame_count
         results["blocks_breaks"] = record.breaks
 
-        # compile the sharded root: each block is called at a graph break (FSDP's hooks are
-        # torch.distributed code), its forward compiled as a frame of its own
+        # compile the sharded root: each block's call is a graph break inside the root's loop
+        # (FSDP's hooks are torch.distributed code), its forward compiled as a frame of its own
         counter = CompileCounterWithBackend(backend) if backend else CompileCounter()
         model = _shard(_model())
         compiled = stenograph.compile(model, backend=counter)
@@ -117,8 +117,10 @@ def _check(results: list[dict[str, Any]]) -> None:
         assert r["blocks_roots"] == [False, False, True], "the root's lazy init must find the blocks' state"
         # one graph per distinct Block.forward input (the second block's input requires grad)
         assert r["blocks_graphs"] == 2 and r["blocks_breaks"] == []
-        # Block.forward (two entries as above), then the last Linear after the second block
-        assert r["root_graphs"] == r["compiled_root_graphs"] == 3, r
+        # Block.forward (two entries as above): the root Sequential's loop breaks at each block
+        # (FSDP's hooks), so its frame runs eagerly with the blocks compiled, as torch.compile
+        # skips it; the last Linear is torch's own and runs as it is
+        assert r["root_graphs"] == r["compiled_root_graphs"] == 2, r
         assert all("torch.distributed is not traced" in reason for reason in r["root_breaks"]), r["root_breaks"]
     assert results[0]["eager"] != results[1]["eager"]  # each rank has its own data
 

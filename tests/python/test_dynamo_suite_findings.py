@@ -1821,6 +1821,172 @@ def test_set_and_frozenset_subclass_instances_made_while_tracing(cnt):
     assert type(plus) is _PlusOneSet and set(plus) == {1, 6} and plus.tag == "made"
 
 
+class _Processors(list):
+    """HF's `LogitsProcessorList`: a list of callables applied in turn."""
+
+    def __call__(self, x):
+        for processor in self:
+            x = processor(x)
+        return x
+
+    def length_times_10(self):
+        return len(self) * 10
+
+
+class _TaggedList(list):
+    def __init__(self, items, tag):
+        super().__init__(items)
+        self.tag = tag
+
+    def append_twice(self, x):
+        self.extend([x, x])
+
+
+def test_list_subclass_instances_made_while_tracing(cnt):
+    """Instances of list subclasses made in the frame (they broke the graph): list's C methods act
+    on their items, the class's Python methods and `__call__` run, a slice is a plain list, and
+    returned objects are rebuilt as their class with their items and attributes."""
+
+    def fn(x):
+        procs = _Processors([torch.relu, torch.sigmoid])
+        procs.append(torch.tanh)
+        items = _Processors()
+        items.extend([True])
+        items.append(x)
+        items.pop(0)
+        items.append(items.length_times_10())
+        tagged = _TaggedList([x + 1], "made")
+        tagged.append_twice(x * 2)
+        return (
+            procs(x),
+            sum(items),
+            (len(tagged), bool(_Processors()), isinstance(tagged, list), type(tagged[1:]).__name__),
+            tagged,
+        )
+
+    _one_graph(fn, cnt)
+    tagged = stenograph.compile(fn, backend="eager", fullgraph=True)(t(2))[-1]
+    assert type(tagged) is _TaggedList and tagged.tag == "made" and len(tagged) == 3
+    helpers.assert_same(list(tagged), [t(2) + 1, t(2) * 2, t(2) * 2])
+
+
+def test_a_list_subclass_instance_live_at_a_break_is_rebuilt(cnt, capsys):
+    def fn(x):
+        items = _TaggedList([x, x * 2], "t")
+        print("items", len(items))
+        items.append(x + 1)
+        return sum(items), items, items.tag
+
+    check(fn, lambda i: (t(2, seed=i),), cnt, capsys, graphs=2)
+    got = stenograph.compile(fn, backend="eager")(t(2))[1]
+    assert type(got) is _TaggedList and got.tag == "t" and len(got) == 3
+
+
+def _merge(defaults, custom):
+    """transformers' `_merge_criteria_processor_list`."""
+    if len(custom) == 0:
+        return defaults
+    for default in defaults:
+        for extra in custom:
+            if type(extra) is type(default):
+                raise ValueError
+    defaults.extend(custom)
+    return defaults
+
+
+def test_list_subclass_instances_passed_in_are_read_and_changed(cnt):
+    """A list subclass instance passed in (HF's processor lists): list's own methods act on its
+    real items (length guarded), a change made through them is replayed on the object after the
+    graph (through list's `__setitem__`, not the class's methods), and one graph as torch's."""
+
+    def fn(x, left, right):
+        combined = _merge(left, right)
+        popped = combined.pop() if len(combined) > 3 else None
+        return combined(x), popped is None
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    for extra in ([], [torch.nn.SiLU()]):
+        mine = _Processors([torch.nn.ReLU(), torch.nn.Sigmoid()])
+        theirs = _Processors(list(mine))
+        got = compiled(t(4), mine, _Processors(extra))
+        expected = fn(t(4), theirs, _Processors(extra))
+        helpers.assert_same(got, expected)
+        assert type(mine) is _Processors and list(map(type, mine)) == list(map(type, theirs))
+    assert cnt.frame_count == 2  # the second list's length differs: its guard fails once
+    helpers.assert_same(compiled(t(4), _Processors([torch.nn.ReLU()]), _Processors([]))[0], torch.relu(t(4)))
+    assert cnt.frame_count == 3
+
+
+def test_a_list_subclass_passed_in_with_its_own_getitem_breaks(cnt):
+    class Shifted(list):
+        def __getitem__(self, i):
+            return list.__getitem__(self, i + 1)
+
+    def fn(x, items):
+        return x + items[0]
+
+    got = stenograph.compile(fn, backend=cnt)(t(2), Shifted([1, 10]))
+    helpers.assert_same(got, t(2) + 10)
+
+
+def test_list_tuple_and_range_iterators_passed_in(cnt):
+    """`next()` and `for` on a list, tuple or range iterator passed in (they broke the graph):
+    the items it has left are read without advancing it, what the trace takes is taken from the
+    real iterator after the graph, and a returned iterator is the caller's own."""
+
+    def fn(it, x):
+        first = next(it)
+        for item in it:
+            if item is not None:
+                return x + first + item, it
+        return x + first, it
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    for make in (lambda: iter([1, 2, 3]), lambda: iter((t(2), t(2, seed=1), t(2, seed=2))), lambda: iter(range(4))):
+        mine, theirs = make(), make()
+        got, got_it = compiled(mine, t(2))
+        expected, _ = fn(theirs, t(2))
+        helpers.assert_same(got, expected)
+        assert got_it is mine
+        helpers.assert_same(list(mine), list(theirs))  # advanced as far as eager's
+    frames = cnt.frame_count
+    compiled(iter([1, 2, 3]), t(2))
+    assert cnt.frame_count == frames  # the same items: no compile
+    helpers.assert_same(compiled(iter([5, 6]), t(2))[0], t(2) + 11)  # other items: guarded
+    assert cnt.frame_count == frames + 1
+    partly = iter([7, 8, 9])
+    next(partly)
+    helpers.assert_same(compiled(partly, t(2))[0], t(2) + 17)  # starts where it stands
+    assert list(partly) == []
+
+
+def test_an_iterator_a_trace_exhausts_stays_exhausted():
+    def total(it, x):
+        n = 0
+        for item in it:
+            n += item
+        return x + n
+
+    for run in (total, stenograph.compile(total, backend="eager")):
+        items = [1, 2]
+        it = iter(items)
+        helpers.assert_same(run(it, t(1)), t(1) + 3)
+        items.append(5)
+        assert list(it) == []  # an exhausted list iterator does not see items added later
+
+
+def test_list_init_of_a_subclass_raises_as_cpython():
+    def fn(x):
+        items = _Processors()
+        list.__init__(items, [x], k=1)
+        return items
+
+    with pytest.raises(TypeError, match="list\\(\\) takes no keyword arguments"):
+        fn(t(1))
+    with pytest.raises(TypeError, match="list\\(\\) takes no keyword arguments"):
+        stenograph.compile(fn, backend="eager")(t(1))
+
+
 def test_a_builtin_method_a_class_replaces_later_recompiles(cnt):
     """`s.add` of a set subclass (and `d.get` of a dict subclass) that inherits the C method is
     guarded: a class assigning its own afterwards is seen (it was a silent stale result)."""

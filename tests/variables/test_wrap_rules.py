@@ -46,6 +46,7 @@ ORDER = [
     "weakref",
     "module_globals",
     "dict",
+    "sequence_iterator",
     "deque",
     "environ",
     "autograd_node",

@@ -12,7 +12,6 @@ block and raises, the handler's resume function continues with the exception, as
 
 from __future__ import annotations
 
-import contextlib
 import dis
 import functools
 import types
@@ -36,7 +35,7 @@ from ..bytecode.resume_code import (
 from ..errors import Unsupported
 from ..interpreter.break_rendering import BreakSite, Rendered, Slot
 from ..interpreter.opcodes import renderings_for_running_python
-from ..marks import is_disabled
+from ..marks import eager_frame_of
 from ..variables.base import Variable
 from ..variables.builtins import BuiltinVariable
 from ..variables.cells import LazyValue
@@ -49,7 +48,7 @@ from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, 
 from ..variables.global_contexts import GlobalContextMethod, GlobalContextVariable, close_in_graph
 from ..variables.new_modules import NewModuleObjectVariable
 from ..variables.symbolic import SymNodeVariable
-from ..variables.trace_rules import is_untraced_library
+from ..variables.trace_rules import compiles_as_own_frame
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
 from .eager_warnings import warn_at
 from .resume import Origin, resume_function
@@ -297,14 +296,7 @@ class BreakWriter:
         they are compiled as frames of their own."""
         runtime = self.runtime
         callee = getattr(var, "fn", None)
-        compile_callee = (
-            self.compile_callees
-            and not is_disabled(callee)
-            and not is_untraced_library(callee)
-            # `@contextmanager`'s wrapper: compiled, it could only return a generator it cannot rebuild
-            and getattr(getattr(callee, "__code__", None), "co_filename", None) != contextlib.__file__
-            and not (isinstance(callee, types.FunctionType) and callee.__code__.co_flags & 0x20)  # generator
-        )
+        compile_callee = self.compile_callees and compiles_as_own_frame(callee)
         if isinstance(var, UserFunctionVariable) and compile_callee and var.fn.__closure__ and var.source is not None:
             # guards match such a function by its code: call the one this call has, with its cells
             # bound as a method, not a partial: calling it is a plain Python call, which takes no
@@ -330,6 +322,10 @@ class BreakWriter:
             self.writer.post.append(f"{bound} = ___MethodType({name}, {self._evaluate(var.self_var)})")
             self.writer.namespace["___MethodType"] = types.MethodType
             return bound
+        if isinstance(var, UserFunctionVariable) and self.compile_callees and eager_frame_of(callee) is not None:
+            # `disable(f, recursive=False)`: f runs eagerly, the functions it calls compiled
+            router = runtime.callee_router(self.backend, self.backend_name, self.dynamic_setting)
+            return f"{self.writer.bind(router, 'route')}({self._evaluate(var)})"
         if isinstance(var, NestedFunctionVariable):
             wrap = self.writer.bind(runtime.entry_wrapper, "entry_wrapper")
             backend = self.writer.bind(self.backend, "backend")

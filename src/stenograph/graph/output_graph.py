@@ -426,7 +426,9 @@ class OutputGraph:
             raise
         except Exception as e:
             self.fake_mode.raise_interrupt()  # an interrupt torch's dispatch turned into this error
-            raise Unsupported(f"{describe} raised {type(e).__name__} while tracing: {e}") from e
+            refusal = Unsupported(f"{describe} raised {type(e).__name__} while tracing: {e}")
+            refusal.breaks_inside_loops = True  # it most likely raises eagerly too (mismatched shapes)
+            raise refusal from e
         finally:
             _FAKE_LOG.disabled = False
         if any(_shape_text(var.fake) != shape for var, shape in outputs):

@@ -29,6 +29,8 @@ class Runtime:
       forward.
     - `cache_for(code, backend, backend_name)`: the cache of `code` (generated code keeps the
       cache of the nested functions it wraps alive).
+    - `callee_router(backend, backend_name, dynamic)`: `route(callable)`, what a frame running
+      eagerly with its callees compiled calls instead (`callee_routing`).
     - `continue_class`: the tail call transformed code returns at a break (`entry.Continue`).
     """
 
@@ -37,6 +39,7 @@ class Runtime:
     closure_caller: Any
     module_caller: Any
     cache_for: Any
+    callee_router: Any
     continue_class: type
 
     def recording(self) -> Runtime:
@@ -60,6 +63,7 @@ class Runtime:
             closure_caller=recorded("closure_caller"),
             module_caller=recorded("module_caller"),
             cache_for=recorded("cache_for"),
+            callee_router=recorded("callee_router"),
             continue_class=self.continue_class,
         )
 

@@ -337,6 +337,30 @@ class SourceRenderer:
         return name
 
 
+def iterator_rest(iterator: Any) -> tuple:
+    """The items a list, tuple or range iterator has left, read from its `__reduce__` (its
+    sequence and position) without advancing it; () once it is exhausted."""
+    state = iterator.__reduce__()
+    sequence = state[1][0]
+    return tuple(sequence[state[2] :]) if len(state) > 2 else ()
+
+
+@_derived
+class IteratorRestSource(Source):
+    """The items the list, tuple or range iterator at `parent` has left, as a tuple."""
+
+    parent: Source
+
+    def base(self) -> Source:
+        return self.parent
+
+    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
+        return f"{globals_names.name_for(iterator_rest)}({parent_expr})"
+
+    def name(self) -> str:
+        return f"<the items {self.parent.name()} has left>"
+
+
 @_derived
 class WeakrefTargetSource(Source):
     """What a weak reference (`parent`) points to: `parent()`."""

@@ -56,10 +56,12 @@ def unwind_to_handler(frame: Frame, exc: TracedException) -> bool:
 
 def uncaught(exc: TracedException) -> Unsupported:
     """The compiled frame let a traced exception out: run the instruction eagerly instead."""
-    return Unsupported(
+    refusal = Unsupported(
         f"{exc.value.describe()} raised while tracing and not caught in the compiled function",
         hint="the exception is raised by running the code eagerly",
     )
+    refusal.breaks_inside_loops = True
+    return refusal
 
 
 def matches(value: Variable, match: Variable) -> bool:

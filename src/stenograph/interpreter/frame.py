@@ -296,7 +296,9 @@ class Frame:
             return call_region(self, fn, fn_source, args, kwargs)
         code = fn.__code__
         if self.depth + 1 > config.inline_depth_limit:
-            raise Unsupported(f"inlining deeper than config.inline_depth_limit ({config.inline_depth_limit})")
+            refusal = Unsupported(f"inlining deeper than config.inline_depth_limit ({config.inline_depth_limit})")
+            refusal.breaks_inside_loops = True  # the call is compiled as a frame of its own there
+            raise refusal
         if code.co_flags & (0x80 | 0x100 | 0x200):  # coroutine / async
             raise Unsupported(
                 f"call to coroutine or async generator function {code.co_qualname}", kind=BreakKind.GENERATOR

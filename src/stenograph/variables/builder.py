@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from ..guards.sources import AttrSource, ClassSource, GlobalSource, ItemSource
+from ..guards.sources import AttrSource, ClassSource, GlobalSource, ItemSource, IteratorRestSource, iterator_rest
 from ..marks import (
     graph_break,
     is_allowed_in_graph,
@@ -58,7 +58,9 @@ from .class_lookup import class_lookup
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
 from .constants import ConstantVariable, GuardedOnUseConstant, constant
 from .containers import (
+    SEQUENCE_ITERATORS,
     DictVariable,
+    InputIteratorVariable,
     ListVariable,
     SetVariable,
     SizeVariable,
@@ -449,6 +451,18 @@ def _dict(w: Wrapping) -> Variable:
     else:
         var = DictVariable(items, source, python_class=type(value))
     return w.frame.output.register_container(value, var)
+
+
+@_rule(lambda value, source: source is not None and type(value) in SEQUENCE_ITERATORS)
+def _sequence_iterator(w: Wrapping) -> Variable:
+    """A list, tuple or range iterator passed in: the items it has left (their count guarded)."""
+    assert w.source is not None
+    w.guards.type_match(w.source, w.value)
+    rest_source = IteratorRestSource(w.source)
+    rest = iterator_rest(w.value)
+    w.guards.length_match(rest_source, rest)
+    items = [wrap(w.frame, item, ItemSource(rest_source, k)) for k, item in enumerate(rest)]
+    return InputIteratorVariable(items, w.source)
 
 
 @_rule(lambda value, source: type(value) is collections.deque)

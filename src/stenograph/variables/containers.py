@@ -653,6 +653,58 @@ class DictContentsVariable(DictVariable):
         return f"{clear}({target}); {update}({target}, {self._pinned_items(expr, pin)})"
 
 
+class ListContentsVariable(ListVariable):
+    """The items of a list subclass instance passed in (whose class keeps list's own `__len__`,
+    `__getitem__` and `__iter__`), changed through list's methods: replayed through
+    `list.__setitem__`, so the class's Python methods do not run a second time."""
+
+    def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
+        items = pin(f"[{', '.join(expr(i) for i in self.items)}]")
+        return f"{expr(ConstantVariable(list.__setitem__))}({target}, slice(None), {items})"
+
+
+# the iterators of builtin sequences whose position `__reduce__` tells (`sources.iterator_rest`)
+SEQUENCE_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
+
+
+def advance_iterator(iterator: Any, steps: int) -> None:
+    """Take `steps` items from `iterator` (fewer if it runs out), as the traced code did."""
+    for _ in range(steps):
+        if next(iterator, _EXHAUSTED) is _EXHAUSTED:
+            return
+
+
+_EXHAUSTED = object()
+
+
+class InputIteratorVariable(IteratorVariable):
+    """A list, tuple or range iterator passed in (or reached through a source): the items it has
+    left, read through `IteratorRestSource` (their count and the items guarded). What the trace
+    takes from it is taken from the real iterator after the graph (a `next()` that found it
+    exhausted included, which exhausts a list iterator for good), so the caller sees it advanced
+    as eagerly; live at a break or returned, it is the caller's own iterator."""
+
+    on_stack_as_tuple_iterator = False
+
+    def __init__(self, items: list[Variable], source: Any) -> None:
+        super().__init__(items)
+        self.source = source
+        self.ran_out = False
+
+    def describe(self) -> str:
+        return "sequence iterator passed in"
+
+    def next(self, frame: Frame) -> Variable | None:
+        frame.output.side_effects.container_changed(self)
+        item = super().next(frame)
+        self.ran_out = self.ran_out or item is None
+        return item
+
+    def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
+        steps = self.index + self.ran_out
+        return f"{expr(ConstantVariable(advance_iterator))}({target}, {steps})" if steps else None
+
+
 class ListIteratorVariable(IteratorVariable):
     """`iter(list)`: reads the live list at each step, as CPython's list iterator does, so items
     appended or removed during the loop are seen."""

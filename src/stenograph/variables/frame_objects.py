@@ -56,7 +56,7 @@ from .user_classes import (
     ObjectVariable,
     UnboundBaseMethodVariable,
     class_variable,
-    dict_method,
+    contents_method,
     dunder_length,
     dunder_truth,
     pending_class_attribute,
@@ -146,9 +146,10 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
             f"dynamic attribute access through {type(obj).__qualname__}.__dict__",
             hint="use getattr(obj, name): attribute lookups are traced and guarded",
         )
-    if isinstance(obj, dict) and obj_var.source is not None:
-        # `output.keys()` of a dict subclass (HuggingFace's ModelOutput): the real contents, guarded
-        method = dict_method(obj_var, cls_attr, name)
+    if isinstance(obj, (dict, list)) and obj_var.source is not None:
+        # `output.keys()` of a dict subclass (HuggingFace's ModelOutput), `procs.append` of a list
+        # subclass: the real contents, guarded
+        method = contents_method(obj_var, cls_attr, name)
         if method is not None:
             return method
     known = (property, staticmethod, classmethod, types.FunctionType, int, float, str, bool, tuple)
@@ -443,8 +444,8 @@ class UserObjectVariable(ObjectVariable):
         fn = python_dunder(frame, self, name)
         if fn is not None:
             return frame.inline_call(fn, [self, *args], {}, closure=None)
-        method = dict_method(self, class_attribute(type(self.value_object), name), name)
-        if method is not None:  # a dict subclass using dict's own: its real contents
+        method = contents_method(self, class_attribute(type(self.value_object), name), name)
+        if method is not None:  # a dict or list subclass using its base's own: its real contents
             return method.call(frame, args, {})
         raise Unsupported(f"{self.describe()} has no Python {name} (implemented in C or missing)")
 

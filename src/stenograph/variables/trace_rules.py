@@ -38,12 +38,14 @@ Values, not calls:
 
 from __future__ import annotations
 
+import contextlib
 import types
 import typing
 from typing import Any
 
 import torch
 
+from ..marks import is_disabled
 from .class_lookup import class_lookup
 
 # -- constants ------------------------------------------------------------------------------------
@@ -180,6 +182,25 @@ def untraced_library(fn: Any) -> str | None:
 
 def is_untraced_library(fn: Any) -> bool:
     return untraced_library(fn) is not None
+
+
+_GENERATOR = 0x20  # inspect.CO_GENERATOR
+
+
+def compiles_as_own_frame(fn: Any) -> bool:
+    """Whether Python function `fn`, called eagerly by compiled code (at a graph break, or from a
+    frame that runs eagerly), is compiled as a frame of its own, as torch.compile's hook compiles
+    the frames it does not skip: not a disabled function, an untraced library's, a generator
+    function, or `@contextmanager`'s wrapper (compiled, it could only return a generator that
+    generated code cannot rebuild)."""
+    code = getattr(fn, "__code__", None)
+    return (
+        isinstance(code, types.CodeType)
+        and not is_disabled(fn)
+        and not is_untraced_library(fn)
+        and code.co_filename != contextlib.__file__
+        and not code.co_flags & _GENERATOR
+    )
 
 
 # -- torch functions: graph ops, state, constants -------------------------------------------------

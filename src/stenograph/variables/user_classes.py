@@ -30,7 +30,15 @@ from .autograd_function import FunctionApplyVariable
 from .base import Variable
 from .class_lookup import MISSING, class_attribute, class_lookup
 from .constants import ConstantVariable, IteratorVariable, constant
-from .containers import DictContentsVariable, DictVariable, SetVariable, TupleVariable, iterate
+from .containers import (
+    DictContentsVariable,
+    DictVariable,
+    ListContentsVariable,
+    ListVariable,
+    SetVariable,
+    TupleVariable,
+    iterate,
+)
 from .descriptors import (
     class_attr_source,
     class_dunder,
@@ -57,7 +65,7 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 # builtin bases whose instances stenograph can model: their C methods are emulated below
-_MODELLED_BASES = (object, dict, collections.OrderedDict, set, frozenset, BaseException)
+_MODELLED_BASES = (object, dict, collections.OrderedDict, set, frozenset, list, BaseException)
 
 
 def _is_builtin_class(klass: type) -> bool:
@@ -200,6 +208,8 @@ def _allocate(frame: Frame, cls: type, args: list[Variable]) -> NewObjectVariabl
             raise raise_new(frame, TypeError, f"{cls.__name__} expected at most 1 argument, got {len(args)}")
         members = SetVariable.of(frame, args[0], frozenset) if args else SetVariable({}, frozenset)
         return NewObjectVariable(cls, members)
+    if base is list:
+        return NewObjectVariable(cls, ListVariable([]))
     return NewObjectVariable(cls, SetVariable({}, set) if base is set else None)
 
 
@@ -257,7 +267,7 @@ class NewObjectVariable(ObjectVariable):
     def __init__(self, cls: type, items: Variable | None = None) -> None:
         self.cls = cls
         self.attrs = DictVariable({})  # the instance __dict__
-        self.items = items  # the dict or set contents, for dict and set subclasses
+        self.items = items  # the dict, set or list contents, for subclasses of those
         self.born = self.attrs.born
 
     def made_while_tracing(self) -> bool:
@@ -492,6 +502,9 @@ class NewObjectVariable(ObjectVariable):
             # set's own update adds them one by one in this tracker's order: the table it had
             update = rebuild.writer.bind(set.update, "update")
             lines.append(f"{update}({name}, ({self.items.rebuilt_members(rebuild)}))")
+        elif isinstance(self.items, ListVariable):
+            extend = rebuild.writer.bind(list.extend, "extend")
+            lines.append(f"{extend}({name}, [{', '.join(rebuild.expr(v) for v in self.items.items)}])")
         elif isinstance(self.items, DictVariable):
             setitem = rebuild.writer.bind(self.items.python_class.__setitem__, "setitem")
             for k, v in self.items.items.items():
@@ -536,6 +549,8 @@ class BaseMethodVariable(Variable):
         if not isinstance(obj, NewObjectVariable):
             if name in _DICT_METHODS and issubclass(self.owner, dict) and obj.source is not None:
                 return _contents_method(frame, dict_contents(frame, obj), name, args, kwargs)
+            if name in _LIST_METHODS and self.owner is list and obj.source is not None:
+                return _contents_method(frame, list_contents(frame, obj), name, args, kwargs)
             # an outside object of a plain class (an nn.Module read from the frame has none)
             plain = isinstance(obj, ObjectVariable) and obj.protocol_class() is not None
             if plain and self.owner is object and not kwargs and len(args) == _ATTRIBUTE_ARITY.get(name):
@@ -552,11 +567,17 @@ class BaseMethodVariable(Variable):
             if issubclass(self.owner, BaseException):
                 obj.attrs.items["args"] = _tuple(args)
             elif obj.items is not None and self.owner is not object:
-                if self.owner is set:  # set.__init__ empties the set, then adds its one argument
+                if self.owner in (set, list):  # empties it, then adds its one argument's items
+                    kind = self.owner.__name__
+                    if kwargs:
+                        raise raise_new(frame, TypeError, f"{kind}() takes no keyword arguments")
                     if len(args) > 1:
-                        raise raise_new(frame, TypeError, f"set expected at most 1 argument, got {len(args)}")
+                        raise raise_new(frame, TypeError, f"{kind} expected at most 1 argument, got {len(args)}")
                     obj.items.call_method(frame, "clear", [], {})
-                obj.items.call_method(frame, "update", args, kwargs)
+                    if self.owner is list and args:
+                        obj.items.call_method(frame, "extend", args, {})
+                if self.owner is not list:
+                    obj.items.call_method(frame, "update", args, kwargs)
             elif (args or kwargs) and _builtin_base(obj.cls) is not frozenset:
                 # (object.__init__ ignores the arguments a class's own __new__ took: frozenset's)
                 raise Unsupported(f"{obj.cls.__qualname__}() takes no arguments")
@@ -612,11 +633,19 @@ _DICT_METHODS = {
 }
 
 
-def dict_method(obj: Variable, cls_attr: Any, name: str) -> Variable | None:
+# list's methods on an outside list subclass instance, which act on its real items
+_LIST_METHODS = {
+    *("append", "extend", "insert", "pop", "remove", "clear", "index", "count", "reverse", "copy"),
+    *("__getitem__", "__setitem__", "__delitem__", "__len__", "__iter__", "__contains__"),
+}
+
+
+def contents_method(obj: Variable, cls_attr: Any, name: str) -> Variable | None:
     """`obj.keys` (and the other methods of `_DICT_METHODS`) of an outside dict subclass instance
-    whose class inherits the method from `dict`/`OrderedDict`: bound to its real contents."""
-    for owner in (collections.OrderedDict, dict):
-        if name in _DICT_METHODS and cls_attr is owner.__dict__.get(name):
+    whose class inherits the method from `dict`/`OrderedDict`, or `obj.append` (`_LIST_METHODS`)
+    of a list subclass instance that inherits it from `list`: bound to its real contents."""
+    for owner, names in ((collections.OrderedDict, _DICT_METHODS), (dict, _DICT_METHODS), (list, _LIST_METHODS)):
+        if name in names and cls_attr is owner.__dict__.get(name):
             return BaseMethodVariable(obj, owner, name)
     return None
 
@@ -637,6 +666,24 @@ def dict_contents(frame: Frame, obj: Variable) -> Variable:
     items = {k: frame.wrap(dict.__getitem__(real, k), ItemSource(obj.source, k)) for k in keys}
     contents = DictContentsVariable(items, obj.source, python_class=_builtin_base(type(real)))
     return frame.output.register_container(real, contents)
+
+
+def list_contents(frame: Frame, obj: Variable) -> Variable:
+    """The items of an outside list subclass instance, read through its source (its length
+    guarded): one tracker per object, changes made through list's methods replayed on it after
+    the graph. A class with its own `__len__`, `__getitem__` or `__iter__` is refused: the
+    guards and the reads of the items would run them."""
+    real = obj.value_object
+    known = frame.output.known_container(real, obj.source)
+    if known is not None:
+        return known
+    cls = type(real)
+    for name in ("__len__", "__getitem__", "__iter__"):
+        if class_attribute(cls, name, None) is not list.__dict__[name]:
+            raise Unsupported(f"{obj.describe()}: a list subclass with its own {name}, passed in")
+    frame.output.guards.length_match(obj.source, real)
+    items = [frame.wrap(list.__getitem__(real, i), ItemSource(obj.source, i)) for i in range(list.__len__(real))]
+    return frame.output.register_container(real, ListContentsVariable(items, obj.source))
 
 
 def _tuple(items: list[Variable]) -> Variable:

@@ -135,6 +135,7 @@ def _makers(runtime: Any) -> dict[str, Any]:
         "closure_caller": runtime.closure_caller,
         "module_caller": runtime.module_caller,
         "cache_for": runtime.cache_for,
+        "callee_router": runtime.callee_router,
     }
 
 
