@@ -2378,3 +2378,79 @@ def test_names_imported_inside_the_function_are_read_through_sys_modules(cnt):
     finally:
         del sys.modules[module.__name__]
     assert cnt.frame_count == 3
+
+
+def test_zero_argument_super_in_a_staticmethod_raises_eagers_error():
+    """The error leaves the compiled code as eager's: the break that ran `super()` in generated
+    code (no `__class__` cell there) gave another message."""
+
+    class A:
+        @staticmethod
+        def foo():
+            return super().__init__()
+
+    def fn(obj):
+        return obj.foo()
+
+    with pytest.raises(RuntimeError, match="super\\(\\): no arguments"):
+        fn(A())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stenograph.StenographWarning)
+        with pytest.raises(RuntimeError, match="super\\(\\): no arguments"):
+            stenograph.compile(fn, backend="eager")(A())
+
+
+def test_is_between_tuples_of_different_lengths(cnt):
+    """`b = a; a += (x,)` makes a new tuple: `b is a` is False (it broke the graph)."""
+
+    def fn(a, x):
+        b = a
+        a += (x.sin(),)
+        return b is a, len(b), len(a)
+
+    assert stenograph.compile(fn, backend=cnt, fullgraph=True)((1,), t(2)) == fn((1,), t(2)) == (False, 1, 2)
+
+
+def test_mark_static_inside_compiled_code_specialises_the_size(cnt):
+    def fn(x):
+        stenograph.mark_static(x, 0)
+        return x + 1
+
+    compiled = stenograph.compile(fn, backend=cnt, dynamic=True, fullgraph=True)
+    helpers.assert_same(compiled(t(12, 23)), t(12, 23) + 1)
+    helpers.assert_same(compiled(t(12, 5)), t(12, 5) + 1)
+    assert cnt.frame_count == 1  # the other dimension stays dynamic
+    helpers.assert_same(compiled(t(13, 5)), t(13, 5) + 1)
+    assert cnt.frame_count == 2  # the first is guarded
+
+
+def test_a_catch_warnings_block_is_traced_through(cnt):
+    """detectron2's `Instances.set` measures a value inside `warnings.catch_warnings(record=True)`:
+    the block is one graph with the code around it (it broke the graph), the list is eager's."""
+
+    def fn(x):
+        with warnings.catch_warnings(record=True) as caught:
+            n = len(x)
+            y = x * 2
+        return y + n, len(caught)
+
+    _one_graph(fn, cnt)
+
+
+def test_warnings_inside_a_catch_warnings_block_stay_inside_it():
+    """A break inside the block (a warning, a filter change) runs the whole block eagerly in a
+    real `catch_warnings`: what it silences stays silent, what is shown after it is shown."""
+
+    def fn(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            warnings.warn("hidden")
+            y = x * 2
+        warnings.warn("shown")
+        return y
+
+    for run in (fn, stenograph.compile(fn, backend="eager")):
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("always")
+            helpers.assert_same(run(t(2)), t(2) * 2)
+        assert [str(w.message) for w in shown] == ["shown"]

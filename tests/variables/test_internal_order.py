@@ -27,6 +27,7 @@ GROUPS: list[tuple[str, list[str]]] = [
             "contexts",
             "global_contexts",
             "profiler_ranges",
+            "warning_blocks",
             "tensor_effects",
             "double_backward",
         ],

@@ -343,6 +343,9 @@ class BreakWriter:
             return f"(lambda: {self.writer.namer.name_for(self.frame.f_globals)})"
         if isinstance(var, BuiltinVariable) and var.fn in (locals, vars):
             raise Unsupported(f"{var.fn.__name__}() would see the generated code's variables")
+        if isinstance(var, BuiltinVariable) and var.fn is super and self.inst.arg == 0:
+            # it reads the calling frame's `__class__` cell and first argument
+            raise Unsupported("super() without arguments would see the generated code's frame")
         if isinstance(var, (NNModuleVariable, NewModuleObjectVariable)):
             module_caller = runtime.module_caller(self.backend, self.backend_name, self.dynamic_setting)
             caller = self.writer.bind(module_caller, "modcall")

@@ -27,6 +27,7 @@ import math
 import os
 import sys
 import types
+import warnings
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from ..marks import (
     is_exporting,
     substitute_for,
 )
-from ..shapes.dynamic import may_be_dynamic
+from ..shapes.dynamic import mark_static, may_be_dynamic
 from . import builtins as builtin_vars
 from . import (
     collectives,
@@ -84,6 +85,7 @@ from .functions import (
     FoldedCallVariable,
     FullgraphFunctionVariable,
     GraphBreakVariable,
+    MarkStaticVariable,
     OpaqueCallableVariable,
     PartialVariable,
     SubstitutedVariable,
@@ -111,6 +113,7 @@ from .trace_rules import (
     is_user_class,
 )
 from .user_classes import UserClassVariable, new_object
+from .warning_blocks import make_catch_warnings
 
 if TYPE_CHECKING:
     from ..guards.guard_set import GuardSet
@@ -570,6 +573,8 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
         raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
     if cls is weakref.ref:
         return new_weakref(args, kwargs)
+    if cls is warnings.catch_warnings:
+        return make_catch_warnings(frame, args, kwargs)
     if is_plain_function_class(cls) and not args and not kwargs:
         return FunctionInstanceVariable(UserClassVariable(cls, None), cls)
     if type(cls).__call__ is dict:  # a TypedDict class: calling it makes a plain dict
@@ -683,6 +688,8 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return SubstitutedVariable(value, substitute)
     if value is graph_break:
         return GraphBreakVariable()
+    if value is mark_static:
+        return MarkStaticVariable(value)
     if value is torch.cond:
         return CondVariable()
     if value is torch.utils.checkpoint.checkpoint:

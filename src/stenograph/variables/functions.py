@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ..errors import BreakKind, FullgraphBreak, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
@@ -633,6 +634,32 @@ class FoldedCallVariable(MarkedFunctionVariable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return constant(self.result)
+
+
+class MarkStaticVariable(MarkedFunctionVariable):
+    """`mark_static(x, dim)` called in compiled code: the dimension's size is specialised there
+    (its value guarded), as torch.compile forces it static while tracing; on an nn.Module class
+    it returns the class, as eagerly."""
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        bound = dict(zip(("t", "index"), args)) | kwargs
+        target, index = bound.get("t"), bound.get("index", constant(None))
+        if target is not None and not isinstance(target, TensorVariable) and target.is_constant():
+            if isinstance(target.as_constant(), type):
+                return target  # a module class: nothing to trace
+        if not isinstance(target, TensorVariable) or not index.is_constant():
+            raise Unsupported(f"{self.describe()} of {target.describe() if target else 'nothing'}")
+        dims = index.as_constant()
+        rank = len(target.fake.shape)
+        for dim in range(rank) if dims is None else [dims] if isinstance(dims, int) else dims:
+            size = target.fake.shape[dim]
+            if isinstance(size, torch.SymInt):
+                try:
+                    int(size)  # the ShapeEnv guards the value the size has now
+                except GuardOnDataDependentSymNode:
+                    what = f"{self.describe()} of a data-dependent size"
+                    raise Unsupported(what, kind=BreakKind.DATA_DEPENDENT) from None
+        return constant(None)
 
 
 class SubstitutedVariable(MarkedFunctionVariable):

@@ -120,6 +120,10 @@ def same_object(a: Variable, b: Variable) -> bool | None:
         if other.is_constant() and any(other.as_constant() is s for s in _SINGLETONS) and not var.is_constant():
             if var.python_type() is not type(other.as_constant()):
                 return False
+    # tuples of different lengths (a tuple's length is fixed and guarded): `b = a; a += (x,)`
+    lengths = _tuple_length(a), _tuple_length(b)
+    if None not in lengths and lengths[0] != lengths[1]:
+        return False
     # a list, dict or set against an object of another class (their classes are guarded):
     # a dataclass's `field is _HAS_DEFAULT_FACTORY` on a list of tensors
     kinds = _known_class(a), _known_class(b)
@@ -129,6 +133,15 @@ def same_object(a: Variable, b: Variable) -> bool | None:
 
 
 _MUTABLE = (list, dict, set)
+
+
+def _tuple_length(var: Variable) -> int | None:
+    """The length of a plain tuple tracker (a constant one or one of trackers), else None."""
+    if var.is_constant():
+        value = var.as_constant()
+        return len(value) if type(value) is tuple else None
+    items = getattr(var, "items", None)
+    return len(items) if _known_class(var) is tuple and isinstance(items, list) else None
 
 
 def _known_class(var: Variable) -> type | None:
