@@ -2444,9 +2444,9 @@ def test_warnings_inside_a_catch_warnings_block_stay_inside_it():
     def fn(x):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            warnings.warn("hidden")
+            warnings.warn("hidden", stacklevel=1)
             y = x * 2
-        warnings.warn("shown")
+        warnings.warn("shown", stacklevel=1)
         return y
 
     for run in (fn, stenograph.compile(fn, backend="eager")):
@@ -2454,3 +2454,74 @@ def test_warnings_inside_a_catch_warnings_block_stay_inside_it():
             warnings.simplefilter("always")
             helpers.assert_same(run(t(2)), t(2) * 2)
         assert [str(w.message) for w in shown] == ["shown"]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_torch_check_on_a_scalar_read_from_a_tensor(backend):
+    """`torch._check(y >= 0)` on `y = x.item()` (it broke the graph, so fullgraph raised): the
+    branch after it needs no guard, and a value breaking it raises when the graph runs."""
+
+    def fn(x):
+        y = x.item()
+        torch._check(y >= 0)
+        return x * 2 if y >= 0 else x * 3
+
+    with stenograph.config.patch(capture_scalar_outputs=True):
+        compiled = stenograph.compile(fn, backend=backend, fullgraph=True)
+        helpers.assert_same(compiled(torch.tensor([3])), torch.tensor([6]))
+        helpers.assert_same(compiled(torch.tensor([5])), torch.tensor([10]))
+        with pytest.raises(RuntimeError):
+            fn(torch.tensor([-2]))
+        with pytest.raises(RuntimeError):
+            compiled(torch.tensor([-2]))
+
+
+def test_torch_check_on_constants_and_sizes(cnt):
+    def fn(x):
+        torch._check(x.shape[0] > 1)
+        torch._check(True)
+        return x + 1
+
+    helpers.assert_same(stenograph.compile(fn, backend=cnt, fullgraph=True)(t(3)), t(3) + 1)
+
+    def fails(x):
+        torch._check(False)
+        return x
+
+    with pytest.raises(RuntimeError, match="Expected cond to be True"):
+        fails(t(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stenograph.StenographWarning)
+        with pytest.raises(RuntimeError, match="Expected cond to be True"):
+            stenograph.compile(fails, backend="eager")(t(1))
+
+
+def test_a_weak_reference_to_a_tensor_the_frame_computed(cnt):
+    """`weakref.ref(t)` of an intermediate (it broke the graph): rebuilt where it escapes, alive
+    while the tensor is; calling it inside the frame breaks (the tensor may be dead, eagerly)."""
+
+    def keeps(x):
+        y = x * 2
+        return weakref.ref(y), y
+
+    def drops(x):
+        return weakref.ref(x * 2)
+
+    ref, y = stenograph.compile(keeps, backend=cnt, fullgraph=True)(t(2))
+    assert ref() is y
+    assert stenograph.compile(drops, backend="eager", fullgraph=True)(t(2))() is None
+    assert drops(t(2))() is None
+
+
+def test_a_module_list_indexed_by_a_dynamic_int(cnt):
+    """`self.blocks[cycle](x)` with `cycle` an argument under `dynamic=True` (it broke the graph):
+    the index is specialised, and another index recompiles."""
+    blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def fn(x, cycle):
+        return blocks[cycle](x)
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True, dynamic=True)
+    for cycle in (2, 2, 0):
+        helpers.assert_same(compiled(t(2, 4), cycle), fn(t(2, 4), cycle))
+    assert cnt.frame_count == 2

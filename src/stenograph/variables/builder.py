@@ -81,6 +81,7 @@ from .frame_objects import (
 from .func_transforms import GradVariable, VmapVariable
 from .functions import (
     CachedFunctionVariable,
+    CheckVariable,
     DisallowedCallVariable,
     FoldedCallVariable,
     FullgraphFunctionVariable,
@@ -690,6 +691,8 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return GraphBreakVariable()
     if value is mark_static:
         return MarkStaticVariable(value)
+    if value is torch._check:
+        return CheckVariable(value)
     if value is torch.cond:
         return CondVariable()
     if value is torch.utils.checkpoint.checkpoint:

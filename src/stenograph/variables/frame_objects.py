@@ -51,6 +51,7 @@ from .module_slices import slice_or_member
 from .named_tuples import is_namedtuple_class
 from .sequence_protocol import getitem_iterator
 from .symbolic import GraphValueVariable
+from .tensor import TensorVariable
 from .trace_rules import is_literal, is_trusted_module
 from .user_classes import (
     ObjectVariable,
@@ -1163,6 +1164,8 @@ class NewWeakrefVariable(Variable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if args or kwargs:
             raise Unsupported("a weak reference called with arguments")
+        if self.target.source is None:
+            raise Unsupported("calling a weak reference to a tensor the frame computed (eagerly it may be dead)")
         return self.target
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -1170,9 +1173,11 @@ class NewWeakrefVariable(Variable):
 
 
 def new_weakref(args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    """`weakref.ref(obj)` called while tracing: a tracker for objects read from the frame; others
-    (an intermediate only this frame holds may die at once, as eagerly) and callbacks break."""
-    if len(args) != 1 or kwargs or args[0].source is None:
+    """`weakref.ref(obj)` called while tracing: a tracker for objects read from the frame and
+    for tensors the graph computes (only rebuilt where it escapes: calling one while tracing
+    breaks, since an intermediate only this frame holds may be dead already, as eagerly);
+    other objects made in the frame and callbacks break."""
+    if len(args) != 1 or kwargs or args[0].source is None and not isinstance(args[0], TensorVariable):
         raise Unsupported("weakref.ref() of an object made in the frame, or with a callback")
     return NewWeakrefVariable(args[0])
 

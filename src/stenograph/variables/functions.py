@@ -662,6 +662,31 @@ class MarkStaticVariable(MarkedFunctionVariable):
         return constant(None)
 
 
+class CheckVariable(MarkedFunctionVariable):
+    """`torch._check(cond, message)`: a condition known while tracing is checked now (eager's
+    RuntimeError when it fails); a symbolic one (a value `.item()` read) is told to the ShapeEnv,
+    so later decisions on it need no guard, and recorded as `aten._assert_scalar`, which raises
+    when the graph runs, as torch.compile records it."""
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        bound = dict(zip(("cond", "message"), args)) | kwargs
+        cond = bound.get("cond")
+        if isinstance(cond, SymNodeVariable) and cond.python_type() is bool:
+            torch._check(cond.fake)
+            text = "torch._check failed in the compiled function"
+            frame.output.call("call_function", torch.ops.aten._assert_scalar.default, [cond, constant(text)], {}, text)
+            return constant(None)
+        if cond is not None and cond.is_constant() and type(cond.as_constant()) is bool:
+            if cond.as_constant():
+                return constant(None)
+            if len(bound) == 1:  # eager's error, raised in the traced program
+                try:
+                    torch._check(False)
+                except RuntimeError as e:
+                    raise_python_error(frame, e)
+        raise Unsupported(f"{self.describe()} of {cond.describe() if cond is not None else 'nothing'}")
+
+
 class SubstitutedVariable(MarkedFunctionVariable):
     """A function with a `substitute_in_graph` substitute: a call traces the substitute, or, when
     it may be folded and every argument is a constant, calls the function now and uses its result."""

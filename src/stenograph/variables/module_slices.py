@@ -19,6 +19,7 @@ import torch
 from ..errors import Unsupported
 from .base import Variable
 from .exceptions import raise_new
+from .symbolic import SymNodeVariable
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -77,9 +78,12 @@ def slice_or_member(
 ) -> Variable:
     """`container[key]` of a Sequential or ModuleList with members `names` in order; `track(name)`
     gives a member's tracker (called for the members chosen only)."""
-    if not key.is_constant():
+    if isinstance(key, SymNodeVariable) and key.python_type() is int:
+        k = key.as_constant()  # a symbolic index is specialised (guarded), as torch.compile does
+    elif key.is_constant():
+        k = key.as_constant()
+    else:
         raise Unsupported(f"indexing {cls.__name__} with {key.describe()}")
-    k = key.as_constant()
     if isinstance(k, slice):
         chosen = [(name, track(name)) for name in names[k]]
         if not issubclass(cls, torch.nn.Sequential):  # a ModuleList numbers its members anew
