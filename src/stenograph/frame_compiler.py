@@ -551,6 +551,7 @@ class _GraphCompiler:
 
     def __call__(self, outputs: list[torch.fx.Node]) -> Any:
         output = self.output
+        _drop_unused_numbers(output.graph, set(outputs))
         if output.op_count() == 0:
             return None
         output.restore_grad_mode()
@@ -631,6 +632,27 @@ def _graph_module(output: OutputGraph, outputs: list[torch.fx.Node], label: str)
     gm = torch.fx.GraphModule(root, output.graph, class_name="StenographGraph")
     gm.meta["stenograph_frame"] = label
     return gm
+
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+# how a graph computes a number from sizes and other numbers, with no effect besides the result
+_NUMBER_METHODS = frozenset({"size", "stride", "numel", "dim", "storage_offset"})
+
+
+def _drop_unused_numbers(graph: torch.fx.Graph, outputs: set[torch.fx.Node]) -> None:
+    """Drop number arithmetic nothing reads, neither a node nor the graph's `outputs` (a
+    comparison a branch decided while tracing, a size taken and left unused): it has no effect,
+    and torch.compile's graphs hold none, so graphs (and the frames counted for them) match its."""
+    for node in reversed(list(graph.nodes)):
+        if node.users or node in outputs or not isinstance(node.meta.get("example_value"), _SYMBOLIC):
+            continue
+        pure_function = node.op == "call_function" and getattr(node.target, "__module__", None) in (
+            "_operator",
+            "operator",
+            "math",
+        )
+        if pure_function or node.op == "call_method" and node.target in _NUMBER_METHODS:
+            graph.erase_node(node)
 
 
 def accepts(fn: types.FunctionType, args: tuple, kwargs: dict) -> bool:

@@ -2255,7 +2255,8 @@ def test_returned_map_and_filter_objects_are_rebuilt(cnt):
 
 def test_a_weak_reference_made_in_the_frame(cnt):
     """`weakref.ref(x)` of an argument: calling it gives the argument, a returned one refers to
-    it (it was a graph break); of an intermediate (which may die at once, as eagerly): a break."""
+    it (it was a graph break); of another object made in the frame (which may die at once, as
+    eagerly): a break."""
 
     def fn(x, y):
         x_weak = weakref.ref(x)
@@ -2267,7 +2268,7 @@ def test_a_weak_reference_made_in_the_frame(cnt):
     helpers.assert_same(out, x * y)
     assert type(ref) is weakref.ref and ref() is x
     with pytest.raises(stenograph.Unsupported, match="object made in the frame"):
-        stenograph.compile(lambda x: weakref.ref(x * 2), backend=cnt, fullgraph=True)(x)
+        stenograph.compile(lambda x: weakref.ref([x]), backend=cnt, fullgraph=True)(x)
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
@@ -2525,3 +2526,41 @@ def test_a_module_list_indexed_by_a_dynamic_int(cnt):
     for cycle in (2, 2, 0):
         helpers.assert_same(compiled(t(2, 4), cycle), fn(t(2, 4), cycle))
     assert cnt.frame_count == 2
+
+
+def test_tolist_of_a_tensor_with_a_dynamic_size_specialises_it():
+    """`y, z = i.tolist()` with `i`'s size dynamic (it broke the graph under fullgraph): the
+    length is specialised, the values stay unbacked, `split` by them runs under aot_eager."""
+
+    def fn(x, i):
+        y, z = i.tolist()
+        return torch.split(x, [y, z])
+
+    x = t(10)
+    with stenograph.config.patch(capture_scalar_outputs=True):
+        compiled = stenograph.compile(fn, backend="aot_eager", fullgraph=True, dynamic=True)
+        for sizes in ([7, 3], [4, 6]):
+            got = compiled(x, torch.tensor(sizes))
+            helpers.assert_same(got, fn(x, torch.tensor(sizes)))
+
+
+def test_numbers_a_branch_decided_leave_nothing_in_the_graph(cnt):
+    """A comparison of a dynamic number that only a branch read, and a size taken and unused,
+    were left in the graph (an extra op, and a counted frame where nothing else ran)."""
+
+    def decide(y):
+        if y > 2:
+            return True
+        return False
+
+    def fn(x, y):
+        x.size(0)
+        return x * 2 if decide(y) else x * 3
+
+    compiled = stenograph.compile(fn, backend=cnt, dynamic=True)
+    helpers.assert_same(compiled(t(3), 5.0), t(3) * 2)
+    assert (cnt.frame_count, cnt.op_count) == (1, 1)
+
+    only_branch = stenograph.testing.CompileCounter()
+    assert stenograph.compile(decide, backend=only_branch, dynamic=True)(5.0) is True
+    assert only_branch.frame_count == 0

@@ -17,6 +17,7 @@ import operator
 from typing import TYPE_CHECKING
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from .. import config
 from ..errors import BreakKind, Unsupported
@@ -70,16 +71,21 @@ def number(frame: Frame, tensor: TensorVariable, kind: type) -> Variable:
 
 
 def to_list(frame: Frame, tensor: TensorVariable) -> Variable:
-    """`t.tolist()` of an integer tensor of static shape: nested lists of `t[i]...item()`."""
-    shape = tensor.fake.shape
+    """`t.tolist()` of an integer tensor: nested lists of `t[i]...item()`. A dynamic size is
+    specialised (its value guarded: the list's length is Python structure), as torch.compile
+    does; a data-dependent one keeps the break."""
     captured = config.capture_scalar_outputs and tensor.fake.dtype in _INTEGER_DTYPES
-    if not captured or any(is_symbolic(s) for s in shape):
+    if not captured:
         raise refuse("tolist")
-    return _nested(frame, tensor, len(shape))
+    try:
+        shape = [int(s) for s in tensor.fake.shape]
+    except GuardOnDataDependentSymNode:
+        raise refuse("tolist") from None
+    return _nested(frame, tensor, shape)
 
 
-def _nested(frame: Frame, tensor: TensorVariable, dims: int) -> Variable:
-    if dims == 0:
+def _nested(frame: Frame, tensor: TensorVariable, shape: list[int]) -> Variable:
+    if not shape:
         return item(frame, tensor)
-    rows = [tensor.getitem(frame, constant(i)) for i in range(int(tensor.fake.shape[0]))]
-    return ListVariable([_nested(frame, row, dims - 1) for row in rows])
+    rows = [tensor.getitem(frame, constant(i)) for i in range(shape[0])]
+    return ListVariable([_nested(frame, row, shape[1:]) for row in rows])
