@@ -49,6 +49,14 @@ def _makes_one(x):
     return x.as_subclass(_Passing).cos() + 1
 
 
+def _makes_one_of_an_intermediate(x):
+    return torch.add(x, 1.0).as_subclass(_Passing) * 2
+
+
+def _constructs_one(x):
+    return _AddIsSub(torch.add(x, 1.0)) + 2
+
+
 _CASES = [
     (_ops, _Plain),
     (_ops, _Passing),
@@ -56,6 +64,8 @@ _CASES = [
     (_checks_type, _Passing),
     (_checks_type, _Plain),
     (_makes_one, None),
+    (_makes_one_of_an_intermediate, None),
+    (_constructs_one, None),
 ]
 
 
@@ -343,3 +353,20 @@ def test_setting_a_subclass_property_runs_its_setter(cnt):
     x, x_eager = torch.ones(2).as_subclass(_WithScale), torch.ones(2).as_subclass(_WithScale)
     assert_same(stenograph.compile(fn, backend=cnt)(x), fn(x_eager))
     assert x.scale == x_eager.scale == 30
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_subclass_made_in_the_frame_keeps_autograd_history(backend):
+    """`Cls(t)` and `t.as_subclass(Cls)` of an intermediate (they broke the graph): an alias of
+    class `Cls` whose gradients flow back as eagerly."""
+
+    def fn(x):
+        return (_Passing(x * 3).sin() + torch.add(x, 1.0).as_subclass(_Passing)).sum()
+
+    x, x_ref = torch.linspace(-1, 1, 4, requires_grad=True), torch.linspace(-1, 1, 4, requires_grad=True)
+    got = stenograph.compile(fn, backend=backend, fullgraph=True)(x)
+    expected = fn(x_ref)
+    _assert_same_typed(got, expected)
+    got.backward()
+    expected.backward()
+    assert_same(x.grad, x_ref.grad)

@@ -20,6 +20,8 @@ import torch
 import torch.fx
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
+from ..graph.output_graph import MADE_SUBCLASS_ATTR
+
 _log = logging.getLogger("stenograph.backends")
 
 _MAKERS = frozenset({"as_subclass", "_make_subclass", torch.Tensor.as_subclass, torch.Tensor._make_subclass})
@@ -42,7 +44,8 @@ def subclass_reason(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> str 
         ):
             return f"an input is a {type(value).__qualname__} (a tensor subclass)"
     for node in gm.graph.nodes:
-        if node.op in ("call_function", "call_method") and node.target in _MAKERS:
+        makes = node.target in _MAKERS or getattr(node.target, MADE_SUBCLASS_ATTR, None) is not None
+        if node.op in ("call_function", "call_method") and makes:
             return "the graph makes a tensor subclass instance"
     return None
 

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import operator
 import re
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
+from .. import process_state
 from ..errors import BreakKind, ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet, storage_pattern
 from ..guards.sources import AttrSource, Source
@@ -402,6 +404,9 @@ class OutputGraph:
         describe: str,
     ) -> Variable:
         """Record `target(*args, **kwargs)` as a node and wrap its fake result."""
+        made_class = _made_subclass(kind, target, args, kwargs)
+        if made_class is not None:  # `t.as_subclass(cls)`: a node naming the class by a function
+            kind, target, args = "call_function", subclass_maker(made_class), args[:1]
         fx_args, fake_args = _unwrap_all(args)
         fx_kwargs, fake_kwargs = _unwrap_all_kw(kwargs)
         outputs = _graph_inputs_given_as_out(kwargs.get("out"))
@@ -412,7 +417,11 @@ class OutputGraph:
             # the Python dispatcher runs composite ops' symbolic-aware decompositions (as
             # torch.compile does): without it some call `int()` on symbolic sizes, specialising them
             with self.fake_mode, enable_python_dispatcher():
-                if kind == "call_method":
+                if made_class is not None:
+                    # a fake cannot become an instance of the user's class: the trace holds an
+                    # alias of the tensor, its tracker the class; the node makes the instance
+                    fake = torch.ops.aten.alias.default(fake_args[0])
+                elif kind == "call_method":
                     fake = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
                     fake = target(*fake_args, **fake_kwargs)
@@ -450,7 +459,10 @@ class OutputGraph:
             ) from e
         if bindings:
             node.meta["unbacked_bindings"] = bindings
-        return self.wrap_result(node, fake, describe, _tensor_arguments([*args, *kwargs.values()]))
+        result = self.wrap_result(node, fake, describe, _tensor_arguments([*args, *kwargs.values()]))
+        if made_class is not None and isinstance(result, TensorVariable):
+            result.subclass = made_class
+        return result
 
     def wrap_result(
         self, node: torch.fx.Node, fake: Any, describe: str, arguments: dict[int, Variable] | None = None
@@ -539,6 +551,39 @@ class _nullctx:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def _made_subclass(kind: str, target: Any, args: list[Variable], kwargs: dict[str, Variable]) -> type | None:
+    """The user's tensor class `t.as_subclass(cls)` makes, or None for another operation."""
+    if kind != "call_method" or target != "as_subclass" or kwargs or len(args) != 2 or not args[1].is_constant():
+        return None
+    cls = args[1].as_constant()
+    is_users = isinstance(cls, type) and issubclass(cls, torch.Tensor) and cls.__module__.partition(".")[0] != "torch"
+    return cls if is_users else None
+
+
+# the attribute naming the class a `subclass_maker` function makes (read by backends/subclass_graphs)
+MADE_SUBCLASS_ATTR = "__stenograph_made_subclass__"
+
+
+def subclass_maker(cls: type) -> Any:
+    """The graph node's target for `t.as_subclass(cls)`: a function named after the class, which
+    FX binds in the graph's code (a local class has no importable name); one per class."""
+    maker = _subclass_makers.get(cls)
+    if maker is None:
+        ref = weakref.ref(cls)  # the class's entry in the weak table must not keep it alive
+
+        def maker(t: torch.Tensor) -> torch.Tensor:
+            return t.as_subclass(ref())
+
+        maker.__name__ = maker.__qualname__ = f"as_{cls.__name__}"
+        setattr(maker, MADE_SUBCLASS_ATTR, ref)
+        _subclass_makers[cls] = maker
+    return maker
+
+
+_subclass_makers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+process_state.register_containers("graph.subclass_makers", _subclass_makers, memo=True)
 
 
 def _result_tensor(node: torch.fx.Node, fake: torch.Tensor, arguments: dict[int, Variable] | None) -> TensorVariable:

@@ -101,6 +101,7 @@ from .higher_order import CondVariable
 from .named_tuples import NamedTupleVariable, StructSeqVariable, is_namedtuple_class
 from .new_modules import TorchModuleClassVariable, instantiate_module
 from .optimizers import OptimizerClassVariable, OptimizerVariable, optimizer_helper
+from .tensor import TensorVariable
 from .trace_rules import (
     TORCH_CLASSES,
     is_dict_key_constant,
@@ -586,7 +587,19 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
         return StructSeqVariable.build(frame, cls, args, kwargs)
     if issubclass(cls, torch.nn.Module):
         return instantiate_module(frame, cls, args, kwargs)
+    if _tensor_subclass_of_a_tensor(cls, args, kwargs):
+        # `Cls(t)` of a user's tensor class keeping torch's constructor: an alias of `t` of class
+        # `Cls`, as `t.as_subclass(Cls)` (autograd history kept)
+        return frame.output.call("call_method", "as_subclass", [args[0], constant(cls)], {}, f"{cls.__name__}(t)")
     return new_object(frame, cls, args, kwargs)
+
+
+def _tensor_subclass_of_a_tensor(cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> bool:
+    if not (issubclass(cls, torch.Tensor) and is_user_class(cls)) or kwargs or len(args) != 1:
+        return False
+    if not isinstance(args[0], TensorVariable):
+        return False
+    return all(class_lookup(cls, name)[0] is getattr(torch.Tensor, name) for name in ("__new__", "__init__"))
 
 
 def class_member_of(frame: Frame, obj: Variable, cls: type, name: str) -> Variable:

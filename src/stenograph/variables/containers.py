@@ -357,20 +357,30 @@ class ListVariable(SequenceVariable):
             self.items[index] = value
 
 
-def dict_key(var: Variable, frame: Frame | None = None) -> Any:
+def _insertion_error(value: Any, member: bool) -> TypeError | None:
+    """The TypeError CPython raises putting unhashable `value` in a set or a dict."""
+    try:
+        set((value,)) if member else dict.fromkeys((value,))
+    except TypeError as e:
+        return e
+    return None
+
+
+def dict_key(var: Variable, frame: Frame | None = None, *, member: bool = False) -> Any:
     """A dict key or set member as the constant it is, or, for an object compared by identity (a
     tensor, an object whose class keeps object's `__eq__` and `__hash__`), the fixed object it
     stands for or a `TrackedKey` (a tensor the graph computes, an object made while tracing).
     `frame` installs the identity guard a fixed object from the frame relies on, and raises an
     unhashable constant's TypeError in the program (without one, that is a graph break). A
-    symbolic int is specialised to its value (guarded), as an index is."""
+    symbolic int is specialised to its value (guarded), as an index is. `member`: a set's
+    member, whose error CPython words apart from a dict key's (3.15)."""
     if var.is_constant() or isinstance(var, SymNodeVariable):
         value = var.as_constant()
         try:
             hash(value)
         except TypeError as e:
             if frame is not None:
-                raise_python_error(frame, e)
+                raise_python_error(frame, _insertion_error(value, member) or e)
             raise Unsupported(f"unhashable key {var.describe()}: {e}") from None
         return value
     identity = identity_of(var)
@@ -985,7 +995,7 @@ class SetVariable(Variable):
         """The member key of `var`; with `frame`, an unhashable constant raises the program's
         TypeError."""
         if var.is_constant():
-            return dict_key(var, frame)
+            return dict_key(var, frame, member=True)
         contents = var.set_contents()
         if contents is not None and contents.python_class is frozenset and contents.is_constant():
             cls = var.python_type()  # a frozenset subclass's instance hashing as its members do
