@@ -22,7 +22,7 @@ import torch
 
 from .bytecode.routed_calls import route_calls
 from .marks import eager_frame_of
-from .variables.trace_rules import compiles_as_own_frame
+from .variables.trace_rules import compiles_as_own_frame, is_trusted_module
 
 _ROUTED = "__stenograph_routed__"  # a function's (router, wrapper) last made for it
 
@@ -92,5 +92,4 @@ class CalleeRouter:
 def _torch_code(fn: Any) -> bool:
     """Whether `fn` is torch's own Python (`torch.nn.functional`, `nn.Linear.forward`, an
     optimizer's `step`): torch.compile's hook skips such frames, so they run as they are."""
-    module = getattr(fn, "__globals__", {}).get("__name__") or ""
-    return module == "torch" or module.startswith("torch.")
+    return is_trusted_module(getattr(fn, "__globals__", {}).get("__name__") or "")

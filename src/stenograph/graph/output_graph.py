@@ -36,7 +36,7 @@ from ..variables.global_contexts import STATE_FUNCTIONS
 from ..variables.named_tuples import StructSeqVariable
 from ..variables.symbolic import GraphValueVariable, SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
-from ..variables.trace_rules import TENSOR_DATA_HINT
+from ..variables.trace_rules import TENSOR_DATA_HINT, is_user_class
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
@@ -558,8 +558,7 @@ def _made_subclass(kind: str, target: Any, args: list[Variable], kwargs: dict[st
     if kind != "call_method" or target != "as_subclass" or kwargs or len(args) != 2 or not args[1].is_constant():
         return None
     cls = args[1].as_constant()
-    is_users = isinstance(cls, type) and issubclass(cls, torch.Tensor) and cls.__module__.partition(".")[0] != "torch"
-    return cls if is_users else None
+    return cls if isinstance(cls, type) and issubclass(cls, torch.Tensor) and is_user_class(cls) else None
 
 
 # the attribute naming the class a `subclass_maker` function makes (read by backends/subclass_graphs)

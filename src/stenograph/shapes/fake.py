@@ -236,5 +236,14 @@ def is_symbolic(value: Any) -> bool:
     return isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
+def specialised_size(size: int | torch.SymInt) -> int | None:
+    """A size as the int it is now, its value guarded by the ShapeEnv where it is symbolic; None
+    for a data-dependent (unbacked) size, which has no value to guard."""
+    try:
+        return int(size)
+    except GuardOnDataDependentSymNode:
+        return None
+
+
 def has_symbols(tensor: torch.Tensor) -> bool:
     return any(is_symbolic(s) for s in tensor.shape) or any(is_symbolic(s) for s in tensor.stride())

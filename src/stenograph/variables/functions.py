@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ..errors import BreakKind, FullgraphBreak, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
@@ -24,6 +23,7 @@ from ..marks import (
     is_exporting,
     is_torch_disabled,
 )
+from ..shapes.fake import specialised_size
 from .base import Variable
 from .cells import LazyValue, RealCellVariable
 from .constants import ConstantVariable, constant
@@ -650,15 +650,10 @@ class MarkStaticVariable(MarkedFunctionVariable):
         if not isinstance(target, TensorVariable) or not index.is_constant():
             raise Unsupported(f"{self.describe()} of {target.describe() if target else 'nothing'}")
         dims = index.as_constant()
-        rank = len(target.fake.shape)
-        for dim in range(rank) if dims is None else [dims] if isinstance(dims, int) else dims:
-            size = target.fake.shape[dim]
-            if isinstance(size, torch.SymInt):
-                try:
-                    int(size)  # the ShapeEnv guards the value the size has now
-                except GuardOnDataDependentSymNode:
-                    what = f"{self.describe()} of a data-dependent size"
-                    raise Unsupported(what, kind=BreakKind.DATA_DEPENDENT) from None
+        shape = target.fake.shape
+        for dim in range(len(shape)) if dims is None else [dims] if isinstance(dims, int) else dims:
+            if specialised_size(shape[dim]) is None:
+                raise Unsupported(f"{self.describe()} of a data-dependent size", kind=BreakKind.DATA_DEPENDENT)
         return constant(None)
 
 

@@ -17,11 +17,10 @@ import operator
 from typing import TYPE_CHECKING
 
 import torch
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from .. import config
 from ..errors import BreakKind, Unsupported
-from ..shapes.fake import is_symbolic
+from ..shapes.fake import is_symbolic, specialised_size
 from .base import Variable
 from .constants import constant
 from .containers import ListVariable
@@ -77,10 +76,9 @@ def to_list(frame: Frame, tensor: TensorVariable) -> Variable:
     captured = config.capture_scalar_outputs and tensor.fake.dtype in _INTEGER_DTYPES
     if not captured:
         raise refuse("tolist")
-    try:
-        shape = [int(s) for s in tensor.fake.shape]
-    except GuardOnDataDependentSymNode:
-        raise refuse("tolist") from None
+    shape = [specialised_size(s) for s in tensor.fake.shape]
+    if None in shape:
+        raise refuse("tolist")
     return _nested(frame, tensor, shape)
 
 
