@@ -47,7 +47,7 @@ GROUPS: list[tuple[str, list[str]]] = [
             "autograd_function",
         ],
     ),
-    ("functions", ["functions", "collectives"]),
+    ("functions", ["functions", "collectives", "random_draws"]),
     (
         "objects",
         [

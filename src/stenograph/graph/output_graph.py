@@ -60,6 +60,9 @@ class GraphInput:
     # the fake tensor's version counter when created (in-place changes bump it); None for an
     # inference tensor, which has none: it counts as changed
     version: int | None = 0
+    # read from the frame, so guarded; False for one the compiled code makes anew on each call
+    # (`fresh_tensor_input`), which no guard may read
+    guarded: bool = True
 
 
 class ActiveFrame:
@@ -141,6 +144,8 @@ class OutputGraph:
         self.submodules: dict[str, torch.fx.GraphModule] = {}
         # nested compile regions traced so far: region -> [(submodule name, graph structure)]
         self.regions: dict[Any, list[tuple[str, Any]]] = {}
+        # the numbers the frame draws from Python's `random` (`variables.random_draws`)
+        self.random_draws: Any = None
         self.guards.global_state()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -206,7 +211,7 @@ class OutputGraph:
         """A graph that changes an input tensor in place was compiled for these tensors and this
         sharing of storage (the backend's functional graph reads the others' values from before
         the change): a call passing one tensor, or views of one, for two inputs compiles again."""
-        tensors = [i for i in self.inputs if isinstance(i.fake, torch.Tensor)]
+        tensors = [i for i in self.inputs if isinstance(i.fake, torch.Tensor) and i.guarded]
         if any(i.version is None or i.fake._version != i.version for i in tensors):
             # one check per call: the storage pattern also tells one object passed twice apart;
             # tensors without a plain storage (sparse, nested) are kept distinct by identity
@@ -287,6 +292,14 @@ class OutputGraph:
             var.subclass = type(value)
         self._input_vars[id(value)] = var
         return var
+
+    def fresh_tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
+        """A tensor input the compiled code makes anew on each call through `source` (a
+        `FreshCallSource`'s part): static, unguarded, a new tensor each time."""
+        fake = self.fake_mode.from_tensor(value, static_shapes=True)
+        node = self._placeholder(source, fake, value)
+        self.inputs[-1].guarded = False
+        return TensorVariable(node, fake)
 
     def hand_over_storage(self, taker: torch.fx.Node, giver: torch.fx.Node) -> bool:
         """Order the inputs for `taker.data = giver`, both inputs; False where no order serves.

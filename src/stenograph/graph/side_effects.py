@@ -143,6 +143,10 @@ class SideEffects:
         self.tensor_hooks.append((tensor, method, hook))
         self.changes += 1
 
+    def random_drawn(self) -> None:
+        """A number drawn from Python's `random` (the shared generator's state changes)."""
+        self.changes += 1
+
     def mark(self) -> Mark:
         """Where the trace stands, for `changed_since`: taken before a speculative trace (a
         Function's forward and backward, a `cond` branch, a checkpointed function)."""

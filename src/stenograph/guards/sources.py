@@ -337,6 +337,21 @@ class SourceRenderer:
         return name
 
 
+@dataclass(frozen=True)
+class FreshCallSource(Source):
+    """What calling `fn` gives, called anew by each run of the compiled code (the numbers a
+    frame draws from Python's `random`): a graph input no guard reads. `label` names it."""
+
+    fn: Any
+    label: str
+
+    def expr(self, globals_names: GlobalsNamer) -> str:
+        return f"{globals_names.name_for(self.fn)}()"
+
+    def name(self) -> str:
+        return self.label
+
+
 def iterator_rest(iterator: Any) -> tuple:
     """The items a list, tuple or range iterator has left, read from its `__reduce__` (its
     sequence and position) without advancing it; () once it is exhausted."""

@@ -50,6 +50,7 @@ from . import builtins as builtin_vars
 from . import (
     collectives,
     library,
+    random_draws,
     tensor_hooks,  # noqa: F401 - fills tensor.TRACED_METHODS
 )
 from .autograd_function import FunctionInstanceVariable
@@ -292,9 +293,11 @@ def _process_group(w: Wrapping) -> Variable:
 
 @_rule(lambda value, source: True)
 def _library_function(w: Wrapping) -> Variable | None:
-    """A function a handler table of `library`, `collectives` or `optimizers` models."""
+    """A function a handler table of `library`, `collectives`, `random_draws` or `optimizers` models."""
     value = w.value
-    handled = library.lookup(value) or collectives.lookup(value) or optimizer_helper(value)
+    handled = (
+        library.lookup(value) or collectives.lookup(value) or random_draws.lookup(value) or optimizer_helper(value)
+    )
     if handled is not None:
         _guard_identity(w)
     return handled
