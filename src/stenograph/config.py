@@ -451,6 +451,36 @@ class _Patch(contextlib.ContextDecorator):
         for key, value in self._saved.pop().items():
             self._cfg._store(key, value)
 
+    def __call__(self, target: Any) -> Any:
+        """A decorated function runs with the settings; a decorated test class (a
+        `unittest.TestCase`) has them from each test's `setUp` to its `tearDown`, as torch's
+        config modules patch a class."""
+        if not isinstance(target, type):
+            return super().__call__(target)
+        if not (callable(getattr(target, "setUp", None)) and callable(getattr(target, "tearDown", None))):
+            raise InvalidConfig(
+                f"config.patch() decorates functions and test classes (with setUp/tearDown), not {target!r}"
+            )
+        set_up, tear_down = target.setUp, target.tearDown
+        patch = self
+
+        def setUp(self: Any) -> None:  # noqa: N802 - unittest's name
+            patch.__enter__()
+            try:
+                set_up(self)
+            except BaseException:
+                patch.__exit__()
+                raise
+
+        def tearDown(self: Any) -> None:  # noqa: N802 - unittest's name
+            try:
+                tear_down(self)
+            finally:
+                patch.__exit__()
+
+        target.setUp, target.tearDown = setUp, tearDown
+        return target
+
 
 _module = sys.modules[__name__]
 _config = _Config(__name__, __doc__)

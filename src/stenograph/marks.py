@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,10 +96,16 @@ def allow_in_graph(fn: Any) -> Any:
 
 
 def is_allowed_in_graph(fn: Any) -> bool:
+    """Marked by `allow_in_graph`, stenograph's or torch's (`torch._dynamo.allow_in_graph`, which
+    records ids: compiled autograd marks its graphs' operations so)."""
     try:
-        return fn in _allowed_in_graph
+        if fn in _allowed_in_graph:
+            return True
     except TypeError:
-        return False
+        pass
+    rules = sys.modules.get("torch._dynamo.trace_rules")  # loaded by whoever used torch's mark
+    ids = getattr(getattr(rules, "_allowed_callable_ids", None), "function_ids", None)
+    return bool(ids) and id(fn) in ids
 
 
 def disallow(fn: Callable) -> None:

@@ -457,3 +457,19 @@ def test_disallow_in_graph_takes_back_allow_in_graph(cnt):
     assert counter.frame_count == 2
     with pytest.raises(RuntimeError, match="use stenograph.disable"):
         stenograph.disallow_in_graph(_double)  # no longer a graph op
+
+
+def test_torchs_allow_in_graph_mark_is_honoured(cnt):
+    """`torch._dynamo.allow_in_graph(fn)` (torch's registry of ids, which compiled autograd uses
+    for its operations): one opaque node, as stenograph's own mark gives."""
+
+    def triple(x):
+        return x * 3
+
+    def f(x):
+        return triple(x + 1) - 1
+
+    torch._dynamo.allow_in_graph(triple)
+    x = torch.randn(3)
+    assert_same(stenograph.compile(f, backend=cnt, fullgraph=True)(x), f(x))
+    assert cnt.graphs[0].graph.find_nodes(op="call_function", target=triple)

@@ -3,6 +3,7 @@ by `unittest.mock.patch.object` and pytest's monkeypatch, validated on every wri
 
 from __future__ import annotations
 
+import os
 import pickle
 import types
 import warnings
@@ -249,3 +250,28 @@ def test_disable_compiles_nothing_new_but_runs_cached_code(cnt):
     assert cnt.frame_count == 1
     compiled(torch.ones(3))
     assert cnt.frame_count == 2
+
+
+def test_patch_decorates_a_test_class_for_each_test():
+    """`@config.patch(...)` on a `unittest.TestCase`: the settings hold from each test's setUp to
+    its tearDown (torch's config modules patch a class so), and only then."""
+    import unittest
+
+    seen = []
+
+    @stenograph.config.patch(capture_scalar_outputs=True)
+    class Case(unittest.TestCase):
+        def setUp(self):
+            seen.append(("setUp", stenograph.config.capture_scalar_outputs))
+
+        def test_it(self):
+            seen.append(("test", stenograph.config.capture_scalar_outputs))
+
+    assert isinstance(Case, type) and issubclass(Case, unittest.TestCase)
+    with open(os.devnull, "w") as quiet:
+        result = unittest.TextTestRunner(stream=quiet).run(unittest.defaultTestLoader.loadTestsFromTestCase(Case))
+    assert result.wasSuccessful()
+    assert seen == [("setUp", True), ("test", True)]
+    assert stenograph.config.capture_scalar_outputs is False
+    with pytest.raises(InvalidConfig, match="decorates functions and test classes"):
+        stenograph.config.patch(capture_scalar_outputs=True)(int)

@@ -130,3 +130,95 @@ def test_hooks_on_tensors_passed_in_are_registered_on_them(backend):
             torch.testing.assert_close(got.grad, want.grad)
             assert len(got._backward_hooks or {}) == len(want._backward_hooks or {})
     assert cnt.frame_count == 1
+
+
+def _removed_twice(x, y):
+    handle = x.register_hook(lambda g: g * 2)
+    z = y * y
+    handle.remove()
+    handle.remove()
+    return x, z, handle, handle
+
+
+def _kept(x, y):
+    handle = x.register_hook(lambda g: g * 2)
+    alias = handle
+    return x, y * y, handle, alias
+
+
+class _Holder:
+    handle = None
+
+
+def _stored(x, y, holder):
+    holder.handle = x.register_hook(lambda g: g * 3)
+    return x, y * y
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_handles_of_hooks_on_tensors_passed_in_can_be_kept(backend):
+    """A hook's handle returned, aliased, stored on an object or removed (twice): the real
+    handle of the registration made after the graph, one graph as torch.compile makes."""
+    y = torch.randn(2)
+    for fn, extra, scale in ((_removed_twice, (), 1.0), (_kept, (), 2.0), (_stored, (_Holder(),), 3.0)):
+        cnt = stenograph.testing.CompileCounterWithBackend(backend)
+        x = torch.zeros(3, requires_grad=True)
+        result = stenograph.compile(fn, backend=cnt, fullgraph=True)(x, y, *extra)
+        result[0].backward(torch.tensor([1.0, 2.0, 3.0]))
+        torch.testing.assert_close(x.grad, torch.tensor([1.0, 2.0, 3.0]) * scale)
+        handles = result[2:] if fn is not _stored else (extra[0].handle,)
+        assert all(isinstance(h, torch.utils.hooks.RemovableHandle) for h in handles)
+        assert handles[0] is handles[-1]
+        assert cnt.frame_count == 1
+        if fn is _kept:  # the returned handle removes the hook, as eager's
+            handles[0].remove()
+            x.grad = None
+            x.backward(torch.ones(3))
+            torch.testing.assert_close(x.grad, torch.ones(3))
+
+
+def test_grad_written_then_read_on_a_tensor_passed_in(cnt):
+    def fn(x, g):
+        x.grad = g * 2
+        return x.grad + 1
+
+    x = torch.ones(2, requires_grad=True)
+    result = stenograph.compile(fn, backend=cnt, fullgraph=True)(x, torch.ones(2))
+    torch.testing.assert_close(result, torch.full((2,), 3.0))
+    torch.testing.assert_close(x.grad, torch.full((2,), 2.0))
+    assert cnt.frame_count == 1
+
+    def wrong_shape(x, g):
+        x.grad = g[:1]
+        return x + 1
+
+    with pytest.raises(RuntimeError, match="assign a gradient of size"):
+        stenograph.compile(wrong_shape, backend="eager")(torch.ones(2, requires_grad=True), torch.ones(2))
+
+
+def test_compiled_autograd_graphs_compiled_by_stenograph():
+    """torch's compiled autograd hands stenograph the backward as a graph calling torch's helpers
+    (`torch._dynamo.external_utils`), operations it marks with torch's `allow_in_graph`, and the
+    runners of hooks stenograph's own graphs registered: all traced, gradients as eager's."""
+    from torch._dynamo import compiled_autograd
+
+    def fn(x, w):
+        y = x * w
+        y.register_hook(lambda g: g * 2)
+        x.register_hook(lambda g: g + 1)
+        return (y * y).sum()
+
+    args = [torch.randn(4), torch.randn(4)]
+    eager = _grads(fn, args, None)
+    graphs = []
+
+    def compiler(gm):
+        graphs.append(gm)
+        return stenograph.compile(gm, backend="eager", fullgraph=True)
+
+    compiled = stenograph.compile(fn, backend="eager", fullgraph=True)
+    with compiled_autograd._enable(compiler):
+        got = _grads(fn, args, compiled)
+    assert graphs  # the backward went through compiled autograd
+    for a, b in zip(got, eager):
+        torch.testing.assert_close(a, b)

@@ -63,9 +63,9 @@ class SideEffects:
     changes: int = 0
     # containers made in the frame, once per change to them (see `changed_since`)
     frame_containers_changed: list[Variable] = field(default_factory=list)
-    # (tensor read from the frame, registering method, hook): hooks registered on the caller's
-    # tensors, in order (`x.register_hook(hook)`, its handle dropped)
-    tensor_hooks: list[tuple[Variable, str, Variable]] = field(default_factory=list)
+    # (tensor read from the frame, registering method, hook, the handle's tracker or None where
+    # the code drops it): hooks registered on the caller's tensors, in order
+    tensor_hooks: list[tuple[Variable, str, Variable, Any]] = field(default_factory=list)
 
     def container_mutated(self, var: Variable) -> None:
         self.changes += 1
@@ -139,8 +139,8 @@ class SideEffects:
         self.changes += 1
         self.globals[(id(globals_dict), name)] = (globals_dict, name, value)
 
-    def hook_registered(self, tensor: Variable, method: str, hook: Variable) -> None:
-        self.tensor_hooks.append((tensor, method, hook))
+    def hook_registered(self, tensor: Variable, method: str, hook: Variable, handle: Any) -> None:
+        self.tensor_hooks.append((tensor, method, hook, handle))
         self.changes += 1
 
     def random_drawn(self) -> None:
@@ -237,8 +237,13 @@ class SideEffects:
             changes.append(f"{global_name(cls)}.{name} = {pin(expr(value))}")
         for globals_dict, name, value in self.globals.values():
             changes.append(f"{global_name(globals_dict)}[{name!r}] = {pin(expr(value))}")
-        for tensor, method, hook in self.tensor_hooks:
-            changes.append(f"{expr(tensor)}.{method}({pin(expr(hook))})")
+        for tensor, method, hook, handle in self.tensor_hooks:
+            if handle is None:
+                changes.append(f"{expr(tensor)}.{method}({pin(expr(hook))})")
+                continue
+            registered = expr(handle)  # registers it where the handle is first rebuilt
+            if handle.removed:
+                changes.append(f"{registered}.remove()")
         for line in changes:
             emit(line)
 

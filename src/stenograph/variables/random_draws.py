@@ -19,6 +19,7 @@ there) and export keep the graph break.
 from __future__ import annotations
 
 import random
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -43,8 +44,11 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 
 def lookup(value: Any) -> Variable | None:
-    """The tracker of one of `random`'s number-drawing functions, None for any other value."""
-    if getattr(value, "__self__", None) is random._inst and getattr(value, "__name__", None) in _DRAWS:  # type: ignore[attr-defined]
+    """The tracker of one of `random`'s number-drawing functions, None for any other value (only
+    methods are asked for attributes: a user object's `__getattr__` must not run)."""
+    if not isinstance(value, (types.MethodType, types.BuiltinMethodType)):
+        return None
+    if value.__self__ is random._inst and value.__name__ in _DRAWS:  # type: ignore[attr-defined]
         return RandomDrawVariable(value)
     return None
 

@@ -141,6 +141,9 @@ class TensorVariable(GraphValueVariable):
         if name == "data" and real is not None and isinstance(value, TensorVariable):
             _assign_data(frame, self, value)
             return
+        if name == "grad" and real is not None and self.source is not None:
+            _write_grad(frame, self, value)
+            return
         if self.source is None or real is None or hasattr(type(real), name):
             raise Unsupported(f"setting tensor attribute {name!r}")
         frame.output.side_effects.attribute_written(self, name, value)
@@ -281,9 +284,28 @@ def _read_grad(frame: Frame, tensor: TensorVariable) -> Variable:
     real = frame.output.real_object(tensor)
     if real is None or tensor.source is None:
         raise Unsupported(f"reading Tensor.grad of {tensor.describe()}, computed inside the compiled function")
+    written = frame.output.side_effects.pending_attribute(tensor, "grad")
+    if written is not None:
+        return written
     if not real.is_leaf and not real.retains_grad:
         raise Unsupported(f"reading Tensor.grad of {tensor.describe()}, which is not a leaf (eager warns)")
     return frame.wrap(real.grad, AttrSource(tensor.source, "grad"))
+
+
+def _write_grad(frame: Frame, tensor: TensorVariable, value: Variable) -> None:
+    """`p.grad = g` on a tensor read from the frame (compiled autograd's accumulation does it):
+    written after the graph, as other attributes are, and read back by later `p.grad` reads. A
+    gradient eager would refuse (another shape, dtype or device) breaks the graph, where eager
+    raises its error."""
+    if isinstance(value, TensorVariable):
+        mine, given = tensor.fake, value.fake
+        if (mine.dtype, mine.device, mine.layout) != (given.dtype, given.device, given.layout):
+            raise Unsupported(f"assigning a gradient of another dtype, device or layout to {tensor.describe()}")
+        if len(mine.shape) != len(given.shape) or not all(bool(a == b) for a, b in zip(mine.shape, given.shape)):
+            raise Unsupported(f"assigning a gradient of another shape to {tensor.describe()}")
+    elif not (value.is_constant() and value.as_constant() is None):
+        raise Unsupported(f"assigning {value.describe()} to Tensor.grad")
+    frame.output.side_effects.attribute_written(tensor, "grad", value)
 
 
 _SCALAR_READS = {

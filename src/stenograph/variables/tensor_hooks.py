@@ -17,6 +17,7 @@ call inside a traced body, a tensor without grad.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -24,9 +25,10 @@ import torch.fx
 
 from ..errors import Unsupported
 from .base import Variable
-from .constants import ConstantVariable
+from .constants import BoundMethodVariable, ConstantVariable, constant
 from .higher_order import close_bodies, trace_body
 from .tensor import TRACED_METHODS, TensorVariable
+from .trace_rules import TRACED_OWN_CODE
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -42,13 +44,47 @@ class GraphHookHandleVariable(Variable):
         return "the handle of a hook registered on an intermediate tensor"
 
 
+class InputHookHandleVariable(Variable):
+    """The handle of a hook registered after the graph on a tensor read from the frame, kept by
+    the code (returned, stored, removed): the registration's real handle, made where it is
+    replayed; `remove()` in the trace removes it right after (eager's handle, removed)."""
+
+    def __init__(self, tensor: TensorVariable, method: str, hook: Variable) -> None:
+        self.tensor = tensor
+        self.method = method
+        self.hook = hook
+        self.removed = False
+
+    def python_type(self) -> type:
+        return torch.utils.hooks.RemovableHandle
+
+    def describe(self) -> str:
+        return f"the handle of a hook on {self.tensor.describe()}"
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name == "remove":
+            return BoundMethodVariable(self, name)
+        return super().getattr(frame, name)
+
+    def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if name != "remove" or args or kwargs:
+            return super().call_method(frame, name, args, kwargs)
+        self.removed = True  # removing twice is what eager allows too
+        return constant(None)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        def register() -> str:
+            return f"{rebuild.expr(self.tensor)}.{self.method}({rebuild.expr(self.hook)})"
+
+        return rebuild.build_once(self, register)
+
+
 def register_hook(frame: Frame, tensor: TensorVariable, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`tensor.register_hook(hook)`: on a tensor read from the frame, registered on it after the
-    graph; on an intermediate, in the graph."""
-    _refuse_unless_plain(frame, tensor, "register_hook", args, kwargs)
+    graph (its handle may be kept); on an intermediate, in the graph."""
     if tensor.source is not None:
-        frame.output.side_effects.hook_registered(tensor, "register_hook", args[0])
-        return GraphHookHandleVariable()
+        return _register_on_input(frame, tensor, "register_hook", args, kwargs)
+    _refuse_unless_plain(frame, tensor, "register_hook", args, kwargs)
     hook = args[0]
     fake = tensor.fake
     with frame.output.fake_mode:
@@ -79,18 +115,29 @@ def register_post_accumulate_grad_hook(
 ) -> Variable:
     """On a leaf read from the frame: registered on it after the graph (it fires after its
     `.grad` is accumulated, in a later backward)."""
-    _refuse_unless_plain(frame, tensor, "register_post_accumulate_grad_hook", args, kwargs)
     if tensor.source is None or not tensor.fake.is_leaf:
         raise Unsupported("Tensor.register_post_accumulate_grad_hook() on a tensor other than a leaf passed in")
-    frame.output.side_effects.hook_registered(tensor, "register_post_accumulate_grad_hook", args[0])
-    return GraphHookHandleVariable()
+    return _register_on_input(frame, tensor, "register_post_accumulate_grad_hook", args, kwargs)
+
+
+def _register_on_input(
+    frame: Frame, tensor: TensorVariable, method: str, args: list[Variable], kwargs: dict[str, Variable]
+) -> Variable:
+    """A hook on a tensor read from the frame: registered after the graph, in order."""
+    inside_body = frame.output.graph is not frame.output.root_graph
+    if inside_body or kwargs or len(args) != 1 or not tensor.fake.requires_grad:
+        raise Unsupported(f"Tensor.{method}() installs a Python autograd hook; it runs eagerly between graphs")
+    handle = None if _dropped(frame) else InputHookHandleVariable(tensor, method, args[0])
+    frame.output.side_effects.hook_registered(tensor, method, args[0], handle)
+    return handle or GraphHookHandleVariable()
 
 
 def _refuse_unless_plain(
     frame: Frame, tensor: TensorVariable, method: str, args: list[Variable], kwargs: dict[str, Variable]
 ) -> None:
-    """What neither way serves: the handle kept, a tensor without grad (eager's error), more
-    arguments, a call inside a traced body (a `cond` branch, a checkpointed function)."""
+    """What a hook on an intermediate cannot be: its handle kept, on a tensor without grad
+    (eager's error), with more arguments, inside a traced body (a `cond` branch, a checkpointed
+    function)."""
     inside_body = frame.output.graph is not frame.output.root_graph
     if not _dropped(frame) or inside_body or kwargs or len(args) != 1 or not tensor.fake.requires_grad:
         raise Unsupported(f"Tensor.{method}() installs a Python autograd hook; it runs eagerly between graphs")
@@ -105,7 +152,15 @@ def _dropped(frame: Frame) -> bool:
 
 def register_hook_graph(tensor: torch.Tensor, hook: torch.fx.GraphModule, *free: Any) -> None:
     """Run by the graph: `hook` (taking the gradient, then the tensors it reads) as `tensor`'s hook."""
-    tensor.register_hook(lambda grad: hook(grad, *free))
+    tensor.register_hook(functools.partial(_run_hook_graph, hook, free))
+
+
+def _run_hook_graph(hook: torch.fx.GraphModule, free: tuple, grad: torch.Tensor) -> Any:
+    return hook(grad, *free)
+
+
+# traced where it is met (a graph of torch's compiled autograd calls the hooks of a backward)
+setattr(_run_hook_graph, TRACED_OWN_CODE, True)
 
 
 torch.fx.node.has_side_effect(register_hook_graph)  # kept though nothing uses its result

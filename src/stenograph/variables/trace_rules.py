@@ -132,6 +132,14 @@ NOT_TRACED_TORCH = (
     "torch.func",
 )
 
+# the attribute marking a function of stenograph's own that compiled code may meet and trace (the
+# runner of a hook a graph registered)
+TRACED_OWN_CODE = "__stenograph_traced__"
+
+# the helpers the graphs of torch's compiled autograd call (`call_hook`, `call_backward`,
+# `unwrap_maybe_dynamic_int`): plain Python over tensors, traced when such a graph is compiled
+TRACED_DYNAMO_HELPERS = "torch._dynamo.external_utils"
+
 # autograd's entry points (`torch.autograd.grad`, `backward`, `Function.apply`, `autograd.functional`,
 # forward AD, saved-tensor hooks): they run a backward pass or build autograd nodes and hooks, which a
 # forward graph cannot hold; and the profiler's ranges entered while a profiler records (made at a
@@ -163,6 +171,8 @@ def untraced_library(fn: Any) -> str | None:
     `Optimizer.zero_grad`, which says `torch.optim.optimizer`)."""
     if getattr(fn, "_wrapped_by_lr_sched", False):
         return None  # an LR scheduler's wrapper of `optimizer.step` (it marks the step as called)
+    if getattr(fn, TRACED_OWN_CODE, False):
+        return None
     module = getattr(fn, "__module__", None) or ""
     single = NOT_TRACED_FUNCTIONS.get((module, getattr(fn, "__qualname__", None)))
     if single is not None:
@@ -173,6 +183,8 @@ def untraced_library(fn: Any) -> str | None:
     if module in NOT_TRACED_AUTOGRAD:
         return module
     code_module = (fn.__globals__.get("__name__") or "") if isinstance(fn, types.FunctionType) else ""
+    if TRACED_DYNAMO_HELPERS in (module, code_module):
+        return None
     for name in (module, code_module):
         for prefix in NOT_TRACED_TORCH:
             if name == prefix or name.startswith(prefix + "."):
