@@ -19,6 +19,7 @@ import math
 import operator
 import os
 import sys
+import traceback
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -228,6 +229,16 @@ def _exc_info(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -
     if value.is_constant():  # None: nothing is handled
         return TupleVariable([constant(None)] * 3)
     return TupleVariable([constant(value.python_type()), value, TracebackVariable(value)])
+
+
+@_handler(traceback.clear_frames)
+def _clear_frames(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`traceback.clear_frames(tb)` (what `assertRaises` does on leaving) of an exception raised
+    while tracing (which the trace passes as None): its frames are the trace's, nothing to clear."""
+    traced = len(args) == 1 and (isinstance(args[0], TracebackVariable) or args[0].is_constant())
+    if kwargs or not traced or args[0].is_constant() and args[0].as_constant() is not None:
+        raise Unsupported("traceback.clear_frames() of a traceback the trace did not make")
+    return constant(None)
 
 
 @_handler(sys.exception)

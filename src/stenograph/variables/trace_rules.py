@@ -45,6 +45,7 @@ from typing import Any
 
 import torch
 
+from .. import config
 from ..marks import is_disabled
 from .class_lookup import class_lookup
 
@@ -178,7 +179,7 @@ def untraced_library(fn: Any) -> str | None:
     if single is not None:
         return single
     top = module.split(".")[0]
-    if top in NOT_TRACED:
+    if top in NOT_TRACED and not (top == "unittest" and config.enable_trace_unittest):
         return top
     if module in NOT_TRACED_AUTOGRAD:
         return module

@@ -595,6 +595,8 @@ class BaseMethodVariable(Variable):
             return constant(same if name == "__eq__" else not same)
         if name == "__str__" and issubclass(self.owner, BaseException):
             return constant(str(_exception_value(obj)))
+        if name == "with_traceback" and issubclass(self.owner, BaseException) and _is_none(args):
+            return obj  # `exc.with_traceback(None)` (unittest's assertRaises): the trace keeps none
         if name == "__repr__" and issubclass(self.owner, BaseException):
             return constant(repr(_exception_value(obj)))
         if obj.items is not None and self.owner is not object:
@@ -602,6 +604,10 @@ class BaseMethodVariable(Variable):
             in_place = name in ("__ior__", "__iand__", "__isub__", "__ixor__")
             return obj if in_place and result is obj.items else result  # `s.__ior__(t)` gives `s` back
         raise Unsupported(f"{self.describe()} with {len(args)} arguments")
+
+
+def _is_none(args: list[Variable]) -> bool:
+    return len(args) == 1 and args[0].is_constant() and args[0].as_constant() is None
 
 
 def _contents_method(
