@@ -2564,3 +2564,78 @@ def test_numbers_a_branch_decided_leave_nothing_in_the_graph(cnt):
     only_branch = stenograph.testing.CompileCounter()
     assert stenograph.compile(decide, backend=only_branch, dynamic=True)(5.0) is True
     assert only_branch.frame_count == 0
+
+
+# -- tenth pass: test_functions.py run whole (fullgraph, as its make_test runs each program) -------
+
+
+def _fullgraph_matches_eager(fn, *args):
+    cnt = stenograph.testing.CompileCounter()
+    got = stenograph.compile(fn, backend=cnt, fullgraph=True)(*args)
+    helpers.assert_same(got, fn(*args))
+    assert cnt.frame_count == 1
+    return got
+
+
+def test_fromkeys_of_dict_subclasses_and_repetition_from_the_left():
+    def fn(x, y):
+        d = collections.defaultdict.fromkeys("ab", x)
+        d["c"] = 2
+        d.setdefault("a", 10)
+        ordered = collections.OrderedDict.fromkeys(("p", "q"), value=y)
+        return d["a"] * d["c"] + ordered["q"] + sum(4 * [x])
+
+    _fullgraph_matches_eager(fn, torch.ones(3), torch.full((3,), 2.0))
+
+    def missing(x):
+        d = collections.defaultdict.fromkeys("a")  # no default factory: a missing key raises
+        try:
+            return d["b"]
+        except KeyError:
+            return x + 1
+
+    _fullgraph_matches_eager(missing, torch.ones(2))
+
+
+def test_a_tensors_class_its_legacy_type_name_and_torch_build_facts():
+    def fn(a, b):
+        tag = f"{a.__class__.__name__}:{a.to(torch.float16).type()}"
+        if tag == "Tensor:torch.HalfTensor" and torch.distributed.is_available() in (True, False):
+            return b.type(a.to(torch.float16).type())
+        return b
+
+    got = _fullgraph_matches_eager(fn, torch.ones(2), torch.ones(2))
+    assert got.dtype == torch.float16
+
+
+def test_namedtuple_class_made_in_the_frame():
+    def fn(x):
+        Point = collections.namedtuple("Point", ["x", "y"], defaults=[0])
+        p = Point(x, x + 1)
+        return p.x + p.y + Point(x).y, Point.__module__ == __name__
+
+    _fullgraph_matches_eager(fn, torch.ones(2))
+
+
+def test_size_as_a_dict_key_read_from_the_frame(cnt):
+    def fn(x, cached):
+        if x.shape not in cached:
+            cached[x.shape] = x
+        return x + cached[x.shape]
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    cache, eager_cache = {}, {}
+    for i in range(3):
+        x = t(2, 3, seed=i)
+        helpers.assert_same(compiled(x, cache), fn(x, eager_cache))
+    assert list(cache) == list(eager_cache) == [torch.Size([2, 3])]
+    assert cnt.frame_count == 2  # the empty dict, then the one holding the key
+
+
+@pytest.mark.parametrize("attr", ["__repr__", "__reduce__", "__class__", "__dict__", "__globals__", "__name__"])
+def test_hasattr_of_a_partials_own_methods(attr):
+    def fn(x):
+        p = functools.partial(lambda a, b: a.sin() + b.cos(), b=x)
+        return p(x) if hasattr(p, attr) else x.neg()
+
+    _fullgraph_matches_eager(fn, torch.ones(2))

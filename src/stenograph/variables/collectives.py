@@ -12,7 +12,7 @@ What is not modelled runs eagerly at a graph break naming the call: `async_op=Tr
 handle), `barrier` and every other `torch.distributed` function, tensors that require grad (the
 functional ops have no autograd formula), groups this rank is not a member of, and reduce ops
 other than sum, product, min, max, avg. `get_rank()`, `get_world_size()` and `is_initialized()`
-are answered while tracing and guarded.
+are answered while tracing and guarded; `is_available()` (how torch was built) is a constant.
 """
 
 from __future__ import annotations
@@ -188,6 +188,11 @@ def _gathered_size(target: TensorVariable, source: TensorVariable, size: int, wh
 def _newer(module: Any, name: str) -> list[Any]:
     """`module.name` where this torch has it (the `*_single` spellings are newer than 2.11)."""
     return [getattr(module, name)] if hasattr(module, name) else []
+
+
+@_handler(torch.distributed.is_available)
+def _is_available(frame: Frame, bound: dict[str, Any]) -> Variable:
+    return constant(torch.distributed.is_available())  # how torch was built: fixed for the process
 
 
 # -- in-place c10d calls --------------------------------------------------------------------------

@@ -764,6 +764,12 @@ class PartialVariable(Variable):
                 raise raise_new(frame, AttributeError, f"'functools.partial' object has no attribute {name!r}")
             if found is None or isinstance(found, (str, int)):  # `__doc__`, `__module__`
                 return constant(found)
+            if name == "__class__":
+                return constant(functools.partial)
+            if name == "__dict__":
+                return DictVariable({})
+            if callable(found):  # a method every partial has (`__repr__`, `__reduce__`, ...)
+                return PartialMethodVariable(self, name)
         return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -771,6 +777,24 @@ class PartialVariable(Variable):
         parts = [rebuild.expr(self.fn), *[rebuild.expr(a) for a in self.args]]
         parts += [f"{k}={rebuild.expr(v)}" for k, v in self.kwargs.items()]
         return f"{partial}({', '.join(parts)})"
+
+
+class PartialMethodVariable(Variable):
+    """A method of `functools.partial` read from a partial made in the frame (`hasattr(p,
+    "__repr__")` needs no more); calling it runs eagerly at a graph break."""
+
+    def __init__(self, partial: PartialVariable, name: str) -> None:
+        self.partial = partial
+        self.name = name
+
+    def python_type(self) -> type:
+        return type(getattr(_PROBE_PARTIAL, self.name))
+
+    def describe(self) -> str:
+        return f"method {self.name} of {self.partial.describe()}"
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.expr(self.partial)}.{self.name}"
 
 
 class CachedFunctionVariable(Variable):

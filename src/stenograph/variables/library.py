@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BreakKind, Unsupported
 from . import identity, operators
 from .base import Variable
-from .collection_types import new_counter, new_defaultdict, new_deque
+from .collection_types import DefaultDictVariable, new_counter, new_defaultdict, new_deque
 from .constants import ConstantVariable, IteratorVariable, constant
 from .containers import DictVariable, TupleVariable, dict_from_keys, iterate
 from .deep_copy import deep_copy
@@ -229,6 +229,30 @@ def _exc_info(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -
     if value.is_constant():  # None: nothing is handled
         return TupleVariable([constant(None)] * 3)
     return TupleVariable([constant(value.python_type()), value, TracebackVariable(value)])
+
+
+@_handler(collections.namedtuple)
+def _namedtuple_class(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`collections.namedtuple(name, fields, ...)` with constant arguments: the class, made once
+    while tracing (each call of the compiled code gets that one class), its module the frame's."""
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported("collections.namedtuple() with arguments that are not constants")
+    values = [a.as_constant() for a in args]
+    keywords = {k: v.as_constant() for k, v in kwargs.items()}
+    keywords.setdefault("module", frame.f_globals.get("__name__"))
+    try:
+        cls = collections.namedtuple(*values, **keywords)
+    except (TypeError, ValueError) as e:
+        raise_python_error(frame, e)
+    return frame.wrap(cls, None)
+
+
+@_handler(sys.intern)
+def _intern(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`sys.intern(s)` of a constant string (`collections.namedtuple` calls it): the string."""
+    if len(args) != 1 or kwargs or not args[0].is_constant() or type(args[0].as_constant()) is not str:
+        raise Unsupported("sys.intern() of something other than a constant string")
+    return constant(sys.intern(args[0].as_constant()))
 
 
 @_handler(traceback.clear_frames)
@@ -537,4 +561,12 @@ _handler(types.MappingProxyType)(MappingProxyVariable.of)
 
 @_handler(collections.OrderedDict.fromkeys)  # bound class methods compare equal: any access finds it
 def _ordered_dict_fromkeys(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if "value" in kwargs and len(args) == 1:  # OrderedDict's (unlike dict's) takes it by name too
+        args, kwargs = [*args, kwargs["value"]], {k: v for k, v in kwargs.items() if k != "value"}
     return dict_from_keys(frame, args, kwargs, collections.OrderedDict)
+
+
+@_handler(collections.defaultdict.fromkeys)
+def _defaultdict_fromkeys(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`defaultdict.fromkeys(keys[, value])`: a defaultdict without a default factory."""
+    return DefaultDictVariable(dict_from_keys(frame, args, kwargs, dict).items, constant(None))

@@ -95,6 +95,8 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         if compared is not None:
             return compared
     own = a.binary_op(frame, op, plain, b)  # sequences and sets
+    if own is None and plain is operator.mul and a.is_constant() and isinstance(b, SequenceVariable):
+        own = b.binary_op(frame, op, plain, a)  # `4 * [x]`: repetition is commutative
     if own is not None:
         return own
     user = _user_dunder(frame, op, a, b)

@@ -367,6 +367,8 @@ class TensorMethodVariable(Variable):
                 f"in-place Tensor.{name}() on a tensor whose elements share memory (an expanded one)",
                 hint="eager raises RuntimeError there: the call runs eagerly, after the effects before it",
             )
+        if name == "type" and not args and not kwargs:
+            return constant(self.tensor.fake.type())  # the legacy type's name: dtype and device
         traced = TRACED_METHODS.get(name)
         if traced is not None:
             return traced(frame, self.tensor, args, kwargs)

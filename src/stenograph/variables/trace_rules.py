@@ -73,7 +73,7 @@ def is_dict_key_constant(value: Any) -> bool:
     and the `(type, type)` keys of torch.distributions' KL registry."""
     if is_literal(value):
         return True
-    if type(value) is tuple:
+    if type(value) in (tuple, torch.Size):  # a Size: a tuple of ints (`cache[x.shape]`)
         return all(is_dict_key_constant(item) for item in value)
     if isinstance(value, type):
         return type(value).__eq__ is type.__eq__ and type(value).__hash__ is type.__hash__
