@@ -7,6 +7,7 @@ sizes, ranges, specialisations); each reference to an input is rendered as a tok
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -65,13 +66,21 @@ def shape_guards(
     result = []
     for expression in expressions:
         used: list[tuple[Source, str]] = []
-        for k, ref in enumerate(refs):
-            token = f"___R{k}___"
-            if token in expression:
-                expression = expression.replace(token, f"___S{len(used)}___")
-                used.append(ref)
-        result.append((expression, used))
+        numbered: dict[int, str] = {}  # ref index -> this expression's token
+
+        def renumber(match: re.Match) -> str:
+            k = int(match.group(1))
+            if k not in numbered:
+                numbered[k] = f"___S{len(used)}___"
+                used.append(refs[k])
+            return numbered[k]
+
+        # one pass over the text (many inputs give many refs: a scan per ref was quadratic)
+        result.append((_REF_TOKEN.sub(renumber, expression), used))
     return result
+
+
+_REF_TOKEN = re.compile(r"___R(\d+)___")
 
 
 def _constraints(fake: Any, marked: dict[int, tuple[int | None, int | None]]) -> SymbolicContext | None:
