@@ -63,21 +63,24 @@ def shape_guards(
             f"{e}\n(a dimension passed to mark_dynamic must stay dynamic in the code; maybe_mark_dynamic allows "
             "the code to specialise it)"
         ) from None
-    result = []
-    for expression in expressions:
-        used: list[tuple[Source, str]] = []
-        numbered: dict[int, str] = {}  # ref index -> this expression's token
+    # one pass over each expression's text (many inputs give many refs: a scan per ref was quadratic)
+    return [_renumbered(expression, refs) for expression in expressions]
 
-        def renumber(match: re.Match) -> str:
-            k = int(match.group(1))
-            if k not in numbered:
-                numbered[k] = f"___S{len(used)}___"
-                used.append(refs[k])
-            return numbered[k]
 
-        # one pass over the text (many inputs give many refs: a scan per ref was quadratic)
-        result.append((_REF_TOKEN.sub(renumber, expression), used))
-    return result
+def _renumbered(expression: str, refs: list[tuple[Source, str]]) -> tuple[str, list[tuple[Source, str]]]:
+    """`expression` with its `___R<k>___` tokens renumbered `___S<i>___` in order of first
+    appearance, and the refs those stand for."""
+    used: list[tuple[Source, str]] = []
+    numbered: dict[int, str] = {}
+
+    def renumber(match: re.Match) -> str:
+        k = int(match.group(1))
+        if k not in numbered:
+            numbered[k] = f"___S{len(used)}___"
+            used.append(refs[k])
+        return numbered[k]
+
+    return _REF_TOKEN.sub(renumber, expression), used
 
 
 _REF_TOKEN = re.compile(r"___R(\d+)___")
