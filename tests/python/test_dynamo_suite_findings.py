@@ -2639,3 +2639,12 @@ def test_hasattr_of_a_partials_own_methods(attr):
         return p(x) if hasattr(p, attr) else x.neg()
 
     _fullgraph_matches_eager(fn, torch.ones(2))
+
+
+def test_python_number_types_as_dtypes():
+    def fn(x):
+        y = (x * 5).to(bool).to(float).to(int) + 8
+        return y, torch.ones(2, dtype=float), x.to(complex)
+
+    got = _fullgraph_matches_eager(fn, torch.randn(5))
+    assert [r.dtype for r in got] == [torch.int64, torch.float64, torch.complex128]

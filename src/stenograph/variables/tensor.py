@@ -459,4 +459,11 @@ def unwrap(var: Variable) -> tuple[Any, Any]:
     if isinstance(var, DictVariable):
         pairs = {k: unwrap(v) for k, v in var.items.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    kind = var.as_constant() if var.is_constant() else None
+    if isinstance(kind, type) and kind in _PYTHON_TYPE_DTYPES:
+        # `x.to(float)`: torch's argument parser takes Python's number types as the dtypes below
+        return _PYTHON_TYPE_DTYPES[kind], _PYTHON_TYPE_DTYPES[kind]
     raise Unsupported(f"{var.describe()} cannot be passed to a tensor operation")
+
+
+_PYTHON_TYPE_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
