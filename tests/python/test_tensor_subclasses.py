@@ -370,3 +370,37 @@ def test_a_subclass_made_in_the_frame_keeps_autograd_history(backend):
     got.backward()
     expected.backward()
     assert_same(x.grad, x_ref.grad)
+
+
+class _MadeByNew(torch.Tensor):
+    @staticmethod
+    def __new__(cls, data):
+        return torch.Tensor._make_subclass(cls, data)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_make_subclass_directly_and_in_the_users_new(backend):
+    """`torch.Tensor._make_subclass(cls, data)`: an instance of `cls` sharing `data`'s storage,
+    detached; called directly or by the class's own `__new__`: one graph, eager's class and values."""
+
+    def direct(x):
+        y = torch.Tensor._make_subclass(_Passing, x * 2)
+        return y.sin(), y.requires_grad
+
+    def through_new(x):
+        return _MadeByNew(x * 2) + 1
+
+    for fn in (direct, through_new):
+        cnt = CompileCounterWithBackend(backend)
+        x = torch.randn(3, requires_grad=True)
+        got, want = stenograph.compile(fn, backend=cnt, fullgraph=True)(x), fn(x)
+        if isinstance(want, tuple):
+            (got, got_flag), (want, want_flag) = got, want
+            assert got_flag is want_flag is False
+        _assert_same_typed(got, want)
+        assert cnt.frame_count == 1
+
+    with pytest.raises(stenograph.Unsupported, match="_make_subclass"):
+        stenograph.compile(lambda x: torch.Tensor._make_subclass(_Passing, x, True), backend="eager", fullgraph=True)(
+            torch.randn(2)
+        )

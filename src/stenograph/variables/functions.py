@@ -37,7 +37,14 @@ from .symbolic import GraphValueVariable, SymNodeVariable
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
 from .tensor_literals import tensor_of_graph_values
-from .trace_rules import LEGACY_TENSOR_CONSTRUCTORS, is_literal, is_state_reader, trace_constant, untraced_library
+from .trace_rules import (
+    LEGACY_TENSOR_CONSTRUCTORS,
+    is_literal,
+    is_state_reader,
+    is_user_class,
+    trace_constant,
+    untraced_library,
+)
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -623,6 +630,39 @@ class TorchClassVariable(ConstantVariable):
                 raise_python_error(frame, e)
             return constant(record)
         raise Unsupported(f"constructing {self.value.__qualname__} while tracing")
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if self.value is torch.Tensor and name == "_make_subclass":
+            return MakeSubclassVariable(torch.Tensor._make_subclass)
+        return super().getattr(frame, name)
+
+
+class MakeSubclassVariable(MarkedFunctionVariable):
+    """`torch.Tensor._make_subclass(cls, data)` of a user's tensor class: an instance of `cls`
+    sharing `data`'s storage, detached (`require_grad=False`, the default): recorded as
+    `data.detach().as_subclass(cls)`, a node naming the class. Other arguments break the graph."""
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        bound = dict(zip(("cls", "data", "require_grad"), args)) | kwargs
+        cls = bound.get("cls")
+        data = bound.get("data")
+        require_grad = bound.get("require_grad", constant(False))
+        plain = (
+            set(bound) <= {"cls", "data", "require_grad"}
+            and cls is not None
+            and cls.is_constant()
+            and isinstance(cls.as_constant(), type)
+            and issubclass(cls.as_constant(), torch.Tensor)
+            and is_user_class(cls.as_constant())
+            and isinstance(data, TensorVariable)
+            and require_grad.is_constant()
+            and require_grad.as_constant() is False
+        )
+        if not plain:
+            raise Unsupported("torch.Tensor._make_subclass() other than (user's class, tensor, require_grad=False)")
+        made = cls.as_constant()
+        detached = frame.output.call("call_method", "detach", [data], {}, "Tensor._make_subclass()")
+        return frame.output.call("call_method", "as_subclass", [detached, constant(made)], {}, f"{made.__name__}(...)")
 
 
 class FoldedCallVariable(MarkedFunctionVariable):
