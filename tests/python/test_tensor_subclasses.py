@@ -390,6 +390,19 @@ def test_make_subclass_directly_and_in_the_users_new(backend):
     def through_new(x):
         return _MadeByNew(x * 2) + 1
 
+    def aliases(x):  # all three share x's storage, as eagerly
+        y = torch.Tensor._make_subclass(_Plain, x)
+        z = torch.Tensor._make_subclass(torch.Tensor, x)
+        x += 1
+        y += 2
+        z += 3
+        return x * y + z
+
+    x = torch.randn(2, 2)
+    x_eager = x.clone()
+    _assert_same_typed(stenograph.compile(aliases, backend=backend, fullgraph=True)(x), aliases(x_eager))
+    assert_same(x, x_eager)
+
     for fn in (direct, through_new):
         cnt = CompileCounterWithBackend(backend)
         x = torch.randn(3, requires_grad=True)

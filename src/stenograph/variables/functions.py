@@ -638,9 +638,10 @@ class TorchClassVariable(ConstantVariable):
 
 
 class MakeSubclassVariable(MarkedFunctionVariable):
-    """`torch.Tensor._make_subclass(cls, data)` of a user's tensor class: an instance of `cls`
-    sharing `data`'s storage, detached (`require_grad=False`, the default): recorded as
-    `data.detach().as_subclass(cls)`, a node naming the class. Other arguments break the graph."""
+    """`torch.Tensor._make_subclass(cls, data)` of a user's tensor class (or `torch.Tensor`): an
+    instance of `cls` sharing `data`'s storage, detached (`require_grad=False`, the default):
+    recorded as `data.detach().as_subclass(cls)` (a node naming the class), or `data.detach()`.
+    Other arguments break the graph."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         bound = dict(zip(("cls", "data", "require_grad"), args)) | kwargs
@@ -653,7 +654,7 @@ class MakeSubclassVariable(MarkedFunctionVariable):
             and cls.is_constant()
             and isinstance(cls.as_constant(), type)
             and issubclass(cls.as_constant(), torch.Tensor)
-            and is_user_class(cls.as_constant())
+            and (cls.as_constant() is torch.Tensor or is_user_class(cls.as_constant()))
             and isinstance(data, TensorVariable)
             and require_grad.is_constant()
             and require_grad.as_constant() is False
@@ -662,6 +663,8 @@ class MakeSubclassVariable(MarkedFunctionVariable):
             raise Unsupported("torch.Tensor._make_subclass() other than (user's class, tensor, require_grad=False)")
         made = cls.as_constant()
         detached = frame.output.call("call_method", "detach", [data], {}, "Tensor._make_subclass()")
+        if made is torch.Tensor:  # a plain tensor sharing the storage: the detached alias itself
+            return detached
         return frame.output.call("call_method", "as_subclass", [detached, constant(made)], {}, f"{made.__name__}(...)")
 
 
