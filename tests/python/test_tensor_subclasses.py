@@ -413,7 +413,9 @@ def test_make_subclass_directly_and_in_the_users_new(backend):
         _assert_same_typed(got, want)
         assert cnt.frame_count == 1
 
-    with pytest.raises(stenograph.Unsupported, match="_make_subclass"):
-        stenograph.compile(lambda x: torch.Tensor._make_subclass(_Passing, x, True), backend="eager", fullgraph=True)(
-            torch.randn(2)
-        )
+    for refused in (
+        lambda x: torch.Tensor._make_subclass(_Passing, x, True),
+        lambda x: torch.Tensor._make_subclass(_Passing, x, dispatch_sizes_strides_policy="sizes"),
+    ):
+        with pytest.raises(stenograph.Unsupported, match="_make_subclass"):
+            stenograph.compile(refused, backend="eager", fullgraph=True)(torch.randn(2))

@@ -297,9 +297,7 @@ class OutputGraph:
         """A tensor input the compiled code makes anew on each call through `source` (a
         `FreshCallSource`'s part): static, unguarded, a new tensor each time."""
         fake = self.fake_mode.from_tensor(value, static_shapes=True)
-        node = self._placeholder(source, fake, value)
-        self.inputs[-1].guarded = False
-        return TensorVariable(node, fake)
+        return TensorVariable(self._placeholder(source, fake, value, guarded=False), fake)
 
     def hand_over_storage(self, taker: torch.fx.Node, giver: torch.fx.Node) -> bool:
         """Order the inputs for `taker.data = giver`, both inputs; False where no order serves.
@@ -329,7 +327,7 @@ class OutputGraph:
         var = self._symbolic_vars[source] = SymNodeVariable(node, fake, source=source)
         return var
 
-    def _placeholder(self, source: Source, fake: Any, example: Any) -> torch.fx.Node:
+    def _placeholder(self, source: Source, fake: Any, example: Any, *, guarded: bool = True) -> torch.fx.Node:
         name = self._unique(_placeholder_name(source))
         last = self.inputs[-1].node if self.inputs else None
         if last is None:
@@ -346,7 +344,7 @@ class OutputGraph:
         version = 0
         if isinstance(fake, torch.Tensor):
             version = None if fake.is_inference() else fake._version
-        self.inputs.append(GraphInput(source, node, example, fake, symbolic, version))
+        self.inputs.append(GraphInput(source, node, example, fake, symbolic, version, guarded))
         return node
 
     def _apply_bounds(

@@ -355,13 +355,10 @@ def _method_bit(inst: dis.Instruction) -> bool:
 
 def _attribute(frame: Frame, obj: Variable, name: str) -> Variable:
     """`obj.name`; a built container's `__class__` is its class (`x.__class__(items)` builds one
-    of the same kind, a named tuple's too), and so is a tensor's (its class's own members:
-    `x.__class__.__name__`)."""
+    of the same kind, a named tuple's too)."""
     if name == "__class__" and isinstance(obj, (SequenceVariable, DictVariable, SetVariable)):
         cls = obj.python_type()
         return BuiltinVariable(cls) if cls in (tuple, list, dict, set, frozenset) else class_variable(cls)
-    if name == "__class__" and isinstance(obj, TensorVariable):
-        return class_variable(obj.python_type())
     return obj.getattr(frame, name)
 
 

@@ -645,23 +645,18 @@ class MakeSubclassVariable(MarkedFunctionVariable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         bound = dict(zip(("cls", "data", "require_grad"), args)) | kwargs
-        cls = bound.get("cls")
-        data = bound.get("data")
-        require_grad = bound.get("require_grad", constant(False))
+        known = {name: v.as_constant() for name, v in bound.items() if name != "data" and v.is_constant()}
+        made, data = known.get("cls"), bound.get("data")
         plain = (
             set(bound) <= {"cls", "data", "require_grad"}
-            and cls is not None
-            and cls.is_constant()
-            and isinstance(cls.as_constant(), type)
-            and issubclass(cls.as_constant(), torch.Tensor)
-            and (cls.as_constant() is torch.Tensor or is_user_class(cls.as_constant()))
+            and set(bound) - {"data"} <= set(known)
+            and known.get("require_grad", False) is False
+            and isinstance(made, type)
+            and (made is torch.Tensor or issubclass(made, torch.Tensor) and is_user_class(made))
             and isinstance(data, TensorVariable)
-            and require_grad.is_constant()
-            and require_grad.as_constant() is False
         )
         if not plain:
             raise Unsupported("torch.Tensor._make_subclass() other than (user's class, tensor, require_grad=False)")
-        made = cls.as_constant()
         detached = frame.output.call("call_method", "detach", [data], {}, "Tensor._make_subclass()")
         if made is torch.Tensor:  # a plain tensor sharing the storage: the detached alias itself
             return detached

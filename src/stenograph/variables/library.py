@@ -259,8 +259,8 @@ def _intern(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> 
 def _clear_frames(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`traceback.clear_frames(tb)` (what `assertRaises` does on leaving) of an exception raised
     while tracing (which the trace passes as None): its frames are the trace's, nothing to clear."""
-    traced = len(args) == 1 and (isinstance(args[0], TracebackVariable) or args[0].is_constant())
-    if kwargs or not traced or args[0].is_constant() and args[0].as_constant() is not None:
+    tb = args[0] if len(args) == 1 and not kwargs else None
+    if not (isinstance(tb, TracebackVariable) or tb is not None and tb.is_constant() and tb.as_constant() is None):
         raise Unsupported("traceback.clear_frames() of a traceback the trace did not make")
     return constant(None)
 

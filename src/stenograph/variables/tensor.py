@@ -108,6 +108,8 @@ class TensorVariable(GraphValueVariable):
             return frame.class_member(self, self.subclass, name)
         if name in TENSOR_METADATA or name == "shape":
             _refuse_other_answers(frame, self, name)
+        if name == "__class__":  # its class, with the class's own members (`x.__class__.__name__`)
+            return frame.wrap(self.python_type(), None)
         return self.tensor_attribute(frame, name)
 
     def tensor_attribute(self, frame: Frame, name: str, *, through_super: bool = False) -> Variable:

@@ -84,7 +84,7 @@ def register_hook(frame: Frame, tensor: TensorVariable, args: list[Variable], kw
     graph (its handle may be kept); on an intermediate, in the graph."""
     if tensor.source is not None:
         return _register_on_input(frame, tensor, "register_hook", args, kwargs)
-    _refuse_unless_plain(frame, tensor, "register_hook", args, kwargs)
+    _refuse_unusual(frame, tensor, "register_hook", args, kwargs, handle_kept=not _dropped(frame))
     hook = args[0]
     fake = tensor.fake
     with frame.output.fake_mode:
@@ -124,22 +124,26 @@ def _register_on_input(
     frame: Frame, tensor: TensorVariable, method: str, args: list[Variable], kwargs: dict[str, Variable]
 ) -> Variable:
     """A hook on a tensor read from the frame: registered after the graph, in order."""
-    inside_body = frame.output.graph is not frame.output.root_graph
-    if inside_body or kwargs or len(args) != 1 or not tensor.fake.requires_grad:
-        raise Unsupported(f"Tensor.{method}() installs a Python autograd hook; it runs eagerly between graphs")
+    _refuse_unusual(frame, tensor, method, args, kwargs)
     handle = None if _dropped(frame) else InputHookHandleVariable(tensor, method, args[0])
     frame.output.side_effects.hook_registered(tensor, method, args[0], handle)
     return handle or GraphHookHandleVariable()
 
 
-def _refuse_unless_plain(
-    frame: Frame, tensor: TensorVariable, method: str, args: list[Variable], kwargs: dict[str, Variable]
+def _refuse_unusual(
+    frame: Frame,
+    tensor: TensorVariable,
+    method: str,
+    args: list[Variable],
+    kwargs: dict[str, Variable],
+    *,
+    handle_kept: bool = False,
 ) -> None:
-    """What a hook on an intermediate cannot be: its handle kept, on a tensor without grad
-    (eager's error), with more arguments, inside a traced body (a `cond` branch, a checkpointed
-    function)."""
+    """What neither way serves: a tensor without grad (eager's error), more arguments, a call
+    inside a traced body (a `cond` branch, a checkpointed function); and on an intermediate, its
+    handle kept (`handle_kept`)."""
     inside_body = frame.output.graph is not frame.output.root_graph
-    if not _dropped(frame) or inside_body or kwargs or len(args) != 1 or not tensor.fake.requires_grad:
+    if handle_kept or inside_body or kwargs or len(args) != 1 or not tensor.fake.requires_grad:
         raise Unsupported(f"Tensor.{method}() installs a Python autograd hook; it runs eagerly between graphs")
 
 
