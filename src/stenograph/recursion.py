@@ -36,6 +36,10 @@ from collections.abc import Iterator
 # recursion through graph breaks needs about three per level; with a high one, 3.11's C stack
 # (about 25,000 C-level Python calls in 8 MiB) must still outlast the limit
 MAX_LIFT = 6000
+# on 3.11, no lift takes the limit past this many frames: a user's limit near it (eager code
+# recurses to 20,000 without C stack) leaves compiled recursion its own limit, unraised, rather
+# than a lift the C stack cannot hold (a crash seen at 20,000 + a lift)
+C_STACK_FRAMES = 20_000 if sys.version_info < (3, 12) else sys.maxsize
 # frames a compile may use beyond the limit (the tracer, fake tensors and the backend are deep
 # Python), so a miss deep in a recursion compiles instead of failing in the tracer
 COMPILE_HEADROOM = 1500
@@ -58,11 +62,13 @@ _SHIFT = {k: _shifter(k) for k in (1, 2, -1, -2, COMPILE_HEADROOM, -COMPILE_HEAD
 
 
 def lift(k: int) -> int:
-    """Raise the limit by `k` frames (1 or 2; 0 if that would pass `MAX_LIFT`, or at the limit
-    itself). Returns what to `lower`."""
+    """Raise the limit by `k` frames (1 or 2; 0 if that would pass `MAX_LIFT` or
+    `C_STACK_FRAMES`, or at the limit itself). Returns what to `lower`."""
     if _lifted[0] + k > MAX_LIFT:
         return 0
     try:
+        if sys.getrecursionlimit() + k > C_STACK_FRAMES:
+            return 0
         next(_SHIFT[k])
     except RecursionError:
         return 0

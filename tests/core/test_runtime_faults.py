@@ -753,6 +753,22 @@ def test_infinite_recursion_still_raises_recursion_error(case, limit):
         sys.setrecursionlimit(before)
 
 
+def test_no_lift_takes_the_limit_past_what_the_c_stack_holds():
+    """On 3.11 a user's limit at the bound gets no lift (compiled recursion keeps the user's own
+    limit, raising RecursionError early rather than overflowing the C stack); 3.12+ is unbounded."""
+    before = sys.getrecursionlimit()
+    bounded = sys.version_info < (3, 12)
+    sys.setrecursionlimit(recursion.C_STACK_FRAMES if bounded else 20_000)
+    try:
+        k = recursion.lift(1)
+        if k:
+            recursion.lower(k)
+        assert k == (0 if bounded else 1)
+        assert sys.getrecursionlimit() == (recursion.C_STACK_FRAMES if bounded else 20_000)
+    finally:
+        sys.setrecursionlimit(before)
+
+
 class _Stop(BaseException):
     """Like KeyboardInterrupt: not an Exception."""
 

@@ -147,6 +147,134 @@ def test_key_with_its_own_hash_runs_eagerly(cnt):
     assert cnt.frame_count == 0
 
 
+def test_lookup_in_a_dict_made_in_the_frame_recompiles_when_inputs_alias(cnt):
+    """Whether `y` is found among keys made of `x` depends on the two being one object: a
+    call passing one tensor for both compiles again."""
+
+    def fn(x, y):
+        d = {x: 1}
+        return y + (5 if y in d else 7) + d.get(y, 0)
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    a, b = torch.zeros(2), torch.zeros(2)
+    assert compiled(a, b).tolist() == fn(a, b).tolist() == [7.0, 7.0]
+    assert compiled(a, a).tolist() == fn(a, a).tolist() == [6.0, 6.0]
+    assert compiled(b, a).tolist() == [7.0, 7.0]
+    assert cnt.frame_count == 2
+
+
+def test_dict_passed_in_with_tensor_keys(cnt):
+    def fn(d, x):
+        total = x * d[x]
+        for k, v in d.items():
+            total = total + (k * v if isinstance(k, torch.Tensor) else v)
+        return total, len(d), {k: v + 1 for k, v in d.items()}
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    for i in range(2):  # new tensors each call: one graph
+        k1, k2 = t(3, seed=i), t(3, seed=i + 5)
+        d = {k1: 2.0, "scale": 3.0, k2: 4.0}
+        total, n, plus_one = compiled(d, k1)
+        total_e, n_e, plus_one_e = fn(d, k1)
+        assert torch.equal(total, total_e) and n == n_e == 3
+        assert list(plus_one) == list(plus_one_e) and list(plus_one.values()) == list(plus_one_e.values())
+    assert cnt.frame_count == 1
+
+
+def test_dict_passed_in_with_tensor_keys_is_guarded(cnt):
+    """The keys' count, order of kinds, the tensors' shapes and the constant keys are guarded;
+    the tensors are read by position, so new tensors of the same kind reuse the graph."""
+
+    def fn(d, x):
+        return sum(k * v for k, v in d.items()) + x
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = torch.ones(2)
+    cases = [
+        {torch.ones(2): 1.0, torch.ones(2) * 2: 2.0},
+        {torch.ones(2) * 3: 1.0, torch.ones(2): 2.0},  # new tensors: no new graph
+        {torch.ones(1): 1.0, torch.ones(2): 2.0},  # a shape changed
+        {torch.ones(2): 1.0},  # a key fewer
+        {torch.ones(2): 1.0, torch.ones(2) * 2: 5.0},  # a value changed (a constant)
+    ]
+    for d in cases:
+        assert torch.equal(compiled(d, x), fn(d, x))
+    assert cnt.frame_count == 4
+
+
+def test_dict_passed_in_with_tensor_keys_changed_in_the_frame(cnt):
+    def fn(d, x, gone):
+        d[x] = d.get(x, 0) + 1
+        del d[gone]
+        return x + len(d)
+
+    def make(_):
+        a, b = torch.ones(2), torch.ones(2) * 2
+        return {a: 1, b: 2}, a, b
+
+    for i in range(2):
+        (d_c, x_c, g_c), (d_e, x_e, g_e) = make(i), make(i)
+        assert torch.equal(stenograph.compile(fn, backend=cnt)(d_c, x_c, g_c), fn(d_e, x_e, g_e))
+        assert [(k is x_c, v) for k, v in d_c.items()] == [(k is x_e, v) for k, v in d_e.items()] == [(True, 2)]
+    d, x, gone = make(0)
+    other = torch.ones(2)
+    assert torch.equal(stenograph.compile(fn, backend=cnt)(d, other, gone), torch.full((2,), 3.0))
+    assert len(d) == 2 and d[other] == 1
+
+
+def test_sets_of_tensors_made_in_the_frame(cnt):
+    """Found by identity; an in-place op's result is its input; a call aliasing the inputs
+    compiles again."""
+
+    def fn(p, q):
+        y = p.add_(1)
+        z = torch.Tensor.add_(y, 1)
+        s = set([q])
+        s.add(y)
+        return y in s and z in s, len(s), len(frozenset({p, z})), q in {p}
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    p, q = torch.zeros(5), torch.zeros(5, 10)
+    assert compiled(p, q) == fn(torch.zeros(5), torch.zeros(5, 10)) == (True, 2, 1, False)
+    assert cnt.frame_count == 1
+    assert compiled(p, p) == fn(p, p) == (True, 1, 1, True)
+    assert cnt.frame_count == 2
+
+
+def test_iterating_a_set_of_several_tensors_made_in_the_frame_breaks_the_graph(cnt):
+    def fn(x, y):
+        total = x * 0
+        for k in {x, y}:
+            total = total + k
+        return total
+
+    x, y = t(3), t(3, seed=1)
+    with pytest.raises(stenograph.Unsupported, match="order follows their addresses"):
+        stenograph.compile(fn, backend=cnt, fullgraph=True)(x, y)
+    with pytest.warns(stenograph.StenographWarning, match="order follows their addresses"):
+        assert torch.equal(stenograph.compile(fn, backend=cnt)(x, y), fn(x, y))
+
+
+def test_set_passed_in_with_tensors(cnt):
+    def fn(s, x):
+        total = x.clone()
+        for k in s:
+            total = total + k
+        return total, x in s, len(s)
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    for i in range(2):  # new tensors each call: one graph
+        a, b = t(3, seed=i), t(3, seed=i + 3)
+        total, found, n = compiled({a, b}, a)
+        total_e, found_e, n_e = fn({a, b}, a)
+        assert torch.allclose(total, total_e) and found is found_e is True and n == n_e == 2
+    assert cnt.frame_count == 1
+    x = torch.ones(3)
+    assert compiled({x, torch.zeros(3), torch.ones(3)}, x)[2] == 3  # a member more
+    assert compiled({torch.ones(3), torch.zeros(3)}, x)[1] is False  # not found
+    assert cnt.frame_count == 3
+
+
 # -- functools.lru_cache / functools.cache -------------------------------------------------------
 
 

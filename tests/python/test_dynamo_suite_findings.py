@@ -2648,3 +2648,18 @@ def test_python_number_types_as_dtypes():
 
     got = _fullgraph_matches_eager(fn, torch.randn(5))
     assert [r.dtype for r in got] == [torch.int64, torch.float64, torch.complex128]
+
+
+# -- eleventh pass: test_functions and test_decorators again --------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:To copy construct from a tensor")
+def test_torch_tensor_of_a_tensor_is_a_detached_copy():
+    def fn(a, b):
+        c = torch.tensor(a)
+        c.add_(b, alpha=5.0)
+        return c, torch.tensor(a, dtype=torch.float64), a
+
+    a, b = torch.randn(10, 10, requires_grad=True), torch.randn(10, 10)
+    got = _fullgraph_matches_eager(fn, a, b)
+    assert not got[0].requires_grad and got[0].data_ptr() != a.data_ptr() and got[1].dtype == torch.float64

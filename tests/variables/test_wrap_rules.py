@@ -43,6 +43,7 @@ ORDER = [
     "known_container",
     "sequence",
     "set_of_fixed_members",
+    "set_of_tensors",
     "weakref",
     "module_globals",
     "dict",

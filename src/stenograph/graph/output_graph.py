@@ -127,6 +127,9 @@ class OutputGraph:
         # (taker, giver) input nodes of each `taker.data = giver` (see `hand_over_storage`)
         self._handovers: list[tuple[torch.fx.Node, torch.fx.Node]] = []
         self._input_vars: dict[int, TensorVariable] = {}
+        # sources of tensor inputs the trace used as dict keys or set members: whether a lookup
+        # found one depends on which of them are one object (`guard_keyed_inputs_distinct`)
+        self.keyed_inputs: set[Source] = set()
         # symbolic numbers by where they were read: a second read is the same input (all are
         # read together when the graph is called)
         self._symbolic_vars: dict[Source, Variable] = {}
@@ -227,6 +230,12 @@ class OutputGraph:
                 if pattern.count(pattern[k]) > 1 and not i.symbolic:
                     self.guards.storage_offset_match(i.source, i.example.storage_offset())
             self.guards.all_distinct([i.source for i, d in zip(tensors, dense) if not d])
+
+    def guard_keyed_inputs_distinct(self) -> None:
+        """Tensor inputs used as dict keys or set members were distinct objects (one object read
+        two ways is one input, guarded to stay so): a call passing one tensor for two of them
+        finds keys the trace did not, and compiles again."""
+        self.guards.all_distinct(sorted(self.keyed_inputs, key=lambda s: s.name()))
 
     def real_object(self, var: Variable) -> Any:
         """The real object a tracker read from the frame stands for: a tensor input's tensor, a

@@ -47,6 +47,12 @@ _GLOBAL_FLAGS = tuple(
 )
 
 
+def keys_with_tensors_marked(keys: Any) -> tuple:
+    """A dict's keys with each tensor replaced by `torch.Tensor` (the class), for a guard
+    comparing the other keys."""
+    return tuple(torch.Tensor if isinstance(k, torch.Tensor) else k for k in keys)
+
+
 @dataclass
 class Check:
     """One boolean expression over `{v}` (the source's value) and bound helper names."""
@@ -397,6 +403,15 @@ class GuardSet:
         self.type_match(source, value)
         own_keys = collections.OrderedDict.keys if isinstance(value, collections.OrderedDict) else dict.keys
         keys = tuple(own_keys(value))
+        if any(isinstance(k, torch.Tensor) for k in keys):
+            # tensor keys compare by identity (their own guards, by position): held here as
+            # their class, neither kept alive nor compared with `==` (elementwise for tensors)
+            pattern = keys_with_tensors_marked(keys)
+            marked, name = self.bind(keys_with_tensors_marked, "fn"), self.bind(pattern, "keys")
+            reader = self.bind(own_keys, "fn")
+            text = f"keys of {source.name()} == {pattern!r}"
+            self._add(RANK_VALUE, source, f"{marked}({reader}({{v}})) == {name}", text)
+            return
         name = self.bind(keys, "keys")
         text = f"keys of {source.name()} == {keys!r}"
         cls = type(value)

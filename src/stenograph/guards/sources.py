@@ -377,6 +377,29 @@ class IteratorRestSource(Source):
 
 
 @_derived
+class IterationItemSource(Source):
+    """The `index`-th item met iterating the dict or set at `parent` (`part` ""), or the dict's
+    values (`part` "values"): `list(parent)[index]`. Reaches tensors keying a dict, and their
+    values, which no constant key names; the guards fix the container's builtin type, hence
+    its order of iteration."""
+
+    parent: Source
+    index: int
+    part: str = ""
+
+    def base(self) -> Source:
+        return self.parent
+
+    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
+        iterated = f"{parent_expr}.{self.part}()" if self.part else parent_expr
+        return f"list({iterated})[{self.index}]"
+
+    def name(self) -> str:
+        iterated = f"{self.parent.name()}.{self.part}()" if self.part else self.parent.name()
+        return f"list({iterated})[{self.index}]"
+
+
+@_derived
 class WeakrefTargetSource(Source):
     """What a weak reference (`parent`) points to: `parent()`."""
 

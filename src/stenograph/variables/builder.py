@@ -36,7 +36,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from ..guards.sources import AttrSource, ClassSource, GlobalSource, ItemSource, IteratorRestSource, iterator_rest
+from ..guards.sources import (
+    AttrSource,
+    ClassSource,
+    GlobalSource,
+    ItemSource,
+    IterationItemSource,
+    IteratorRestSource,
+    Source,
+    iterator_rest,
+)
 from ..marks import (
     graph_break,
     is_allowed_in_graph,
@@ -67,6 +76,7 @@ from .containers import (
     SetVariable,
     SizeVariable,
     TupleVariable,
+    dict_key,
     set_member_by_identity,
 )
 from .descriptors import class_attr_source, class_member
@@ -419,7 +429,19 @@ def _set_of_fixed_members(w: Wrapping) -> Variable | None:
                 return None
     if w.source is not None:
         w.guards.set_members_match(w.source, w.value)
-    return w.frame.output.register_container(w.value, SetVariable.from_frame(w.value, w.source, trackers))
+    return w.frame.output.register_container(w.value, SetVariable.from_frame(w.frame, w.value, w.source, trackers))
+
+
+@_rule(
+    lambda value, source: source is not None and type(value) is set and all(isinstance(m, torch.Tensor) for m in value)
+)
+def _set_of_tensors(w: Wrapping) -> Variable:
+    """A set of tensors: graph inputs read by their position in its order of iteration (their
+    addresses'), the set's size guarded; found in it by identity."""
+    assert w.source is not None
+    w.guards.length_match(w.source, w.value)
+    trackers = {m: wrap(w.frame, m, IterationItemSource(w.source, index)) for index, m in enumerate(w.value)}
+    return w.frame.output.register_container(w.value, SetVariable.from_frame(w.frame, w.value, w.source, trackers))
 
 
 def _builtin_function(value: Any) -> bool:
@@ -448,9 +470,7 @@ def _dict(w: Wrapping) -> Variable:
     if source is not None:
         w.guards.type_match(source, value)
         w.guards.dict_keys_match(source, value)
-    if not all(is_dict_key_constant(k) for k in value):
-        raise Unsupported("dict with non-constant keys")
-    items = dict(zip(value, _contents(w, value.items())))
+    items = dict(zip(_dict_keys(w), _contents(w, value.items())))
     if type(value) is collections.defaultdict:
         factory_source = AttrSource(source, "default_factory") if source is not None else None
         var: Variable = DefaultDictVariable(items, wrap(w.frame, value.default_factory, factory_source), source)
@@ -459,6 +479,20 @@ def _dict(w: Wrapping) -> Variable:
     else:
         var = DictVariable(items, source, python_class=type(value))
     return w.frame.output.register_container(value, var)
+
+
+def _dict_keys(w: Wrapping) -> list[Any]:
+    """The keys of a dict read from the frame as its tracker holds them: constants, and tensors
+    (graph inputs read by their position, keyed by identity)."""
+    keys = []
+    for index, key in enumerate(w.value):
+        if is_dict_key_constant(key):
+            keys.append(key)
+        elif isinstance(key, torch.Tensor) and w.source is not None:
+            keys.append(dict_key(wrap(w.frame, key, IterationItemSource(w.source, index)), w.frame))
+        else:
+            raise Unsupported("dict with non-constant keys")
+    return keys
 
 
 @_rule(lambda value, source: source is not None and type(value) in SEQUENCE_ITERATORS)
@@ -564,9 +598,16 @@ def _contents(w: Wrapping, entries: Iterable[tuple[Any, Any]]) -> list[Variable]
 
 def _items(w: Wrapping, entries: Iterable[tuple[Any, Any]]) -> list[Variable]:
     """The trackers of a container's items `(key or index, value)`, each read through its item
-    of the container's source."""
-    source = w.source
-    return [wrap(w.frame, v, ItemSource(source, k) if source is not None else None) for k, v in entries]
+    of the container's source (a dict's value under a tensor key: by its position)."""
+    return [wrap(w.frame, v, _item_source(w.source, k, index)) for index, (k, v) in enumerate(entries)]
+
+
+def _item_source(source: Source | None, key: Any, index: int) -> Source | None:
+    if source is None:
+        return None
+    if isinstance(key, torch.Tensor):
+        return IterationItemSource(source, index, "values")
+    return ItemSource(source, key)
 
 
 def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:

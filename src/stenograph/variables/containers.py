@@ -396,6 +396,8 @@ def dict_key(var: Variable, frame: Frame | None = None, *, member: bool = False)
         if frame is not None and var.source is not None:
             frame.output.guards.id_match(var.source, identity)
         return identity
+    if frame is not None and var.source is not None and isinstance(identity, torch.fx.Node):
+        frame.output.keyed_inputs.add(var.source)  # a tensor input: found or not by identity
     return TrackedKey(identity, var)
 
 
@@ -1002,8 +1004,10 @@ class SetVariable(Variable):
             if cls.__hash__ is frozenset.__hash__ and cls.__eq__ is frozenset.__eq__:
                 return contents.as_constant()
         identity = var.value_object
+        if identity is None and issubclass(var.python_type(), torch.Tensor):
+            return dict_key(var, frame, member=True)  # a tensor the graph has: by its identity
         if identity is None:
-            raise Unsupported(f"set member {var.describe()} (only constants and fixed objects are tracked)")
+            raise Unsupported(f"set member {var.describe()} (only constants, tensors and fixed objects are tracked)")
         if not set_member_by_identity(identity):
             raise Unsupported(f"set member {var.describe()}, whose class defines __eq__ or __hash__")
         return _Identity(identity)
@@ -1045,10 +1049,10 @@ class SetVariable(Variable):
         return self.python_class(v.as_constant() for v in self._ordered())
 
     @classmethod
-    def from_frame(cls, value: set, source: Source | None, trackers: dict[Any, Variable]) -> SetVariable:
+    def from_frame(cls, frame: Frame, value: set, source: Source | None, trackers: dict[Any, Variable]) -> SetVariable:
         """A real set read from the frame: constants, and the objects `trackers` holds the
         trackers of (members compared by identity)."""
-        keys = [_Identity(m) if m in trackers else m for m in value]
+        keys = [cls.key_of(trackers[m], frame) if m in trackers else m for m in value]
         members = {k: trackers[m] if m in trackers else constant(m) for k, m in zip(keys, value)}
         result = cls(members, source=source, table=set(keys))
         result.fixed_order = keys
@@ -1058,6 +1062,11 @@ class SetVariable(Variable):
     def _order(self) -> list[Any]:
         if self.fixed_order is not None:
             return self.fixed_order
+        if len(self.table) > 1 and any(isinstance(k, TrackedKey) for k in self.table):
+            raise Unsupported(
+                f"iterating {self.describe()} holding tensors: its order follows their addresses",
+                hint="iterate a list, or sorted(...) where order matters",
+            )
         if not self.layout_known:
             raise Unsupported(
                 f"iterating {self.describe()} derived from a set of the frame the trace changed or combined: "

@@ -15,7 +15,7 @@ import torch
 from ..errors import Unsupported
 from .base import Variable
 from .constants import IteratorVariable, constant
-from .containers import DictVariable, SequenceVariable, TupleVariable
+from .containers import DictVariable, SequenceVariable, SetVariable, TupleVariable
 from .exceptions import raise_python_error
 from .identity import equality_is_identity, guard_identity, same_object, same_or_equal
 from .symbolic import SymNodeVariable
@@ -253,9 +253,10 @@ def contains(frame: Frame, item: Variable, container: Variable) -> bool:
     if (
         isinstance(container, TensorVariable)
         or isinstance(item, TensorVariable)
-        and not isinstance(container, DictVariable)
+        and not isinstance(container, (DictVariable, SetVariable))
     ):
-        raise Unsupported("`in` with a tensor needs its values")  # a dict compares its keys by identity
+        # a dict or set finds a tensor by identity (its hash is its address: never `==`)
+        raise Unsupported("`in` with a tensor needs its values")
     answer = container.contains(frame, item)  # dicts and sets
     if answer is None:
         answer = _frozen_contains(frame, item, container)

@@ -1,5 +1,5 @@
 """`torch.tensor(data)` where `data` holds values only the graph has: tensors of one element and
-symbolic numbers (`torch.tensor([v.item()])`, `torch.tensor([a, a])`).
+symbolic numbers (`torch.tensor([v.item()])`, `torch.tensor([a, a])`), or is a tensor (a copy).
 
 `torch.tensor` reads Python numbers out of its data; handed graph values it cannot run on fake
 tensors. Built instead from graph operations, as torch.compile builds it: each element a 0-d
@@ -40,9 +40,14 @@ def tensor_of_graph_values(frame: Frame, data: Variable, kwargs: dict[str, Varia
     if set(kwargs) - _TAKEN or not all(v.is_constant() for v in kwargs.values()):
         raise Unsupported(f"torch.tensor() of graph values with {', '.join(kwargs)}")
     options = {k: v.as_constant() for k, v in kwargs.items()}
+    output = frame.output
+    if isinstance(data, TensorVariable):  # a copy of the tensor, as eager's (which also warns)
+        result = output.call("call_method", "detach", [data], {}, "torch.tensor()")
+        result = output.call("call_method", "clone", [result], {}, "torch.tensor()")
+        changes = {k: constant(v) for k, v in options.items() if v is not None}
+        return output.call("call_method", "to", [result], changes, "torch.tensor()") if changes else result
     dtype = options.get("dtype") or torch.tensor(_stand_ins(leaves, shape)).dtype
     elements = [_element(frame, leaf, dtype) for leaf in leaves]
-    output = frame.output
     if shape:
         result = output.call("call_function", torch.stack, [ListVariable(elements)], {}, "torch.tensor()")
         result = output.call("call_method", "reshape", [result, constant(shape)], {}, "torch.tensor()")
