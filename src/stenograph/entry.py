@@ -36,7 +36,7 @@ from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
 from .guards.pyfunc import with_closure
 from .guards.sources import LocalSource
-from .marks import is_disabled
+from .marks import eager_frame_of, is_disabled
 from .module_hooks import call_with_hooks, has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
@@ -635,7 +635,8 @@ def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) 
     found = _module_callers.get((id(backend), dynamic))
     if found is not None:
         return found
-    # forward function -> its entry wrapper, or None for a disabled forward (run as it is)
+    # forward function -> its entry wrapper, its routed eager run (`disable(recursive=False)`),
+    # or None for a disabled forward (run as it is)
     forwards: dict[types.FunctionType, Any] = {}
 
     def call(module: Any, *args: Any, **kwargs: Any) -> Any:
@@ -646,10 +647,14 @@ def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) 
             return module(*args, **kwargs)
         wrapper = forwards.get(forward, _UNSEEN)
         if wrapper is _UNSEEN:
-            disabled = is_disabled(forward)
-            wrapper = forwards[forward] = (
-                None if disabled else entry_wrapper(forward, backend, backend_name, False, dynamic)
-            )
+            frame = eager_frame_of(forward)  # `disable(recursive=False)`: eager, its calls compiled
+            if frame is not None:
+                wrapper = callee_router(backend, backend_name, dynamic).running_eagerly(frame)
+            elif is_disabled(forward):
+                wrapper = None
+            else:
+                wrapper = entry_wrapper(forward, backend, backend_name, False, dynamic)
+            forwards[forward] = wrapper
         if wrapper is None:
             return module(*args, **kwargs)
         if has_module_hooks(module):

@@ -9,6 +9,7 @@ prints: torch.compile traces through `stenograph.graph_break`).
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import pytest
@@ -209,6 +210,32 @@ def test_disable_recursive_false_compiles_the_callees():
     before = cnt.frame_count
     assert_same(_frame_only(x), x + 2)  # called from eager code: nothing compiles
     assert cnt.frame_count == before
+
+
+def test_disable_recursive_false_compiles_comprehensions_and_a_modules_callees():
+    """3.11 runs a comprehension as a function of its own, called with its iterator in the
+    method slot of the call; a module's forward disabled alone runs eagerly with its calls
+    compiled (torch.compile's test_listcomp: one frame of 8 ops)."""
+
+    @stenograph.disable(recursive=False)
+    def summed(x):
+        return sum([i * torch.cos(x) for i in range(4)])
+
+    class Module(torch.nn.Module):
+        @stenograph.disable(recursive=False)
+        def forward(self, x):
+            values = [i * torch.cos(x) for i in range(4)]
+            return sum(values)
+
+    model = Module()
+    x = torch.randn(4)
+    for fn in (lambda x: summed(x), lambda x: model(x)):
+        cnt = CompileCounter()
+        assert_same(stenograph.compile(fn, backend=cnt)(x), fn(x))
+        if sys.version_info < (3, 12):  # 3.12+ inlines comprehensions into the disabled frame
+            assert (cnt.frame_count, cnt.op_count) == (1, 8)
+        else:
+            assert cnt.frame_count == 0
 
 
 def test_disable_recursive_true_runs_callees_eagerly():

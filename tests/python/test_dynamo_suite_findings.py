@@ -2663,3 +2663,43 @@ def test_torch_tensor_of_a_tensor_is_a_detached_copy():
     a, b = torch.randn(10, 10, requires_grad=True), torch.randn(10, 10)
     got = _fullgraph_matches_eager(fn, a, b)
     assert not got[0].requires_grad and got[0].data_ptr() != a.data_ptr() and got[1].dtype == torch.float64
+
+
+@pytest.mark.parametrize("method", ["random_", "uniform_"])
+def test_keyword_arguments_named_like_python_keywords(method):
+    """`t.random_(from=-10, to=10)`: FX cannot write `from=` in the graph's code; the call is
+    recorded through a helper taking the keywords as a dict."""
+
+    def fn(tensor, args, kwargs):
+        return getattr(tensor, method)(*args, **kwargs) * 2
+
+    cnt = stenograph.testing.CompileCounter()
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    for args, kwargs in [([], {"from": -10, "to": 10}), ([-10], {"to": 10}), ([-10, 10], {})]:
+        mine, theirs = torch.randn(2, 3), torch.randn(2, 3)
+        torch.manual_seed(0)
+        got = compiled(mine, args, kwargs)
+        torch.manual_seed(0)
+        helpers.assert_same(got, fn(theirs, args, kwargs))
+        helpers.assert_same(mine, theirs)
+    assert cnt.frame_count >= 1 and cnt.op_count >= 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_data_changed_in_place_after_it_is_saved_for_backward(backend):
+    """`x.data.mul_(2)` changes x's values without bumping its version counter (`.data` has a
+    counter of its own, unlike `x.detach()`): the backward uses the changed values, no error."""
+
+    def fn(x):
+        out = x.sin()
+        x.data.mul_(2)
+        return out
+
+    x = torch.randn(4, requires_grad=True)
+    x_c = x.detach().clone().requires_grad_(True)
+    out, out_c = fn(x), stenograph.compile(fn, backend=backend, fullgraph=True)(x_c)
+    out.sum().backward()
+    out_c.sum().backward()
+    helpers.assert_same(out_c, out)
+    helpers.assert_same(x_c, x)
+    helpers.assert_same(x_c.grad, x.grad)

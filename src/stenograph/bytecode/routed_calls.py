@@ -55,6 +55,10 @@ def route_calls(code: types.CodeType, router: Any) -> types.CodeType:
         if depth is None:
             out.append(item)
             continue
+        if _PRECALL and item.arg == 0 and out and isinstance(out[-1], _bc.Instr) and out[-1].name == "GET_ITER":
+            # 3.11 calls a comprehension's function as [function, iterator] with no NULL: the
+            # function sits in the method slot, the iterator (its one argument) in self's
+            depth = 2
         # 3.11/3.12's KW_NAMES sets the names the next call reads: the router's call goes first
         names = out.pop() if out and isinstance(out[-1], _bc.Instr) and out[-1].name == "KW_NAMES" else None
         out.extend(_route(depth, router, item.location))

@@ -9,6 +9,7 @@ source so the transformed code can fetch it again on every call.
 from __future__ import annotations
 
 import contextlib
+import keyword
 import logging
 import operator
 import re
@@ -463,7 +464,7 @@ class OutputGraph:
         if any(_shape_text(var.fake) != shape for var, shape in outputs):
             # AOTAutograd's functional graph cannot resize an input in place (torch.compile breaks too)
             raise Unsupported(f"{describe} resizes a graph input passed as out=", hint="let the op allocate its result")
-        node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
+        node = self.graph.create_node(*_spelled_out(kind, target, tuple(fx_args), fx_kwargs))
         # sizes or scalars the op made up (nonzero's length, item()) are bound to this node, so a
         # backend that retraces the graph (AOTAutograd) knows where each unbacked symbol comes from
         try:
@@ -582,6 +583,23 @@ def _made_subclass(kind: str, target: Any, args: list[Variable], kwargs: dict[st
 
 
 # the attribute naming the class a `subclass_maker` function makes (read by backends/subclass_graphs)
+def call_with_keywords(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """`fn(*args, **kwargs)`, or the method named `fn` of `args[0]`: the node target of a call
+    with a keyword argument named like a Python keyword (`t.random_(from=-10)`), which the
+    code FX generates could not spell as `name=value`."""
+    if isinstance(fn, str):
+        return getattr(args[0], fn)(*args[1:], **kwargs)
+    return fn(*args, **kwargs)
+
+
+def _spelled_out(kind: str, target: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[str, Any, tuple, dict]:
+    """A node's (kind, target, args, kwargs), through `call_with_keywords` where a keyword
+    argument's name is a Python keyword."""
+    if not any(keyword.iskeyword(name) for name in kwargs):
+        return kind, target, args, kwargs
+    return "call_function", call_with_keywords, (target, args, dict(kwargs)), {}
+
+
 MADE_SUBCLASS_ATTR = "__stenograph_made_subclass__"
 
 

@@ -125,7 +125,7 @@ class TensorVariable(GraphValueVariable):
         if name in TENSOR_PROPERTIES:
             return frame.output.call("call_function", getattr, [self, constant(name)], {}, f"Tensor.{name}")
         if name == "data":
-            return frame.output.call("call_method", "detach", [self], {}, "Tensor.data")
+            return frame.output.call("call_function", torch._C._autograd._get_data_attr, [self], {}, "Tensor.data")
         if name == "grad":
             return _read_grad(frame, self)
         if callable(getattr(torch.Tensor, name, None)):
