@@ -2703,3 +2703,21 @@ def test_data_changed_in_place_after_it_is_saved_for_backward(backend):
     helpers.assert_same(out_c, out)
     helpers.assert_same(x_c, x)
     helpers.assert_same(x_c.grad, x.grad)
+
+
+def test_dunder_iter_called_directly_is_iter():
+    """`x.__iter__()` of a tensor and `range(3).__iter__()`: the iterator `iter()` gives."""
+
+    def over_rows(x):
+        for y in x.__iter__():
+            y.add_(1.0)
+        return y
+
+    def over_range(x):
+        it = range(3).__iter__()
+        return x + next(it) + next(it) * 10 + len(list("ab".__iter__()))
+
+    for fn, make in ((over_rows, lambda: torch.zeros(3, 2)), (over_range, lambda: torch.zeros(3))):
+        x_c, x_e = make(), make()
+        helpers.assert_same(stenograph.compile(fn, backend="eager", fullgraph=True)(x_c), fn(x_e))
+        helpers.assert_same(x_c, x_e)

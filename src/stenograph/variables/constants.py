@@ -171,6 +171,8 @@ class ConstantMethodVariable(Variable):
         return super().truth(frame)
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if self.name == "__iter__" and not args and not kwargs:  # `range(3).__iter__()`: as `iter()`
+            return IteratorVariable(constant(self.obj).unpack(frame))
         # an iterator argument (`",".join(str(i) for i in xs)`) is consumed into a list first
         items = [a.unpack(frame) if isinstance(a, IteratorVariable) else None for a in args]
         trackers = [*itertools.chain.from_iterable(i if i is not None else [a] for a, i in zip(args, items))]

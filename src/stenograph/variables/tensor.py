@@ -22,7 +22,7 @@ from . import tensor_scalars
 from .base import Variable
 from .class_lookup import MISSING, class_lookup
 from .constants import ConstantVariable, constant
-from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable
+from .containers import DictVariable, SequenceVariable, SizeVariable, SliceVariable, iterate
 from .double_backward import creates_graph
 from .symbolic import GraphValueVariable, SymNodeVariable
 from .tensor_effects import changes_input_metadata, changes_nothing, refuse_effect
@@ -371,6 +371,8 @@ class TensorMethodVariable(Variable):
             )
         if name == "type" and not args and not kwargs:
             return constant(self.tensor.fake.type())  # the legacy type's name: dtype and device
+        if name == "__iter__" and not args and not kwargs:
+            return iterate(frame, self.tensor)  # `x.__iter__()`: what `iter(x)` gives
         traced = TRACED_METHODS.get(name)
         if traced is not None:
             return traced(frame, self.tensor, args, kwargs)
