@@ -2721,3 +2721,38 @@ def test_dunder_iter_called_directly_is_iter():
         x_c, x_e = make(), make()
         helpers.assert_same(stenograph.compile(fn, backend="eager", fullgraph=True)(x_c), fn(x_e))
         helpers.assert_same(x_c, x_e)
+
+
+def test_attributes_set_on_tensors_made_in_the_frame(capsys):
+    """`y.tag = flag`, `y.grad = x` on a tensor the trace made: read back in the trace, set on the
+    real tensor where it leaves the graph (returned, in a list, live at a graph break)."""
+
+    def fn(x, flag):
+        y = x + 10
+        y.grad = x
+        y.offloading_activation = flag
+        z = y * 2
+        print("break")
+        return y, [y, z], y.offloading_activation, hasattr(y, "offloading_activation"), hasattr(z, "tag")
+
+    cnt = stenograph.testing.CompileCounter()
+    x = torch.ones(5)
+    got = stenograph.compile(fn, backend=cnt)(x, True)
+    expected = fn(x, True)
+    helpers.assert_same(got, expected)
+    assert got[1][0] is got[0] and got[0].__dict__ == expected[0].__dict__ == {"offloading_activation": True}
+    assert got[0].grad is x and expected[0].grad is x
+    assert capsys.readouterr().out == "break\nbreak\n"
+    assert cnt.frame_count == 1  # after the break nothing is computed: the attributes are read back
+
+
+def test_a_gradient_of_another_shape_set_on_a_new_tensor_raises_as_eagerly():
+    def fn(x):
+        y = x + 1
+        y.grad = torch.ones(3)
+        return y
+
+    with pytest.raises(RuntimeError, match="gradient of size"):
+        fn(torch.ones(5))
+    with pytest.raises(RuntimeError, match="gradient of size"):  # a graph break at the write
+        stenograph.compile(fn, backend="eager")(torch.ones(5))

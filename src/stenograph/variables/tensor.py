@@ -48,9 +48,23 @@ class TensorVariable(GraphValueVariable):
     subclass: type | None = None
     # computed from a subclass instance: its class is whatever that `__torch_function__` makes
     from_subclass: bool = False
+    # Python attributes the trace set on a tensor it made (`y.tag = flag`, `y.grad = g`): set on
+    # the real tensor where it leaves the graph, read back by the trace
+    attributes: dict[str, Variable] | None = None
 
     def is_tensor(self) -> bool:
         return True
+
+    def reconstruct(self, rebuild: Any) -> str:
+        value = rebuild.graph_value(self.node)
+        if not self.attributes:
+            return value
+        attributes = self.attributes
+
+        def fill(name: str) -> list[str]:
+            return [f"setattr({name}, {key!r}, {rebuild.expr(v)})" for key, v in attributes.items()]
+
+        return rebuild.build_object(self, value, fill)
 
     def python_type(self) -> type:
         if self.subclass is not None:
@@ -124,6 +138,8 @@ class TensorVariable(GraphValueVariable):
             return constant(getattr(fake, name))
         if name in TENSOR_PROPERTIES:
             return frame.output.call("call_function", getattr, [self, constant(name)], {}, f"Tensor.{name}")
+        if self.attributes and name in self.attributes:
+            return self.attributes[name]
         if name == "data":
             return frame.output.call("call_function", torch._C._autograd._get_data_attr, [self], {}, "Tensor.data")
         if name == "grad":
@@ -145,6 +161,9 @@ class TensorVariable(GraphValueVariable):
             return
         if name == "grad" and real is not None and self.source is not None:
             _write_grad(frame, self, value)
+            return
+        if self.source is None and real is None and _settable_on_new_tensor(self, name, value):
+            self.attributes = {**(self.attributes or {}), name: value}
             return
         if self.source is None or real is None or hasattr(type(real), name):
             raise Unsupported(f"setting tensor attribute {name!r}")
@@ -255,6 +274,24 @@ def _storage_address(tensor: torch.Tensor) -> int | None:
 def _undo_version_bump(tensor: torch.Tensor) -> None:
     """Put the version counter back where it stood before the `set_` of a `.data` write."""
     torch._C._autograd._unsafe_set_version_counter((tensor,), (max(tensor._version - 1, 0),))
+
+
+def _settable_on_new_tensor(tensor: TensorVariable, name: str, value: Variable) -> bool:
+    """Whether `tensor.name = value` on a plain tensor the trace made can wait until the tensor
+    leaves the graph: an attribute torch.Tensor does not define, or a gradient eager would accept
+    (None, or a tensor of its shape, dtype and device)."""
+    if tensor.subclass is not None or tensor.from_subclass:
+        return False
+    if name == "grad":
+        if value.is_constant() and value.as_constant() is None:
+            return True
+        fake = tensor.fake
+        return isinstance(value, TensorVariable) and (value.fake.shape, value.fake.dtype, value.fake.device) == (
+            fake.shape,
+            fake.dtype,
+            fake.device,
+        )
+    return not hasattr(torch.Tensor, name)
 
 
 def _instance_attribute(frame: Frame, tensor: TensorVariable, name: str) -> Variable:
