@@ -2756,3 +2756,24 @@ def test_a_gradient_of_another_shape_set_on_a_new_tensor_raises_as_eagerly():
         fn(torch.ones(5))
     with pytest.raises(RuntimeError, match="gradient of size"):  # a graph break at the write
         stenograph.compile(fn, backend="eager")(torch.ones(5))
+
+
+def test_dicts_keyed_by_torch_operators():
+    """torch's op tables (`_MASKEDTENSOR_FUNCTION_TABLE`) are keyed by `torch.ops.aten.sum` and
+    its overloads: one object per op, compared by identity."""
+    table = {torch.ops.aten.sum: 1, torch.ops.aten.mean.default: 2, torch.add: 3}
+    pytest.importorskip("torch.masked.maskedtensor._ops_refs")  # imported: the frame's import reads it
+
+    def fn(x):
+        from torch.masked.maskedtensor._ops_refs import _MASKEDTENSOR_FUNCTION_TABLE
+
+        found = table[torch.ops.aten.sum] + table.get(torch.ops.aten.mean.default)
+        return x * len(_MASKEDTENSOR_FUNCTION_TABLE) + found
+
+    _fullgraph_matches_eager(fn, torch.randn(5))
+    cnt = stenograph.testing.CompileCounter()
+    compiled = stenograph.compile(fn, backend=cnt)
+    compiled(torch.randn(5))
+    table[torch.ops.aten.amax] = 4  # a key more: the guard on the keys fails, and it compiles again
+    helpers.assert_same(compiled(torch.ones(5)), fn(torch.ones(5)))
+    assert cnt.frame_count == 2

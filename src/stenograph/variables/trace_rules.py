@@ -79,6 +79,8 @@ def is_dict_key_constant(value: Any) -> bool:
         return type(value).__eq__ is type.__eq__ and type(value).__hash__ is type.__hash__
     if isinstance(value, types.BuiltinFunctionType) and isinstance(value.__self__, (types.ModuleType, type(None))):
         return True  # `torch.stack` keying a `__torch_function__` registry: one object per function
+    if type(value) in (torch._ops.OpOverloadPacket, torch._ops.OpOverload):
+        return True  # `torch.ops.aten.sum(.default)` keying an op table: one object per op, `==` is `is`
     # markers compared by identity (`typing.Union`): their class keeps object's __eq__ and __hash__
     return type(value).__eq__ is object.__eq__ and type(value).__hash__ is object.__hash__
 
