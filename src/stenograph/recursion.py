@@ -39,7 +39,8 @@ MAX_LIFT = 6000
 # on 3.11, no lift takes the limit past this many frames: a user's limit near it (eager code
 # recurses to 20,000 without C stack) leaves compiled recursion its own limit, unraised, rather
 # than a lift the C stack cannot hold (a crash seen at 20,000 + a lift)
-C_STACK_FRAMES = 20_000 if sys.version_info < (3, 12) else sys.maxsize
+C_STACK_FRAMES = 20_000
+_C_STACK_BOUND = sys.version_info < (3, 12)  # 3.12+ limits the C stack itself
 # frames a compile may use beyond the limit (the tracer, fake tensors and the backend are deep
 # Python), so a miss deep in a recursion compiles instead of failing in the tracer
 COMPILE_HEADROOM = 1500
@@ -67,7 +68,7 @@ def lift(k: int) -> int:
     if _lifted[0] + k > MAX_LIFT:
         return 0
     try:
-        if sys.getrecursionlimit() + k > C_STACK_FRAMES:
+        if _C_STACK_BOUND and sys.getrecursionlimit() + k > C_STACK_FRAMES:
             return 0
         next(_SHIFT[k])
     except RecursionError:

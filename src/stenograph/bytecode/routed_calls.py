@@ -51,14 +51,10 @@ def route_calls(code: types.CodeType, router: Any) -> types.CodeType:
         if _SPLIT_METHODS and _loads_method(item):
             out.extend(_attribute_load(item))
             continue
-        depth = _callable_depth(item)
+        depth = _callable_depth(item, out[-1] if out else None)
         if depth is None:
             out.append(item)
             continue
-        if _PRECALL and item.arg == 0 and out and isinstance(out[-1], _bc.Instr) and out[-1].name == "GET_ITER":
-            # 3.11 calls a comprehension's function as [function, iterator] with no NULL: the
-            # function sits in the method slot, the iterator (its one argument) in self's
-            depth = 2
         # 3.11/3.12's KW_NAMES sets the names the next call reads: the router's call goes first
         names = out.pop() if out and isinstance(out[-1], _bc.Instr) and out[-1].name == "KW_NAMES" else None
         out.extend(_route(depth, router, item.location))
@@ -87,11 +83,15 @@ def _attribute_load(instr: _bc.Instr) -> list[_bc.Instr]:
     return [load, _bc.Instr("PUSH_NULL", location=loc), _bc.Instr("SWAP", 2, location=loc)]
 
 
-def _callable_depth(instr: _bc.Instr) -> int | None:
+def _callable_depth(instr: _bc.Instr, previous: Any) -> int | None:
     """How deep below the top of the stack the callable of call instruction `instr` is (1: on
-    top); None for an instruction that is not a call routed here."""
+    top); None for an instruction that is not a call routed here. `previous`: the item before."""
     below_self = 0 if _SPLIT_METHODS else 1  # 3.13+: the self-or-NULL slot sits above it
     if instr.name == ("PRECALL" if _PRECALL else "CALL"):
+        if _PRECALL and instr.arg == 0 and isinstance(previous, _bc.Instr) and previous.name == "GET_ITER":
+            # 3.11 calls a comprehension's function as [function, iterator] with no NULL: the
+            # function sits in the method slot, the iterator (its one argument) in self's
+            return 2
         return instr.arg + 1 + below_self
     if instr.name == "CALL_KW":  # 3.13+: the keyword names tuple is on top
         return instr.arg + 3

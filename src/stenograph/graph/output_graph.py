@@ -582,7 +582,6 @@ def _made_subclass(kind: str, target: Any, args: list[Variable], kwargs: dict[st
     return cls if isinstance(cls, type) and issubclass(cls, torch.Tensor) and is_user_class(cls) else None
 
 
-# the attribute naming the class a `subclass_maker` function makes (read by backends/subclass_graphs)
 def call_with_keywords(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     """`fn(*args, **kwargs)`, or the method named `fn` of `args[0]`: the node target of a call
     with a keyword argument named like a Python keyword (`t.random_(from=-10)`), which the
@@ -600,6 +599,7 @@ def _spelled_out(kind: str, target: Any, args: tuple, kwargs: dict[str, Any]) ->
     return "call_function", call_with_keywords, (target, args, dict(kwargs)), {}
 
 
+# the attribute naming the class a `subclass_maker` function makes (read by backends/subclass_graphs)
 MADE_SUBCLASS_ATTR = "__stenograph_made_subclass__"
 
 

@@ -282,16 +282,14 @@ def _settable_on_new_tensor(tensor: TensorVariable, name: str, value: Variable) 
     (None, or a tensor of its shape, dtype and device)."""
     if tensor.subclass is not None or tensor.from_subclass:
         return False
-    if name == "grad":
-        if value.is_constant() and value.as_constant() is None:
-            return True
-        fake = tensor.fake
-        return isinstance(value, TensorVariable) and (value.fake.shape, value.fake.dtype, value.fake.device) == (
-            fake.shape,
-            fake.dtype,
-            fake.device,
-        )
-    return not hasattr(torch.Tensor, name)
+    if name != "grad":
+        return not hasattr(torch.Tensor, name)
+    if value.is_constant():
+        return value.as_constant() is None
+    if not isinstance(value, TensorVariable):
+        return False
+    grad, fake = value.fake, tensor.fake
+    return grad.shape == fake.shape and grad.dtype == fake.dtype and grad.device == fake.device
 
 
 def _instance_attribute(frame: Frame, tensor: TensorVariable, name: str) -> Variable:
