@@ -171,7 +171,9 @@ _TORCH_ONLY: dict[str, Any] = {
     "numpy_default_float": "float64",
     "numpy_default_complex": "complex128",
     "numpy_default_int": "int64",
-    "use_numpy_random_stream": False,
+    # NumPy's random draws run eagerly (NumPy's numbers); False draws them from torch's generator
+    # in the graph, as torch.compile's default does
+    "use_numpy_random_stream": True,
     "trace_autograd_ops": False,
     "allow_rnn": False,
     "rewrite_assert_with_torch_assert": True,

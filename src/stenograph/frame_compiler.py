@@ -235,6 +235,7 @@ def _guard_relations(output: OutputGraph) -> None:
     relations = shape_guards(output.fake_mode.shape_env, inputs + bases, marks + [{}] * len(bases))
     output.guards.shape_relations(relations)
     output.guard_mutated_tensors_distinct()
+    output.guard_arrays_apart()
     output.guard_keyed_inputs_distinct()
     output.guard_object_identities()
 

@@ -20,6 +20,7 @@ from stenograph.variables.builder import WRAP_RULES, SourceNeeded, Wrapping, wra
 ORDER = [
     "special_callable",
     "tensor",
+    "numpy_array",
     "enum",
     "size",
     "global_context",

@@ -27,8 +27,8 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .. import process_state
 from ..errors import BreakKind, ConstraintViolation, Unsupported
-from ..guards.guard_set import GuardSet, storage_pattern
-from ..guards.sources import AttrSource, Source
+from ..guards.guard_set import GuardSet, memory_apart, storage_pattern
+from ..guards.sources import ArrayTensorSource, AttrSource, Source
 from ..shapes.dynamic import DynamicPolicy, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
 from ..variables.constants import constant
@@ -150,6 +150,9 @@ class OutputGraph:
         self.regions: dict[Any, list[tuple[str, Any]]] = {}
         # the numbers the frame draws from Python's `random` (`variables.random_draws`)
         self.random_draws: Any = None
+        # id of each NumPy array read from the frame -> (the array, its tracker): one graph input
+        # however many names reach it (`variables.numpy_arrays`)
+        self.array_inputs: dict[int, tuple[Any, Variable]] = {}
         self.guards.global_state()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -231,6 +234,25 @@ class OutputGraph:
                 if pattern.count(pattern[k]) > 1 and not i.symbolic:
                     self.guards.storage_offset_match(i.source, i.example.storage_offset())
             self.guards.all_distinct([i.source for i, d in zip(tensors, dense) if not d])
+
+    def guard_arrays_apart(self) -> None:
+        """NumPy array inputs overlapping in memory (views of one array, an array and the tensor
+        it views) are distinct storages to the graph, so a write through one would not be seen
+        through the other: refused, and guarded never to overlap on later calls."""
+        arrays = [i for i in self.inputs if isinstance(i.source, ArrayTensorSource)]
+        others = [
+            i
+            for i in self.inputs
+            if i not in arrays and isinstance(i.example, torch.Tensor) and i.example.layout == torch.strided
+        ]
+        if not arrays or len(arrays) + len(others) < 2:
+            return
+        if not memory_apart(len(arrays), *(i.example for i in arrays + others)):
+            raise Unsupported(
+                f"NumPy arrays {', '.join(i.source.name() for i in arrays)} share memory with another input "
+                "(torch would take them for separate storages)"
+            )
+        self.guards.memory_apart([i.source for i in arrays], [i.source for i in others])
 
     def guard_keyed_inputs_distinct(self) -> None:
         """Tensor inputs used as dict keys or set members were distinct objects (one object read

@@ -447,6 +447,17 @@ class GuardSet:
         text = f"{sources[0].name()}, {sources[1].name()}, ... share storage as {pattern!r} (the same index: shared)"
         self.checks.append(Check(RANK_SHAPE, sources[0], template, text, refs=[(s, "") for s in sources]))
 
+    def memory_apart(self, arrays: list[Source], others: list[Source]) -> None:
+        """The NumPy arrays at `arrays` share memory with no other array and no tensor at
+        `others` (torch sees each array's tensor as a storage of its own, so a write through one
+        would go unseen through another)."""
+        fn = self.bind(memory_apart, "apart")
+        sources = arrays + others
+        args = ", ".join(f"___S{k}___" for k in range(len(sources)))
+        text = f"NumPy arrays {', '.join(s.name() for s in arrays)} share memory with no other input"
+        template = f"{fn}({len(arrays)}, {args})"
+        self.checks.append(Check(RANK_SHAPE, sources[0], template, text, refs=[(s, "") for s in sources]))
+
     def storage_offset_match(self, source: Source, offset: int) -> None:
         """The tensor at `source` starts at `offset` in its storage (inputs sharing a storage:
         whether they overlap changes the backend's graph)."""
@@ -676,6 +687,21 @@ def _repr_roundtrips(value: Any) -> bool:
         return eval(repr(value), {"__builtins__": {}}) == value  # noqa: S307 - repr of a literal
     except Exception:
         return False
+
+
+def memory_apart(arrays: int, *tensors: torch.Tensor | None) -> bool:
+    """Whether the memory of each of the first `arrays` tensors (the tensors of NumPy array
+    inputs: each made anew, with a storage of its own however the arrays overlap) overlaps none
+    of the others'. None (an array torch cannot share) is never apart."""
+    if any(t is None for t in tensors):
+        return False
+    spans = [(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in tensors]  # type: ignore[union-attr]
+    for k in range(arrays):
+        start, size = spans[k]
+        for j, (other, other_size) in enumerate(spans):
+            if j != k and start < other + other_size and other < start + size:
+                return False
+    return True
 
 
 def storage_pattern(*tensors: torch.Tensor) -> tuple[int, ...]:

@@ -352,6 +352,24 @@ class FreshCallSource(Source):
         return self.label
 
 
+@_derived
+class ArrayTensorSource(Source):
+    """The tensor sharing the memory of the NumPy array at `parent`, made by `fn` on each read
+    (None where torch cannot share it, which fails the tensor guard): how a graph takes an array."""
+
+    parent: Source
+    fn: Any
+
+    def base(self) -> Source:
+        return self.parent
+
+    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
+        return f"{globals_names.name_for(self.fn)}({parent_expr})"
+
+    def name(self) -> str:
+        return f"tensor_of({self.parent.name()})"
+
+
 def iterator_rest(iterator: Any) -> tuple:
     """The items a list, tuple or range iterator has left, read from its `__reduce__` (its
     sequence and position) without advancing it; () once it is exhausted."""

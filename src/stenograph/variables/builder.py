@@ -59,6 +59,7 @@ from . import builtins as builtin_vars
 from . import (
     collectives,
     library,
+    numpy_arrays,
     random_draws,
     tensor_hooks,  # noqa: F401 - fills tensor.TRACED_METHODS
 )
@@ -219,6 +220,13 @@ def _tensor(w: Wrapping) -> Variable:
     return w.frame.output.tensor_input(w.value, w.source)
 
 
+@_rule(lambda value, source: numpy_arrays.is_ndarray(value))
+def _numpy_array(w: Wrapping) -> Variable:
+    if w.source is None:
+        raise SourceNeeded("a NumPy array with no known source")
+    return numpy_arrays.array_input(w.frame, w.value, w.source)
+
+
 @_rule(lambda value, source: isinstance(value, enum.Enum))
 def _enum(w: Wrapping) -> Variable:
     _guard_identity(w)
@@ -303,10 +311,15 @@ def _process_group(w: Wrapping) -> Variable:
 
 @_rule(lambda value, source: True)
 def _library_function(w: Wrapping) -> Variable | None:
-    """A function a handler table of `library`, `collectives`, `random_draws` or `optimizers` models."""
+    """A function a handler table of `library`, `collectives`, `random_draws`, `optimizers` or
+    `numpy_arrays` models."""
     value = w.value
     handled = (
-        library.lookup(value) or collectives.lookup(value) or random_draws.lookup(value) or optimizer_helper(value)
+        library.lookup(value)
+        or collectives.lookup(value)
+        or random_draws.lookup(value)
+        or optimizer_helper(value)
+        or numpy_arrays.lookup(value)
     )
     if handled is not None:
         _guard_identity(w)

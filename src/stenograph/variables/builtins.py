@@ -44,6 +44,7 @@ from .functions import (
     UserMethodVariable,
     handler_registry,
 )
+from .numpy_arrays import NdarrayVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 from .trace_rules import BUILTIN_PURE, BUILTIN_REFUSED
@@ -573,6 +574,8 @@ def _round(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variab
 def _abs(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     if isinstance(args[0], TensorVariable):
         return frame.output.call("call_function", torch.abs, args, {}, "abs()")
+    if isinstance(args[0], NdarrayVariable):
+        return operators.unary(frame, operator.abs, args[0])
     return _fold(frame, abs, args, {})
 
 

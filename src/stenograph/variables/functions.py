@@ -24,6 +24,7 @@ from ..marks import (
     is_torch_disabled,
 )
 from ..shapes.fake import specialised_size
+from . import numpy_arrays
 from .base import Variable
 from .cells import LazyValue, RealCellVariable
 from .constants import ConstantVariable, constant
@@ -32,6 +33,7 @@ from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
 from .exceptions import raise_new, raise_python_error
 from .global_contexts import is_global_context_class, make_global_context
+from .numpy_arrays import NdarrayVariable
 from .profiler_ranges import is_record_function_class, make_record_function
 from .symbolic import GraphValueVariable, SymNodeVariable
 from .tensor import TensorVariable
@@ -461,6 +463,10 @@ class TorchOpVariable(Variable):
         folded = trace_constant(self.fn)
         if folded is not None and all(a.is_constant() for a in [*args, *kwargs.values()]):
             return constant(folded(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
+        if any(isinstance(a, NdarrayVariable) for a in [*args, *kwargs.values()]):
+            args = numpy_arrays.torch_conversion(frame, self.fn, args, kwargs)
+            if self.fn is torch.from_numpy:
+                return args[0]
         overriding = _torch_function_classes(args, kwargs)
         if overriding:
             return self._dispatch_torch_function(frame, overriding, args, kwargs)

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
+from . import numpy_arrays
 from .base import Variable
 from .constants import IteratorVariable, constant
 from .containers import DictVariable, SequenceVariable, SetVariable, TupleVariable
 from .exceptions import raise_python_error
 from .identity import equality_is_identity, guard_identity, same_object, same_or_equal
+from .numpy_arrays import NdarrayVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 from .user_classes import NewObjectVariable, ObjectVariable, dict_contents, python_dunder
@@ -82,6 +84,8 @@ _INPLACE_TO_PLAIN = {
 def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     """`op(a, b)` for any two trackers."""
     plain = _INPLACE_TO_PLAIN.get(op, op)
+    if isinstance(a, NdarrayVariable) or isinstance(b, NdarrayVariable):
+        return numpy_arrays.binary(frame, op, plain, a, b)
     if a.in_graph() or b.in_graph():
         # only a tensor changes in place; `i *= n` on a number is `i = i * n`
         graph_op = op if isinstance(a, TensorVariable) else plain

@@ -39,6 +39,7 @@ Values, not calls:
 from __future__ import annotations
 
 import contextlib
+import sys
 import types
 import typing
 from typing import Any
@@ -64,7 +65,13 @@ def is_literal(value: Any) -> bool:
         return all(is_literal(v) for v in value)
     if isinstance(value, (range, slice)):
         return True
-    return False
+    return is_numpy_constant(value)
+
+
+def is_numpy_constant(value: Any) -> bool:
+    """A NumPy scalar or dtype (`np.int64(8)`, `np.dtype("float32")`): immutable, compared by value."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, (np.generic, np.dtype)) and type(value).__module__.startswith("numpy")
 
 
 def is_dict_key_constant(value: Any) -> bool:
@@ -466,7 +473,6 @@ TENSOR_GUARDED_METADATA_METHODS = frozenset({"storage_offset", "is_conj", "is_ne
 TENSOR_DATA_METHODS = {
     "item": "Tensor.item() reads the tensor's value",
     "tolist": "Tensor.tolist() reads the tensor's values",
-    "numpy": "Tensor.numpy() leaves torch",
     "__bool__": "bool(tensor) reads the tensor's value",
     "__int__": "int(tensor) reads the tensor's value",
     "__float__": "float(tensor) reads the tensor's value",
