@@ -282,7 +282,10 @@ def test_array_beside_a_tensor_runs_eagerly(op, array_left):
 def test_numpy_scalar_that_changes_the_result_dtype_is_refused():
     fn = lambda a: a * np.float64(2.5)  # noqa: E731 - NumPy 2 keeps the scalar's float64
     a = np.ones(3, dtype=np.float32)
-    assert_same(_eager_with_reason(fn, (a,), "its dtype makes the result float64"), fn(a))
+    assert_same(
+        _eager_with_reason(fn, (a,), "result differs from NumPy's (a tensor of float32, NumPy: ndarray of float64)"),
+        fn(a),
+    )
     same_dtype = lambda a: a * np.float32(2.5)  # noqa: E731
     assert_same(stenograph.compile(same_dtype, backend="eager", fullgraph=True)(a), same_dtype(a))
 
@@ -298,3 +301,45 @@ def test_reading_values_breaks_or_captures(cnt):
 def test_trace_numpy_off_runs_numpy_eagerly():
     with stenograph.config.patch(trace_numpy=False):
         assert_same(_eager_with_reason(lambda a: np.sum(a), (np.ones(3),), "trace_numpy is off"), np.float64(3.0))
+
+
+# -- where torch._numpy differs from NumPy: found on stand-ins while tracing, run eagerly -----------
+
+
+DIFFERING = {
+    "python_number_out_of_dtype_range": (lambda a: a < -1, np.uint8, "result differs"),
+    "result_dtype": (lambda a: np.sum(a), np.uint8, "result differs"),
+    "kernel_missing_for_dtype": (lambda a: np.floor(a), np.bool_, "torch._numpy raises"),
+    "integer_floor_division": (lambda a: a // a, np.int64, "torch raises on a division by zero"),
+    "integer_power_of_an_array": (lambda a: 2**a, np.int64, "NumPy raises on a negative exponent"),
+    "numpy_raises": (lambda a: a - 2**40, np.int32, "NumPy raises OverflowError"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIFFERING))
+def test_where_torch_numpy_differs_the_call_runs_eagerly(name):
+    fn, dtype, reason = DIFFERING[name]
+    values = np.array([0, 1, 3, -2], dtype=np.int64)
+    given, again = values.astype(dtype), values.astype(dtype)
+    try:
+        expected = fn(again)
+    except Exception as e:  # eager's own error, raised by the compiled function too
+        with pytest.raises(type(e)):
+            _eager_with_reason(fn, (given,), reason)
+        return
+    assert_same(_eager_with_reason(fn, (given,), reason), expected)
+
+
+def test_scalar_methods_give_scalars(cnt):
+    fn = lambda a: (a.max().copy(), (a.max() / 2.5).astype(bool), a.any(), np.asarray(a.max()))  # noqa: E731
+    a = np.arange(4, dtype=np.float16)
+    assert_same(stenograph.compile(fn, backend=cnt)(a), fn(a))
+    assert cnt.frame_count == 1
+
+
+def test_checking_leaves_numpys_random_state_alone(cnt):
+    np.random.seed(3)
+    stenograph.compile(lambda a: np.exp(a) + 1, backend=cnt)(np.ones(3))
+    drawn = np.random.rand()
+    np.random.seed(3)
+    assert drawn == np.random.rand()

@@ -39,6 +39,7 @@ GROUPS: list[tuple[str, list[str]]] = [
             "tensor",
             "tensor_scalars",
             "tensor_literals",
+            "numpy_oracle",
             "numpy_arrays",
             "higher_order",
             "tensor_hooks",

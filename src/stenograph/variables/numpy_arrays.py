@@ -24,6 +24,7 @@ import importlib
 import math
 import operator
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -34,7 +35,8 @@ from ..errors import BreakKind, Unsupported
 from ..guards.sources import ArrayTensorSource
 from .base import Variable
 from .constants import constant
-from .containers import ListVariable, SequenceVariable, TupleVariable
+from .containers import ListVariable, SequenceVariable, SliceVariable, TupleVariable
+from .numpy_oracle import ArrayKind, Oracle, StandIn
 from .symbolic import GraphValueVariable, SymNodeVariable
 from .tensor import TRACED_METHODS, TensorMethodVariable, TensorVariable
 from .trace_rules import TENSOR_DATA_HINT
@@ -164,12 +166,14 @@ class NdarrayVariable(GraphValueVariable):
         return [self.getitem(frame, constant(i)) for i in range(self.length(frame))]
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
-        return record(frame, "operator", "getitem", [self, key], {}, "ndarray indexing")
+        return record(frame, "operator", "getitem", [self, key], {}, "ndarray indexing", reference=operator.getitem)
 
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
         if self.scalar:
             raise Unsupported(f"item assignment to {self.describe()}, a NumPy scalar: eager raises TypeError")
-        record(frame, "operator", "setitem", [self, key, value], {}, "ndarray item assignment")
+        record(
+            frame, "operator", "setitem", [self, key, value], {}, "ndarray item assignment", reference=operator.setitem
+        )
 
     def unary_op(self, frame: Frame, op: Any) -> Variable | None:
         if op is operator.not_:
@@ -196,7 +200,8 @@ class NdarrayVariable(GraphValueVariable):
                 return constant(math.prod(fake.shape) * fake.element_size())
             return constant(tuple(s * fake.element_size() for s in fake.stride()))
         if name in _COMPUTED_ATTRIBUTES:
-            return record(frame, "torch._numpy", f"ndarray.{name}", [self], {}, f"ndarray.{name}")
+            reference = operator.attrgetter(name)
+            return record(frame, "torch._numpy", f"ndarray.{name}", [self], {}, f"ndarray.{name}", reference=reference)
         if callable(getattr(importlib.import_module("torch._numpy").ndarray, name, None)):
             return NdarrayMethodVariable(self, name)
         raise Unsupported(f"attribute {name!r} of {self.describe()} (torch._numpy has no counterpart)")
@@ -226,9 +231,13 @@ class NdarrayMethodVariable(Variable):
             return TensorMethodVariable(self.array.as_tensor(), self.name).call(frame, [], {})
         if self.name in _VALUE_READS:
             raise _value_read(f"ndarray.{self.name}() of {self.array.describe()}")
-        return record(
-            frame, "torch._numpy", f"ndarray.{self.name}", [self.array, *args], kwargs, f"ndarray.{self.name}()"
-        )
+        name = self.name
+
+        def reference(array: Any, *args: Any, **kwargs: Any) -> Any:
+            return getattr(array, name)(*args, **kwargs)
+
+        path, describe = f"ndarray.{name}", f"ndarray.{name}()"
+        return record(frame, "torch._numpy", path, [self.array, *args], kwargs, describe, reference=reference)
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.expr(self.array)}.{self.name}"
@@ -267,8 +276,7 @@ class NumpyFunctionVariable(_NumpyCallable):
                 f"call to {self.describe()}: NumPy's random draws run eagerly, so that they are NumPy's numbers",
                 hint="set config.use_numpy_random_stream = False to draw them from torch's generator in the graph",
             )
-        reference = self.fn if isinstance(self.fn, numpy().ufunc) else None
-        return record(frame, self.module, self.name, args, kwargs, f"{self.describe()}()", reference=reference)
+        return record(frame, self.module, self.name, args, kwargs, f"{self.describe()}()", reference=self.fn)
 
 
 class NumpyFoldedVariable(_NumpyCallable):
@@ -377,50 +385,90 @@ def record(
     kwargs: dict[str, Variable],
     describe: str,
     *,
-    reference: Any = None,
+    reference: Callable[..., Any],
 ) -> Variable:
-    """One node calling torch._numpy's (or `operator`'s) `path` on the arguments; its array
-    results are array trackers. `reference`: the NumPy callable (an operator or ufunc) whose
-    result dtype the node's must have, asked on one-element arrays of the operands' dtypes."""
-    operands = [*args, *kwargs.values()]
-    _refuse_typed_scalars(operands, describe)
-    expected = _numpy_result_dtype(reference, args, describe) if reference is not None and not kwargs else None
-    if expected is not None and path in _TRUE_DIVISIONS:
-        # torch._numpy divides integers in torch's default dtype; NumPy casts them to `expected` first
-        module, path, kwargs = "torch._numpy", "true_divide", {"dtype": constant(expected.name)}
+    """One node calling torch._numpy's (or `operator`'s) `path` on the arguments, once NumPy's
+    `reference` and the node's call agree on stand-ins of them (`numpy_oracle`); its arrays are
+    array trackers, its 0-d results scalars where NumPy's are."""
+    np = numpy()
+    checked = not (module.endswith(".random") and not config.use_numpy_random_stream)  # torch's draws
+    oracle = Oracle(np)
+    stand_ins: dict[int, StandIn] = {}
+    if checked:
+        operands = [_operand(a, stand_ins, describe) for a in args]
+        keyword_operands = {k: _operand(v, stand_ins, describe) for k, v in kwargs.items()}
+        expected = oracle.numpy_answer(reference, operands, keyword_operands, describe)
+        _refuse_value_dependent_errors(path, args, expected, describe)
+        if path in _TRUE_DIVISIONS and isinstance(expected, (np.ndarray, np.generic)) and not kwargs:
+            # torch._numpy divides integers in torch's default dtype; NumPy casts them first
+            module, path, kwargs = "torch._numpy", "true_divide", {"dtype": constant(expected.dtype.name)}
     takes_tensors = path in _ARRAYS_OF_TENSORS
-    args = [_argument(a, describe, takes_tensors) for a in args]
-    kwargs = {k: _argument(v, describe, takes_tensors) for k, v in kwargs.items()}
-    result = frame.output.call("call_function", numpy_call(module, path), args, kwargs, describe)
-    if expected is not None and isinstance(result, TensorVariable) and numpy_dtype(result.fake.dtype) != expected:
-        raise Unsupported(f"{describe} gives {numpy_dtype(result.fake.dtype)} in torch._numpy, {expected} in NumPy")
-    return _as_arrays(frame, result, operands, path, args)
+    called = [_argument(a, describe, takes_tensors) for a in args]
+    called_kwargs = {k: _argument(v, describe, takes_tensors) for k, v in kwargs.items()}
+    target = numpy_call(module, path)
+    kinds = None
+    if checked:
+        torch_operands = [_operand(a, stand_ins, describe) for a in called]
+        torch_keywords = {k: _operand(v, stand_ins, describe) for k, v in called_kwargs.items()}
+        kinds = oracle.kinds(expected, target, torch_operands, torch_keywords, describe)
+    result = frame.output.call("call_function", target, called, called_kwargs, describe)
+    return _as_arrays(frame, result, [*args, *kwargs.values()], kinds, describe)
+
+
+def _refuse_value_dependent_errors(path: str, args: list[Variable], expected: Any, describe: str) -> None:
+    """Integer operations whose errors depend on the values, which no stand-in shows: torch
+    raises on an integer division by zero where NumPy gives 0, NumPy raises on a negative integer
+    exponent where torch computes."""
+    first = expected[0] if isinstance(expected, tuple) and expected else expected  # `divmod`'s pair
+    dtype = getattr(first, "dtype", None)
+    if dtype is None or dtype.kind not in "iu":
+        return
+    if path in _INTEGER_DIVISIONS:
+        raise Unsupported(f"{describe} of integers: torch raises on a division by zero, NumPy gives 0")
+    exponent = args[1] if len(args) > 1 else None
+    if path in _POWERS and isinstance(exponent, (NdarrayVariable, TensorVariable)):
+        raise Unsupported(f"{describe} of integers: NumPy raises on a negative exponent, torch computes it")
+
+
+_INTEGER_DIVISIONS = frozenset(
+    {"floordiv", "ifloordiv", "mod", "imod", "floor_divide", "remainder", "fmod", "divmod", "ndarray.__divmod__"}
+)
+_POWERS = frozenset({"pow", "ipow", "power"})
 
 
 # the division paths whose integer operands torch._numpy divides in torch's default dtype
 _TRUE_DIVISIONS = frozenset({"truediv", "true_divide", "divide"})
 
 
-def _numpy_result_dtype(reference: Any, args: list[Variable], describe: str) -> Any:
-    """NumPy's result dtype for `reference` on these operands (None where it cannot be asked:
-    operands other than arrays, tensors and numbers); Unsupported where NumPy raises."""
-    np = numpy()
-    stand_ins: list[Any] = []
-    for arg in args:
-        if isinstance(arg, (NdarrayVariable, TensorVariable)):
-            stand_ins.append(np.ones(1, numpy_dtype(arg.fake.dtype)))
-        elif isinstance(arg, SymNodeVariable):
-            stand_ins.append(arg.python_type()(1))
-        elif arg.is_constant() and isinstance(arg.as_constant(), (bool, int, float, complex, np.generic)):
-            stand_ins.append(arg.as_constant())
-        else:
-            return None
-    try:
-        with np.errstate(all="ignore"):
-            result = reference(*stand_ins)
-    except Exception as e:
-        raise Unsupported(f"{describe}: NumPy raises {type(e).__name__} for these dtypes ({e})") from e
-    return getattr(result, "dtype", None)
+def _operand(var: Variable, stand_ins: dict[int, StandIn], describe: str) -> Any:
+    """What the stand-in runs take for a tracker: a `StandIn` for an array or tensor (one per
+    tracker), the value of a constant, the current value of a symbolic number."""
+    if isinstance(var, (NdarrayVariable, TensorVariable)):
+        made = stand_ins.get(id(var))
+        if made is None:
+            shape = tuple(_hint(s, var, describe) for s in var.fake.shape)
+            scalar = isinstance(var, NdarrayVariable) and var.scalar
+            made = stand_ins[id(var)] = StandIn(numpy_dtype(var.fake.dtype).name, shape, scalar)
+        return made
+    if isinstance(var, SequenceVariable) and type(var) in (ListVariable, TupleVariable):
+        return (list if type(var) is ListVariable else tuple)(_operand(i, stand_ins, describe) for i in var.items)
+    if isinstance(var, SliceVariable):
+        return slice(*(_operand(p, stand_ins, describe) for p in var.parts))
+    if isinstance(var, SymNodeVariable):
+        return _hint(var.fake, var, describe)
+    value = static_value(var)
+    if value is _UNKNOWN:
+        raise Unsupported(f"{describe} given {var.describe()}, with which NumPy's answer cannot be checked")
+    return value
+
+
+def _hint(value: Any, var: Variable, describe: str) -> Any:
+    if not isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return value
+    hint = value.node.hint
+    if hint is None:
+        raise Unsupported(f"{describe} given {var.describe()}, of a size with no value while tracing")
+    return hint
 
 
 # the functions that make an array of a tensor (NumPy reads a CPU tensor without grad as an
@@ -461,75 +509,29 @@ def _names_a_dtype(kind: type) -> bool:
         return False
 
 
-def _refuse_typed_scalars(operands: list[Variable], describe: str) -> None:
-    """NumPy 2 keeps a NumPy scalar's dtype where it meets an array (`float32_array *
-    np.float64(2)` is float64); torch._numpy, given it as a number, would not. Where the two
-    would give the result other dtypes, the call is refused."""
-    np = numpy()
-    scalars = [v for v in (static_value(o) for o in operands) if np is not None and isinstance(v, np.generic)]
-    if not scalars:
-        return
-    arrays = [
-        np.empty(0, numpy_dtype(o.fake.dtype)) for o in operands if isinstance(o, TensorVariable | NdarrayVariable)
-    ]
-    try:
-        kept, as_numbers = np.result_type(*arrays, *scalars), np.result_type(*arrays, *(s.item() for s in scalars))
-    except TypeError as e:
-        raise Unsupported(f"{describe} with NumPy scalars {scalars!r}: {e}") from e
-    if kept != as_numbers:
-        raise Unsupported(
-            f"{describe} with NumPy scalar {scalars[0]!r}: its dtype makes the result {kept} where torch._numpy "
-            f"would give {as_numbers}"
-        )
-
-
-def _as_arrays(frame: Frame, result: Variable, operands: list[Variable], path: str, args: list[Variable]) -> Variable:
-    """The tracker of a torch._numpy result: its tensors are arrays. One that is an array operand
-    (`np.asarray(a)`, `a += 1`) is that operand's tracker; a tensor operand's tensor made an array
-    is a new object sharing its memory. A 0-d result is a NumPy scalar, as NumPy's operations
-    give, except where the operation makes or views an array (`np.asarray`, `a.reshape(())`)."""
+def _as_arrays(frame: Frame, result: Variable, operands: list[Variable], kinds: Any, describe: str) -> Variable:
+    """The tracker of a torch._numpy result, shaped as NumPy's (`kinds`: its containers, an
+    `ArrayKind` for each array; None where unchecked, torch's random draws: arrays). One that is an
+    array operand (`np.asarray(a)`, `a += 1`) is that operand's tracker; a tensor operand's tensor
+    made an array is a new object sharing its memory."""
     if isinstance(result, (TupleVariable, ListVariable)) and type(result) in (TupleVariable, ListVariable):
-        kind = _sequence_kind(path) or type(result)
-        return kind([_as_arrays(frame, item, operands, path, args) for item in result.items])
+        if kinds is None:
+            kinds = [None] * len(result.items)
+        made = [_as_arrays(frame, item, operands, kind, describe) for item, kind in zip(result.items, kinds)]
+        return ListVariable(made) if isinstance(kinds, list) else TupleVariable(made)
     if not isinstance(result, TensorVariable):
         return result
+    scalar = isinstance(kinds, ArrayKind) and kinds.scalar
     same = next((o for o in operands if isinstance(o, NdarrayVariable) and o.fake is result.fake), None)
-    if same is not None and not (same.scalar and path.removeprefix("ndarray.") in _ARRAY_MAKERS):
+    if same is not None and same.scalar == scalar:
         return same
     if same is not None or any(o is result for o in operands):
         # `np.asarray(t)`: a new array sharing the tensor's memory; `np.asarray(np.sum(a))`: a
         # 0-d array of the scalar's value
-        result = frame.output.call("call_function", torch.detach, [result], {}, "numpy.asarray()")
+        result = frame.output.call("call_function", torch.detach, [result], {}, describe)
     array = NdarrayVariable(result.node, result.fake)
-    array.scalar = result.fake.dim() == 0 and path.removeprefix("ndarray.") not in _ARRAY_MAKERS
-    if path == "getitem" and _has_ellipsis(args[1]):
-        array.scalar = False  # `a[...]` of a 0-d array is a 0-d array
+    array.scalar = scalar
     return array
-
-
-@functools.cache
-def _sequence_kind(path: str) -> type | None:
-    """The tracker of the sequence NumPy's function at `path` returns where torch._numpy's is of
-    another kind (NumPy 2 made `meshgrid`'s and `broadcast_arrays`' lists tuples)."""
-    if path not in ("meshgrid", "broadcast_arrays"):
-        return None
-    made = getattr(numpy(), path)(numpy().zeros(1))
-    return TupleVariable if isinstance(made, tuple) else ListVariable
-
-
-def _has_ellipsis(key: Variable) -> bool:
-    items = key.items if isinstance(key, TupleVariable) else [key]
-    return any(item.is_constant() and item.as_constant() is Ellipsis for item in items)
-
-
-# operations whose 0-d result is an array, not a scalar
-_ARRAY_MAKERS = frozenset(
-    {
-        "array", "asarray", "asanyarray", "ascontiguousarray", "copy", "reshape", "astype", "squeeze",
-        "transpose", "T", "mT", "view", "expand_dims", "broadcast_to", "zeros", "ones", "empty", "full",
-        "zeros_like", "ones_like", "empty_like", "full_like", "real", "imag", "conj", "conjugate",
-    }
-)  # fmt: skip
 
 
 def as_torch(frame: Frame, array: NdarrayVariable, describe: str) -> TensorVariable:

@@ -22,6 +22,7 @@ from .identity import equality_is_identity, guard_identity, same_object, same_or
 from .numpy_arrays import NdarrayVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
+from .trace_rules import is_numpy_constant
 from .user_classes import NewObjectVariable, ObjectVariable, dict_contents, python_dunder
 
 if TYPE_CHECKING:
@@ -86,6 +87,10 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     plain = _INPLACE_TO_PLAIN.get(op, op)
     if isinstance(a, NdarrayVariable) or isinstance(b, NdarrayVariable):
         return numpy_arrays.binary(frame, op, plain, a, b)
+    if _numpy_scalar(a) and isinstance(b, SymNodeVariable) or _numpy_scalar(b) and isinstance(a, SymNodeVariable):
+        # NumPy's arithmetic, not the symbolic number's (`np.float32(2) * f` is a float32): the
+        # number is specialised to its value and the result folded
+        a, b = (constant(v.as_constant()) if isinstance(v, SymNodeVariable) else v for v in (a, b))
     if a.in_graph() or b.in_graph():
         # only a tensor changes in place; `i *= n` on a number is `i = i * n`
         graph_op = op if isinstance(a, TensorVariable) else plain
@@ -131,6 +136,10 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
             guard_identity(frame, a, b, same)
             return constant(same if op is operator.eq else not same)
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
+
+
+def _numpy_scalar(var: Variable) -> bool:
+    return var.is_constant() and is_numpy_constant(var.as_constant())
 
 
 def _dict_contents(frame: Frame, var: Variable, dunder: str) -> Variable | None:
