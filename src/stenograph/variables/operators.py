@@ -87,7 +87,7 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     plain = _INPLACE_TO_PLAIN.get(op, op)
     if isinstance(a, NdarrayVariable) or isinstance(b, NdarrayVariable):
         return numpy_arrays.binary(frame, op, plain, a, b)
-    if _numpy_scalar(a) and isinstance(b, SymNodeVariable) or _numpy_scalar(b) and isinstance(a, SymNodeVariable):
+    if isinstance(b, SymNodeVariable) and _numpy_scalar(a) or isinstance(a, SymNodeVariable) and _numpy_scalar(b):
         # NumPy's arithmetic, not the symbolic number's (`np.float32(2) * f` is a float32): the
         # number is specialised to its value and the result folded
         a, b = (constant(v.as_constant()) if isinstance(v, SymNodeVariable) else v for v in (a, b))
@@ -139,6 +139,8 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
 
 
 def _numpy_scalar(var: Variable) -> bool:
+    """A NumPy scalar constant (asked only beside a symbolic number: reading a constant's value
+    can guard it)."""
     return var.is_constant() and is_numpy_constant(var.as_constant())
 
 
