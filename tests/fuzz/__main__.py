@@ -15,6 +15,7 @@ import time
 import torch
 
 from .generator import ALL_FEATURES, Program, default_features, generate
+from .numpy_programs import generate_numpy
 from .object_model import generate_objects
 from .runner import BACKENDS, check_program
 
@@ -38,12 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="print only the first line of each mismatch")
     parser.add_argument("--show", action="store_true", help="print each program's source")
     parser.add_argument(
-        "--generator", choices=("programs", "objects"), default="programs", help="objects: object_model.py's programs"
+        "--generator",
+        choices=("programs", "objects", "numpy"),
+        default="programs",
+        help="objects: object_model.py's programs; numpy: numpy_programs.py's",
     )
     parser.add_argument("--file", help="run this program (a generated or hand-shrunk source) instead")
     args = parser.parse_args(argv)
     backends = tuple(args.backend or BACKENDS)
-    make = generate_objects if args.generator == "objects" else generate
+    make = {"objects": generate_objects, "numpy": generate_numpy}.get(args.generator, generate)
     # the features each backend's programs use; backends with the same set share their programs
     plan: dict[frozenset[str], list[str]] = {}
     for backend in backends:

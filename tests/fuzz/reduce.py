@@ -14,6 +14,7 @@ import sys
 import torch
 
 from .generator import ALL_FEATURES, Program, default_features, generate
+from .numpy_programs import generate_numpy
 from .object_model import generate_objects
 from .runner import check_program
 
@@ -90,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="eager")
     parser.add_argument("--kind", help="mismatch kind to keep (default: the first one seen)")
     parser.add_argument("--all-features", action="store_true")
-    parser.add_argument("--generator", choices=("programs", "objects"), default="programs")
+    parser.add_argument("--generator", choices=("programs", "objects", "numpy"), default="programs")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    make = generate_objects if args.generator == "objects" else generate
+    make = {"objects": generate_objects, "numpy": generate_numpy}.get(args.generator, generate)
     program = make(args.seed, ALL_FEATURES if args.all_features else default_features(args.backend))
     if args.file:
         with open(args.file) as handle:

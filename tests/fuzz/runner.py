@@ -19,6 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch._dynamo.symbolic_convert import TensorifyState
 
@@ -112,7 +113,7 @@ def snapshot(value: Any, module: types.ModuleType, seen: dict[int, tuple[str, An
     objects = getattr(module, "FUZZ_TYPES", None) or (module.C0,)
 
     def walk(v: Any, path: str) -> Any:
-        if isinstance(v, (torch.Tensor, list, dict, set, *objects)):
+        if isinstance(v, (torch.Tensor, np.ndarray, list, dict, set, *objects)):
             if id(v) in seen:
                 return ("alias", seen[id(v)][0])
             seen[id(v)] = (path, v)
@@ -120,6 +121,11 @@ def snapshot(value: Any, module: types.ModuleType, seen: dict[int, tuple[str, An
             return (type(v).__name__, walk(module.fuzz_view(v), f"{path}.state"))
         if isinstance(v, torch.Tensor):
             return ("tensor", v.detach().clone(), v.requires_grad)
+        if isinstance(v, (np.ndarray, np.generic)):
+            # kind, dtype and shape exactly; values as float64 (complex128) tensors, within tolerance
+            wide = np.complex128 if v.dtype.kind == "c" else np.float64
+            kind = "ndarray" if isinstance(v, np.ndarray) else f"numpy {type(v).__name__}"
+            return (kind, v.dtype.name, np.shape(v), torch.from_numpy(np.array(v, dtype=wide)))
         if isinstance(v, (list, tuple)):
             return (type(v).__name__, [walk(e, f"{path}[{i}]") for i, e in enumerate(v)])
         if isinstance(v, dict):
@@ -168,6 +174,8 @@ def same(a: Any, b: Any, path: str) -> str | None:
         if not math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6):
             return f"{path}: {a!r} != {b!r}"
         return None
+    if isinstance(b, tuple) and b and isinstance(b[0], str) and (b[0] == "ndarray" or b[0].startswith("numpy ")):
+        return _same_numpy(a, b, path)
     if isinstance(b, tuple) and isinstance(a, tuple) and b and a and isinstance(b[0], str) and a[0] != b[0]:
         return f"{path}: {_short(a)} != {_short(b)}"  # snapshots of different kinds (alias / tensor / ...)
     if isinstance(b, (tuple, list)):
@@ -188,6 +196,17 @@ def same(a: Any, b: Any, path: str) -> str | None:
         return None
     if type(a) is not type(b) or a != b:
         return f"{path}: {_short(a)} != {_short(b)}"
+    return None
+
+
+def _same_numpy(a: Any, b: Any, path: str) -> str | None:
+    """Snapshots of a NumPy array or scalar: kind, dtype and shape exactly, values within the
+    precision of the dtype (single precision to 1e-3: a float32 power or sum in another order)."""
+    if not isinstance(a, tuple) or a[:3] != b[:3]:
+        return f"{path}: {_short(a[:3] if isinstance(a, tuple) else a)} != {_short(b[:3])}"
+    tolerance = 1e-3 if b[1] in ("float32", "complex64") else 1e-6
+    if not torch.allclose(a[3], b[3], rtol=tolerance, atol=tolerance, equal_nan=True):
+        return f"{path}: {b[0]} values differ (max diff {(a[3] - b[3]).abs().nan_to_num(0.0).max().item():.3g})"
     return None
 
 

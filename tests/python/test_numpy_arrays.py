@@ -343,3 +343,46 @@ def test_checking_leaves_numpys_random_state_alone(cnt):
     drawn = np.random.rand()
     np.random.seed(3)
     assert drawn == np.random.rand()
+
+
+def test_copies_views_and_identity_as_numpy_makes_them(cnt):
+    """`astype` to the same dtype copies in NumPy (torch's would be the operand: copied);
+    `reshape` views; `np.asarray(a)` is `a`; writes through each reach what they should."""
+
+    def fn(a):
+        c = a.astype(a.dtype)
+        c[0] = 100
+        e = a.reshape(-1)
+        e[1] = -5
+        return c, np.asarray(a) is a, e
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    a, b = np.arange(4.0), np.arange(4.0)
+    assert_same(compiled(a), fn(b))
+    assert_same(a, b, "the array passed in")
+    assert cnt.frame_count == 1
+
+
+def test_one_array_under_two_names_stays_one_object_across_a_break(cnt):
+    def fn(a):
+        v0 = np.maximum(a, 1.0)
+        v1 = np.asarray(v0)
+        stenograph.graph_break()
+        return v0, v1
+
+    v0, v1 = stenograph.compile(fn, backend=cnt)(np.arange(3.0))
+    assert v0 is v1
+    assert_same(v0, np.maximum(np.arange(3.0), 1.0))
+
+
+def test_numpy_float_scalar_nan_and_signed_zero_are_guarded(cnt):
+    """A NumPy float32 is no Python float: its NaN failed the `==` guard on every call (a compile
+    each time), and -0.0 passed the one compiled for 0.0 (`np.copysign` folded to 1)."""
+
+    def fn(x, s):
+        return x + 1 if s != s else x * np.copysign(1.0, s)
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    for s in [np.float32("nan"), np.float32("nan"), np.float32(0.0), np.float32(-0.0), np.float32(-0.0)]:
+        assert_same(compiled(torch.ones(1), s), fn(torch.ones(1), s))
+    assert cnt.frame_count == 3

@@ -230,9 +230,10 @@ class GuardSet:
             self._add(RANK_VALUE, source, f"{{v}} == {name}", f"{source.name()} == {value!r}")
             return
         self.type_match(source, value)
-        if isinstance(value, float) and math.isnan(value):
+        floating = isinstance(value, float) or _numpy_floating(value)
+        if floating and math.isnan(value):
             self._add(RANK_VALUE, source, "{v} != {v}", f"{source.name()} is nan")
-        elif isinstance(value, float) and value == 0.0:
+        elif floating and value == 0.0:
             # 0.0 == -0.0, but math.copysign, atan2 and 1/x tell them apart
             sign = self.bind(math.copysign, "fn")
             self._add(
@@ -687,6 +688,12 @@ def _repr_roundtrips(value: Any) -> bool:
         return eval(repr(value), {"__builtins__": {}}) == value  # noqa: S307 - repr of a literal
     except Exception:
         return False
+
+
+def _numpy_floating(value: Any) -> bool:
+    """A NumPy float scalar (`np.float32`, which is no Python float): NaN and the sign of zero
+    are guarded as a float's are."""
+    return type(value).__module__ == "numpy" and getattr(getattr(value, "dtype", None), "kind", None) == "f"
 
 
 def memory_apart(arrays: int, *tensors: torch.Tensor | None) -> bool:

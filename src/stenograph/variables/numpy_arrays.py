@@ -151,8 +151,9 @@ class NdarrayVariable(GraphValueVariable):
         return f"ndarray {self.node.name} ({shape}, {str(self.fake.dtype).removeprefix('torch.')})"
 
     def reconstruct(self, rebuild: Any) -> str:
+        # built once: two names for one array stay one object (`b = np.asarray(a)`)
         array = f"{rebuild.writer.bind(array_of, 'array_of')}({rebuild.graph_value(self.node)})"
-        return f"{array}[()]" if self.scalar else array
+        return rebuild.build_once(self, lambda: f"{array}[()]" if self.scalar else array)
 
     def truth(self, frame: Frame) -> bool:
         raise _value_read(f"bool() of {self.describe()}")
@@ -412,7 +413,8 @@ def record(
         torch_keywords = {k: _operand(v, stand_ins, describe) for k, v in called_kwargs.items()}
         kinds = oracle.kinds(expected, target, torch_operands, torch_keywords, describe)
     result = frame.output.call("call_function", target, called, called_kwargs, describe)
-    return _as_arrays(frame, result, [*args, *kwargs.values()], kinds, describe)
+    trackers = {id(stand_in): var for var in [*args, *kwargs.values()] if (stand_in := stand_ins.get(id(var)))}
+    return _as_arrays(frame, result, [*args, *kwargs.values()], kinds, describe, trackers)
 
 
 def _refuse_value_dependent_errors(path: str, args: list[Variable], expected: Any, describe: str) -> None:
@@ -509,28 +511,32 @@ def _names_a_dtype(kind: type) -> bool:
         return False
 
 
-def _as_arrays(frame: Frame, result: Variable, operands: list[Variable], kinds: Any, describe: str) -> Variable:
+def _as_arrays(
+    frame: Frame, result: Variable, operands: list[Variable], kinds: Any, describe: str, trackers: dict[int, Variable]
+) -> Variable:
     """The tracker of a torch._numpy result, shaped as NumPy's (`kinds`: its containers, an
-    `ArrayKind` for each array; None where unchecked, torch's random draws: arrays). One that is an
-    array operand (`np.asarray(a)`, `a += 1`) is that operand's tracker; a tensor operand's tensor
-    made an array is a new object sharing its memory."""
+    `ArrayKind` for each array; None where unchecked, torch's random draws: new arrays). An array
+    NumPy gives back itself (`np.asarray(a)`, `a += 1`) is that operand's tracker; one NumPy makes
+    anew where torch's shares an operand's memory is copied; a tensor operand's tensor made an
+    array (`np.asarray(t)`) is a new object sharing its memory."""
     if isinstance(result, (TupleVariable, ListVariable)) and type(result) in (TupleVariable, ListVariable):
         if kinds is None:
             kinds = [None] * len(result.items)
-        made = [_as_arrays(frame, item, operands, kind, describe) for item, kind in zip(result.items, kinds)]
+        made = [_as_arrays(frame, item, operands, kind, describe, trackers) for item, kind in zip(result.items, kinds)]
         return ListVariable(made) if isinstance(kinds, list) else TupleVariable(made)
     if not isinstance(result, TensorVariable):
         return result
-    scalar = isinstance(kinds, ArrayKind) and kinds.scalar
-    same = next((o for o in operands if isinstance(o, NdarrayVariable) and o.fake is result.fake), None)
-    if same is not None and same.scalar == scalar:
-        return same
-    if same is not None or any(o is result for o in operands):
-        # `np.asarray(t)`: a new array sharing the tensor's memory; `np.asarray(np.sum(a))`: a
-        # 0-d array of the scalar's value
+    kind = kinds if isinstance(kinds, ArrayKind) else ArrayKind(scalar=False)
+    itself = trackers.get(id(kind.operand)) if kind.operand is not None else None
+    if isinstance(itself, NdarrayVariable) and itself.scalar == kind.scalar:
+        return itself
+    if kind.copy:
+        result = frame.output.call("call_method", "clone", [result], {}, describe)
+    elif any(o.fake is result.fake for o in operands if isinstance(o, (NdarrayVariable, TensorVariable))):
         result = frame.output.call("call_function", torch.detach, [result], {}, describe)
+    assert isinstance(result, TensorVariable)
     array = NdarrayVariable(result.node, result.fake)
-    array.scalar = scalar
+    array.scalar = kind.scalar
     return array
 
 

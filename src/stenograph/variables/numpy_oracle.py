@@ -37,10 +37,14 @@ class StandIn:
 
 
 class ArrayKind:
-    """What NumPy gives where the trace has a tensor: an array, or a NumPy scalar (`scalar`)."""
+    """What NumPy gives where the trace has a tensor: an array, or a NumPy scalar (`scalar`);
+    `operand`: the stand-in NumPy gave back itself (`np.asarray(a)`, `a += 1`); `copy`: NumPy's
+    array is new memory where torch's shares an operand's (`a.astype(a.dtype)`, `a.flatten()`)."""
 
-    def __init__(self, scalar: bool) -> None:
+    def __init__(self, scalar: bool, operand: StandIn | None = None, copy: bool = False) -> None:
         self.scalar = scalar
+        self.operand = operand
+        self.copy = copy
 
 
 class Oracle:
@@ -50,6 +54,7 @@ class Oracle:
         self.np = numpy
         self._arrays: dict[int, Any] = {}
         self._tensors: dict[int, torch.Tensor] = {}
+        self._stand_ins: dict[int, StandIn] = {}
         self._values = numpy.random.default_rng(0)  # NumPy's global generator is left alone
 
     def numpy_answer(
@@ -83,7 +88,7 @@ class Oracle:
         if isinstance(expected, (np.ndarray, np.generic)) and isinstance(actual, torch.Tensor):
             same_dtype = str(actual.dtype).removeprefix("torch.") == expected.dtype.name
             if same_dtype and tuple(actual.shape) == np.shape(expected) and self._same_values(expected, actual):
-                return ArrayKind(scalar=isinstance(expected, np.generic))
+                return self._memory(expected, actual, describe)
         elif expected is None and actual is None:
             return None
         elif type(expected) in (bool, int, float, complex) and type(actual) is type(expected) and expected == actual:
@@ -91,6 +96,22 @@ class Oracle:
         raise Unsupported(
             f"{describe}: torch._numpy's result differs from NumPy's ({_shown(actual)}, NumPy: {_shown(expected)})"
         )
+
+    def _memory(self, expected: Any, actual: torch.Tensor, describe: str) -> ArrayKind:
+        """Which operands the result is, or shares memory with, for NumPy and for torch: where
+        NumPy's is new memory and torch's is not, the trace copies it; where NumPy's shares an
+        operand's and torch's does not, writes through one would not reach the other: refused."""
+        if isinstance(expected, self.np.generic):
+            return ArrayKind(scalar=True)
+        by_id = {key: stand_in for key, stand_in in self._stand_ins.items()}
+        itself = next((by_id[key] for key, array in self._arrays.items() if array is expected), None)
+        numpy_shares = {key for key, array in self._arrays.items() if self.np.may_share_memory(expected, array)}
+        torch_shares = {key for key, tensor in self._tensors.items() if _overlap(actual, tensor)}
+        if numpy_shares == torch_shares:
+            return ArrayKind(scalar=False, operand=itself)
+        if not numpy_shares:
+            return ArrayKind(scalar=False, copy=True)
+        raise Unsupported(f"{describe}: NumPy's result shares an operand's memory, torch._numpy's does not")
 
     def _same_values(self, expected: Any, actual: torch.Tensor) -> bool:
         """The values agree too (on the same stand-ins): a dtype alone misses a Python number
@@ -126,6 +147,7 @@ class Oracle:
             if size > _REAL_STAND_IN_LIMIT:  # one value, broadcast: read-only to both
                 made, tensor = np.broadcast_to(made, shape), tensor.expand(shape)
             self._arrays[id(stand_in)], self._tensors[id(stand_in)] = made, tensor
+            self._stand_ins[id(stand_in)] = stand_in
             array = made
         return array
 
@@ -141,6 +163,12 @@ class Oracle:
         if dtype.startswith("complex"):
             values = values + 1j * (rng.standard_normal(shape) + 2.0)
         return np.asarray(values).astype(dtype)
+
+
+def _overlap(tensor: torch.Tensor, other: torch.Tensor) -> bool:
+    """Whether two tensors' storages overlap (a view of the other, or the same tensor)."""
+    a, b = tensor.untyped_storage(), other.untyped_storage()
+    return a.data_ptr() < b.data_ptr() + b.nbytes() and b.data_ptr() < a.data_ptr() + a.nbytes()
 
 
 def _mapped(value: Any, side: Callable[[Any], Any]) -> Any:
