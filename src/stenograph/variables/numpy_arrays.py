@@ -9,12 +9,14 @@ that the value is an array: its metadata answers as NumPy's does (`dtype` a NumP
 `strides` in bytes), and where it leaves the graph it becomes an ndarray again, sharing the
 graph output's memory.
 
-Where NumPy and the trace could disagree, the call is refused (a graph break: the code runs
-eagerly): arrays of dtypes torch lacks and read-only arrays, NumPy scalars whose dtype would
-change a result's dtype (NumPy 2 keeps a scalar's dtype, torch._numpy treats it as a Python
-number), arrays mixed with tensors where eager raises, reads of an array's values (`bool(a)`,
-`a.tolist()`). `numpy.random` draws run eagerly unless `config.use_numpy_random_stream` is off:
-torch's generator draws other numbers than NumPy's.
+Each call is traced only once NumPy and the node's own call agree on stand-ins of its operands
+(`numpy_oracle`: result types, dtypes, values, and which operands each result is or shares memory
+with); that answer also says which 0-d results are NumPy scalars. Where NumPy and the trace could
+disagree, the call is refused (a graph break: the code runs eagerly): a disagreement on the
+stand-ins, integer division and powers (their errors depend on the values), arrays of dtypes
+torch lacks and read-only arrays, arrays beside tensors in operators, reads of an array's values
+(`bool(a)`, `a.tolist()` outside `capture_scalar_outputs`). `numpy.random` draws run eagerly
+unless `config.use_numpy_random_stream` is off: torch's generator draws other numbers than NumPy's.
 """
 
 from __future__ import annotations
