@@ -238,12 +238,16 @@ class OutputGraph:
     def guard_arrays_apart(self) -> None:
         """NumPy array inputs overlapping in memory (views of one array, an array and the tensor
         it views) are distinct storages to the graph, so a write through one would not be seen
-        through the other: refused, and guarded never to overlap on later calls."""
+        through the other: refused, and guarded never to overlap on later calls. Only CPU
+        tensors can share an array's memory (the guard runs on every call)."""
         arrays = [i for i in self.inputs if isinstance(i.source, ArrayTensorSource)]
         others = [
             i
             for i in self.inputs
-            if i not in arrays and isinstance(i.example, torch.Tensor) and i.example.layout == torch.strided
+            if i not in arrays
+            and isinstance(i.example, torch.Tensor)
+            and i.example.layout == torch.strided
+            and i.example.device.type == "cpu"
         ]
         if not arrays or len(arrays) + len(others) < 2:
             return

@@ -328,11 +328,8 @@ def lookup(value: Any) -> Variable | None:
         return NumpyFoldedVariable(value)  # a scalar type: `np.float32(2.5)`, `dtype=np.int64`
     if not callable(value) or isinstance(value, type):
         return None
-    try:
-        if value in (np.issubdtype, np.result_type, np.can_cast, np.promote_types):
-            return NumpyFoldedVariable(value)
-    except Exception:  # an object whose `==` raises or answers an array
-        return None
+    if any(value is fn for fn in (np.issubdtype, np.result_type, np.can_cast, np.promote_types)):
+        return NumpyFoldedVariable(value)
     found = _counterparts().get(id(value))
     if found is None or found[0] is not value:
         return None

@@ -103,8 +103,7 @@ class Oracle:
         operand's and torch's does not, writes through one would not reach the other: refused."""
         if isinstance(expected, self.np.generic):
             return ArrayKind(scalar=True)
-        by_id = {key: stand_in for key, stand_in in self._stand_ins.items()}
-        itself = next((by_id[key] for key, array in self._arrays.items() if array is expected), None)
+        itself = next((self._stand_ins[key] for key, array in self._arrays.items() if array is expected), None)
         numpy_shares = {key for key, array in self._arrays.items() if self.np.may_share_memory(expected, array)}
         torch_shares = {key for key, tensor in self._tensors.items() if _overlap(actual, tensor)}
         if numpy_shares == torch_shares:
