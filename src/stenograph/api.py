@@ -37,6 +37,7 @@ from .marks import (
     is_exporting,
     mark_disabled,
     nested_compile_region,
+    nonstrict_trace,
     substitute_in_graph,
 )
 from .module_hooks import call_with_hooks, has_module_hooks
@@ -795,6 +796,7 @@ __all__ = [
     "is_compiling",
     "is_exporting",
     "nested_compile_region",
+    "nonstrict_trace",
     "optimize",
     "optimize_assert",
     "reset",

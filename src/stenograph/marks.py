@@ -1,6 +1,6 @@
 """Marks the user puts on functions, read by the trackers: `disable`, `allow_in_graph`,
 `disallow_in_graph`, `assume_constant_result`, `substitute_in_graph`, `nested_compile_region`,
-`graph_break`, `is_compiling` and `is_exporting`.
+`graph_break`, `nonstrict_trace`, `is_compiling` and `is_exporting`.
 
 A leaf module: `api` sets the marks and re-exports these functions; the tracing layer reads them
 here, so it never imports `api`. The allow- and disallow-in-graph sets and the substitutes are
@@ -13,6 +13,7 @@ import functools
 import inspect
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,45 @@ def is_allowed_in_graph(fn: Any) -> bool:
     rules = sys.modules.get("torch._dynamo.trace_rules")  # loaded by whoever used torch's mark
     ids = getattr(getattr(rules, "_allowed_callable_ids", None), "function_ids", None)
     return bool(ids) and id(fn) in ids
+
+
+# functions `nonstrict_trace` made: held weakly, so a dropped one leaves no mark behind
+_nonstrict_traced: weakref.WeakSet = weakref.WeakSet()
+
+
+def nonstrict_trace(traceable_fn: Callable) -> Callable:
+    """Record calls of the function this returns as one graph node, without tracing into
+    `traceable_fn`: its body may do what tracing cannot (graph breaks, logging), as long as it
+    runs on fake tensors. Arguments may be tensors, Python constants, lists, tuples, dicts,
+    `nn.Module`s (their parameters and buffers enter the graph) and classes registered with
+    `torch.utils._pytree`; results tensors, numbers and those containers.
+
+    `traceable_fn` itself stays as it was (the mark is on a new wrapper), as torch's
+    `torch._dynamo.nonstrict_trace` does; stenograph honours both."""
+    if not callable(traceable_fn):
+        raise TypeError(f"nonstrict_trace() needs a callable, got {type(traceable_fn).__qualname__}")
+
+    @functools.wraps(traceable_fn)
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        return traceable_fn(*args, **kwargs)
+
+    _nonstrict_traced.add(traced)
+    return traced
+
+
+def is_nonstrict_trace(fn: Any) -> bool:
+    """Made by `nonstrict_trace`, stenograph's or torch._dynamo's (which records ids)."""
+    if isinstance(fn, types.FunctionType) and fn in _nonstrict_traced:
+        return True
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    ids = getattr(getattr(rules, "_nonstrict_trace_callable_ids", None), "function_ids", None)
+    return bool(ids) and id(fn) in ids
+
+
+def is_nonstrict_trace_decorator(fn: Any) -> bool:
+    """`nonstrict_trace` itself (stenograph's or torch._dynamo's), called in compiled code."""
+    decorators = sys.modules.get("torch._dynamo.decorators")
+    return fn is nonstrict_trace or (decorators is not None and fn is getattr(decorators, "nonstrict_trace", None))
 
 
 def disallow(fn: Callable) -> None:

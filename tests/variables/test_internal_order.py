@@ -41,6 +41,7 @@ GROUPS: list[tuple[str, list[str]]] = [
             "tensor_literals",
             "numpy_oracle",
             "numpy_arrays",
+            "nonstrict_calls",
             "higher_order",
             "tensor_hooks",
             "func_transforms",

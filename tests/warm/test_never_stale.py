@@ -487,3 +487,30 @@ def test_a_function_a_decorator_wrapped_changed(tmp_path):
     changed = _cold_warm_changed(program, cache, lambda: _edit(module, "* 2.0", "* 3.0"), str(library))
     assert changed["compiled"] == 1, changed
     assert any(d.startswith("rejected") and "Block.forward" in d for d in changed["details"]), changed
+
+
+NONSTRICT = """
+@stenograph.nonstrict_trace
+def body(x):
+    return x * 3
+
+
+def f(x):
+    return body(x + 1) * 2
+
+
+x = torch.randn(6)
+compiled = stenograph.compile(f, backend="aot_eager")
+report(diff=distance([compiled(x)], [f(x)]))
+"""
+
+
+def test_a_nonstrict_trace_body_is_never_taken_from_disk(tmp_path):
+    """A `nonstrict_trace` function's body is not traced, so nothing fingerprints it (or what it
+    calls): its graph is not stored, and an edited body gives eager's result."""
+    program, cache = _scenario(tmp_path, NONSTRICT)
+    for change in (None, "return x * 3 + 100"):
+        if change is not None:
+            _edit(program, "return x * 3", change)
+        report = run(program, cache)
+        assert report["diff"] == 0 and report["compiled"] == 1 and report["stored"] == 0, report

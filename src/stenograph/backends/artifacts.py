@@ -176,6 +176,11 @@ def compile_with_artifact(
     or this graph cannot be stored (the reason is logged on "stenograph.artifacts")."""
     backend = _resolve(backend)
     codec: ArtifactCodec | None = getattr(backend, "stenograph_artifacts", None)
+    refusal = _unpersistable_target(gm)
+    if refusal is not None and codec is not None:
+        compiled = backend(gm, example_inputs)
+        declined(getattr(backend, "__name__", type(backend).__name__), refusal)
+        return compiled, None
     if codec is None:
         compiled = backend(gm, example_inputs)
         declined(getattr(backend, "__name__", type(backend).__name__), "the backend declares no stenograph_artifacts")
@@ -184,6 +189,17 @@ def compile_with_artifact(
     if payload is None:
         return compiled, None
     return compiled, _artifact(codec.identity, codec.loader, payload, example_inputs)
+
+
+def _unpersistable_target(gm: torch.fx.GraphModule) -> str | None:
+    """Why a node's target makes the graph unfit to store (a target saying so in its
+    `not_persistable` text), or None."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            reason = getattr(node.target, "not_persistable", None)
+            if isinstance(reason, str):
+                return reason
+    return None
 
 
 def composite_artifact(backend: Any, loader: str, payload: bytes, example_inputs: list[Any]) -> bytes:

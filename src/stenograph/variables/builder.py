@@ -52,6 +52,8 @@ from ..marks import (
     is_compiling,
     is_disallowed_in_graph,
     is_exporting,
+    is_nonstrict_trace,
+    is_nonstrict_trace_decorator,
     substitute_for,
 )
 from ..shapes.dynamic import mark_static, may_be_dynamic
@@ -112,6 +114,7 @@ from .global_contexts import is_global_context_object, wrap_global_context
 from .higher_order import CondVariable
 from .named_tuples import NamedTupleVariable, StructSeqVariable, is_namedtuple_class
 from .new_modules import TorchModuleClassVariable, instantiate_module
+from .nonstrict_calls import NonstrictDecoratorVariable
 from .optimizers import OptimizerClassVariable, OptimizerVariable, optimizer_helper
 from .tensor import TensorVariable
 from .trace_rules import (
@@ -773,6 +776,10 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return GradVariable()
     if is_disallowed_in_graph(value):
         return DisallowedCallVariable(value)
+    if is_nonstrict_trace(value):  # before allow_in_graph: torch marks its wrappers as both
+        return UserFunctionVariable(value)
+    if is_nonstrict_trace_decorator(value):
+        return NonstrictDecoratorVariable()
     if is_allowed_in_graph(value):
         return TorchOpVariable(value)
     original = getattr(value, "__stenograph_original__", None)

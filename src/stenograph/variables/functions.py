@@ -21,10 +21,11 @@ from ..marks import (
     is_constant_result,
     is_disabled,
     is_exporting,
+    is_nonstrict_trace,
     is_torch_disabled,
 )
 from ..shapes.fake import specialised_size
-from . import numpy_arrays
+from . import nonstrict_calls, numpy_arrays
 from .base import Variable
 from .cells import LazyValue, RealCellVariable
 from .constants import ConstantVariable, constant
@@ -81,6 +82,8 @@ class UserFunctionVariable(Variable):
             )
         if is_compile_entry(self.fn) and args and isinstance(args[0], _TRACED_CALLABLES):
             return args[0]  # `compile(fn, ...)` inside a compiled function: fn, traced where it is called
+        if is_nonstrict_trace(self.fn):
+            return nonstrict_calls.call(frame, self.fn, args, kwargs)
         refuse_untraced_library(self.fn, args, kwargs)
         if is_constant_result(self.fn):
             return _constant_result(frame, self.fn, args, kwargs)
