@@ -419,3 +419,55 @@ def test_make_subclass_directly_and_in_the_users_new(backend):
     ):
         with pytest.raises(stenograph.Unsupported, match="_make_subclass"):
             stenograph.compile(refused, backend="eager", fullgraph=True)(torch.randn(2))
+
+
+class _KeepsElem(torch.Tensor):
+    @staticmethod
+    def __new__(cls, elem):
+        made = torch.Tensor._make_subclass(cls, torch.ones(0))
+        made.elem = elem
+        return made
+
+
+class _CustomSetattr(torch.Tensor):
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value * 10)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_attributes_written_on_a_subclass_instance_made_in_the_frame(backend):
+    """`y.tag = ...` on an instance of a user subclass the frame made (`as_subclass`, `Cls(t)`,
+    its own `__new__`): one graph, later reads see the value, and the returned instance has it."""
+
+    def tagged(x):
+        y = (x * 2).as_subclass(_Plain)
+        y.tag = 42
+        z = _Passing(x + 1)
+        z.scale = 3
+        return y, z * z.scale + y.tag
+
+    def rewrapped(t):
+        return _KeepsElem(t.elem.clone() + 1)
+
+    x = torch.randn(3)
+    cnt = CompileCounterWithBackend(backend)
+    got, want = stenograph.compile(tagged, backend=cnt, fullgraph=True)(x), tagged(x)
+    assert_same(got, want)
+    assert (type(got[0]), got[0].tag) == (type(want[0]), want[0].tag) == (_Plain, 42)
+    assert cnt.frame_count == 1
+    t = _KeepsElem(torch.randn(2))
+    got, want = stenograph.compile(rewrapped, backend=backend, fullgraph=True)(t), rewrapped(t)
+    assert type(got) is type(want) is _KeepsElem
+    assert_same(got.elem, want.elem)
+
+
+def test_a_subclass_with_its_own_setattr_or_property_is_not_written_in_the_graph(cnt):
+    def fn(x):
+        y = x.as_subclass(_CustomSetattr)
+        y.tag = 2
+        return y.tag
+
+    x = torch.ones(2)
+    assert fn(x) == stenograph.compile(fn, backend=cnt)(x) == 20
+    explained = stenograph.explain(fn)(x)
+    assert [r.reason for r in explained.break_reasons] == ["setting tensor attribute 'tag'"]

@@ -279,9 +279,15 @@ def _undo_version_bump(tensor: torch.Tensor) -> None:
 def _settable_on_new_tensor(tensor: TensorVariable, name: str, value: Variable) -> bool:
     """Whether `tensor.name = value` on a plain tensor the trace made can wait until the tensor
     leaves the graph: an attribute torch.Tensor does not define, or a gradient eager would accept
-    (None, or a tensor of its shape, dtype and device)."""
-    if tensor.subclass is not None or tensor.from_subclass:
+    (None, or a tensor of its shape, dtype and device). On an instance of a user's subclass made
+    in the frame: an attribute neither the class nor torch.Tensor defines, with object's own
+    `__setattr__` (it lands in the instance dict, as eagerly)."""
+    if tensor.from_subclass:  # its class is decided when it runs, by __torch_function__
         return False
+    if tensor.subclass is not None:
+        cls = tensor.subclass
+        plain = cls.__setattr__ is torch.Tensor.__setattr__ and cls.__getattribute__ is torch.Tensor.__getattribute__
+        return plain and name != "grad" and class_lookup(cls, name)[0] is MISSING
     if name != "grad":
         return not hasattr(torch.Tensor, name)
     if value.is_constant():
