@@ -36,7 +36,7 @@ from .graph.runtime import Runtime
 from .guards.failures import GuardFailure
 from .guards.pyfunc import with_closure
 from .guards.sources import LocalSource
-from .marks import eager_frame_of, is_disabled
+from .marks import eager_frame_of, errors_on_graph_break, is_disabled
 from .module_hooks import call_with_hooks, has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
 from .shapes.dynamic import DynamicPolicy
@@ -211,7 +211,7 @@ class FrameCache:
             raise
         except Exception as e:
             compile_leftovers.release(leftovers)
-            if fullgraph:
+            if fullgraph or _errors_on_break(e):
                 raise
             if _out_of_depth(e):
                 # not the frame's fault, nor an internal error: the program is too deep to trace
@@ -228,7 +228,8 @@ class FrameCache:
                 warnings.warn(f"stenograph: {label}: {reason}; this call runs eagerly", StenographWarning, stacklevel=6)
                 return fn, args
             if isinstance(e, Unsupported):
-                self._give_up(label, f"{e}", events.EagerCause.UNSUPPORTED, e.kind, warn=not e.in_loop)
+                quiet = e.in_loop or e.whole_frame  # torch.compile skips such frames silently
+                self._give_up(label, f"{e}", events.EagerCause.UNSUPPORTED, e.kind, warn=not quiet)
                 self.skipped = True
                 return self._eager(fn), args
             if not config.suppress_errors:
@@ -522,6 +523,14 @@ def _bypassed(
     else:
         result = cache.miss(fn, prefix, args, kwargs, fullgraph, 2)  # miss's frame and this one
     return result.run() if type(result) is Continue else result
+
+
+def _errors_on_break(error: Exception) -> bool:
+    """A graph break the `error_on_graph_break` setting makes an error: the setting where it was
+    met, else (met outside a traced instruction) the one the compile started under."""
+    if not isinstance(error, Unsupported):
+        return False
+    return error.error_on_break if error.error_on_break is not None else errors_on_graph_break()
 
 
 def _nested(fn: types.FunctionType, entries: list[CacheEntry], miss: Any, fullgraph: bool, prefix: tuple) -> Any:

@@ -70,6 +70,11 @@ class Unsupported(StenographError):
         # tensors), so no pass resumes after it, or its call is compiled as a frame of its own
         # (past the inline depth), which skipping would give up on
         self.breaks_inside_loops = False
+        # (internal) no break can be placed: the frame runs eagerly as a whole (`skip_frame()`)
+        self.whole_frame = False
+        # whether the `error_on_graph_break` setting where it was raised makes it an error (None:
+        # raised outside a traced instruction; the setting of the compile then decides)
+        self.error_on_break: bool | None = None
         self.location = location
         self.source_line = source_line
         self.hint = hint

@@ -346,7 +346,7 @@ def _compile_once(request: FrameCompile, attempts: _Attempts) -> Compiled:
     try:
         return _compile_whole(request, attempts)
     except Unsupported as reason:
-        if request.fullgraph or reason.break_index is None:
+        if request.fullgraph or reason.break_index is None or reason.error_on_break:
             raise
         attempts.close()
         _forget_trace(reason)

@@ -200,6 +200,78 @@ def graph_break() -> None:
     return None
 
 
+# -- error_on_graph_break ------------------------------------------------------------------------
+
+# stenograph's own setting: None until one of its contexts sets it (torch's is read meanwhile)
+_error_on_graph_break: bool | None = None
+
+
+def errors_on_graph_break() -> bool:
+    """Whether a graph break met now is an error: the innermost `error_on_graph_break` context
+    entered, stenograph's or else torch._dynamo's (a process-wide setting in both)."""
+    if _error_on_graph_break is not None:
+        return _error_on_graph_break
+    utils = sys.modules.get("torch._dynamo.utils")  # loaded by whoever used torch's context
+    return bool(getattr(utils, "_error_on_graph_break", False))
+
+
+def enter_error_on_graph_break(value: bool) -> bool | None:
+    """Set the setting; returns what `leave_error_on_graph_break` restores."""
+    global _error_on_graph_break
+    previous = _error_on_graph_break
+    _error_on_graph_break = value
+    return previous
+
+
+def leave_error_on_graph_break(previous: bool | None) -> None:
+    global _error_on_graph_break
+    _error_on_graph_break = previous
+
+
+class error_on_graph_break:  # noqa: N801 - mirrors torch._dynamo.error_on_graph_break
+    """Context manager and decorator: inside it, a graph break met while compiling is an error
+    (`True`) or a normal break (`False`), in the functions compiled there and in code traced
+    inside a `with error_on_graph_break(...)` block. `fullgraph=True` wins over `False`. It is a
+    compile-time setting: an entry compiled under one value is reused under the other."""
+
+    def __init__(self, error_on_graph_break: bool) -> None:
+        if not isinstance(error_on_graph_break, bool):
+            raise TypeError(f"error_on_graph_break() takes a bool, got {type(error_on_graph_break).__qualname__}")
+        self.error_on_graph_break = error_on_graph_break
+        self._previous: list[bool | None] = []
+
+    def __enter__(self) -> None:
+        self._previous.append(enter_error_on_graph_break(self.error_on_graph_break))
+
+    def __exit__(self, *exc: object) -> None:
+        leave_error_on_graph_break(self._previous.pop())
+
+    def __call__(self, fn: Callable) -> Callable:
+        if not callable(fn):
+            raise TypeError(f"error_on_graph_break(...) decorates a callable, got {type(fn).__qualname__}")
+
+        # not `fn`'s `__dict__`: a compiled function's marks would make the trace inline it
+        # past this wrapper
+        @functools.wraps(fn, updated=())
+        def under_setting(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        under_setting.__stenograph_error_on_break__ = self  # type: ignore[attr-defined]
+        return under_setting
+
+
+def torch_error_on_graph_break_class() -> type | None:
+    """torch._dynamo's context class, once the user loaded it."""
+    decorators = sys.modules.get("torch._dynamo.decorators")
+    return getattr(decorators, "ErrorOnGraphBreakDecoratorContextManager", None)
+
+
+def torch_skip_frame() -> Callable | None:
+    """`torch._dynamo.skip_frame`, once the user loaded it."""
+    return getattr(sys.modules.get("torch._dynamo.decorators"), "skip_frame", None)
+
+
 def is_compiling() -> bool:
     """True while stenograph traces (folded to True inside graphs); False when code runs."""
     return False

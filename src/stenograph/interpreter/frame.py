@@ -18,6 +18,7 @@ from ..bytecode.instructions import Instr, decoded
 from ..errors import BreakKind, FullgraphBreak, Unsupported
 from ..graph.output_graph import OutputGraph
 from ..guards.sources import AttrSource, FixedObjectSource, GlobalSource, ItemSource, Source
+from ..marks import errors_on_graph_break
 from ..variables.base import Variable
 from ..variables.builder import class_member_of, instantiate, wrap, wrap_trusted_member
 from ..variables.cells import Cell, LazyValue
@@ -122,7 +123,9 @@ class Frame:
             raise e from None
         except Unsupported as e:
             self._annotate(e)
-            if self.parent is None and e.break_index is None and not isinstance(e, FullgraphBreak):
+            if e.error_on_break is None:  # the innermost frame: the contexts it is in are open
+                e.error_on_break = errors_on_graph_break()
+            if self.parent is None and e.break_index is None and not (isinstance(e, FullgraphBreak) or e.whole_frame):
                 e.break_index = self.ip - 1
             raise
         finally:

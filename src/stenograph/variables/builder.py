@@ -55,6 +55,7 @@ from ..marks import (
     is_nonstrict_trace,
     is_nonstrict_trace_decorator,
     substitute_for,
+    torch_skip_frame,
 )
 from ..shapes.dynamic import mark_static, may_be_dynamic
 from . import builtins as builtin_vars
@@ -103,6 +104,7 @@ from .functions import (
     MarkStaticVariable,
     OpaqueCallableVariable,
     PartialVariable,
+    SkipFrameVariable,
     SubstitutedVariable,
     TensorMethodRefVariable,
     TorchClassVariable,
@@ -110,7 +112,7 @@ from .functions import (
     UserFunctionVariable,
     UserMethodVariable,
 )
-from .global_contexts import is_global_context_object, wrap_global_context
+from .global_contexts import error_on_break_factory, is_global_context_object, wrap_global_context
 from .higher_order import CondVariable
 from .named_tuples import NamedTupleVariable, StructSeqVariable, is_namedtuple_class
 from .new_modules import TorchModuleClassVariable, instantiate_module
@@ -352,6 +354,9 @@ def _tensor_method(w: Wrapping) -> Variable:
 def _class(w: Wrapping) -> Variable:
     value, source = w.value, w.source
     _guard_identity(w)
+    factory = error_on_break_factory(value)
+    if factory is not None:
+        return factory
     if collectives.is_reduce_op_class(value):
         return collectives.ReduceOpClassVariable(value, source)
     if value in TORCH_CLASSES:
@@ -776,6 +781,11 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return GradVariable()
     if is_disallowed_in_graph(value):
         return DisallowedCallVariable(value)
+    factory = error_on_break_factory(value)
+    if factory is not None:
+        return factory
+    if value is torch_skip_frame() and value is not None:
+        return SkipFrameVariable(value)
     if is_nonstrict_trace(value):  # before allow_in_graph: torch marks its wrappers as both
         return UserFunctionVariable(value)
     if is_nonstrict_trace_decorator(value):

@@ -205,6 +205,17 @@ class MarkedFunctionVariable(Variable):
         return rebuild.writer.bind(self.fn, "fn")
 
 
+class SkipFrameVariable(MarkedFunctionVariable):
+    """`torch._dynamo.skip_frame(msg)`: the frame calling it runs eagerly, as a whole (no graph
+    before it, no resume after), as torch.compile skips it; functions it calls are compiled."""
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        message = (args[0] if args else kwargs.get("msg", constant(""))).as_constant()
+        refusal = Unsupported(f"skip_frame(){f': {message}' if message else ''}", kind=BreakKind.EXPLICIT)
+        refusal.whole_frame = True
+        raise refusal
+
+
 class DisallowedCallVariable(MarkedFunctionVariable):
     """A function marked `stenograph.disallow_in_graph`: each call is a graph break, run eagerly."""
 

@@ -15,6 +15,7 @@ them again, and the resume function's prologue enters them anew as the `with` st
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -23,6 +24,12 @@ from torch.autograd import grad_mode
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource
+from ..marks import (
+    enter_error_on_graph_break,
+    error_on_graph_break,
+    leave_error_on_graph_break,
+    torch_error_on_graph_break_class,
+)
 from .base import Variable
 from .constants import constant
 
@@ -46,13 +53,27 @@ _ATTRIBUTES = {torch.inference_mode: ("mode",), torch.autocast: ("device", "fast
 # the graph nodes that only switch state
 STATE_FUNCTIONS = frozenset(f for enter, exit_, _ in _KINDS.values() for f in (enter, exit_))
 
+# `error_on_graph_break(flag)` blocks (stenograph's class, or torch._dynamo's once loaded): a
+# setting of the compiler, not of the program. Entered for real while tracing, so that a break
+# met inside is judged by it; nothing is recorded in the graph.
+_ERROR_ON_BREAK = (enter_error_on_graph_break, leave_error_on_graph_break, ("error_on_graph_break",))
+_KINDS[error_on_graph_break] = _ERROR_ON_BREAK
+_ATTRIBUTES[error_on_graph_break] = ("error_on_graph_break",)
+
+
+def _spec(kind: type) -> tuple[Any, Any, tuple[str, ...]]:
+    return _KINDS.get(kind, _ERROR_ON_BREAK)  # the one kind not in the table: torch's class
+
 
 def is_global_context_class(value: Any) -> bool:
-    return value in _KINDS
+    return value in _KINDS or (value is not None and value is torch_error_on_graph_break_class())
 
 
 def _kind_of(cls: type) -> type | None:
     """The modelled class `cls` is or derives from (`torch.cpu.amp.autocast` is an autocast)."""
+    torch_class = torch_error_on_graph_break_class()
+    if torch_class is not None and issubclass(cls, torch_class):
+        return torch_class
     return next((kind for kind in _KINDS if issubclass(cls, kind)), None)
 
 
@@ -62,12 +83,17 @@ def is_global_context_object(value: Any) -> bool:
 
 def make_global_context(cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`torch.inference_mode(...)` / `torch.autocast(...)` called while tracing."""
-    _, _, names = _KINDS[cls]
+    _, _, names = _spec(cls)
     values = dict(zip(names, args))
     values.update(kwargs)
-    if set(values) - set(names) or not all(v.is_constant() for v in values.values()):
+    if set(values) - set(names) or len(args) > len(names) or not all(v.is_constant() for v in values.values()):
         raise Unsupported(f"{cls.__qualname__}() with non-constant or unknown arguments")
+    if any(n not in values and n not in _DEFAULTS for n in names):
+        raise Unsupported(f"{cls.__qualname__}() without its arguments")  # eager raises TypeError
     plain = tuple(values[n].as_constant() if n in values else _DEFAULTS[n] for n in names)
+    if _spec(cls) is _ERROR_ON_BREAK and not isinstance(plain[0], bool):
+        # torch's class takes anything and torch.compile refuses it while compiling: an error
+        raise TypeError(f"error_on_graph_break() takes a bool, got {type(plain[0]).__qualname__}")
     return GlobalContextVariable(cls, plain)
 
 
@@ -80,7 +106,7 @@ def wrap_global_context(frame: Frame, value: Any, source: Source) -> Variable:
     guards = frame.output.guards
     guards.type_match(source, value)
     args = []
-    for name in _ATTRIBUTES[kind]:
+    for name in _ATTRIBUTES.get(kind, _ERROR_ON_BREAK[2]):
         attribute = getattr(value, name)
         guards.constant_match(AttrSource(source, name), attribute)
         args.append(attribute)
@@ -91,7 +117,7 @@ def close_abandoned(output: OutputGraph) -> None:
     """Exit, innermost first, the real contexts of a trace that ended inside their blocks."""
     while output.open_contexts:
         context = output.open_contexts.pop()
-        _KINDS[context.kind][1](context.real)
+        _spec(context.kind)[1](context.real)
 
 
 def close_in_graph(output: OutputGraph) -> None:
@@ -136,17 +162,19 @@ class GlobalContextVariable(Variable):
         return rebuild.build_once(self, render)
 
     def enter(self, output: OutputGraph) -> None:
-        enter, _, _ = _KINDS[self.kind]
+        enter, _, _ = _spec(self.kind)
         self.grad_before = torch.is_grad_enabled()
         self.real = enter(*self.args)
         output.open_contexts.append(self)
-        self.node = output.graph.create_node("call_function", enter, self.args, {})
+        if enter is not enter_error_on_graph_break:
+            self.node = output.graph.create_node("call_function", enter, self.args, {})
 
     def exit(self, output: OutputGraph) -> None:
-        _, exit_, _ = _KINDS[self.kind]
+        _, exit_, _ = _spec(self.kind)
         output.open_contexts.pop()
         exit_(self.real)
-        output.graph.create_node("call_function", exit_, (self.node,), {})
+        if exit_ is not leave_error_on_graph_break:
+            output.graph.create_node("call_function", exit_, (self.node,), {})
 
 
 class GlobalContextMethod(Variable):
@@ -176,3 +204,61 @@ class GlobalContextMethod(Variable):
             raise Unsupported(f"{self.describe()} out of order")
         ctx.exit(output)
         return constant(False)
+
+
+class ErrorOnBreakFactoryVariable(Variable):
+    """`error_on_graph_break` (stenograph's class, torch's class or torch's function making one)
+    called while tracing: the context object."""
+
+    def __init__(self, fn: Any, kind: type) -> None:
+        self.fn = fn
+        self.value_object = fn
+        self.kind = kind
+
+    def describe(self) -> str:
+        return "error_on_graph_break"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return make_global_context(self.kind, args, kwargs)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.fn, "fn")
+
+
+class ErrorOnBreakFunctionVariable(Variable):
+    """A function decorated by stenograph's `error_on_graph_break(flag)`: traced inside the
+    setting, as the decorator's wrapper runs it."""
+
+    def __init__(self, wrapper: Any, context: error_on_graph_break) -> None:
+        self.wrapper = wrapper
+        self.value_object = wrapper
+        self.context = context
+
+    def describe(self) -> str:
+        return f"function {self.wrapper.__qualname__} under error_on_graph_break({self.context.error_on_graph_break})"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        context = GlobalContextVariable(error_on_graph_break, (self.context.error_on_graph_break,))
+        context.enter(frame.output)
+        result = frame.wrap(self.wrapper.__wrapped__, None).call(frame, args, kwargs)
+        context.exit(frame.output)  # a break inside leaves it open: the trace closes it
+        return result
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return rebuild.writer.bind(self.wrapper, "fn")
+
+
+def error_on_break_factory(value: Any) -> Variable | None:
+    """The tracker of `value` if it makes `error_on_graph_break` contexts (or is a function its
+    decorator made), else None."""
+    context = getattr(value, "__stenograph_error_on_break__", None)
+    if isinstance(context, error_on_graph_break):
+        return ErrorOnBreakFunctionVariable(value, context)
+    if value is error_on_graph_break:
+        return ErrorOnBreakFactoryVariable(value, value)
+    torch_class = torch_error_on_graph_break_class()
+    if torch_class is None:
+        return None
+    if value is torch_class or value is getattr(sys.modules["torch._dynamo.decorators"], "error_on_graph_break", None):
+        return ErrorOnBreakFactoryVariable(value, torch_class)
+    return None
