@@ -6,7 +6,9 @@ What is stored:
   `CompiledFxGraph`s: the generated Python wrapper's source, with the C++ or Triton kernel sources,
   compiled Triton kernels (Inductor bundles them), output strides, the CUDA-graph facts
   (`cudagraph_info`: static inputs, mutated inputs) and AOTAutograd's runtime metadata. This is
-  the entry torch's precompile (`torch._inductor.standalone_compile(aot=True)`) stores;
+  the entry torch's precompile (`torch._inductor.standalone_compile(aot=True)`) stores, its
+  Triton kernels cut to those the graphs run (`_triton_bundles.py`: `max-autotune` bundles every
+  candidate it benchmarked);
 * the C++ kernel libraries (`.so`) that the wrapper's module loaded, by their path under
   Inductor's cache directory. Loading the wrapper on CPU would otherwise compile every kernel again
   with g++ (tens of seconds on a small machine). Their names are hashes of the source and the
@@ -62,7 +64,7 @@ from torch._inductor.cpu_vec_isa import pick_vec_isa
 from torch._inductor.runtime.cache_dir_utils import cache_dir
 from torch.fx.graph import _PyTreeCodeGen
 
-from . import _aot_bundle, _autotune_reload, _source_digests
+from . import _aot_bundle, _autotune_reload, _source_digests, _triton_bundles
 from ._ptxas import use_inductors_ptxas
 from .artifacts import ArtifactError, NotPersistable, declined
 from .cuda_graph_runner import CudaGraphRunner
@@ -177,8 +179,10 @@ def compile_storable(
         libraries = _kernel_libraries(entry)
         if libraries:
             libraries.update(_vec_isa_check_libraries(cache_dir()))
+        with _triton_bundles.pruned(entry):
+            stored_entry = _aot_bundle.dumps_entry(entry)
         payload = {
-            "entry": _aot_bundle.dumps_entry(entry),
+            "entry": stored_entry,
             "libraries": libraries,
             "patches": patches,
             "vec_isa": _vec_isa() if libraries else None,
