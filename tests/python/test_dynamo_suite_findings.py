@@ -2777,3 +2777,33 @@ def test_dicts_keyed_by_torch_operators():
     table[torch.ops.aten.amax] = 4  # a key more: the guard on the keys fails, and it compiles again
     helpers.assert_same(compiled(torch.ones(5)), fn(torch.ones(5)))
     assert cnt.frame_count == 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_assignment_through_a_boolean_mask_recorded_by_autograd(backend):
+    """`x[mask] = y` whose backward autograd records: AOTAutograd cannot trace that backward (its
+    size is the mask's count), so the assignment runs eagerly; gradients as eager's. Without grad
+    it stays in the graph."""
+
+    def flat(x, b, y):
+        x = x.clone()
+        x[b] = y
+        return x * 2
+
+    def in_tuple(x, b, y):
+        x = x.clone()
+        x[:, b] = y
+        return x * 2
+
+    mask = torch.tensor([True, False, True, False])
+    for fn, shape in ((flat, (4,)), (in_tuple, (3, 4))):
+        x, y = torch.randn(shape, requires_grad=True), torch.randn(2, requires_grad=True)
+        x_ref, y_ref = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+        got, want = stenograph.compile(fn, backend=backend)(x, mask, y), fn(x_ref, mask, y_ref)
+        got.sum().backward()
+        want.sum().backward()
+        helpers.assert_same((got, x.grad, y.grad), (want, x_ref.grad, y_ref.grad))
+        reasons = [r.reason for r in stenograph.explain(fn)(x, mask, y).break_reasons]
+        assert any("boolean mask recorded by autograd" in r for r in reasons), reasons
+        with torch.no_grad():
+            assert stenograph.explain(fn)(x, mask, y).graph_count == 1

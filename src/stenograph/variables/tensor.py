@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import config
 from ..errors import BreakKind, Unsupported
 from ..graph.side_effects import DELETED
 from ..guards.sources import AttrSource
@@ -107,6 +108,7 @@ class TensorVariable(GraphValueVariable):
         return frame.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
 
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
+        _refuse_masked_assignment_with_grad(self, key, value)
         frame.output.call("call_function", operator.setitem, [self, key, value], {}, "tensor item assignment")
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
@@ -274,6 +276,23 @@ def _storage_address(tensor: torch.Tensor) -> int | None:
 def _undo_version_bump(tensor: torch.Tensor) -> None:
     """Put the version counter back where it stood before the `set_` of a `.data` write."""
     torch._C._autograd._unsafe_set_version_counter((tensor,), (max(tensor._version - 1, 0),))
+
+
+def _refuse_masked_assignment_with_grad(tensor: TensorVariable, key: Variable, value: Variable) -> None:
+    """`x[mask] = y` (a boolean or uint8 mask, alone or in a tuple) where autograd records it:
+    its backward selects gradients by the mask's `nonzero()`, whose size only the data tells, and
+    AOTAutograd fails to trace it (the forward alone is fine). It runs eagerly, as torch.compile
+    breaks there too, unless `config.capture_dynamic_output_shape_ops` gives such sizes symbols."""
+    keys = key.items if isinstance(key, SequenceVariable) else [key]
+    masked = any(isinstance(k, TensorVariable) and k.fake.dtype in (torch.bool, torch.uint8) for k in keys)
+    if not masked or config.capture_dynamic_output_shape_ops or not torch.is_grad_enabled():
+        return
+    if tensor.fake.requires_grad or (isinstance(value, TensorVariable) and value.fake.requires_grad):
+        raise Unsupported(
+            "assignment through a boolean mask recorded by autograd: its backward's size depends on the mask's data",
+            hint="compute it as torch.where(mask, value, x), or set config.capture_dynamic_output_shape_ops",
+            kind=BreakKind.DATA_DEPENDENT,
+        )
 
 
 def _settable_on_new_tensor(tensor: TensorVariable, name: str, value: Variable) -> bool:
