@@ -142,6 +142,16 @@ def is_nonstrict_trace(fn: Any) -> bool:
     return bool(ids) and id(fn) in ids
 
 
+def is_leaf_function(fn: Any) -> bool:
+    """Made by torch's `torch._dynamo.decorators.leaf_function` (torch 2.13 on): called as a
+    `nonstrict_trace` function is, the wrapper itself runs torch's leaf operator (which calls the
+    registered fake implementation on fake tensors and the real function when the graph runs,
+    and which AOTAutograd does not trace into)."""
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    ids = getattr(getattr(rules, "_leaf_function_ids", None), "function_ids", None)
+    return bool(ids) and id(fn) in ids
+
+
 def is_nonstrict_trace_decorator(fn: Any) -> bool:
     """`nonstrict_trace` itself (stenograph's or torch._dynamo's), called in compiled code."""
     decorators = sys.modules.get("torch._dynamo.decorators")

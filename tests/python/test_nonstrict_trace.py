@@ -254,3 +254,68 @@ def test_without_fullgraph_a_refused_call_runs_eagerly_with_eager_results():
     # the graphs before and after the call, and the marked function run from eager code is
     # compiled as any function called there
     assert counter.frame_count == 3
+
+
+def test_a_result_structure_other_than_the_traced_one_raises():
+    calls = []
+
+    @stenograph.nonstrict_trace
+    def changing(x):
+        calls.append(1)
+        return (x * 2,) if len(calls) == 1 else {"a": x * 2}
+
+    compiled = stenograph.compile(lambda x: changing(x), backend="eager")
+    with pytest.raises(AssertionError, match="output structure mismatch"):
+        compiled(torch.ones(2))
+
+
+leaf_function = getattr(torch._dynamo.decorators, "leaf_function", None)
+needs_leaf_function = pytest.mark.skipif(leaf_function is None, reason="torch._dynamo.leaf_function is torch 2.13's")
+
+
+@needs_leaf_function
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_torch_leaf_functions_run_their_real_body_and_take_modules(backend, capsys):
+    @leaf_function
+    def logged(mod, x):
+        print("real body")
+        out = mod(x)
+        return out, out.sum().item()
+
+    @logged.register_fake
+    def logged_fake(mod, x):
+        out = mod(x)
+        return out, out.sum().item()
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(3, 3)
+
+    def fn(x):
+        out, total = logged(linear, x)
+        return out.relu().sum() + total
+
+    x = torch.randn(2, 3)
+    expected = fn(x)
+    expected.backward()
+    grads = [p.grad.clone() for p in linear.parameters()]
+    linear.zero_grad()
+    capsys.readouterr()
+    got = stenograph.compile(fn, backend=backend, fullgraph=True)(x)
+    got.backward()
+    assert capsys.readouterr().out == "real body\n"  # the fake ran while tracing, the body once
+    assert_same(got, expected)
+    assert_same([p.grad for p in linear.parameters()], grads)
+
+
+@needs_leaf_function
+def test_torch_leaf_function_whose_fake_disagrees_on_structure():
+    @leaf_function
+    def mismatched(x):
+        return {"a": x, "b": x * 2}
+
+    @mismatched.register_fake
+    def mismatched_fake(x):
+        return (x, x * 2)
+
+    with pytest.raises(AssertionError, match="output structure mismatch"):
+        stenograph.compile(lambda x: mismatched(x), backend="eager")(torch.ones(2))

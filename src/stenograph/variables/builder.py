@@ -52,6 +52,7 @@ from ..marks import (
     is_compiling,
     is_disallowed_in_graph,
     is_exporting,
+    is_leaf_function,
     is_nonstrict_trace,
     is_nonstrict_trace_decorator,
     substitute_for,
@@ -786,7 +787,7 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return factory
     if value is torch_skip_frame() and value is not None:
         return SkipFrameVariable(value)
-    if is_nonstrict_trace(value):  # before allow_in_graph: torch marks its wrappers as both
+    if is_nonstrict_trace(value) or is_leaf_function(value):  # before allow_in_graph: torch marks them as both
         return UserFunctionVariable(value)
     if is_nonstrict_trace_decorator(value):
         return NonstrictDecoratorVariable()

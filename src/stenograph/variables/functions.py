@@ -21,6 +21,7 @@ from ..marks import (
     is_constant_result,
     is_disabled,
     is_exporting,
+    is_leaf_function,
     is_nonstrict_trace,
     is_torch_disabled,
 )
@@ -82,8 +83,8 @@ class UserFunctionVariable(Variable):
             )
         if is_compile_entry(self.fn) and args and isinstance(args[0], _TRACED_CALLABLES):
             return args[0]  # `compile(fn, ...)` inside a compiled function: fn, traced where it is called
-        if is_nonstrict_trace(self.fn):
-            return nonstrict_calls.call(frame, self.fn, args, kwargs)
+        if is_nonstrict_trace(self.fn) or is_leaf_function(self.fn):
+            return nonstrict_calls.call(frame, self.fn, args, kwargs, real_constants=not is_leaf_function(self.fn))
         refuse_untraced_library(self.fn, args, kwargs)
         if is_constant_result(self.fn):
             return _constant_result(frame, self.fn, args, kwargs)

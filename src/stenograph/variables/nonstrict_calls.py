@@ -107,28 +107,37 @@ def _rebuild(recipe: Any, flat: tuple, stack: contextlib.ExitStack) -> Any:
     return recipe.module
 
 
-def _flatten_result(value: Any, flat: list) -> Any:
-    """The recipe of a result, its tensors and symbolic numbers appended to `flat`."""
-    if isinstance(value, torch.Tensor) or is_symbolic(value):
+def _flatten_result(value: Any, flat: list, like: Any = None) -> Any:
+    """The recipe of a result, its tensors and symbolic numbers appended to `flat`. `like` is the
+    recipe the trace saw: where it had a symbolic number, the graph's number is a value too."""
+    number_was_symbolic = isinstance(like, _Leaf) and isinstance(value, (bool, int, float))
+    if isinstance(value, torch.Tensor) or is_symbolic(value) or number_was_symbolic:
         flat.append(value)
         return _Leaf(len(flat) - 1)
     if value is None or isinstance(value, (bool, int, float, complex, str, torch.dtype, torch.device)):
         return _Const(value)
     cls = type(value)
-    if cls in (tuple, list):
-        return _Seq(cls, tuple(_flatten_result(v, flat) for v in value))
-    if pytree.is_namedtuple_instance(value):
-        return _Seq(cls, tuple(_flatten_result(v, flat) for v in value))
+    if cls in (tuple, list) or pytree.is_namedtuple_instance(value):
+        return _Seq(cls, tuple(_flatten_result(v, flat, p) for v, p in zip(value, _parts(like, len(value)))))
     if cls is dict:
-        return _Dict(cls, tuple(value), tuple(_flatten_result(v, flat) for v in value.values()))
+        items = (_flatten_result(v, flat, p) for v, p in zip(value.values(), _parts(like, len(value))))
+        return _Dict(cls, tuple(value), tuple(items))
     node = pytree.SUPPORTED_NODES.get(cls)
     if node is not None and not _is_constant_class(cls):
         children, context = node.flatten_fn(value)
-        return _Node(cls, context, tuple(_flatten_result(v, flat) for v in children))
+        return _Node(
+            cls, context, tuple(_flatten_result(v, flat, p) for v, p in zip(children, _parts(like, len(children))))
+        )
     raise Unsupported(
         f"Unsupported output type for nonstrict_trace-ed function: {cls.__qualname__}",
         hint="return tensors, numbers, lists, tuples, dicts or objects of classes registered with torch.utils._pytree",
     )
+
+
+def _parts(like: Any, count: int) -> Any:
+    """The recipes of a traced container's parts, where it had `count` of them."""
+    parts = like.items if isinstance(like, (_Seq, _Dict)) else like.children if isinstance(like, _Node) else None
+    return parts if parts is not None and len(parts) == count else [None] * count
 
 
 class NonstrictCall:
@@ -136,11 +145,14 @@ class NonstrictCall:
     arguments, calls the function and returns its result's tensors and symbolic numbers as a
     tuple (the tracer rebuilds the rest from `result_recipe`, recorded while tracing)."""
 
-    def __init__(self, fn: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+    def __init__(self, fn: Any, args: tuple, kwargs: dict[str, Any], *, real_constants: bool = True) -> None:
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
-        self.result_recipe: Any = None
+        # tensors the body reads from globals or closures may be real (nonstrict_trace); a leaf
+        # function's fake implementation must use its arguments only, as torch requires
+        self.real_constants = real_constants
+        self.result_recipe: Any = None  # the structure of the result, as the trace saw it
         self.__name__ = self.__qualname__ = f"nonstrict_{getattr(fn, '__name__', 'call')}"
         # another process could find the function by name, but not tell whether its body (or
         # anything it calls) changed since: a graph holding this is compiled again there
@@ -151,7 +163,7 @@ class NonstrictCall:
     def __call__(self, *flat: Any) -> tuple:
         with contextlib.ExitStack() as stack:
             fake_mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
-            if fake_mode is not None and not fake_mode.allow_non_fake_inputs:
+            if self.real_constants and fake_mode is not None and not fake_mode.allow_non_fake_inputs:
                 # traced (by stenograph or AOTAutograd): tensors the function reads from globals
                 # or closures are real, constants of the graph
                 stack.callback(setattr, fake_mode, "allow_non_fake_inputs", False)
@@ -160,23 +172,55 @@ class NonstrictCall:
             kwargs = {k: _rebuild(r, flat, stack) for k, r in self.kwargs.items()}
             result = self.fn(*args, **kwargs)
         values: list = []
-        self.result_recipe = _flatten_result(result, values)
+        recipe = _flatten_result(result, values, self.result_recipe)
+        if self.result_recipe is None:
+            self.result_recipe = recipe
+        elif not _same_structure(recipe, self.result_recipe):
+            # the graph would hand back the traced structure with these values in it
+            raise AssertionError(
+                f"{getattr(self.fn, '__qualname__', self.fn)}: output structure mismatch between the call traced "
+                f"and this one: {self.result_recipe} was traced, {recipe} returned"
+            )
         return tuple(values)
 
     def __repr__(self) -> str:
         return f"NonstrictCall({getattr(self.fn, '__qualname__', self.fn)})"
 
 
+def _same_structure(a: Any, b: Any) -> bool:
+    """Whether two result recipes have the same structure and constants (NaN equal to NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, _Const):
+        same = type(a.value) is type(b.value) and (a.value == b.value or (a.value != a.value and b.value != b.value))
+        return bool(same)
+    if isinstance(a, _Leaf):
+        return a == b
+    parts_a = a.items if isinstance(a, (_Seq, _Dict)) else a.children
+    parts_b = b.items if isinstance(b, (_Seq, _Dict)) else b.children
+    heads_same = a.cls is b.cls and getattr(a, "keys", None) == getattr(b, "keys", None)
+    same_context = not isinstance(a, _Node) or a.context == b.context
+    return (
+        heads_same
+        and same_context
+        and len(parts_a) == len(parts_b)
+        and all(_same_structure(x, y) for x, y in zip(parts_a, parts_b))
+    )
+
+
 # -- tracing a call -------------------------------------------------------------------------------
 
 
-def call(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    """`fn(*args, **kwargs)` for a `nonstrict_trace` function: one node, its result rebuilt."""
+def call(
+    frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable], *, real_constants: bool = True
+) -> Variable:
+    """`fn(*args, **kwargs)` for a `nonstrict_trace` function (or a torch leaf function,
+    `real_constants=False`): one node, its result rebuilt."""
     name = getattr(fn, "__qualname__", repr(fn))
     flat: list[Variable] = []
     arg_recipes = tuple(_flatten_argument(frame, a, flat, name) for a in args)
     kwarg_recipes = {k: _flatten_argument(frame, v, flat, name) for k, v in kwargs.items()}
-    target = NonstrictCall(fn, arg_recipes, kwarg_recipes)
+    target = NonstrictCall(fn, arg_recipes, kwarg_recipes, real_constants=real_constants)
     result = frame.output.call("call_function", target, flat, {}, f"{name}() (nonstrict_trace)")
     values = list(result.items) if isinstance(result, TupleVariable) else []
     return _rebuild_result(frame, target.result_recipe, values)
