@@ -31,6 +31,7 @@ from .marks import (
     disallow,
     eager_frame_of,
     error_on_graph_break,
+    forbid,
     graph_break,
     is_allowed_in_graph,
     is_compiling,
@@ -637,6 +638,20 @@ def disallow_in_graph(fn: Any) -> Any:
     return fn
 
 
+def forbid_in_graph(fn: Any) -> Any:
+    """Make tracing a call of `fn` an error: compiling code that calls it raises
+    `AssertionError` ("Attempt to trace forbidden callable ..."), as torch._dynamo's
+    `forbid_in_graph` does, instead of tracing it or breaking the graph (`disallow_in_graph`).
+    For functions that must never run inside compiled code. Calls from eager code, and from
+    code stenograph runs at a graph break, are not affected. A list or tuple marks each item."""
+    if isinstance(fn, (list, tuple)):
+        return [forbid_in_graph(f) for f in fn]
+    if not callable(fn):
+        raise TypeError(f"stenograph.forbid_in_graph() needs a callable, got {type(fn).__qualname__}")
+    forbid(fn)
+    return fn
+
+
 class _RunOnly(contextlib.ContextDecorator):
     """`run()` as a context manager or decorator: no compiles inside it."""
 
@@ -682,7 +697,10 @@ class set_stance:  # noqa: N801 - mirrors torch.compiler.set_stance, a class use
       none does;
     - "eager_then_compile": a function's first call runs eagerly, later ones compile; the
       sizes of its tensor arguments (and its int and float arguments) that differ between the
-      first call and the one compiling are symbolic from that first compile on.
+      first call and the one compiling are symbolic from that first compile on;
+    - "aot_eager_then_compile": as "eager_then_compile", but the first call compiles with the
+      `aot_eager` backend (an entry that later calls passing its guards run); the next miss
+      compiles with the function's own backend.
 
     Calling it from compiled code (at a graph break) raises RuntimeError, as torch's does.
     """
@@ -722,18 +740,12 @@ class set_stance:  # noqa: N801 - mirrors torch.compiler.set_stance, a class use
         return with_stance
 
 
-# torch's stances that stenograph does not have
-_STANCES_NOT_PROVIDED = ("aot_eager_then_compile",)
-
-
 def _make_stance(name: Any, skip_guard_eval_unsafe: bool, force_backend: Any) -> Stance:
     if not isinstance(name, str):
         raise TypeError(
             f"set_stance() takes a stance name (str), got {type(name).__qualname__}; "
             "as a decorator write @set_stance('force_eager')"
         )
-    if name in _STANCES_NOT_PROVIDED:
-        raise NotImplementedError(f"stenograph does not provide the stance {name!r}; it has {', '.join(STANCES)}")
     if name not in STANCES:
         raise ValueError(f"unknown stance {name!r}; the stances are {', '.join(STANCES)}")
     if skip_guard_eval_unsafe:
@@ -751,10 +763,18 @@ def _make_stance(name: Any, skip_guard_eval_unsafe: bool, force_backend: Any) ->
 
 def _put_in_force(wanted: Stance) -> Stance:
     """Make `wanted` the stance; the one it replaces. Refused inside compiled code, where a
-    change would hold for part of one compiled call."""
+    change would hold for part of one compiled call: tracing a call is an error (forbidden, as
+    torch's), and a call at a graph break raises."""
     if in_compiled_code():
-        raise RuntimeError("stenograph.set_stance() was called inside compiled code; call it outside compiled code")
+        raise RuntimeError(
+            "attempted to set_stance in a torch.compile region: stenograph.set_stance() was called inside "
+            "compiled code; call it outside compiled code"
+        )
     return stance_state.swap(wanted)
+
+
+forbid(_put_in_force)
+forbid(set_stance)
 
 
 def cudagraph_mark_step_begin() -> None:

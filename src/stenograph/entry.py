@@ -19,10 +19,12 @@ from typing import Any
 import torch
 
 from . import config, deferred_release, events, process_state, torch_state, warm
+from .backends.registry import lookup_backend
 from .callee_routing import CalleeRouter
 from .errors import (
     BreakKind,
     ConstraintViolation,
+    ForbiddenCall,
     FullgraphBreak,
     NativeGuardsUnavailable,
     RecompileError,
@@ -78,7 +80,7 @@ class FrameCache:
         self.depth_failures = 0  # compiles that ran out of recursion depth (the call ran eagerly)
         self.owners: weakref.WeakSet = weakref.WeakSet()  # functions keeping it alive
         self.persisted: set[str] = set()  # names of the persisted entries looked at (warm/)
-        self.first_call_seen = False  # under `eager_then_compile`: the first call ran eagerly
+        self.first_call_seen = False  # `eager_then_compile`, `aot_eager_then_compile`: the first call was made
 
     def clear(self) -> None:
         self.entries.clear()
@@ -124,10 +126,13 @@ class FrameCache:
             return self._eager(fn), args
         if run_only.active or not _stance.stance.compiles:
             return fn, args
-        if _stance.stance.name == "eager_then_compile" and not self.first_call_seen:
+        backend_name = None  # the function's own backend
+        if _stance.stance.name in ("eager_then_compile", "aot_eager_then_compile") and not self.first_call_seen:
             self.first_call_seen = True
             self._note_first_call(fn, args, kwargs)
-            return fn, args
+            if _stance.stance.name == "eager_then_compile":
+                return fn, args
+            backend_name = "aot_eager"
         if torch.jit.is_tracing():
             # its sizes are tensors there; the trace would record the compiled code's operations
             raise RuntimeError(
@@ -135,14 +140,14 @@ class FrameCache:
                 "supported: trace the original function"
             )
         if nested:  # the outer compile's headroom serves both
-            return self._compile(fn, prefix, args, kwargs, fullgraph)
+            return self._compile(fn, prefix, args, kwargs, fullgraph, backend_name)
         # a miss deep in a recursion: the tracer and the backend get frames beyond the limit. No
         # compile runs now, so a headroom still raised was left by an interrupt landing on the
         # `lower_headroom` call of an earlier compile: lowered first.
         lower_headroom()
         try:
             compile_headroom()
-            return self._compile(fn, prefix, args, kwargs, fullgraph)
+            return self._compile(fn, prefix, args, kwargs, fullgraph, backend_name)
         finally:
             lower_headroom()
 
@@ -157,8 +162,17 @@ class FrameCache:
             self.policy.observe(LocalSource(name), value)
 
     def _compile(
-        self, fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool
+        self,
+        fn: types.FunctionType,
+        prefix: tuple,
+        args: tuple,
+        kwargs: dict,
+        fullgraph: bool,
+        backend_name: str | None = None,
     ) -> tuple[Any, tuple]:
+        """Compile this call with the function's backend, or the built-in `backend_name` (the first
+        call under `aot_eager_then_compile`: not stored in the warm-start cache, whose entries are
+        the function's backend's)."""
         global compiles_begun
         compiles_begun += 1
         _settle_library_defaults()
@@ -196,18 +210,18 @@ class FrameCache:
             args,
             kwargs,
             self.policy,
-            backend=self.backend,
-            backend_name=self.backend_name,
+            backend=self.backend if backend_name is None else lookup_backend(backend_name),
+            backend_name=self.backend_name if backend_name is None else backend_name,
             runtime=RUNTIME,
             fullgraph=fullgraph,
-            persist=warm.persisting(self),
+            persist=backend_name is None and warm.persisting(self),
             caller_handles=sys.exc_info()[1] is not None,
         )
         deferred_release.run_pending()
         try:
             with torch_state.preserved(), compile_leftovers.generated_during() as leftovers:
                 entry = compile_frame(request)
-        except (ConstraintViolation, NativeGuardsUnavailable, FullgraphBreak):
+        except (ConstraintViolation, NativeGuardsUnavailable, FullgraphBreak, ForbiddenCall):
             raise
         except Exception as e:
             compile_leftovers.release(leftovers)

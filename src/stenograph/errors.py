@@ -72,6 +72,9 @@ class Unsupported(StenographError):
         self.breaks_inside_loops = False
         # (internal) no break can be placed: the frame runs eagerly as a whole (`skip_frame()`)
         self.whole_frame = False
+        # (internal) the frame's code after the break runs as plain Python, no resume function
+        # compiled (`step_unsupported()`)
+        self.rest_eager = False
         # whether the `error_on_graph_break` setting where it was raised makes it an error (None:
         # raised outside a traced instruction; the setting of the compile then decides)
         self.error_on_break: bool | None = None
@@ -150,6 +153,12 @@ class TorchRuntimeError(Unsupported, RuntimeError):
     torch.compile raises `torch._dynamo.exc.TorchRuntimeError` for: `float()` of a tensor of two
     elements, mismatched shapes). An `Unsupported` too: outside `fullgraph=True` the operation
     runs eagerly at a graph break, and raises there as it would without stenograph."""
+
+
+class ForbiddenCall(StenographError, AssertionError):
+    """Compiled code calls a callable marked `forbid_in_graph` (torch's mark too, which
+    `set_stance` carries): raised to the caller, an `AssertionError` as torch.compile's, never a
+    graph break (with `config.suppress_errors` the frame runs eagerly instead)."""
 
 
 class InternalError(StenographError, RuntimeError):

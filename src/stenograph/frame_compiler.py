@@ -482,6 +482,7 @@ def _break_at(request: FrameCompile, attempts: _Attempts, index: int, reason: Un
             request.backend_name,
             request.runtime,
             compile_callees=not reason.eager_callee,
+            compile_resume=not reason.rest_eager,
         )
         compiler = attempts.graph_compiler(request, output, _graph_backend(request, reason))
         transformed = writer.build(compiler, [i.source for i in output.inputs], request.label)

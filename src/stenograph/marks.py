@@ -158,6 +158,22 @@ def is_nonstrict_trace_decorator(fn: Any) -> bool:
     return fn is nonstrict_trace or (decorators is not None and fn is getattr(decorators, "nonstrict_trace", None))
 
 
+_FORBIDDEN = "_dynamo_forbidden"  # the attribute torch's `forbid_in_graph` sets: one mark for both
+
+
+def forbid(fn: Callable) -> None:
+    """Tracing a call of `fn` is an error (`api.forbid_in_graph`)."""
+    setattr(fn, _FORBIDDEN, True)
+
+
+def is_forbidden(fn: Any) -> bool:
+    """Marked by `forbid_in_graph` (stenograph's or torch's); read without running descriptors."""
+    try:
+        return inspect.getattr_static(fn, _FORBIDDEN, False) is True
+    except Exception:  # noqa: BLE001 - an object whose class lookup fails carries no mark
+        return False
+
+
 def disallow(fn: Callable) -> None:
     """Calls of `fn` break the graph (`api.disallow_in_graph` checks that `fn` is a graph op)."""
     _allowed_in_graph.discard(fn)
@@ -280,6 +296,11 @@ def torch_error_on_graph_break_class() -> type | None:
 def torch_skip_frame() -> Callable | None:
     """`torch._dynamo.skip_frame`, once the user loaded it."""
     return getattr(sys.modules.get("torch._dynamo.decorators"), "skip_frame", None)
+
+
+def torch_step_unsupported() -> Callable | None:
+    """`torch._dynamo.step_unsupported`, once the user loaded it."""
+    return getattr(sys.modules.get("torch._dynamo.decorators"), "step_unsupported", None)
 
 
 def is_compiling() -> bool:

@@ -3,8 +3,9 @@
 A leaf: `api.set_stance` sets it, the entry wrapper reads it. The wrapper's cached path reads
 one attribute, `current.bypass`, true only for the stances that change what a cached call runs
 (`force_eager`, and `default` with a forced backend); the stances that only change what a miss
-does (`eager_on_recompile`, `fail_on_recompile`, `eager_then_compile`) are read on the miss path, where it costs nothing
-measurable. Process-wide, not per thread, as torch.compile's stance is.
+does (`eager_on_recompile`, `fail_on_recompile`, `eager_then_compile`, `aot_eager_then_compile`)
+are read on the miss path, where it costs nothing measurable. Process-wide, not per thread, as
+torch.compile's stance is.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from typing import Any
 
 from . import config
 
-STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile", "eager_then_compile")
+STANCES = (
+    "default",
+    "force_eager",
+    "eager_on_recompile",
+    "fail_on_recompile",
+    "eager_then_compile",
+    "aot_eager_then_compile",
+)
 
 
 @dataclass(frozen=True)

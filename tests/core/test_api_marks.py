@@ -473,3 +473,52 @@ def test_torchs_allow_in_graph_mark_is_honoured(cnt):
     x = torch.randn(3)
     assert_same(stenograph.compile(f, backend=cnt, fullgraph=True)(x), f(x))
     assert cnt.graphs[0].graph.find_nodes(op="call_function", target=triple)
+
+
+def _forbidden_helper(x):
+    return x * 2
+
+
+def test_forbid_in_graph_makes_tracing_a_call_an_error_and_leaves_eager_calls_alone():
+    marked = stenograph.forbid_in_graph(_forbidden_helper)
+    assert marked is _forbidden_helper
+
+    def f(x):
+        return _forbidden_helper(x) + 1
+
+    cnt = CompileCounter()
+    x = torch.ones(3)
+    with pytest.raises(AssertionError, match="Attempt to trace forbidden callable .*_forbidden_helper"):
+        stenograph.compile(f, backend=cnt)(x)
+    assert cnt.frame_count == 0
+    assert_same(_forbidden_helper(x), x * 2)  # eager calls are not affected
+    assert_same(f(x), x * 2 + 1)
+
+    # called from code stenograph runs at a graph break: eager, allowed
+    def g(x):
+        return stenograph.disable(f)(x) - 1
+
+    assert_same(stenograph.compile(g, backend=cnt)(x), x * 2)
+
+
+def test_torchs_forbid_in_graph_mark_is_honoured_and_lists_are_marked():
+    def one(x):
+        return x + 1
+
+    def two(x):
+        return x + 2
+
+    torch._dynamo.forbid_in_graph(one)
+    assert stenograph.forbid_in_graph([two]) == [two]
+    for fn in (one, two):
+
+        def f(x, fn=fn):
+            return fn(x)
+
+        with pytest.raises(AssertionError, match="Attempt to trace forbidden callable"):
+            stenograph.compile(f, backend="eager")(torch.ones(2))
+
+
+def test_forbid_in_graph_needs_a_callable():
+    with pytest.raises(TypeError, match=r"forbid_in_graph\(\) needs a callable, got int"):
+        stenograph.forbid_in_graph(3)

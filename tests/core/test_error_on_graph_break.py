@@ -122,3 +122,34 @@ def test_skip_frame_runs_the_whole_frame_eagerly():
     assert counter.frame_count == 0
     assert_same(skipped_after_a_break(x), x + 3)
     assert counter.frame_count == 1
+
+
+def test_step_unsupported_compiles_the_graph_so_far_and_runs_the_rest_eagerly(capsys):
+    counter = CompileCounter()
+
+    @stenograph.compile(backend=counter)
+    def stepped(x):
+        x = x + 1 + 2
+        torch._dynamo.step_unsupported()
+        print("after", x.shape)
+        return x + 4
+
+    @stenograph.compile(backend=counter)
+    def at_the_start(x):
+        torch._dynamo.step_unsupported("nothing before")
+        return x + 1
+
+    x = torch.ones(3)
+    for _ in range(2):  # the second call reuses the entry: nothing compiles again
+        assert_same(stepped(x), x + 7)
+    assert (counter.frame_count, counter.op_count) == (1, 2)  # the resume function was not compiled
+    assert capsys.readouterr().out == "after torch.Size([3])\n" * 2
+    assert_same(at_the_start(x), x + 1)
+    assert counter.frame_count == 1
+    reasons = stenograph.explain(at_the_start)(x).break_reasons
+    assert [r.reason for r in reasons] == ["step_unsupported(): nothing before"]
+    # a new shape recompiles the graph before the step, the rest still runs eagerly
+    y = torch.ones(2, 2)
+    assert_same(stepped(y), y + 7)
+    assert counter.frame_count == 2
+    capsys.readouterr()

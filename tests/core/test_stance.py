@@ -9,7 +9,7 @@ from helpers import assert_same
 
 import stenograph
 from stenograph import stance
-from stenograph.testing import CompileCounter
+from stenograph.testing import CompileCounter, CompileCounterWithBackend
 
 
 @pytest.fixture(autouse=True)
@@ -202,7 +202,6 @@ def test_force_backend_applies_to_modules_and_their_graph_breaks(cnt, capsys):
     ("args", "kwargs", "error", "match"),
     [
         (("bogus",), {}, ValueError, "unknown stance 'bogus'; the stances are default, force_eager"),
-        (("aot_eager_then_compile",), {}, NotImplementedError, "does not provide the stance 'aot_eager_then_compile'"),
         ((_double,), {}, TypeError, r"takes a stance name \(str\), got function"),
         (("force_eager",), {"force_backend": "eager"}, RuntimeError, "needs the 'default' stance"),
         ((), {"force_backend": "no_such_backend"}, stenograph.errors.InvalidBackend, "unknown backend"),
@@ -227,13 +226,51 @@ def test_decorating_something_not_callable_is_refused():
 
 
 def test_setting_the_stance_inside_compiled_code_is_refused(cnt):
+    @stenograph.disable
+    def set_eager():
+        stenograph.set_stance("force_eager")
+
     def f(x):
         y = x + 1
-        stenograph.set_stance("force_eager")  # untraced: runs at a graph break, inside compiled code
+        set_eager()  # runs at a graph break, inside compiled code
         return y
 
-    with pytest.raises(RuntimeError, match="called inside compiled code"):
+    with pytest.raises(RuntimeError, match="set_stance in a torch.compile region.*called inside compiled code"):
         stenograph.compile(f, backend=cnt)(torch.randn(2))
+    assert stance.current.stance == stance.Stance()
+
+
+def _decorated_callee(x):
+    return _eager_plus_one(x)
+
+
+@stenograph.set_stance("force_eager")
+def _eager_plus_one(x):
+    return x + 1
+
+
+def _with_block(x):
+    with stenograph.set_stance("force_eager"):
+        return x + 1
+
+
+def _torch_setter(x):
+    torch._dynamo.eval_frame._set_stance("force_eager")
+    return x + 1
+
+
+@pytest.mark.parametrize("suppress_errors", [False, True])
+@pytest.mark.parametrize("fn", [_decorated_callee, _with_block, _eager_plus_one, _torch_setter])
+def test_tracing_a_stance_change_is_an_error_as_in_torch(fn, suppress_errors):
+    """set_stance is marked forbid_in_graph (torch's setter too): tracing it raises
+    AssertionError to the caller, whatever suppress_errors says, and compiles nothing."""
+    cnt = CompileCounter()
+    compiled = stenograph.compile(fn, backend=cnt)
+    with stenograph.config.patch(suppress_errors=suppress_errors):
+        for _ in range(2):  # no eager fallback is cached for the second call
+            with pytest.raises(AssertionError, match="Attempt to trace forbidden callable"):
+                compiled(torch.ones(3))
+    assert cnt.frame_count == 0
     assert stance.current.stance == stance.Stance()
 
 
@@ -267,3 +304,41 @@ def test_eager_then_compile_runs_the_first_call_eagerly_and_compiles_what_change
             assert cnt.frame_count == (0 if i == 1 else 1)
     placeholders = [n for n in cnt.graphs[0].graph.nodes if n.op == "placeholder"]
     assert any(isinstance(n.meta["example_value"], torch.SymInt) for n in placeholders)
+
+
+def test_aot_eager_then_compile_compiles_the_first_call_with_aot_eager_then_the_own_backend(monkeypatch):
+    """torch's stance: the first call compiles with `aot_eager` (its entry serves later calls
+    its guards pass); a miss compiles with the function's backend, the sizes that changed
+    symbolic; gradients as eager's."""
+    import stenograph.entry as entry_module
+
+    own = CompileCounter()
+    first = CompileCounterWithBackend("aot_eager")
+    looked_up: list[str] = []
+
+    def lookup(name):
+        looked_up.append(name)
+        return first
+
+    monkeypatch.setattr(entry_module, "lookup_backend", lookup)
+
+    def fn(x, w):
+        return (x * w).sin().sum()
+
+    compiled = stenograph.compile(fn, backend=own)
+    with stenograph.set_stance("aot_eager_then_compile"):
+        for size in (3, 3, 4, 5):
+            x = torch.randn(size, requires_grad=True)
+            w = torch.randn(size, requires_grad=True)
+            got = compiled(x, w)
+            got.backward()
+            x2, w2 = x.detach().requires_grad_(), w.detach().requires_grad_()
+            expected = fn(x2, w2)
+            expected.backward()
+            assert_same(got, expected)
+            assert_same(x.grad, x2.grad)
+            assert_same(w.grad, w2.grad)
+    assert looked_up == ["aot_eager"] and first.frame_count == 1  # the first call only
+    assert own.frame_count == 1  # the size-4 call; size 5 reuses its symbolic entry
+    placeholders = [n.meta["example_value"] for n in own.graphs[0].graph.nodes if n.op == "placeholder"]
+    assert any(isinstance(d, torch.SymInt) for value in placeholders for d in getattr(value, "shape", ()))

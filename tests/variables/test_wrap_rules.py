@@ -18,6 +18,7 @@ from stenograph.variables import builder
 from stenograph.variables.builder import WRAP_RULES, SourceNeeded, Wrapping, wrap
 
 ORDER = [
+    "forbidden",
     "special_callable",
     "tensor",
     "numpy_array",

@@ -71,10 +71,13 @@ class BreakWriter:
         runtime: Runtime,
         *,
         compile_callees: bool = True,
+        compile_resume: bool = True,
     ) -> None:
         self.frame = frame
         # False: a function called at the break runs as plain Python (`Unsupported.eager_callee`)
         self.compile_callees = compile_callees
+        # False: the code after the break runs as plain Python (`Unsupported.rest_eager`)
+        self.compile_resume = compile_resume
         self.inst = frame.instructions[index]
         # a resume function that breaks again is resumed from the original code
         try:
@@ -262,6 +265,7 @@ class BreakWriter:
                 self.backend,
                 self.backend_name,
                 self.runtime,
+                compiled=self.compile_resume,
                 dynamic=dynamic,
                 compile_dynamic=self.dynamic_setting,
             )

@@ -52,11 +52,13 @@ from ..marks import (
     is_compiling,
     is_disallowed_in_graph,
     is_exporting,
+    is_forbidden,
     is_leaf_function,
     is_nonstrict_trace,
     is_nonstrict_trace_decorator,
     substitute_for,
     torch_skip_frame,
+    torch_step_unsupported,
 )
 from ..shapes.dynamic import mark_static, may_be_dynamic
 from . import builtins as builtin_vars
@@ -100,12 +102,14 @@ from .functions import (
     CheckVariable,
     DisallowedCallVariable,
     FoldedCallVariable,
+    ForbiddenCallVariable,
     FullgraphFunctionVariable,
     GraphBreakVariable,
     MarkStaticVariable,
     OpaqueCallableVariable,
     PartialVariable,
     SkipFrameVariable,
+    StepUnsupportedVariable,
     SubstitutedVariable,
     TensorMethodRefVariable,
     TorchClassVariable,
@@ -208,6 +212,13 @@ def wrap(frame: Frame, value: Any, source: Source | None, *, module_attribute: b
 def _guard_identity(w: Wrapping) -> None:
     if w.source is not None:
         w.guards.id_match(w.source, w.value)
+
+
+@_rule(lambda value, source: is_forbidden(value))
+def _forbidden(w: Wrapping) -> Variable:
+    """Callables marked `forbid_in_graph`, classes included (stenograph's `set_stance`)."""
+    _guard_identity(w)
+    return ForbiddenCallVariable(w.value)
 
 
 @_rule(lambda value, source: callable(value) and not isinstance(value, (type, torch.nn.Module)))
@@ -787,6 +798,8 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return factory
     if value is torch_skip_frame() and value is not None:
         return SkipFrameVariable(value)
+    if value is torch_step_unsupported() and value is not None:
+        return StepUnsupportedVariable(value)
     if is_nonstrict_trace(value) or is_leaf_function(value):  # before allow_in_graph: torch marks them as both
         return UserFunctionVariable(value)
     if is_nonstrict_trace_decorator(value):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from ..errors import BreakKind, FullgraphBreak, Unsupported
+from ..errors import BreakKind, ForbiddenCall, FullgraphBreak, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
 from ..marks import (
     Substitute,
@@ -217,6 +217,17 @@ class SkipFrameVariable(MarkedFunctionVariable):
         raise refusal
 
 
+class StepUnsupportedVariable(MarkedFunctionVariable):
+    """`torch._dynamo.step_unsupported()`: the graph traced so far is compiled, and the rest of
+    the frame runs as plain Python (no resume function is compiled), as torch.compile does."""
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        message = (args[0] if args else kwargs.get("msg", constant(""))).as_constant()
+        refusal = Unsupported(f"step_unsupported(){f': {message}' if message else ''}", kind=BreakKind.EXPLICIT)
+        refusal.rest_eager = True
+        raise refusal
+
+
 class DisallowedCallVariable(MarkedFunctionVariable):
     """A function marked `stenograph.disallow_in_graph`: each call is a graph break, run eagerly."""
 
@@ -226,6 +237,15 @@ class DisallowedCallVariable(MarkedFunctionVariable):
             hint="it runs eagerly between graphs",
             kind=BreakKind.UNTRACED_CALL,
         )
+
+
+class ForbiddenCallVariable(MarkedFunctionVariable):
+    """A callable marked `forbid_in_graph` (stenograph's or torch's, such as the functions that
+    set the stance): a traced call of it is the program's error, raised to the caller as
+    torch.compile raises it, not a graph break."""
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise ForbiddenCall(f"Attempt to trace forbidden callable {self.fn!r}")
 
 
 def refuse_untraced_library(fn: types.FunctionType, args: list[Variable], kwargs: dict[str, Variable]) -> None:
