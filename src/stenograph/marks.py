@@ -181,10 +181,16 @@ def disallow(fn: Callable) -> None:
 
 
 def is_disallowed_in_graph(fn: Any) -> bool:
+    """Marked by `disallow_in_graph`, stenograph's or torch's (`torch._dynamo.disallow_in_graph`,
+    which records ids)."""
     try:
-        return fn in _disallowed_in_graph
+        if fn in _disallowed_in_graph:
+            return True
     except TypeError:
-        return False
+        pass
+    rules = sys.modules.get("torch._dynamo.trace_rules")  # loaded by whoever used torch's mark
+    ids = getattr(getattr(rules, "_disallowed_callable_ids", None), "function_ids", None)
+    return bool(ids) and id(fn) in ids
 
 
 def assume_constant_result(fn: Callable) -> Callable:
@@ -293,14 +299,11 @@ def torch_error_on_graph_break_class() -> type | None:
     return getattr(decorators, "ErrorOnGraphBreakDecoratorContextManager", None)
 
 
-def torch_skip_frame() -> Callable | None:
-    """`torch._dynamo.skip_frame`, once the user loaded it."""
-    return getattr(sys.modules.get("torch._dynamo.decorators"), "skip_frame", None)
-
-
-def torch_step_unsupported() -> Callable | None:
-    """`torch._dynamo.step_unsupported`, once the user loaded it."""
-    return getattr(sys.modules.get("torch._dynamo.decorators"), "step_unsupported", None)
+def is_torch_decorator(value: Any, name: str) -> bool:
+    """`value` is torch._dynamo's function `name` (`graph_break`, `skip_frame`, ...); False
+    before the user loaded torch._dynamo."""
+    found = getattr(sys.modules.get("torch._dynamo.decorators"), name, None)
+    return found is not None and value is found
 
 
 def is_compiling() -> bool:

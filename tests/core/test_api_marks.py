@@ -330,7 +330,7 @@ def test_disallow_in_graph_breaks_at_each_call(cnt):
     assert [len(g.graph.find_nodes(op="call_function", target=torch.add)) for g in cnt.graphs] == [1, 1]
     explanation = stenograph.explain(_add_sub_add)(x)
     assert "disallow_in_graph" in explanation.break_reasons[0].reason
-    with pytest.raises(stenograph.Unsupported, match="sub, which is marked stenograph.disallow_in_graph"):
+    with pytest.raises(stenograph.Unsupported, match="sub, which is marked disallow_in_graph"):
         stenograph.compile(_add_sub_add, backend=CompileCounter(), fullgraph=True)(x)
 
 
@@ -522,3 +522,26 @@ def test_torchs_forbid_in_graph_mark_is_honoured_and_lists_are_marked():
 def test_forbid_in_graph_needs_a_callable():
     with pytest.raises(TypeError, match=r"forbid_in_graph\(\) needs a callable, got int"):
         stenograph.forbid_in_graph(3)
+
+
+def test_torchs_disallow_in_graph_mark_is_honoured():
+    """`torch._dynamo.disallow_in_graph(torch.sub)` (ids kept by torch): each call breaks the
+    graph under stenograph too, until torch's `allow_in_graph` undoes it."""
+
+    def fn(a):
+        x = torch.add(a, 1)
+        x = torch.sub(x, 1)
+        return torch.add(x, 1)
+
+    cnt = CompileCounter()
+    a = torch.randn(4)
+    torch._dynamo.disallow_in_graph(torch.sub)
+    try:
+        assert_same(stenograph.compile(fn, backend=cnt)(a), fn(a))
+        assert (cnt.frame_count, cnt.op_count) == (2, 2)
+    finally:
+        torch._dynamo.allow_in_graph(torch.sub)
+    stenograph.reset()
+    cnt = CompileCounter()
+    assert_same(stenograph.compile(fn, backend=cnt)(a), fn(a))
+    assert (cnt.frame_count, cnt.op_count) == (1, 3)

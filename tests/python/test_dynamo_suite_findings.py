@@ -2807,3 +2807,75 @@ def test_assignment_through_a_boolean_mask_recorded_by_autograd(backend):
         assert any("boolean mask recorded by autograd" in r for r in reasons), reasons
         with torch.no_grad():
             assert stenograph.explain(fn)(x, mask, y).graph_count == 1
+
+
+_CHECK_LIMIT = 3
+
+
+def test_a_failing_torch_check_raises_its_message_and_a_passing_size_still_compiles():
+    """A `torch._check` false for this call's sizes (symbolic, or folded to False) raises
+    RuntimeError with the text its message callable returns, as eager does; the program's
+    `except` sees it; sizes for which it holds compile and run the graph (the failure was
+    guarded). It used to escape the tracer as torch's generic error."""
+
+    def checked(x):
+        torch._check(x.shape[0] > _CHECK_LIMIT, lambda: f"{_CHECK_LIMIT} is not less than the size")
+        return x + 1
+
+    def caught(x):
+        try:
+            torch._check(x.shape[0] > _CHECK_LIMIT, lambda: "too small")
+        except RuntimeError as e:
+            return x - 1, str(e)
+        return x + 1, ""
+
+    for backend in ("eager", "aot_eager"):
+        stenograph.reset()
+        small, large = t(3), t(5)
+        stenograph.maybe_mark_dynamic(small, 0)
+        with pytest.raises(RuntimeError, match="3 is not less than the size"):
+            checked(small)
+        with pytest.raises(RuntimeError, match="3 is not less than the size"):
+            stenograph.compile(checked, backend=backend, fullgraph=True)(small)
+        helpers.assert_same(stenograph.compile(checked, backend=backend, fullgraph=True)(large), large + 1)
+        compiled = stenograph.compile(caught, backend=backend, fullgraph=True)
+        for x in (small, large, t(2)):
+            got, expected = compiled(x), caught(x)
+            helpers.assert_same(got[0], expected[0])
+            assert got[1] == expected[1]
+
+
+class _PrefixedAttributes:
+    """Attributes stored under a prefix by the class's own hooks, which insist on running
+    inside compiled code (or while `setup` is set)."""
+
+    setup = False
+
+    def __setattr__(self, key, value):
+        assert torch.compiler.is_compiling() or _PrefixedAttributes.setup  # noqa: S101
+        super().__setattr__(f"pfx_{key}", value)
+
+    def __getattr__(self, key):
+        assert torch.compiler.is_compiling() or _PrefixedAttributes.setup  # noqa: S101
+        return self.__dict__[f"pfx_{key}"]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_attribute_hooks_failing_outside_compiled_code_are_traced(backend, monkeypatch):
+    """An attribute read whose hook raises when run for real (it asserts it runs under a
+    compiler) is traced through the hook instead, where `is_compiling()` is True, as
+    torch.compile traces it; the write goes through the class's `__setattr__` too."""
+
+    def fn(obj):
+        obj.y = obj.x + 1
+
+    obj = _PrefixedAttributes()
+    monkeypatch.setattr(_PrefixedAttributes, "setup", True)
+    obj.x = t(4)
+    monkeypatch.setattr(_PrefixedAttributes, "setup", False)
+    stenograph.compile(fn, backend=backend, fullgraph=True)(obj)
+    assert obj.__dict__.keys() == {"pfx_x", "pfx_y"}
+    helpers.assert_same(obj.__dict__["pfx_y"], obj.__dict__["pfx_x"] + 1)
+    obj.__dict__["pfx_x"] = t(4) * 3  # read again through the hook: the new value
+    stenograph.compile(fn, backend=backend, fullgraph=True)(obj)
+    helpers.assert_same(obj.__dict__["pfx_y"], t(4) * 3 + 1)

@@ -6,6 +6,8 @@ decided when the operation runs). Under the AOTAutograd backends such graphs run
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -471,3 +473,103 @@ def test_a_subclass_with_its_own_setattr_or_property_is_not_written_in_the_graph
     assert fn(x) == stenograph.compile(fn, backend=cnt)(x) == 20
     explained = stenograph.explain(fn)(x)
     assert [r.reason for r in explained.break_reasons] == ["setting tensor attribute 'tag'"]
+
+
+def test_a_view_of_a_wrapper_subclass_whose_sizes_cannot_be_guarded_runs_eagerly():
+    """`TwoTensor(...).split(5, -1)[2]` passed with dynamic=True: torch names one of its
+    symbolic sizes by an ephemeral source that no guard can read (torch.compile fails on
+    `t[2:3, 5:9]` the same way). It used to escape as NotImplementedError; the frame now runs
+    eagerly, and fullgraph=True raises Unsupported."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    def f(x):
+        return x * 2
+
+    t = TwoTensor(torch.randn(4, 15), torch.randn(4, 15))
+    for view in (t.split(5, -1)[2], t[2:3, 5:9]):
+        stenograph.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", stenograph.StenographWarning)
+            got = stenograph.compile(f, backend="aot_eager", dynamic=True)(view)
+        assert_same(got, f(view))
+        stenograph.reset()
+        with pytest.raises(stenograph.Unsupported, match="size guard on a value stenograph cannot read back"):
+            stenograph.compile(f, backend="aot_eager", dynamic=True, fullgraph=True)(view)
+
+
+class _Untraceable(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise RuntimeError("one shall not pass")
+
+
+def test_nontraceable_tensor_subclasses_are_plain_objects():
+    """`config.nontraceable_tensor_subclasses` (torch's setting): instances are objects whose
+    Python attributes the trace reads (guarded), never tensors it would inspect (which would run
+    the class's `__torch_function__`, here raising)."""
+
+    def f(t):
+        return t.foo + torch.ones(3)
+
+    t = _Untraceable(torch.ones(2))
+    t.foo = 42
+    with stenograph.config.patch(nontraceable_tensor_subclasses={_Untraceable}):
+        compiled = stenograph.compile(f, backend="eager", fullgraph=True)
+        assert_same(compiled(t), f(t))
+        t.foo = 43  # the attribute is guarded
+        assert_same(compiled(t), torch.full((3,), 44.0))
+
+
+class _ScaledWithConstant(torch.Tensor):
+    """A traceable wrapper subclass: data, a scale tensor, and a constant in its context."""
+
+    @staticmethod
+    def __new__(cls, data, scale, constant=0):
+        return torch.Tensor._make_wrapper_subclass(
+            cls, data.size(), strides=data.stride(), dtype=data.dtype, device=data.device
+        )
+
+    def __init__(self, data, scale, constant=0):
+        self.data_ = data
+        self.scale = scale
+        self.constant = constant
+
+    def __tensor_flatten__(self):
+        return ["data_", "scale"], {"constant": self.constant}
+
+    @staticmethod
+    def __tensor_unflatten__(inner, context, outer_size, outer_stride):
+        return _ScaledWithConstant(inner["data_"], inner["scale"], context["constant"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        first = next(a for a in args if isinstance(a, _ScaledWithConstant))
+        out = func(*[a.data_ if isinstance(a, _ScaledWithConstant) else a for a in args], **(kwargs or {}))
+        return _ScaledWithConstant(out, first.scale * 2, first.constant + 1) if isinstance(out, torch.Tensor) else out
+
+
+def test_members_of_a_wrapper_subclass_made_in_the_frame():
+    """Inner tensors and context constants (those `__tensor_flatten__` names) of a traceable
+    wrapper subclass an operation returned are read in the trace: they were a graph break."""
+
+    def f(x):
+        made = torch.add(x, 1)
+        return made.scale * made.constant + made.data_
+
+    x = _ScaledWithConstant(torch.randn(2, 3), torch.randn(3), constant=2)
+    compiled = stenograph.compile(f, backend="eager", fullgraph=True)
+    assert_same(compiled(x), f(x))
+    y = _ScaledWithConstant(torch.randn(2, 3), torch.randn(3), constant=5)  # another context: guarded
+    assert_same(compiled(y), f(y))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_inner_tensors_of_a_two_tensor_made_in_the_frame(backend):
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    def f(x):
+        made = x * 2
+        return made.a + made.b.sin()
+
+    x = TwoTensor(torch.randn(3), torch.randn(3))
+    assert_same(stenograph.compile(f, backend=backend, fullgraph=True)(x), f(x))

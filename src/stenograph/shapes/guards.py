@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from ..errors import ConstraintViolation
+from ..errors import ConstraintViolation, Unsupported
 from ..guards.sources import Source
 from .fake import ShapeSource
 
@@ -151,4 +151,10 @@ def _resolve(src: Any) -> tuple[Source, str]:
     if base is not None and member is not None:  # a view's `_base`, a wrapper subclass's inner tensor
         source, prefix = _resolve(base)
         return source, f"{prefix}.{member}"
-    raise NotImplementedError(f"shape guard on an unknown source {src!r}")
+    # torch names a size of a tensor subclass's view by an ephemeral source, meant to be replaced
+    # by a real one before guards are made; where it is not, the frame runs eagerly
+    raise Unsupported(
+        f"a size guard on a value stenograph cannot read back ({src!r}: a symbolic size of a view of a "
+        "tensor subclass)",
+        hint="pass the base tensor and take the view inside the compiled function, or compile with dynamic=False",
+    )

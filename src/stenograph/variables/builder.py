@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import config
 from ..errors import Unsupported
 from ..guards.sources import (
     AttrSource,
@@ -56,9 +57,8 @@ from ..marks import (
     is_leaf_function,
     is_nonstrict_trace,
     is_nonstrict_trace_decorator,
+    is_torch_decorator,
     substitute_for,
-    torch_skip_frame,
-    torch_step_unsupported,
 )
 from ..shapes.dynamic import mark_static, may_be_dynamic
 from . import builtins as builtin_vars
@@ -230,8 +230,15 @@ def _special_callable(w: Wrapping) -> Variable | None:
     return special
 
 
-@_rule(lambda value, source: isinstance(value, torch.Tensor))
+def _traced_tensor(value: Any, source: Source | None) -> bool:
+    return isinstance(value, torch.Tensor) and type(value) not in config.nontraceable_tensor_subclasses
+
+
+@_rule(_traced_tensor)
 def _tensor(w: Wrapping) -> Variable:
+    """Tensors, subclass instances included; classes in `config.nontraceable_tensor_subclasses`
+    are plain objects instead (reading their Python attributes is traced, a tensor operation on
+    them breaks the graph), as torch.compile treats them."""
     if w.source is None:
         raise SourceNeeded("a tensor with no known source (e.g. a tensor global of a library)")
     return w.frame.output.tensor_input(w.value, w.source)
@@ -777,8 +784,12 @@ def _special_callable_tracker(value: Any) -> Variable | None:
     substitute = substitute_for(value)
     if substitute is not None:
         return SubstitutedVariable(value, substitute)
-    if value is graph_break:
+    if value is graph_break or is_torch_decorator(value, "graph_break"):
         return GraphBreakVariable()
+    if is_torch_decorator(value, "skip_frame"):
+        return SkipFrameVariable(value)
+    if is_torch_decorator(value, "step_unsupported"):
+        return StepUnsupportedVariable(value)
     if value is mark_static:
         return MarkStaticVariable(value)
     if value is torch._check:
@@ -796,10 +807,6 @@ def _special_callable_tracker(value: Any) -> Variable | None:
     factory = error_on_break_factory(value)
     if factory is not None:
         return factory
-    if value is torch_skip_frame() and value is not None:
-        return SkipFrameVariable(value)
-    if value is torch_step_unsupported() and value is not None:
-        return StepUnsupportedVariable(value)
     if is_nonstrict_trace(value) or is_leaf_function(value):  # before allow_in_graph: torch marks them as both
         return UserFunctionVariable(value)
     if is_nonstrict_trace_decorator(value):

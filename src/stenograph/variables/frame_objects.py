@@ -400,6 +400,9 @@ class UserObjectVariable(ObjectVariable):
                 value = getattr(obj, name)
             except AttributeError:
                 raise self._absent_through_hooks(frame, name) from None
+            except Exception:  # noqa: BLE001 - the hooks raise outside compiled code: traced, they may not
+                # (`torch.compiler.is_dynamo_compiling()` is True in the trace): what the trace does
+                return self._hooked_getattr(frame, name)
             return frame.wrap(value, AttrSource(self.source, name))
         raise self._missing(frame, name, computed=computed)
 

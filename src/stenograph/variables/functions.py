@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import torch
 
@@ -229,11 +229,12 @@ class StepUnsupportedVariable(MarkedFunctionVariable):
 
 
 class DisallowedCallVariable(MarkedFunctionVariable):
-    """A function marked `stenograph.disallow_in_graph`: each call is a graph break, run eagerly."""
+    """A function marked `disallow_in_graph` (stenograph's or torch's): each call is a graph
+    break, run eagerly."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(
-            f"call to {getattr(self.fn, '__name__', self.fn)}, which is marked stenograph.disallow_in_graph",
+            f"call to {getattr(self.fn, '__name__', self.fn)}, which is marked disallow_in_graph",
             hint="it runs eagerly between graphs",
             kind=BreakKind.UNTRACED_CALL,
         )
@@ -746,19 +747,33 @@ class CheckVariable(MarkedFunctionVariable):
         bound = dict(zip(("cond", "message"), args)) | kwargs
         cond = bound.get("cond")
         if isinstance(cond, SymNodeVariable) and cond.python_type() is bool:
-            torch._check(cond.fake)
+            try:
+                torch._check(cond.fake)
+            except RuntimeError:  # false for this call's sizes (the ShapeEnv guarded that)
+                _fail_check(frame, bound.get("message"))
             text = "torch._check failed in the compiled function"
             frame.output.call("call_function", torch.ops.aten._assert_scalar.default, [cond, constant(text)], {}, text)
             return constant(None)
         if cond is not None and cond.is_constant() and type(cond.as_constant()) is bool:
             if cond.as_constant():
                 return constant(None)
-            if len(bound) == 1:  # eager's error, raised in the traced program
-                try:
-                    torch._check(False)
-                except RuntimeError as e:
-                    raise_python_error(frame, e)
+            _fail_check(frame, bound.get("message"))
         raise Unsupported(f"{self.describe()} of {cond.describe() if cond is not None else 'nothing'}")
+
+
+def _fail_check(frame: Frame, message: Variable | None) -> NoReturn:
+    """Raise in the traced program what a failing `torch._check` raises eagerly: RuntimeError
+    with the text its message callable returns (called only now, as eager calls it), or
+    torch's own text without one."""
+    if message is None:
+        try:
+            torch._check(False)
+        except RuntimeError as e:
+            raise_python_error(frame, e)
+    text = message.call(frame, [], {})
+    if not (text.is_constant() and isinstance(text.as_constant(), str)):
+        raise Unsupported(f"torch._check failing with a message of {text.describe()}")
+    raise_python_error(frame, RuntimeError(text.as_constant()))
 
 
 class SubstitutedVariable(MarkedFunctionVariable):

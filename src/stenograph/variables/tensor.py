@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .. import config
 from ..errors import BreakKind, Unsupported
@@ -34,6 +35,7 @@ from .trace_rules import (
     TENSOR_METADATA,
     TENSOR_METADATA_METHODS,
     TENSOR_PROPERTIES,
+    is_literal,
 )
 
 if TYPE_CHECKING:
@@ -335,7 +337,27 @@ def _instance_attribute(frame: Frame, tensor: TensorVariable, name: str) -> Vari
             frame.output.guards.key_present(dict_source, name, f"{tensor.source.name()}.__dict__ holds {name!r}")
             return frame.wrap(instance_dict[name], AttrSource(tensor.source, name))
         frame.output.guards.key_absent(dict_source, name, f"{tensor.source.name()}.__dict__ lacks {name!r}")
+    else:
+        flattened = _flattened_member(frame, tensor, name)
+        if flattened is not None:
+            return flattened
     raise Unsupported(f"{tensor.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
+
+
+def _flattened_member(frame: Frame, tensor: TensorVariable, name: str) -> Variable | None:
+    """A member of a traceable wrapper subclass made in the frame (a `ScaledTensor` that an op
+    on one returned) that its `__tensor_flatten__` names: an inner tensor (a graph node reading
+    it) or a key of its context dict (the constant it holds: the context of the inputs it came
+    from is guarded). None for any other name."""
+    fake = tensor.fake
+    if not is_traceable_wrapper_subclass(fake):
+        return None
+    inner_names, context = fake.__tensor_flatten__()
+    if name in inner_names:
+        return frame.output.call("call_function", getattr, [tensor, constant(name)], {}, f"Tensor.{name}")
+    if isinstance(context, dict) and name in context and is_literal(context[name]):
+        return constant(context[name])
+    return None
 
 
 def _read_grad(frame: Frame, tensor: TensorVariable) -> Variable:

@@ -280,6 +280,11 @@ class NewObjectVariable(ObjectVariable):
         return self.cls
 
     def describe(self) -> str:
+        args = self.attrs.items.get("args") if issubclass(self.cls, BaseException) else None
+        if args is not None and args.is_constant() and isinstance(args.as_constant(), tuple):
+            # the exception as its repr shows it, so an error naming it carries its message
+            shown = ", ".join(repr(a) for a in args.as_constant())
+            return f"{self.cls.__qualname__}({shown}) created while tracing"
         return f"{self.cls.__qualname__} object created while tracing"
 
     def set_contents(self) -> Variable | None:
