@@ -573,3 +573,37 @@ def test_inner_tensors_of_a_two_tensor_made_in_the_frame(backend):
 
     x = TwoTensor(torch.randn(3), torch.randn(3))
     assert_same(stenograph.compile(f, backend=backend, fullgraph=True)(x), f(x))
+
+
+class _Deferred(torch.Tensor):
+    """A wrapper subclass whose attributes its `__init__` sets (after `__new__`)."""
+
+    @staticmethod
+    def __new__(cls, data, scale):
+        return torch.Tensor._make_wrapper_subclass(cls, data.size(), dtype=data.dtype, device=data.device)
+
+    def __init__(self, data, scale):
+        self._data = data
+        self._scale = scale
+
+    def __tensor_flatten__(self):
+        return ["_data"], {"scale": self._scale}
+
+    @staticmethod
+    def __tensor_unflatten__(inner, context, outer_size, outer_stride):
+        return _Deferred(inner["_data"], context["scale"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        return func(*[a._data if isinstance(a, _Deferred) else a for a in args], **(kwargs or {}))
+
+
+def test_compiling_the_init_of_a_wrapper_subclass_runs_it_eagerly():
+    """`compile(Cls.__init__)(shell, ...)` on an instance `__new__` made: its
+    `__tensor_flatten__` cannot run yet (AttributeError escaped); the frame runs eagerly."""
+    init = stenograph.compile(_Deferred.__init__, backend="eager")
+    data = torch.randn(4, 4)
+    shell = _Deferred.__new__(_Deferred, data, 2.0)
+    with pytest.warns(stenograph.StenographWarning, match="__tensor_flatten__ failed"):
+        init(shell, data, 2.0)
+    assert shell._data is data and shell._scale == 2.0

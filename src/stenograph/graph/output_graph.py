@@ -307,6 +307,7 @@ class OutputGraph:
             if known.source != source:
                 self.guards.same_object(source, known.source)
             return known
+        _refuse_unflattenable(value, source)
         dims = strides = None
         # an nn.Parameter keeps static sizes wherever it comes from (torch's
         # `force_parameter_static_shapes`), a module's buffers too (`may_be_dynamic`)
@@ -615,6 +616,22 @@ def call_with_keywords(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     if isinstance(fn, str):
         return getattr(args[0], fn)(*args[1:], **kwargs)
     return fn(*args, **kwargs)
+
+
+def _refuse_unflattenable(value: torch.Tensor, source: Source) -> None:
+    """A traceable wrapper subclass whose `__tensor_flatten__` (or an inner tensor it names)
+    fails cannot be fakeified or guarded: an instance still being built (its own `__init__`
+    compiled as a frame, its attributes not set yet). The frame runs eagerly instead."""
+    if not is_traceable_wrapper_subclass(value):
+        return
+    try:
+        for name in value.__tensor_flatten__()[0]:
+            getattr(value, name)
+    except Exception as e:  # noqa: BLE001 - the user's class: whatever it raises, the input cannot be read
+        raise Unsupported(
+            f"{source.name()}: {type(value).__qualname__}.__tensor_flatten__ failed ({type(e).__name__}: {e}); "
+            "a tensor subclass instance not fully initialised cannot be an input"
+        ) from None
 
 
 def _spelled_out(kind: str, target: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[str, Any, tuple, dict]:

@@ -67,6 +67,9 @@ class NamedTupleVariable(TupleVariable):
         fields = self.field_names()
         if name in fields:
             return self.items[fields.index(name)]
+        pending = frame.output.side_effects.pending_attribute(self, name)
+        if isinstance(pending, Variable):
+            return pending
         if name == "_fields":
             return constant(fields)
         if name in ("_replace", "_asdict"):
@@ -75,6 +78,18 @@ class NamedTupleVariable(TupleVariable):
         if attr is not MISSING and owner is not tuple and owner is not object:
             return bind_class_attr(frame, self, self.python_class, attr, owner, name)
         return super().getattr(frame, name)
+
+    def setattr(self, frame: Frame, name: str, value: Variable) -> None:
+        """`t.name = value` on an instance of a subclass that has an instance dict (a named tuple
+        class subclassed without `__slots__`): written where the tuple leaves the graph (on the
+        caller's object, or on the one rebuilt), read back by the trace. A field, a name the
+        class defines, or a class with its own `__setattr__`: graph break, as before."""
+        cls = self.python_class
+        plain = cls.__dictoffset__ != 0 and cls.__setattr__ is object.__setattr__
+        if not plain or name in cls._fields or class_lookup(cls, name)[0] is not MISSING:
+            super().setattr(frame, name, value)
+            return
+        frame.output.side_effects.attribute_written(self, name, value)
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
         attr, owner = class_lookup(self.python_class, "__getitem__")
