@@ -2926,3 +2926,31 @@ def test_attributes_written_on_a_named_tuple_subclass_instance(backend):
     plain = _FieldPair(torch.ones(2), torch.zeros(2))
     with pytest.raises(stenograph.Unsupported, match="setting attribute 'extra'"):
         stenograph.compile(on_plain, backend=backend, fullgraph=True)(plain)
+
+
+class _Tanh(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x + 1)
+
+
+class _TanhFactory(torch.nn.Module):
+    """A module class whose `__new__` returns another module (no `__init__` runs then)."""
+
+    def __new__(cls):
+        return _Tanh()
+
+
+class _UsesFactory(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.layer(x) + _TanhFactory()(x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_module_class_whose_new_returns_another_module(backend):
+    model = _UsesFactory()
+    x = torch.rand(2, 2)
+    helpers.assert_same(stenograph.compile(model, backend=backend, fullgraph=True)(x), model(x))

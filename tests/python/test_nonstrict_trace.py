@@ -206,14 +206,20 @@ def test_marking_inside_the_compiled_function():
     assert_same(stenograph.compile(fn, backend="eager", fullgraph=True)(x), fn(x))
 
 
-def test_refusals_name_what_is_wrong():
-    class Unregistered:
-        def __init__(self, t):
-            self.t = t
+class _Unregistered:
+    """A class pytree does not know: refused as a nonstrict_trace argument or result."""
 
-    @stenograph.nonstrict_trace
-    def read(obj):
-        return obj.t * 2
+    def __init__(self, t):
+        self.t = t
+
+
+@stenograph.nonstrict_trace
+def _read_unregistered(obj):
+    return obj.t * 2
+
+
+def test_refusals_name_what_is_wrong():
+    Unregistered, read = _Unregistered, _read_unregistered
 
     @stenograph.nonstrict_trace
     def make(x):
@@ -235,16 +241,8 @@ def test_refusals_name_what_is_wrong():
 
 
 def test_without_fullgraph_a_refused_call_runs_eagerly_with_eager_results():
-    class Unregistered:
-        def __init__(self, t):
-            self.t = t
-
-    @stenograph.nonstrict_trace
-    def read(obj):
-        return obj.t * 2
-
     def fn(x):
-        return read(Unregistered(x + 1)) + 1
+        return _read_unregistered(_Unregistered(x + 1)) + 1
 
     x = torch.randn(3)
     explained = stenograph.explain(fn)(x)

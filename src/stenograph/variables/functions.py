@@ -206,26 +206,33 @@ class MarkedFunctionVariable(Variable):
         return rebuild.writer.bind(self.fn, "fn")
 
 
-class SkipFrameVariable(MarkedFunctionVariable):
+class _MarkerCallVariable(MarkedFunctionVariable):
+    """A call of one of torch._dynamo's markers (`skip_frame(msg)`, `step_unsupported(msg)`): a
+    graph break naming it and its message, with the `Unsupported` flag (`effect`) saying what
+    then runs eagerly."""
+
+    marker = ""
+    effect = ""
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        message = (args[0] if args else kwargs.get("msg", constant(""))).as_constant()
+        refusal = Unsupported(f"{self.marker}(){f': {message}' if message else ''}", kind=BreakKind.EXPLICIT)
+        setattr(refusal, self.effect, True)
+        raise refusal
+
+
+class SkipFrameVariable(_MarkerCallVariable):
     """`torch._dynamo.skip_frame(msg)`: the frame calling it runs eagerly, as a whole (no graph
     before it, no resume after), as torch.compile skips it; functions it calls are compiled."""
 
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        message = (args[0] if args else kwargs.get("msg", constant(""))).as_constant()
-        refusal = Unsupported(f"skip_frame(){f': {message}' if message else ''}", kind=BreakKind.EXPLICIT)
-        refusal.whole_frame = True
-        raise refusal
+    marker, effect = "skip_frame", "whole_frame"
 
 
-class StepUnsupportedVariable(MarkedFunctionVariable):
+class StepUnsupportedVariable(_MarkerCallVariable):
     """`torch._dynamo.step_unsupported()`: the graph traced so far is compiled, and the rest of
     the frame runs as plain Python (no resume function is compiled), as torch.compile does."""
 
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        message = (args[0] if args else kwargs.get("msg", constant(""))).as_constant()
-        refusal = Unsupported(f"step_unsupported(){f': {message}' if message else ''}", kind=BreakKind.EXPLICIT)
-        refusal.rest_eager = True
-        raise refusal
+    marker, effect = "step_unsupported", "rest_eager"
 
 
 class DisallowedCallVariable(MarkedFunctionVariable):

@@ -35,7 +35,7 @@ from .descriptors import class_attr_source
 from .exceptions import raise_new
 from .frame_objects import NewModuleVariable, guard_global_hooks, value_type
 from .trace_rules import is_user_class
-from .user_classes import NewObjectVariable
+from .user_classes import NewObjectVariable, inline_own_new
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -64,9 +64,14 @@ def instantiate_module(frame: Frame, cls: type, args: list[Variable], kwargs: di
             raise Unsupported(f"creating module {name}, a subclass of {base}, inside the compiled function")
     if type(cls) is not type:
         raise Unsupported(f"creating module {name}, whose metaclass is {type(cls).__qualname__}")
-    for hook in ("__new__", "__getattribute__"):
-        if class_lookup(cls, hook)[1] is not object:
-            raise Unsupported(f"creating module {name}, whose class defines {hook}")
+    if class_lookup(cls, "__getattribute__")[1] is not object:
+        raise Unsupported(f"creating module {name}, whose class defines __getattribute__")
+    new, owner = class_lookup(cls, "__new__")
+    if owner is not object:  # a factory: what its __new__ returns, if not an instance of cls
+        obj, made = inline_own_new(frame, cls, new, args, kwargs)
+        if issubclass(made, cls):
+            raise Unsupported(f"creating module {name}, whose __new__ makes an instance of it")
+        return obj
     module = NewModuleObjectVariable(cls)
     init = module.class_hook(frame, "__init__")
     assert init is not None  # nn.Module's, modelled, if the class has none of its own

@@ -213,19 +213,27 @@ def _allocate(frame: Frame, cls: type, args: list[Variable]) -> NewObjectVariabl
     return NewObjectVariable(cls, SetVariable({}, set) if base is set else None)
 
 
-def _call_own_new(frame: Frame, cls: type, new: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    """`cls(...)` of a class whose `__new__` is written in Python, as `type.__call__` runs it: the
-    `__new__` inlined with the class first, then, if it returned an instance of `cls`, that
-    instance's `__init__` with the same arguments."""
+def inline_own_new(
+    frame: Frame, cls: type, new: Any, args: list[Variable], kwargs: dict[str, Variable]
+) -> tuple[Variable, type]:
+    """A `__new__` written in Python (the class's `new`), inlined with the class first: the
+    object it returned and that object's type."""
     new = new.__func__ if isinstance(new, staticmethod) else new
     if not isinstance(new, types.FunctionType) or issubclass(cls, BaseException):
         raise Unsupported(f"class {cls.__qualname__} defines __new__")
     class_attr_source(frame, cls, "__new__", new)  # replacing __new__ recompiles
     obj = frame.inline_call(new, [class_variable(cls), *args], kwargs, closure=None)
     try:
-        made = obj.python_type()
+        return obj, obj.python_type()
     except Unsupported:
         raise Unsupported(f"{cls.__qualname__}.__new__ returned {obj.describe()}, whose type is unknown") from None
+
+
+def _call_own_new(frame: Frame, cls: type, new: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`cls(...)` of a class whose `__new__` is written in Python, as `type.__call__` runs it: the
+    `__new__` inlined with the class first, then, if it returned an instance of `cls`, that
+    instance's `__init__` with the same arguments."""
+    obj, made = inline_own_new(frame, cls, new, args, kwargs)
     if not issubclass(made, cls):
         return obj  # type.__call__ calls no __init__ then
     init, owner = class_lookup(made, "__init__")
