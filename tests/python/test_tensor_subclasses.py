@@ -607,3 +607,29 @@ def test_compiling_the_init_of_a_wrapper_subclass_runs_it_eagerly():
     with pytest.warns(stenograph.StenographWarning, match="__tensor_flatten__ failed"):
         init(shell, data, 2.0)
     assert shell._data is data and shell._scale == 2.0
+
+
+class _CountsFunctions(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_disable_torch_function_subclass_block(backend):
+    """`with torch._C.DisableTorchFunctionSubclass():` in compiled code: entered and left in the
+    graph, so operations inside it on a subclass instance give plain tensors, as eagerly."""
+
+    def fn(x):
+        with torch._C.DisableTorchFunctionSubclass():
+            y = torch.add(x, 1.0)
+        return y * 2
+
+    plain = torch.ones(2, 2)
+    cnt = CompileCounterWithBackend(backend)
+    assert_same(stenograph.compile(fn, backend=cnt, fullgraph=True)(plain), fn(plain))
+    assert cnt.frame_count == 1
+    sub = torch.ones(3).as_subclass(_CountsFunctions)
+    got, expected = stenograph.compile(fn, backend="eager", fullgraph=True)(sub), fn(sub)
+    assert type(got) is type(expected) is torch.Tensor
+    assert_same(got, expected)

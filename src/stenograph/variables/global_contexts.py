@@ -1,4 +1,5 @@
-"""`torch.inference_mode()` and `torch.autocast(...)` blocks traced into the graph.
+"""`torch.inference_mode()`, `torch.autocast(...)` and `torch._C.DisableTorchFunctionSubclass()`
+blocks traced into the graph.
 
 Both change global dispatch state that fake tensors must see (autocast changes result dtypes),
 so entering one while tracing enters the real context for the rest of the trace, and records
@@ -38,8 +39,23 @@ if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
+
+def _enter_subclass_functions_off() -> Any:
+    """Enter `torch._C.DisableTorchFunctionSubclass()`: the open context, to leave it with."""
+    context = torch._C.DisableTorchFunctionSubclass()
+    context.__enter__()
+    return context
+
+
+def _exit_subclass_functions_off(context: Any) -> None:
+    context.__exit__(None, None, None)
+
+
 # class -> (enter function, exit function, parameter names of the enter function)
 _KINDS: dict[type, tuple[Any, Any, tuple[str, ...]]] = {
+    # tensor subclasses' `__torch_function__` skipped inside (as `torch.Tensor.__torch_function__`
+    # does): the ops run on the real instances when the graph runs, so the graph enters it too
+    torch._C.DisableTorchFunctionSubclass: (_enter_subclass_functions_off, _exit_subclass_functions_off, ()),
     torch.inference_mode: (grad_mode._enter_inference_mode, grad_mode._exit_inference_mode, ("mode",)),
     torch.autocast: (
         autocast_mode._enter_autocast,
@@ -49,7 +65,11 @@ _KINDS: dict[type, tuple[Any, Any, tuple[str, ...]]] = {
 }
 _DEFAULTS = {"mode": True, "dtype": None, "enabled": True, "cache_enabled": None}
 # where a real context object keeps the arguments of its enter function (autocast's resolved)
-_ATTRIBUTES = {torch.inference_mode: ("mode",), torch.autocast: ("device", "fast_dtype", "_enabled", "_cache_enabled")}
+_ATTRIBUTES = {
+    torch.inference_mode: ("mode",),
+    torch.autocast: ("device", "fast_dtype", "_enabled", "_cache_enabled"),
+    torch._C.DisableTorchFunctionSubclass: (),
+}
 # the graph nodes that only switch state
 STATE_FUNCTIONS = frozenset(f for enter, exit_, _ in _KINDS.values() for f in (enter, exit_))
 

@@ -346,6 +346,7 @@ TORCH_CLASSES = (
     torch.set_grad_enabled,
     torch.inference_mode,
     torch.autocast,
+    torch._C.DisableTorchFunctionSubclass,
     torch.autograd.profiler.record_function,
     torch.nn.Parameter,
     *LEGACY_TENSOR_CONSTRUCTORS,
