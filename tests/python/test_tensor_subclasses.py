@@ -633,3 +633,36 @@ def test_disable_torch_function_subclass_block(backend):
     got, expected = stenograph.compile(fn, backend="eager", fullgraph=True)(sub), fn(sub)
     assert type(got) is type(expected) is torch.Tensor
     assert_same(got, expected)
+
+
+class _Counting(torch.Tensor):
+    seen: list = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        _Counting.seen.append(getattr(func, "__name__", repr(func)))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_guards_do_not_run_a_subclass_torch_function():
+    """A cached call runs the input's `__torch_function__` as often as eager does: the guard's
+    dtype, device, size and requires_grad reads used to run it five more times; a changed
+    shape or dtype still recompiles."""
+
+    def fn(x):
+        return torch.add(x, 1.0)
+
+    cnt = CompileCounterWithBackend("eager")
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = torch.ones(2).as_subclass(_Counting)
+    compiled(x)
+    for _ in range(2):
+        _Counting.seen = []
+        fn(x)
+        eager_calls = list(_Counting.seen)
+        _Counting.seen = []
+        compiled(x)
+        assert _Counting.seen == eager_calls == ["add"]
+    for other in (torch.ones(3).as_subclass(_Counting), torch.ones(2, dtype=torch.float64).as_subclass(_Counting)):
+        assert_same(compiled(other).as_subclass(torch.Tensor), fn(other).as_subclass(torch.Tensor))
+    assert cnt.frame_count == 3

@@ -370,6 +370,9 @@ class GuardSet:
             f"type({{v}}) is {t} and {{v}}.dtype is {dtype} and {on_device}"
             f" and {layout} and {{v}}.requires_grad is {tensor.requires_grad}"
         )
+        if _runs_own_torch_function(type(tensor)):
+            # the reads would run the class's `__torch_function__`, which eager never runs here
+            template = f"{self.bind(_without_subclass_functions, 'plain')}(lambda: {template})"
         text = f"{source.name()}: {type(tensor).__name__} {tensor.dtype} {tensor.device} {shown} " + (
             f"requires_grad={tensor.requires_grad}"
         )
@@ -715,3 +718,19 @@ def storage_pattern(*tensors: torch.Tensor) -> tuple[int, ...]:
     """For each tensor, the index of the first tensor with the same storage."""
     first: dict[int, int] = {}
     return tuple(first.setdefault(t.untyped_storage().data_ptr(), i) for i, t in enumerate(tensors))
+
+
+def _runs_own_torch_function(cls: type) -> bool:
+    """A tensor subclass whose own `__torch_function__` runs on every metadata read."""
+    own = getattr(cls, "__torch_function__", None)
+    if own is None or own is torch._C._disabled_torch_function_impl:
+        return False
+    return getattr(own, "__func__", own) is not torch.Tensor.__torch_function__.__func__
+
+
+def _without_subclass_functions(check: Callable[[], bool]) -> bool:
+    """`check()` with tensor subclasses' `__torch_function__` off: a guard's reads of a subclass
+    input's dtype, device, sizes and requires_grad as torch.Tensor answers them, without running
+    the user's method (a counting or logging one would see calls eager never makes)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return check()
