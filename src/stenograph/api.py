@@ -702,7 +702,8 @@ class set_stance:  # noqa: N801 - mirrors torch.compiler.set_stance, a class use
       `aot_eager` backend (an entry that later calls passing its guards run); the next miss
       compiles with the function's own backend.
 
-    Calling it from compiled code (at a graph break) raises RuntimeError, as torch's does.
+    Setting it in code being traced raises AssertionError (it is marked `forbid_in_graph`), and
+    calling it from compiled code at a graph break RuntimeError, as torch's do.
     """
 
     def __init__(

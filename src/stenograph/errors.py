@@ -158,7 +158,7 @@ class TorchRuntimeError(Unsupported, RuntimeError):
 class ForbiddenCall(StenographError, AssertionError):
     """Compiled code calls a callable marked `forbid_in_graph` (torch's mark too, which
     `set_stance` carries): raised to the caller, an `AssertionError` as torch.compile's, never a
-    graph break (with `config.suppress_errors` the frame runs eagerly instead)."""
+    graph break, whatever `config.suppress_errors` says (the mark is the user's assertion)."""
 
 
 class InternalError(StenographError, RuntimeError):

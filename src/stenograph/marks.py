@@ -104,9 +104,7 @@ def is_allowed_in_graph(fn: Any) -> bool:
             return True
     except TypeError:
         pass
-    rules = sys.modules.get("torch._dynamo.trace_rules")  # loaded by whoever used torch's mark
-    ids = getattr(getattr(rules, "_allowed_callable_ids", None), "function_ids", None)
-    return bool(ids) and id(fn) in ids
+    return _in_torch_ids(fn, "_allowed_callable_ids")
 
 
 # functions `nonstrict_trace` made: held weakly, so a dropped one leaves no mark behind
@@ -137,9 +135,7 @@ def is_nonstrict_trace(fn: Any) -> bool:
     """Made by `nonstrict_trace`, stenograph's or torch._dynamo's (which records ids)."""
     if isinstance(fn, types.FunctionType) and fn in _nonstrict_traced:
         return True
-    rules = sys.modules.get("torch._dynamo.trace_rules")
-    ids = getattr(getattr(rules, "_nonstrict_trace_callable_ids", None), "function_ids", None)
-    return bool(ids) and id(fn) in ids
+    return _in_torch_ids(fn, "_nonstrict_trace_callable_ids")
 
 
 def is_leaf_function(fn: Any) -> bool:
@@ -147,15 +143,12 @@ def is_leaf_function(fn: Any) -> bool:
     `nonstrict_trace` function is, the wrapper itself runs torch's leaf operator (which calls the
     registered fake implementation on fake tensors and the real function when the graph runs,
     and which AOTAutograd does not trace into)."""
-    rules = sys.modules.get("torch._dynamo.trace_rules")
-    ids = getattr(getattr(rules, "_leaf_function_ids", None), "function_ids", None)
-    return bool(ids) and id(fn) in ids
+    return _in_torch_ids(fn, "_leaf_function_ids")
 
 
 def is_nonstrict_trace_decorator(fn: Any) -> bool:
     """`nonstrict_trace` itself (stenograph's or torch._dynamo's), called in compiled code."""
-    decorators = sys.modules.get("torch._dynamo.decorators")
-    return fn is nonstrict_trace or (decorators is not None and fn is getattr(decorators, "nonstrict_trace", None))
+    return fn is nonstrict_trace or is_torch_decorator(fn, "nonstrict_trace")
 
 
 _FORBIDDEN = "_dynamo_forbidden"  # the attribute torch's `forbid_in_graph` sets: one mark for both
@@ -188,9 +181,7 @@ def is_disallowed_in_graph(fn: Any) -> bool:
             return True
     except TypeError:
         pass
-    rules = sys.modules.get("torch._dynamo.trace_rules")  # loaded by whoever used torch's mark
-    ids = getattr(getattr(rules, "_disallowed_callable_ids", None), "function_ids", None)
-    return bool(ids) and id(fn) in ids
+    return _in_torch_ids(fn, "_disallowed_callable_ids")
 
 
 def assume_constant_result(fn: Callable) -> Callable:
@@ -243,8 +234,7 @@ def errors_on_graph_break() -> bool:
     entered, stenograph's or else torch._dynamo's (a process-wide setting in both)."""
     if _error_on_graph_break is not None:
         return _error_on_graph_break
-    utils = sys.modules.get("torch._dynamo.utils")  # loaded by whoever used torch's context
-    return bool(getattr(utils, "_error_on_graph_break", False))
+    return bool(_torch_dynamo_attr("utils", "_error_on_graph_break"))
 
 
 def enter_error_on_graph_break(value: bool) -> bool | None:
@@ -295,15 +285,27 @@ class error_on_graph_break:  # noqa: N801 - mirrors torch._dynamo.error_on_graph
 
 def torch_error_on_graph_break_class() -> type | None:
     """torch._dynamo's context class, once the user loaded it."""
-    decorators = sys.modules.get("torch._dynamo.decorators")
-    return getattr(decorators, "ErrorOnGraphBreakDecoratorContextManager", None)
+    return _torch_dynamo_attr("decorators", "ErrorOnGraphBreakDecoratorContextManager")
 
 
 def is_torch_decorator(value: Any, name: str) -> bool:
     """`value` is torch._dynamo's function `name` (`graph_break`, `skip_frame`, ...); False
     before the user loaded torch._dynamo."""
-    found = getattr(sys.modules.get("torch._dynamo.decorators"), name, None)
+    found = _torch_dynamo_attr("decorators", name)
     return found is not None and value is found
+
+
+def _torch_dynamo_attr(module: str, name: str) -> Any:
+    """`torch._dynamo.<module>.<name>` where the user's code loaded that module (None where it
+    did not: stenograph never imports torch._dynamo, so torch's marks exist only once used)."""
+    return getattr(sys.modules.get(f"torch._dynamo.{module}"), name, None)
+
+
+def _in_torch_ids(fn: Any, table: str) -> bool:
+    """`fn` is in the id set `table` of torch._dynamo's trace rules, where torch's marks
+    (`allow_in_graph`, `disallow_in_graph`, `nonstrict_trace`, `leaf_function`) record it."""
+    ids = getattr(_torch_dynamo_attr("trace_rules", table), "function_ids", None)
+    return bool(ids) and id(fn) in ids
 
 
 def is_compiling() -> bool:

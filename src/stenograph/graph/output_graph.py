@@ -307,7 +307,7 @@ class OutputGraph:
             if known.source != source:
                 self.guards.same_object(source, known.source)
             return known
-        _refuse_unflattenable(value, source)
+        inner = _inner_tensor_names(value, source)
         dims = strides = None
         # an nn.Parameter keeps static sizes wherever it comes from (torch's
         # `force_parameter_static_shapes`), a module's buffers too (`may_be_dynamic`)
@@ -319,9 +319,9 @@ class OutputGraph:
             assert self.policy is not None
             self._apply_bounds(value, fake, source, self.policy.bounds(source.name(), value))
         self.guards.tensor_match(source, value, fake)
-        if is_traceable_wrapper_subclass(value):
+        if inner is not None:
             self.guards.wrapper_layout(source, value)
-            for name in value.__tensor_flatten__()[0]:
+            for name in inner:
                 self.guards.tensor_match(AttrSource(source, name), getattr(value, name), getattr(fake, name, None))
         node = self._placeholder(source, fake, value)
         var = TensorVariable(node, fake, source=source)
@@ -618,15 +618,18 @@ def call_with_keywords(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     return fn(*args, **kwargs)
 
 
-def _refuse_unflattenable(value: torch.Tensor, source: Source) -> None:
-    """A traceable wrapper subclass whose `__tensor_flatten__` (or an inner tensor it names)
-    fails cannot be fakeified or guarded: an instance still being built (its own `__init__`
-    compiled as a frame, its attributes not set yet). The frame runs eagerly instead."""
+def _inner_tensor_names(value: torch.Tensor, source: Source) -> list[str] | None:
+    """The inner tensors' names of a traceable wrapper subclass (None for other tensors). One
+    whose `__tensor_flatten__` (or an inner tensor it names) fails cannot be fakeified or
+    guarded: an instance still being built (its own `__init__` compiled as a frame, its
+    attributes not set yet). The frame runs eagerly instead."""
     if not is_traceable_wrapper_subclass(value):
-        return
+        return None
     try:
-        for name in value.__tensor_flatten__()[0]:
+        names = list(value.__tensor_flatten__()[0])
+        for name in names:
             getattr(value, name)
+        return names
     except Exception as e:  # noqa: BLE001 - the user's class: whatever it raises, the input cannot be read
         raise Unsupported(
             f"{source.name()}: {type(value).__qualname__}.__tensor_flatten__ failed ({type(e).__name__}: {e}); "

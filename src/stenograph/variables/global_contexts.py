@@ -16,7 +16,6 @@ them again, and the resume function's prologue enters them anew as the `with` st
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -28,6 +27,7 @@ from ..guards.sources import AttrSource
 from ..marks import (
     enter_error_on_graph_break,
     error_on_graph_break,
+    is_torch_decorator,
     leave_error_on_graph_break,
     torch_error_on_graph_break_class,
 )
@@ -279,6 +279,6 @@ def error_on_break_factory(value: Any) -> Variable | None:
     torch_class = torch_error_on_graph_break_class()
     if torch_class is None:
         return None
-    if value is torch_class or value is getattr(sys.modules["torch._dynamo.decorators"], "error_on_graph_break", None):
+    if value is torch_class or is_torch_decorator(value, "error_on_graph_break"):
         return ErrorOnBreakFactoryVariable(value, torch_class)
     return None
