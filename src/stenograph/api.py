@@ -10,6 +10,7 @@ import contextlib
 import copy
 import functools
 import gc
+import os
 import pickle
 import types
 import warnings
@@ -38,6 +39,7 @@ from .marks import (
     is_disabled,
     is_exporting,
     mark_disabled,
+    mark_run_only,
     nested_compile_region,
     nonstrict_trace,
     substitute_in_graph,
@@ -86,7 +88,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     spec = _CompileSpec(backend, mode, options, fullgraph, dynamic)
 
     def decorate(target: Any) -> Any:
-        if disable:
+        if disable or _disabled_by_environment():
             return target
         warm.prepare(compiler)
         return _compile_target(target, compiler, name, fullgraph, dynamic, spec)
@@ -97,6 +99,14 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
 
 setattr(compile, COMPILE_ENTRY_ATTR, True)  # traced code calling it gets the function back (marks)
+
+
+# set to "1", `compile()` returns its target unchanged (torch's two names, as torch.compile reads them)
+_DISABLING_VARIABLES = ("STENOGRAPH_DISABLE", "TORCHDYNAMO_DISABLE", "TORCH_COMPILE_DISABLE")
+
+
+def _disabled_by_environment() -> bool:
+    return any(os.environ.get(name) == "1" for name in _DISABLING_VARIABLES)
 
 
 def _checked_guard_filter(fn: Any) -> Callable:
@@ -144,7 +154,7 @@ def optimize(
         raise TypeError(f"stenograph.optimize() does not take {', '.join(sorted(not_taken))} ({reasons})")
     if callable(backend) and not isinstance(backend, str) and isinstance(backend, torch.nn.Module):
         raise TypeError("optimize() takes a backend; use optimize(backend)(model)")
-    if disable:
+    if disable or _disabled_by_environment():
         return _Optimize(lambda target: target, disabled=True)
     if guard_fail_fn is not None or guard_export_fn is not None or guard_filter_fn is not None:
         backend = _GuardHooks(
@@ -655,6 +665,9 @@ def forbid_in_graph(fn: Any) -> Any:
 class _RunOnly(contextlib.ContextDecorator):
     """`run()` as a context manager or decorator: no compiles inside it."""
 
+    def __call__(self, fn: Callable) -> Any:  # type: ignore[override]
+        return run(fn)  # the decorated function is `run(fn)`'s wrapper, which traced code inlines
+
     def __enter__(self) -> _RunOnly:
         self._block = entry.run_only.on()
         self._block.__enter__()
@@ -680,6 +693,8 @@ def run(fn: Callable | None = None) -> Any:
 
     if not isinstance(fn, torch.nn.Module):
         functools.update_wrapper(running, fn)
+        if isinstance(fn, types.FunctionType):
+            mark_run_only(running, fn)
     return running
 
 

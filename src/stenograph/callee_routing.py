@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from . import nested_caches
 from .bytecode.routed_calls import route_calls
 from .marks import eager_frame_of
 from .variables.trace_rules import compiles_as_own_frame, is_trusted_module
@@ -80,6 +81,7 @@ class CalleeRouter:
     def routed(self, fn: types.FunctionType) -> types.FunctionType:
         """`fn` with its code's calls routed through this router (same globals, closure and
         defaults), to run eagerly in place of `fn`."""
+        nested_caches.adopt(fn)  # the closures it makes are new each call; their caches are not
         code = self._routed.get(fn.__code__)
         if code is None:
             code = self._routed[fn.__code__] = route_calls(fn.__code__, self)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import config, deferred_release, events, process_state, torch_state, warm
+from . import config, deferred_release, events, nested_caches, process_state, torch_state, warm
 from .backends.registry import lookup_backend
 from .callee_routing import CalleeRouter
 from .errors import (
@@ -28,6 +28,7 @@ from .errors import (
     FullgraphBreak,
     NativeGuardsUnavailable,
     RecompileError,
+    SideEffectsNotReplayed,
     StenographError,
     Unsupported,
 )
@@ -221,7 +222,7 @@ class FrameCache:
         try:
             with torch_state.preserved(), compile_leftovers.generated_during() as leftovers:
                 entry = compile_frame(request)
-        except (ConstraintViolation, NativeGuardsUnavailable, FullgraphBreak, ForbiddenCall):
+        except (ConstraintViolation, NativeGuardsUnavailable, FullgraphBreak, ForbiddenCall, SideEffectsNotReplayed):
             raise
         except Exception as e:
             compile_leftovers.release(leftovers)
@@ -381,6 +382,8 @@ def owned_cache(fn: types.FunctionType, backend: Any, backend_name: str, dynamic
     if not any(c is cache for c in owned):
         owned.append(cache)
         cache.owners.add(fn)
+        nested_caches.hold(cache, fn.__code__)  # a closure's cache outlives this closure
+        nested_caches.adopt(fn)
     return cache
 
 
@@ -393,6 +396,7 @@ def reset_caches() -> None:
         for cache in list(_live_caches):
             _forget(cache)
         _caches.clear()
+        nested_caches.clear()
 
 
 def forget_backend(backend: Any) -> None:
@@ -402,6 +406,7 @@ def forget_backend(backend: Any) -> None:
         for cache in list(_live_caches):
             if cache.backend is backend:
                 _forget(cache)
+                nested_caches.drop(cache)
                 if _caches.get((cache.code, id(backend))) is cache:
                     del _caches[(cache.code, id(backend))]
 

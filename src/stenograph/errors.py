@@ -161,6 +161,12 @@ class ForbiddenCall(StenographError, AssertionError):
     graph break, whatever `config.suppress_errors` says (the mark is the user's assertion)."""
 
 
+class SideEffectsNotReplayed(StenographError, RuntimeError):
+    """The trace changed outside objects while `config.replay_side_effects` is off and
+    `config.side_effect_replay_policy` is "error": raised to the caller (torch.compile's
+    `RuntimeError` and text), whatever `config.suppress_errors` says."""
+
+
 class InternalError(StenographError, RuntimeError):
     """stenograph itself failed while compiling (a bug to report; torch's equivalent is
     `torch._dynamo.exc.InternalTorchDynamoError`). With `config.suppress_errors` the frame runs

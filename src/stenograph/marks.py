@@ -57,9 +57,15 @@ def _disabled_mark(fn: Any) -> _DisabledMark | None:
 
 
 def eager_frame_of(fn: Any) -> Callable | None:
-    """The function whose frame alone `fn` disables (`disable(f, recursive=False)`), else None."""
+    """The function whose frame alone `fn` disables (`disable(f, recursive=False)`, stenograph's
+    or torch's, whose wrapper keeps `f` as `_torchdynamo_orig_callable`), else None."""
     mark = _disabled_mark(fn)
-    return mark.eager_frame if mark is not None else None
+    if mark is not None:
+        return mark.eager_frame
+    if is_torch_disabled(fn):
+        original = getattr(fn, "_torchdynamo_orig_callable", None)
+        return original if isinstance(original, types.FunctionType) else None
+    return None
 
 
 def disabled_reason(fn: Any) -> str | None:
@@ -306,6 +312,30 @@ def _in_torch_ids(fn: Any, table: str) -> bool:
     (`allow_in_graph`, `disallow_in_graph`, `nonstrict_trace`, `leaf_function`) record it."""
     ids = getattr(_torch_dynamo_attr("trace_rules", table), "function_ids", None)
     return bool(ids) and id(fn) in ids
+
+
+_RUN_ONLY = "__stenograph_run_only__"
+
+
+def mark_run_only(wrapper: Callable, fn: Callable) -> None:
+    """`wrapper` is `stenograph.run(fn)`'s: it runs `fn` with compiles off."""
+    setattr(wrapper, _RUN_ONLY, fn)
+
+
+def wrapped_for_compiler(value: Any) -> types.FunctionType | None:
+    """The function that `value` wraps only to change how compiled code runs around it:
+    `stenograph.run(f)`'s wrapper, or torch._dynamo's compile and `run()` wrappers (which keep
+    the function torch.compile inlines under `_torchdynamo_inline`). A traced call of the wrapper
+    inlines that function, as torch.compile does; None for anything else."""
+    if type(value) is not types.FunctionType:
+        return None
+    found = value.__dict__.get(_RUN_ONLY)
+    torch_wrapper = value.__globals__.get("__name__") == "torch._dynamo.eval_frame"  # `__module__` is the wrapped one's
+    if found is None and torch_wrapper and not value.__dict__.get(TORCH_DISABLED_ATTR):
+        found = value.__dict__.get("_torchdynamo_inline")
+        if getattr(found, "__module__", "").startswith("torch._dynamo"):
+            return None  # torch's own helper (an error_on_graph_break wrapper): not inlined
+    return found if type(found) is types.FunctionType else None
 
 
 def is_compiling() -> bool:

@@ -8,12 +8,14 @@ own break). Graph order shows it: each frame's graphs are compiled on its first 
 from __future__ import annotations
 
 import copy
+import functools
 
 import torch
 from helpers import assert_same, ops_of
 from torch import nn
 
 import stenograph
+from stenograph.testing import CompileCounter
 
 from ._support import assert_matches_eager, torch_graph_count
 
@@ -205,3 +207,32 @@ def test_call_of_disabled_function_is_a_break_and_runs_eagerly(cnt, capsys):
         assert_same(fn(x), caller(x))
     assert cnt.frame_count == 2
     assert [ops_of(gm) for gm in cnt.graphs] == [["add"], ["sub"]]
+
+
+def _scaled_leaf(scale, x, *, shift):
+    x = x * scale
+    print("scaled leaf", tuple(x.shape))
+    return x.cos() + shift
+
+
+def _calls_partial(x):
+    return functools.partial(_scaled_leaf, 2, shift=1.0)(x.sin()) - 1
+
+
+def test_break_inside_a_partial_compiles_its_function_as_own_frame(cnt, capsys):
+    """A partial called by compiled code (or compiled itself) whose function breaks: the function
+    is compiled as its own frame, with the partial's stored arguments, on both sides of its break
+    (torch.compile: the same graph counts)."""
+    inputs = [torch.randn(4) for _ in range(3)]
+    peer = torch_graph_count(_calls_partial, (inputs[0],))
+    assert_matches_eager(
+        _calls_partial, stenograph.compile(_calls_partial, backend=cnt), lambda i: (inputs[i],), capsys, calls=3
+    )
+    assert cnt.frame_count == peer == 4
+    assert [ops_of(gm) for gm in cnt.graphs] == [["sin"], ["mul"], ["cos", "add"], ["sub"]]
+
+    bound = functools.partial(_scaled_leaf, 3, shift=0.5)
+    compiled = stenograph.compile(bound, backend=(counter := CompileCounter()))
+    peer = torch_graph_count(bound, (inputs[0],))
+    assert_matches_eager(bound, compiled, lambda i: (inputs[i],), capsys, calls=3)
+    assert counter.frame_count == peer == 2

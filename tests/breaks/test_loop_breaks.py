@@ -238,6 +238,25 @@ def test_disable_recursive_false_compiles_comprehensions_and_a_modules_callees()
             assert cnt.frame_count == 0
 
 
+def _sigmoid_then_plus_two(x):
+    if stenograph.is_compiling() or torch.compiler.is_compiling():
+        raise RuntimeError("this frame must run eagerly")
+    return _plus_two(x.sigmoid())
+
+
+def test_torchs_disable_recursive_false_compiles_the_callees(cnt):
+    """torch's `torch._dynamo.disable(f, recursive=False)` as stenograph's: f's own frame runs
+    eagerly, what it calls is compiled (torch.compile: 2 frames, the caller and `_plus_two`)."""
+    frame_only = torch._dynamo.disable(_sigmoid_then_plus_two, recursive=False)
+
+    def caller(x):
+        return frame_only(x.tan())
+
+    x = torch.randn(4)
+    assert_same(stenograph.compile(caller, backend=cnt)(x), caller(x))
+    assert cnt.frame_count == 2 == torch_graph_count(caller, (x,))
+
+
 def test_disable_recursive_true_runs_callees_eagerly():
     @stenograph.disable
     def everything_eager(x):

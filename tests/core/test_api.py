@@ -56,6 +56,18 @@ def test_compile_disable_true_runs_eagerly(cnt):
     assert cnt.frame_count == 0
 
 
+@pytest.mark.parametrize("variable", ["STENOGRAPH_DISABLE", "TORCHDYNAMO_DISABLE", "TORCH_COMPILE_DISABLE"])
+def test_disabling_environment_variable_leaves_the_target_unchanged(cnt, monkeypatch, variable):
+    """A compile() made while the environment says so (torch's names too) is a no-op."""
+    monkeypatch.setenv(variable, "1")
+    assert stenograph.compile(_double_plus_one, backend=cnt) is _double_plus_one
+    monkeypatch.setenv(variable, "0")
+    compiled = stenograph.compile(_double_plus_one, backend=cnt)
+    x = torch.randn(4)
+    assert_same(compiled(x), _double_plus_one(x))
+    assert cnt.frame_count == 1
+
+
 def test_optimize_decorator(cnt):
     """optimize(backend) used as a decorator compiles the function."""
     compiled = stenograph.optimize(cnt)(_double_plus_one)

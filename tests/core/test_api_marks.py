@@ -435,6 +435,38 @@ def test_run_decorator_and_modules(cnt):
         stenograph.run(3)
 
 
+@stenograph.run()
+def _sin_times_ten(x):
+    return torch.sin(x) * 10
+
+
+def test_run_wrappers_called_by_compiled_code_are_inlined(cnt, capsys):
+    """A `run()`-decorated function (stenograph's, or torch._dynamo's) called from compiled code
+    is traced into the caller's graph, as torch.compile inlines it. Where it breaks the graph,
+    the call runs through the wrapper, so compiled code called inside it compiles nothing."""
+    torch_run_only = torch._dynamo.run()(lambda x: torch.cos(x) + 1)
+
+    def caller(x):
+        return torch.relu(_sin_times_ten(x) + torch_run_only(x))
+
+    x = torch.randn(4)
+    assert_same(stenograph.compile(caller, backend=cnt, fullgraph=True)(x), caller(x))
+    assert (cnt.frame_count, cnt.op_count) == (1, 6)
+
+    inner_counter = CompileCounter()
+    inner = stenograph.compile(lambda x: x.exp(), backend=inner_counter)
+
+    @stenograph.run()
+    def breaks_inside(x):
+        print("inside run")
+        return inner(x)
+
+    compiled = stenograph.compile(lambda x: breaks_inside(x + 1) * 2, backend=cnt)
+    assert_same(compiled(x), (x + 1).exp() * 2)
+    assert inner_counter.frame_count == 0  # run-only inside: `inner` was not compiled
+    assert capsys.readouterr().out == "inside run\n"
+
+
 def _double(x):
     return x * 2
 

@@ -200,3 +200,42 @@ def test_a_freed_entrys_cleanup_waits_for_a_safe_point():
     assert name in linecache.cache
     stenograph.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
     assert name not in linecache.cache
+
+
+def _with_closures():
+    """A function of its own code that makes a closure (and, before 3.12, a comprehension's
+    function) anew on every call."""
+    namespace: dict = {}
+    source = "def f(x):\n    def scale(t):\n        return t * 2 + 1\n    return sum([scale(x) for _ in range(2)])\n"
+    exec(compile(source, "<user function with closures>", "exec"), namespace)
+    return namespace["f"]
+
+
+def _compiled_caller(fn, backend):
+    """A compiled function calling `fn`, which runs eagerly with its own calls compiled."""
+    outer = stenograph.disable(fn, recursive=False)
+    return stenograph.compile(lambda x: outer(x), backend=backend)
+
+
+def test_closures_of_a_frame_run_eagerly_keep_their_entries_across_collections(cnt):
+    """A frame run eagerly with its callees compiled makes its closures anew on each call: their
+    entries belong to its code (as torch.compile's belong to the code object), so an identical
+    call after a garbage collection compiles nothing, and dropping the function frees them."""
+    fn = _with_closures()
+    compiled = _compiled_caller(fn, cnt)
+    x = torch.randn(3)
+    assert_same(compiled(x), fn(x))
+    compiled_frames = cnt.frame_count
+    assert compiled_frames >= 1
+    gc.collect()
+    assert_same(compiled(x), fn(x))
+    assert cnt.frame_count == compiled_frames
+    assert_same(compiled(x + 1), fn(x + 1))
+    assert cnt.frame_count == compiled_frames
+
+    nested = [c for c in stenograph.entry.all_caches() if c.code in fn.__code__.co_consts]
+    assert nested and all(c.entries for c in nested)
+    ref = weakref.ref(nested[0])
+    del nested, compiled, fn
+    gc.collect()
+    assert ref() is None

@@ -11,6 +11,8 @@ import typing
 
 import torch
 
+import stenograph
+
 from ._support import check, t
 
 
@@ -246,3 +248,24 @@ def _validate_fields(x, value):
 def test_typing_introspection_of_annotations(cnt):
     """get_origin/get_args read special forms (`alias.__origin__ is Union`): values, one graph."""
     check(_validate_fields, lambda i: (t(3, seed=i), "single"), cnt)
+
+
+def _helper_named_in_text():
+    pass
+
+
+def _text_of_a_function(x, fn):
+    return x + 1, "_helper_named_in_text" in str(fn), repr(fn)
+
+
+def test_str_and_repr_of_a_function_read_from_the_frame(cnt):
+    """`str(f)` / `repr(f)` of a function argument: its real text, in one graph; a function under
+    another qualified name (or another function) compiles again."""
+    fn = stenograph.compile(_text_of_a_function, backend=cnt, fullgraph=True)
+    x = t(2)
+    for callee, graphs in ((_helper_named_in_text, 1), (_helper_named_in_text, 1), (_validate_fields, 2)):
+        assert fn(x, callee)[1:] == _text_of_a_function(x, callee)[1:]
+        assert cnt.frame_count == graphs
+    renamed = functools.wraps(_helper_named_in_text)(lambda: None)
+    renamed.__qualname__ = "another_name"
+    assert fn(x, renamed)[1:] == _text_of_a_function(x, renamed)[1:] == (False, repr(renamed))

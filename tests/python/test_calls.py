@@ -3,8 +3,10 @@ properties, classmethods, staticmethods and __call__ are inlined into one graph.
 
 from __future__ import annotations
 
+import collections
 import functools
 
+import pytest
 import torch
 from torch import nn
 
@@ -299,3 +301,53 @@ def test_compiled_function_with_varargs_and_keyword_only(cnt, capsys):
     for extra in ((1, 2), (5,)):
         expected = _varargs_and_keyword_only_with_break(torch.ones(1), *extra, scale=3, z=1)
         assert_same(compiled(torch.ones(1), *extra, scale=3, z=1), expected)
+
+
+class _Options(collections.abc.Mapping):
+    """A mapping that is not a dict: `**` reads its keys() and looks each one up."""
+
+    def __init__(self, **values):
+        self._values = values
+
+    def __getitem__(self, key):
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+
+def _scaled(x, scale=1, shift=0):
+    return x * scale + shift
+
+
+def test_star_star_of_a_mapping_that_is_not_a_dict(cnt):
+    """`f(**m)` and `{**m}` of a user Mapping (an argument, a global, one made in the frame, a
+    `UserDict`) in one graph; a value changed in the mapping recompiles."""
+    options = _Options(scale=torch.full((3,), 2.0), shift=1)
+
+    def fn(x, m):
+        made = _Options(shift=x)
+        merged = {**m, "extra": 3}
+        user = collections.UserDict(scale=3)
+        return _scaled(x, **m) + _scaled(x, **made) + merged["extra"] + _scaled(x, **user)
+
+    x = torch.randn(3)
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    assert_same(compiled(x, options), fn(x, options))
+    assert cnt.frame_count == 1
+    other = _Options(scale=torch.full((3,), 2.0), shift=5)
+    assert_same(compiled(x, other), fn(x, other))
+    assert cnt.frame_count == 2
+
+
+def test_star_star_of_something_not_a_mapping_raises_as_eagerly():
+    def fn(x):
+        return _scaled(x, **[1, 2])
+
+    # an exception the frame does not catch: the frame runs eagerly, which raises it
+    with pytest.warns(stenograph.StenographWarning, match="must be a mapping"):
+        with pytest.raises(TypeError, match="must be a mapping"):
+            stenograph.compile(fn, backend="eager")(torch.randn(2))

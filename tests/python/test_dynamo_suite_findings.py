@@ -11,6 +11,7 @@ import functools
 import operator
 import os
 import sys
+import threading
 import types
 import typing
 import warnings
@@ -2954,3 +2955,35 @@ def test_a_module_class_whose_new_returns_another_module(backend):
     model = _UsesFactory()
     x = torch.rand(2, 2)
     helpers.assert_same(stenograph.compile(model, backend=backend, fullgraph=True)(x), model(x))
+
+
+def _store_on_thread_local(x, local):
+    local.x = x
+    return x * local.scale
+
+
+def test_attributes_of_a_thread_local_are_read_and_written_in_the_calling_thread(cnt):
+    """`threading.local` keeps one attribute dict per thread: writes are replayed on it and reads
+    are guarded in the thread that calls, so a thread with other values (or none) gets its own
+    answer (eager's AttributeError where it has none), never the compiling thread's."""
+    local = threading.local()
+    local.scale = 2.0
+    fn = stenograph.compile(_store_on_thread_local, backend=cnt)
+    x = torch.ones(2)
+    helpers.assert_same(fn(x, local), x * 2)
+    assert local.x is x and cnt.frame_count == 1
+    seen = {}
+
+    def other_thread():
+        with pytest.raises(AttributeError, match="scale"):
+            fn(x, local)
+        local.scale = 5.0
+        seen["result"] = fn(x + 1, local)
+        seen["stored"] = local.x
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    helpers.assert_same(seen["result"], (x + 1) * 5)
+    assert seen["stored"] is not x and local.x is x and local.scale == 2.0
+    helpers.assert_same(fn(x, local), x * 2)

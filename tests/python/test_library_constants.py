@@ -5,7 +5,9 @@ fact (environment variable, dtype, None in place of the tuple) compiles anew."""
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 
 import pytest
 import torch
@@ -213,6 +215,58 @@ def test_id_of_arguments_is_their_real_id_guarded_by_identity(cnt):
     for args, graphs in (((a, a), 1), ((a, a), 1), ((a, b), 2), ((b, b), 3), ((a, b), 3)):
         torch.testing.assert_close(fn(x, *args), _memo_by_id(x, *args))
         assert cnt.frame_count == graphs
+
+
+class _Red:
+    pass
+
+
+class _Blue:
+    pass
+
+
+def _shifted_by_class_id(x, cls):
+    return x + id(cls) % 1000
+
+
+def test_id_of_a_class_is_its_id_guarded_by_identity(cnt):
+    """`id(cls)` of a class argument: its real id, and another class recompiles (torch.compile: the
+    same, an identity guard)."""
+    fn = stenograph.compile(_shifted_by_class_id, backend=cnt, fullgraph=True)
+    x = t(3)
+    for cls, graphs in ((_Red, 1), (_Red, 1), (_Blue, 2), (_Red, 2)):
+        torch.testing.assert_close(fn(x, cls), _shifted_by_class_id(x, cls))
+        assert cnt.frame_count == graphs
+
+
+class _TwoBuffers(torch.nn.Module):
+    """Picks a tensor attribute by comparing ids (torch's test_id_tensor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.ones(2)
+        self.second = torch.zeros(2)
+
+    def forward(self, x, wanted):
+        return x * (self.first if wanted == id(self.first) else self.second)
+
+
+def test_id_of_a_tensor_read_from_the_frame_is_its_id_guarded_by_identity(cnt):
+    """`id(t)` of an input tensor (a module attribute here) is the real tensor's id; another
+    tensor in its place recompiles instead of answering with the old id, and the guard does not
+    keep the old tensor alive."""
+    model = _TwoBuffers()
+    fn = stenograph.compile(model, backend=cnt, fullgraph=True)
+    x = t(2)
+    for wanted, graphs in ((id(model.first), 1), (id(model.second), 2), (id(model.first), 2)):
+        torch.testing.assert_close(fn(x, wanted), model(x, wanted))
+        assert cnt.frame_count == graphs
+    old = weakref.ref(model.first)
+    model.first = torch.full((2,), 3.0)
+    torch.testing.assert_close(fn(x, id(model.first)), x * 3)
+    assert cnt.frame_count == 3
+    gc.collect()
+    assert old() is None
 
 
 def _id_of_new_objects(x):

@@ -3,6 +3,10 @@ call, in program order, after the graph; module attribute writes are a graph bre
 
 from __future__ import annotations
 
+import re
+import warnings
+
+import pytest
 import torch
 from torch import nn
 
@@ -132,6 +136,60 @@ def test_replay_side_effects_off_drops_outside_mutations(cnt):
     items = []
     stenograph.compile(fn, backend=cnt)(torch.ones(2), items)
     assert items == [1]
+
+
+class _Settings(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.const = 4
+        self.tensor = None
+
+    def forward(self, x):
+        self.const = 5
+        self.tensor = x.sin()
+        return x.cos() + self.tensor
+
+
+_NOT_REPLAYED = "While compiling, we found certain side effects happened in the model.forward. Here are the list"
+
+
+@pytest.mark.parametrize("policy", ["info", "silent", "warn", "error"])
+def test_side_effect_replay_policy_tells_what_was_not_replayed(policy):
+    """With the replay off, `side_effect_replay_policy` "warn" warns and "error" raises
+    RuntimeError (whatever suppress_errors says), naming the changed objects as torch.compile
+    does; "info" and "silent" drop the replay quietly. With the replay on, nothing is said."""
+
+    def fn(x, items):
+        items.append(x + 1)
+        return x * 2
+
+    x = torch.tensor([5.0])
+    with stenograph.config.patch(replay_side_effects=False, side_effect_replay_policy=policy, suppress_errors=True):
+        items = []
+        if policy == "error":
+            with pytest.raises(
+                RuntimeError,
+                match=re.escape(_NOT_REPLAYED + " of potential sources you can double check: [\"L['items']\"]"),
+            ):
+                stenograph.compile(fn, backend="eager")(x, items)
+            with pytest.raises(RuntimeError, match=re.escape("check: [\"L['self']\"]")):
+                stenograph.compile(_Settings(), backend="eager", fullgraph=True)(x)
+        elif policy == "warn":
+            with pytest.warns(UserWarning, match=re.escape(_NOT_REPLAYED)):
+                assert_same(stenograph.compile(fn, backend="eager")(x, items), x * 2)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                assert_same(stenograph.compile(fn, backend="eager")(x, items), x * 2)
+            model = _Settings()
+            stenograph.compile(model, backend="eager", fullgraph=True)(x)
+            assert (model.const, model.tensor) == (4, None)
+        assert items == []
+    stenograph.reset()
+    with stenograph.config.patch(side_effect_replay_policy="error"):
+        items = []
+        assert_same(stenograph.compile(fn, backend="eager")(x, items), x * 2)
+        assert_same(items[0], x + 1)
 
 
 class _Holder:

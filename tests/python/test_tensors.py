@@ -147,6 +147,18 @@ def test_grad_of_a_computed_tensor_breaks():
     ]
 
 
+def _grads_of_new_tensors(x):
+    made = torch.ones(2, 2)
+    computed_without_grad = x.detach() * 2
+    return made.grad, computed_without_grad.grad, (x * 2).sum()
+
+
+def test_grad_of_a_tensor_made_in_the_frame_is_none(cnt):
+    """`.grad` of a tensor made in the frame that eager reads without a warning (a leaf, or one
+    that needs no grad) is None, in the graph (torch.compile: the same)."""
+    check(_grads_of_new_tensors, lambda i: (t(2, 2, seed=i, grad=True),), cnt, graphs=1)
+
+
 def _addcdiv_with_tensor_value(x, a, b, value):
     y = x * 1
     y.addcdiv_(a, b, value=-value)

@@ -44,7 +44,7 @@ from ..variables.containers import DictVariable, SequenceVariable, SetVariable
 from ..variables.contexts import ContextExitVariable
 from ..variables.exceptions import HandlerEntryVariable, LastiVariable
 from ..variables.frame_objects import NNModuleVariable
-from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
+from ..variables.functions import NestedFunctionVariable, PartialVariable, UserFunctionVariable, UserMethodVariable
 from ..variables.global_contexts import GlobalContextMethod, GlobalContextVariable, close_in_graph
 from ..variables.new_modules import NewModuleObjectVariable
 from ..variables.symbolic import SymNodeVariable
@@ -339,6 +339,12 @@ class BreakWriter:
                 f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False, {self.dynamic_setting},"
                 " nested=True)"
             )
+        if isinstance(var, PartialVariable) and self.compile_callees and all(k.isidentifier() for k in var.kwargs):
+            # `partial(f, a)(x)`: f called through what compiles it, with the stored arguments
+            partial = self.writer.bind(functools.partial, "partial")
+            parts = [self.callable_expr(var.fn), *(self._evaluate(a) for a in var.args)]
+            parts += [f"{k}={self._evaluate(v)}" for k, v in var.kwargs.items()]
+            return f"{partial}({', '.join(parts)})"
         if callee is warnings.warn:
             line = self.inst.positions.lineno if self.inst.positions is not None else self.frame.line
             where = (self.frame.code.co_filename, line, self.frame.f_globals)

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import sys
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .. import config
+from ..errors import SideEffectsNotReplayed
 from ..guards.guard_set import _repr_roundtrips
 from ..guards.pyfunc import make_function, parameter_list
 from ..guards.sources import GlobalsNamer, SourceRenderer
@@ -184,6 +186,17 @@ class Reconstructor:
         `config.replay_side_effects` off, as torch.compile does)."""
         if config.replay_side_effects:
             side_effects.replay(self.expr, self.writer.post.append, self.writer.namer.name_for, self.pin)
+            return
+        policy = config.side_effect_replay_policy
+        changed = side_effects.changed_sources() if policy in ("warn", "error") else []
+        if changed:
+            message = (
+                "While compiling, we found certain side effects happened in the model.forward. Here are the "
+                f"list of potential sources you can double check: {changed}"
+            )
+            if policy == "error":
+                raise SideEffectsNotReplayed(message)
+            warnings.warn(message, stacklevel=2)
 
     def set_grad_mode(self, mode: bool, initial: bool) -> None:
         """The graph ends in the grad mode it started in; switch the real mode where the traced

@@ -206,6 +206,26 @@ class SideEffects:
     def __bool__(self) -> bool:
         return bool(self.containers or self.attributes or self.class_attributes or self.globals or self.tensor_hooks)
 
+    def changed_sources(self) -> list[str]:
+        """The names of the outside objects this trace changed (`L['lst']`, `L['self']`,
+        `G['COUNT']`), each once, in the order of their first change: what a user switching the
+        replay off (`config.replay_side_effects`) is told to check."""
+        names: dict[str, None] = {}
+        for var in self.containers.values():
+            names[var.source.name()] = None
+        for obj, _, _ in self.attributes.values():
+            if obj.source is not None:
+                names[obj.source.name()] = None
+        for cls, _, _ in self.class_attributes.values():
+            names[cls.__qualname__] = None
+        for globals_dict, name, _ in self.globals.values():
+            module = globals_dict.get("__name__", "?")
+            names[f"G[{name!r}]" if module == "__main__" else f"{module}.{name}"] = None
+        for tensor, _, _, _ in self.tensor_hooks:
+            if tensor.source is not None:
+                names[tensor.source.name()] = None
+        return list(names)
+
     def replay(self, expr: Any, emit: Any, global_name: Any, pin: Any) -> None:
         """Emit the statements: `expr(var)` renders a tracker, `global_name(d)` a globals dict,
         a class or `object.__setattr__`, `pin(e)` takes `e`'s value into a local. Every new value

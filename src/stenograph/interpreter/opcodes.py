@@ -680,9 +680,15 @@ def _map_add(frame: Frame, inst: dis.Instruction) -> None:
 def _dict_update(frame: Frame, inst: dis.Instruction) -> None:
     value = frame.pop()
     target = _building(frame, inst.arg, DictVariable)
-    if not isinstance(value, DictVariable):
-        raise Unsupported(f"** of {value.describe()}")
-    target.call_method(frame, "update", [value], {})
+    if isinstance(value, DictVariable):
+        target.call_method(frame, "update", [value], {})
+        return
+    # any other mapping, as CPython merges it: its keys(), then each key looked up with [ ]
+    kind = value.python_type()
+    if not hasattr(kind, "keys"):
+        raise raise_new(frame, TypeError, f"argument after ** must be a mapping, not {kind.__name__}")
+    for key in value.call_method(frame, "keys", [], {}).unpack(frame):
+        target.setitem(frame, key, value.getitem(frame, key))
 
 
 @op("LIST_TO_TUPLE", max_ver=(3, 11))

@@ -59,6 +59,7 @@ from ..marks import (
     is_nonstrict_trace_decorator,
     is_torch_decorator,
     substitute_for,
+    wrapped_for_compiler,
 )
 from ..shapes.dynamic import mark_static, may_be_dynamic
 from . import builtins as builtin_vars
@@ -100,6 +101,7 @@ from .func_transforms import GradVariable, VmapVariable
 from .functions import (
     CachedFunctionVariable,
     CheckVariable,
+    CompilerWrapperVariable,
     DisallowedCallVariable,
     FoldedCallVariable,
     ForbiddenCallVariable,
@@ -813,6 +815,9 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return NonstrictDecoratorVariable()
     if is_allowed_in_graph(value):
         return TorchOpVariable(value)
+    wrapped = wrapped_for_compiler(value)
+    if wrapped is not None:
+        return CompilerWrapperVariable(value, wrapped)
     original = getattr(value, "__stenograph_original__", None)
     if isinstance(original, types.FunctionType):
         # a compiled function called from compiled code: inline its original

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
+from ..guards.sources import AttrSource
 from ..shapes.fake import is_symbolic
 from . import operators, tensor_scalars
 from .base import Variable
@@ -52,6 +53,7 @@ from .user_classes import (
     NewObjectVariable,
     SuperVariable,
     UnboundBaseMethodVariable,
+    UserClassVariable,
     class_variable,
     python_dunder,
     zero_arg_super,
@@ -223,6 +225,11 @@ def _str(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
         real = obj.value_object
         if isinstance(real, BaseException) and obj.source is not None:
             return _exception_text(frame, fn, obj, real)
+        if type(real) is types.FunctionType and obj.source is not None:
+            # `<function f at 0x...>`: its qualified name and id, both guarded
+            frame.output.guards.id_match(obj.source, real)
+            frame.wrap(real.__qualname__, AttrSource(obj.source, "__qualname__")).as_constant()
+            return constant(fn(real))
     if all(a.is_constant() for a in [*args, *kwargs.values()]):
         return _fold(frame, fn, args, kwargs)
     raise Unsupported(f"{fn.__name__}() of {', '.join(a.describe() for a in args)}")
@@ -314,8 +321,11 @@ def _id(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]
     """The real id of an object read from the frame, guarded to stay that object (`copy.deepcopy`
     keys its memo by `id()`); a trace-local number for one made while tracing."""
     (obj,) = args
-    target = obj.value_object
-    if obj.source is not None and target is not None and not isinstance(obj, TensorVariable):
+    target = obj.value if isinstance(obj, UserClassVariable) else obj.value_object
+    if isinstance(obj, TensorVariable) and obj.source is not None:
+        # a tensor read from the frame: the input it is (guarded to stay that tensor)
+        target = next((i.example for i in frame.output.inputs if i.node is obj.node), None)
+    if obj.source is not None and target is not None:
         frame.output.guards.id_match(obj.source, target)
         return constant(id(target))
     if obj.made_while_tracing():

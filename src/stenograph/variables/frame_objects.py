@@ -7,6 +7,7 @@ it is guarded: change `self.scale` and the entry's guards fail instead of return
 
 from __future__ import annotations
 
+import _thread
 import inspect
 import types
 import warnings
@@ -192,8 +193,8 @@ def _object_truth(frame: Frame, var: Variable) -> bool:
 
 
 # builtin classes whose attribute hooks, though slots of their own, are `object`'s generic lookup
-# and storage
-_GENERIC_ATTRIBUTES = (object, dict, list, tuple, types.SimpleNamespace, BaseException)
+# and storage (`threading.local`'s in the calling thread's own dict, which guards read too)
+_GENERIC_ATTRIBUTES = (object, dict, list, tuple, types.SimpleNamespace, BaseException, _thread._local)
 # dict's C methods an attribute dict uses as its hooks (`__setattr__ = dict.__setitem__`)
 _DICT_HOOKS = (dict.__getitem__, dict.__setitem__, dict.__delitem__)
 

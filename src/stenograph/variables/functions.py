@@ -206,6 +206,20 @@ class MarkedFunctionVariable(Variable):
         return rebuild.writer.bind(self.fn, "fn")
 
 
+class CompilerWrapperVariable(MarkedFunctionVariable):
+    """A wrapper that only changes how compiled code runs inside it (`stenograph.run(f)`,
+    torch._dynamo's compile and `run()` wrappers): a traced call inlines the function it wraps,
+    as torch.compile does. Where that function breaks the graph, the call runs at the break
+    through the wrapper itself (rebuilt by binding it), which then applies to the eager part."""
+
+    def __init__(self, fn: Any, inner: types.FunctionType) -> None:
+        super().__init__(fn)
+        self.inner = inner
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return UserFunctionVariable(self.inner).call(frame, args, kwargs)
+
+
 class _MarkerCallVariable(MarkedFunctionVariable):
     """A call of one of torch._dynamo's markers (`skip_frame(msg)`, `step_unsupported(msg)`): a
     graph break naming it and its message, with the `Unsupported` flag (`effect`) saying what

@@ -366,6 +366,10 @@ def _read_grad(frame: Frame, tensor: TensorVariable) -> Variable:
     Graphs never change which tensor `.grad` holds: backward, `zero_grad` and `.grad` writes run
     eagerly at graph breaks."""
     real = frame.output.real_object(tensor)
+    if real is None and tensor.source is None and (tensor.fake.is_leaf or not tensor.fake.requires_grad):
+        # made in the frame: no backward ran since (backward breaks the graph), so None, as eagerly
+        # (a non-leaf that requires grad makes eager warn: left to the eager run below)
+        return constant(None)
     if real is None or tensor.source is None:
         raise Unsupported(f"reading Tensor.grad of {tensor.describe()}, computed inside the compiled function")
     written = frame.output.side_effects.pending_attribute(tensor, "grad")
