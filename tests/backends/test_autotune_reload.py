@@ -92,9 +92,24 @@ def test_a_cache_miss_keeps_every_configuration(monkeypatch: pytest.MonkeyPatch)
     assert not hasattr(configs[0], "found_by_coordesc")
 
 
+def test_rblock_scaling_is_skipped_after_a_cache_hit() -> None:
+    """torch 2.11 scaled a reduction's RBLOCK after the cache answered, benchmarked the variants
+    and wrote the winner back as not tuned: the next process tuned the kernel again."""
+    scaled = []
+    scale = _autotune_reload._scaling_unless_cached(lambda kernel: scaled.append(kernel))
+    hit = types.SimpleNamespace(autotune_cache_info={"autotune_cache_state": "hit"})
+    miss = types.SimpleNamespace(autotune_cache_info={"autotune_cache_state": "miss"})
+    for kernel in (hit, miss, types.SimpleNamespace()):
+        scale(kernel)
+    assert scaled[0] is miss and len(scaled) == 2
+
+
 def test_installed_only_where_torch_lacks_it(monkeypatch: pytest.MonkeyPatch) -> None:
     original = triton_heuristics.CachingAutotuner.recheck_autotune_cache
     monkeypatch.setattr(triton_heuristics.CachingAutotuner, "recheck_autotune_cache", original)
+    scale = getattr(triton_heuristics.CachingAutotuner, "_dynamic_scale_rblock", None)
+    if scale is not None:
+        monkeypatch.setattr(triton_heuristics.CachingAutotuner, "_dynamic_scale_rblock", scale)
     _autotune_reload.keep_tuned_configs()
     installed = triton_heuristics.CachingAutotuner.recheck_autotune_cache
     if TorchVersion(torch.__version__) >= "2.12":

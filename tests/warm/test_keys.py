@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 import torch
 
 import stenograph
@@ -87,3 +88,18 @@ def test_compile_imports_what_loading_needs_only_with_a_cache(monkeypatch, tmp_p
         stenograph.compile(f, backend="aot_eager")
         stenograph.compile(f, backend="eager")
     assert imported == ["stenograph.backends._aot_bundle"]
+
+
+def test_module_objects_of_their_own_class_are_referenced_by_name():
+    """`torch._VF` is an instance of a module subclass registered in `sys.modules`: an entry
+    holding it (T5's did) is stored by the module's name and finds the same object on loading;
+    a module object no one can import again is refused, not pickled."""
+    from stenograph.warm import references
+
+    held = {"modules": [torch._VF, torch.nn.functional]}
+    data = references.dumps(held, backend=None, graphs={})
+    loaded = references.loads(data, references.Context(None, {}, []))
+    assert loaded["modules"][0] is torch._VF and loaded["modules"][1] is torch.nn.functional
+    stray = type(torch._VF)("not_in_sys_modules")
+    with pytest.raises(references.NotPersistable):
+        references.dumps([stray], backend=None, graphs={})

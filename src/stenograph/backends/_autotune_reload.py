@@ -10,6 +10,12 @@ every kernel compiled with one configuration (persistent reductions, most pointw
 `coordinate_descent_tuning`) tunes again from scratch in every warm process, 0.1-1.5 s a kernel on
 an H200 (5.6 s of a warm Llama's 6.5 s first call). torch 2.12 applies the cache's answer in
 both cases; on 2.11 `keep_tuned_configs()` replaces that one method with one doing so.
+
+torch 2.11 also adds, after that answer, reduction configurations with a smaller RBLOCK
+(`_dynamic_scale_rblock`), which then get benchmarked, and the winner among them is written back
+as not found by coordinate descent: the next warm process no longer finds the tuned entry and
+tunes the kernel from scratch (ViT-B/16's warm first calls alternated 0.6 s / 2-3.4 s). 2.12
+skips the scaling on a cache hit; `keep_tuned_configs()` does the same on 2.11.
 """
 
 from __future__ import annotations
@@ -36,6 +42,21 @@ def keep_tuned_configs() -> None:
     if getattr(autotuner.recheck_autotune_cache, "keeps_tuned_configs", False):
         return
     autotuner.recheck_autotune_cache = _recheck_keeping_tuned_configs  # type: ignore[method-assign]
+    scale = getattr(autotuner, "_dynamic_scale_rblock", None)
+    if scale is not None:
+        autotuner._dynamic_scale_rblock = _scaling_unless_cached(scale)  # type: ignore[attr-defined]
+
+
+def _scaling_unless_cached(scale: Any) -> Any:
+    """`CachingAutotuner._dynamic_scale_rblock`, skipped for a kernel the autotune cache answered."""
+
+    def scale_unless_cached(self: Any) -> None:
+        info = getattr(self, "autotune_cache_info", None)
+        if info and info.get("autotune_cache_state") == "hit":
+            return
+        scale(self)
+
+    return scale_unless_cached
 
 
 def _recheck_keeping_tuned_configs(self: Any, reload_kernel_from_src: Any) -> None:

@@ -71,8 +71,8 @@ class _Persister(pickle.Pickler):
         kind = type(obj)
         if kind is type and obj in _UNNAMED_TYPES:
             return ("type", *_UNNAMED_TYPES[obj])
-        if kind is types.ModuleType:
-            return ("module", obj.__name__)
+        if kind is types.ModuleType or (isinstance(obj, types.ModuleType) and sys.modules.get(obj.__name__) is obj):
+            return ("module", obj.__name__)  # a module object of its own class too (`torch._VF`)
         if kind is dict and (module_name := _module_of_globals(obj)) is not None:
             return ("globals", module_name)
         if kind is types.CodeType:
