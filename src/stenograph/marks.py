@@ -62,7 +62,7 @@ def eager_frame_of(fn: Any) -> Callable | None:
     mark = _disabled_mark(fn)
     if mark is not None:
         return mark.eager_frame
-    if is_torch_disabled(fn):
+    if is_torch_disabled(fn) and not torch_disables_recursively(fn):
         original = getattr(fn, "_torchdynamo_orig_callable", None)
         return original if isinstance(original, types.FunctionType) else None
     return None
@@ -79,12 +79,15 @@ def is_disabled(fn: Any) -> bool:
 
 
 def is_torch_disabled(fn: Any) -> bool:
-    """Whether torch marked `fn` as not to be traced by compilers: `disable(fn, recursive=False)`
-    (what `_disable_dynamo` wraps with); a recursive `torch.compiler.disable` wrapper is traced
-    into as before, its own code breaking where it calls torch's machinery."""
-    return (
-        getattr(fn, TORCH_DISABLED_ATTR, False) is True and getattr(fn, "_torchdynamo_disable_recursive", True) is False
-    )
+    """Whether `fn` is one of torch's `torch.compiler.disable` / `torch._dynamo.disable`
+    wrappers (a function, or the `__call__` and `_call_impl` torch puts on a disabled class)."""
+    return getattr(fn, TORCH_DISABLED_ATTR, False) is True
+
+
+def torch_disables_recursively(fn: Any) -> bool:
+    """Whether torch's disable wrapper `fn` keeps compilers out of what `fn` calls too (its
+    default), rather than out of `fn`'s own frame alone (`recursive=False`)."""
+    return getattr(fn, "_torchdynamo_disable_recursive", True) is not False
 
 
 def allow_in_graph(fn: Any) -> Any:

@@ -577,3 +577,38 @@ def test_torchs_disallow_in_graph_mark_is_honoured():
     cnt = CompileCounter()
     assert_same(stenograph.compile(fn, backend=cnt)(a), fn(a))
     assert (cnt.frame_count, cnt.op_count) == (1, 3)
+
+
+class _Inner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.layer(torch.sigmoid(x))
+
+
+def test_a_module_class_torch_disabled_runs_eagerly_with_its_hooks(cnt):
+    """`torch._dynamo.disable` on a module class (torch wraps its `__call__` and `_call_impl`):
+    calls of its instances break and run eagerly, hooks and forward, nothing of them compiled
+    (its forward was compiled as a frame of its own); torch.compile: 2 graphs, sin / linear."""
+    disabled = torch._dynamo.disable(type("_TorchDisabled", (_Inner,), {}))
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = disabled()
+            self.head = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.head(self.inner(torch.sin(x)))
+
+    model = Outer()
+    model.inner.register_forward_pre_hook(lambda module, args: (args[0].sigmoid(),))
+    x = torch.randn(4)
+    assert_same(stenograph.compile(model, backend=cnt)(x), model(x))
+    assert cnt.frame_count == 2
+    assert [[n.target for n in g.graph.nodes if n.op == "call_function"] for g in cnt.graphs] == [
+        [torch.sin],
+        [torch._C._nn.linear],
+    ]

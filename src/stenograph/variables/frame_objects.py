@@ -783,7 +783,7 @@ class NNModuleVariable(UserObjectVariable):
             # marked `disable` has a disabled one: the call breaks and runs eagerly, hooks and all
             if is_disabled(custom_call):
                 raise Unsupported(
-                    f"call of {self.describe()}, whose class is marked stenograph.disable",
+                    f"call of {self.describe()}, whose class is marked stenograph.disable (or torch's)",
                     hint="disabled module classes run eagerly",
                     kind=BreakKind.UNTRACED_CALL,
                 )

@@ -24,6 +24,7 @@ from ..marks import (
     is_leaf_function,
     is_nonstrict_trace,
     is_torch_disabled,
+    torch_disables_recursively,
 )
 from ..shapes.fake import specialised_size
 from . import nonstrict_calls, numpy_arrays
@@ -75,7 +76,12 @@ class UserFunctionVariable(Variable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if is_disabled(self.fn):
             why = disabled_reason(self.fn)
-            mark = "torch._dynamo.disable(recursive=False)" if is_torch_disabled(self.fn) else "stenograph.disable"
+            mark = "stenograph.disable"
+            if is_torch_disabled(self.fn):
+                # torch's words for it (recursive: its callees run eagerly too)
+                mark = "torch.compiler.disable (Skip calling `torch.compiler.disable()`d function)"
+                if not torch_disables_recursively(self.fn):
+                    mark = "torch._dynamo.disable(recursive=False)"
             raise Unsupported(
                 f"call to {self.fn.__qualname__}, which is marked {mark}" + (f": {why}" if why else ""),
                 hint="disabled functions run eagerly",
