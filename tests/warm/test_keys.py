@@ -103,3 +103,17 @@ def test_module_objects_of_their_own_class_are_referenced_by_name():
     stray = type(torch._VF)("not_in_sys_modules")
     with pytest.raises(references.NotPersistable):
         references.dumps([stray], backend=None, graphs={})
+
+
+def test_the_native_guard_checks_are_found_by_their_module_name():
+    """Guards calling the native checks hold their module, which is loaded from its build cache,
+    not importable by name (T5's warm entries were all rejected for it): a warm process loads it
+    as a compile would, and refuses a name from another build."""
+    from stenograph.guards import native
+    from stenograph.warm import references
+
+    loaded = native.checks_module()
+    if loaded is not None:
+        assert references._module(loaded.__name__) is loaded
+    with pytest.raises(references.Unresolved, match="not available"):
+        references._module(native.MODULE_PREFIX + "0000000000000000")

@@ -43,6 +43,7 @@ except ImportError:  # Windows: builds do not wait for each other (the rename st
     fcntl = None  # type: ignore[assignment]
 
 CACHE_ENV = "STENOGRAPH_NATIVE_CACHE"
+MODULE_PREFIX = "stenograph_native_"  # the extension's module name: this, then its build key
 SOURCE = Path(__file__).with_name("native_checks.cpp")
 
 _log = logging.getLogger("stenograph.guards")
@@ -117,7 +118,7 @@ def build_key() -> str:
 
 def _load() -> types.ModuleType:
     key = build_key()
-    name = f"stenograph_native_{key}"
+    name = f"{MODULE_PREFIX}{key}"
     version = f"py{sys.version_info[0]}{sys.version_info[1]}-torch{torch.__version__}"
     directory = cache_root() / f"{version}-{key}"
     library = directory / (name + importlib.machinery.EXTENSION_SUFFIXES[0])

@@ -29,6 +29,7 @@ import torch
 
 from .. import process_state
 from ..graph.runtime import maker_of
+from ..guards import native
 from .fingerprints import code_fingerprint
 
 
@@ -205,11 +206,25 @@ def loads(data: bytes, context: Context) -> Any:
 
 def _module(name: str) -> types.ModuleType:
     module = sys.modules.get(name)
+    if module is None and name.startswith(native.MODULE_PREFIX):
+        return _native_checks(name)
     if module is None:
         try:
             module = importlib.import_module(name)
         except Exception as e:
             raise Unresolved(f"module {name} cannot be imported: {e}") from e
+    return module
+
+
+def _native_checks(name: str) -> types.ModuleType:
+    """The native guard checks an entry's guards call: not importable by name (loaded from their
+    build cache), so loaded as a compile would load them, and only the same build."""
+    try:
+        module = native.checks_module()
+    except Exception as e:  # native_guards=True here and no extension: the entry is not usable
+        raise Unresolved(f"native guard checks {name}: {e}") from e
+    if module is None or module.__name__ != name:
+        raise Unresolved(f"native guard checks {name} are not available in this process")
     return module
 
 
