@@ -403,12 +403,12 @@ def forget_backend(backend: Any) -> None:
     """Drop every cache compiled for `backend` (a throwaway compilation, as `export` makes to
     list graph breaks), so the functions it compiled no longer hold it."""
     with compile_lock:
-        for cache in list(_live_caches):
-            if cache.backend is backend:
-                _forget(cache)
-                nested_caches.drop(cache)
-                if _caches.get((cache.code, id(backend))) is cache:
-                    del _caches[(cache.code, id(backend))]
+        forgotten = [cache for cache in list(_live_caches) if cache.backend is backend]
+        for cache in forgotten:
+            _forget(cache)
+            if _caches.get((cache.code, id(backend))) is cache:
+                del _caches[(cache.code, id(backend))]
+        nested_caches.drop(forgotten)
 
 
 def _forget(cache: FrameCache) -> None:

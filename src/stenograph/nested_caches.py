@@ -53,10 +53,11 @@ def hold(cache: Any, code: types.CodeType) -> None:
         holder.caches.append(cache)
 
 
-def drop(cache: Any) -> None:
-    """No enclosing function holds `cache` any longer (a backend's caches forgotten)."""
+def drop(caches: list[Any]) -> None:
+    """No enclosing function holds `caches` any longer (a backend's caches forgotten)."""
+    gone = {id(c) for c in caches}
     for holder in list(_every_holder):
-        holder.caches[:] = [c for c in holder.caches if c is not cache]
+        holder.caches[:] = [c for c in holder.caches if id(c) not in gone]
 
 
 def clear() -> None:

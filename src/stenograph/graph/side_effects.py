@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..guards.sources import AttrSource
+from ..guards.sources import AttrSource, GlobalSource
 from ..variables.base import birth
 from ..variables.trace_rules import is_literal
 
@@ -219,8 +219,7 @@ class SideEffects:
         for cls, _, _ in self.class_attributes.values():
             names[cls.__qualname__] = None
         for globals_dict, name, _ in self.globals.values():
-            module = globals_dict.get("__name__", "?")
-            names[f"G[{name!r}]" if module == "__main__" else f"{module}.{name}"] = None
+            names[GlobalSource(name, globals_dict).name()] = None
         for tensor, _, _, _ in self.tensor_hooks:
             if tensor.source is not None:
                 names[tensor.source.name()] = None

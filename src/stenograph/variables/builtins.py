@@ -323,8 +323,7 @@ def _id(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]
     (obj,) = args
     target = obj.value if isinstance(obj, UserClassVariable) else obj.value_object
     if isinstance(obj, TensorVariable) and obj.source is not None:
-        # a tensor read from the frame: the input it is (guarded to stay that tensor)
-        target = next((i.example for i in frame.output.inputs if i.node is obj.node), None)
+        target = frame.output.real_object(obj)  # the input tensor (guarded to stay that tensor)
     if obj.source is not None and target is not None:
         frame.output.guards.id_match(obj.source, target)
         return constant(id(target))
