@@ -220,6 +220,118 @@ def test_descriptor_guards(cnt):
         _Layer.width = original
 
 
+class _Doubling:
+    """A data descriptor with only `__set__`: it writes the instance `__dict__`, and reads find
+    the dict entry (no `__get__` to answer first)."""
+
+    def __set__(self, obj, value):
+        obj.__dict__["field"] += value * 2
+
+
+class _Counter:
+    field = _Doubling()
+
+    def __init__(self):
+        self.__dict__["field"] = 0
+
+
+def _setter_writing_the_instance_dict(x, counter):
+    counter.field = 10
+    return x + counter.field, dict(vars(counter))
+
+
+def test_descriptor_setter_writing_the_instance_dict(cnt):
+    results = check(_setter_writing_the_instance_dict, lambda i: (t(3, seed=i), _Counter()), cnt)
+    assert results[0][1] == {"field": 20}
+
+
+class _Scaled:
+    """A data descriptor with a getter: it answers reads before the instance `__dict__`."""
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else obj.__dict__["v"] * 10
+
+    def __set__(self, obj, value):
+        obj.__dict__["v"] = value + 1
+
+
+class _Holder:
+    v = _Scaled()
+
+
+def _instance_dict_under_a_getter(x, holder):
+    holder.v = 3
+    holder.__dict__["v"] = 7  # stored as is; the read still goes through the getter
+    y = x * holder.v
+    del holder.__dict__["v"]
+    holder.__dict__["v"] = 2
+    return y + holder.v, dict(vars(holder))
+
+
+def test_instance_dict_writes_under_a_data_descriptor(cnt):
+    results = check(_instance_dict_under_a_getter, lambda i: (t(3, seed=i), _Holder()), cnt)
+    assert results[0][1] == {"v": 2}
+    torch.testing.assert_close(results[0][0], t(3, seed=0) * 70 + 20)
+
+
+def _instance_dict_of_a_new_object(x):
+    holder = _Holder()
+    holder.v = 4
+    holder.__dict__["v"] += 1
+    return x + holder.v, holder
+
+
+def test_instance_dict_writes_under_a_data_descriptor_on_a_new_object(cnt):
+    results = check(_instance_dict_of_a_new_object, lambda i: (t(3, seed=i),), cnt)
+    assert vars(results[0][1]) == {"v": 6}
+
+
+def test_descriptor_setter_writing_the_instance_dict_guards(cnt):
+    fn = stenograph.compile(_setter_writing_the_instance_dict, backend=cnt)
+    counter = _Counter()
+    fn(t(3), counter)
+    fn(t(3), counter)  # the dict now holds 20, then 40: the value read is guarded
+    assert counter.field == 40 and cnt.frame_count == 2
+    fresh = _Counter()
+    fn(t(3), fresh)  # holds 0 again: the first entry serves
+    assert fresh.field == 20 and cnt.frame_count == 2
+
+
+def _field_descriptor_get(descriptor, obj):
+    return descriptor.__get__(obj)
+
+
+@pytest.mark.parametrize(
+    ("descriptor", "make"),
+    [(torch.Tensor.shape, lambda: torch.ones(2, 3)), (torch.Tensor.dtype, lambda: torch.ones(2))],
+)
+def test_c_field_descriptor_get(cnt, descriptor, make):
+    compiled = stenograph.compile(_field_descriptor_get, backend=cnt, fullgraph=True)
+    assert compiled(descriptor, make()) == _field_descriptor_get(descriptor, make())
+    assert compiled(descriptor, make()) == _field_descriptor_get(descriptor, make())
+    assert cnt.frame_count == 0  # no tensor operation: nothing to compile, nothing recompiled
+
+
+class _Slotted:
+    __slots__ = ("a",)
+
+
+def test_slot_descriptor_get_and_guards(cnt):
+    compiled = stenograph.compile(_field_descriptor_get, backend=cnt, fullgraph=True)
+    obj = _Slotted()
+    obj.a = 3
+    assert compiled(_Slotted.a, obj) == 3
+    obj.a = 4
+    assert compiled(_Slotted.a, obj) == 4  # the slot's value is guarded
+    assert compiled(torch.Tensor.shape, torch.ones(2)) == torch.Size([2])  # another descriptor
+
+
+def test_c_field_descriptor_on_the_wrong_type_raises_eagers_error():
+    compiled = stenograph.compile(_field_descriptor_get, backend="eager")
+    with pytest.raises(TypeError, match="doesn't apply to a '_Slotted' object"):
+        compiled(torch.Tensor.shape, _Slotted())
+
+
 # -- classes with their own __setattr__ and computed reads, passed in ----------------------------
 
 

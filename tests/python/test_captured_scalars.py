@@ -190,3 +190,38 @@ def test_inductor_compiles_the_read(fn):
     cnt = CompileCounterWithBackend("inductor")
     with torch.set_grad_enabled(grads):
         check(fn, _values, cnt, graphs=1, calls=3, grads=grads)
+
+
+# -- a 0-d tensor passed where an op takes a Python number -------------------------------------
+
+
+def _foreach_addcmul(a, b, c, val):
+    return torch._foreach_addcmul([a], [b], [c], value=1 - val)
+
+
+def _foreach_addcdiv(a, b, c, val):
+    return torch._foreach_addcdiv([a], [b], [c], value=1 - val)
+
+
+def _scalar_arguments(a, b, c, val):
+    return a.addcmul(b, c, value=val * 2) + torch.add(a, b, alpha=val)
+
+
+def _scalar_args(i):
+    return t(4, 4, seed=i), t(4, 4, seed=i + 1), t(4, 4, seed=i + 2), torch.tensor(0.5 + i, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("fn", [_foreach_addcmul, _foreach_addcdiv, _scalar_arguments])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_tensor_read_inside_an_op_as_its_scalar_argument(fn, backend):
+    """test_misc's test_foreach_tensor_scalar: the op reads the 0-d tensor as its Scalar `value`
+    or `alpha`; the number it makes sizes nothing, so it is let go and the graph calls the op
+    with the tensor. One graph for every value (the value is not guarded)."""
+    cnt = CompileCounterWithBackend(backend)
+    check(fn, _scalar_args, cnt, graphs=1, calls=3)
+
+
+def test_a_tensor_read_inside_an_op_breaks_without_the_setting(cnt):
+    with stenograph.config.patch(capture_scalar_outputs=False):
+        with pytest.raises(Unsupported, match="reads a tensor's value as a Python number"):
+            stenograph.compile(_foreach_addcmul, backend=cnt, fullgraph=True)(*_scalar_args(0))

@@ -2987,3 +2987,85 @@ def test_attributes_of_a_thread_local_are_read_and_written_in_the_calling_thread
     helpers.assert_same(seen["result"], (x + 1) * 5)
     assert seen["stored"] is not x and local.x is x and local.scale == 2.0
     helpers.assert_same(fn(x, local), x * 2)
+
+
+# -- a 0-d tensor made from a literal, used as an index ------------------------------------------
+
+
+def _size_indexed_by_a_literal_tensor(x):
+    idx = torch.tensor(1)
+    return x.reshape(-1, x.shape[idx]), [10, 20, 30][torch.tensor(-1)], (1, 2)[torch.tensor(0, dtype=torch.int32)]
+
+
+def test_sequences_indexed_by_a_tensor_made_from_a_literal(cnt):
+    """test_torch_size_tensor_index_scalar_constant: `x.shape[torch.tensor(1)]` read the index's
+    value, which the trace knows (made from a literal): one graph, as torch.compile for the
+    size (it breaks the graph at the list's and the tuple's)."""
+    check(_size_indexed_by_a_literal_tensor, lambda i: (t(2, 3, 4, seed=i),), cnt, torch_graphs=3)
+
+
+def _size_indexed_after_an_in_place_change(x):
+    idx = torch.tensor(1)
+    idx.add_(1)  # the value known from the literal no longer holds
+    return x.reshape(-1, x.shape[idx])
+
+
+def test_a_literal_index_changed_in_place_is_read_again(cnt):
+    out = stenograph.compile(_size_indexed_after_an_in_place_change, backend=cnt)(t(2, 3, 4))
+    assert out.shape == (6, 4)
+
+
+def _size_indexed_by_an_input(x, i):
+    return x.shape[i]
+
+
+def test_an_input_tensor_as_an_index_is_read_eagerly(cnt):
+    compiled = stenograph.compile(_size_indexed_by_an_input, backend=cnt)
+    assert compiled(t(2, 3), torch.tensor(1)) == 3
+    assert compiled(t(2, 3), torch.tensor(0)) == 2 and cnt.frame_count == 0
+
+
+# -- a module class that is also a MutableMapping (metaclass ABCMeta) -----------------------------
+
+
+class _ModuleMapping(collections.abc.MutableMapping, torch.nn.Module):
+    def __init__(self, **kwargs):
+        super().__init__()
+        self._items = kwargs
+
+    def keys(self):
+        return self._items.keys()
+
+    def __getitem__(self, item):
+        return self._items[item]
+
+    def __setitem__(self, key, value):
+        self._items[key] = value
+
+    def __delitem__(self, item):
+        del self._items[item]
+
+    def __len__(self):
+        return len(self._items)
+
+    def __iter__(self):
+        yield from self._items
+
+    def __hash__(self):
+        return hash(id(self))
+
+
+def _module_mapping_made_in_the_frame(x, mapping):
+    made = _ModuleMapping(**mapping)
+    made["z"] = x
+    return made["a"] * x + len(made), "a" in made, made.get("q", 5), isinstance(made, collections.abc.Mapping), made
+
+
+def test_a_module_whose_metaclass_is_abcmeta_made_in_the_frame(cnt):
+    """test_mutable_mapping_multiple_inheritance: creating the module was refused for its
+    metaclass (ABCMeta keeps type's `__call__`); it is modelled as any new module."""
+    results = check(
+        _module_mapping_made_in_the_frame, lambda i: (t(2, seed=i), _ModuleMapping(a=2, b=2)), cnt, peer=False
+    )
+    made = results[-1][-1]
+    assert type(made) is _ModuleMapping and list(made.keys()) == ["a", "b", "z"] and made["a"] == 2

@@ -25,7 +25,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from .. import process_state
+from .. import config, process_state
 from ..errors import BreakKind, ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet, memory_apart, storage_pattern
 from ..guards.sources import ArrayTensorSource, AttrSource, Source
@@ -494,11 +494,13 @@ class OutputGraph:
         node = self.graph.create_node(*_spelled_out(kind, target, tuple(fx_args), fx_kwargs))
         # sizes or scalars the op made up (nonzero's length, item()) are bound to this node, so a
         # backend that retraces the graph (AOTAutograd) knows where each unbacked symbol comes from
+        if config.capture_scalar_outputs:
+            _ignore_values_read_inside(self.fake_mode.shape_env, fake)
         try:
             bindings = compute_unbacked_bindings(self.fake_mode.shape_env, fake)
         except PendingUnbackedSymbolNotFound as e:
             # a value made up inside the op and not returned: a tensor passed where it takes a
-            # Python number (`x.addcdiv_(a, b, value=t)` reads `t.item()`)
+            # Python number (`x.addcdiv_(a, b, value=t)` reads `t.item()`), not captured
             self.graph.erase_node(node)
             raise Unsupported(
                 f"{describe} reads a tensor's value as a Python number",
@@ -734,3 +736,18 @@ def _unwrap_all(args: list[Variable]) -> tuple[list[Any], list[Any]]:
 def _unwrap_all_kw(kwargs: dict[str, Variable]) -> tuple[dict[str, Any], dict[str, Any]]:
     pairs = {k: unwrap(v) for k, v in kwargs.items()}
     return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+
+
+def _ignore_values_read_inside(shape_env: Any, fake: Any) -> None:
+    """With `capture_scalar_outputs`, a number an op read from a tensor argument itself (a 0-d
+    tensor passed as `torch._foreach_addcmul`'s Scalar `value`) is not one of its results: it
+    cannot size anything the op returned (a decision on it would have raised while the fake op
+    ran), and the real op reads it again when the graph runs. Such symbols are let go, as
+    torch.compile lets go of those of the ops it knows take Scalars; those in the results stay
+    bound to the node."""
+    if shape_env is None or not shape_env.pending_fresh_unbacked_symbols:
+        return
+    found = compute_unbacked_bindings(shape_env, fake, peek=True) or {}
+    shape_env.ignorable_fresh_unbacked_symbols.extend(
+        symbol for symbol in shape_env.pending_fresh_unbacked_symbols if symbol not in found
+    )

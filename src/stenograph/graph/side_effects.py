@@ -41,6 +41,9 @@ class SideEffects:
     # attributes stored under the object's own `__setattr__` / `__delattr__` (what an inlined hook
     # did through `object.__setattr__`): replayed through `object`'s, so the hook does not run twice
     raw: set[tuple[int, str]] = field(default_factory=set)
+    # attributes stored as instance `__dict__` entries (`obj.__dict__[name] = v`, as a data
+    # descriptor's `__set__` does): replayed into the dict, so no descriptor of the class runs
+    through_dict: set[tuple[int, str]] = field(default_factory=set)
     # attributes deleted after this trace wrote them: they may not have existed before the call,
     # so the delete is replayed only where there is something to delete (F19)
     written_then_deleted: set[tuple[int, str]] = field(default_factory=set)
@@ -79,9 +82,12 @@ class SideEffects:
         else:
             self.frame_containers_changed.append(var)
 
-    def attribute_written(self, obj: Variable, name: str, value: Any, *, raw: bool = False) -> None:
+    def attribute_written(
+        self, obj: Variable, name: str, value: Any, *, raw: bool = False, through_dict: bool = False
+    ) -> None:
         """`obj.name = value` (`value` DELETED: `del obj.name`); `raw`: stored as
-        `object.__setattr__` stores it, under a class whose own `__setattr__` already ran."""
+        `object.__setattr__` stores it, under a class whose own `__setattr__` already ran;
+        `through_dict`: stored into the instance `__dict__` itself."""
         key = (object_key(obj), name)
         before = self.attributes.get(key)
         if before is not None and before[2] is DELETED and value is not DELETED:
@@ -93,10 +99,11 @@ class SideEffects:
             self.written_then_deleted.discard(key)
             if before is not None and before[2] is DELETED:
                 self.deleted_then_written.add(key)
-        if raw:
-            self.raw.add(key)
-        else:
-            self.raw.discard(key)
+        for flags, on in ((self.raw, raw), (self.through_dict, through_dict)):
+            if on:
+                flags.add(key)
+            else:
+                flags.discard(key)
 
     def pending_attribute(self, obj: Variable, name: str) -> Any:
         """The value this trace gave `obj.name` (DELETED if it deleted it), None if untouched.
@@ -157,6 +164,7 @@ class SideEffects:
             dict(self.attributes),
             frozenset(self.hooked),
             frozenset(self.raw),
+            frozenset(self.through_dict),
             frozenset(self.written_then_deleted),
             frozenset(self.deleted_then_written),
         )
@@ -195,6 +203,7 @@ class SideEffects:
             self.attributes[key] = before
         for now, then in (
             (self.raw, mark.raw),
+            (self.through_dict, mark.through_dict),
             (self.written_then_deleted, mark.written_then_deleted),
             (self.deleted_then_written, mark.deleted_then_written),
         ):
@@ -237,19 +246,17 @@ class SideEffects:
             if change is not None:
                 changes.append(change)
         for key, (obj, name, value) in self.attributes.items():
-            raw = key in self.raw
+            setter, deleter = _STORES[key in self.raw, key in self.through_dict]
             if value is not DELETED and key in self.deleted_then_written:
-                delete = global_name(object.__delattr__ if raw else delattr)
-                changes.append(f"{global_name(delete_if_present)}({expr(obj)}, {name!r}, {delete})")
+                changes.append(f"{global_name(delete_if_present)}({expr(obj)}, {name!r}, {global_name(deleter)})")
             if value is DELETED and key in self.written_then_deleted:
-                delete = global_name(object.__delattr__ if raw else delattr)
-                changes.append(f"{global_name(delete_if_present)}({expr(obj)}, {name!r}, {delete})")
-            elif value is DELETED and raw:
-                changes.append(f"{global_name(object.__delattr__)}({expr(obj)}, {name!r})")
+                changes.append(f"{global_name(delete_if_present)}({expr(obj)}, {name!r}, {global_name(deleter)})")
+            elif value is DELETED and setter is not setattr:
+                changes.append(f"{global_name(deleter)}({expr(obj)}, {name!r})")
             elif value is DELETED:
                 changes.append(f"del {expr(obj)}.{name}")
-            elif raw:
-                changes.append(f"{global_name(object.__setattr__)}({expr(obj)}, {name!r}, {pin(expr(value))})")
+            elif setter is not setattr:
+                changes.append(f"{global_name(setter)}({expr(obj)}, {name!r}, {pin(expr(value))})")
             else:
                 changes.append(f"{expr(obj)}.{name} = {pin(expr(value))}")
         for cls, name, value in self.class_attributes.values():
@@ -267,6 +274,28 @@ class SideEffects:
             emit(line)
 
 
+def set_in_instance_dict(obj: Any, name: str, value: Any) -> None:
+    """`obj.__dict__[name] = value`, with no `__getattribute__` or descriptor of the class run."""
+    object.__getattribute__(obj, "__dict__")[name] = value
+
+
+def delete_from_instance_dict(obj: Any, name: str) -> None:
+    """`del obj.__dict__[name]`, likewise (AttributeError if it holds none, as `delattr`)."""
+    try:
+        del object.__getattribute__(obj, "__dict__")[name]
+    except KeyError:
+        raise AttributeError(name) from None
+
+
+# (raw, through_dict) -> how a write and a delete are replayed (`setattr`: `obj.name = v`)
+_STORES = {
+    (False, False): (setattr, delattr),
+    (True, False): (object.__setattr__, object.__delattr__),
+    (False, True): (set_in_instance_dict, delete_from_instance_dict),
+    (True, True): (set_in_instance_dict, delete_from_instance_dict),
+}
+
+
 @dataclass(frozen=True)
 class Mark:
     """What `SideEffects.changed_since` compares with (see `SideEffects.mark`)."""
@@ -277,6 +306,7 @@ class Mark:
     attributes: dict[tuple[int, str], tuple[Variable, str, Any]]
     hooked: frozenset[int]
     raw: frozenset[tuple[int, str]]
+    through_dict: frozenset[tuple[int, str]]
     written_then_deleted: frozenset[tuple[int, str]]
     deleted_then_written: frozenset[tuple[int, str]]
 

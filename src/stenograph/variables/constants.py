@@ -21,7 +21,7 @@ from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource
 from .base import Variable, always_true
 from .exceptions import TracedException, raise_new, raise_python_error
-from .symbolic import SymNodeVariable
+from .symbolic import index_value
 from .trace_rules import is_structseq_class
 
 if TYPE_CHECKING:
@@ -91,11 +91,9 @@ class ConstantVariable(Variable):
         if not key.is_constant() and isinstance(self.value, type) and hasattr(self.value, "__class_getitem__"):
             # an annotation (`Callable[[T], Any]`): its arguments as the values they hold
             return constant(self.value[_annotation_arguments(key)])
-        # a symbolic int used as an index is specialised (guarded to this value), as lists do
-        if not key.is_constant() and not isinstance(key, SymNodeVariable):
-            raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
+        index = index_value(key, self.describe())
         try:
-            return constant(operator.getitem(self.value, key.as_constant()))
+            return constant(operator.getitem(self.value, index))
         except Exception as e:
             raise_python_error(frame, e)
 

@@ -15,7 +15,7 @@ from .base import Variable, birth
 from .constants import BoundMethodVariable, ConstantVariable, IteratorVariable, constant
 from .exceptions import TracedException, raise_new, raise_python_error
 from .identity import identity_of, same_or_equal
-from .symbolic import SymNodeVariable
+from .symbolic import SymNodeVariable, index_value
 from .trace_rules import is_dict_key_constant
 
 if TYPE_CHECKING:
@@ -168,8 +168,7 @@ class SequenceVariable(Variable):
         return bool(self.items)
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
-        # a symbolic int used as an index is specialised (guarded to this value), as in eager
-        index = key.as_constant() if key.is_constant() or isinstance(key, SymNodeVariable) else None
+        index = index_value(key, self.describe())
         if isinstance(index, slice):
             return self.clone(self.items[index])
         if isinstance(index, int):

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
 from ..guards.sources import AttrSource, ClassSource, InstanceDictSource, ItemSource
+from .base import Variable
 from .class_lookup import MISSING, class_lookup
+from .exceptions import raise_new
 from .functions import UserFunctionVariable, UserMethodVariable
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
     from ..interpreter.frame import Frame
-    from .base import Variable
 
 # what each access calls: the property's function, or the descriptor class's method
 _PROPERTY_FUNCTION = {"__get__": "fget", "__set__": "fset", "__delete__": "fdel"}
@@ -127,6 +128,12 @@ def is_data_descriptor(attr: Any) -> bool:
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
+def precedes_instance_dict(attr: Any) -> bool:
+    """Whether reading the name answers with `attr`'s getter before the instance `__dict__` is
+    looked at: a data descriptor with `__get__` (one with only `__set__` yields to the dict)."""
+    return is_data_descriptor(attr) and hasattr(type(attr), "__get__")
+
+
 def is_instance_method(attr: Any) -> bool:
     """A C `instancemethod` wrapper, as pybind11 stores a class's methods: binding it runs no code,
     it makes a bound method of its C function."""
@@ -176,3 +183,35 @@ def _descriptor_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
     source = ItemSource(AttrSource(ClassSource(found_on), "__dict__"), name)
     guards.id_match(source, attr)
     return source
+
+
+# descriptors of C classes' fields: `torch.Tensor.shape` (a getset), a `__slots__` member
+C_FIELD_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+class FieldGetVariable(Variable):
+    """`descriptor.__get__` of a C field descriptor passed in (`torch.Tensor.shape.__get__`):
+    calling it with an instance reads the field by its name, as the descriptor would; the
+    descriptor itself is guarded by identity where this is made."""
+
+    def __init__(self, descriptor: Any, source: Source) -> None:
+        self.descriptor = descriptor
+        self.source = AttrSource(source, "__get__")  # rebuilt at a graph break as `d.__get__`
+
+    def python_type(self) -> type:
+        return types.MethodWrapperType
+
+    def describe(self) -> str:
+        return f"{self.descriptor.__objclass__.__qualname__}.{self.descriptor.__name__}.__get__"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if kwargs or not 1 <= len(args) <= 2 or args[0].is_constant():
+            raise Unsupported(f"{self.describe()} called without an instance")
+        if not issubclass(args[0].python_type(), self.descriptor.__objclass__):
+            raise raise_new(
+                frame,
+                TypeError,
+                f"descriptor '{self.descriptor.__name__}' for '{self.descriptor.__objclass__.__name__}' objects "
+                f"doesn't apply to a '{args[0].python_type().__name__}' object",
+            )
+        return args[0].getattr(frame, self.descriptor.__name__)

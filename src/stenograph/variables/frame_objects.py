@@ -39,11 +39,14 @@ from .class_lookup import MISSING, class_attribute, class_lookup
 from .constants import BoundMethodVariable, IteratorVariable, constant
 from .containers import DictVariable, ListVariable, TupleVariable
 from .descriptors import (
+    C_FIELD_DESCRIPTORS,
+    FieldGetVariable,
     class_attr_source,
     class_member,
     has_python_method,
     is_data_descriptor,
     is_instance_method,
+    precedes_instance_dict,
     run_descriptor,
 )
 from .exceptions import TracedException, is_attribute_error, raise_new
@@ -155,7 +158,7 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
         if method is not None:
             return method
     known = (property, staticmethod, classmethod, types.FunctionType, int, float, str, bool, tuple)
-    if not is_data_descriptor(cls_attr):  # a data descriptor wins over the instance's __dict__
+    if not precedes_instance_dict(cls_attr):
         guard_not_shadowed(frame, obj_var, name)
     if is_instance_method(cls_attr) and obj_var.source is not None:
         # a pybind11 class's method (`reducer.prepare_for_forward`): bound for real, as nothing
@@ -168,6 +171,9 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
             # the attribute (reading them has no effect; eager's errors, a saved tensor changed
             # in place or freed, are raised here as in eager)
             return frame.wrap(getattr(obj, name), AttrSource(obj_var.source, name))
+        if name == "__get__" and isinstance(obj, C_FIELD_DESCRIPTORS) and obj_var.source is not None:
+            frame.output.guards.id_match(obj_var.source, obj)
+            return FieldGetVariable(obj, obj_var.source)
         if not has_python_method(cls_attr, "__get__"):
             raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
         return run_descriptor(frame, cls, name, cls_attr, "__get__", obj_var, [class_variable(cls)])
@@ -359,14 +365,15 @@ class UserObjectVariable(ObjectVariable):
     def _lookup(self, frame: Frame, name: str, computed: bool) -> Variable:
         self._use()
         keep_instance_dict_apart(frame, self, writing=False)
-        pending = frame.output.side_effects.pending_attribute(self, name)
-        if pending is not None and pending is not DELETED:
-            return pending
         obj = self.value_object
+        cls_attr = class_attribute(type(obj), name)
+        descriptor_first = precedes_instance_dict(cls_attr)
+        pending = frame.output.side_effects.pending_attribute(self, name)
+        if pending is not None and pending is not DELETED and not descriptor_first:
+            return pending
         instance_dict = object_instance_dict(obj)
         if name == "__dict__" and isinstance(instance_dict, dict) and self.source is not None:
             return InstanceDictVariable(self)
-        cls_attr = class_attribute(type(obj), name)
         in_dict = pending is None and instance_dict is not None and name in instance_dict
         if in_dict and computed and type(obj).__getattribute__ is not object.__getattribute__:
             # the class's own lookup may answer another attribute than the dict entry (an alias
@@ -376,7 +383,7 @@ class UserObjectVariable(ObjectVariable):
                 in_dict = getattr(obj, name) is instance_dict[name]
             except AttributeError:
                 in_dict = False
-        if in_dict and not is_data_descriptor(cls_attr):
+        if in_dict and not descriptor_first:
             source = None
             # `obj.name` in a guard would run a non-data descriptor of the class once the entry is
             # gone (a caching descriptor stores into the object): the entry is read instead (F26)
@@ -621,11 +628,11 @@ class InstanceDictVariable(Variable):
         self._change(frame, key.as_constant(), DELETED)
 
     def _change(self, frame: Frame, key: Any, value: Any) -> None:
-        # `object.__setattr__` replays it: the same unless a data descriptor takes the name
-        if not isinstance(key, str) or is_data_descriptor(class_attribute(type(self.obj.value_object), key)):
-            raise Unsupported(f"changing {self.describe()}[{key!r}], which a descriptor of its class handles")
+        # replayed into the instance dict: no descriptor of the class runs, as here
+        if not isinstance(key, str):
+            raise Unsupported(f"changing {self.describe()}[{key!r}], a key that is not an attribute name")
         keep_instance_dict_apart(frame, self.obj, writing=True)
-        frame.output.side_effects.attribute_written(self.obj, key, value, raw=True)
+        frame.output.side_effects.attribute_written(self.obj, key, value, through_dict=True)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         if name not in ("get", "__getitem__", "__contains__", "__setitem__", "__delitem__", "update"):

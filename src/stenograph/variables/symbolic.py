@@ -45,6 +45,17 @@ class GraphValueVariable(Variable):
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.graph_value(self.node)
 
+    def literal_index(self) -> int | None:
+        """The integer a 0-d integer tensor holds where its value is known while tracing (made
+        from a literal, `torch.tensor(1)`, and not changed since: fake tensors keep such a
+        constant and drop it on an in-place change), for `seq[t]`; None otherwise."""
+        known = getattr(self.fake, "constant", None)
+        if not self.is_tensor() or known is None or self.fake.dim() != 0 or self.fake.is_floating_point():
+            return None
+        if self.fake.dtype in (torch.bool, torch.complex64, torch.complex128):
+            return None
+        return int(known.item())
+
 
 class SymNodeVariable(GraphValueVariable):
     def python_type(self) -> type:
@@ -87,3 +98,14 @@ class SymNodeVariable(GraphValueVariable):
             # int and float are pure; asked of the value, which is specialised (guarded)
             return frame.wrap(self.as_constant(), None).getattr(frame, name)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+
+def index_value(key: Variable, indexed: str) -> Any:
+    """What `seq[key]` indexes `seq` (described by `indexed`) with: a constant; a symbolic int,
+    specialised (guarded to this value) as eager reads it; a 0-d integer tensor whose value is
+    known while tracing (`literal_index`). Anything else is Unsupported."""
+    if key.is_constant() or isinstance(key, SymNodeVariable):
+        return key.as_constant()
+    if isinstance(key, GraphValueVariable) and (known := key.literal_index()) is not None:
+        return known
+    raise Unsupported(f"indexing {indexed} with {key.describe()}")
