@@ -5,7 +5,6 @@ import functools
 import gc
 import sys
 import weakref
-from contextlib import nullcontext
 
 import pytest
 import torch
@@ -144,21 +143,111 @@ def _assigned_once(x):
     return [print(i) or x * scale + i for i in range(2)]
 
 
-def test_cells_assigned_again_keep_eager_semantics(capsys):
+def test_cells_assigned_again_are_shared_with_the_resume_function(cnt, capsys, recwarn):
     """A function made in the frame shares cells with it; where the variable is assigned again
-    (nonlocal writes, a later assignment, a walrus), a rebuilt copy of the cell would diverge,
-    so the frame runs eagerly (one warning) and gives eager's results."""
-    # 3.12 inlines comprehensions (PEP 709): the walrus then writes the frame's own variable
+    (nonlocal writes, a later assignment, a walrus), a copy of the cell would diverge, so the
+    resume function receives the cells themselves (as free variables): the code after the break
+    compiles, one graph as torch.compile, with eager's results and prints."""
+    # 3.12 inlines comprehensions (PEP 709): the walrus's loop, with its break, is the frame's
+    # own, which is then skipped (no graph), as torch.compile skips it
     inlined = sys.version_info >= (3, 12)
-    cases = [(_nonlocal_counter, True), (_late_binding, True), (_late_binding_of_a_parameter, True)]
-    for fn, shares in [*cases, (_walrus_in_a_comprehension, not inlined)]:
-        expected = fn(torch.zeros(2))
+    for fn in (_nonlocal_counter, _late_binding, _late_binding_of_a_parameter, _walrus_in_a_comprehension):
+        graphs = 0 if fn is _walrus_in_a_comprehension and inlined else 1
+        cnt.clear()
+        compiled = stenograph.compile(fn, backend=cnt)
+        for i in range(2):
+            expected = fn(torch.full((2,), float(i)))
+            eager_out = capsys.readouterr().out
+            actual = compiled(torch.full((2,), float(i)))
+            assert capsys.readouterr().out == eager_out
+            assert_same(actual, expected)
+        assert cnt.frame_count == graphs, fn.__name__
+    assert not [w for w in recwarn if "stenograph" in str(w.message)]
+
+
+def _cell_assigned_after_a_break(x):
+    x = x.clone()
+
+    def store():
+        x[0] = backup
+
+    if x[0] >= -1e5:  # data-dependent: the break, before `backup` is bound
+        pass
+    backup = 1
+    store()
+    return x
+
+
+def _cells_across_two_breaks(x):
+    total = 0
+
+    def add(v):
+        nonlocal total
+        total = total + v
+
+    add(x.sum())
+    print("first")
+    add(x * 2)
+    total = total * 10
+    print("second")
+    add(1)
+    return total, add
+
+
+def test_a_closure_sees_what_the_code_after_the_break_assigns(cnt):
+    """test_misc's test_closure_with_mutation_and_graph_break: two graphs, as torch.compile."""
+    compiled = stenograph.compile(_cell_assigned_after_a_break, backend=cnt)
+    for _ in range(2):
+        assert_same(compiled(torch.zeros(1)), _cell_assigned_after_a_break(torch.zeros(1)))
+    assert cnt.frame_count == 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_shared_cells_across_two_breaks_and_after_the_call(backend, capsys):
+    """A resume function sharing the cells breaks again (its resume function shares them too),
+    and the closure returned keeps the cell the frame ended with."""
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_cells_across_two_breaks, backend=cnt)
+    for i in range(2):
+        x = torch.full((2,), float(i + 1))
+        expected, expected_add = _cells_across_two_breaks(x)
         eager_out = capsys.readouterr().out
-        expect = pytest.warns(stenograph.StenographWarning, match="shares the variable") if shares else nullcontext()
-        with expect:
-            actual = stenograph.compile(fn, backend="eager")(torch.zeros(2))
+        actual, actual_add = compiled(x)
         assert capsys.readouterr().out == eager_out
         assert_same(actual, expected)
+        expected_add(5)
+        actual_add(5)
+        assert_same(actual_add.__closure__[0].cell_contents, expected_add.__closure__[0].cell_contents)
+    assert cnt.frame_count == 3  # the frame and its two resume functions, compiled once
+
+
+def _shared_cell_in_a_try(x, fail):
+    hits = []
+    step = 1
+
+    def record(v):
+        hits.append(v * step)
+
+    try:
+        record(x.sum())
+        print("inside")
+        step = 3
+        if fail:
+            raise ValueError("boom")
+        record(x.sum())
+    except ValueError:
+        step = 7
+        record(x.sum())
+    return len(hits), hits[-1]
+
+
+def test_shared_cells_reach_an_exception_handler(cnt, capsys):
+    compiled = stenograph.compile(_shared_cell_in_a_try, backend=cnt)
+    for fail in (False, True, False):
+        expected = _shared_cell_in_a_try(torch.ones(2), fail)
+        eager_out = capsys.readouterr().out
+        assert_same(compiled(torch.ones(2), fail), expected)
+        assert capsys.readouterr().out == eager_out
 
 
 def test_cells_assigned_once_are_copied_at_a_break(cnt, capsys, recwarn):

@@ -4,6 +4,8 @@ mode, or other tracing settings is never looked at."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import sys
 
 import pytest
@@ -103,6 +105,33 @@ def test_module_objects_of_their_own_class_are_referenced_by_name():
     stray = type(torch._VF)("not_in_sys_modules")
     with pytest.raises(references.NotPersistable):
         references.dumps([stray], backend=None, graphs={})
+
+
+class _ShadowModule:
+    """A stand-in registered in `sys.modules` as Cython's `cython.dataclasses` is: attributes
+    come from `__getattr__`, which reads the object's own name (on a half-made object, forever)."""
+
+    def __init__(self, name):
+        self.__name__ = name
+
+    def __getattr__(self, attr):
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+def test_stand_ins_registered_as_modules_are_referenced_by_name(monkeypatch):
+    """The GPU machine's T5 entries held Cython's shadow of `cython.dataclasses`; pickled by
+    value, reading it back recursed in its `__getattr__` until RecursionError, and every warm
+    process rejected the entry and traced again. It is stored by its `sys.modules` name."""
+    from stenograph.warm import references
+
+    shadow = _ShadowModule("dataclasses")
+    monkeypatch.setitem(sys.modules, "stenograph_test_shadow.dataclasses", shadow)
+    data = references.dumps({"held": [shadow]}, backend=None, graphs={})
+    loaded = references.loads(data, references.Context(None, {}, []))
+    assert loaded["held"][0] is shadow and loaded["held"][0].field is dataclasses.field
+    monkeypatch.delitem(sys.modules, "stenograph_test_shadow.dataclasses")
+    with pytest.raises(references.Unresolved, match="cannot be imported"):
+        references.loads(data, references.Context(None, {}, []))
 
 
 def test_the_native_guard_checks_are_found_by_their_module_name():

@@ -272,3 +272,34 @@ def test_functions_of_a_module_that_names_itself_after_another_are_found(tmp_pat
     assert cold["stored"] == 1 and cold["f"] == 0, cold
     warm = run(program, cache)
     assert warm["compiled"] == 0 and warm["installed"] == 1 and warm["f"] == 0, warm
+
+
+SHARED_CELLS = """
+def f(x):
+    total = 0
+
+    def add(v):
+        nonlocal total
+        total = total + v
+
+    add(x.sum())
+    print("between the graphs")
+    total = total * 10  # assigned again: the resume function shares the cell with `add`
+    add(x * 2)
+    return total
+
+
+x = torch.randn(4)
+out = stenograph.compile(f, backend=sys.argv[1])(x)
+report(f=distance([out], [f(x)]))
+"""
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_resume_function_sharing_the_frames_cells_is_installed(tmp_path, backend):
+    program, cache = _program(tmp_path, SHARED_CELLS), tmp_path / "cache"
+    cold = run(program, cache, backend)
+    assert cold["compiled"] == 2 and cold["stored"] == 2, cold
+    warm = run(program, cache, backend)
+    assert warm["compiled"] == 0 and warm["installed"] == 2 and warm["rejected"] == 0, warm
+    assert cold["f"] < 1e-5 and warm["f"] < 1e-5

@@ -38,7 +38,7 @@ from ..interpreter.opcodes import renderings_for_running_python
 from ..marks import eager_frame_of
 from ..variables.base import Variable
 from ..variables.builtins import BuiltinVariable
-from ..variables.cells import LazyValue
+from ..variables.cells import LazyValue, RealCellVariable
 from ..variables.constants import IteratorVariable, NullVariable
 from ..variables.containers import DictVariable, SequenceVariable, SetVariable
 from ..variables.contexts import ContextExitVariable
@@ -96,6 +96,10 @@ class BreakWriter:
         self.rebuild = Reconstructor(self.writer)
         self.writer.namespace["___Continue"] = runtime.continue_class
         self.dynamic_locals: set[str] = set()  # live locals holding symbolic numbers
+        self.shares_cells = self._shares_cells()
+        if self.shares_cells:
+            cells = (self.frame.cells[name] for name in self.origin.code.co_cellvars)
+            self.rebuild.shared_cells.update(id(c) for c in cells if c.real is None)
         # inference-mode / autocast managers entered around the eager part, outermost first
         self.reentered: list[tuple[GlobalContextVariable, str]] = []
 
@@ -227,10 +231,44 @@ class BreakWriter:
                     hint="the frame runs eagerly; loop over a copy (`list(...)`) to keep the graphs",
                 )
 
+    def _shares_cells(self) -> bool:
+        """Whether the resume function receives the frame's cells themselves (as free variables)
+        rather than their values in fresh cells: where a function made before the break closes
+        over a cell that the frame assigns again (a copy would go stale), and in a resume
+        function that already shares them (its closure has that layout)."""
+        cellvars = self.origin.code.co_cellvars
+        if not cellvars:
+            return False
+        if self.frame.code is not self.origin.code:
+            return cellvars[0] in self.frame.code.co_freevars
+        cells = [self.frame.cells.get(name) for name in cellvars]
+        return any(c is not None and c.captured and not c.copy_is_safe() for c in cells)
+
+    def shared_closure(self) -> str:
+        """With `shares_cells`, the resume function's closure: a cell for each cell variable of
+        the original code (a new one, given the variable's value, or the running resume
+        function's own), then the original closure."""
+        code = self.origin.code
+        cells = []
+        for name in code.co_cellvars + code.co_freevars:
+            cell = self.frame.cells[name]
+            if cell.real is not None:
+                cells.append(self.rebuild.expr(RealCellVariable(cell, cell.root_index)))
+                continue
+            expr = self.rebuild.new_cell(cell)
+            if isinstance(cell.contents, LazyValue):
+                self.writer.post.append(f"{expr}.cell_contents = {self.writer.source(cell.contents.source)}")
+            elif cell.contents is not None:
+                self.writer.post.append(f"{expr}.cell_contents = {self._evaluate(cell.contents)}")
+            cells.append(expr)
+        return "(" + "".join(c + ", " for c in cells) + ")"
+
     def live_locals(self) -> list[tuple[str, str]]:
         live = []
         code = self.origin.code
         for name in dict.fromkeys(code.co_varnames + code.co_cellvars):
+            if self.shares_cells and name in code.co_cellvars:
+                continue  # in the closure (`shared_closure`)
             value = self.frame.locals.get(name)
             if value is None and name in code.co_cellvars and name in self.frame.cells:
                 value = self.frame.cells[name].contents  # a cell's value; the resume code makes a fresh cell
@@ -246,10 +284,12 @@ class BreakWriter:
 
     # -- resume calls ------------------------------------------------------------------------
 
-    def resume_call(self, offset: int, slots: list[Slot], live: list[tuple[str, str]], handler: bool = False) -> str:
+    def resume_call(
+        self, offset: int, slots: list[Slot], live: list[tuple[str, str]], closure: str | None, handler: bool = False
+    ) -> str:
         """`return ___Continue(<resume at offset>, (stack..., locals...))`. `offset` is in the
         frame's own code; a `handler` offset is in the original code, and its resume function
-        runs uncompiled."""
+        runs uncompiled. `closure`: the expression of the shared closure (`shares_cells`)."""
         kinds = tuple(s.kind for s in slots)
         names = tuple(name for name, _ in live)
         dynamic = tuple(stack_arg_name(i) for i, s in enumerate(slots) if s.dynamic and takes_argument(s.kind))
@@ -268,16 +308,19 @@ class BreakWriter:
                 compiled=self.compile_resume,
                 dynamic=dynamic,
                 compile_dynamic=self.dynamic_setting,
+                shares_cells=self.shares_cells,
             )
         except NotImplementedError as e:
             raise Unsupported(f"cannot resume there: {e}") from e
         target = self.writer.bind(resume, "resume")
         args = [s.expr for s in slots if takes_argument(s.kind)] + [expr for _, expr in live]
-        if origin.code.co_freevars:
+        if closure is not None:
+            args.insert(0, closure)
+        elif origin.code.co_freevars:
             args.insert(0, "___cells")  # the closure of the function that broke (resume_function)
         return f"return ___Continue({target}, ({''.join(a + ', ' for a in args)}))"
 
-    def handler_call(self, slots: list[Slot], live: list[tuple[str, str]]) -> list[str] | None:
+    def handler_call(self, slots: list[Slot], live: list[tuple[str, str]], closure: str | None) -> list[str] | None:
         """The `except` clause sending an exception raised by the eager instruction to the
         frame's own handler, when the instruction is inside a try or with block (having left the
         re-entered contexts, which the handler's resume function enters again)."""
@@ -288,7 +331,7 @@ class BreakWriter:
                 if entry.lasti:
                     handler_slots.append(Slot(LastiStackEntry(offset)))
                 handler_slots.append(Slot(VALUE_STACK_ENTRY, "___e"))
-                call = self.resume_call(entry.target, handler_slots, live, handler=True)
+                call = self.resume_call(entry.target, handler_slots, live, closure, handler=True)
                 leave = self._leave_global_contexts()
                 return ["except BaseException as ___e:", *("    " + line for line in [*leave, call])]
         return None
@@ -379,6 +422,7 @@ class BreakWriter:
             setter = self.writer.bind(torch._C._set_grad_enabled, "set_grad")
             self.writer.post.append(f"{setter}({traced_grad_mode})")
         live = self.live_locals()
+        closure = self.shared_closure() if self.shares_cells else None
         if frame.output.side_effects:  # take values read from inputs before the replay changes them
             slots = [replace(s, expr=self.rebuild.pin(s.expr)) if s.expr else s for s in slots]
             live = [(name, self.rebuild.pin(expr)) for name, expr in live]
@@ -387,7 +431,7 @@ class BreakWriter:
         if eager and frame.handled:
             eager = self._while_handling(frame.handled[-1], eager)
         tail = self.writer.tail
-        handler = self.handler_call(slots, live) if eager else None
+        handler = self.handler_call(slots, live, closure) if eager else None
         if handler is not None:
             tail.append("try:")
             tail.extend("    " + line for line in eager)
@@ -398,7 +442,7 @@ class BreakWriter:
             tail.extend(eager)
         tail.extend(self._leave_global_contexts())
         for condition, offset, new_slots in continuations:
-            call = self.resume_call(offset, new_slots, live)
+            call = self.resume_call(offset, new_slots, live, closure)
             if condition is None:
                 tail.append(call)
             else:

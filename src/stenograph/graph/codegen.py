@@ -113,6 +113,9 @@ class Reconstructor:
         self._built: dict[int, str] = {}
         # the code rebuilds values the frame returns, after which none of its cells is read again
         self.frame_ended = False
+        # ids of the breaking frame's cells that its resume function receives as they are
+        # (`BreakWriter.shares_cells`): a function rebuilt around one shares it, not a copy
+        self.shared_cells: set[int] = set()
 
     def expr(self, var: Variable) -> str:
         if var.source is not None:

@@ -36,13 +36,13 @@ _names: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictiona
 
 
 def resume_code(
-    code: types.CodeType, offset: int, kinds: tuple[SlotKind, ...], live: tuple[str, ...]
+    code: types.CodeType, offset: int, kinds: tuple[SlotKind, ...], live: tuple[str, ...], shares_cells: bool = False
 ) -> types.CodeType:
-    key = (offset, kinds, live)
+    key = (offset, kinds, live, shares_cells)
     built = _codes.get(code)
     found = None if built is None else built.get(key)
     if found is None:
-        found = build_resume_code(code, offset, list(kinds), list(live))
+        found = build_resume_code(code, offset, list(kinds), list(live), cells_as_freevars=shares_cells)
         _origins[found] = weakref.ref(code)
         _names[found] = resume_code_name(code, offset)
         # last: an interrupt before this leaves no half-registered code
@@ -72,7 +72,11 @@ class Origin:
             self.offsets = _offset_maps[code]
             if self.offsets is None:
                 raise NotImplementedError(f"{code.co_name} cannot be mapped back to {original.co_name}")
-            self.fn = types.FunctionType(original, fn.__globals__, original.co_name, None, fn.__closure__)
+            # a resume function sharing the frame's cells has them before the original closure
+            closure = (
+                fn.__closure__[len(fn.__closure__) - len(original.co_freevars) :] if original.co_freevars else None
+            )
+            self.fn = types.FunctionType(original, fn.__globals__, original.co_name, None, closure)
 
     @property
     def code(self) -> types.CodeType:
@@ -98,6 +102,7 @@ def resume_function(
     compiled: bool = True,
     dynamic: tuple[str, ...] = (),
     compile_dynamic: bool | None = None,
+    shares_cells: bool = False,
 ) -> Any:
     """What a graph break tail-calls: the guarded dispatcher of `fn`'s resume function at
     `offset` (created once, `runtime.resume_dispatcher`), or the plain resume function when not
@@ -105,7 +110,9 @@ def resume_function(
     takes the arguments as one tuple (`entry.Continue`).
 
     For code with free variables the tuple has the closure first, so the result serves every
-    closure of the code and keeps none alive.
+    closure of the code and keeps none alive. With `shares_cells` the resume code takes the
+    frame's cell variables as free variables too (their cells first in that closure), so that
+    functions made before the break and the code after it keep sharing them.
 
     `dynamic` names arguments (`__stack0`, a local) holding Python numbers read from tensor
     data (`.item()`, `.tolist()`) or symbolic in the breaking frame: they are graph inputs of
@@ -113,10 +120,10 @@ def resume_function(
     `compile_dynamic` is the breaking frame's `compile(dynamic=...)` setting, which the resume
     function compiles with too.
     """
-    code = resume_code(fn.__code__, offset, kinds, live)
+    code = resume_code(fn.__code__, offset, kinds, live, shares_cells)
     if dynamic:
         _dynamic.setdefault(code, set()).update(f"L[{name!r}]" for name in dynamic)
-    key = (code, id(backend), compiled, compile_dynamic)
+    key = (code, id(backend), compiled, compile_dynamic)  # the code tells `shares_cells` apart
     found = _wrappers.get(key)
     if found is None:
         # fresh cells: the cached function must not keep the breaking call's closure alive
@@ -129,7 +136,7 @@ def resume_function(
         _wrappers[key] = found
         # by the code it continues and its globals: another process makes it again from those
         made = (fn.__code__, fn.__globals__, offset, kinds, live, backend, backend_name, compiled, dynamic)
-        remember_maker(found, "resume", made, {"compile_dynamic": compile_dynamic})
+        remember_maker(found, "resume", made, {"compile_dynamic": compile_dynamic, "shares_cells": shares_cells})
     return found
 
 

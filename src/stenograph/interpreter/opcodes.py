@@ -334,6 +334,7 @@ def _load_closure(frame: Frame, inst: dis.Instruction) -> None:
     if cell is None:
         frame.cells[inst.argval] = cell = Cell()
         cell.owner = (frame.code, inst.argval)
+    cell.captured = True
     frame.push(CellVariable(cell))
 
 

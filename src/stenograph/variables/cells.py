@@ -49,6 +49,9 @@ class Cell:
         # for a cell variable of a traced frame: (its code, its name), to decide whether a copy of
         # the cell may stand in for it in code rebuilt at a graph break (`copy_is_safe`)
         self.owner: tuple[types.CodeType, str] | None = None
+        # a nested function closes over it (LOAD_CLOSURE ran): a graph break then shares it
+        # with the resume function where a copy would not do (`graph.breaks`)
+        self.captured = False
 
     def copy_is_safe(self) -> bool:
         """Whether a new cell holding the current value behaves like this one for the rest of

@@ -367,7 +367,8 @@ class UserObjectVariable(ObjectVariable):
         keep_instance_dict_apart(frame, self, writing=False)
         obj = self.value_object
         cls_attr = class_attribute(type(obj), name)
-        descriptor_first = precedes_instance_dict(cls_attr)
+        # a slot or a C field keeps its pending value under its name, as a dict entry does
+        descriptor_first = precedes_instance_dict(cls_attr) and not isinstance(cls_attr, C_FIELD_DESCRIPTORS)
         pending = frame.output.side_effects.pending_attribute(self, name)
         if pending is not None and pending is not DELETED and not descriptor_first:
             return pending

@@ -372,15 +372,16 @@ class NestedFunctionVariable(Variable):
         current values once the function exists (so a function that calls itself through its
         cell works), one per cell for all the functions rebuilt (which keep sharing it). At a
         graph break, where the frame goes on with its own cell, a copy is only right while nobody
-        assigns the variable again (`Cell.copy_is_safe`); once the frame has returned, the
-        rebuilt functions are the cell's only users."""
+        assigns the variable again (`Cell.copy_is_safe`), unless the resume function receives that
+        very cell (`rebuild.shared_cells`); once the frame has returned, the rebuilt functions
+        are the cell's only users."""
         make = rebuild.writer.bind(types.FunctionType, "FunctionType")
         cells, copied = [], []
         for index, (c, var_name) in enumerate(zip(self.closure or (), self.code.co_freevars)):
             if c.real is not None:
                 cells.append(_existing_cell(rebuild, c))
                 continue
-            if not rebuild.frame_ended and not c.copy_is_safe():
+            if not rebuild.frame_ended and id(c) not in rebuild.shared_cells and not c.copy_is_safe():
                 raise Unsupported(
                     f"{self.code.co_qualname} shares the variable {var_name!r} with the frame, which assigns "
                     "it again: a function rebuilt at a graph break cannot share that cell",

@@ -121,11 +121,13 @@ def _entry(payload: bytes, cache: Any, fn: types.FunctionType, runtime: Any) -> 
 def _makers(runtime: Any) -> dict[str, Any]:
     """How references to what the entry layer made are made again (`graph.runtime`)."""
 
-    def resume(code: types.CodeType, globals_dict: dict, *rest: Any, compile_dynamic: Any = None) -> Any:
+    def resume(
+        code: types.CodeType, globals_dict: dict, *rest: Any, compile_dynamic: Any = None, shares_cells: bool = False
+    ) -> Any:
         offset, kinds, live, backend, backend_name, compiled, dynamic = rest
         fn = types.FunctionType(code, globals_dict)
         return resume_function(
-            fn, offset, kinds, live, backend, backend_name, runtime, compiled, dynamic, compile_dynamic
+            fn, offset, kinds, live, backend, backend_name, runtime, compiled, dynamic, compile_dynamic, shares_cells
         )
 
     return {

@@ -60,6 +60,10 @@ class _Persister(pickle.Pickler):
         self.backend = backend
         self.graphs = graphs
         self.named = named  # id(object) -> the reference to use for it (a cell's owner, say)
+        # objects that are not modules but stand as one in `sys.modules` (Cython's shadow of
+        # `cython.dataclasses`, lazy-import proxies), by id: named like modules, as pickling
+        # their state would run their `__getattr__` on a half-made object when read back
+        self.stand_ins = {id(m): name for name, m in list(sys.modules.items()) if not isinstance(m, types.ModuleType)}
 
     def persistent_id(self, obj: Any) -> Any:  # noqa: C901 - one case per kind of reference
         key = id(obj)
@@ -74,6 +78,8 @@ class _Persister(pickle.Pickler):
             return ("type", *_UNNAMED_TYPES[obj])
         if kind is types.ModuleType or (isinstance(obj, types.ModuleType) and sys.modules.get(obj.__name__) is obj):
             return ("module", obj.__name__)  # a module object of its own class too (`torch._VF`)
+        if key in self.stand_ins and sys.modules.get(self.stand_ins[key]) is obj:
+            return ("module", self.stand_ins[key])
         if kind is dict and (module_name := _module_of_globals(obj)) is not None:
             return ("globals", module_name)
         if kind is types.CodeType:
