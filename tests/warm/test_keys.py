@@ -134,6 +134,18 @@ def test_stand_ins_registered_as_modules_are_referenced_by_name(monkeypatch):
         references.loads(data, references.Context(None, {}, []))
 
 
+def test_sys_modules_is_referenced_not_pickled():
+    """A guard reading `sys.modules['torch']` holds `sys.modules`: pickled, the entry named every
+    module of the process (3,365 for T5), and a warm process missing any (a kernel module
+    Inductor made at run time) rejected it. It is stored as `sys.modules` itself."""
+    from stenograph.warm import references
+
+    data = references.dumps({"table": sys.modules, "path": sys.path}, backend=None, graphs={})
+    assert len(data) < 200
+    loaded = references.loads(data, references.Context(None, {}, []))
+    assert loaded["table"] is sys.modules and loaded["path"] is sys.path
+
+
 def test_the_native_guard_checks_are_found_by_their_module_name():
     """Guards calling the native checks hold their module, which is loaded from its build cache,
     not importable by name (T5's warm entries were all rejected for it): a warm process loads it

@@ -60,10 +60,11 @@ class _Persister(pickle.Pickler):
         self.backend = backend
         self.graphs = graphs
         self.named = named  # id(object) -> the reference to use for it (a cell's owner, say)
-        # objects that are not modules but stand as one in `sys.modules` (Cython's shadow of
-        # `cython.dataclasses`, lazy-import proxies), by id: named like modules, as pickling
-        # their state would run their `__getattr__` on a half-made object when read back
-        self.stand_ins = {id(m): name for name, m in list(sys.modules.items()) if not isinstance(m, types.ModuleType)}
+        # what `sys.modules` holds under another name than the object's own `__name__`, by id:
+        # stand-ins that are not modules (Cython's shadow of `cython.dataclasses`: pickling its
+        # state would run its `__getattr__` on a half-made object when read back) and modules
+        # registered under another key (scipy's `uarray._uarray`): named by that key
+        self.stand_ins = {id(m): name for name, m in list(sys.modules.items()) if getattr(m, "__name__", None) != name}
 
     def persistent_id(self, obj: Any) -> Any:  # noqa: C901 - one case per kind of reference
         key = id(obj)
@@ -76,10 +77,13 @@ class _Persister(pickle.Pickler):
         kind = type(obj)
         if kind is type and obj in _UNNAMED_TYPES:
             return ("type", *_UNNAMED_TYPES[obj])
-        if kind is types.ModuleType or (isinstance(obj, types.ModuleType) and sys.modules.get(obj.__name__) is obj):
-            return ("module", obj.__name__)  # a module object of its own class too (`torch._VF`)
+        for name in _SYS_STATE:
+            if getattr(sys, name, None) is obj:  # `sys.modules` in a guard: not its thousands of modules
+                return ("sys", name)
         if key in self.stand_ins and sys.modules.get(self.stand_ins[key]) is obj:
             return ("module", self.stand_ins[key])
+        if kind is types.ModuleType or (isinstance(obj, types.ModuleType) and sys.modules.get(obj.__name__) is obj):
+            return ("module", obj.__name__)  # a module object of its own class too (`torch._VF`)
         if kind is dict and (module_name := _module_of_globals(obj)) is not None:
             return ("globals", module_name)
         if kind is types.CodeType:
@@ -106,6 +110,10 @@ class _Persister(pickle.Pickler):
             raise NotPersistable("a class __dict__ whose class is not known")
         return None
 
+
+# the interpreter's own tables that guards may hold (`sys.modules['torch'] is ...`): referenced as
+# `sys`'s attributes, never pickled with what they hold
+_SYS_STATE = ("modules", "path", "meta_path", "path_hooks", "path_importer_cache")
 
 # builtin classes pickle cannot name (`builtins.function`, `builtins.bytes_iterator` do not
 # exist): by a module global that holds them, in `types` or `collections.abc`'s implementation
@@ -168,6 +176,8 @@ class _Resolver(pickle.Unpickler):
             return self.context.backend
         if kind == "module":
             return _module(rest[0])
+        if kind == "sys":
+            return getattr(sys, rest[0])
         if kind == "type":
             module, name = rest
             return getattr(_module(module), name)
