@@ -401,3 +401,23 @@ def test_an_object_attribute_of_a_torch_module_is_tracked_through_the_module(cnt
             assert_same(compiled(torch.ones(2), module), (torch.ones(2) + 1) * 2)
     assert [r.getMessage() for r in caplog.records] == ["through the module"] * 2
     assert cnt.frame_count == 2
+
+
+def _shared_from_the_second_break(x):
+    k = 2
+    print("first")  # nothing closes over `k` yet: its value crosses as a value
+    scaled = lambda t: t * k  # noqa: E731
+    print("second")  # in a resume function: `k` is assigned again below, so the cell is shared
+    k = 5
+    return scaled(x) + k
+
+
+def test_cells_shared_from_a_later_break(cnt, capsys):
+    compiled = stenograph.compile(_shared_from_the_second_break, backend=cnt)
+    for i in range(2):
+        x = torch.full((2,), float(i))
+        expected = _shared_from_the_second_break(x)
+        eager_out = capsys.readouterr().out
+        assert_same(compiled(x), expected)
+        assert capsys.readouterr().out == eager_out
+    assert cnt.frame_count == 1  # the last part's graph; the parts before it have no op

@@ -276,17 +276,11 @@ def test_functions_of_a_module_that_names_itself_after_another_are_found(tmp_pat
 
 SHARED_CELLS = """
 def f(x):
-    total = 0
-
-    def add(v):
-        nonlocal total
-        total = total + v
-
-    add(x.sum())
+    k = 2
+    scaled = lambda t: t * k  # closes over `k`, which the code after the break assigns again
     print("between the graphs")
-    total = total * 10  # assigned again: the resume function shares the cell with `add`
-    add(x * 2)
-    return total
+    k = 5
+    return scaled(x) + k
 
 
 x = torch.randn(4)

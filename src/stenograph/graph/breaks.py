@@ -239,8 +239,8 @@ class BreakWriter:
         cellvars = self.origin.code.co_cellvars
         if not cellvars:
             return False
-        if self.frame.code is not self.origin.code:
-            return cellvars[0] in self.frame.code.co_freevars
+        if cellvars[0] in self.frame.code.co_freevars:
+            return True
         cells = [self.frame.cells.get(name) for name in cellvars]
         return any(c is not None and c.captured and not c.copy_is_safe() for c in cells)
 
