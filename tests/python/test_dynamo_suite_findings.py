@@ -3069,3 +3069,25 @@ def test_a_module_whose_metaclass_is_abcmeta_made_in_the_frame(cnt):
     )
     made = results[-1][-1]
     assert type(made) is _ModuleMapping and list(made.keys()) == ["a", "b", "z"] and made["a"] == 2
+
+
+# -- torch._shape_as_tensor ------------------------------------------------------------------------
+
+
+def _shape_as_tensor(x):
+    return 1 + torch._shape_as_tensor(x)[0], torch.onnx.operators.shape_as_tensor(x), torch._shape_as_tensor(x.sum())
+
+
+def test_shape_as_tensor_is_built_from_the_sizes(cnt):
+    """test_onnx_shape_as_tensor: the op reads data a fake tensor lacks (every frame calling it
+    ran eagerly); it is built as `torch.tensor(x.shape)`, int64, symbolic sizes included, and
+    `stenograph.export` captures it in one graph."""
+    import torch.onnx.operators  # noqa: F401 - torch.onnx does not import it
+
+    compiled = stenograph.compile(_shape_as_tensor, backend=cnt, fullgraph=True)
+    for shape in [(6,), (7, 4), (7, 4), (8, 4), (9, 4)]:
+        x = torch.ones(shape)
+        for got, want in zip(compiled(x), _shape_as_tensor(x)):
+            assert torch.equal(got, want) and got.dtype == want.dtype
+    assert cnt.frame_count == 3  # (6,), the second rank, then the size made symbolic
+    stenograph.export(_shape_as_tensor)(torch.ones(6))  # one graph, or export raises Unsupported

@@ -549,6 +549,13 @@ class TorchOpVariable(Variable):
             built = tensor_of_graph_values(frame, args[0], kwargs)
             if built is not None:
                 return built
+        if self.fn is torch._shape_as_tensor and len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+            # the sizes as an int64 tensor (on fake tensors the op would read data they lack), built
+            # from the sizes as `torch.tensor(x.shape)`, symbolic ones included
+            sizes = ListVariable(args[0].getattr(frame, "shape").unpack(frame))
+            int64 = {"dtype": constant(torch.int64)}
+            built = tensor_of_graph_values(frame, sizes, int64)
+            return built or frame.output.call("call_function", torch.tensor, [sizes], int64, "torch._shape_as_tensor()")
         refuse_effect(getattr(self.fn, "__name__", ""), f"{self.describe()}()")
         wants_grad = kwargs.get("requires_grad")
         if wants_grad is not None and wants_grad.is_constant() and wants_grad.as_constant() is True:
