@@ -743,11 +743,9 @@ def _ignore_values_read_inside(shape_env: Any, fake: Any) -> None:
     tensor passed as `torch._foreach_addcmul`'s Scalar `value`) is not one of its results: it
     cannot size anything the op returned (a decision on it would have raised while the fake op
     ran), and the real op reads it again when the graph runs. Such symbols are let go, as
-    torch.compile lets go of those of the ops it knows take Scalars; those in the results stay
-    bound to the node."""
+    torch.compile lets go of those of the ops it knows take Scalars, but only where the op's
+    results hold no new symbol at all (a result sized by one is left to the usual binding)."""
     if shape_env is None or not shape_env.pending_fresh_unbacked_symbols:
         return
-    found = compute_unbacked_bindings(shape_env, fake, peek=True) or {}
-    shape_env.ignorable_fresh_unbacked_symbols.extend(
-        symbol for symbol in shape_env.pending_fresh_unbacked_symbols if symbol not in found
-    )
+    if not compute_unbacked_bindings(shape_env, fake, peek=True):
+        shape_env.ignorable_fresh_unbacked_symbols.extend(shape_env.pending_fresh_unbacked_symbols)
