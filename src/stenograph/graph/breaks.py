@@ -12,6 +12,7 @@ block and raises, the handler's resume function continues with the exception, as
 
 from __future__ import annotations
 
+import builtins
 import dis
 import functools
 import types
@@ -241,6 +242,10 @@ class BreakWriter:
             return False
         if cellvars[0] in self.frame.code.co_freevars:
             return True
+        if any(isinstance(v, BuiltinVariable) and v.fn is builtins.__build_class__ for v in self.frame.stack):
+            # a class statement breaking: the class it builds anew each call would reach the
+            # resume function, whose guard on it would fail on every call; the frame runs eagerly
+            return False
         cells = [self.frame.cells.get(name) for name in cellvars]
         return any(c is not None and c.captured and not c.copy_is_safe() for c in cells)
 
