@@ -126,9 +126,11 @@ def test_stand_ins_registered_as_modules_are_referenced_by_name(monkeypatch):
 
     shadow = _ShadowModule("dataclasses")
     monkeypatch.setitem(sys.modules, "stenograph_test_shadow.dataclasses", shadow)
-    data = references.dumps({"held": [shadow]}, backend=None, graphs={})
+    monkeypatch.setitem(sys.modules, "stenograph_test_blocked", None)  # an import blocked on purpose
+    data = references.dumps({"held": [shadow], "none": None}, backend=None, graphs={})
     loaded = references.loads(data, references.Context(None, {}, []))
     assert loaded["held"][0] is shadow and loaded["held"][0].field is dataclasses.field
+    assert loaded["none"] is None
     monkeypatch.delitem(sys.modules, "stenograph_test_shadow.dataclasses")
     with pytest.raises(references.Unresolved, match="cannot be imported"):
         references.loads(data, references.Context(None, {}, []))

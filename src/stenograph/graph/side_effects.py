@@ -8,6 +8,7 @@ observes exactly what eager execution would have done.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,28 @@ class _Deleted:
 DELETED = _Deleted()
 
 
+def set_in_instance_dict(obj: Any, name: str, value: Any) -> None:
+    """`obj.__dict__[name] = value`, with no `__getattribute__` or descriptor of the class run."""
+    object.__getattribute__(obj, "__dict__")[name] = value
+
+
+def delete_from_instance_dict(obj: Any, name: str) -> None:
+    """`del obj.__dict__[name]`, likewise (AttributeError if it holds none, as `delattr`)."""
+    try:
+        del object.__getattribute__(obj, "__dict__")[name]
+    except KeyError:
+        raise AttributeError(name) from None
+
+
+# how the replay writes and deletes an attribute: `obj.name = v` (written out as such); through
+# `object`'s, under a class whose own `__setattr__` / `__delattr__` already ran while tracing (so it
+# does not run twice); into the instance `__dict__` (as a data descriptor's `__set__` wrote it)
+Store = tuple[Callable[..., None], Callable[..., None]]
+PLAIN: Store = (setattr, delattr)
+RAW: Store = (object.__setattr__, object.__delattr__)
+INSTANCE_DICT: Store = (set_in_instance_dict, delete_from_instance_dict)
+
+
 @dataclass
 class SideEffects:
     # containers with a source whose contents changed, by id of the tracker
@@ -38,12 +61,9 @@ class SideEffects:
     # or DELETED for `del obj.attribute`), in the order the names enter an instance `__dict__`
     # eagerly (first write; a write after a delete goes last); see `object_key`
     attributes: dict[tuple[int, str], tuple[Variable, str, Any]] = field(default_factory=dict)
-    # attributes stored under the object's own `__setattr__` / `__delattr__` (what an inlined hook
-    # did through `object.__setattr__`): replayed through `object`'s, so the hook does not run twice
-    raw: set[tuple[int, str]] = field(default_factory=set)
-    # attributes stored as instance `__dict__` entries (`obj.__dict__[name] = v`, as a data
-    # descriptor's `__set__` does): replayed into the dict, so no descriptor of the class runs
-    through_dict: set[tuple[int, str]] = field(default_factory=set)
+    # attributes not stored as `obj.name = v` stores them: how the replay writes and deletes them
+    # (`RAW`, `INSTANCE_DICT`); absent: `PLAIN`
+    stores: dict[tuple[int, str], Store] = field(default_factory=dict)
     # attributes deleted after this trace wrote them: they may not have existed before the call,
     # so the delete is replayed only where there is something to delete (F19)
     written_then_deleted: set[tuple[int, str]] = field(default_factory=set)
@@ -82,12 +102,8 @@ class SideEffects:
         else:
             self.frame_containers_changed.append(var)
 
-    def attribute_written(
-        self, obj: Variable, name: str, value: Any, *, raw: bool = False, through_dict: bool = False
-    ) -> None:
-        """`obj.name = value` (`value` DELETED: `del obj.name`); `raw`: stored as
-        `object.__setattr__` stores it, under a class whose own `__setattr__` already ran;
-        `through_dict`: stored into the instance `__dict__` itself."""
+    def attribute_written(self, obj: Variable, name: str, value: Any, *, store: Store = PLAIN) -> None:
+        """`obj.name = value` (`value` DELETED: `del obj.name`), replayed as `store` stores it."""
         key = (object_key(obj), name)
         before = self.attributes.get(key)
         if before is not None and before[2] is DELETED and value is not DELETED:
@@ -99,11 +115,10 @@ class SideEffects:
             self.written_then_deleted.discard(key)
             if before is not None and before[2] is DELETED:
                 self.deleted_then_written.add(key)
-        for flags, on in ((self.raw, raw), (self.through_dict, through_dict)):
-            if on:
-                flags.add(key)
-            else:
-                flags.discard(key)
+        if store is PLAIN:
+            self.stores.pop(key, None)
+        else:
+            self.stores[key] = store
 
     def pending_attribute(self, obj: Variable, name: str) -> Any:
         """The value this trace gave `obj.name` (DELETED if it deleted it), None if untouched.
@@ -163,8 +178,7 @@ class SideEffects:
             birth(),
             dict(self.attributes),
             frozenset(self.hooked),
-            frozenset(self.raw),
-            frozenset(self.through_dict),
+            dict(self.stores),
             frozenset(self.written_then_deleted),
             frozenset(self.deleted_then_written),
         )
@@ -196,14 +210,12 @@ class SideEffects:
 
     def _undo(self, key: tuple[int, str], mark: Mark) -> None:
         """Give the attribute `key` the entry and flags it had at `mark` (none if it had none)."""
-        before = mark.attributes.get(key)
-        if before is None:
-            del self.attributes[key]
-        else:
-            self.attributes[key] = before
+        for now_map, then_map in ((self.attributes, mark.attributes), (self.stores, mark.stores)):
+            if key in then_map:
+                now_map[key] = then_map[key]
+            else:
+                now_map.pop(key, None)
         for now, then in (
-            (self.raw, mark.raw),
-            (self.through_dict, mark.through_dict),
             (self.written_then_deleted, mark.written_then_deleted),
             (self.deleted_then_written, mark.deleted_then_written),
         ):
@@ -246,16 +258,17 @@ class SideEffects:
             if change is not None:
                 changes.append(change)
         for key, (obj, name, value) in self.attributes.items():
-            setter, deleter = _STORES[key in self.raw, key in self.through_dict]
+            plain = key not in self.stores  # written out as `obj.name = v` / `del obj.name`
+            setter, deleter = self.stores.get(key, PLAIN)
             if value is not DELETED and key in self.deleted_then_written:
                 changes.append(f"{global_name(delete_if_present)}({expr(obj)}, {name!r}, {global_name(deleter)})")
             if value is DELETED and key in self.written_then_deleted:
                 changes.append(f"{global_name(delete_if_present)}({expr(obj)}, {name!r}, {global_name(deleter)})")
-            elif value is DELETED and setter is not setattr:
+            elif value is DELETED and not plain:
                 changes.append(f"{global_name(deleter)}({expr(obj)}, {name!r})")
             elif value is DELETED:
                 changes.append(f"del {expr(obj)}.{name}")
-            elif setter is not setattr:
+            elif not plain:
                 changes.append(f"{global_name(setter)}({expr(obj)}, {name!r}, {pin(expr(value))})")
             else:
                 changes.append(f"{expr(obj)}.{name} = {pin(expr(value))}")
@@ -274,28 +287,6 @@ class SideEffects:
             emit(line)
 
 
-def set_in_instance_dict(obj: Any, name: str, value: Any) -> None:
-    """`obj.__dict__[name] = value`, with no `__getattribute__` or descriptor of the class run."""
-    object.__getattribute__(obj, "__dict__")[name] = value
-
-
-def delete_from_instance_dict(obj: Any, name: str) -> None:
-    """`del obj.__dict__[name]`, likewise (AttributeError if it holds none, as `delattr`)."""
-    try:
-        del object.__getattribute__(obj, "__dict__")[name]
-    except KeyError:
-        raise AttributeError(name) from None
-
-
-# (raw, through_dict) -> how a write and a delete are replayed (`setattr`: `obj.name = v`)
-_STORES = {
-    (False, False): (setattr, delattr),
-    (True, False): (object.__setattr__, object.__delattr__),
-    (False, True): (set_in_instance_dict, delete_from_instance_dict),
-    (True, True): (set_in_instance_dict, delete_from_instance_dict),
-}
-
-
 @dataclass(frozen=True)
 class Mark:
     """What `SideEffects.changed_since` compares with (see `SideEffects.mark`)."""
@@ -305,8 +296,7 @@ class Mark:
     born: int  # trackers born from here on were made after the mark
     attributes: dict[tuple[int, str], tuple[Variable, str, Any]]
     hooked: frozenset[int]
-    raw: frozenset[tuple[int, str]]
-    through_dict: frozenset[tuple[int, str]]
+    stores: dict[tuple[int, str], Store]
     written_then_deleted: frozenset[tuple[int, str]]
     deleted_then_written: frozenset[tuple[int, str]]
 

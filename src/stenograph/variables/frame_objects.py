@@ -20,7 +20,7 @@ from torch.fx.experimental.symbolic_shapes import guard_int
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from ..errors import BreakKind, TraceAgain, Unsupported
-from ..graph.side_effects import DELETED
+from ..graph.side_effects import DELETED, INSTANCE_DICT, PLAIN, RAW
 from ..guards.sources import (
     MODULE_TABLES,
     AttrSource,
@@ -290,8 +290,8 @@ class UserObjectVariable(ObjectVariable):
             run_descriptor(frame, cls, name, cls_attr, "__set__", self, [value])
             return
         keep_instance_dict_apart(frame, self, writing=True)
-        raw = _own_hook(cls, "__setattr__")
-        frame.output.side_effects.attribute_written(self, name, value, raw=raw)
+        store = RAW if _own_hook(cls, "__setattr__") else PLAIN
+        frame.output.side_effects.attribute_written(self, name, value, store=store)
 
     def object_delattr(self, frame: Frame, name: str) -> None:
         """`object.__delattr__`: a data descriptor's Python `__delete__` (a property's deleter)
@@ -325,8 +325,8 @@ class UserObjectVariable(ObjectVariable):
         if pending is None or pending is DELETED:
             raise raise_new(frame, AttributeError, name)
         keep_instance_dict_apart(frame, self, writing=True)
-        raw = _own_hook(cls, "__delattr__")
-        frame.output.side_effects.attribute_written(self, name, DELETED, raw=raw)
+        store = RAW if _own_hook(cls, "__delattr__") else PLAIN
+        frame.output.side_effects.attribute_written(self, name, DELETED, store=store)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         if not self._traces_reads(frame):
@@ -633,7 +633,7 @@ class InstanceDictVariable(Variable):
         if not isinstance(key, str):
             raise Unsupported(f"changing {self.describe()}[{key!r}], a key that is not an attribute name")
         keep_instance_dict_apart(frame, self.obj, writing=True)
-        frame.output.side_effects.attribute_written(self.obj, key, value, through_dict=True)
+        frame.output.side_effects.attribute_written(self.obj, key, value, store=INSTANCE_DICT)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         if name not in ("get", "__getitem__", "__contains__", "__setitem__", "__delitem__", "update"):

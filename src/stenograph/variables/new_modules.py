@@ -62,7 +62,7 @@ def instantiate_module(frame: Frame, cls: type, args: list[Variable], kwargs: di
         if klass not in (torch.nn.Module, object) and not is_user_class(klass):
             base = f"{klass.__module__}.{klass.__qualname__}"
             raise Unsupported(f"creating module {name}, a subclass of {base}, inside the compiled function")
-    if type(cls).__call__ is not type.__call__:  # ABCMeta (a module that is also a Mapping) is not
+    if type(cls).__call__ is not type.__call__:  # a metaclass keeping type's (ABCMeta) is fine
         raise Unsupported(f"creating module {name}, whose metaclass {type(cls).__qualname__} has its own __call__")
     if class_lookup(cls, "__getattribute__")[1] is not object:
         raise Unsupported(f"creating module {name}, whose class defines __getattribute__")

@@ -50,11 +50,10 @@ class GraphValueVariable(Variable):
         from a literal, `torch.tensor(1)`, and not changed since: fake tensors keep such a
         constant and drop it on an in-place change), for `seq[t]`; None otherwise."""
         known = getattr(self.fake, "constant", None)
-        if not self.is_tensor() or known is None or self.fake.dim() != 0 or self.fake.is_floating_point():
+        if not self.is_tensor() or known is None or self.fake.dim() != 0:
             return None
-        if self.fake.dtype in (torch.bool, torch.complex64, torch.complex128):
-            return None
-        return int(known.item())
+        dtype = self.fake.dtype
+        return None if dtype.is_floating_point or dtype.is_complex or dtype is torch.bool else int(known.item())
 
 
 class SymNodeVariable(GraphValueVariable):

@@ -59,12 +59,9 @@ class _Persister(pickle.Pickler):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.backend = backend
         self.graphs = graphs
-        self.named = named  # id(object) -> the reference to use for it (a cell's owner, say)
-        # what `sys.modules` holds under another name than the object's own `__name__`, by id:
-        # stand-ins that are not modules (Cython's shadow of `cython.dataclasses`: pickling its
-        # state would run its `__getattr__` on a half-made object when read back) and modules
-        # registered under another key (scipy's `uarray._uarray`): named by that key
-        self.stand_ins = {id(m): name for name, m in list(sys.modules.items()) if getattr(m, "__name__", None) != name}
+        # id(object) -> the reference to use for it: a cell's owner, say, and the process's own
+        # objects (`_process_references`)
+        self.named = {**_process_references(), **named}
 
     def persistent_id(self, obj: Any) -> Any:  # noqa: C901 - one case per kind of reference
         key = id(obj)
@@ -77,11 +74,6 @@ class _Persister(pickle.Pickler):
         kind = type(obj)
         if kind is type and obj in _UNNAMED_TYPES:
             return ("type", *_UNNAMED_TYPES[obj])
-        for name in _SYS_STATE:
-            if getattr(sys, name, None) is obj:  # `sys.modules` in a guard: not its thousands of modules
-                return ("sys", name)
-        if key in self.stand_ins and sys.modules.get(self.stand_ins[key]) is obj:
-            return ("module", self.stand_ins[key])
         if kind is types.ModuleType or (isinstance(obj, types.ModuleType) and sys.modules.get(obj.__name__) is obj):
             return ("module", obj.__name__)  # a module object of its own class too (`torch._VF`)
         if kind is dict and (module_name := _module_of_globals(obj)) is not None:
@@ -114,6 +106,23 @@ class _Persister(pickle.Pickler):
 # the interpreter's own tables that guards may hold (`sys.modules['torch'] is ...`): referenced as
 # `sys`'s attributes, never pickled with what they hold
 _SYS_STATE = ("modules", "path", "meta_path", "path_hooks", "path_importer_cache")
+
+
+def _process_references() -> dict[int, tuple]:
+    """References by id for objects that pickling by value would get wrong: `sys`'s import
+    tables, and what `sys.modules` holds under another name than the object's own `__name__`
+    (stand-ins that are not modules, as Cython's shadow of `cython.dataclasses`, whose
+    `__getattr__` would run on a half-made object when read back; modules registered under
+    another key, as scipy's `uarray._uarray`), named by that key. All stay alive while a dump
+    runs, so their ids are theirs."""
+    found: dict[int, tuple] = {
+        id(m): ("module", name)
+        for name, m in list(sys.modules.items())
+        if m is not None and getattr(m, "__name__", None) != name  # None: an import blocked on purpose
+    }
+    found.update({id(getattr(sys, name)): ("sys", name) for name in _SYS_STATE})
+    return found
+
 
 # builtin classes pickle cannot name (`builtins.function`, `builtins.bytes_iterator` do not
 # exist): by a module global that holds them, in `types` or `collections.abc`'s implementation
