@@ -52,6 +52,20 @@ def test_cond_is_one_graph_with_both_branches(backend, fn):
     assert sum(1 for n in cnt.graphs[0].graph.nodes if n.op == "get_attr") == 2
 
 
+def test_the_cond_operator_called_directly_is_one_graph(cnt):
+    """`torch.ops.higher_order.cond`, the operator `torch.cond` calls (torch's eager path compiles
+    a wrapper calling it), with nested functions as branches."""
+
+    def fn(pred, x):
+        def deep(a):
+            return torch.cond(a[0][0] > 0, lambda b: b + 2, lambda b: b - 2, [a])
+
+        return torch.ops.higher_order.cond(pred, lambda a: a * 2, deep, [x])
+
+    check(fn, lambda i: (torch.tensor(i % 2 == 0), t(3, 3, seed=i)), cnt, calls=3)
+    assert cnt.frame_count == 1
+
+
 def test_cond_on_a_python_bool_inlines_the_branch(cnt):
     def fn(x, flag):
         return torch.cond(flag, lambda a: a + 1, lambda a: a - 1, (x,))

@@ -796,7 +796,7 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return MarkStaticVariable(value)
     if value is torch._check:
         return CheckVariable(value)
-    if value is torch.cond:
+    if value is torch.cond or value is torch.ops.higher_order.cond:  # the operator torch.cond calls
         return CondVariable()
     if value is torch.utils.checkpoint.checkpoint:
         return CheckpointVariable()
