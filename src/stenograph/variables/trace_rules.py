@@ -123,8 +123,12 @@ NOT_TRACED = frozenset({
 # the parts of torch.optim that are not an optimizer's step (LR schedulers, weight averaging) or
 # whose step decides on values of its state or passes them where Python numbers go (L-BFGS's line
 # search, RAdam's rectification, ASGD's averaging, Adagrad's, Adafactor's and Muon's step sizes) or
-# takes sparse gradients. The other optimizers' `step` is traced (optimizers.py).
+# takes sparse gradients. The other optimizers' `step` is traced (optimizers.py). The random number
+# generators' seed and state functions (`torch.manual_seed`, `torch.seed`, `get_rng_state`, and
+# CUDA's) read and set the generators through C calls: each is one graph break, called as it is.
 NOT_TRACED_TORCH = (
+    "torch.random",
+    "torch.cuda.random",
     "torch._dynamo",
     "torch._compile",
     "torch.optim.lr_scheduler",
