@@ -471,3 +471,33 @@ def test_backward_compiled_on_its_own_reads_the_real_ctx(cnt):
     Doubled.apply(c, t(4, seed=3)).sum().backward()  # needs_input_grad changed: recompiled
     torch.testing.assert_close(c.grad, (c + t(4, seed=3)).sin().detach())
     assert cnt.frame_count == 2
+
+
+@stenograph.allow_in_graph
+class _BreakingButAllowed(torch.autograd.Function):
+    """Marked `allow_in_graph`: its forward, which would break the graph if traced, is recorded as
+    one node without being read."""
+
+    @staticmethod
+    def forward(ctx, x):
+        stenograph.graph_break()
+        ctx.rows = x.size(0)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.rows
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_function_marked_allow_in_graph_is_one_node_unread(backend):
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(lambda x: _BreakingButAllowed.apply(x) + 1, backend=cnt, fullgraph=True)
+    for i in range(2):
+        x = t(3, 2, seed=i, grad=True)
+        got, want = compiled(x), _BreakingButAllowed.apply(x) + 1
+        torch.testing.assert_close(got, want)
+        (g_got,) = torch.autograd.grad(got.sum(), x)
+        (g_want,) = torch.autograd.grad(want.sum(), x)
+        torch.testing.assert_close(g_got, g_want)  # the user's backward's 3, not the derivative's 2
+    assert cnt.frame_count == 1

@@ -10,7 +10,8 @@ globals) would then run at the wrong time. So forward and backward are first tra
 frame's own interpreter, with a stand-in `ctx` that keeps what forward saves and sets: anything the
 tracer cannot capture, any change to Python state, or a tensor read from elsewhere than the
 arguments (a global, a module's parameter) raises `Unsupported` there and the call runs eagerly at
-a graph break. The nodes this speculation recorded are erased afterwards.
+a graph break. The nodes this speculation recorded are erased afterwards. A Function marked
+`allow_in_graph` is taken at its word: its node is recorded without this check.
 
 A forward that changes an input in place and marks it dirty (`ctx.mark_dirty`) returns that input:
 the node's fake result is the argument's own fake, so the tracker is the argument's (`y is x`),
@@ -30,6 +31,7 @@ from torch.autograd import forward_ad
 
 from .. import process_state
 from ..errors import Unsupported
+from ..marks import is_allowed_in_graph
 from .base import Variable, birth
 from .constants import BoundMethodVariable, constant
 from .containers import TupleVariable
@@ -106,7 +108,8 @@ class FunctionApplyVariable(Variable):
         self._refuse_forward_ad(frame)
         if kwargs and has_own_setup_context(self.cls):
             args, kwargs = self._bound(frame, args, kwargs)
-        self._speculate(frame, args, kwargs)
+        if not is_allowed_in_graph(self.cls):  # marked: the node as it is, its bodies unread
+            self._speculate(frame, args, kwargs)
         return frame.output.call("call_function", apply_of(self.cls), args, kwargs, f"{self.describe()}()")
 
     def _bound(
