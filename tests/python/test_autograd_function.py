@@ -501,3 +501,27 @@ def test_function_marked_allow_in_graph_is_one_node_unread(backend):
         (g_want,) = torch.autograd.grad(want.sum(), x)
         torch.testing.assert_close(g_got, g_want)  # the user's backward's 3, not the derivative's 2
     assert cnt.frame_count == 1
+
+
+class _KeepsApply(torch.nn.Module):
+    """Holds a Function's `apply` (a method bound to the class) as an attribute."""
+
+    def __init__(self, function: type) -> None:
+        super().__init__()
+        self.fn = function.apply
+
+    def forward(self, x):
+        return self.fn(x, 2.0) + 1
+
+
+class _OtherScaledSquare(ScaledSquare):
+    pass
+
+
+def test_apply_kept_as_a_module_attribute_is_one_graph_and_guarded(cnt):
+    module = _KeepsApply(ScaledSquare)
+    check(module, lambda i: (t(4, seed=i, grad=True),), cnt, grads=True)
+    module.fn = _OtherScaledSquare.apply  # another class: recompiled
+    x = t(4, grad=True)
+    torch.testing.assert_close(stenograph.compile(module, backend=cnt)(x), module(x))
+    assert cnt.frame_count == 2

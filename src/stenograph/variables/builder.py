@@ -402,6 +402,9 @@ def _function(w: Wrapping) -> Variable:
     return UserFunctionVariable(w.value, w.source)
 
 
+_FUNCTION_APPLY = torch.autograd.Function.__dict__["apply"].__func__
+
+
 @_rule(lambda value, source: isinstance(value, types.MethodType))
 def _method(w: Wrapping) -> Variable:
     frame, value, source = w.frame, w.value, w.source
@@ -412,6 +415,8 @@ def _method(w: Wrapping) -> Variable:
     fn_source = AttrSource(source, "__func__") if source is not None else None
     if fn_source is not None:
         wrap(frame, value.__func__, fn_source)  # guards the function like any other
+    if value.__func__ is _FUNCTION_APPLY and is_plain_function_class(value.__self__):
+        return self_var.getattr(frame, "apply")  # `self.fn = MyFunction.apply`, kept and called later
     return UserMethodVariable(value.__func__, self_var, source, fn_source=fn_source)
 
 
