@@ -213,7 +213,9 @@ def assume_constant_result(fn: Callable) -> Callable:
 
 
 def is_constant_result(fn: Any) -> bool:
-    return getattr(fn, CONSTANT_RESULT_ATTR, False) is True
+    """Marked by `assume_constant_result`, stenograph's or torch's (`torch._dynamo.assume_constant_result`,
+    which sets `_dynamo_marked_constant`: model code written for torch.compile carries it)."""
+    return getattr(fn, CONSTANT_RESULT_ATTR, False) is True or getattr(fn, "_dynamo_marked_constant", False) is True
 
 
 # on `stenograph.compile`: called while tracing, a compile entry point gives back what it is handed

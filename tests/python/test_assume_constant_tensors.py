@@ -198,3 +198,28 @@ def test_a_tensor_result_keeps_static_sizes_under_dynamic_true(cnt):
         assert_same(compiled(x), fn(x))
     placeholders = [n for n in cnt.graphs[0].graph.nodes if n.op == "placeholder"]
     assert all(not isinstance(s, torch.SymInt) for n in placeholders for s in n.meta["example_value"].shape)
+
+
+class _HelperModule(torch.nn.Module):
+    """A method marked with torch's own decorator (model code written for torch.compile)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(2, 2)
+
+    @torch._dynamo.assume_constant_result
+    def rows_of_nonzero(self, x):
+        return torch.nonzero(x)
+
+    def forward(self, x):
+        return self.rows_of_nonzero(self.linear(x))
+
+
+def test_torchs_own_mark_is_honoured():
+    torch.manual_seed(0)
+    module = _HelperModule()
+    x = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+    explained = stenograph.explain(module)(x)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+    graph, _ = stenograph.export(module, x)
+    assert_same(graph(torch.zeros(2, 2)), module(x), "the result seen while exporting, folded")
