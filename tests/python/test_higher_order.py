@@ -199,3 +199,62 @@ def test_cond_on_a_predicate_of_several_elements_raises_eagers_error(cnt):
     with pytest.raises(RuntimeError) as compiled_error:
         compiled(x, pred)
     assert str(compiled_error.value) == str(eager.value)
+
+
+# -- map (functorch.experimental.control_flow.map) ------------------------------------------------
+
+
+class _Mapped(nn.Module):
+    """A body over slices that reads a parameter and an extra argument; two outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(5, 5)
+
+    def forward(self, xs, scale):
+        from functorch.experimental.control_flow import map as map_
+
+        def body(x, s):
+            y = x.sin() + self.lin(x) * s
+            return y, y.sum()
+
+        stacked, sums = map_(body, xs, scale)
+        return stacked * 2, sums
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_map_is_one_graph_with_its_body(backend):
+    torch.manual_seed(0)
+    cnt = CompileCounterWithBackend(backend)
+    check(_Mapped(), lambda i: (t(4, 5, seed=i, grad=True), t(5, seed=i + 3, grad=True)), cnt, grads=True)
+    nodes = [n for n in cnt.graphs[0].graph.nodes if n.target is torch.ops.higher_order.map_impl]
+    assert len(nodes) == 1
+    assert len(nodes[0].args[2]) == 3  # scale, then lin.weight and lin.bias lifted
+
+
+def test_map_guards_the_leading_size(cnt):
+    torch.manual_seed(0)
+    module = _Mapped()
+    compiled = stenograph.compile(module, backend=cnt)
+    for rows in (4, 4, 6):
+        xs, scale = t(rows, 5, seed=rows), t(5)
+        for got, want in zip(compiled(xs, scale), module(xs, scale)):
+            torch.testing.assert_close(got, want)
+    assert cnt.frame_count == 2
+
+
+def test_map_body_changing_python_state_runs_eagerly(cnt):
+    from functorch.experimental.control_flow import map as map_
+
+    seen = []
+
+    def fn(xs):
+        def body(x):
+            seen.append(1)
+            return x + 1
+
+        return map_(body, xs)
+
+    xs = t(3, 2)
+    torch.testing.assert_close(stenograph.compile(fn, backend=cnt)(xs), xs + 1)
+    assert len(seen) == 3  # the body ran eagerly, once per slice

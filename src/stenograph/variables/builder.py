@@ -120,7 +120,7 @@ from .functions import (
     UserMethodVariable,
 )
 from .global_contexts import error_on_break_factory, is_global_context_object, wrap_global_context
-from .higher_order import CondVariable
+from .higher_order import CondVariable, MapVariable
 from .named_tuples import NamedTupleVariable, StructSeqVariable, is_namedtuple_class
 from .new_modules import TorchModuleClassVariable, instantiate_module
 from .nonstrict_calls import NonstrictDecoratorVariable
@@ -803,6 +803,8 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return CheckVariable(value)
     if value is torch.cond or value is torch.ops.higher_order.cond:  # the operator torch.cond calls
         return CondVariable()
+    if value is torch.ops.higher_order.map_impl:  # what torch's `map` calls
+        return MapVariable()
     if value is torch.utils.checkpoint.checkpoint:
         return CheckpointVariable()
     if value is torch.vmap or value is torch.func.vmap:

@@ -1,4 +1,4 @@
-"""Higher-order torch functions (`torch.cond` here, `checkpoint` in `checkpoint.py`).
+"""Higher-order torch functions (`torch.cond` and `map` here, `checkpoint` in `checkpoint.py`).
 
 `torch.cond` is recorded with its branches as graphs of their own.
 Each branch is traced with the frame's own interpreter into a separate FX graph whose inputs are
@@ -102,6 +102,47 @@ class CondVariable(HigherOrderVariable):
         )
         result = output.wrap_result(node, fake, "torch.cond()")
         return result.unpack(frame)[0] if bodies[0].single else result
+
+
+class MapVariable(HigherOrderVariable):
+    """`torch.ops.higher_order.map_impl(f, xs, args)`, which torch's `map`
+    (`functorch.experimental.control_flow.map`, inlined) calls with its flattened arguments: `f`
+    is traced once, on the first slices of the tensors `xs` and on `args`, into a graph of its
+    own, and the call is one `map_impl` node reading it, as torch.compile records it. Tensors the
+    body reads besides its arguments become further `args`."""
+
+    function = staticmethod(torch.ops.higher_order.map_impl)
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if kwargs or len(args) != 3 or not all(isinstance(a, (ListVariable, TupleVariable)) for a in args[1:]):
+            raise Unsupported("map_impl() with arguments other than a body and two lists of tensors")
+        xs, rest = args[1].unpack(frame), args[2].unpack(frame)
+        if not xs or not all(isinstance(v, TensorVariable) for v in xs + rest):
+            raise Unsupported("map() over arguments that are not all tensors")
+        output = frame.output
+        with output.fake_mode:
+            slices = [torch.select_copy(x.fake, 0, 0) for x in xs]  # type: ignore[attr-defined]
+        fakes = slices + [r.fake for r in rest]  # type: ignore[attr-defined]
+        body = trace_body(frame, lambda inner: args[0].call(frame, inner, {}), fakes, "a map() body")
+        (body_gm,), free = close_bodies([body])
+        extra = [*[r.fake for r in rest], *[node.meta["example_value"] for node in free]]  # type: ignore[attr-defined]
+        try:
+            with output.fake_mode, enable_python_dispatcher():
+                fake = torch.ops.higher_order.map_impl(body_gm, [x.fake for x in xs], extra)  # type: ignore[attr-defined]
+        except Exception as e:
+            raise Unsupported(f"map() body cannot run on the slices: {type(e).__name__}: {e}") from e
+        node = output.graph.create_node(
+            "call_function",
+            torch.ops.higher_order.map_impl,
+            (
+                output.add_submodule(body_gm, "map_body"),
+                [x.node for x in xs],  # type: ignore[attr-defined]
+                [*[r.node for r in rest], *free],  # type: ignore[attr-defined]
+            ),
+            {},
+        )
+        result = output.wrap_result(node, tuple(fake), "map()")
+        return result.unpack(frame)[0] if body.single else result
 
 
 @dataclasses.dataclass
