@@ -38,6 +38,10 @@ def test_guard_fail_fn_gets_torchs_guard_fail_on_a_recompile():
     assert len(failures) == 1
     assert failures[0].orig_code is _product.__code__
     assert re.match(r"\d+/0: L\['x'\]: .*size=\[2\]", failures[0].reason)  # entry 0 of frame N
+    # what differs, also in torch.compile's words
+    assert failures[0].reason.endswith("tensor 'x' size mismatch at index 0. expected 2, actual 3")
+    compiled(torch.ones(3, dtype=torch.float64), torch.ones(3), 3)
+    assert "tensor 'x' dtype mismatch. expected torch.float32, actual torch.float64" in failures[1].reason
 
     torch_failures: list = []
     torch_peer(

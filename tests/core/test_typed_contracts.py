@@ -274,7 +274,8 @@ def test_a_tensor_recompile_names_the_new_metadata():
         (failure,) = _recompile_failures(fn, [(torch.ones(2),), (torch.ones(2, dtype=torch.float64),)])
     assert failure.check.startswith("L['x']: Tensor torch.float32 cpu size=[2]")
     assert failure.new_value == "Tensor torch.float64 cpu size=[2] stride=[1] requires_grad=False"
-    assert failure.reason == f"{failure.check} (got {failure.new_value})"
+    assert failure.mismatch == "tensor 'x' dtype mismatch. expected torch.float32, actual torch.float64"
+    assert failure.reason == f"{failure.check} (got {failure.new_value}): {failure.mismatch}"
 
 
 def test_a_global_state_recompile_has_no_new_value():

@@ -16,10 +16,14 @@ class GuardFailure:
 
     check: str
     new_value: str | None = None
+    # for a tensor check, what differs, in the words of torch.compile's reasons ("tensor 'x' size
+    # mismatch at index 0. expected 2, actual 3"), which tools and tests written for it look for
+    mismatch: str | None = None
 
     @property
     def reason(self) -> str:
         """The recompile reason: the check's text, then the new value when there is one."""
         if self.new_value is None:
             return self.check
-        return f"{self.check} (got {self.new_value})"
+        text = f"{self.check} (got {self.new_value})"
+        return text if self.mismatch is None else f"{text}: {self.mismatch}"

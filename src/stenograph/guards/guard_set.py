@@ -24,7 +24,7 @@ from . import native
 from .failures import GuardFailure
 from .lowering import replacements
 from .pyfunc import make_function, parameter_list
-from .sources import MODULE_TABLES, GlobalsNamer, Source, SourceRenderer
+from .sources import MODULE_TABLES, GlobalsNamer, LocalSource, Source, SourceRenderer
 
 # ranks: lower runs first
 RANK_GLOBAL_STATE = 0
@@ -614,7 +614,9 @@ class GuardSet:
         """A twin of the guard function returning the first failing check as a `GuardFailure`
         (its text and the value the call passed), or None."""
         checks = self.ordered()
-        lines, namer = self.source_text(lambda index, value: f"___failure(___checks[{index}], ___actual({value}))")
+        lines, namer = self.source_text(
+            lambda index, value: f"___failure(___checks[{index}], ___actual({value}), ___mismatch({index}, {value}))"
+        )
         body = (
             ["try:"]
             + ["    " + line for line in lines]
@@ -629,6 +631,7 @@ class GuardSet:
             **namer.bindings(),
             "___checks": [c.text for c in checks],
             "___actual": _describe_actual,
+            "___mismatch": lambda index, value: _tensor_mismatch(checks[index], value),
             "___failure": GuardFailure,
             **_SHAPE_GUARD_NAMES,
         }
@@ -661,6 +664,30 @@ def _describe_actual(value: Any) -> str | None:
         )
     text = repr(value)
     return text if len(text) < 80 else text[:77] + "..."
+
+
+def _tensor_mismatch(check: Check, value: Any) -> str | None:
+    """What differs between a tensor check's facts and the tensor a call passed, worded as
+    torch.compile words it (None for other checks)."""
+    facts = check.detail
+    if check.kind != "tensor" or not isinstance(facts, TensorFacts) or not isinstance(value, torch.Tensor):
+        return None
+    source = check.source
+    name = source.local_name if isinstance(source, LocalSource) else source.name() if source is not None else "?"
+    prefix = f"tensor {name!r} "
+    if value.dtype != facts.dtype:
+        return prefix + f"dtype mismatch. expected {facts.dtype}, actual {value.dtype}"
+    if value.device != facts.device:
+        return prefix + f"device mismatch. expected {facts.device}, actual {value.device}"
+    if value.requires_grad != facts.requires_grad:
+        return prefix + f"requires_grad mismatch. expected requires_grad={int(facts.requires_grad)}"
+    if value.dim() != len(facts.sizes):
+        return prefix + f"rank mismatch. expected {len(facts.sizes)}, actual {value.dim()}"
+    for what, wanted, got in (("size", facts.sizes, value.shape), ("stride", facts.strides, value.stride())):
+        for i, (want, have) in enumerate(zip(wanted, got)):
+            if want is not None and want != have:
+                return prefix + f"{what} mismatch at index {i}. expected {want}, actual {have}"
+    return None
 
 
 def _has_signed_zero_or_nan(value: Any) -> bool:
