@@ -230,3 +230,23 @@ def _function_made_before_a_break(x):
 def test_functions_rebuilt_at_a_break_do_not_shadow_its_call(cnt, capsys):
     compiled = stenograph.compile(_function_made_before_a_break, backend=cnt)
     assert_matches_eager(_function_made_before_a_break, compiled, lambda i: (torch.ones(2) * i,), capsys)
+
+
+def _asserts_around_a_break(x):
+    # in a test module pytest rewrites the asserts, keeping locals named `@py_assert1` and so on
+    y = x.sin()
+    assert y.shape == (3,), "shape"
+    stenograph.graph_break()
+    assert y.dim() == 1
+    return y + 1
+
+
+def test_a_break_among_pytests_rewritten_asserts(cnt):
+    """Locals whose names are not identifiers live across the break: the resume function's
+    parameters are renamed (its signature would be unreadable otherwise)."""
+    assert any(not name.isidentifier() for name in _asserts_around_a_break.__code__.co_varnames)
+    compiled = stenograph.compile(_asserts_around_a_break, backend=cnt)
+    for i in range(2):
+        x = torch.full((3,), float(i))
+        assert_same(compiled(x), _asserts_around_a_break(x))
+    assert cnt.frame_count == 2

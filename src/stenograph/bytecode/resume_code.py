@@ -234,8 +234,29 @@ def build_resume_code(
     new = _resume_bytecode(code, prologue + body, argnames, cellvars, freevars)
     stacksize = _stack_bound(code, slots)
     if not original.marks:
-        return assemble(new, stacksize=stacksize)
-    return _assemble_with_lasti(new, original.marks, lasti_loads, stacksize)
+        return _identifier_names(assemble(new, stacksize=stacksize))
+    return _identifier_names(_assemble_with_lasti(new, original.marks, lasti_loads, stacksize))
+
+
+def _identifier_names(code: types.CodeType) -> types.CodeType:
+    """`code` with each local whose name is not an identifier renamed (pytest's assertion
+    rewriting makes locals such as `@py_assert0`): as a parameter of the resume function, such a
+    name would make its signature unreadable (`inspect.signature` raises). Locals are read by
+    index, so only the names change."""
+    names = code.co_varnames
+    if all(name.isidentifier() for name in names):
+        return code
+    taken = set(names)
+    cells = set(code.co_cellvars) | set(code.co_freevars)  # (named in two tables: left as they are)
+    renamed = []
+    for i, name in enumerate(names):
+        if not name.isidentifier() and name not in cells:
+            name = f"___local{i}_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+            while name in taken:
+                name += "_"
+            taken.add(name)
+        renamed.append(name)
+    return code.replace(co_varnames=tuple(renamed))
 
 
 def _resume_index(code: types.CodeType, dec: DecodedCode, offset: int) -> int:

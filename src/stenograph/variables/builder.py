@@ -402,7 +402,7 @@ def _function(w: Wrapping) -> Variable:
     return UserFunctionVariable(w.value, w.source)
 
 
-_FUNCTION_APPLY = torch.autograd.Function.__dict__["apply"].__func__
+_FUNCTION_APPLY = getattr(torch.autograd.Function.__dict__["apply"], "__func__", None)  # (torch 2.15+: a C classmethod)
 
 
 @_rule(lambda value, source: isinstance(value, types.MethodType))
