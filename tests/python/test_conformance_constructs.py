@@ -678,3 +678,44 @@ def test_endless_iterator_live_at_a_graph_break_runs_eagerly(cnt):
 
     with pytest.warns(stenograph.StenographWarning, match="itertools.count object is live at a graph break"):
         assert torch.equal(stenograph.compile(fn, backend=cnt)(t(3)), fn(t(3)))
+
+
+# -- isinstance() with typing aliases ------------------------------------------------------------
+
+
+def test_isinstance_with_typing_aliases(cnt):
+    import typing
+
+    def fn(x, m):
+        r = x
+        if isinstance(m, typing.Mapping):
+            r = r + 1
+        if isinstance(m, typing.Sequence):
+            r = r + 10
+        if isinstance(m, typing.Optional[dict]):
+            r = r + 100
+        if isinstance(m, typing.Union[int, list]):
+            r = r + 1000
+        if isinstance(m, int | str):
+            r = r + 10000
+        return r
+
+    values = [{"a": 1}, [1], 3, "s", None]
+    check(fn, lambda i: (t(2, seed=i), values[i]), cnt, graphs=len(values), calls=len(values))
+
+
+def test_isinstance_with_an_alias_eager_refuses_raises_as_eager(cnt):
+    import typing
+
+    def fn(x, m):
+        messages = []
+        for alias in (typing.Any, list[int]):
+            try:
+                isinstance(m, alias)
+            except TypeError as e:
+                messages.append(str(e))
+        return x + len(messages), messages
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    got, want = compiled(t(2), [1]), fn(t(2), [1])
+    assert torch.equal(got[0], want[0]) and got[1] == want[1] and len(want[1]) == 2

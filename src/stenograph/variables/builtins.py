@@ -11,6 +11,7 @@ import abc
 import builtins
 import operator
 import types
+import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -293,12 +294,37 @@ def _instance_of(frame: Frame, obj: Variable, cls: Any) -> bool:
         return any(_instance_of(frame, obj, c) for c in cls)
     if obj.python_type() is cls:
         return True
+    if not isinstance(cls, type):
+        return _instance_of(frame, obj, _class_of_alias(frame, cls))
     check = _custom_instance_check(cls)
     if check is None:
         return issubclass(obj.python_type(), cls)
     if not isinstance(check, types.FunctionType):
         raise Unsupported(f"isinstance() with {cls!r}, whose metaclass defines __instancecheck__ in C")
     return frame.inline_call(check, [class_variable(cls), obj], {}, closure=None).truth(frame)
+
+
+def _class_of_alias(frame: Frame, alias: Any) -> Any:
+    """The class (or tuple of classes) an `isinstance` test against a typing alias tests:
+    `typing.Mapping` is `collections.abc.Mapping`'s, `int | None` and `Optional[int]` their
+    members'. Where eager raises (`typing.Any`, `list[int]`), so does the program."""
+    origin = getattr(alias, "__origin__", None)
+    if isinstance(alias, _TYPING_SPECIAL_ALIASES) and isinstance(origin, type):
+        return origin
+    if isinstance(alias, (types.UnionType, _TYPING_UNION)) or origin is typing.Union:
+        members = typing.get_args(alias)
+        if all(isinstance(m, type) for m in members):
+            return members
+    if type(alias).__module__ in ("typing", "types"):
+        try:
+            isinstance(None, alias)
+        except TypeError as e:
+            raise_python_error(frame, e)
+    raise Unsupported(f"isinstance() with {alias!r}, which is not a class")
+
+
+_TYPING_SPECIAL_ALIASES = getattr(typing, "_SpecialGenericAlias", ())
+_TYPING_UNION = getattr(typing, "_UnionGenericAlias", types.UnionType)
 
 
 @_handler(type)
