@@ -692,9 +692,9 @@ def test_isinstance_with_typing_aliases(cnt):
             r = r + 1
         if isinstance(m, typing.Sequence):
             r = r + 10
-        if isinstance(m, typing.Optional[dict]):
+        if isinstance(m, typing.Optional[dict]):  # noqa: UP045 (the alias itself is tested)
             r = r + 100
-        if isinstance(m, typing.Union[int, list]):
+        if isinstance(m, typing.Union[int, list]):  # noqa: UP007
             r = r + 1000
         if isinstance(m, int | str):
             r = r + 10000
