@@ -225,3 +225,13 @@ def test_a_tensor_read_inside_an_op_breaks_without_the_setting(cnt):
     with stenograph.config.patch(capture_scalar_outputs=False):
         with pytest.raises(Unsupported, match="reads a tensor's value as a Python number"):
             stenograph.compile(_foreach_addcmul, backend=cnt, fullgraph=True)(*_scalar_args(0))
+
+
+def _truth_of_item(x):
+    return bool(x.item()), bool((x * 2).item())
+
+
+@pytest.mark.parametrize("value", [3, 0, 0.5, 0.0, True, False])
+def test_bool_of_a_captured_number_is_symbolic(cnt, value):
+    """`bool(x.item())` is `item != 0` in the graph (a bool item as it is): no branch, no guard."""
+    check(_truth_of_item, lambda i: (torch.tensor([value]),), cnt)

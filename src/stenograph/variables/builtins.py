@@ -620,6 +620,11 @@ def _number(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Varia
         return tensor_scalars.number(frame, args[0], fn)
     if args and isinstance(args[0], TensorVariable):
         raise Unsupported(f"{fn.__name__}(tensor) reads the tensor's value", hint="keep the value as a tensor")
+    if fn is bool and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
+        # a symbolic number's truth stays symbolic (`!= 0`): no guard, no decision on its value
+        if args[0].python_type() is bool:
+            return args[0]
+        return frame.output.call("call_function", operator.ne, [args[0], constant(0)], {}, "bool()")
     if fn is bool and args:
         return constant(args[0].truth(frame))
     if fn in (int, float) and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
