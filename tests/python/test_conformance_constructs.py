@@ -719,3 +719,28 @@ def test_isinstance_with_an_alias_eager_refuses_raises_as_eager(cnt):
     compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
     got, want = compiled(t(2), [1]), fn(t(2), [1])
     assert torch.equal(got[0], want[0]) and got[1] == want[1] and len(want[1]) == 2
+
+
+# -- attributes a functools.partial read from outside lacks --------------------------------------
+
+
+def _sin_plus(x, y):
+    return torch.sin(x) + y
+
+
+_PARTIAL = functools.partial(_sin_plus, y=4)
+
+
+def test_hasattr_of_a_partial_passed_in_is_guarded(cnt):
+    def fn(x):
+        return _PARTIAL(x) + 1 if hasattr(_PARTIAL, "__name__") else _PARTIAL(x) - 1
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    x = t(3)
+    assert torch.equal(compiled(x), fn(x))
+    _PARTIAL.__name__ = "named"  # set on the partial's own __dict__: recompiled
+    try:
+        assert torch.equal(compiled(x), fn(x)) and torch.equal(fn(x), _PARTIAL(x) + 1)
+    finally:
+        del _PARTIAL.__name__
+    assert cnt.frame_count == 2

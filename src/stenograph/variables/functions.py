@@ -855,12 +855,18 @@ class PartialVariable(Variable):
     """A `functools.partial`: calling it calls the function with the stored arguments first."""
 
     def __init__(
-        self, fn: Variable, args: list[Variable], kwargs: dict[str, Variable], source: Source | None = None
+        self,
+        fn: Variable,
+        args: list[Variable],
+        kwargs: dict[str, Variable],
+        source: Source | None = None,
+        value: functools.partial | None = None,
     ) -> None:
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.source = source
+        self.value = value  # the partial read from `source`
 
     @staticmethod
     def make(fn: Variable, args: list[Variable], kwargs: dict[str, Variable]) -> PartialVariable:
@@ -899,6 +905,9 @@ class PartialVariable(Variable):
                 return DictVariable({})
             if callable(found):  # a method every partial has (`__repr__`, `__reduce__`, ...)
                 return PartialMethodVariable(self, name)
+        elif self.value is not None and not hasattr(self.value, name):  # (`hasattr(p, "__name__")`)
+            frame.output.guards.attribute_absent(self.source, self.value, name)
+            raise raise_new(frame, AttributeError, f"'functools.partial' object has no attribute {name!r}")
         return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:
