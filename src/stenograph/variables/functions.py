@@ -905,6 +905,8 @@ class PartialVariable(Variable):
                 return DictVariable({})
             if callable(found):  # a method every partial has (`__repr__`, `__reduce__`, ...)
                 return PartialMethodVariable(self, name)
+        elif self.value is not None and name in vars(self.value):  # set on this partial
+            return frame.wrap(vars(self.value)[name], AttrSource(self.source, name))
         elif self.value is not None and not hasattr(self.value, name):  # (`hasattr(p, "__name__")`)
             frame.output.guards.attribute_absent(self.source, self.value, name)
             raise raise_new(frame, AttributeError, f"'functools.partial' object has no attribute {name!r}")
