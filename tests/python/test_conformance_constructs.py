@@ -744,3 +744,12 @@ def test_hasattr_of_a_partial_passed_in_is_guarded(cnt):
     finally:
         del _PARTIAL.__name__
     assert cnt.frame_count == 2
+
+
+def test_type_of_iterators_over_containers_made_in_the_frame(cnt):
+    def fn(x):
+        its = [iter([x]), reversed([x]), iter({"a": x}), iter({"a": x}.values()), iter({"a": x}.items()), iter({1})]
+        names = [type(it).__name__ for it in its]
+        return x + len(names), names, isinstance(its[0], list), type(its[0]) is type(iter([]))
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)

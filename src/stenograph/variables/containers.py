@@ -732,6 +732,9 @@ class ListIteratorVariable(IteratorVariable):
     def iterated(self) -> Variable | None:
         return self.list_var
 
+    def python_type(self) -> type:
+        return type(iter([]))
+
 
 class ReversedListIteratorVariable(IteratorVariable):
     """`reversed(list)`: walks the live list from the end by index, as CPython's does."""
@@ -759,6 +762,18 @@ class ReversedListIteratorVariable(IteratorVariable):
     def iterated(self) -> Variable | None:
         return self.list_var
 
+    def python_type(self) -> type:
+        return type(reversed([]))
+
+
+# the classes of CPython's iterators over a dict's keys, values and items, and over a set
+_LIVE_ITERATOR_TYPES = {
+    "keys": type(iter({})),
+    "values": type(iter({}.values())),
+    "items": type(iter({}.items())),
+    "set": type(iter(set())),
+}
+
 
 class LiveContainerIteratorVariable(IteratorVariable):
     """Iteration over a dict (keys, values or items) or a set, reading it live.
@@ -775,6 +790,9 @@ class LiveContainerIteratorVariable(IteratorVariable):
         self.size = len(self.keys)
         self.index = 0
         self.failure = None
+
+    def python_type(self) -> type:
+        return _LIVE_ITERATOR_TYPES[self.kind]
 
     def _keys(self) -> list[Any]:
         if isinstance(self.container, SetVariable):
