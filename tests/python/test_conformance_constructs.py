@@ -5,6 +5,7 @@ the frame, function attributes set while tracing."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 
@@ -753,3 +754,49 @@ def test_type_of_iterators_over_containers_made_in_the_frame(cnt):
         return x + len(names), names, isinstance(its[0], list), type(its[0]) is type(iter([]))
 
     check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+# -- frozen dataclasses as dict keys ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Point:
+    x: float
+    y: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Segment:
+    start: _Point
+    label: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _OwnEquality:
+    x: int
+
+    def __eq__(self, other):
+        return isinstance(other, _OwnEquality)
+
+    def __hash__(self):
+        return 0
+
+
+def test_frozen_dataclasses_made_in_the_frame_are_keys_by_their_fields(cnt):
+    def fn(x):
+        d = {_Point(1.5, 2): x, _Segment(_Point(0.0, 1), "a"): x * 2}
+        d[_Point(1.5, 2)] = d[_Point(1.5, 2)] + 1  # an equal new object finds the same entry
+        members = {_Point(1.5, 2), _Point(1.5, 2), _Point(1.5, 3)}
+        return d[_Segment(_Point(0.0, 1), "a")] + d[_Point(1.5, 2)], len(d), len(members), _Point(9.0, 9) in d
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def test_a_dataclass_key_with_its_own_equality_runs_eagerly(cnt):
+    def fn(x):
+        d = {_OwnEquality(1): x}
+        return d[_OwnEquality(2)] + 1  # the class says all are equal
+
+    x = t(2)
+    with pytest.warns(stenograph.StenographWarning, match="_OwnEquality object created while tracing"):
+        assert torch.equal(stenograph.compile(fn, backend=cnt)(x), fn(x))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import operator
 import types
 from collections.abc import Callable
@@ -389,6 +390,10 @@ def dict_key(var: Variable, frame: Frame | None = None, *, member: bool = False)
         or (cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__)
         or (identity is not None and identity is var.value_object and is_dict_key_constant(identity))
     )
+    if identity is not None and not by_identity and frame is not None:
+        fields = _compared_fields(var, frame)
+        if fields is not None:
+            return FieldsKey(identity, var, fields)
     if identity is None or not by_identity:
         raise Unsupported(f"dict key {var.describe()} (only constants and objects compared by identity are tracked)")
     if identity is var.value_object:  # a fixed object: keyed by itself, as in a dict read from the frame
@@ -416,6 +421,55 @@ class TrackedKey:
 
     def __repr__(self) -> str:
         return self.tracker.describe()
+
+
+class FieldsKey(TrackedKey):
+    """A frozen dataclass made while tracing, as a dict key: equal and hashed by its fields, as
+    the `__eq__` and `__hash__` dataclasses generates compare and hash them (a nested one by its
+    own fields), also against a real instance of its class among the keys."""
+
+    def __init__(self, identity: Any, tracker: Variable, fields: tuple) -> None:
+        super().__init__(identity, tracker)
+        self.cls = tracker.python_type()
+        self.fields = fields
+
+    def __hash__(self) -> int:
+        return hash(self.fields)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FieldsKey):
+            return other.cls is self.cls and other.fields == self.fields
+        if type(other) is self.cls:
+            return tuple(getattr(other, f.name) for f in dataclasses.fields(other)) == self.fields
+        return False
+
+
+def _compared_fields(var: Variable, frame: Frame) -> tuple | None:
+    """The field values a frozen dataclass made while tracing is compared and hashed by, when its
+    class keeps the `__eq__` and `__hash__` dataclasses generates over all its fields and each
+    value is a constant (or such a dataclass itself); else None."""
+    cls = var.python_type()
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not (params.frozen and params.eq) or not var.made_while_tracing():
+        return None
+    if any(getattr(getattr(cls, m), "__code__", None) is None for m in ("__eq__", "__hash__")):
+        return None
+    if cls.__eq__.__code__.co_filename != "<string>" or cls.__hash__.__code__.co_filename != "<string>":
+        return None  # written by the user, not generated
+    values = []
+    for field in dataclasses.fields(cls):
+        if not field.compare or field.hash is False:
+            return None
+        value = var.getattr(frame, field.name)
+        if value.is_constant():
+            values.append(value.as_constant())
+            continue
+        nested = _compared_fields(value, frame)
+        identity = identity_of(value)
+        if nested is None or identity is None:
+            return None
+        values.append(FieldsKey(identity, value, nested))
+    return tuple(values)
 
 
 def key_tracker(key: Any) -> Variable:
@@ -1023,6 +1077,10 @@ class SetVariable(Variable):
         identity = var.value_object
         if identity is None and issubclass(var.python_type(), torch.Tensor):
             return dict_key(var, frame, member=True)  # a tensor the graph has: by its identity
+        made = identity_of(var) if identity is None and frame is not None else None
+        fields = _compared_fields(var, frame) if made is not None else None  # type: ignore[arg-type]
+        if fields is not None:
+            return FieldsKey(made, var, fields)
         if identity is None:
             raise Unsupported(f"set member {var.describe()} (only constants, tensors and fixed objects are tracked)")
         if not set_member_by_identity(identity):
