@@ -317,3 +317,34 @@ def test_torch_leaf_function_whose_fake_disagrees_on_structure():
 
     with pytest.raises(AssertionError, match="output structure mismatch"):
         stenograph.compile(lambda x: mismatched(x), backend="eager")(torch.ones(2))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pair:
+    a: torch.Tensor
+    b: torch.Tensor
+    scale: float = 2.0
+    tags: list = dataclasses.field(default_factory=list)
+
+
+@stenograph.allow_in_graph
+def _combine(pair):
+    return pair.a * pair.scale + pair.b + len(pair.tags)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_allow_in_graph_function_taking_a_frozen_dataclass_made_in_the_frame(backend):
+    """One node taking the dataclass's fields and rebuilding it, as torch.compile builds it in
+    the graph for such a call; results and gradients as eager's."""
+
+    def fn(x, y):
+        return _combine(_Pair(x.sin(), y, tags=[1, 2])) + 1
+
+    cnt = CompileCounter(backend)
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    for i in range(2):
+        x, y = (torch.randn(3, generator=torch.Generator().manual_seed(i + k), requires_grad=True) for k in (0, 7))
+        got, want = compiled(x, y), fn(x, y)
+        assert_same(got, want)
+        assert_same(torch.autograd.grad(got.sum(), (x, y)), torch.autograd.grad(want.sum(), (x, y)))
+    assert cnt.frame_count == 1

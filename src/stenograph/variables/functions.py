@@ -17,6 +17,7 @@ from ..marks import (
     Substitute,
     disabled_reason,
     graph_break,
+    is_allowed_in_graph,
     is_compile_entry,
     is_constant_result,
     is_disabled,
@@ -483,6 +484,16 @@ class UserMethodVariable(Variable):
         return f"{method}({rebuild.writer.bind(self.fn, 'fn')}, {rebuild.expr(self.self_var)})"
 
 
+def _takes_made_frozen_dataclass(args: list[Variable], kwargs: dict[str, Variable]) -> bool:
+    """Whether an argument is a frozen dataclass made in the frame (an `allow_in_graph`
+    function's node then takes its fields, and rebuilds it)."""
+    return any(
+        nonstrict_calls.is_frozen_dataclass(a.python_type()) and a.made_while_tracing()
+        for a in [*args, *kwargs.values()]
+        if not isinstance(a, (TensorVariable, ConstantVariable))
+    )
+
+
 class TorchOpVariable(Variable):
     """A torch function: calling it records a `call_function` node (or folds a constant)."""
 
@@ -556,6 +567,8 @@ class TorchOpVariable(Variable):
             int64 = {"dtype": constant(torch.int64)}
             built = tensor_of_graph_values(frame, sizes, int64)
             return built or frame.output.call("call_function", torch.tensor, [sizes], int64, "torch._shape_as_tensor()")
+        if _takes_made_frozen_dataclass(args, kwargs) and is_allowed_in_graph(self.fn):
+            return nonstrict_calls.call(frame, self.fn, args, kwargs, frozen_dataclasses=True)
         refuse_effect(getattr(self.fn, "__name__", ""), f"{self.describe()}()")
         wants_grad = kwargs.get("requires_grad")
         if wants_grad is not None and wants_grad.is_constant() and wants_grad.as_constant() is True:

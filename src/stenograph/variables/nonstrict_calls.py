@@ -17,6 +17,8 @@ function reads from globals or closures are constants of the graph (no gradient 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +80,16 @@ class _Node:
 
 
 @dataclass(frozen=True)
+class _Fields:
+    """A frozen dataclass made in the frame (passed to an `allow_in_graph` function): rebuilt
+    with its fields set, as torch.compile builds it in the graph for such a call."""
+
+    cls: type
+    names: tuple[str, ...]
+    children: tuple
+
+
+@dataclass(frozen=True)
 class _Module:
     """An `nn.Module`, run with the graph's values in place of its parameters and buffers (so
     AOTAutograd differentiates through them)."""
@@ -102,6 +114,11 @@ def _rebuild(recipe: Any, flat: tuple, stack: contextlib.ExitStack) -> Any:
     if isinstance(recipe, _Node):
         children = [_rebuild(r, flat, stack) for r in recipe.children]
         return pytree.SUPPORTED_NODES[recipe.cls].unflatten_fn(children, recipe.context)
+    if isinstance(recipe, _Fields):
+        made = object.__new__(recipe.cls)
+        for name, child in zip(recipe.names, recipe.children):
+            object.__setattr__(made, name, _rebuild(child, flat, stack))  # (frozen: its own setattr refuses)
+        return made
     values = {name: flat[i] for name, i in zip(recipe.names, recipe.indices)}
     stack.enter_context(_reparametrize_module(recipe.module, values))
     return recipe.module
@@ -212,37 +229,54 @@ def _same_structure(a: Any, b: Any) -> bool:
 
 
 def call(
-    frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable], *, real_constants: bool = True
+    frame: Frame,
+    fn: Any,
+    args: list[Variable],
+    kwargs: dict[str, Variable],
+    *,
+    real_constants: bool = True,
+    frozen_dataclasses: bool = False,
 ) -> Variable:
     """`fn(*args, **kwargs)` for a `nonstrict_trace` function (or a torch leaf function,
-    `real_constants=False`): one node, its result rebuilt."""
+    `real_constants=False`; an `allow_in_graph` one taking frozen dataclasses made in the frame,
+    `frozen_dataclasses=True`): one node, its result rebuilt."""
     name = getattr(fn, "__qualname__", repr(fn))
     flat: list[Variable] = []
-    arg_recipes = tuple(_flatten_argument(frame, a, flat, name) for a in args)
-    kwarg_recipes = {k: _flatten_argument(frame, v, flat, name) for k, v in kwargs.items()}
+    flatten = functools.partial(_flatten_argument, frozen_dataclasses=frozen_dataclasses)
+    arg_recipes = tuple(flatten(frame, a, flat, name) for a in args)
+    kwarg_recipes = {k: flatten(frame, v, flat, name) for k, v in kwargs.items()}
     target = NonstrictCall(fn, arg_recipes, kwarg_recipes, real_constants=real_constants)
     result = frame.output.call("call_function", target, flat, {}, f"{name}() (nonstrict_trace)")
     values = list(result.items) if isinstance(result, TupleVariable) else []
     return _rebuild_result(frame, target.result_recipe, values)
 
 
-def _flatten_argument(frame: Frame, var: Variable, flat: list[Variable], name: str) -> Any:
+def _flatten_argument(
+    frame: Frame, var: Variable, flat: list[Variable], name: str, *, frozen_dataclasses: bool = False
+) -> Any:
     """The recipe of one argument; the trackers of its graph values appended to `flat`."""
     if isinstance(var, (TensorVariable, SymNodeVariable)):
         flat.append(var)
         return _Leaf(len(flat) - 1)
     if var.is_constant():
         return _Const(var.as_constant())
+
+    def inner(v: Variable) -> Any:
+        return _flatten_argument(frame, v, flat, name, frozen_dataclasses=frozen_dataclasses)
+
     cls = var.python_type()
     if cls in (tuple, list) and isinstance(var, (TupleVariable, ListVariable)):
-        return _Seq(cls, tuple(_flatten_argument(frame, v, flat, name) for v in var.items))
+        return _Seq(cls, tuple(inner(v) for v in var.items))
     if cls is dict and isinstance(var, DictVariable):
         if not all(isinstance(k, (str, int, float, bool, type(None))) for k in var.items):
             raise Unsupported(f"a dict passed to nonstrict_trace-ed function {name} has keys that are not constants")
-        return _Dict(cls, tuple(var.items), tuple(_flatten_argument(frame, v, flat, name) for v in var.items.values()))
+        return _Dict(cls, tuple(var.items), tuple(inner(v) for v in var.items.values()))
     if issubclass(cls, tuple) and pytree.is_namedtuple_class(cls):
         items = tuple(var.getattr(frame, field) for field in cls._fields)
-        return _Seq(cls, tuple(_flatten_argument(frame, v, flat, name) for v in items))
+        return _Seq(cls, tuple(inner(v) for v in items))
+    if frozen_dataclasses and is_frozen_dataclass(cls) and var.made_while_tracing():
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        return _Fields(cls, names, tuple(inner(var.getattr(frame, n)) for n in names))
     value = var.value_object
     if isinstance(value, torch.nn.Module):
         return _module_argument(frame, var, value, flat, name)
@@ -267,6 +301,11 @@ def _flatten_argument(frame: Frame, var: Variable, flat: list[Variable], name: s
         )
     children = tuple(_flatten_argument(frame, v, flat, name) for v in parts[0].unpack(frame))
     return _Node(cls, parts[1].as_constant(), children)
+
+
+def is_frozen_dataclass(cls: type) -> bool:
+    params = getattr(cls, "__dataclass_params__", None)
+    return params is not None and params.frozen
 
 
 def _module_argument(frame: Frame, var: Variable, module: torch.nn.Module, flat: list[Variable], name: str) -> Any:
