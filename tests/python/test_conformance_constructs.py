@@ -661,6 +661,24 @@ def test_endless_itertools_iterators(cnt):
     check(fn, lambda i: (t(3, seed=i),), cnt)
 
 
+def test_count_of_floats_adds_as_cpython_adds(cnt):
+    def fn(x):
+        return x + 1, list(itertools.islice(itertools.count(0.1, 0.1), 12))  # 0.30000000000000004, ...
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def test_count_from_numbers_a_recompile_made_symbolic(cnt):
+    def fn(x, bounds):
+        counter = itertools.count(*bounds)
+        for _ in range(4):
+            x = x + next(counter)
+        return x
+
+    starts = [(1,), (10,), (5, -1)]
+    check(fn, lambda i: (t(2, seed=i), starts[i]), cnt, calls=3, graphs=3)
+
+
 def test_tee_gives_independent_iterators(cnt):
     def fn(x):
         a, b = itertools.tee([x, x * 2, x * 3])

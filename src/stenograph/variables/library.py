@@ -374,10 +374,17 @@ def _repeat(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> 
 @_handler(itertools.count)
 def _count(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     bounds = [*args, *(kwargs[k] for k in ("start", "step")[len(args) :] if k in kwargs)]
-    if not all(b.is_constant() and type(b.as_constant()) in (int, float) for b in bounds):
-        raise Unsupported("itertools.count() of values that are not int or float constants")
-    start, step = ([b.as_constant() for b in bounds] + [0, 1][len(bounds) :])[:2]
+    if not all(_is_number(b) for b in bounds):
+        raise Unsupported("itertools.count() of values that are not ints or floats")
+    start, step = (bounds + [constant(0), constant(1)][len(bounds) :])[:2]
     return EndlessIteratorVariable("count", [], start=start, step=step)
+
+
+def _is_number(var: Variable) -> bool:
+    """An int or a float, constant or symbolic (a size made dynamic after a recompile)."""
+    if isinstance(var, SymNodeVariable):
+        return var.python_type() in (int, float)
+    return var.is_constant() and type(var.as_constant()) in (int, float)
 
 
 @_handler(itertools.cycle)
@@ -394,11 +401,17 @@ class EndlessIteratorVariable(IteratorVariable):
     has_length_hint = False
 
     def __init__(
-        self, kind: str, saved: list[Variable], *, start: Any = 0, step: Any = 1, source: IteratorVariable | None = None
+        self,
+        kind: str,
+        saved: list[Variable],
+        *,
+        start: Variable | None = None,
+        step: Variable | None = None,
+        source: IteratorVariable | None = None,
     ) -> None:
         self.kind = kind
         self.saved = saved
-        self.start, self.step = start, step
+        self.current, self.step = start, step  # `count`: the next item, and what each adds
         self.source = source
         self.index = 0
         self.failure = None
@@ -412,8 +425,10 @@ class EndlessIteratorVariable(IteratorVariable):
 
     def next(self, frame: Frame) -> Variable | None:
         self.index += 1
-        if self.kind == "count":
-            return constant(self.start + (self.index - 1) * self.step)
+        if self.kind == "count":  # each item the last plus the step, as CPython adds them
+            item = self.current
+            self.current = operators.binary(frame, operator.add, item, self.step)  # type: ignore[arg-type]
+            return item
         if self.kind == "repeat":
             return self.saved[0]
         if self.source is not None:
