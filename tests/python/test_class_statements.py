@@ -221,6 +221,8 @@ def test_a_body_that_runs_code_is_a_graph_break(cnt, capsys):
         assert capsys.readouterr().out == printed == "building\n"
     explained = stenograph.explain(fn)(t(3))
     assert any("class body of" in r.reason for r in explained.break_reasons)
+    # the graph before the statement only: the class, new each call, never reaches a guard
+    assert cnt.frame_count == 1
 
 
 class _Registering:

@@ -243,8 +243,9 @@ class BreakWriter:
         if cellvars[0] in self.frame.code.co_freevars:
             return True
         if any(isinstance(v, BuiltinVariable) and v.fn is builtins.__build_class__ for v in self.frame.stack):
-            # a class statement breaking: the class it builds anew each call would reach the
-            # resume function, whose guard on it would fail on every call; the frame runs eagerly
+            # a class statement breaking: the rest of the frame runs as plain Python, which the
+            # resume code taking cells as free variables is not made for (it crashes 3.15); the
+            # frame runs eagerly where the cells would have to be shared
             return False
         cells = [self.frame.cells.get(name) for name in cellvars]
         return any(c is not None and c.captured and not c.copy_is_safe() for c in cells)

@@ -251,7 +251,13 @@ def _exception_text(frame: Frame, fn: Any, obj: Variable, real: BaseException) -
 
 @_handler(builtins.__build_class__)
 def _build_class(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    return build_class(frame, args, kwargs)
+    try:
+        return build_class(frame, args, kwargs)
+    except Unsupported as e:
+        # the class, built at the break, is a new object each call: a resume function taking it
+        # would fail its guard on every call, so the rest of the frame runs as plain Python
+        e.rest_eager = True
+        raise
 
 
 @_handler(len)
