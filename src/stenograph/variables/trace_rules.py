@@ -203,6 +203,10 @@ def untraced_library(fn: Any) -> str | None:
         for prefix in NOT_TRACED_TORCH:
             if name == prefix or name.startswith(prefix + "."):
                 return prefix
+    if isinstance(fn, types.FunctionType) and fn.__name__ in STATEFUL_TORCH and module.split(".")[0] == "torch":
+        # torch's Python setters of process state (`use_deterministic_algorithms`,
+        # `set_default_dtype`, `save`): one break each, called as they are
+        return "torch's process-state setter"
     return None
 
 
