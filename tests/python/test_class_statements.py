@@ -286,3 +286,29 @@ def _in_a_loop(x):
 def test_a_class_statement_in_a_loop_builds_a_class_per_iteration(cnt):
     # torch.compile breaks at the statement inside the loop and runs the frame eagerly
     check(_in_a_loop, lambda i: (t(3, seed=i),), cnt, torch_graphs=0)
+
+
+def _noisy_helper(x):
+    x = x * 3
+
+    class Noisy:
+        print("building")
+        k = 2
+
+    return x + Noisy.k
+
+
+def _calls_noisy_helper(x):
+    y = x + 1
+    z = _noisy_helper(y)
+    return z.sin() * 2
+
+
+def test_a_breaking_class_statement_in_a_callee_leaves_the_callers_rest_compiled(cnt, capsys):
+    """The callee runs its rest as plain Python; the caller's code after the call is still a
+    graph: 3 graphs, and identical calls compile nothing more."""
+    compiled = stenograph.compile(_calls_noisy_helper, backend=cnt)
+    for i in range(3):
+        torch.testing.assert_close(compiled(t(3, seed=i)), _calls_noisy_helper(t(3, seed=i)))
+        assert cnt.frame_count == 3
+    assert capsys.readouterr().out == "building\n" * 6

@@ -255,8 +255,10 @@ def _build_class(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, 
         return build_class(frame, args, kwargs)
     except Unsupported as e:
         # the class, built at the break, is a new object each call: a resume function taking it
-        # would fail its guard on every call, so the rest of the frame runs as plain Python
-        e.rest_eager = True
+        # would fail its guard on every call, so the rest of the frame runs as plain Python. In
+        # an inlined call the break is at the call instead, which is compiled as a frame of its
+        # own, where this applies again
+        e.rest_eager = frame.parent is None
         raise
 
 
