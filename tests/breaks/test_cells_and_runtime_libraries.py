@@ -421,3 +421,23 @@ def test_cells_shared_from_a_later_break(cnt, capsys):
         assert_same(compiled(x), expected)
         assert capsys.readouterr().out == eager_out
     assert cnt.frame_count == 1  # the last part's graph; the parts before it have no op
+
+
+def _rest_as_python_with_a_shared_cell(x, k):
+    g = lambda: k  # noqa: E731 (a closure over a cell the frame assigns again)
+    y = x + 1
+    torch._dynamo.step_unsupported()  # the rest of the frame runs as plain Python
+    k = k + 1
+    h = lambda: k * 10  # noqa: E731 (a closure made after the break shares the cell too)
+    return y * g() + h()
+
+
+def test_shared_cells_in_resume_code_run_as_plain_python(cnt):
+    """The resume code itself runs, not a trace of it: every instruction naming the cell (3.14+
+    names a dereference of an argument's cell as a plain local) must reach the shared cell
+    (on 3.15 it read a local slot holding no cell: a crash)."""
+    compiled = stenograph.compile(_rest_as_python_with_a_shared_cell, backend=cnt)
+    for i in range(2):
+        x = torch.full((2,), float(i))
+        assert_same(compiled(x, 3), _rest_as_python_with_a_shared_cell(x, 3))
+    assert cnt.frame_count == 1

@@ -5,7 +5,6 @@ values (constants, guarded); a body that could run code is a graph break at the 
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 import stenograph
@@ -178,11 +177,23 @@ def test_a_method_closing_over_a_tensor_breaks_at_the_statement(cnt):
     assert any("'w', which is not a constant" in r.reason for r in explained.break_reasons)
 
 
-def test_a_method_closing_over_a_variable_assigned_later_runs_eagerly(cnt):
-    # as a lambda doing so: the class's cell would have to be the frame's own (late binding)
-    compiled = stenograph.compile(_reassigned, backend=cnt)
-    with pytest.warns(stenograph.StenographWarning, match="reads 'k', which is assigned again"):
-        torch.testing.assert_close(compiled(t(3), 3), _reassigned(t(3), 3))
+def _calls_and_count(fn, make_args, cnt, calls=3):
+    """Compiled `fn` against eager on `calls` identical-shape calls; the frames compiled after
+    each call (a class statement that breaks must not recompile on every call)."""
+    compiled = stenograph.compile(fn, backend=cnt)
+    counts = []
+    for i in range(calls):
+        torch.testing.assert_close(compiled(*make_args(i)), fn(*make_args(i)))
+        counts.append(cnt.frame_count)
+    return counts
+
+
+def test_a_method_closing_over_a_variable_assigned_later_breaks_at_the_statement(cnt):
+    # as a lambda doing so: the class's cell must be the frame's own (late binding), so the class
+    # is built at a break, sharing the frame's cells, and the rest of the frame runs as Python
+    assert _calls_and_count(_reassigned, lambda i: (t(3, seed=i), 3), cnt) == [0, 0, 0]  # nothing before it
+    explained = stenograph.explain(_reassigned)(t(3), 3)
+    assert any("reads 'k', which is assigned again" in r.reason for r in explained.break_reasons)
 
 
 def _assigns_nonlocal(x, k):
@@ -195,11 +206,11 @@ def _assigns_nonlocal(x, k):
     return y * k
 
 
-def test_a_body_assigning_the_functions_variable_runs_eagerly(cnt):
-    # no break can be written at the statement either: the body shares `k` with the frame
-    compiled = stenograph.compile(_assigns_nonlocal, backend=cnt)
-    with pytest.warns(stenograph.StenographWarning, match="assigns the enclosing function's 'k'"):
-        torch.testing.assert_close(compiled(t(3), 2), _assigns_nonlocal(t(3), 2))
+def test_a_body_assigning_the_functions_variable_breaks_at_the_statement(cnt):
+    # the body shares `k` with the frame: built at the break, the frame's cells shared
+    assert _calls_and_count(_assigns_nonlocal, lambda i: (t(3, seed=i), 2), cnt) == [1, 1, 1]
+    explained = stenograph.explain(_assigns_nonlocal)(t(3), 2)
+    assert any("assigns the enclosing function's 'k'" in r.reason for r in explained.break_reasons)
 
 
 def test_a_body_that_runs_code_is_a_graph_break(cnt, capsys):

@@ -634,19 +634,22 @@ def _push_and_clear(name: str, location: InstrLocation) -> list[_bc.Instr]:
 
 
 _CELL_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW"})
+# instructions naming a cell: the loads above, and the dereferences
+_CELL_NAMING = _CELL_LOADS | {"LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_FROM_DICT_OR_DEREF"}
 
 
 def _cell_loads_named(body: list, code: types.CodeType) -> list:
     """Name the cell of a local load that reads a cell's slot (3.13+ writes LOAD_CLOSURE that
-    way) as a CellVar / FreeVar.
+    way), and of a dereference, as a CellVar / FreeVar.
 
-    The `bytecode` package gives such a load the plain name when the cell is also an argument;
-    in a resume code the name may not be an argument any more, and a plain name would then read
-    a fresh, unbound local instead of the cell.
+    The `bytecode` package gives such an instruction the plain name when the cell is also an
+    argument (3.14+ even for LOAD_DEREF); in a resume code the name may not be an argument any
+    more, and a plain name would then read a fresh, unbound local instead of the cell (or, as a
+    free variable's name, a local slot that holds no cell: a crash).
     """
     out: list = []
     for item in body:
-        if isinstance(item, _bc.Instr) and item.name in _CELL_LOADS and isinstance(item.arg, str):
+        if isinstance(item, _bc.Instr) and item.name in _CELL_NAMING and isinstance(item.arg, str):
             if item.arg in code.co_cellvars:
                 item = _bc.Instr(item.name, _bc.CellVar(item.arg), location=item.location)
             elif item.arg in code.co_freevars:

@@ -12,7 +12,6 @@ block and raises, the handler's resume function continues with the exception, as
 
 from __future__ import annotations
 
-import builtins
 import dis
 import functools
 import types
@@ -242,11 +241,6 @@ class BreakWriter:
             return False
         if cellvars[0] in self.frame.code.co_freevars:
             return True
-        if any(isinstance(v, BuiltinVariable) and v.fn is builtins.__build_class__ for v in self.frame.stack):
-            # a class statement breaking: the rest of the frame runs as plain Python, which the
-            # resume code taking cells as free variables is not made for (it crashes 3.15); the
-            # frame runs eagerly where the cells would have to be shared
-            return False
         cells = [self.frame.cells.get(name) for name in cellvars]
         return any(c is not None and c.captured and not c.copy_is_safe() for c in cells)
 
