@@ -728,7 +728,7 @@ def _wrap_partial(frame: Frame, value: functools.partial, source: Source | None)
     fn = part(value.func, "func")
     args = [part(a, "args", i) for i, a in enumerate(value.args)]
     kwargs = {k: part(v, "keywords", k) for k, v in value.keywords.items()}
-    return PartialVariable(fn, args, kwargs, source, value if source is not None else None)
+    return PartialVariable(fn, args, kwargs, source, value)
 
 
 def _wrap_opaque_method(frame: Frame, value: types.MethodType, source: Source | None) -> Variable:

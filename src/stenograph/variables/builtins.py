@@ -47,7 +47,7 @@ from .functions import (
     handler_registry,
 )
 from .numpy_arrays import NdarrayVariable
-from .symbolic import SymNodeVariable
+from .symbolic import SymNodeVariable, is_number
 from .tensor import TensorVariable
 from .trace_rules import BUILTIN_PURE, BUILTIN_REFUSED
 from .user_classes import (
@@ -541,7 +541,7 @@ def _minmax(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Varia
         except Exception as e:
             raise_python_error(frame, e)
         return items[best]
-    if key_fn is None and (all(_is_number(i, int) for i in items) or all(_is_number(i, float) for i in items)):
+    if key_fn is None and (all(is_number(i, int) for i in items) or all(is_number(i, float) for i in items)):
         # symbolic sizes (an image's height beside a fixed limit): the node runs the builtin
         # pairwise, which keeps the first extreme as min()/max() do, and no guard decides which
         reduce = torch.sym_max if fn is max else torch.sym_min
@@ -591,14 +591,6 @@ def _tensor_extreme(frame: Frame, fn: Any, items: list[Variable]) -> Variable:
         picked = frame.output.call("call_function", compare, [item, best], {}, f"{fn.__name__}()")
         best = frame.output.call("call_function", torch.where, [picked, item, best], {}, f"{fn.__name__}()")
     return best
-
-
-def _is_number(item: Variable, kind: type) -> bool:
-    """An int or a float, constant or symbolic; one kind throughout, so that the symbolic result
-    has the type the real one has (bools excluded: max(True, 1) answers True, not 1)."""
-    if isinstance(item, SymNodeVariable):
-        return item.python_type() is kind
-    return item.is_constant() and type(item.as_constant()) is kind
 
 
 @_handler(round)

@@ -17,7 +17,7 @@ from .constants import BoundMethodVariable, ConstantVariable, IteratorVariable, 
 from .exceptions import TracedException, raise_new, raise_python_error
 from .identity import identity_of, same_or_equal
 from .symbolic import SymNodeVariable, index_value
-from .trace_rules import is_dict_key_constant
+from .trace_rules import is_dict_key_constant, is_frozen_dataclass
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -449,8 +449,7 @@ def _compared_fields(var: Variable, frame: Frame) -> tuple | None:
     class keeps the `__eq__` and `__hash__` dataclasses generates over all its fields and each
     value is a constant (or such a dataclass itself); else None."""
     cls = var.python_type()
-    params = getattr(cls, "__dataclass_params__", None)
-    if params is None or not (params.frozen and params.eq) or not var.made_while_tracing():
+    if not is_frozen_dataclass(cls) or not cls.__dataclass_params__.eq or not var.made_while_tracing():
         return None
     if any(getattr(getattr(cls, m), "__code__", None) is None for m in ("__eq__", "__hash__")):
         return None

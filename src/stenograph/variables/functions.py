@@ -45,6 +45,7 @@ from .tensor_effects import refuse_effect
 from .tensor_literals import tensor_of_graph_values
 from .trace_rules import (
     LEGACY_TENSOR_CONSTRUCTORS,
+    is_frozen_dataclass,
     is_literal,
     is_state_reader,
     is_user_class,
@@ -488,7 +489,7 @@ def _takes_made_frozen_dataclass(args: list[Variable], kwargs: dict[str, Variabl
     """Whether an argument is a frozen dataclass made in the frame (an `allow_in_graph`
     function's node then takes its fields, and rebuilds it)."""
     return any(
-        nonstrict_calls.is_frozen_dataclass(a.python_type()) and a.made_while_tracing()
+        is_frozen_dataclass(a.python_type()) and a.made_while_tracing()
         for a in [*args, *kwargs.values()]
         if not isinstance(a, (TensorVariable, ConstantVariable))
     )
@@ -879,7 +880,7 @@ class PartialVariable(Variable):
         self.args = args
         self.kwargs = kwargs
         self.source = source
-        self.value = value  # the partial read from `source`
+        self.value = value  # the partial itself, when the trace read it (rather than made it)
 
     @staticmethod
     def make(fn: Variable, args: list[Variable], kwargs: dict[str, Variable]) -> PartialVariable:

@@ -41,7 +41,7 @@ from .functions import (
     handler_registry,
 )
 from .mapping_proxy import MappingProxyVariable
-from .symbolic import SymNodeVariable
+from .symbolic import SymNodeVariable, is_number
 from .user_classes import dataclass_fields
 
 if TYPE_CHECKING:
@@ -374,17 +374,10 @@ def _repeat(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> 
 @_handler(itertools.count)
 def _count(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     bounds = [*args, *(kwargs[k] for k in ("start", "step")[len(args) :] if k in kwargs)]
-    if not all(_is_number(b) for b in bounds):
+    if not all(is_number(b, int) or is_number(b, float) for b in bounds):
         raise Unsupported("itertools.count() of values that are not ints or floats")
     start, step = (bounds + [constant(0), constant(1)][len(bounds) :])[:2]
     return EndlessIteratorVariable("count", [], start=start, step=step)
-
-
-def _is_number(var: Variable) -> bool:
-    """An int or a float, constant or symbolic (a size made dynamic after a recompile)."""
-    if isinstance(var, SymNodeVariable):
-        return var.python_type() in (int, float)
-    return var.is_constant() and type(var.as_constant()) in (int, float)
 
 
 @_handler(itertools.cycle)

@@ -34,6 +34,7 @@ from .constants import constant
 from .containers import DictVariable, ListVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
+from .trace_rules import is_frozen_dataclass
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -301,11 +302,6 @@ def _flatten_argument(
         )
     children = tuple(_flatten_argument(frame, v, flat, name) for v in parts[0].unpack(frame))
     return _Node(cls, parts[1].as_constant(), children)
-
-
-def is_frozen_dataclass(cls: type) -> bool:
-    params = getattr(cls, "__dataclass_params__", None)
-    return params is not None and params.frozen
 
 
 def _module_argument(frame: Frame, var: Variable, module: torch.nn.Module, flat: list[Variable], name: str) -> Any:

@@ -99,6 +99,15 @@ class SymNodeVariable(GraphValueVariable):
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
 
+def is_number(var: Variable, kind: type) -> bool:
+    """An int (`kind` int) or a float (`kind` float), constant or symbolic: exactly that type, so
+    that a symbolic result has the type the real one has (bools excluded: max(True, 1) answers
+    True, not 1)."""
+    if isinstance(var, SymNodeVariable):
+        return var.python_type() is kind
+    return var.is_constant() and type(var.as_constant()) is kind
+
+
 def index_value(key: Variable, indexed: str) -> Any:
     """What `seq[key]` indexes `seq` (described by `indexed`) with: a constant; a symbolic int,
     specialised (guarded to this value) as eager reads it; a 0-d integer tensor whose value is

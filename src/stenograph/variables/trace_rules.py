@@ -389,6 +389,12 @@ def is_user_class(value: type) -> bool:
     return not is_builtin_class(value) and not (module == "torch" or module.startswith("torch."))
 
 
+def is_frozen_dataclass(cls: type) -> bool:
+    """A class made by `@dataclasses.dataclass(frozen=True)` (or derived from one)."""
+    params = getattr(cls, "__dataclass_params__", None)
+    return params is not None and params.frozen
+
+
 def is_structseq_class(cls: Any) -> bool:
     """A `torch.return_types` class (a C struct sequence: built from one sequence)."""
     return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
