@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,7 +23,7 @@ ORDER = [
     "special_callable",
     "tensor",
     "numpy_array",
-    "enum",
+    "immutable_object",
     "size",
     "global_context",
     "dynamic_number",
@@ -118,9 +119,10 @@ def test_tensor_needs_a_source() -> None:
         _build("tensor", torch.zeros(1))
 
 
-def test_enum_is_a_constant_guarded_by_identity() -> None:
-    var, guards = _build("enum", Color.RED, LocalSource("c"))
-    assert var.as_constant() is Color.RED
+@pytest.mark.parametrize("value", [Color.RED, re.compile("a+"), re.match("a", "ab")])
+def test_immutable_objects_are_constants_guarded_by_identity(value: Any) -> None:
+    var, guards = _build("immutable_object", value, LocalSource("c"))
+    assert var.as_constant() is value
     assert guards == [("id_match", "L['c']")]
 
 

@@ -25,6 +25,7 @@ import enum
 import functools
 import math
 import os
+import re
 import sys
 import types
 import warnings
@@ -253,8 +254,14 @@ def _numpy_array(w: Wrapping) -> Variable:
     return numpy_arrays.array_input(w.frame, w.value, w.source)
 
 
-@_rule(lambda value, source: isinstance(value, enum.Enum))
-def _enum(w: Wrapping) -> Variable:
+# values that never change once made: the object read is the value traced
+_IMMUTABLE_OBJECTS = (enum.Enum, re.Pattern, re.Match)
+
+
+@_rule(lambda value, source: isinstance(value, _IMMUTABLE_OBJECTS))
+def _immutable_object(w: Wrapping) -> Variable:
+    """Enum members, compiled regular expressions and their matches: constants, guarded by
+    identity; their methods run now on constant arguments (`pattern.fullmatch("2.1")`)."""
     _guard_identity(w)
     return ConstantVariable(w.value, w.source)
 

@@ -11,6 +11,7 @@ Python raises evaluating any of them is raised in the traced program
 
 from __future__ import annotations
 
+import collections.abc
 import itertools
 import operator
 import types
@@ -181,7 +182,7 @@ class ConstantMethodVariable(Variable):
             result = getattr(self.obj, self.name)(*values, **{k: v.as_constant() for k, v in kwargs.items()})
         except Exception as e:
             raise_python_error(frame, e)
-        return constant(result)
+        return evaluated(result)
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.constant(self.obj)}.{self.name}"
@@ -302,6 +303,14 @@ NULL = NullVariable()
 _CACHE_LIMIT = 256
 _small_constants: dict[tuple[type, Any], ConstantVariable] = {}
 process_state.register_containers("variables.small_constants", _small_constants, memo=True)
+
+
+def evaluated(result: Any) -> Variable:
+    """What a call evaluated now on constants returned: a constant, or for an iterator
+    (`pattern.finditer(text)`) an iterator over its items, taken now, as constants."""
+    if isinstance(result, collections.abc.Iterator):
+        return IteratorVariable([constant(item) for item in result])
+    return constant(result)
 
 
 def constant(value: Any) -> ConstantVariable:

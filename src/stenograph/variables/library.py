@@ -18,6 +18,7 @@ import itertools
 import math
 import operator
 import os
+import re
 import sys
 import traceback
 import types
@@ -29,7 +30,7 @@ from ..errors import BreakKind, Unsupported
 from . import identity, operators
 from .base import Variable
 from .collection_types import DefaultDictVariable, new_counter, new_defaultdict, new_deque
-from .constants import ConstantVariable, IteratorVariable, constant
+from .constants import ConstantVariable, IteratorVariable, constant, evaluated
 from .containers import DictVariable, TupleVariable, dict_from_keys, iterate
 from .deep_copy import deep_copy
 from .exceptions import CallerExceptionVariable, TracebackVariable, raise_python_error
@@ -119,6 +120,35 @@ class MathFunctionVariable(LibraryFunctionVariable):
             return constant(self.fn(*[a.as_constant() for a in args], **plain_kwargs))
         except Exception as e:
             raise Unsupported(f"math.{self.fn.__name__} raised {type(e).__name__}: {e}") from e
+
+
+# -- re -----------------------------------------------------------------------------------------
+
+# `re`'s functions with no effect a program could see (the pattern cache aside)
+_REGEX_FUNCTIONS = (
+    re.compile, re.search, re.match, re.fullmatch, re.split, re.findall, re.finditer, re.sub, re.subn, re.escape,
+)  # fmt: skip
+
+
+def _regex(fn: Any) -> Handler:
+    """`re.fn(...)` on constants, evaluated now: patterns and matches are constants themselves
+    (`builder`), so what they return is too. A replacement function or a string the trace does
+    not know breaks the graph."""
+
+    def handler(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported(f"re.{fn.__name__} of values not known while tracing", kind=BreakKind.UNTRACED_CALL)
+        try:
+            result = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as e:  # re.error of a bad pattern, TypeError of a bad argument: the program's
+            raise_python_error(frame, e)
+        return evaluated(result)
+
+    return handler
+
+
+for _fn in _REGEX_FUNCTIONS:
+    _HANDLERS[_fn] = _regex(_fn)
 
 
 # -- operator -----------------------------------------------------------------------------------
