@@ -818,3 +818,55 @@ def test_a_dataclass_key_with_its_own_equality_runs_eagerly(cnt):
     x = t(2)
     with pytest.warns(stenograph.StenographWarning, match="_OwnEquality object created while tracing"):
         assert torch.equal(stenograph.compile(fn, backend=cnt)(x), fn(x))
+
+
+def test_groupby_groups_share_one_iterator(cnt):
+    def fn(x, letters):
+        pairs = [(k, x * len(list(g))) for k, g in itertools.groupby(letters)]
+        stale = list(itertools.groupby(letters))  # moving on empties the groups before
+        keyed = [(k, sum(g)) for k, g in itertools.groupby([x, x * 2, x[:2], x[:2] * 3], key=len)]
+        return pairs, [(k, list(g)) for k, g in stale], keyed, isinstance(stale, list)
+
+    check(fn, lambda i: (t(3, seed=i), "aabccc"[i:]), cnt, calls=2, graphs=2)
+
+
+def test_groupby_calls_the_key_once_per_item_in_order(cnt):
+    def fn(x, values, log):
+        def key(v):
+            log.append(("key", v))
+            return v // 2
+
+        out = []
+        for k, g in itertools.groupby(values, key):
+            log.append(("group", k))
+            out.append(x * k + len(list(g)))
+        return out
+
+    # torch.compile (2.13) runs this frame eagerly (0 graphs): no peer count to compare
+    check(fn, lambda i: (t(2, seed=i), [1, 2, 3, 5, 4], []), cnt, peer=False)
+
+
+def test_takewhile_and_dropwhile_stop_calling_the_predicate_as_eager_does(cnt):
+    def fn(x, values, log):
+        def small(v):
+            log.append(v)
+            return v < 3
+
+        taken = itertools.takewhile(small, values)
+        first = next(taken)
+        rest = list(taken)
+        dropped = list(itertools.dropwhile(small, values))
+        return x + first + sum(rest) + sum(dropped), isinstance(taken, itertools.takewhile)
+
+    check(fn, lambda i: (t(2, seed=i), [1, 2, 5, 1, 7], []), cnt)
+
+
+def test_groupby_live_at_a_graph_break_runs_eagerly(cnt):
+    def fn(x):
+        groups = itertools.groupby([1, 1, 2])
+        k, g = next(groups)
+        print("break")
+        return x + k + len(list(g)) + len(list(groups))
+
+    with pytest.warns(stenograph.StenographWarning, match="itertools.groupby object is live at a graph break"):
+        assert torch.equal(stenograph.compile(fn, backend=cnt)(t(3)), fn(t(3)))

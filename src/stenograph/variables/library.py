@@ -435,7 +435,7 @@ class EndlessIteratorVariable(IteratorVariable):
         self.kind = kind
         self.saved = saved
         self.current, self.step = start, step  # `count`: the next item, and what each adds
-        self.source = source
+        self.iterable = source  # what `cycle` pulls from on its first pass (not a guard's source)
         self.index = 0
         self.failure = None
 
@@ -454,12 +454,12 @@ class EndlessIteratorVariable(IteratorVariable):
             return item
         if self.kind == "repeat":
             return self.saved[0]
-        if self.source is not None:
-            item = self.source.next(frame)
+        if self.iterable is not None:
+            item = self.iterable.next(frame)
             if item is not None:
                 self.saved.append(item)
                 return item
-            self.source = None
+            self.iterable = None
         if not self.saved:
             return None  # cycle() of an empty iterable
         item = self.saved.pop(0)  # the saved items rotate
@@ -468,6 +468,141 @@ class EndlessIteratorVariable(IteratorVariable):
 
     def unpack(self, frame: Frame) -> list[Variable]:
         raise Unsupported(f"unpacking an {self.describe()}, which never ends")
+
+
+class _SteppedIteratorVariable(IteratorVariable):
+    """An itertools iterator stepped item by item from another iterator, calling the user's
+    function as CPython does (each item's predicate or key once, in order, only as far as the
+    program pulls). Its state lives in the trace only: one live at a graph break is refused."""
+
+    has_length_hint = False
+    kind = ""
+
+    def __init__(self, inner: IteratorVariable, fn: Variable | None) -> None:
+        self.inner = inner  # the iterator it steps (`source` is a tracker's guard source)
+        self.fn = fn
+        self.index = 0
+        self.failure = None
+
+    def describe(self) -> str:
+        return f"itertools.{self.kind} object"
+
+    def python_type(self) -> type:
+        return getattr(itertools, self.kind)
+
+    @property
+    def items(self) -> list[Variable]:  # type: ignore[override]
+        raise Unsupported(f"an {self.describe()} is live at a graph break (its state is the trace's)")
+
+
+class TakewhileVariable(_SteppedIteratorVariable):
+    kind = "takewhile"
+
+    def next(self, frame: Frame) -> Variable | None:
+        item = None if self.fn is None else self.inner.next(frame)
+        if item is None or self.fn.call(frame, [item], {}).truth(frame):  # type: ignore[union-attr]
+            return item
+        self.fn = None  # the first item failing the predicate ends it
+        return None
+
+
+class DropwhileVariable(_SteppedIteratorVariable):
+    kind = "dropwhile"
+
+    def next(self, frame: Frame) -> Variable | None:
+        item = self.inner.next(frame)
+        while self.fn is not None and item is not None:
+            if not self.fn.call(frame, [item], {}).truth(frame):
+                self.fn = None  # the first item failing the predicate, and all after it
+                break
+            item = self.inner.next(frame)
+        return item
+
+
+def _equal(frame: Frame, a: Variable, b: Variable) -> bool:
+    """`a == b` as CPython's groupby compares keys (the same object is equal without asking)."""
+    return a is b or operators.binary(frame, operator.eq, a, b).truth(frame)
+
+
+class GroupbyVariable(_SteppedIteratorVariable):
+    """`itertools.groupby(iterable, key)`, CPython's state machine: `target` is the key of the
+    current group, `key`/`value` the item read last and not yet handed out. Moving to the next
+    group empties the group before it, as eager's groups share the one iterator."""
+
+    kind = "groupby"
+
+    def __init__(self, inner: IteratorVariable, fn: Variable | None) -> None:
+        super().__init__(inner, fn)
+        self.target: Variable | None = None
+        self.key: Variable | None = None
+        self.value: Variable | None = None
+        self.group: GroupVariable | None = None
+
+    def step(self, frame: Frame) -> bool:
+        item = self.inner.next(frame)
+        if item is None:
+            return False
+        self.value = item
+        self.key = item if self.fn is None else self.fn.call(frame, [item], {})
+        return True
+
+    def next(self, frame: Frame) -> Variable | None:
+        self.group = None
+        while self.key is None or self.target is not None and _equal(frame, self.target, self.key):
+            if not self.step(frame):
+                return None
+        self.target = self.key
+        self.group = GroupVariable(self, self.target)
+        return TupleVariable([self.key, self.group])
+
+
+class GroupVariable(_SteppedIteratorVariable):
+    """One group of a `GroupbyVariable`: its items while it is the current group."""
+
+    kind = "_grouper"
+
+    def __init__(self, parent: GroupbyVariable, target: Variable) -> None:
+        super().__init__(parent.inner, None)
+        self.parent = parent
+        self.target = target
+
+    def python_type(self) -> type:
+        raise Unsupported("the class of an itertools.groupby group (private to itertools)")
+
+    def next(self, frame: Frame) -> Variable | None:
+        parent = self.parent
+        if parent.group is not self or parent.value is None and not parent.step(frame):
+            return None
+        if not _equal(frame, self.target, parent.key):  # type: ignore[arg-type]
+            return None
+        item, parent.value = parent.value, None
+        return item
+
+
+def _user_function(arg: Variable | None) -> Variable | None:
+    """A key or predicate argument; None for a missing one or None itself."""
+    return None if arg is None or arg.is_constant() and arg.as_constant() is None else arg
+
+
+@_handler(itertools.groupby)
+def _groupby(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    key = _user_function(args[1] if len(args) > 1 else kwargs.get("key"))
+    iterable = args[0] if args else kwargs["iterable"]
+    return GroupbyVariable(iterate(frame, iterable), key)
+
+
+@_handler(itertools.takewhile)
+def _takewhile(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if kwargs or len(args) != 2:
+        raise Unsupported("itertools.takewhile() takes a predicate and an iterable, positionally")
+    return TakewhileVariable(iterate(frame, args[1]), args[0])
+
+
+@_handler(itertools.dropwhile)
+def _dropwhile(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    if kwargs or len(args) != 2:
+        raise Unsupported("itertools.dropwhile() takes a predicate and an iterable, positionally")
+    return DropwhileVariable(iterate(frame, args[1]), args[0])
 
 
 def _combinatoric(fn: Any) -> Handler:
