@@ -463,3 +463,64 @@ def test_a_context_entered_without_with_runs_the_frame_eagerly(cnt, capsys):
         assert_matches_eager(_manually_entered, compiled, lambda i: _pair(i)[:1], capsys, calls=2)
     assert cnt.frame_count == 0
     assert sys.exc_info() == (None, None, None)
+
+
+_HOOKS_OFF = "saved-tensor hooks are off here"
+
+
+def _hooks_message():
+    return torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+
+
+def _register_hooks():
+    """What registering saved-tensor hooks does in the current state (eager raises the message)."""
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+            return "registered"
+    except RuntimeError as e:
+        return str(e)
+
+
+def _saved_hooks_off_block(x, w):
+    y = x * w
+    with torch.autograd.graph.disable_saved_tensors_hooks(_HOOKS_OFF):
+        z = y.sin()
+        print("inside", _register_hooks())
+        with torch.autograd.graph.disable_saved_tensors_hooks("nested"):
+            u = z * 2
+            print("nested", _hooks_message())
+        v = u + z
+    return v, y, _hooks_message()
+
+
+def _saved_hooks_off_decorated(x, w):
+    @torch.autograd.graph.disable_saved_tensors_hooks(_HOOKS_OFF)
+    def inner(a, b):
+        return (a * b).cos()
+
+    return inner(x, w) + x, _hooks_message()
+
+
+def test_disable_saved_tensors_hooks_is_traced_in_one_graph():
+    """torch.compile makes one graph of it (fullgraph), as a block and as a decorator; the state
+    is eager's again after the call."""
+    x, w = _pair(0, requires_grad=True)
+    compiled = stenograph.compile(_saved_hooks_off_decorated, backend="aot_eager", fullgraph=True)
+    assert_same(compiled(x, w), _saved_hooks_off_decorated(x, w))
+    block = lambda x: torch.autograd.graph.disable_saved_tensors_hooks(_HOOKS_OFF)(torch.sin)(x) * 2  # noqa: E731
+    assert_same(stenograph.compile(block, backend="eager", fullgraph=True)(x), block(x))
+    assert _hooks_message() is None
+
+
+def test_breaks_inside_disable_saved_tensors_hooks_run_in_it(cnt, capsys):
+    """At each print the eager part sees hooks disabled with the innermost message (registering
+    one raises it, as eagerly); the resume functions run inside the blocks, and the state after
+    the call is eager's. No more graphs than torch.compile's (5); later calls compile nothing."""
+    compiled = stenograph.compile(_saved_hooks_off_block, backend=cnt)
+    results = assert_matches_eager(_saved_hooks_off_block, compiled, lambda i: _pair(i, requires_grad=True), capsys)
+    assert results[-1][2] is None
+    graphs = cnt.frame_count
+    assert graphs == 3  # before the first print, between the prints, after the second
+    assert graphs <= torch_graph_count(_saved_hooks_off_block, *[_pair(i, requires_grad=True) for i in range(3)])
+    compiled(*_pair(5, requires_grad=True))
+    assert cnt.frame_count == graphs

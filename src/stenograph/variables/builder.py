@@ -120,7 +120,12 @@ from .functions import (
     UserFunctionVariable,
     UserMethodVariable,
 )
-from .global_contexts import error_on_break_factory, is_global_context_object, wrap_global_context
+from .global_contexts import (
+    SavedTensorsHooksOff,
+    error_on_break_factory,
+    is_global_context_object,
+    wrap_global_context,
+)
 from .higher_order import CondVariable, MapVariable
 from .named_tuples import NamedTupleVariable, StructSeqVariable, is_namedtuple_class
 from .new_modules import TorchModuleClassVariable, instantiate_module
@@ -814,6 +819,8 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return MapVariable()
     if value is torch.utils.checkpoint.checkpoint:
         return CheckpointVariable()
+    if value is torch.autograd.graph.disable_saved_tensors_hooks:  # a function making a context
+        return TorchClassVariable(SavedTensorsHooksOff)
     if value is torch.vmap or value is torch.func.vmap:
         return VmapVariable()
     if value is torch.func.grad:

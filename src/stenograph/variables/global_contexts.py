@@ -1,8 +1,8 @@
-"""`torch.inference_mode()`, `torch.autocast(...)` and `torch._C.DisableTorchFunctionSubclass()`
-blocks traced into the graph.
+"""`torch.inference_mode()`, `torch.autocast(...)`, `torch._C.DisableTorchFunctionSubclass()` and
+`torch.autograd.graph.disable_saved_tensors_hooks(...)` blocks traced into the graph.
 
-Both change global dispatch state that fake tensors must see (autocast changes result dtypes),
-so entering one while tracing enters the real context for the rest of the trace, and records
+They change global state (autocast changes result dtypes, which fake tensors must see), so
+entering one while tracing enters the real context for the rest of the trace, and records
 torch's own enter/exit functions as graph nodes so the compiled graph switches at the same
 points. The contexts a trace entered and has not left are listed on its `OutputGraph`
 (`open_contexts`); those of a trace that stops early are closed by `close_abandoned(output)`.
@@ -16,6 +16,7 @@ them again, and the resume function's prologue enters them anew as the `with` st
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -51,6 +52,43 @@ def _exit_subclass_functions_off(context: Any) -> None:
     context.__exit__(None, None, None)
 
 
+_autograd = torch._C._autograd
+
+
+def _enter_saved_tensors_hooks_off(error_message: str) -> str | None:
+    """Disable saved-tensor hooks (registering one raises `error_message`): the message this
+    replaced, None where they were enabled."""
+    previous = _autograd._saved_tensors_hooks_get_disabled_error_message()
+    _autograd._saved_tensors_hooks_disable(error_message)
+    return previous
+
+
+def _exit_saved_tensors_hooks_off(previous: str | None) -> None:
+    if previous is None:
+        _autograd._saved_tensors_hooks_enable()
+    else:
+        _autograd._saved_tensors_hooks_disable(previous)
+
+
+class SavedTensorsHooksOff(contextlib.ContextDecorator):
+    """`torch.autograd.graph.disable_saved_tensors_hooks(message)` (a generator-based context
+    manager, a decorator too) as a class with the same effect: what a call of torch's function
+    makes while tracing, and what code rebuilt at a break inside the block enters."""
+
+    def __init__(self, error_message: str) -> None:
+        self.error_message = error_message
+        self._previous: str | None = None
+
+    def _recreate_cm(self) -> SavedTensorsHooksOff:  # each decorated call enters a new one
+        return SavedTensorsHooksOff(self.error_message)
+
+    def __enter__(self) -> None:
+        self._previous = _enter_saved_tensors_hooks_off(self.error_message)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _exit_saved_tensors_hooks_off(self._previous)
+
+
 # class -> (enter function, exit function, parameter names of the enter function)
 _KINDS: dict[type, tuple[Any, Any, tuple[str, ...]]] = {
     # tensor subclasses' `__torch_function__` skipped inside (as `torch.Tensor.__torch_function__`
@@ -62,6 +100,7 @@ _KINDS: dict[type, tuple[Any, Any, tuple[str, ...]]] = {
         autocast_mode._exit_autocast,
         ("device_type", "dtype", "enabled", "cache_enabled"),
     ),
+    SavedTensorsHooksOff: (_enter_saved_tensors_hooks_off, _exit_saved_tensors_hooks_off, ("error_message",)),
 }
 _DEFAULTS = {"mode": True, "dtype": None, "enabled": True, "cache_enabled": None}
 # where a real context object keeps the arguments of its enter function (autocast's resolved)
@@ -69,6 +108,7 @@ _ATTRIBUTES = {
     torch.inference_mode: ("mode",),
     torch.autocast: ("device", "fast_dtype", "_enabled", "_cache_enabled"),
     torch._C.DisableTorchFunctionSubclass: (),
+    SavedTensorsHooksOff: ("error_message",),
 }
 # the graph nodes that only switch state
 STATE_FUNCTIONS = frozenset(f for enter, exit_, _ in _KINDS.values() for f in (enter, exit_))
@@ -172,6 +212,13 @@ class GlobalContextVariable(Variable):
             return GlobalContextMethod(self, name)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        """Used as a decorator (`@torch.inference_mode()` on a nested function): the function,
+        run inside a context like this one each time it is called."""
+        if len(args) != 1 or kwargs or self.kind is torch._C.DisableTorchFunctionSubclass:
+            raise Unsupported(f"calling {self.describe()} with other than one function")
+        return ContextDecoratedFunctionVariable(self, args[0])
+
     def reconstruct(self, rebuild: Any) -> str:
         """A manager entering the same context (one object per tracker, `with ... as c` keeps it)."""
 
@@ -195,6 +242,28 @@ class GlobalContextVariable(Variable):
         exit_(self.real)
         if exit_ is not leave_error_on_graph_break:
             output.graph.create_node("call_function", exit_, (self.node,), {})
+
+
+class ContextDecoratedFunctionVariable(Variable):
+    """A function decorated by one of this module's contexts: each call is traced inside a new
+    context with the same arguments, entered and left in the graph around it."""
+
+    def __init__(self, context: GlobalContextVariable, fn: Variable) -> None:
+        self.context = context
+        self.fn = fn
+
+    def describe(self) -> str:
+        return f"{self.fn.describe()} decorated by {self.context.describe()}"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        context = GlobalContextVariable(self.context.cls, self.context.args)
+        context.enter(frame.output)
+        result = self.fn.call(frame, args, kwargs)
+        context.exit(frame.output)  # a break inside leaves it open: the trace closes it
+        return result
+
+    def reconstruct(self, rebuild: Any) -> str:
+        return f"{rebuild.expr(self.context)}({rebuild.expr(self.fn)})"
 
 
 class GlobalContextMethod(Variable):
