@@ -870,3 +870,84 @@ def test_groupby_live_at_a_graph_break_runs_eagerly(cnt):
 
     with pytest.warns(stenograph.StenographWarning, match="itertools.groupby object is live at a graph break"):
         assert torch.equal(stenograph.compile(fn, backend=cnt)(t(3)), fn(t(3)))
+
+
+def test_names_of_builtins_and_their_bound_methods(cnt):
+    def fn(x, items):
+        names = [next.__name__, len.__qualname__, items.append.__name__, items.append.__qualname__]
+        names += [{1}.union.__name__, "ab".upper.__name__, items.append.__self__ is items]
+        return x + len(names), names
+
+    check(fn, lambda i: (t(2, seed=i), [1, 2]), cnt)
+
+
+def test_wrong_arity_of_list_methods_raises_type_error_in_the_program(cnt):
+    def fn(x, items):
+        caught = []
+        for call in (lambda: items.append(), lambda: items.insert(1), lambda: items.pop(0, 1), lambda: items.count()):
+            try:
+                call()
+            except TypeError as e:
+                caught.append(str(e))
+        return x + len(caught), caught
+
+    check(fn, lambda i: (t(2, seed=i), [1, 2]), cnt)
+
+
+def test_explicit_operator_methods_of_lists_and_tuples(cnt):
+    def fn(x, letters):
+        p, q = list(letters), list(letters[:2])
+        pt, qt = tuple(p), tuple(q)
+        out = [p.__eq__(q), p.__lt__(q), p.__ge__(q), p.__eq__(pt), pt.__lt__(qt), pt.__ne__(p), p.__contains__("a")]
+        p.__setitem__(0, "z")
+        p.__delitem__(slice(1, 2))
+        p.__iadd__(q)
+        q.__imul__(2)
+        out += [p.__add__(q), qt.__mul__(2), q.__rmul__(1)]
+        try:
+            p.__delitem__(slice(1, 1, 0))
+        except ValueError as e:
+            out.append(str(e))
+        try:
+            q * 2.0
+        except TypeError as e:
+            out.append(str(e))
+        return x + len(out), out, p, q
+
+    check(fn, lambda i: (t(2, seed=i), "abc"[i:] + "d"), cnt, calls=2, graphs=2)
+
+
+class _TextSet(set):
+    pass
+
+
+class _TextFrozenSet(frozenset):
+    pass
+
+
+class _ReprOnly:
+    def __repr__(self):
+        return "ReprOnly!"
+
+
+class _OwnFormat:
+    def __format__(self, spec):
+        return "formatted"
+
+
+def test_fstrings_and_str_of_set_subclasses_and_objects_made_in_the_frame(cnt):
+    def fn(x):
+        texts = [f"{_TextSet('a')}", str(_TextFrozenSet()), f"{_TextSet()!r}", repr(_TextFrozenSet("b"))]
+        texts += [f"{_ReprOnly()}", str(_ReprOnly()), f"{_ReprOnly()!s}"]
+        return x + len(texts), texts
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def test_fstring_of_an_object_with_its_own_format_breaks_the_graph(cnt):
+    def fn(x):
+        y = x + 1
+        return y * 2, f"{_OwnFormat()}"
+
+    with pytest.raises(stenograph.Unsupported, match="f-string formatting"):
+        stenograph.compile(fn, backend="eager", fullgraph=True)(t(2))

@@ -195,3 +195,15 @@ def _object_stored_in_input_list(x, out):
 
 def test_new_object_stored_into_an_input_list(cnt):
     check(_object_stored_in_input_list, lambda i: (t(3, seed=i), []), cnt)
+
+
+class _Plain:
+    pass
+
+
+def test_weakref_slot_of_an_object_made_in_the_frame_is_empty(cnt):
+    def fn(x):
+        obj = _Plain()
+        return (torch.cos(x) if obj.__weakref__ else torch.sin(x)), obj.__weakref__ is None
+
+    check(fn, lambda i: (t(3, seed=i),), cnt)

@@ -430,9 +430,11 @@ class OutputGraph:
 
     # -- global state ---------------------------------------------------------------------------
 
-    def set_grad_enabled(self, mode: bool) -> None:
-        """Switch grad mode for the rest of the trace, and at the same point in the graph."""
-        if torch.is_grad_enabled() == mode:
+    def set_grad_enabled(self, mode: bool, *, called: bool = False) -> None:
+        """Switch grad mode for the rest of the trace, and at the same point in the graph. A
+        switch to the mode already on is left out, unless the program `called` torch's setter
+        itself (torch.compile records those calls as they are)."""
+        if torch.is_grad_enabled() == mode and not called:
             return
         torch._C._set_grad_enabled(mode)
         self.graph.create_node("call_function", torch._C._set_grad_enabled, (mode,), {})

@@ -727,7 +727,20 @@ _CONVERSIONS = {1: str, 2: repr, 3: ascii}
 _CONVERSION_TEMPLATES = {0: "{0}", 1: "str({0})", 2: "repr({0})", 3: "ascii({0})"}
 
 
-def _formatted(value: Variable, conversion: int, spec: Variable | None) -> Variable:
+def _as_text(frame: Frame, value: Variable, conversion: int) -> Variable:
+    """`str(value)` (conversion 0 or 1) or `repr(value)` (2) of a value that is not a constant, as
+    the builtins work it out (a Python `__str__` inlined, a set subclass's text); for conversion
+    0, only where its class formats as `object.__format__` does, by its `str()`."""
+    if conversion == 0 and getattr(value.python_type(), "__format__", None) is not object.__format__:
+        raise Unsupported(f"f-string formatting of {value.describe()}")
+    if conversion == 3:
+        raise Unsupported(f"ascii() of {value.describe()} in an f-string")
+    return frame.wrap(repr if conversion == 2 else str, None).call(frame, [value], {})
+
+
+def _formatted(frame: Frame, value: Variable, conversion: int, spec: Variable | None) -> Variable:
+    if not value.is_constant() and (spec is None or spec.is_constant() and spec.as_constant() == ""):
+        value, conversion = _as_text(frame, value, conversion), 0
     if not value.is_constant() or (spec is not None and not spec.is_constant()):
         raise Unsupported(f"f-string formatting of {value.describe()}")
     v = value.as_constant()
@@ -750,7 +763,7 @@ def _format_value_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 @op("FORMAT_VALUE", max_ver=(3, 12), eager=_format_value_eager)
 def _format_value(frame: Frame, inst: dis.Instruction) -> None:
     spec = frame.pop() if inst.arg & 0x04 else None
-    frame.push(_formatted(frame.pop(), inst.arg & 0x03, spec))
+    frame.push(_formatted(frame, frame.pop(), inst.arg & 0x03, spec))
 
 
 def _convert_value_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
@@ -761,19 +774,23 @@ def _convert_value_eager(site: BreakSite, inst: dis.Instruction) -> Rendered:
 def _convert_value(frame: Frame, inst: dis.Instruction) -> None:
     value = frame.pop()
     if not value.is_constant():
-        raise Unsupported(f"f-string conversion of {value.describe()}")
+        value = _as_text(frame, value, inst.arg)
+        if not value.is_constant():
+            raise Unsupported(f"f-string conversion of {value.describe()}")
+        frame.push(value)
+        return
     frame.push(constant(_CONVERSIONS[inst.arg](value.as_constant())))
 
 
 @op("FORMAT_SIMPLE", min_ver=(3, 13), eager=_assigns("format({0})", 1))
 def _format_simple(frame: Frame, inst: dis.Instruction) -> None:
-    frame.push(_formatted(frame.pop(), 0, None))
+    frame.push(_formatted(frame, frame.pop(), 0, None))
 
 
 @op("FORMAT_WITH_SPEC", min_ver=(3, 13), eager=_assigns("format({0}, {1})", 2))
 def _format_with_spec(frame: Frame, inst: dis.Instruction) -> None:
     spec = frame.pop()
-    frame.push(_formatted(frame.pop(), 0, spec))
+    frame.push(_formatted(frame, frame.pop(), 0, spec))
 
 
 @op("BUILD_STRING")

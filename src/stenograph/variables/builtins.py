@@ -219,8 +219,13 @@ def _str(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
     if len(args) == 1 and not kwargs and not args[0].is_constant():
         obj = args[0]
         dunder = python_dunder(frame, obj, "__str__" if fn is str else "__repr__")
+        if dunder is None and fn is str and getattr(obj.python_type(), "__str__", None) is object.__str__:
+            dunder = python_dunder(frame, obj, "__repr__")  # object's __str__ is the repr
         if dunder is not None:
             return frame.inline_call(dunder, [obj], {}, closure=None)
+        contents = obj.set_contents()
+        if contents is not None and contents.is_constant() and obj.python_type().__repr__ in _SET_REPRS:
+            return constant(_set_subclass_text(obj.python_type(), contents.as_constant()))
         if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, BaseException):
             return obj.getattr(frame, "__str__" if fn is str else "__repr__").call(frame, [], {})
         real = obj.value_object
@@ -234,6 +239,17 @@ def _str(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable
     if all(a.is_constant() for a in [*args, *kwargs.values()]):
         return _fold(frame, fn, args, kwargs)
     raise Unsupported(f"{fn.__name__}() of {', '.join(a.describe() for a in args)}")
+
+
+_SET_REPRS = (set.__repr__, frozenset.__repr__)
+
+
+def _set_subclass_text(cls: type, members: Any) -> str:
+    """CPython's repr of an instance of a set or frozenset subclass: `Name({'a', 'b'})` (its
+    members in their order), `Name()` when empty."""
+    if not members:
+        return f"{cls.__name__}()"
+    return f"{cls.__name__}({{{repr(list(members))[1:-1]}}})"
 
 
 # C implementations whose text depends on the exception's type and args alone

@@ -169,6 +169,11 @@ class ConstantMethodVariable(Variable):
             return True
         return super().truth(frame)
 
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        method = getattr(self.obj, self.name)
+        attr = bound_method_attribute(constant(self.obj), method, name)
+        return attr if attr is not None else super().getattr(frame, name)
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if self.name == "__iter__" and not args and not kwargs:  # `range(3).__iter__()`: as `iter()`
             return IteratorVariable(constant(self.obj).unpack(frame))
@@ -201,8 +206,26 @@ class BoundMethodVariable(Variable):
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return self.obj.call_method(frame, self.name, args, kwargs)
 
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        method = getattr(self.obj.python_type(), self.name)
+        attr = bound_method_attribute(self.obj, method, name)
+        return attr if attr is not None else super().getattr(frame, name)
+
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.expr(self.obj)}.{self.name}"
+
+
+# what a function or method says of itself, the same for every call
+NAME_ATTRIBUTES = ("__name__", "__qualname__", "__module__", "__doc__")
+
+
+def bound_method_attribute(obj: Variable, method: Any, name: str) -> Variable | None:
+    """An attribute of `obj.method` that is the bound method's own (unittest's
+    `assertRaises(E, p.append)` reads `__name__`): its object, or the name or doc of the method
+    `method` of its class; None for others."""
+    if name == "__self__":
+        return obj
+    return constant(getattr(method, name)) if name in NAME_ATTRIBUTES else None
 
 
 class IteratorVariable(Variable):

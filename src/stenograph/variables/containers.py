@@ -191,13 +191,22 @@ class SequenceVariable(Variable):
                 cls = SizeVariable if isinstance(self, SizeVariable) else type(self)
                 return cls([*self.items, *other.items])
         if plain is operator.mul and other.is_constant():
-            return self.clone(self.items * other.as_constant())
+            try:
+                return self.clone(self.items * other.as_constant())
+            except TypeError as e:  # `[x] * 2.0`: CPython's error, in the program
+                raise_python_error(frame, e)
         return None
 
     def getattr(self, frame: Frame, name: str) -> Variable:
         return _method_of(self, name)
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        _check_sequence_arity(frame, self.python_class, name, args, kwargs)
+        dunder = _SEQUENCE_DUNDERS.get(name)
+        if dunder is not None:
+            return _sequence_dunder(frame, self, dunder, args[0])
+        if name == "__contains__":
+            return frame.wrap(operator.contains, None).call(frame, [self, args[0]], {})
         if name == "index" and not kwargs and 1 <= len(args) <= 3 and all(_constant_int(a) for a in args[1:]):
             start, stop = [a.as_constant() for a in args[1:]] + [None] * (3 - len(args))
             for i in range(*slice(start, stop).indices(len(self.items))):
@@ -217,6 +226,56 @@ class SequenceVariable(Variable):
         if name == "__iter__" and not args and not kwargs:
             return iterate(frame, self)
         raise Unsupported(f"method {name!r} of {self.describe()}")
+
+
+# explicit calls of list's and tuple's operator methods (`p.__lt__(q)`, `p.__iadd__(q)`): what the
+# operator form runs
+_SEQUENCE_DUNDERS = {
+    "__eq__": operator.eq,
+    "__ne__": operator.ne,
+    "__lt__": operator.lt,
+    "__le__": operator.le,
+    "__gt__": operator.gt,
+    "__ge__": operator.ge,
+    "__add__": operator.add,
+    "__mul__": operator.mul,
+    "__rmul__": operator.mul,
+    "__iadd__": operator.iadd,
+    "__imul__": operator.imul,
+}
+_COMPARISON_OPERATORS = (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge)
+
+
+def _sequence_dunder(frame: Frame, seq: SequenceVariable, op: Any, other: Variable) -> Variable:
+    """`seq.__op__(other)`: a comparison with other than a list (for a list) or a tuple (for a
+    tuple) answers NotImplemented, as the C methods do, where the operator would go on to the
+    other operand's reflected method or raise."""
+    if op in _COMPARISON_OPERATORS and not issubclass(other.python_type(), seq.python_class):
+        return constant(NotImplemented)
+    return frame.wrap(op, None).call(frame, [seq, other], {})  # `operator`'s handler
+
+
+# how many positional arguments (fewest, most) list's and tuple's methods take
+_SEQUENCE_ARITY = {
+    **dict.fromkeys(("clear", "copy", "reverse", "sort", "__len__", "__iter__", "__reversed__"), (0, 0)),
+    **dict.fromkeys(("append", "extend", "remove", "count", "__contains__", "__getitem__", "__delitem__"), (1, 1)),
+    **dict.fromkeys(_SEQUENCE_DUNDERS, (1, 1)),
+    "insert": (2, 2),
+    "__setitem__": (2, 2),
+    "pop": (0, 1),
+    "index": (1, 3),
+}
+
+
+def _check_sequence_arity(
+    frame: Frame, cls: type, name: str, args: list[Variable], kwargs: dict[str, Variable]
+) -> None:
+    """Raise, in the program, CPython's TypeError for a list or tuple method given the wrong
+    number of arguments, or keywords where it takes none (`p.append()`, which unittest's
+    `assertRaises(TypeError, p.append)` expects)."""
+    low, high = _SEQUENCE_ARITY.get(name, (len(args), len(args)))
+    if not low <= len(args) <= high or (kwargs and name != "sort" and name in _SEQUENCE_ARITY):
+        _raise_arity_error(frame, cls, name, args, kwargs)
 
 
 def _constant_int(var: Variable) -> bool:
@@ -268,7 +327,8 @@ class ListVariable(SequenceVariable):
             self.call_method(frame, "extend", [other], {})
             return self
         if op is operator.imul and other.is_constant():
-            self.setitem(frame, constant(slice(None)), ListVariable(self.items * other.as_constant()))
+            repeated = super().binary_op(frame, operator.mul, operator.mul, other)
+            self.setitem(frame, constant(slice(None)), repeated)  # type: ignore[arg-type]
             return self
         return super().binary_op(frame, op, plain, other)
 
@@ -286,6 +346,13 @@ class ListVariable(SequenceVariable):
         frame.output.side_effects.container_changed(self)
 
     def call_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        _check_sequence_arity(frame, self.python_class, name, args, kwargs)
+        if name == "__setitem__":
+            self.setitem(frame, args[0], args[1])
+            return constant(None)
+        if name == "__delitem__":
+            self.delitem(frame, args[0])
+            return constant(None)
         if name == "append" and len(args) == 1 and not kwargs:
             self._mutable(frame, "list.append")
             self.items.append(args[0])
@@ -334,8 +401,10 @@ class ListVariable(SequenceVariable):
 
     def delitem(self, frame: Frame, key: Variable) -> None:
         index = key.as_constant()
-        if isinstance(index, int) and not -len(self.items) <= index < len(self.items):
-            _raise(frame, IndexError, "list assignment index out of range")
+        try:  # a bad index (out of range, a float, a zero step) raises CPython's error, list unchanged
+            del list(range(len(self.items)))[index]
+        except (IndexError, TypeError, ValueError) as e:
+            raise_python_error(frame, e)
         self._mutable(frame, "del list[...]")
         del self.items[index]
 

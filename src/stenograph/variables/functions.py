@@ -31,7 +31,7 @@ from ..shapes.fake import specialised_size
 from . import nonstrict_calls, numpy_arrays
 from .base import Variable
 from .cells import LazyValue, RealCellVariable
-from .constants import ConstantVariable, constant
+from .constants import NAME_ATTRIBUTES, ConstantVariable, constant
 from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
 from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
@@ -549,7 +549,7 @@ class TorchOpVariable(Variable):
         if not args and not kwargs and isinstance(self.fn, types.BuiltinFunctionType):
             return self._query_state(frame)
         if self.fn is torch._C._set_grad_enabled and len(args) == 1 and args[0].is_constant():
-            frame.output.set_grad_enabled(bool(args[0].as_constant()))
+            frame.output.set_grad_enabled(bool(args[0].as_constant()), called=True)
             return constant(None)
         if self.fn is torch.is_tensor and len(args) == 1:
             return constant(isinstance(args[0], TensorVariable))
@@ -1011,6 +1011,11 @@ class HandledFunctionVariable(Variable):
 
     def python_type(self) -> type:
         return type(self.fn)
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name in NAME_ATTRIBUTES and hasattr(self.fn, name):  # `next.__name__`
+            return constant(getattr(self.fn, name))
+        return super().getattr(frame, name)
 
 
 # what `compile(fn)` called while tracing hands back to be traced where it is called

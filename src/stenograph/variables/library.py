@@ -68,8 +68,6 @@ class LibraryFunctionVariable(HandledFunctionVariable):
         attr = getattr(self.fn, name, None)
         if attr is not None and attr in _HANDLERS:
             return LibraryFunctionVariable(attr)
-        if name in ("__name__", "__qualname__", "__module__"):
-            return constant(attr)
         return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:

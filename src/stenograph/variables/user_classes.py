@@ -29,7 +29,7 @@ from ..guards.sources import ClassSource, ItemSource
 from .autograd_function import FunctionApplyVariable
 from .base import Variable
 from .class_lookup import MISSING, class_attribute, class_lookup
-from .constants import ConstantVariable, IteratorVariable, constant
+from .constants import ConstantVariable, IteratorVariable, bound_method_attribute, constant
 from .containers import (
     DictContentsVariable,
     DictVariable,
@@ -107,6 +107,10 @@ def bind_class_attr(
         modelled = obj.inherited_member(frame, found_on, owner, name, attr)
         if modelled is not None:
             return modelled
+        if name == "__weakref__" and isinstance(attr, types.GetSetDescriptorType):
+            # no weak reference to an object made in the trace exists yet (`weakref.ref` breaks
+            # the graph, and the code after the break reads the real object)
+            return constant(None)
     if hasattr(type(attr), "__get__") and not isinstance(
         attr, (types.FunctionType, property, staticmethod, classmethod, type, enum.Enum, *_CONSTANT_TYPES)
     ):
@@ -550,6 +554,11 @@ class BaseMethodVariable(Variable):
 
     def describe(self) -> str:
         return f"{self.owner.__qualname__}.{self.name} of {self.obj.describe()}"
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        method = getattr(self.owner, self.name)
+        attr = bound_method_attribute(self.obj, method, name)
+        return attr if attr is not None else super().getattr(frame, name)
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         obj, name = self.obj, self.name
