@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
@@ -37,7 +38,7 @@ from ..variables.global_contexts import STATE_FUNCTIONS
 from ..variables.named_tuples import StructSeqVariable
 from ..variables.symbolic import GraphValueVariable, SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
-from ..variables.trace_rules import TENSOR_DATA_HINT, is_user_class
+from ..variables.trace_rules import TENSOR_DATA_HINT, is_sparse_tensor, is_user_class
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
@@ -490,6 +491,11 @@ class OutputGraph:
             raise refusal from e
         finally:
             _FAKE_LOG.disabled = False
+        if any(is_sparse_tensor(leaf) for leaf in pytree.tree_leaves(fake)):
+            raise Unsupported(
+                f"{describe} makes a sparse tensor, which graphs do not carry",
+                hint="torch.compile does not trace sparse tensors either; without fullgraph it runs eagerly",
+            )
         if any(_shape_text(var.fake) != shape for var, shape in outputs):
             # AOTAutograd's functional graph cannot resize an input in place (torch.compile breaks too)
             raise Unsupported(f"{describe} resizes a graph input passed as out=", hint="let the op allocate its result")

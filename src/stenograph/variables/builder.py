@@ -138,6 +138,7 @@ from .trace_rules import (
     is_graph_op,
     is_literal,
     is_plain_function_class,
+    is_sparse_tensor,
     is_structseq_class,
     is_tensor_method,
     is_torch_module_class,
@@ -246,9 +247,17 @@ def _traced_tensor(value: Any, source: Source | None) -> bool:
 def _tensor(w: Wrapping) -> Variable:
     """Tensors, subclass instances included; classes in `config.nontraceable_tensor_subclasses`
     are plain objects instead (reading their Python attributes is traced, a tensor operation on
-    them breaks the graph), as torch.compile treats them."""
+    them breaks the graph), as torch.compile treats them. A sparse tensor makes the frame run
+    eagerly, as torch.compile skips a frame reading one."""
     if w.source is None:
         raise SourceNeeded("a tensor with no known source (e.g. a tensor global of a library)")
+    if is_sparse_tensor(w.value):
+        refusal = Unsupported(
+            f"{w.source.name()} is a sparse tensor ({w.value.layout}), which graphs do not carry",
+            hint="torch.compile does not trace sparse tensors either; without fullgraph the frame runs eagerly",
+        )
+        refusal.whole_frame = True  # torch.compile skips the frame that reads one
+        raise refusal
     return w.frame.output.tensor_input(w.value, w.source)
 
 

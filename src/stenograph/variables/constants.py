@@ -228,6 +228,13 @@ def bound_method_attribute(obj: Variable, method: Any, name: str) -> Variable | 
     return constant(getattr(method, name)) if name in NAME_ATTRIBUTES else None
 
 
+# the most items one iterator gives while traced: one whose items are computed as it goes (a
+# generator, `map()` over `itertools.count()`, a user iterator) and gives more is taken for an
+# endless one and refused rather than traced forever, at torch.compile's bound on a generator's
+# yields (eagerly, consuming an endless iterator whole never finishes either)
+MOST_ITEMS = 100 * 1024
+
+
 class IteratorVariable(Variable):
     """An iterator over a known list of items (from GET_ITER on a tracked iterable).
 
@@ -263,6 +270,8 @@ class IteratorVariable(Variable):
         rest = []
         while (item := self.next(frame)) is not None:
             rest.append(item)
+            if len(rest) > MOST_ITEMS:
+                raise Unsupported(f"{self.describe()} gives more than {MOST_ITEMS} items; it may never end")
         return rest
 
     def finished_value(self) -> Variable:

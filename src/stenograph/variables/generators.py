@@ -3,7 +3,9 @@
 The generator's body runs as a child frame that is resumed on each `next()` and stops at each
 `yield`, so its code interleaves with the consumer's exactly as in CPython (side effects and
 short-circuiting `any()` included). A generator cannot be rebuilt as a real one, so one still
-live at a graph break makes the break impossible (the frame then runs eagerly).
+live at a graph break makes the break impossible (the frame then runs eagerly). One that yields
+more than `MOST_ITEMS` values, however they are taken (`list()`, a `for` loop, `next()`), is taken
+for an endless one and refused, as torch.compile refuses it, rather than traced forever.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import types
 from typing import TYPE_CHECKING
 
 from ..bytecode.instructions import Instr, decoded, exception_entries
-from ..errors import Unsupported
+from ..errors import BreakKind, Unsupported
 from .base import Variable
-from .constants import BoundMethodVariable, IteratorVariable, constant
+from .constants import MOST_ITEMS, BoundMethodVariable, IteratorVariable, constant
 from .exceptions import TracedException, raise_new
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ class GeneratorVariable(IteratorVariable):
         self.failure = None
         self.returned: Variable = constant(None)  # the body's return value, once done
         self.running = False  # its body is executing (resumed from inside itself: an error)
+        self.yields = 0  # values yielded so far (at most MOST_ITEMS)
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -86,7 +89,7 @@ class GeneratorVariable(IteratorVariable):
         try:
             returned = self.frame.run()
         except Yielded as y:
-            return y.value
+            item = y.value
         except Unsupported as e:
             if e.generator_code is None:
                 e.generator_code = self.frame.code
@@ -96,11 +99,22 @@ class GeneratorVariable(IteratorVariable):
             if issubclass(e.value.python_type(), StopIteration):
                 raise _stop_iteration_error(frame, e.value) from None
             raise
+        else:
+            self.done = True
+            self.returned = returned if returned is not None else constant(None)
+            return None
         finally:
             self.running = False
-        self.done = True
-        self.returned = returned if returned is not None else constant(None)
-        return None
+        self.yields += 1
+        if self.yields > MOST_ITEMS:
+            endless = Unsupported(
+                f"{self.describe()} yielded more than {MOST_ITEMS} values while traced; it may never end",
+                hint="eagerly, consuming an endless generator whole never finishes either",
+                kind=BreakKind.GENERATOR,
+            )
+            endless.generator_code = self.frame.code
+            raise endless
+        return item
 
     def finished_value(self) -> Variable:
         return self.returned
@@ -127,12 +141,6 @@ class GeneratorVariable(IteratorVariable):
         if item is None:
             raise self.stop(frame)
         return item
-
-    def unpack(self, frame: Frame) -> list[Variable]:
-        values = []
-        while (item := self.next(frame)) is not None:
-            values.append(item)
-        return values
 
 
 def _thrown(frame: Frame, args: list[Variable]) -> TracedException:

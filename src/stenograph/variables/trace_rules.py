@@ -31,6 +31,8 @@ Values, not calls:
 
 - `is_trusted_module`: globals read from these modules (torch, math, operator, builtins) are not
   guarded, being assumed not to change at run time.
+- `is_sparse_tensor`: tensors of `SPARSE_LAYOUTS` are not traced (torch.compile's rule): one read
+  from the frame runs the frame eagerly, an operation making one breaks the graph.
 - Tensor attributes: `TENSOR_METADATA` / `TENSOR_METADATA_METHODS` are answered from fake-tensor
   metadata as constants (`TENSOR_GUARDED_METADATA_METHODS` with a guard when read from an input),
   `TENSOR_PROPERTIES` are recorded as graph nodes, `TENSOR_DATA_METHODS` need real values and break.
@@ -445,6 +447,20 @@ BUILTIN_REFUSED = {
     globals: "call to globals",
     locals: "call to locals",
 }
+
+# -- tensors graphs do not carry ------------------------------------------------------------------
+
+# sparse layouts: torch.compile refuses tensors of these layouts (a backend's code assumes strided
+# memory, Inductor's fails on them at run time), as inputs (the frame runs eagerly) and as an
+# operation's result (a graph break at the operation). Export refuses them too, unlike torch's
+# with `capture_sparse_compute` (an exported graph returned a sparse operand for its `to_dense()`)
+SPARSE_LAYOUTS = frozenset({torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc})
+
+
+def is_sparse_tensor(value: Any) -> bool:
+    """Whether `value` is a tensor of a sparse layout (`SPARSE_LAYOUTS`)."""
+    return isinstance(value, torch.Tensor) and value.layout in SPARSE_LAYOUTS
+
 
 # -- tensor attributes and methods ----------------------------------------------------------------
 

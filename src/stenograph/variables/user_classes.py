@@ -477,7 +477,7 @@ class NewObjectVariable(ObjectVariable):
     def unpack(self, frame: Frame) -> list[Variable]:
         iterator = self._dunder(frame, "__iter__", [])
         if iterator is self:
-            return _drain(frame, SelfIteratorVariable(self))
+            return SelfIteratorVariable(self).unpack(frame)
         if iterator is not None:
             return iterator.unpack(frame)
         if self.items is not None:
@@ -855,16 +855,3 @@ class UnboundBaseMethodVariable(Variable):
         if not args:
             raise Unsupported(f"{self.describe()} called without an instance")
         return BaseMethodVariable(args[0], self.owner, self.name).call(frame, args[1:], kwargs)
-
-
-_MOST_ITEMS = 100_000  # unpacking an iterator that never stops: refused, not traced forever
-
-
-def _drain(frame: Frame, iterator: SelfIteratorVariable) -> list[Variable]:
-    """Every item of `iterator` (`list(it)`, `a, b = it`), as eager takes them."""
-    items: list[Variable] = []
-    while (item := iterator.next(frame)) is not None:
-        items.append(item)
-        if len(items) > _MOST_ITEMS:
-            raise Unsupported(f"{iterator.describe()} gives more than {_MOST_ITEMS} items")
-    return items
