@@ -351,6 +351,8 @@ def _graph_module_of(
             "globals), which a graph cannot do",
             hint="return the new values instead of storing them",
         )
+    if output.side_effects.warnings:
+        raise Unsupported(f"stenograph.export: {label} issues a warning, which a graph cannot do")
     for flag, value in captured.end_flags.items():
         if value != output.initial_flags[flag]:
             raise Unsupported(f"stenograph.export: {label} leaves {flag.name} switched, which a graph cannot do")

@@ -15,6 +15,7 @@ replaced by assignment are always the ones used.
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 import warnings
@@ -29,6 +30,7 @@ from ..guards.guard_set import _repr_roundtrips
 from ..guards.pyfunc import make_function, parameter_list
 from ..guards.sources import GlobalsNamer, SourceRenderer
 from ..variables.base import Variable
+from .eager_warnings import warn_at
 from .side_effects import SideEffects
 
 # a global name of every transformed function: code can tell whether compiled code is running
@@ -185,8 +187,12 @@ class Reconstructor:
         return name
 
     def replay(self, side_effects: SideEffects) -> None:
-        """Mutations of outside objects, after the graph (dropped when the user turned
-        `config.replay_side_effects` off, as torch.compile does)."""
+        """The warnings the traced code issued, then mutations of outside objects, after the
+        graph (mutations are dropped when the user turned `config.replay_side_effects` off, as
+        torch.compile does)."""
+        for filename, line, module_globals, level, message, category in side_effects.warnings:
+            issue = functools.partial(warn_at, filename, line, module_globals, message, category, level)
+            self.writer.post.append(f"{self.writer.bind(issue, 'warn')}()")
         if config.replay_side_effects:
             side_effects.replay(self.expr, self.writer.post.append, self.writer.namer.name_for, self.pin)
             return

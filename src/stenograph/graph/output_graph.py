@@ -143,6 +143,8 @@ class OutputGraph:
         self.eager_generators: set = set()
         # contexts (inference mode, autocast) the trace entered, for real, and has not left
         self.open_contexts: list[GlobalContextVariable] = []
+        # traced `warnings.catch_warnings()` blocks the trace is inside (`variables.warning_blocks`)
+        self.warning_blocks = 0
         self.initial_flags = torch_flags.current()  # grad mode, deterministic algorithms
         # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
         self.submodules: dict[str, torch.fx.GraphModule] = {}
