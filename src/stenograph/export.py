@@ -351,8 +351,11 @@ def _graph_module_of(
             "globals), which a graph cannot do",
             hint="return the new values instead of storing them",
         )
-    if captured.end_grad_mode != output.initial_grad_mode:
-        raise Unsupported(f"stenograph.export: {label} leaves grad mode switched, which a graph cannot do")
+    if output.side_effects.warnings:
+        raise Unsupported(f"stenograph.export: {label} issues a warning, which a graph cannot do")
+    for flag, value in captured.end_flags.items():
+        if value != output.initial_flags[flag]:
+            raise Unsupported(f"stenograph.export: {label} leaves {flag.name} switched, which a graph cannot do")
     graph = torch.fx.Graph()
     builder = _InputBuilder(fn, graph, module, same_signature, call)
     inputs = [builder.node_for(i.source, i.example) for i in output.inputs]

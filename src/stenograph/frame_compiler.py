@@ -18,7 +18,7 @@ import torch
 import torch._guards
 import torch.fx
 
-from . import config, events, torch_state
+from . import config, events, torch_flags, torch_state
 from .backends.artifacts import compile_with_artifact
 from .backends.ddp_split import DdpSplit, active_ddp_module, compile_split
 from .backends.float_restart import SpecialiseFloats, float_restart_requests
@@ -251,12 +251,12 @@ def _size_symbols(fake: Any) -> set:
 class _Attempts:
     """What the traces of one compile share (a graph break or a restart traces the frame again):
     the generators found to run for real, the traces whose real contexts are still open, the
-    grad mode each attempt starts in, and every graph compiler made, whose backend time counts
-    whether or not its attempt was given up."""
+    process flags (`torch_flags`) each attempt starts in, and every graph compiler made, whose
+    backend time counts whether or not its attempt was given up."""
 
     def __init__(self) -> None:
         self.eager_generators: set[types.CodeType] = set()
-        self.grad_mode = torch.is_grad_enabled()
+        self.flags = torch_flags.current()
         self._open: list[OutputGraph] = []
         self._compilers: list[_GraphCompiler] = []
         self.restarts = 0  # traces given up to see state the trace changed (`TraceAgain`)
@@ -277,11 +277,11 @@ class _Attempts:
 
     def close(self) -> None:
         """Exit the real contexts the traces left open, the newest trace first, and restore the
-        grad mode."""
+        process flags."""
         for output in reversed(self._open):
             close_abandoned(output)
         self._open.clear()
-        torch._C._set_grad_enabled(self.grad_mode)
+        torch_flags.restore(self.flags)
 
     @property
     def backend_seconds(self) -> float:
@@ -365,7 +365,7 @@ def _compile_whole(request: FrameCompile, attempts: _Attempts) -> Compiled:
         result,
         compiler,
         request.label,
-        (output.initial_grad_mode, torch.is_grad_enabled()),
+        (output.initial_flags, torch_flags.current()),
         frame.line,
     )
     return Compiled(output, transformed, compiler.graph, compiler.seconds, compiler.artifact)
@@ -513,7 +513,7 @@ class Capture:
     output: OutputGraph  # the graph (no output node yet), its inputs with their real values
     result: Any  # the returned tracker
     guard: types.FunctionType  # takes the frame's own arguments (closure cells first)
-    end_grad_mode: bool  # grad mode where the function returns
+    end_flags: dict[torch_flags.Flag, Any]  # the process flags where the function returns
 
 
 def capture_frame(fn: types.FunctionType, args: tuple, kwargs: dict, policy: DynamicPolicy | None = None) -> Capture:
@@ -526,8 +526,8 @@ def capture_frame(fn: types.FunctionType, args: tuple, kwargs: dict, policy: Dyn
         try:
             with torch_state.preserved():
                 output, _, result = attempts.trace(call)
-                end_grad_mode = torch.is_grad_enabled()
-                output.restore_grad_mode()
+                end_flags = torch_flags.current()
+                output.restore_flags()
             break
         except TraceAgain:
             continue  # a lazy module materialised: trace again, seeing it as eager leaves it
@@ -536,7 +536,7 @@ def capture_frame(fn: types.FunctionType, args: tuple, kwargs: dict, policy: Dyn
     else:
         raise Unsupported(f"traced again {_MAX_RESTARTS} times (lazy modules materialising)")
     _guard_relations(output)
-    return Capture(output, result, output.guards.build(call.code, fn, call.label), end_grad_mode)
+    return Capture(output, result, output.guards.build(call.code, fn, call.label), end_flags)
 
 
 class _GraphCompiler:
@@ -557,7 +557,7 @@ class _GraphCompiler:
         _drop_unused_numbers(output.graph, set(outputs))
         if output.op_count() == 0:
             return None
-        output.restore_grad_mode()
+        output.restore_flags()
         gm = self.graph = _graph_module(output, outputs, self.request.label)
         # symbolic ints/floats go to the backend as the SymInt/SymFloat the trace used (as torch.compile
         # does): AOTAutograd would otherwise make a fresh symbol whose guards no entry checks

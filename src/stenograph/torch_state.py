@@ -24,6 +24,8 @@ import torch.fx.experimental.symbolic_shapes
 import torch.fx.traceback
 import torch.utils._python_dispatch as python_dispatch
 
+from . import torch_flags
+
 _C = torch._C
 _INFRA_KEYS = tuple(_C._TorchDispatchModeKey.__members__.values())
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "ipu", "mtia", "maia")
@@ -75,7 +77,7 @@ _DEVICES = _autocast_devices()
 class TorchState:
     """One snapshot; `restore()` writes back only what changed since."""
 
-    grad: bool
+    flags: dict[torch_flags.Flag, Any]  # grad mode, deterministic algorithms
     default_dtype: torch.dtype
     autocast: tuple[tuple[bool, torch.dtype], ...]
     autocast_cache: bool
@@ -126,8 +128,7 @@ class TorchState:
             torch.set_autocast_cache_enabled(self.autocast_cache)
         if torch.get_default_dtype() != self.default_dtype:
             torch.set_default_dtype(self.default_dtype)
-        if torch.is_grad_enabled() != self.grad:
-            _C._set_grad_enabled(self.grad)
+        torch_flags.restore(self.flags)
         for tls, saved in zip(_THREAD_LOCALS, self.thread_locals):
             if _thread_local_state(tls) != saved:
                 tls.__dict__.clear()
@@ -197,7 +198,7 @@ def _copied(state: dict[str, Any]) -> dict[str, Any]:
 def snapshot() -> TorchState:
     """The state now (thread-local parts: this thread's)."""
     return TorchState(
-        grad=torch.is_grad_enabled(),
+        flags=torch_flags.current(),
         default_dtype=torch.get_default_dtype(),
         autocast=tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _DEVICES),
         autocast_cache=torch.is_autocast_cache_enabled(),

@@ -76,24 +76,19 @@ def test_fork_rng_block_is_captured_around_its_breaks(cnt):
     check(forked, lambda i: (t(3, seed=i),), cnt, graphs=2, calls=2, peer=False)
 
 
-def _deterministic_then_back(x):
+def _default_dtype_then_back(x):
     y = x + 1
-    torch.use_deterministic_algorithms(True)
-    z = y * 2 + torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(False)
+    torch.set_default_dtype(torch.float64)
+    z = y * 2 + torch.ones(1)  # float64 ones: the sum promotes
+    torch.set_default_dtype(torch.float32)
     return z
 
 
 def test_process_state_setters_are_one_break_each(cnt):
     """torch's Python setters of process state run as they are at a break, their bodies
     neither traced nor compiled; the code after each sees the state they set (guarded)."""
-    before = torch.are_deterministic_algorithms_enabled()
-    try:
-        # torch.compile models the switch and makes one graph (a difference docs/supported.md lists)
-        check(_deterministic_then_back, lambda i: (t(3, seed=i),), cnt, graphs=2, calls=2, peer=False)
-    finally:
-        torch.use_deterministic_algorithms(before)
-    explained = stenograph.explain(_deterministic_then_back)(t(3))
-    torch.use_deterministic_algorithms(before)
+    check(_default_dtype_then_back, lambda i: (t(3, seed=i),), cnt, graphs=2, calls=2, peer=False)
+    assert torch.get_default_dtype() == torch.float32
+    explained = stenograph.explain(_default_dtype_then_back)(t(3))
     reasons = [b.reason for b in explained.break_reasons]
-    assert reasons == ["call to torch.use_deterministic_algorithms (torch's process-state setter is not traced)"] * 2
+    assert reasons == ["call to torch.set_default_dtype (torch's process-state setter is not traced)"] * 2

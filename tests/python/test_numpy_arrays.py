@@ -386,3 +386,90 @@ def test_numpy_float_scalar_nan_and_signed_zero_are_guarded(cnt):
     for s in [np.float32("nan"), np.float32("nan"), np.float32(0.0), np.float32(-0.0), np.float32(-0.0)]:
         assert_same(compiled(torch.ones(1), s), fn(torch.ones(1), s))
     assert cnt.frame_count == 3
+
+
+# -- torch.tensor() and the legacy constructors of NumPy scalars ----------------------------------
+
+
+def _picked_from_a_new_array():
+    x = np.array([1, 2, 3, 4, 5, 6], dtype=np.int64)
+    return torch.LongTensor([x[0], x[2], x[4]])
+
+
+_OF_SCALARS = {
+    "tensor": lambda a: torch.tensor([a[0], a[2]]),
+    "tensor_nested": lambda a: torch.tensor([[a[0]], [a[1]]]),
+    "tensor_with_a_float": lambda a: torch.tensor([a[0], 1.5]),
+    "tensor_float64": lambda a: torch.tensor([a[0], a[1]], dtype=torch.float64),
+    "LongTensor": lambda a: torch.LongTensor([a[0], a[2]]),
+    "FloatTensor": lambda a: torch.FloatTensor([a[0], a[2]]),
+    "DoubleTensor": lambda a: torch.DoubleTensor([a[1]]),
+    "BoolTensor": lambda a: torch.BoolTensor([a[1], a[2]]),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float32, np.float64, np.bool_])
+@pytest.mark.parametrize("name", sorted(_OF_SCALARS))
+def test_tensor_of_numpy_scalars_is_built_in_the_graph(cnt, name, dtype):
+    """`torch.tensor([a[0], a[2]])` and `torch.LongTensor(...)` of the NumPy scalars an array's
+    items are: one graph, values and dtype as eager's (the dtype NumPy's scalar type gives). A
+    combination eager refuses by the element's type (a float32 into int64) raises as eager's; a
+    float64 into int64, which eager refuses for some values (NaN), runs eagerly."""
+    fn = _OF_SCALARS[name]
+    make = lambda i: (np.array([i + 1.5, -2, 3 * i], dtype=np.float64).astype(dtype),)  # noqa: E731
+    try:
+        expected = fn(*make(0))
+    except TypeError as e:  # eager's conversion of this type: refused, then raised as eager does
+        with pytest.raises(stenograph.Unsupported, match="eager raises TypeError for its type"):
+            stenograph.compile(fn, backend=cnt, fullgraph=True)(*make(0))
+        with warnings.catch_warnings(), pytest.raises(TypeError, match=str(e)):
+            warnings.simplefilter("ignore", stenograph.StenographWarning)
+            stenograph.compile(fn, backend=cnt)(*make(0))
+        return
+    if (name, dtype) == ("LongTensor", np.float64):
+        assert_same(_eager_with_reason(fn, make(0), "for a value such as nan"), expected)
+        return
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    for i in range(3):
+        expected, actual = fn(*make(i)), compiled(*make(i))
+        assert actual.dtype == expected.dtype
+        assert_same(actual, expected)
+    assert cnt.frame_count == 1
+
+
+def test_legacy_constructor_of_items_of_an_array_made_in_the_function(cnt):
+    assert_same(stenograph.compile(_picked_from_a_new_array, backend=cnt, fullgraph=True)(), torch.tensor([1, 3, 5]))
+    assert cnt.frame_count == 1
+
+
+def test_tensor_of_numpy_scalars_of_another_dtype_recompiles(cnt):
+    compiled = stenograph.compile(_OF_SCALARS["tensor"], backend=cnt, fullgraph=True)
+    assert compiled(np.arange(3, dtype=np.int32)).dtype == torch.int32
+    assert compiled(np.arange(3, dtype=np.float16)).dtype == torch.float16
+    assert cnt.frame_count == 2
+
+
+@pytest.mark.parametrize(
+    ("fn", "reason"),
+    [
+        (lambda a: torch.IntTensor([a[0]]), "for a value such as -9223372036854775808"),  # int64 overflows int32
+        (lambda a: torch.LongTensor([a[0] / 2]), "for a value such as nan"),  # NaN cannot be an int64
+        (lambda a: torch.tensor([a[0] * 1j], dtype=torch.float32), "ComplexWarning"),  # NumPy warns
+        (lambda a: torch.tensor([a[:1]]), "a NumPy array"),  # a sequence of arrays
+        (lambda a: torch.tensor([a[0], np.uint64(1)]), "raises RuntimeError eagerly"),  # no int64/uint64 promotion
+    ],
+)
+def test_tensor_of_numpy_scalars_eager_may_refuse_runs_eagerly(fn, reason):
+    """Conversions eager makes for some values only (an overflow, NaN), or with a warning, and
+    element types torch refuses to promote: refused, the call runs eagerly."""
+    a = np.arange(1, 4, dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        warnings.simplefilter("ignore", UserWarning)  # torch's: a list of arrays is slow
+        try:
+            expected = fn(a)
+        except (TypeError, RuntimeError) as e:
+            with pytest.raises(type(e)):
+                _eager_with_reason(fn, (a,), reason)
+            return
+        assert_same(_eager_with_reason(fn, (a,), reason), expected)

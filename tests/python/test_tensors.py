@@ -237,6 +237,32 @@ def test_legacy_constructor_follows_the_default_dtype(cnt):
     assert cnt.frame_count == 2
 
 
+def _stored_through_a_double(x):
+    return torch.tensor([x.sum()], dtype=torch.float32), torch.tensor([[x.max()], [x.min()]], dtype=torch.complex64)
+
+
+def test_tensor_of_integer_tensors_in_a_float_dtype_rounds_as_eager(cnt):
+    """Eager reads each element as a Python float, then stores it: an int64 such as
+    2**53 + 2**29 + 1 rounds twice (to 2**53), not once (to 2**53 + 2**30)."""
+    check(_stored_through_a_double, lambda i: (torch.tensor([2**53 + 2**29 + 1 - i, 0]),), cnt)
+
+
+def test_legacy_constructor_of_tensors_eager_refuses_runs_eagerly():
+    """`torch.LongTensor([t])` of a float tensor raises TypeError eagerly (by its dtype);
+    `torch.IntTensor([t])` of an int64 one raises for values past int32's range: both run eagerly."""
+    of_floats = lambda x: torch.LongTensor([x.sum()])  # noqa: E731
+    with pytest.raises(stenograph.Unsupported, match="as torch.int64: eager raises TypeError for its type"):
+        stenograph.compile(of_floats, backend="eager", fullgraph=True)(torch.ones(2))
+    with pytest.raises(TypeError, match="only integer tensors"):
+        stenograph.compile(of_floats, backend="eager")(torch.ones(2))
+    of_int64 = lambda x: torch.IntTensor([x.sum()])  # noqa: E731
+    reasons = [r.reason for r in stenograph.explain(of_int64)(torch.ones(2, dtype=torch.int64)).break_reasons]
+    assert len(reasons) == 1
+    assert "int64) as torch.int32: eager raises RuntimeError for a value such as -9223372036854775808" in reasons[0]
+    with pytest.raises(RuntimeError, match="without overflow"):
+        stenograph.compile(of_int64, backend="eager")(torch.tensor([2**40, 0]))
+
+
 def _tagging(x, xs):
     x.tag = {"step": 1}
     x.count = getattr(x, "count", 0) + 1

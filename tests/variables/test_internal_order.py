@@ -28,6 +28,7 @@ GROUPS: list[tuple[str, list[str]]] = [
             "global_contexts",
             "profiler_ranges",
             "warning_blocks",
+            "traced_warnings",
             "tensor_effects",
             "double_backward",
         ],

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import torch_flags
 from ..bytecode.instructions import exception_entries
 from ..bytecode.resume_code import (
     HANDLED_EXCEPTION,
@@ -412,7 +413,8 @@ class BreakWriter:
     def build(self, compile_graph: GraphCompiler, input_sources: list, label: str) -> types.FunctionType:
         frame = self.frame
         traced_grad_mode = torch.is_grad_enabled()
-        self.rebuild.set_grad_mode(self._grad_mode_before_open_contexts(), frame.output.initial_grad_mode)
+        flags = {**torch_flags.current(), torch_flags.GRAD: self._grad_mode_before_open_contexts()}
+        self.rebuild.set_flags(flags, frame.output.initial_flags)
         self._refuse_shared_iterators()
         slots = self.stack_slots()
         self._refuse_contexts_off_the_stack()

@@ -15,6 +15,7 @@ replaced by assignment are always the ones used.
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 import warnings
@@ -23,12 +24,13 @@ from typing import Any
 
 import torch
 
-from .. import config
+from .. import config, torch_flags
 from ..errors import SideEffectsNotReplayed
 from ..guards.guard_set import _repr_roundtrips
 from ..guards.pyfunc import make_function, parameter_list
 from ..guards.sources import GlobalsNamer, SourceRenderer
 from ..variables.base import Variable
+from .eager_warnings import warn_at
 from .side_effects import SideEffects
 
 # a global name of every transformed function: code can tell whether compiled code is running
@@ -185,8 +187,12 @@ class Reconstructor:
         return name
 
     def replay(self, side_effects: SideEffects) -> None:
-        """Mutations of outside objects, after the graph (dropped when the user turned
-        `config.replay_side_effects` off, as torch.compile does)."""
+        """The warnings the traced code issued, then mutations of outside objects, after the
+        graph (mutations are dropped when the user turned `config.replay_side_effects` off, as
+        torch.compile does)."""
+        for filename, line, module_globals, level, message, category in side_effects.warnings:
+            issue = functools.partial(warn_at, filename, line, module_globals, message, category, level)
+            self.writer.post.append(f"{self.writer.bind(issue, 'warn')}()")
         if config.replay_side_effects:
             side_effects.replay(self.expr, self.writer.post.append, self.writer.namer.name_for, self.pin)
             return
@@ -201,12 +207,15 @@ class Reconstructor:
                 raise SideEffectsNotReplayed(message)
             warnings.warn(message, stacklevel=2)
 
-    def set_grad_mode(self, mode: bool, initial: bool) -> None:
-        """The graph ends in the grad mode it started in; switch the real mode where the traced
-        code left it in another (e.g. a `torch.set_grad_enabled(False)` statement)."""
-        if mode != initial:
-            setter = self.writer.bind(torch._C._set_grad_enabled, "set_grad")
-            self.writer.post.append(f"{setter}({mode})")
+    def set_flags(self, values: dict[torch_flags.Flag, Any], initial: dict[torch_flags.Flag, Any]) -> None:
+        """The graph ends in the state it started in; switch each real flag the traced code left
+        in another value (`torch.set_grad_enabled(False)`, `torch.use_deterministic_algorithms(True)`
+        as statements)."""
+        for flag, value in values.items():
+            if value != initial[flag]:
+                args, kwargs = flag.arguments(value)
+                arguments = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+                self.writer.post.append(f"{self.writer.bind(flag.setter, 'set_flag')}({', '.join(arguments)})")
 
 
 # rebuilt expressions nested deeper than this go to a local (the parser allows 200 levels);
@@ -259,15 +268,15 @@ def build_returning(
     result: Variable,
     compile_graph: GraphCompiler,
     label: str,
-    grad_modes: tuple[bool, bool],
+    flags: tuple[dict[torch_flags.Flag, Any], dict[torch_flags.Flag, Any]],
     line: int,
 ) -> types.FunctionType:
-    """The transformed function of a frame traced to its RETURN; `grad_modes` is the grad
-    mode at the start and at the end of the trace."""
+    """The transformed function of a frame traced to its RETURN; `flags` are the process flags
+    (`torch_flags`) at the start and at the end of the trace."""
     writer = CodeWriter()
     rebuild = Reconstructor(writer)
     rebuild.frame_ended = True
-    rebuild.set_grad_mode(grad_modes[1], grad_modes[0])
+    rebuild.set_flags(flags[1], flags[0])
     return_expr = rebuild.expr(result)
     if side_effects:
         return_expr = rebuild.pin(return_expr)

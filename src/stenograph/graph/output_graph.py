@@ -26,7 +26,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from .. import config, process_state
+from .. import config, process_state, torch_flags
 from ..errors import BreakKind, ConstraintViolation, Unsupported
 from ..guards.guard_set import GuardSet, memory_apart, storage_pattern
 from ..guards.sources import ArrayTensorSource, AttrSource, Source
@@ -144,7 +144,9 @@ class OutputGraph:
         self.eager_generators: set = set()
         # contexts (inference mode, autocast) the trace entered, for real, and has not left
         self.open_contexts: list[GlobalContextVariable] = []
-        self.initial_grad_mode = torch.is_grad_enabled()
+        # traced `warnings.catch_warnings()` blocks the trace is inside (`variables.warning_blocks`)
+        self.warning_blocks = 0
+        self.initial_flags = torch_flags.current()  # grad mode, deterministic algorithms
         # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
         self.submodules: dict[str, torch.fx.GraphModule] = {}
         # nested compile regions traced so far: region -> [(submodule name, graph structure)]
@@ -431,18 +433,24 @@ class OutputGraph:
 
     # -- global state ---------------------------------------------------------------------------
 
-    def set_grad_enabled(self, mode: bool, *, called: bool = False) -> None:
-        """Switch grad mode for the rest of the trace, and at the same point in the graph. A
-        switch to the mode already on is left out, unless the program `called` torch's setter
+    def switch(self, flag: torch_flags.Flag, value: Any, *, called: bool = False) -> None:
+        """Switch a process flag for the rest of the trace, and at the same point in the graph. A
+        switch to the value already set is left out, unless the program `called` torch's setter
         itself (torch.compile records those calls as they are)."""
-        if torch.is_grad_enabled() == mode and not called:
+        if flag.read() == value and not called:
             return
-        torch._C._set_grad_enabled(mode)
-        self.graph.create_node("call_function", torch._C._set_grad_enabled, (mode,), {})
+        flag.write(value)
+        args, kwargs = flag.arguments(value)
+        self.graph.create_node("call_function", flag.setter, args, kwargs)
 
-    def restore_grad_mode(self) -> None:
-        """End the graph in the grad mode it started in (a break may re-enter the context)."""
-        self.set_grad_enabled(self.initial_grad_mode)
+    def set_grad_enabled(self, mode: bool, *, called: bool = False) -> None:
+        self.switch(torch_flags.GRAD, mode, called=called)
+
+    def restore_flags(self) -> None:
+        """End the graph in the state it started in (the transformed code sets the state the
+        code left after it; a break may re-enter a grad-mode context)."""
+        for flag, value in self.initial_flags.items():
+            self.switch(flag, value)
 
     # -- operations -----------------------------------------------------------------------------
 
@@ -592,10 +600,10 @@ class OutputGraph:
     # -- finishing ------------------------------------------------------------------------------
 
     def op_count(self) -> int:
-        """Operations in the graph. Grad-mode switches are bookkeeping, not operations, and so are
+        """Operations in the graph. Flag switches are bookkeeping, not operations, and so are
         the enter and exit nodes of contexts when the graph leaves none open (a graph break cut
         the block: the state the graph would switch to and back is entered again for real)."""
-        bookkeeping = {torch._C._set_grad_enabled} | (set() if self.open_contexts else STATE_FUNCTIONS)
+        bookkeeping = torch_flags.SETTERS | (set() if self.open_contexts else STATE_FUNCTIONS)
         return sum(
             1
             for n in self.graph.nodes

@@ -89,6 +89,9 @@ class SideEffects:
     # (tensor read from the frame, registering method, hook, the handle's tracker or None where
     # the code drops it): hooks registered on the caller's tensors, in order
     tensor_hooks: list[tuple[Variable, str, Variable, Any]] = field(default_factory=list)
+    # warnings the traced code issued, in order: (file, line, module globals, stacklevel above
+    # them, message, category), issued by `eager_warnings.warn_at` after the graph
+    warnings: list[tuple[str, int, dict, int, Any, type]] = field(default_factory=list)
 
     def container_mutated(self, var: Variable) -> None:
         self.changes += 1
@@ -163,6 +166,11 @@ class SideEffects:
 
     def hook_registered(self, tensor: Variable, method: str, hook: Variable, handle: Any) -> None:
         self.tensor_hooks.append((tensor, method, hook, handle))
+        self.changes += 1
+
+    def warning_issued(self, warning: tuple[str, int, dict, int, Any, type]) -> None:
+        """A warning issued (it changes the warning registry, and is shown)."""
+        self.warnings.append(warning)
         self.changes += 1
 
     def random_drawn(self) -> None:

@@ -60,6 +60,10 @@ class Frame:
         self.current: Instr | None = None
         self.line = code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
+        # (call instruction, its callable) of the call running: a frame it inlines was called
+        # directly where it runs that callable's code (`called_directly`), as eager's stack has it
+        self.calling: tuple[Instr, Variable] | None = None
+        self.called_directly = False
         self.return_value: Variable | None = None
         # exceptions being handled (`except` blocks entered), innermost last, for a bare `raise`
         self.handled: list[Variable] = []
@@ -325,7 +329,7 @@ class Frame:
             for name, cell in zip(code.co_freevars, closure):
                 cells[name] = cell
         child = Frame(code, fn.__globals__, dict(bound), cells, self.output, parent=self)
-        if code.co_flags & 0x20:  # a generator: its body runs as it is iterated
+        if code.co_flags & 0x20:  # a generator: its body runs as it is iterated (under its next())
             if code in self.output.eager_generators:
                 raise Unsupported(
                     f"generator {code.co_qualname} has a graph break in its body; it runs eagerly",
@@ -334,6 +338,11 @@ class Frame:
             generator = GeneratorVariable(child)
             self.generators.append(generator)
             return generator
+        if self.calling is not None and self.calling[0] is self.current:
+            callee = self.calling[1]
+            child.called_directly = code is getattr(
+                getattr(callee, "fn", None), "__code__", getattr(callee, "code", None)
+            )
         return child.run()
 
     def _wrap_defaults(

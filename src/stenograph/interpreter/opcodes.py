@@ -847,6 +847,7 @@ def _perform_call(frame: Frame, argc: int, kw_names: tuple[str, ...]) -> None:
     callee, arg_positions = _callee_and_args(entries[:2], entries[2:])
     args = [entries[i] for i in arg_positions]
     split = len(args) - len(kw_names)
+    frame.calling = (frame.current, entries[callee])
     frame.push(entries[callee].call(frame, args[:split], dict(zip(kw_names, args[split:]))))
 
 
@@ -920,6 +921,7 @@ def _call_function_ex(null_below: bool) -> Handler:
             raise Unsupported(f"**kwargs of {kwargs_var.describe()}")
         if isinstance(args_var, NullVariable):
             args_var = TupleVariable([])
+        frame.calling = (frame.current, fn)
         frame.push(fn.call(frame, args_var.unpack(frame), dict(kwargs_var.items)))
 
     return call_function_ex

@@ -18,6 +18,7 @@ import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import guard_int
 from torch.nn.modules.lazy import LazyModuleMixin
+from torch.utils._config_module import ConfigModule
 
 from ..errors import BreakKind, TraceAgain, Unsupported
 from ..graph.side_effects import DELETED, INSTANCE_DICT, PLAIN, RAW
@@ -1083,8 +1084,16 @@ class PythonModuleVariable(Variable):
         return frame.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
-        """`module.name = value`: a write to the module's globals, as `STORE_GLOBAL` in its code."""
+        """`module.name = value`: a write to the module's globals, as `STORE_GLOBAL` in its code;
+        or to a setting of one of torch's config modules (`torch.use_deterministic_algorithms`
+        sets `torch._inductor.config.deterministic`), which its own `__setattr__` makes after the
+        graph (one that warns, deprecated, or writes another, an alias, is refused)."""
         module = self.value_object
+        entry = getattr(module, "_config", {}).get(name) if isinstance(module, ConfigModule) else None
+        if entry is not None and not entry.deprecated and entry.alias is None:
+            frame.output.side_effects.attribute_written(self, name, value)
+            frame.output.global_cache[(id(vars(module)), name)] = value  # what the trace reads of it
+            return
         if type(module) is not types.ModuleType or is_trusted_module(module.__name__):
             raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
         frame.output.side_effects.global_written(vars(module), name, value)

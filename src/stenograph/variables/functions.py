@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import torch
 
+from .. import torch_flags
 from ..errors import BreakKind, ForbiddenCall, FullgraphBreak, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
 from ..marks import (
@@ -551,6 +552,8 @@ class TorchOpVariable(Variable):
         if self.fn is torch._C._set_grad_enabled and len(args) == 1 and args[0].is_constant():
             frame.output.set_grad_enabled(bool(args[0].as_constant()), called=True)
             return constant(None)
+        if self.fn is torch._C._set_deterministic_algorithms:
+            return _switch_deterministic_algorithms(frame, args, kwargs)
         if self.fn is torch.is_tensor and len(args) == 1:
             return constant(isinstance(args[0], TensorVariable))
         if self.fn is torch.is_floating_point and len(args) == 1 and isinstance(args[0], TensorVariable):
@@ -603,6 +606,21 @@ class TorchOpVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return rebuild.writer.bind(self.fn, "fn")
+
+
+def _switch_deterministic_algorithms(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`torch._C._set_deterministic_algorithms(mode, warn_only=...)` (what
+    `torch.use_deterministic_algorithms` calls): switched for the rest of the trace and at this
+    point in the graph (`torch_flags`). Eager takes bools only (TypeError for others)."""
+    values = dict(zip(("mode",), args)) | kwargs
+    given = [*args, *kwargs.values()]
+    if len(args) > 1 or "mode" not in values or set(values) - {"mode", "warn_only"}:
+        raise Unsupported("torch._C._set_deterministic_algorithms() with arguments it does not take")
+    if not all(v.is_constant() and type(v.as_constant()) is bool for v in given):
+        raise Unsupported("torch._C._set_deterministic_algorithms() of a value that is not a constant bool")
+    warn_only = values["warn_only"].as_constant() if "warn_only" in values else False
+    frame.output.switch(torch_flags.DETERMINISTIC, (values["mode"].as_constant(), warn_only))
+    return constant(None)
 
 
 def _torch_function_classes(args: list[Variable], kwargs: dict[str, Variable]) -> list[type]:

@@ -43,6 +43,7 @@ from .functions import (
 )
 from .mapping_proxy import MappingProxyVariable
 from .symbolic import SymNodeVariable, is_number
+from .traced_warnings import trace_warn
 from .user_classes import dataclass_fields
 
 if TYPE_CHECKING:
@@ -700,11 +701,8 @@ def _signature(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) 
 
 @_handler(warnings.warn)
 def _warn(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    raise Unsupported(
-        "warnings.warn runs eagerly at a graph break (its filters and once-per-location registry are "
-        "process state), reported at the user's line",
-        kind=BreakKind.UNTRACED_CALL,
-    )
+    trace_warn(frame, args, kwargs)
+    return constant(None)
 
 
 _handler(collections.deque)(new_deque)

@@ -260,7 +260,6 @@ STATEFUL_TORCH = frozenset({
     "set_grad_enabled",
     "set_default_dtype",
     "set_default_device",
-    "use_deterministic_algorithms",
     "set_printoptions",
     "save",
     "load",
@@ -308,6 +307,9 @@ _TRACE_CONSTANTS: dict[Any, Any] = {
     torch.jit.is_tracing: lambda *_: False,
     torch._C._get_tracing_state: lambda *_: None,
     torch.is_inference_mode_enabled: torch.is_inference_mode_enabled,
+    # switched inside graphs (`torch_flags`): the value the trace set, or the guarded one at entry
+    torch._C._get_deterministic_algorithms: torch._C._get_deterministic_algorithms,
+    torch._C._get_deterministic_algorithms_warn_only: torch._C._get_deterministic_algorithms_warn_only,
 }
 
 

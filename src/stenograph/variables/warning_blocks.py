@@ -2,9 +2,10 @@
 
 `catch_warnings` saves the warning filters on entry and restores them on exit; with `record=True`
 it also collects the warnings shown inside, in the list `as` binds. A traced block shows no
-warning: `warnings.warn`, `simplefilter` and the like are graph breaks, so the block's own body
-is captured as if the `with` were absent, and `record=True` binds a new, empty list, which is
-what eager's holds when nothing warned. A graph break inside the block cannot be written there
+warning: `warnings.warn` inside it (which `traced_warnings` would issue after the graph, outside
+the block), `simplefilter` and the like are graph breaks, so the block's own body is captured as
+if the `with` were absent, and `record=True` binds a new, empty list, which is what eager's
+holds when nothing warned. A graph break inside the block cannot be written there
 (its eager part must run inside the real context): it moves to the `with` statement, which
 then runs eagerly with a real `catch_warnings`, as torch.compile enters one.
 """
@@ -65,7 +66,9 @@ class _BlockMethod(Variable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if self.name == "__exit__":
+            frame.output.warning_blocks -= 1
             return constant(False)
+        frame.output.warning_blocks += 1
         if self.block.kwargs.get("record"):
             return frame.wrap([], None)
         return constant(None)
