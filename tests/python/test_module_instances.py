@@ -418,3 +418,55 @@ def test_a_module_made_from_a_runtime_value_runs_eagerly(cnt):
     # 0.1: one graph with the module made while tracing; 0.2 makes `slope` a symbolic input, so the
     # module cannot be made while tracing: a break at its creation, and `* 2` after it
     assert cnt.frame_count == 2
+
+
+class _Deferring(nn.Module):
+    """A wrapper whose own `__getattr__` defers to nn.Module's, then to the module it wraps (as
+    PEFT-style wrappers do): parameters and attributes are found through it."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+        self.register_parameter("a", nn.Parameter(torch.ones(4) * 2))
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "a_copy":
+                return self.a
+            return getattr(self.inner, name)
+
+    def forward(self, x):
+        return self.inner(x) * self.scale * self.a + self.weight.sum() * self.a_copy
+
+
+def _deferring() -> _Deferring:
+    torch.manual_seed(0)
+    inner = nn.Linear(4, 4)
+    inner.scale = 3.0
+    return _Deferring(inner)
+
+
+def test_module_with_its_own_getattr_matches_eager_with_gradients(cnt):
+    eager, compiled_mod = _deferring(), _deferring()
+    compiled = stenograph.compile(compiled_mod, backend=cnt, fullgraph=True)
+    x = torch.randn(2, 4)
+    helpers.assert_same(compiled(x), eager(x))
+    eager(x).sum().backward()
+    compiled(x).sum().backward()
+    for (name, p), q in zip(eager.named_parameters(), compiled_mod.parameters()):
+        helpers.assert_same(q.grad, p.grad, name)
+    assert cnt.frame_count == 1
+
+
+def test_attribute_found_through_own_getattr_is_guarded(cnt):
+    mod = _deferring()
+    compiled = stenograph.compile(mod, backend=cnt)
+    x = torch.randn(2, 4)
+    compiled(x)
+    compiled(x)
+    assert cnt.frame_count == 1
+    mod.inner.scale = 5.0
+    helpers.assert_same(compiled(x), mod(x))
+    assert cnt.frame_count == 2

@@ -745,11 +745,12 @@ class NNModuleVariable(UserObjectVariable):
             resolved = _resolve_class_attr(frame, self, module, name)
             if resolved is not None:
                 return resolved
+        own_getattr = type(module).__getattr__ is not torch.nn.Module.__getattr__
         for table in MODULE_TABLES:
             members = module.__dict__.get(table)
             if members is not None and name in members:
-                if type(module).__getattr__ is not torch.nn.Module.__getattr__:
-                    raise Unsupported(f"{self.describe()} defines its own __getattr__ (reading {name!r})")
+                if own_getattr:
+                    return self._through_own_getattr(frame, name)
                 return frame.wrap(members[name], ModuleMemberSource(self.source, table, name))
         if name in _WALKS and cls_attr is getattr(torch.nn.Module, name):
             guard_not_shadowed(frame, self, name)
@@ -757,7 +758,23 @@ class NNModuleVariable(UserObjectVariable):
         resolved = _resolve_class_attr(frame, self, module, name)
         if resolved is not None:
             return resolved
+        if own_getattr:
+            return self._through_own_getattr(frame, name)
         raise self._missing(frame, name)
+
+    def _through_own_getattr(self, frame: Frame, name: str) -> Variable:
+        """An attribute that Python finds through the class's own `__getattr__` (a wrapper
+        module deferring to `super().__getattr__` or to a module it wraps): read for real, and
+        read again through the same lookup by the guards and the graph's inputs. A lookup that
+        raises another error than AttributeError breaks the graph."""
+        assert self.source is not None
+        try:
+            value = getattr(self.value_object, name)
+        except AttributeError:
+            raise self._missing(frame, name) from None
+        except Exception as e:  # noqa: BLE001 - the class's own code failed: eagerly it raises there
+            raise Unsupported(f"{self.describe()}'s own __getattr__ raised {type(e).__name__} reading {name!r}") from e
+        return frame.wrap(value, AttrSource(self.source, name), module_attribute=True)
 
     def _forward_hooks(self, frame: Frame) -> bool:
         """Whether calling the module runs forward (pre-)hooks, its own or global ones. Either
