@@ -112,6 +112,9 @@ _DEFAULTS: dict[str, Any] = {
     "raise_on_ctx_manager_usage": True,
     # a miss runs the function eagerly, compiling nothing (cached code still runs), as torch's
     "disable": False,
+    # an nn.Parameter's sizes are static wherever it is passed from; False lets automatic dynamic
+    # shapes make them symbolic as other inputs' (a module's own parameters and buffers stay static)
+    "force_parameter_static_shapes": True,
     # a folder where compiled entries persist, so a later process (or another machine, through
     # save_artifacts/load_artifacts) runs them without compiling (warm/); None: off.
     # STENOGRAPH_CACHE_DIR sets the default
@@ -135,7 +138,6 @@ _TORCH_ONLY: dict[str, Any] = {
     "automatic_dynamic_remote_pgo": None,
     # shapes and specialisation
     "automatic_dynamic_shapes_mark_as": "dynamic",
-    "force_parameter_static_shapes": True,
     "force_nn_module_property_static_shapes": True,
     "allow_unspec_int_on_nn_module": False,
     "allow_ignore_mark_dynamic": False,

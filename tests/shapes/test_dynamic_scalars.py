@@ -209,3 +209,37 @@ def test_dynamic_numbers_under_aot_eager(case):
     fn, values, update = CASES[case]()
     _run(cnt, fn, values, update, _x)
     assert cnt.frame_count == 2
+
+
+def test_a_number_where_a_tensor_was_passed_is_dynamic_at_once(cnt):
+    """An argument switching between a tensor and an int: the int is dynamic from its first
+    compile (its kind changed), so a new int value reuses that entry: 3 compiles, as
+    torch.compile."""
+
+    def fn(x, y):
+        return x * y
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    calls = [(2, True), (3, 3), (4, True), (4, True), (5, 4), (5, 4), (6, True)]
+    for n, y in calls:
+        x = torch.randn(n)
+        y = torch.randn(n) if y is True else y
+        torch.testing.assert_close(compiled(x, y), fn(x, y))
+    assert cnt.frame_count == 3
+
+
+@pytest.mark.parametrize(("static", "compiles"), [(True, 4), (False, 2)])
+def test_force_parameter_static_shapes(cnt, static, compiles):
+    """Parameters passed as arguments: static sizes by default (a compile per size); with the
+    setting off, automatic dynamic shapes apply to them as to other tensors."""
+    w = torch.nn.Parameter(torch.randn(3, 2))
+
+    def fn(x):
+        return x @ w
+
+    with stenograph.config.patch(force_parameter_static_shapes=static):
+        compiled = stenograph.compile(fn, backend=cnt)
+        for n in (1, 10, 11, 15, 15):
+            x = torch.nn.Parameter(torch.randn(n, 3))
+            torch.testing.assert_close(compiled(x), fn(x))
+    assert cnt.frame_count == compiles

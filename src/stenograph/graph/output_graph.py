@@ -312,9 +312,10 @@ class OutputGraph:
             return known
         inner = _inner_tensor_names(value, source)
         dims = strides = None
-        # an nn.Parameter keeps static sizes wherever it comes from (torch's
-        # `force_parameter_static_shapes`), a module's buffers too (`may_be_dynamic`)
-        if self.policy is not None and not isinstance(value, torch.nn.Parameter) and may_be_dynamic(source, True):
+        # an nn.Parameter keeps static sizes wherever it comes from (`force_parameter_static_shapes`),
+        # a module's parameters and buffers in any case (`may_be_dynamic`)
+        static_parameter = isinstance(value, torch.nn.Parameter) and config.force_parameter_static_shapes
+        if self.policy is not None and not static_parameter and may_be_dynamic(source, True):
             dims = self.policy.tensor_dims(source.name(), value)
             strides = self.policy.stride_dims(source.name(), value)
         fake = fakeify(self.fake_mode, value, source, dims, strides)

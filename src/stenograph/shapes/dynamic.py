@@ -161,7 +161,10 @@ class DynamicPolicy:
         if self.from_data and self._read_from_data(name):
             return True
         if name not in self.ints:
-            self.ints[name] = value
+            # a number where an earlier call passed a tensor has changed already: dynamic at
+            # once under automatic dynamic shapes, as torch.compile takes a changed kind
+            changed_kind = config.automatic_dynamic_shapes and name in self.sizes
+            self.ints[name] = None if changed_kind else value
         elif config.automatic_dynamic_shapes and self.ints[name] is not None and self.ints[name] != value:
             self.ints[name] = None
         return self.ints[name] is None or not config.assume_static_by_default
