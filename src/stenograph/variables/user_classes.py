@@ -49,7 +49,7 @@ from .descriptors import (
     is_data_descriptor,
     run_descriptor,
 )
-from .exceptions import TracedException, is_attribute_error, raise_new
+from .exceptions import TracedException, is_attribute_error, raise_new, raise_python_error
 from .functions import NestedFunctionVariable, TorchClassVariable, UserFunctionVariable, UserMethodVariable
 from .sequence_protocol import SelfIteratorVariable, getitem_iterator
 from .tensor import TensorVariable
@@ -57,6 +57,7 @@ from .trace_rules import (
     TORCH_CLASSES,
     is_builtin_class,
     is_literal,
+    is_namedtuple_class,
     is_plain_function_class,
     is_user_class,
 )
@@ -553,6 +554,8 @@ class BaseMethodVariable(Variable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         obj, name = self.obj, self.name
+        if name == "__new__" and self.owner in _SEQUENCE_NEW:
+            return _sequence_new(frame, self.owner, obj, args, kwargs)
         if name == "__new__" and isinstance(obj, UserClassVariable) and not args and not kwargs:
             # `object.__new__(cls)`, `super().__new__(cls)` in a class's own `__new__` (with
             # more arguments CPython raises: left to it)
@@ -617,6 +620,31 @@ class BaseMethodVariable(Variable):
             in_place = name in ("__ior__", "__iand__", "__isub__", "__ixor__")
             return obj if in_place and result is obj.items else result  # `s.__ior__(t)` gives `s` back
         raise Unsupported(f"{self.describe()} with {len(args)} arguments")
+
+
+# builtin sequences whose `__new__` called directly (`tuple.__new__(cls, items)`) is modelled
+_SEQUENCE_NEW = (list, tuple)
+
+
+def _sequence_new(
+    frame: Frame, owner: type, cls_var: Variable, args: list[Variable], kwargs: dict[str, Variable]
+) -> Variable:
+    """`list.__new__(cls, ...)` / `tuple.__new__(cls, items)`: an empty list (list's `__new__`
+    ignores its other arguments; `__init__` fills it), or a tuple of the items, of class `cls`.
+    CPython's errors (a class that is not a subtype, keywords or a second argument for tuple)
+    are found by calling the real `__new__` on stand-in arguments, which runs no Python code."""
+    cls = cls_var.value if isinstance(cls_var, UserClassVariable) else cls_var.as_constant()
+    try:
+        owner.__new__(cls, *[()] * len(args), **dict.fromkeys(kwargs, ()))
+    except TypeError as e:
+        raise_python_error(frame, e)
+    if owner is tuple and cls is tuple:
+        return TupleVariable(args[0].unpack(frame) if args else [])
+    if cls is list:
+        return ListVariable([])
+    if is_namedtuple_class(cls) or _builtin_base(cls) not in _MODELLED_BASES:
+        raise Unsupported(f"{owner.__qualname__}.__new__ of class {cls.__qualname__}")
+    return _allocate(frame, cls, args if owner is tuple else [])
 
 
 def _is_none(args: list[Variable]) -> bool:
