@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 # builtin bases whose instances stenograph can model: their C methods are emulated below
-_MODELLED_BASES = (object, dict, collections.OrderedDict, set, frozenset, list, BaseException)
+_MODELLED_BASES = (object, dict, collections.OrderedDict, set, frozenset, list, tuple, BaseException)
 
 
 def _is_builtin_class(klass: type) -> bool:
@@ -181,7 +181,10 @@ def new_object(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, 
     new, new_owner = class_lookup(cls, "__new__")
     if new_owner is not None and not _is_builtin_class(new_owner):
         return _call_own_new(frame, cls, new, args, kwargs)
-    obj = _allocate(frame, cls, args)
+    if base is tuple:  # its items are given to `__new__`, which checks them as CPython's does
+        obj = _sequence_new(frame, tuple, UserClassVariable(cls), args, kwargs)
+    else:
+        obj = _allocate(frame, cls, args)
     if issubclass(cls, BaseException):
         # what BaseException.__new__ sets, whether or not an __init__ calls the base one
         fields = {"args": _tuple(args), "__cause__": constant(None), "__context__": constant(None)}
@@ -200,7 +203,8 @@ def new_object(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, 
 
 def _allocate(frame: Frame, cls: type, args: list[Variable]) -> NewObjectVariable:
     """A new instance of `cls`, before any `__init__`: what its builtin base's `__new__` makes
-    of `args` (a frozenset's members are given there, every other base's are not)."""
+    of `args` (a frozenset's members and a tuple's items are given there, every other base's
+    are not)."""
     base = _builtin_base(cls)
     if issubclass(base, dict):
         return NewObjectVariable(cls, DictVariable({}, python_class=base))
@@ -211,6 +215,8 @@ def _allocate(frame: Frame, cls: type, args: list[Variable]) -> NewObjectVariabl
         return NewObjectVariable(cls, members)
     if base is list:
         return NewObjectVariable(cls, ListVariable([]))
+    if base is tuple:
+        return NewObjectVariable(cls, TupleVariable(args[0].unpack(frame) if args else []))
     return NewObjectVariable(cls, SetVariable({}, set) if base is set else None)
 
 
@@ -503,10 +509,15 @@ class NewObjectVariable(ObjectVariable):
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.cls, "cls")
         # the builtin base's `__new__`: a class's own one (already run while tracing) may want
-        # arguments or hand back another object; a frozenset's members are given to it
+        # arguments or hand back another object; a frozenset's members, a tuple's items are
+        # given to it
         base = _builtin_base(self.cls)
         new = rebuild.writer.bind(base.__new__, "new")
-        members = f", ({self.items.rebuilt_members(rebuild)})" if base is frozenset else ""
+        members = ""
+        if base is frozenset:
+            members = f", ({self.items.rebuilt_members(rebuild)})"
+        elif base is tuple:
+            members = f", ({''.join(rebuild.expr(v) + ', ' for v in self.items.items)})"
         return rebuild.build_object(self, f"{new}({cls}{members})", lambda name: self.fill(rebuild, name))
 
     def fill(self, rebuild: Any, name: str) -> list[str]:
@@ -594,8 +605,8 @@ class BaseMethodVariable(Variable):
                         obj.items.call_method(frame, "extend", args, {})
                 if self.owner is not list:
                     obj.items.call_method(frame, "update", args, kwargs)
-            elif (args or kwargs) and _builtin_base(obj.cls) is not frozenset:
-                # (object.__init__ ignores the arguments a class's own __new__ took: frozenset's)
+            elif (args or kwargs) and _builtin_base(obj.cls) not in (frozenset, tuple):
+                # (object.__init__ ignores the arguments a class's own __new__ took: frozenset's, tuple's)
                 raise Unsupported(f"{obj.cls.__qualname__}() takes no arguments")
             return constant(None)
         if name == "__setattr__" and len(args) == 2:
