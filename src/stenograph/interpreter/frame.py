@@ -25,6 +25,7 @@ from ..variables.cells import Cell, LazyValue
 from ..variables.compile_regions import call_region, is_region
 from ..variables.constants import constant
 from ..variables.exceptions import CallerExceptionVariable, caller_exception, raise_python_error
+from ..variables.functions import UserFunctionVariable
 from ..variables.generators import GeneratorVariable, needs_close
 from ..variables.trace_rules import is_trusted_module
 from .binding import bind_arguments, binding_error
@@ -294,9 +295,12 @@ class Frame:
         closure: tuple[Any, ...] | None,
         fn_source: Source | None = None,
         defaults: tuple[tuple[Variable, ...], dict[str, Variable]] | None = None,
+        maker: Variable | None = None,
     ) -> Variable:
         """Run `fn`'s bytecode in a child frame sharing this graph; its return value (a
-        `nested_compile_region` wrapper: its body, as a subgraph)."""
+        `nested_compile_region` wrapper: its body, as a subgraph). A generator function's call
+        gives a generator instead, which `maker` (the tracker of the function made in the
+        frame that `fn` stands for, if any) rebuilds while its body has not started."""
         if not isinstance(fn, types.FunctionType):  # a C accessor (a pybind11 property's getter)
             raise Unsupported(f"call of {getattr(fn, '__qualname__', fn)!r}, which is not Python code")
         if is_region(fn):
@@ -335,7 +339,9 @@ class Frame:
                     f"generator {code.co_qualname} has a graph break in its body; it runs eagerly",
                     kind=BreakKind.GENERATOR,
                 )
-            generator = GeneratorVariable(child)
+            if closure is None:  # a function that exists: itself, with the closure it has
+                maker = UserFunctionVariable(fn, fn_source)
+            generator = GeneratorVariable(child, maker)
             self.generators.append(generator)
             return generator
         if self.calling is not None and self.calling[0] is self.current:

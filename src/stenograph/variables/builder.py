@@ -127,7 +127,7 @@ from .global_contexts import (
     wrap_global_context,
 )
 from .higher_order import CondVariable, MapVariable
-from .named_tuples import NamedTupleVariable, StructSeqVariable, is_namedtuple_class
+from .named_tuples import NamedTupleVariable, StructSeqVariable
 from .new_modules import TorchModuleClassVariable, instantiate_module
 from .nonstrict_calls import NonstrictDecoratorVariable
 from .optimizers import OptimizerClassVariable, OptimizerVariable, optimizer_helper
@@ -137,6 +137,7 @@ from .trace_rules import (
     is_dict_key_constant,
     is_graph_op,
     is_literal,
+    is_namedtuple_class,
     is_plain_function_class,
     is_sparse_tensor,
     is_structseq_class,

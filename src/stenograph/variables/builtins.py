@@ -144,7 +144,7 @@ class BuiltinVariable(HandledFunctionVariable):
         )
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        if self.fn in (object, dict) and name in _BASE_METHODS:
+        if self.fn in (object, dict) and name in _BASE_METHODS or self.fn in (list, tuple) and name == "__new__":
             return UnboundBaseMethodVariable(self.fn, name)
         if isinstance(self.fn, type) and hasattr(self.fn, name):
             attr = getattr(self.fn, name)

@@ -854,6 +854,17 @@ class ListIteratorVariable(IteratorVariable):
     def iterated(self) -> Variable | None:
         return self.list_var
 
+    def reconstruct(self, codegen: Any) -> str:
+        """The list's own iterator, advanced as far as the trace took it: it goes on reading the
+        live list (which the caller may change before pulling the rest), made once."""
+        advance = codegen.writer.bind(advance_iterator, "fn")
+        steps = self.index
+
+        def fill(name: str) -> list[str]:
+            return [f"{advance}({name}, {steps})"] if steps else []
+
+        return codegen.build_object(self, f"iter({codegen.expr(self.list_var)})", fill)
+
     def python_type(self) -> type:
         return type(iter([]))
 
@@ -1042,13 +1053,19 @@ class LazyIteratorVariable(IteratorVariable):
         return next((c for s in self.sources if (c := s.iterated()) is not None), None)
 
     def reconstruct(self, codegen: Any) -> str:
-        """`map` and `filter` rebuilt as themselves over what their sources have left (the
-        function runs per item when the code after the graph pulls them, as eagerly); `zip` and
-        `enumerate` as iterators over their remaining items."""
-        if self.kind not in ("map", "filter") or self.done:
+        """Rebuilt as themselves over what their sources have left: a `map`'s or `filter`'s
+        function runs per item when the code after the graph pulls them, and a generator among
+        a `zip`'s or `enumerate`'s sources runs its body then, as eagerly (`strict` and the
+        count carried over)."""
+        if self.done:
             return super().reconstruct(codegen)
+        sources = ", ".join(codegen.expr(source) for source in self.sources)
+        if self.kind == "zip":
+            return f"zip({sources}{', strict=True' if self.strict else ''})"
+        if self.kind == "enumerate":
+            return f"enumerate({sources}, {self.count})"
         fn = "None" if self.fn is None else codegen.expr(self.fn)
-        return f"{self.kind}({fn}, {', '.join(codegen.expr(source) for source in self.sources)})"
+        return f"{self.kind}({fn}, {sources})"
 
     def may_raise(self) -> bool:
         if any(s.may_raise() for s in self.sources):

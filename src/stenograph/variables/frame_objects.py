@@ -53,11 +53,10 @@ from .descriptors import (
 from .exceptions import TracedException, is_attribute_error, raise_new
 from .functions import UserFunctionVariable
 from .module_slices import slice_or_member
-from .named_tuples import is_namedtuple_class
 from .sequence_protocol import getitem_iterator
 from .symbolic import GraphValueVariable
 from .tensor import TensorVariable
-from .trace_rules import is_literal, is_trusted_module
+from .trace_rules import is_literal, is_namedtuple_class, is_trusted_module
 from .user_classes import (
     ObjectVariable,
     UnboundBaseMethodVariable,

@@ -429,7 +429,8 @@ class NestedFunctionVariable(Variable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         fn = self._bare_function()
-        return frame.inline_call(fn, args, kwargs, closure=self.closure, defaults=(self.defaults, self.kwdefaults))
+        defaults = (self.defaults, self.kwdefaults)
+        return frame.inline_call(fn, args, kwargs, closure=self.closure, defaults=defaults, maker=self)
 
 
 # attributes a function keeps outside its `__dict__` that code sets (`functools.wraps`)

@@ -2,17 +2,20 @@
 
 The generator's body runs as a child frame that is resumed on each `next()` and stops at each
 `yield`, so its code interleaves with the consumer's exactly as in CPython (side effects and
-short-circuiting `any()` included). A generator cannot be rebuilt as a real one, so one still
-live at a graph break makes the break impossible (the frame then runs eagerly). One that yields
-more than `MOST_ITEMS` values, however they are taken (`list()`, a `for` loop, `next()`), is taken
-for an endless one and refused, as torch.compile refuses it, rather than traced forever.
+short-circuiting `any()` included). Returned, or live at a graph break, a generator whose body
+has not started is made again by calling its function with the arguments it was bound to, and a
+finished one is a finished generator of that function; one suspended at a `yield` holds a frame
+that cannot be rebuilt, which makes the break impossible (the frame then runs eagerly). One that
+yields more than `MOST_ITEMS` values, however they are taken (`list()`, a `for` loop, `next()`),
+is taken for an endless one and refused, as torch.compile refuses it, rather than traced forever.
 """
 
 from __future__ import annotations
 
 import builtins
+import inspect
 import types
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..bytecode.instructions import Instr, decoded, exception_entries
 from ..errors import BreakKind, Unsupported
@@ -37,8 +40,9 @@ class GeneratorVariable(IteratorVariable):
 
     has_length_hint = False
 
-    def __init__(self, frame: Frame) -> None:
+    def __init__(self, frame: Frame, maker: Variable | None = None) -> None:
         self.frame = frame
+        self.maker = maker  # the generator function, when it can be made again at run time
         self.done = False
         self.index = 0
         self.failure = None
@@ -55,6 +59,51 @@ class GeneratorVariable(IteratorVariable):
     @property
     def items(self) -> list[Variable]:  # type: ignore[override]
         raise Unsupported(f"{self.describe()} is live at a graph break and cannot be rebuilt")
+
+    # on the stack at a break, it is rebuilt as itself (`reconstruct`), not as a tuple's iterator
+    on_stack_as_tuple_iterator = False
+
+    def reconstruct(self, rebuild: Any) -> str:
+        """A real generator in the same state, made once: before its body starts, the call of its
+        function with the arguments bound to its parameters (nothing of the body has run, so
+        eagerly that call made the same generator); once it has finished (returned, raised or
+        closed), such a call closed before it starts, which CPython marks finished without
+        running any of the body. One suspended at a `yield` cannot be rebuilt."""
+        if self.maker is None or (self.frame.current is not None and not self.done):
+            raise Unsupported(
+                f"{self.describe()} is live at a graph break (or returned) after it started, and cannot be rebuilt",
+                hint="the frame runs eagerly; return the generator before calling next() on it, or a list of its items",
+            )
+        function = rebuild.expr(self.maker)
+        if self.done:
+            return rebuild.build_once(self, lambda: f"{rebuild.writer.bind(finished_generator, 'fn')}({function})")
+        return rebuild.build_once(self, lambda: f"{function}({self._bound_arguments(rebuild)})")
+
+    def _bound_arguments(self, rebuild: Any) -> str:
+        """The arguments of a call binding the body's parameters to the values they hold now
+        (positional ones by position, keyword-only ones by name, then `*args` and `**kwargs`)."""
+        code = self.frame.code
+        positional = code.co_varnames[: code.co_argcount]
+        keyword = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+        rest = code.co_argcount + code.co_kwonlyargcount
+        parts = [rebuild.expr(self._parameter(name)) for name in positional]
+        parts += [f"{name}={rebuild.expr(self._parameter(name))}" for name in keyword]
+        if code.co_flags & inspect.CO_VARARGS:
+            parts.append(f"*{rebuild.expr(self._parameter(code.co_varnames[rest]))}")
+            rest += 1
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            parts.append(f"**{rebuild.expr(self._parameter(code.co_varnames[rest]))}")
+        return ", ".join(parts)
+
+    def _parameter(self, name: str) -> Variable:
+        """The value bound to parameter `name` (a cell's content where a nested function of the
+        body closes over it)."""
+        if name in self.frame.cells:
+            contents = self.frame.cells[name].contents
+            if not isinstance(contents, Variable):
+                raise Unsupported(f"parameter {name!r} of {self.describe()} has no value to rebuild it with")
+            return contents
+        return self.frame.locals[name]
 
     def next(self, frame: Frame) -> Variable | None:
         return self.send(frame, constant(None))
@@ -141,6 +190,16 @@ class GeneratorVariable(IteratorVariable):
         if item is None:
             raise self.stop(frame)
         return item
+
+
+def finished_generator(function: types.FunctionType) -> types.GeneratorType:
+    """A finished generator of generator function `function`: called with placeholder
+    arguments and closed before it starts, so none of its body runs (run time)."""
+    code = function.__code__
+    keyword = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+    generator = function(*[None] * code.co_argcount, **dict.fromkeys(keyword))
+    generator.close()
+    return generator
 
 
 def _thrown(frame: Frame, args: list[Variable]) -> TracedException:

@@ -21,10 +21,6 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 
-def is_namedtuple_class(cls: Any) -> bool:
-    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make")
-
-
 class NamedTupleVariable(TupleVariable):
     """An instance of a `collections.namedtuple` / `typing.NamedTuple` class."""
 

@@ -115,6 +115,12 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         if contents is not None:  # a set subclass's object keeping set's operators: its members'
             result = binary(frame, op, contents, b) if side == 0 else binary(frame, op, a, contents)
             return a if side == 0 and result is contents else result  # `s |= t` keeps `s`
+    names = _DUNDERS.get(plain)
+    if names is not None:  # list/tuple subclasses keeping the base's operator: their items'
+        contents = _sequence_contents(a, names[0]), _sequence_contents(b, names[1])
+        if contents != (None, None):
+            result = binary(frame, op, contents[0] or a, contents[1] or b)
+            return a if result is contents[0] else result  # `l += m` keeps `l`
     if plain is operator.or_:  # dict subclasses keeping dict's `|`: a new plain dict, or `a` updated
         contents = _dict_contents(frame, a, "__or__"), _dict_contents(frame, b, "__ror__")
         if contents[0] is not None and contents[1] is not None and contents != (a, b):
@@ -156,6 +162,15 @@ def _dict_contents(frame: Frame, var: Variable, dunder: str) -> Variable | None:
     if isinstance(var, NewObjectVariable):
         return var.items
     return dict_contents(frame, var) if var.source is not None else None
+
+
+def _sequence_contents(var: Variable, dunder: str) -> SequenceVariable | None:
+    """The items of a list or tuple subclass instance made in the frame whose class keeps the
+    base's `dunder` (which acts on them, giving a plain list or tuple)."""
+    if not isinstance(var, NewObjectVariable) or not isinstance(var.items, SequenceVariable):
+        return None
+    base = var.items.python_class
+    return var.items if getattr(var.cls, dunder, None) is getattr(base, dunder, None) else None
 
 
 _DUNDERS = {

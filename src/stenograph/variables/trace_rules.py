@@ -399,6 +399,11 @@ def is_frozen_dataclass(cls: type) -> bool:
     return params is not None and params.frozen
 
 
+def is_namedtuple_class(cls: Any) -> bool:
+    """A `collections.namedtuple` / `typing.NamedTuple` class."""
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make")
+
+
 def is_structseq_class(cls: Any) -> bool:
     """A `torch.return_types` class (a C struct sequence: built from one sequence)."""
     return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")

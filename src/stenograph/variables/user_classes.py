@@ -49,7 +49,7 @@ from .descriptors import (
     is_data_descriptor,
     run_descriptor,
 )
-from .exceptions import TracedException, is_attribute_error, raise_new
+from .exceptions import TracedException, is_attribute_error, raise_new, raise_python_error
 from .functions import NestedFunctionVariable, TorchClassVariable, UserFunctionVariable, UserMethodVariable
 from .sequence_protocol import SelfIteratorVariable, getitem_iterator
 from .tensor import TensorVariable
@@ -57,6 +57,7 @@ from .trace_rules import (
     TORCH_CLASSES,
     is_builtin_class,
     is_literal,
+    is_namedtuple_class,
     is_plain_function_class,
     is_user_class,
 )
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
     from ..interpreter.frame import Frame
 
 # builtin bases whose instances stenograph can model: their C methods are emulated below
-_MODELLED_BASES = (object, dict, collections.OrderedDict, set, frozenset, list, BaseException)
+_MODELLED_BASES = (object, dict, collections.OrderedDict, set, frozenset, list, tuple, BaseException)
 
 
 def _is_builtin_class(klass: type) -> bool:
@@ -184,7 +185,10 @@ def new_object(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, 
     new, new_owner = class_lookup(cls, "__new__")
     if new_owner is not None and not _is_builtin_class(new_owner):
         return _call_own_new(frame, cls, new, args, kwargs)
-    obj = _allocate(frame, cls, args)
+    if base is tuple:  # its items are given to `__new__`, which checks them as CPython's does
+        obj = _sequence_new(frame, tuple, UserClassVariable(cls), args, kwargs)
+    else:
+        obj = _allocate(frame, cls, args)
     if issubclass(cls, BaseException):
         # what BaseException.__new__ sets, whether or not an __init__ calls the base one
         fields = {"args": _tuple(args), "__cause__": constant(None), "__context__": constant(None)}
@@ -203,7 +207,8 @@ def new_object(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, 
 
 def _allocate(frame: Frame, cls: type, args: list[Variable]) -> NewObjectVariable:
     """A new instance of `cls`, before any `__init__`: what its builtin base's `__new__` makes
-    of `args` (a frozenset's members are given there, every other base's are not)."""
+    of `args` (a frozenset's members and a tuple's items are given there, every other base's
+    are not)."""
     base = _builtin_base(cls)
     if issubclass(base, dict):
         return NewObjectVariable(cls, DictVariable({}, python_class=base))
@@ -214,6 +219,8 @@ def _allocate(frame: Frame, cls: type, args: list[Variable]) -> NewObjectVariabl
         return NewObjectVariable(cls, members)
     if base is list:
         return NewObjectVariable(cls, ListVariable([]))
+    if base is tuple:
+        return NewObjectVariable(cls, TupleVariable(args[0].unpack(frame) if args else []))
     return NewObjectVariable(cls, SetVariable({}, set) if base is set else None)
 
 
@@ -506,10 +513,15 @@ class NewObjectVariable(ObjectVariable):
     def reconstruct(self, rebuild: Any) -> str:
         cls = rebuild.writer.bind(self.cls, "cls")
         # the builtin base's `__new__`: a class's own one (already run while tracing) may want
-        # arguments or hand back another object; a frozenset's members are given to it
+        # arguments or hand back another object; a frozenset's members, a tuple's items are
+        # given to it
         base = _builtin_base(self.cls)
         new = rebuild.writer.bind(base.__new__, "new")
-        members = f", ({self.items.rebuilt_members(rebuild)})" if base is frozenset else ""
+        members = ""
+        if base is frozenset:
+            members = f", ({self.items.rebuilt_members(rebuild)})"
+        elif base is tuple:
+            members = f", ({''.join(rebuild.expr(v) + ', ' for v in self.items.items)})"
         return rebuild.build_object(self, f"{new}({cls}{members})", lambda name: self.fill(rebuild, name))
 
     def fill(self, rebuild: Any, name: str) -> list[str]:
@@ -562,6 +574,8 @@ class BaseMethodVariable(Variable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         obj, name = self.obj, self.name
+        if name == "__new__" and self.owner in _SEQUENCE_NEW:
+            return _sequence_new(frame, self.owner, obj, args, kwargs)
         if name == "__new__" and isinstance(obj, UserClassVariable) and not args and not kwargs:
             # `object.__new__(cls)`, `super().__new__(cls)` in a class's own `__new__` (with
             # more arguments CPython raises: left to it)
@@ -600,8 +614,8 @@ class BaseMethodVariable(Variable):
                         obj.items.call_method(frame, "extend", args, {})
                 if self.owner is not list:
                     obj.items.call_method(frame, "update", args, kwargs)
-            elif (args or kwargs) and _builtin_base(obj.cls) is not frozenset:
-                # (object.__init__ ignores the arguments a class's own __new__ took: frozenset's)
+            elif (args or kwargs) and _builtin_base(obj.cls) not in (frozenset, tuple):
+                # (object.__init__ ignores the arguments a class's own __new__ took: frozenset's, tuple's)
                 raise Unsupported(f"{obj.cls.__qualname__}() takes no arguments")
             return constant(None)
         if name == "__setattr__" and len(args) == 2:
@@ -626,6 +640,31 @@ class BaseMethodVariable(Variable):
             in_place = name in ("__ior__", "__iand__", "__isub__", "__ixor__")
             return obj if in_place and result is obj.items else result  # `s.__ior__(t)` gives `s` back
         raise Unsupported(f"{self.describe()} with {len(args)} arguments")
+
+
+# builtin sequences whose `__new__` called directly (`tuple.__new__(cls, items)`) is modelled
+_SEQUENCE_NEW = (list, tuple)
+
+
+def _sequence_new(
+    frame: Frame, owner: type, cls_var: Variable, args: list[Variable], kwargs: dict[str, Variable]
+) -> Variable:
+    """`list.__new__(cls, ...)` / `tuple.__new__(cls, items)`: an empty list (list's `__new__`
+    ignores its other arguments; `__init__` fills it), or a tuple of the items, of class `cls`.
+    CPython's errors (a class that is not a subtype, keywords or a second argument for tuple)
+    are found by calling the real `__new__` on stand-in arguments, which runs no Python code."""
+    cls = cls_var.value if isinstance(cls_var, UserClassVariable) else cls_var.as_constant()
+    try:
+        owner.__new__(cls, *[()] * len(args), **dict.fromkeys(kwargs, ()))
+    except TypeError as e:
+        raise_python_error(frame, e)
+    if owner is tuple and cls is tuple:
+        return TupleVariable(args[0].unpack(frame) if args else [])
+    if cls is list:
+        return ListVariable([])
+    if is_namedtuple_class(cls) or _builtin_base(cls) not in _MODELLED_BASES:
+        raise Unsupported(f"{owner.__qualname__}.__new__ of class {cls.__qualname__}")
+    return _allocate(frame, cls, args if owner is tuple else [])
 
 
 def _is_none(args: list[Variable]) -> bool:
