@@ -951,3 +951,56 @@ def test_fstring_of_an_object_with_its_own_format_breaks_the_graph(cnt):
 
     with pytest.raises(stenograph.Unsupported, match="f-string formatting"):
         stenograph.compile(fn, backend="eager", fullgraph=True)(t(2))
+
+
+class _AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+
+class _NeverEqual:
+    def __eq__(self, other):
+        return False
+
+
+def test_list_search_asks_the_elements_eq_as_cpython_does(cnt):
+    def fn(x):
+        items = [_AlwaysEqual(), 1]
+        items.remove(_NeverEqual())  # the element's __eq__ is asked first: removed
+        found = [_NeverEqual()].index(_AlwaysEqual()) if _AlwaysEqual() in [_NeverEqual()] else -1
+        return x + len(items), found
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+class _Declining:
+    def __le__(self, other):
+        return NotImplemented
+
+
+def test_an_ordering_both_sides_decline_raises_type_error(cnt):
+    def fn(x):
+        caught = []
+        for compare in (lambda: _Declining() <= 1, lambda: "a" > _Declining(), lambda: _Declining() < 2.0):
+            try:
+                compare()
+            except TypeError as e:
+                caught.append(str(e))
+        return x + len(caught), caught
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def _no_defaults(v):
+    return v
+
+
+def test_set_of_functions_passed_in_is_guarded_by_its_members(cnt):
+    def fn(x, members):
+        return (x.sin() if _no_defaults in members else x.cos()), torch.sin in members
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = t(3)
+    for members in ({_no_defaults, "a", torch.sin}, {_no_defaults, "a", torch.sin}, {torch.sin}, {"a"}):
+        helpers.assert_same(compiled(x, members), fn(x, members))
+    assert cnt.frame_count == 3

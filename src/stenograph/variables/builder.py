@@ -484,11 +484,11 @@ def _sequence(w: Wrapping) -> Variable:
     return w.frame.output.register_container(w.value, ListVariable(items, w.source))
 
 
-@_rule(lambda value, source: type(value) is set and all(is_literal(m) or _builtin_function(m) for m in value))
+@_rule(lambda value, source: type(value) is set and all(is_literal(m) or _fixed_function(m) for m in value))
 def _set_of_fixed_members(w: Wrapping) -> Variable | None:
-    """A set of constants and of modules' builtin functions (`{"a", torch.sin}`), fixed by one
-    guard comparing it with a frozen copy. (Other objects in it would have no source to guard
-    what the trace reads of them by.)"""
+    """A set of constants and of functions nothing of which can change unguarded (`{"a",
+    torch.sin, torch.amp._exit_autocast}`), fixed by one guard comparing it with a frozen copy.
+    (Other objects in it would have no source to guard what the trace reads of them by.)"""
     trackers = {}
     for member in w.value:
         if not is_literal(member):
@@ -513,7 +513,11 @@ def _set_of_tensors(w: Wrapping) -> Variable:
     return w.frame.output.register_container(w.value, SetVariable.from_frame(w.frame, w.value, w.source, trackers))
 
 
-def _builtin_function(value: Any) -> bool:
+def _fixed_function(value: Any) -> bool:
+    """A module's builtin function, or a Python function with no closure cells and no defaults
+    (what calling it reads besides its code is its module's globals, guarded where read)."""
+    if isinstance(value, types.FunctionType):
+        return value.__closure__ is None and value.__defaults__ is None and not value.__kwdefaults__
     return isinstance(value, types.BuiltinFunctionType) and set_member_by_identity(value)
 
 

@@ -9,6 +9,7 @@ relies on.
 
 from __future__ import annotations
 
+import operator
 import types
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -59,10 +60,11 @@ def guard_identity(frame: Frame, a: Variable, b: Variable, same: bool) -> None:
 
 
 def same_or_equal(frame: Frame, a: Variable, b: Variable) -> bool:
-    """`a is b or a == b` as `list.index` / `in` decide it, for trackers known while tracing. Two
-    distinct objects are unequal only where `==` falls back to identity on both sides (a
-    constant's own `==` declines a foreign object); others (tuples holding tensors, a user
-    `__eq__`, a dict subclass) are refused."""
+    """`b is a or b == a` as `list.index`, `list.remove` and `in` decide it for the value `a`
+    and an element `b`, for trackers known while tracing. Two distinct objects are unequal
+    without asking where `==` falls back to identity on both sides (a constant's own `==`
+    declines a foreign object); otherwise the element's `==` is asked, as CPython asks it (a
+    user `__eq__` inlined; one the trace cannot decide, such as tensors', breaks the graph)."""
     same = same_object(a, b)
     if same is not None:
         guard_identity(frame, a, b, same)
@@ -70,9 +72,9 @@ def same_or_equal(frame: Frame, a: Variable, b: Variable) -> bool:
         return True
     if a.is_constant() and b.is_constant():
         return bool(a.as_constant() == b.as_constant())
-    if same is None or not all(v.is_constant() or equality_is_identity(v) is True for v in (a, b)):
-        raise Unsupported(f"comparing {a.describe()} with {b.describe()}")
-    return False
+    if same is not None and all(v.is_constant() or equality_is_identity(v) is True for v in (a, b)):
+        return False
+    return frame.wrap(operator.eq, None).call(frame, [b, a], {}).truth(frame)  # `operator`'s handler
 
 
 # C types whose `==` is identity in effect (a function and the object it is bound to, a class)

@@ -17,7 +17,7 @@ from . import numpy_arrays
 from .base import Variable
 from .constants import IteratorVariable, constant
 from .containers import DictVariable, SequenceVariable, SetVariable, TupleVariable
-from .exceptions import raise_python_error
+from .exceptions import raise_new, raise_python_error
 from .identity import equality_is_identity, guard_identity, same_object, same_or_equal
 from .numpy_arrays import NdarrayVariable
 from .symbolic import SymNodeVariable
@@ -141,6 +141,12 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         if same is not None and (same or all(equality_is_identity(v) is not False for v in (a, b))):
             guard_identity(frame, a, b, same)
             return constant(same if op is operator.eq else not same)
+    if plain in _ORDERING_SYMBOLS and _ordering_declined(a, b, plain):
+        symbol = _ORDERING_SYMBOLS[plain]
+        names = (a.python_type().__name__, b.python_type().__name__)
+        raise raise_new(
+            frame, TypeError, f"'{symbol}' not supported between instances of '{names[0]}' and '{names[1]}'"
+        )
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
 
 
@@ -194,6 +200,27 @@ _DUNDERS = {
     operator.gt: ("__gt__", "__lt__"),
     operator.ge: ("__ge__", "__le__"),
 }
+
+
+_ORDERING_SYMBOLS = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}
+# constants whose C comparisons answer NotImplemented for an object of another class
+_PLAIN_CONSTANTS = (int, float, str, bytes, type(None))
+
+
+def _ordering_declined(a: Variable, b: Variable, op: Any) -> bool:
+    """Whether both sides of an ordering decline it, so that CPython raises TypeError: a plain
+    constant (`1`, `"a"`) beside an object of a class that is not its kind, whose comparison
+    method is object's or one in Python that answered NotImplemented (`_user_dunder` ran it)."""
+    for obj, other, name in ((a, b, _DUNDERS[op][0]), (b, a, _DUNDERS[op][1])):
+        if obj.is_constant():
+            kind = type(obj.as_constant())
+            if kind not in _PLAIN_CONSTANTS or issubclass(other.python_type(), kind):
+                return False
+        else:
+            method = getattr(obj.python_type(), name, None)
+            if not (isinstance(method, types.FunctionType) or method is getattr(object, name)):
+                return False
+    return True
 
 
 def _user_dunder(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable | None:
