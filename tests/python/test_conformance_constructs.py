@@ -5,6 +5,7 @@ the frame, function attributes set while tracing."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
@@ -1004,3 +1005,24 @@ def test_set_of_functions_passed_in_is_guarded_by_its_members(cnt):
     for members in ({_no_defaults, "a", torch.sin}, {_no_defaults, "a", torch.sin}, {torch.sin}, {"a"}):
         helpers.assert_same(compiled(x, members), fn(x, members))
     assert cnt.frame_count == 3
+
+
+def test_dict_methods_called_on_an_ordered_dict(cnt):
+    def fn(x):
+        od = collections.OrderedDict(b=1, a=2)
+        other = collections.OrderedDict(a=2, b=1)
+        out = [list(dict.keys(od)), list(dict.items(od)), dict.get(od, "a"), dict.copy(od), type(dict.copy(od))]
+        out += [dict.__eq__(od, other), od == other, dict.__ne__(od, other), dict.__or__(od, {"c": 3})]
+        return x + len(out), out, od
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def test_dict_writes_through_an_ordered_dict_break_the_graph():
+    def fn(x):
+        od = collections.OrderedDict(a=1)
+        dict.clear(od)
+        return x + 1, od
+
+    with pytest.raises(stenograph.Unsupported, match="order table"):
+        stenograph.compile(fn, backend="eager", fullgraph=True)(t(2))

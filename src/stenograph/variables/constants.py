@@ -86,6 +86,9 @@ class ConstantVariable(Variable):
             return frame.instantiate(self.value, args, kwargs)
         if _unbound_builtin_method_of(self.value, args):  # `dict.get(d, k)`, `set.__or__(a, b)`
             return args[0].call_method(frame, self.value.__name__, args[1:], kwargs)
+        dict_method = getattr(args[0], "call_dict_method", None) if args else None
+        if dict_method is not None and getattr(self.value, "__objclass__", None) is dict:
+            return dict_method(frame, self.value.__name__, args[1:], kwargs)  # `dict.copy(ordered_dict)`
         return super().call(frame, args, kwargs)
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:

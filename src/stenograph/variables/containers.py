@@ -624,7 +624,9 @@ class DictVariable(Variable):
         return not tracked and all(v.is_constant() for v in self.items.values())
 
     def as_constant(self) -> Any:
-        return {k: v.as_constant() for k, v in self.items.items()}
+        plain = {k: v.as_constant() for k, v in self.items.items()}
+        # an OrderedDict's order is part of its value (its `==` compares it)
+        return collections.OrderedDict(plain) if issubclass(self.python_class, collections.OrderedDict) else plain
 
     def truth(self, frame: Frame) -> bool:
         return bool(self.items)
@@ -768,6 +770,23 @@ class DictVariable(Variable):
         if name == "__iter__" and not args:
             return iterate(frame, self)
         raise Unsupported(f"method {name!r} of {self.describe()}")
+
+    def call_dict_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        """`dict.name(d, ...)` on an OrderedDict whose class has its own `name`: dict's method on the
+        same entries. Reads act as the OrderedDict's do; `copy`, `__or__`, `__eq__`, `__ne__` as a
+        plain dict's (a plain dict made, equality regardless of order). dict's writes leave an
+        OrderedDict's order table behind (eagerly `dict.pop(od, k)` raises KeyError, and after
+        `dict.clear(od)` the OrderedDict may still list keys): refused."""
+        if name in ("copy", "__or__", "__eq__", "__ne__"):
+            plain = [DictVariable(v.items) if isinstance(v, DictVariable) else v for v in (self, *args)]
+            return plain[0].call_method(frame, name, plain[1:], kwargs)
+        if name in _DICT_READS:
+            return self.call_method(frame, name, args, kwargs)
+        raise Unsupported(f"dict.{name} on a {self.python_class.__name__} (its order table would fall behind)")
+
+
+# dict's methods that only read
+_DICT_READS = frozenset({"keys", "values", "items", "get", "__getitem__", "__contains__", "__len__", "__iter__"})
 
 
 class DictContentsVariable(DictVariable):
