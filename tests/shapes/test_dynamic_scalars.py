@@ -243,3 +243,18 @@ def test_force_parameter_static_shapes(cnt, static, compiles):
             x = torch.nn.Parameter(torch.randn(n, 3))
             torch.testing.assert_close(compiled(x), fn(x))
     assert cnt.frame_count == compiles
+
+
+def test_hasattr_of_a_symbolic_number_answers_as_of_any_int(cnt):
+    """A tensor then an int in one argument (the int dynamic at once): `is_tensor_like` asks
+    `hasattr(n, "__torch_function__")`, which is False for any int."""
+
+    def fn(x):
+        if torch.overrides.is_tensor_like(x):
+            return (x * 2,)
+        return (torch.ones(3) + x, hasattr(x, "bit_length"))
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    for arg in (torch.randn(3), 4, 5):
+        helpers.assert_same(compiled(arg), fn(arg))
+    assert cnt.frame_count == 2

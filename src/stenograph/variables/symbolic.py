@@ -96,6 +96,8 @@ class SymNodeVariable(GraphValueVariable):
             # `m.is_integer()`, `n.bit_length()`, `m.as_integer_ratio()`: the public methods of
             # int and float are pure; asked of the value, which is specialised (guarded)
             return frame.wrap(self.as_constant(), None).getattr(frame, name)
+        if not hasattr(kind, name):  # `hasattr(n, "__torch_function__")` answers False, as of any int
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
 
