@@ -110,9 +110,25 @@ def test_explicit_graph_break():
     assert _break_kinds(_explicit, torch.ones(3)) == [BreakKind.EXPLICIT]
 
 
-def test_generator_with_a_break_in_its_body_runs_eagerly(capsys):
+async def _async_numbers():
+    yield 1
+
+
+def _makes_async_generator(x):
+    y = x + 1
+    numbers = _async_numbers()
+    return y * 2, type(numbers).__name__
+
+
+def test_generator_with_a_break_in_its_body_breaks_at_it(capsys):
+    """The generator is unstarted when its body first breaks: the break is the print in its
+    body, and the loop then steps the rebuilt generator eagerly."""
     kinds = _break_kinds(_uses_generator, torch.ones(3))
-    assert kinds[0] is BreakKind.GENERATOR, kinds
+    assert kinds[0] is BreakKind.UNTRACED_CALL, kinds
+
+
+def test_an_async_generator_call_is_a_generator_break():
+    assert _break_kinds(_makes_async_generator, torch.ones(3)) == [BreakKind.GENERATOR]
 
 
 def test_graph_break_event_carries_the_kind(capsys):

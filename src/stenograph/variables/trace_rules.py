@@ -216,22 +216,23 @@ def is_untraced_library(fn: Any) -> bool:
     return untraced_library(fn) is not None
 
 
-_GENERATOR = 0x20  # inspect.CO_GENERATOR
+# inspect.CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
+_GENERATOR_OR_COROUTINE = 0x20 | 0x80 | 0x100 | 0x200
 
 
 def compiles_as_own_frame(fn: Any) -> bool:
     """Whether Python function `fn`, called eagerly by compiled code (at a graph break, or from a
     frame that runs eagerly), is compiled as a frame of its own, as torch.compile's hook compiles
-    the frames it does not skip: not a disabled function, an untraced library's, a generator
-    function, or `@contextmanager`'s wrapper (compiled, it could only return a generator that
-    generated code cannot rebuild)."""
+    the frames it does not skip: not a disabled function, an untraced library's, a generator,
+    coroutine or async generator function, or `@contextmanager`'s wrapper (compiled, it could
+    only return a generator that generated code cannot rebuild)."""
     code = getattr(fn, "__code__", None)
     return (
         isinstance(code, types.CodeType)
         and not is_disabled(fn)
         and not is_untraced_library(fn)
         and code.co_filename != contextlib.__file__
-        and not code.co_flags & _GENERATOR
+        and not code.co_flags & _GENERATOR_OR_COROUTINE
     )
 
 
