@@ -895,6 +895,20 @@ def test_wrong_arity_of_list_methods_raises_type_error_in_the_program(cnt):
     check(fn, lambda i: (t(2, seed=i), [1, 2]), cnt)
 
 
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+def test_wrong_arity_of_a_named_tuple_method_raises_type_error_in_the_program(cnt):
+    def fn(x, pair):
+        try:
+            pair.count()
+        except TypeError as e:
+            return x + 1, str(e)
+        return x, None
+
+    check(fn, lambda i: (t(2, seed=i), _Pair(1, 2)), cnt)
+
+
 def test_explicit_operator_methods_of_lists_and_tuples(cnt):
     def fn(x, letters):
         p, q = list(letters), list(letters[:2])

@@ -275,7 +275,9 @@ def _check_sequence_arity(
     `assertRaises(TypeError, p.append)` expects)."""
     low, high = _SEQUENCE_ARITY.get(name, (len(args), len(args)))
     if not low <= len(args) <= high or (kwargs and name != "sort" and name in _SEQUENCE_ARITY):
-        _raise_arity_error(frame, cls, name, args, kwargs)
+        # CPython's message names the builtin's method for a subclass too; probing the builtin
+        # also spares a class that cannot be made empty (a named tuple)
+        _raise_arity_error(frame, list if issubclass(cls, list) else tuple, name, args, kwargs)
 
 
 def _constant_int(var: Variable) -> bool:
