@@ -322,6 +322,13 @@ class _ObjGen:
                 forms.append(f"object.__getattribute__({ref}, {attr!r})")
         if kind not in _NO_DICT:
             forms += [f"{ref}.__dict__.get({attr!r}, {default})", f"vars({ref}).get({attr!r}, {default})"]
+            # the whole dict: its size, its keys in order, a value found by iterating its items
+            whole = {
+                "i": [f"len({ref}.__dict__)", f"len(vars({ref}).keys())"],
+                "s": [f"'|'.join({ref}.__dict__)", f"'|'.join(k for k, v in vars({ref}).items() if v is not None)"],
+                "T": [f"next((v for k, v in {ref}.__dict__.items() if k == {attr!r}), {default})"],
+            }
+            forms += whole[attr_type]
         if attr == "k":
             forms.append(f"type({ref}).k")
         return self._reading(ref, kind, attr, self.rng.choice(forms))
@@ -331,6 +338,7 @@ class _ObjGen:
         forms = [f"hasattr({ref}, {attr!r})"]
         if kind not in _NO_DICT:
             forms += [f"({attr!r} in {ref}.__dict__)", f"({attr!r} in vars({ref}))"]
+            forms += [f"({attr!r} in {ref}.__dict__.keys())", f"({attr!r} in list(vars({ref}).copy()))"]
         return self._reading(ref, kind, attr, self.rng.choice(forms))
 
     def _reading(self, ref: str, kind: str, attr: str, form: str) -> str:

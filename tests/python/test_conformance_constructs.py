@@ -9,6 +9,8 @@ import collections
 import dataclasses
 import functools
 import itertools
+import types
+import typing
 
 import helpers
 import pytest
@@ -1028,6 +1030,118 @@ def test_dict_methods_called_on_an_ordered_dict(cnt):
         out = [list(dict.keys(od)), list(dict.items(od)), dict.get(od, "a"), dict.copy(od), type(dict.copy(od))]
         out += [dict.__eq__(od, other), od == other, dict.__ne__(od, other), dict.__or__(od, {"c": 3})]
         return x + len(out), out, od
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def test_methods_read_off_the_ordered_dict_class(cnt):
+    """`OrderedDict.get(od, k)` (dict's, inherited), `OrderedDict.move_to_end(od, k)` (its own),
+    `deque.append(q, v)`: the instance's own method runs, changes replayed on objects passed in."""
+
+    def fn(x, od, q):
+        collections.OrderedDict.move_to_end(od, "a")
+        out = [collections.OrderedDict.get(od, "a"), list(collections.OrderedDict.items(od))]
+        out += [collections.OrderedDict.copy(od), collections.OrderedDict.__eq__(od, {"a": 1, "b": 2})]
+        out += [collections.OrderedDict.__or__(od, {"c": 3}), collections.OrderedDict.__contains__(od, "b")]
+        collections.deque.append(q, 5)
+        return x + len(out) + collections.deque.__len__(q), out
+
+    check(fn, lambda i: (t(2, seed=i), collections.OrderedDict(a=1, b=2), collections.deque([1])), cnt)
+
+
+class _Loud:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        print("eq", self.v, getattr(other, "v", other))
+        return isinstance(other, _Loud) and self.v == other.v
+
+
+class _PlainDict(dict):
+    pass
+
+
+def test_dicts_with_object_values_compared(cnt, capsys):
+    """`==` of dicts holding objects: the values' own `__eq__` asked in the left's order until
+    one differs (it printed nothing and recursed before); OrderedDicts compare their order too;
+    `sd.__eq__(sd2)`/`__ne__`/`__or__` called by name on dict subclass instances."""
+    marker = object()
+
+    def fn(x):
+        a, b = {"k": _Loud(1), "m": marker}, {"m": marker, "k": _Loud(1)}
+        c = {"k": _Loud(2), "m": marker}
+        ordered = collections.OrderedDict(a), collections.OrderedDict(b)
+        out = [a == b, a != c, c == a, ordered[0] == ordered[1], ordered[0] == b, {"k": a} == {"k": b}]
+        sd, sd2 = _PlainDict(a=1), _PlainDict(a=1, b=marker)
+        out += [sd.__eq__(sd2), sd.__ne__(sd2), sd.__eq__(3), sd.__or__(sd2), type(sd.__or__(sd2))]
+        return x + len(out), out
+
+    check(fn, lambda i: (t(2, seed=i),), cnt, capsys)
+
+
+class _OrderedWithNew(collections.OrderedDict):
+    def __new__(cls, *args, **kwargs):
+        return super().__new__(cls, *args, **kwargs)
+
+
+def test_dict_new_called_directly(cnt):
+    """`dict.__new__(dict)` (an empty dict), `dict.__new__(OrderedDict)`, and an OrderedDict
+    subclass whose `__new__` calls `super().__new__(cls)` (dict's: OrderedDict has none)."""
+
+    def fn(x):
+        d = dict.__new__(dict)
+        d["x"] = x * 2
+        od = dict.__new__(collections.OrderedDict)
+        od["b"], od["a"] = 1, 2
+        c = _OrderedWithNew()
+        c["key"] = x
+        c.move_to_end("key", last=False)
+        return d["x"] + c["key"], d, od, type(od), c, type(c)
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def _add(x, y):
+    return x + y
+
+
+class _Keyed(typing.NamedTuple):
+    fn: typing.Callable
+    const: int
+
+
+def test_partials_made_in_the_frame_as_dict_keys(cnt):
+    """A `functools.partial` made in the frame hashes and compares by identity, alone or inside a
+    (named) tuple key, which equals a plain tuple of the same parts; a returned dict keeps the
+    partial it was keyed by (one object)."""
+
+    def fn(x):
+        p, q = functools.partial(_add, y=1), functools.partial(_add, y=1)
+        d = {p: 5, _Keyed(p, 4): 6, (x, 2): 7}
+        found = [d[p], q in d, d[_Keyed(p, 4)], d[(p, 4)], _Keyed(q, 4) in d, d[(x, 2)]]
+        return x * d[p] + p(x), found, list(d.values())
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+    def escaping(x):
+        p = functools.partial(_add, y=1)
+        return x + 1, {p: 1, _Keyed(p, 4): 2}, p
+
+    _, d, p = stenograph.compile(escaping, backend="eager", fullgraph=True)(t(2))
+    assert list(d)[0] is p and list(d)[1].fn is p and p(1) == 2
+
+
+_LIST_ADD, _LIST_MUL = list.__add__, list.__mul__
+
+
+def test_slot_wrappers_as_dict_keys(cnt):
+    """`list.__add__` (a C slot wrapper the trace knows by identity) as a dict key and in
+    `isinstance` checks."""
+
+    def fn(x):
+        d = {_LIST_ADD: x * 2, _LIST_MUL: x * 3}
+        return d[_LIST_ADD] + d[_LIST_MUL], isinstance(_LIST_ADD, types.WrapperDescriptorType)
 
     check(fn, lambda i: (t(2, seed=i),), cnt)
 

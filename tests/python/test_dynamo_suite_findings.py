@@ -2121,6 +2121,38 @@ def test_mapping_proxy_made_in_the_frame(cnt):
         del _SHARED_SETTINGS["new"]
 
 
+def _read_proxy(x, mp):
+    y = torch.sin(x * mp["a"])
+    for v in mp.values():
+        y = y + torch.cos(x * v)
+    return y * 2 if isinstance(mp, types.MappingProxyType) else y, dict(mp), "b" in mp, mp
+
+
+def test_mapping_proxy_passed_in(cnt):
+    """A mappingproxy passed in reads the dict behind it on every call: its keys and the values
+    used are guarded through the proxy, so changes to the dict recompile; the proxy itself is
+    returned; gradients flow."""
+    compiled = stenograph.compile(_read_proxy, backend=cnt, fullgraph=True)
+    d = {"a": 2, "b": 3, "c": 5}
+    mp = types.MappingProxyType(d)
+    x = t(4, grad=True)
+    expected, actual = _read_proxy(x, mp), compiled(x, mp)
+    helpers.assert_same(actual, expected)
+    assert actual[-1] is mp
+    expected[0].sum().backward()
+    grad = x.grad.clone()
+    x.grad = None
+    actual[0].sum().backward()
+    helpers.assert_same(x.grad, grad)
+    assert cnt.frame_count == 1
+    compiled(x, mp)
+    assert cnt.frame_count == 1
+    for change in (lambda: d.update(a=3), lambda: d.pop("b")):
+        change()
+        helpers.assert_same(compiled(x, mp), _read_proxy(x, mp))
+    assert cnt.frame_count == 3
+
+
 def test_a_symbolic_size_in_a_tuple_of_numbers_is_decided_and_guarded(cnt):
     """`x.size(-1) in [4, 5, 6]` under dynamic shapes: each comparison guarded, as torch's
     (it was a graph break); another size recompiles, one outside raises eager's error."""

@@ -530,3 +530,94 @@ def test_guards_do_not_run_a_caching_descriptor(backend):
                 del eager_obj.tag, compiled_obj.tag
             assert_same(compiled(x, compiled_obj), _bump_then_tag(x, eager_obj))
             assert vars(compiled_obj) == vars(eager_obj)
+
+
+class Three:
+    def __init__(self, x):
+        self.a = 1
+        self.w = x
+        self.items = [1]
+
+
+def _whole_dict(x, o):
+    keys = o.__dict__.keys()  # a live view: the writes below show through it
+    o.c = 3
+    del o.a
+    o.a = 5
+    o.items.append(2)
+    total = x * len(o.__dict__) + sum(v for v in o.__dict__.values() if isinstance(v, torch.Tensor))
+    return total, list(keys), dict(o.__dict__.items())["items"], sorted(o.__dict__.copy())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_instance_dict_used_whole(backend):
+    """`len(obj.__dict__)`, its views and `copy()`: the real entries in their order under this
+    trace's writes (a name deleted and set again moves last, as CPython's dict puts it), in one
+    graph; gradients flow through the tensor values; keys and values guarded."""
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_whole_dict, backend=cnt, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(2, requires_grad=True)
+        w_e, w_c = torch.randn(2, requires_grad=True), torch.randn(2, requires_grad=True)
+        with torch.no_grad():
+            w_c.copy_(w_e)
+        eager_obj, compiled_obj = Three(w_e), Three(w_c)
+        expected, actual = _whole_dict(x, eager_obj), compiled(x, compiled_obj)
+        assert_same(actual, expected)
+        assert list(vars(compiled_obj)) == list(vars(eager_obj)) == ["w", "items", "c", "a"]
+        expected[0].sum().backward()
+        actual[0].sum().backward()
+        assert_same(w_c.grad, w_e.grad)
+    assert cnt.frame_count == 1
+    extra_e, extra_c = Three(torch.ones(2)), Three(torch.ones(2))
+    extra_e.b = extra_c.b = torch.ones(2)  # another key: recompiles
+    assert_same(compiled(torch.ones(2), extra_c), _whole_dict(torch.ones(2), extra_e))
+    assert cnt.frame_count == 2
+
+
+def _iterate_dict(x, o, grow):
+    seen = []
+    try:
+        for name in o.__dict__:
+            seen.append(name)
+            if grow:
+                o.extra = 1  # the size changes: RuntimeError at the next step, as eagerly
+            else:
+                o.a = 7  # same size, same keys: iteration goes on
+    except RuntimeError as e:
+        seen.append(str(e))
+    return x + len(seen), seen
+
+
+@pytest.mark.parametrize("grow", [False, True])
+def test_iterating_an_instance_dict_while_writing(grow):
+    cnt = CompileCounterWithBackend("eager")
+    compiled = stenograph.compile(_iterate_dict, backend=cnt)
+    x = torch.ones(2)
+    eager_obj, compiled_obj = Three(x), Three(x)
+    assert_same(compiled(x, compiled_obj, grow), _iterate_dict(x, eager_obj, grow))
+    assert vars(compiled_obj) == vars(eager_obj)
+    assert cnt.frame_count == 1
+
+
+class SlotsAndDict:
+    __slots__ = ("s", "__dict__")
+
+    def __init__(self):
+        self.s = 1
+        self.d = 2
+
+
+def _slot_not_in_dict(x, o):
+    o.s = 10  # a slot: not an entry of `__dict__`
+    o.e = 3
+    return x + len(o.__dict__), list(o.__dict__.items())
+
+
+def test_instance_dict_leaves_out_slots():
+    cnt = CompileCounterWithBackend("eager")
+    compiled = stenograph.compile(_slot_not_in_dict, backend=cnt, fullgraph=True)
+    x = torch.ones(2)
+    eager_obj, compiled_obj = SlotsAndDict(), SlotsAndDict()
+    assert_same(compiled(x, compiled_obj), _slot_not_in_dict(x, eager_obj))
+    assert (compiled_obj.s, vars(compiled_obj)) == (eager_obj.s, vars(eager_obj))

@@ -50,6 +50,7 @@ ORDER = [
     "weakref",
     "module_globals",
     "dict",
+    "mapping_proxy",
     "sequence_iterator",
     "deque",
     "environ",

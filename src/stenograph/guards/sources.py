@@ -10,7 +10,9 @@ cells through `___cells`; a class met while tracing through the class itself (`C
 
 from __future__ import annotations
 
+import gc
 import math
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -415,6 +417,29 @@ class IterationItemSource(Source):
     def name(self) -> str:
         iterated = f"{self.parent.name()}.{self.part}()" if self.part else self.parent.name()
         return f"list({iterated})[{self.index}]"
+
+
+def proxied_mapping(proxy: Any) -> Any:
+    """The mapping a `types.MappingProxyType` reads (its one referent; Python has no attribute
+    for it), None for anything else."""
+    return gc.get_referents(proxy)[0] if type(proxy) is types.MappingProxyType else None
+
+
+@_derived
+class ProxiedMappingSource(Source):
+    """The mapping a mappingproxy (`parent`) reads: a proxy passed in is traced as a read-only
+    view of that dict, guarded through this path."""
+
+    parent: Source
+
+    def base(self) -> Source:
+        return self.parent
+
+    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
+        return f"{globals_names.name_for(proxied_mapping)}({parent_expr})"
+
+    def name(self) -> str:
+        return f"{self.parent.name()}.<mapping>"
 
 
 @_derived

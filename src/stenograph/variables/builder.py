@@ -45,8 +45,10 @@ from ..guards.sources import (
     ItemSource,
     IterationItemSource,
     IteratorRestSource,
+    ProxiedMappingSource,
     Source,
     iterator_rest,
+    proxied_mapping,
 )
 from ..marks import (
     graph_break,
@@ -127,6 +129,7 @@ from .global_contexts import (
     wrap_global_context,
 )
 from .higher_order import CondVariable, MapVariable
+from .mapping_proxy import MappingProxyVariable
 from .named_tuples import NamedTupleVariable, StructSeqVariable
 from .new_modules import TorchModuleClassVariable, instantiate_module
 from .nonstrict_calls import NonstrictDecoratorVariable
@@ -552,6 +555,18 @@ def _dict(w: Wrapping) -> Variable:
     else:
         var = DictVariable(items, source, python_class=type(value))
     return w.frame.output.register_container(value, var)
+
+
+@_rule(lambda value, source: type(value) is types.MappingProxyType and source is not None)
+def _mapping_proxy(w: Wrapping) -> Variable | None:
+    """A mappingproxy passed in: a read-only view of the dict it reads, that dict guarded (its
+    keys, the values used) through the proxy on every call, as changes made to it show."""
+    if type(proxied_mapping(w.value)) not in _DICTS:
+        return None
+    assert w.source is not None
+    w.guards.type_match(w.source, w.value)
+    mapping = wrap(w.frame, proxied_mapping(w.value), ProxiedMappingSource(w.source))
+    return MappingProxyVariable(mapping, w.source)  # type: ignore[arg-type]
 
 
 def _dict_keys(w: Wrapping) -> list[Any]:

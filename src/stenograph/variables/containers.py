@@ -454,8 +454,11 @@ def dict_key(var: Variable, frame: Frame | None = None, *, member: bool = False)
                 raise_python_error(frame, _insertion_error(value, member) or e)
             raise Unsupported(f"unhashable key {var.describe()}: {e}") from None
         return value
-    identity = identity_of(var)
     cls = var.python_type()
+    if isinstance(var, TupleVariable) and cls.__hash__ is tuple.__hash__ and cls.__eq__ is tuple.__eq__:
+        # a tuple (a named tuple) holding a key compared by identity (`(partial_fn, 4)`)
+        return TupleKey(var, tuple(dict_key(item, frame, member=member) for item in var.items))
+    identity = identity_of(var)
     by_identity = (
         issubclass(cls, torch.Tensor)
         or (cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__)
@@ -492,6 +495,23 @@ class TrackedKey:
 
     def __repr__(self) -> str:
         return self.tracker.describe()
+
+
+class TupleKey(TrackedKey):
+    """A tuple made of keys some of which are not constants: equal to a tuple key of equal parts
+    (a named tuple and a plain tuple alike, as tuples compare) and hashed by them."""
+
+    def __init__(self, tracker: Variable, parts: tuple) -> None:
+        super().__init__(tracker, tracker)
+        self.parts = parts
+
+    def __hash__(self) -> int:
+        return hash(self.parts)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TupleKey):
+            return other.parts == self.parts
+        return isinstance(other, tuple) and other == self.parts
 
 
 class FieldsKey(TrackedKey):
@@ -757,21 +777,32 @@ class DictVariable(Variable):
             return DictVariable(self.items, python_class=self.python_class)
         if name == "__ior__" and len(args) == 1:
             return self.binary_op(frame, operator.ior, operator.or_, args[0])
-        if name == "__or__" and len(args) == 1:
-            if not isinstance(args[0], DictVariable):
-                if not issubclass(args[0].python_type(), dict):  # CPython's answer for a non-dict
-                    return constant(NotImplemented)
-                raise Unsupported(f"{name} of {self.describe()} with {args[0].describe()}")
-            result = self.call_method(frame, "copy", [], {})
-            result.call_method(frame, "update", args, {})
-            return result
-        if name in ("__eq__", "__ne__") and len(args) == 1 and self.is_constant() and args[0].is_constant():
-            return constant(getattr(self.as_constant(), name)(args[0].as_constant()))
+        if name in ("__or__", "__eq__", "__ne__") and len(args) == 1:
+            return self._dict_dunder(frame, name, args[0])
         if name == "__len__" and not args:
             return constant(len(self.items))
         if name == "__iter__" and not args:
             return iterate(frame, self)
         raise Unsupported(f"method {name!r} of {self.describe()}")
+
+    def _dict_dunder(self, frame: Frame, name: str, other: Variable) -> Variable:
+        """`d.__or__(other)`, `d.__eq__(other)`, `d.__ne__(other)` called by name: NotImplemented
+        for other than a dict, as the C methods answer; with a dict, or an instance of a dict
+        subclass keeping the dict methods that the C methods bypass for dict's own table, the
+        entries merged or compared."""
+        kind = other.python_type()
+        if not issubclass(kind, dict):
+            return constant(NotImplemented)
+        if not isinstance(other, DictVariable) and any(
+            getattr(kind, method) is not getattr(dict, method) for method in _TABLE_READ_METHODS[name]
+        ):
+            raise Unsupported(f"{name} of {self.describe()} with {other.describe()}, whose class has its own methods")
+        if name == "__or__":
+            result = self.call_method(frame, "copy", [], {})
+            result.call_method(frame, "update", [other], {})
+            return result
+        op = operator.eq if name == "__eq__" else operator.ne
+        return frame.wrap(op, None).call(frame, [self, other], {})  # `operator`'s handler
 
     def call_dict_method(self, frame: Frame, name: str, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         """`dict.name(d, ...)` on an OrderedDict whose class has its own `name`: dict's method on the
@@ -789,6 +820,16 @@ class DictVariable(Variable):
 
 # dict's methods that only read
 _DICT_READS = frozenset({"keys", "values", "items", "get", "__getitem__", "__contains__", "__len__", "__iter__"})
+
+
+# the methods of a dict subclass that must be dict's own for its entries to stand for it: in
+# `d.__or__(other)` (dict's `update` reads them, or the table itself where `__iter__` is dict's)
+# and `d.__eq__(other)` (compared here through `==`, which would ask the subclass's own)
+_TABLE_READ_METHODS = {
+    "__or__": ("__iter__", "keys", "__getitem__"),
+    "__eq__": ("__eq__",),
+    "__ne__": ("__eq__",),
+}
 
 
 class DictContentsVariable(DictVariable):

@@ -21,7 +21,7 @@ from torch.nn.modules.lazy import LazyModuleMixin
 from torch.utils._config_module import ConfigModule
 
 from ..errors import BreakKind, TraceAgain, Unsupported
-from ..graph.side_effects import DELETED, INSTANCE_DICT, PLAIN, RAW
+from ..graph.side_effects import DELETED, INSTANCE_DICT, PLAIN, RAW, object_key
 from ..guards.sources import (
     MODULE_TABLES,
     AttrSource,
@@ -38,7 +38,14 @@ from ..module_hooks import HOOK_TABLES, global_hook_ids, has_backward_hooks, has
 from .base import Variable
 from .class_lookup import MISSING, class_attribute, class_lookup
 from .constants import BoundMethodVariable, IteratorVariable, constant
-from .containers import DictVariable, ListVariable, TupleVariable
+from .containers import (
+    DictVariable,
+    DictViewVariable,
+    ListVariable,
+    LiveContainerIteratorVariable,
+    TupleVariable,
+    key_tracker,
+)
 from .descriptors import (
     C_FIELD_DESCRIPTORS,
     FieldGetVariable,
@@ -374,7 +381,7 @@ class UserObjectVariable(ObjectVariable):
             return pending
         instance_dict = object_instance_dict(obj)
         if name == "__dict__" and isinstance(instance_dict, dict) and self.source is not None:
-            return InstanceDictVariable(self)
+            return InstanceDictVariable(self, frame)
         in_dict = pending is None and instance_dict is not None and name in instance_dict
         if in_dict and computed and type(obj).__getattribute__ is not object.__getattribute__:
             # the class's own lookup may answer another attribute than the dict entry (an alias
@@ -582,11 +589,14 @@ def object_instance_dict(obj: Any) -> Any:
 class InstanceDictVariable(Variable):
     """`obj.__dict__` of an object passed in (configs' own lookups read it): read key by key, each
     read guarded, through the trace's pending writes of the object; an item assigned or deleted
-    is an attribute written or deleted as `object` stores it."""
+    is an attribute written or deleted as `object` stores it. Used whole (`len`, iteration,
+    `keys()`/`values()`/`items()` views, `copy()`), it is the real dict's entries in its order,
+    its keys guarded, under those writes (`items`, read afresh at each use as eager's views are)."""
 
-    def __init__(self, obj: UserObjectVariable) -> None:
+    def __init__(self, obj: UserObjectVariable, frame: Frame) -> None:
         assert obj.source is not None
         self.obj = obj
+        self.frame = frame  # the views read `items` without a frame of their own
         self.source = InstanceDictSource(obj.source)  # escaping, it is the real dict again
 
     def python_type(self) -> type:
@@ -610,6 +620,43 @@ class InstanceDictVariable(Variable):
             return frame.wrap(real[key], ItemSource(self.source, key))
         frame.output.guards.key_absent(self.source, key, f"{self.source.name()} lacks {key!r}")
         return None
+
+    @property
+    def items(self) -> dict[Any, Variable]:
+        """The entries as the trace has them: the real dict's (its keys guarded, in order), each
+        attribute this trace wrote or deleted that lives in the instance dict (not a slot's or
+        another data descriptor's) changed in place, added last in the order of first write,
+        or, deleted and written again, moved last, as CPython's dict orders them."""
+        frame = self.frame
+        keep_instance_dict_apart(frame, self.obj, writing=False)
+        side_effects = frame.output.side_effects
+        real = self.obj.value_object.__dict__
+        frame.output.guards.dict_keys_match(self.source, real)
+        items = {key: frame.wrap(value, ItemSource(self.source, key)) for key, value in real.items()}
+        owner, cls = object_key(self.obj), type(self.obj.value_object)
+        written = [name for (key, name) in side_effects.attributes if key == owner]
+        for name in written:
+            store = side_effects.stores.get((owner, name), PLAIN)
+            if store is not INSTANCE_DICT and is_data_descriptor(class_attribute(cls, name)):
+                continue
+            value = side_effects.pending_attribute(self.obj, name)  # notes the identities it assumes
+            if value is DELETED or (owner, name) in side_effects.deleted_then_written:
+                items.pop(name, None)
+            if value is not DELETED:
+                items[name] = value
+        return items
+
+    def key_trackers(self) -> list[Variable]:
+        return [key_tracker(k) for k in self.items]
+
+    def length(self, frame: Frame) -> int:
+        return len(self.items)
+
+    def get_iter(self, frame: Frame) -> Variable:
+        return LiveContainerIteratorVariable(self, "keys")
+
+    def unpack(self, frame: Frame) -> list[Variable]:
+        return self.key_trackers()
 
     def contains(self, frame: Frame, item: Variable) -> bool | None:
         return self.entry(frame, item.as_constant()) is not None
@@ -636,7 +683,7 @@ class InstanceDictVariable(Variable):
         frame.output.side_effects.attribute_written(self.obj, key, value, store=INSTANCE_DICT)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        if name not in ("get", "__getitem__", "__contains__", "__setitem__", "__delitem__", "update"):
+        if name not in _INSTANCE_DICT_METHODS:
             raise Unsupported(f"{self.describe()}.{name}", hint="read attributes by name: they are traced and guarded")
         return BoundMethodVariable(self, name)
 
@@ -659,7 +706,22 @@ class InstanceDictVariable(Variable):
             for key, value in [*(args[0].items.items() if args else ()), *kwargs.items()]:
                 self._change(frame, key, value)
             return constant(None)
+        if name in ("keys", "values", "items") and not args and not kwargs:
+            return DictViewVariable(self, name)
+        if name == "copy" and not args and not kwargs:
+            return DictVariable(self.items)
+        if name == "__len__" and not args and not kwargs:
+            return constant(len(self.items))
+        if name == "__iter__" and not args and not kwargs:
+            return self.get_iter(frame)
         return super().call_method(frame, name, args, kwargs)
+
+
+# what `obj.__dict__` answers: lookups and writes by key, and the whole dict read
+_INSTANCE_DICT_METHODS = frozenset(
+    ("get", "__getitem__", "__contains__", "__setitem__", "__delitem__", "update")
+    + ("keys", "values", "items", "copy", "__len__", "__iter__")
+)
 
 
 def value_type(var: Variable) -> type | None:

@@ -663,6 +663,9 @@ class OpaqueCallableVariable(Variable):
             return f"method {type(self.fn.__self__).__qualname__}.{getattr(self.fn.__func__, '__name__', '?')}"
         return f"{type(self.fn).__qualname__} {getattr(self.fn, '__qualname__', '')}".strip()
 
+    def python_type(self) -> type:
+        return type(self.fn)  # one fixed object, guarded by identity
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(
             f"call target {self.describe()} is implemented in C and unknown to stenograph",
@@ -914,6 +917,9 @@ class PartialVariable(Variable):
     def describe(self) -> str:
         return f"functools.partial of {self.fn.describe()}"
 
+    def made_while_tracing(self) -> bool:
+        return self.value is None  # a new object: compared and hashed by identity (a dict key)
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return self.fn.call(frame, [*self.args, *args], {**self.kwargs, **kwargs})
 
@@ -946,10 +952,13 @@ class PartialVariable(Variable):
         return super().getattr(frame, name)
 
     def reconstruct(self, rebuild: Any) -> str:
-        partial = rebuild.writer.bind(functools.partial, "partial")
-        parts = [rebuild.expr(self.fn), *[rebuild.expr(a) for a in self.args]]
-        parts += [f"{k}={rebuild.expr(v)}" for k, v in self.kwargs.items()]
-        return f"{partial}({', '.join(parts)})"
+        def render() -> str:
+            partial = rebuild.writer.bind(functools.partial, "partial")
+            parts = [rebuild.expr(self.fn), *[rebuild.expr(a) for a in self.args]]
+            parts += [f"{k}={rebuild.expr(v)}" for k, v in self.kwargs.items()]
+            return f"{partial}({', '.join(parts)})"
+
+        return rebuild.build_once(self, render)  # one object, however many places hold it
 
 
 class PartialMethodVariable(Variable):
@@ -1034,6 +1043,11 @@ class HandledFunctionVariable(Variable):
     def getattr(self, frame: Frame, name: str) -> Variable:
         if name in NAME_ATTRIBUTES and hasattr(self.fn, name):  # `next.__name__`
             return constant(getattr(self.fn, name))
+        method = getattr(self.fn, name, None) if isinstance(self.fn, type) else None
+        if isinstance(method, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            # `OrderedDict.get` (dict's), `OrderedDict.move_to_end`: called on an instance, the
+            # instance's own method runs
+            return constant(method)
         return super().getattr(frame, name)
 
 

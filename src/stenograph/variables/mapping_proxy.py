@@ -1,4 +1,5 @@
-"""`types.MappingProxyType(d)` made in the frame: a read-only view of a dict tracker.
+"""`types.MappingProxyType(d)`: a read-only view of a dict tracker (a proxy passed in: of the
+dict it reads, through `ProxiedMappingSource`).
 
 Every read goes to the dict, so changes made to it after the proxy was taken show through, as
 they do eagerly; writes raise CPython's TypeError. A proxy leaving the frame is rebuilt around
@@ -19,6 +20,7 @@ from .containers import DictVariable
 from .exceptions import raise_new
 
 if TYPE_CHECKING:
+    from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
 # what a mappingproxy passes on to its mapping (`copy` and `|` give a new dict, as CPython's)
@@ -30,8 +32,9 @@ _READS = frozenset(
 class MappingProxyVariable(Variable):
     """A mappingproxy of the dict tracker `mapping`."""
 
-    def __init__(self, mapping: DictVariable) -> None:
+    def __init__(self, mapping: DictVariable, source: Source | None = None) -> None:
         self.mapping = mapping
+        self.source = source  # a proxy passed in: itself when it leaves the frame
 
     @classmethod
     def of(cls, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> MappingProxyVariable:

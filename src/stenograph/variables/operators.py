@@ -6,6 +6,7 @@ on constants it is evaluated now; on containers it builds a new container tracke
 
 from __future__ import annotations
 
+import collections
 import operator
 import types
 from typing import TYPE_CHECKING, Any
@@ -133,6 +134,8 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
             raise_python_error(frame, e)
     if op in (operator.eq, operator.ne):
         contents = _dict_contents(frame, a, "__eq__"), _dict_contents(frame, b, "__eq__")
+        if contents == (a, b):  # two dicts
+            return _compare_dicts(frame, op, a, b)  # type: ignore[arg-type]
         if contents[0] is not None and contents[1] is not None:  # dict subclasses keeping dict's `==`
             return binary(frame, op, *contents)
         # identity-based equality of non-constant objects (modules, functions, user objects)
@@ -285,6 +288,17 @@ def _compare_sequences(frame: Frame, op: Any, a: SequenceVariable, b: SequenceVa
         if not same and not binary(frame, operator.eq, x, y).truth(frame):
             return constant(op is operator.ne) if equality else binary(frame, op, x, y)
     return constant(op(len(a.items), len(b.items)))
+
+
+def _compare_dicts(frame: Frame, op: Any, a: DictVariable, b: DictVariable) -> Variable:
+    """`a == b` / `a != b` of two dicts as CPython's: the same keys, then, in `a`'s order, each
+    value `is` or `==` the other's (a user `__eq__` inlined, the first unequal pair ending the
+    walk); two OrderedDicts must also list their keys in the same order."""
+    equal = a.items.keys() == b.items.keys() and all(same_or_equal(frame, b.items[k], a.items[k]) for k in a.items)
+    ordered = (issubclass(v.python_class, collections.OrderedDict) for v in (a, b))
+    if equal and all(ordered):
+        equal = list(a.items) == list(b.items)
+    return constant(equal if op is operator.eq else not equal)
 
 
 def _as_sequence(var: Variable, other: Variable) -> Variable:

@@ -579,9 +579,14 @@ class BaseMethodVariable(Variable):
         if name == "__new__" and isinstance(obj, UserClassVariable) and not args and not kwargs:
             # `object.__new__(cls)`, `super().__new__(cls)` in a class's own `__new__` (with
             # more arguments CPython raises: left to it)
-            if self.owner is not _builtin_base(obj.value) or issubclass(obj.value, BaseException):
+            # (an OrderedDict subclass reaches dict's: OrderedDict has no `__new__` of its own)
+            if _builtin_base(obj.value).__new__ is not self.owner.__new__ or issubclass(obj.value, BaseException):
                 raise Unsupported(f"{self.describe()} of a subclass of {self.owner.__qualname__}")
             return _allocate(frame, obj.value, [])
+        if name == "__new__" and self.owner is dict and not args and not kwargs:
+            made = getattr(obj, "fn", None)  # `dict.__new__(dict)`: an empty dict
+            if made in (dict, collections.OrderedDict):
+                return DictVariable({}, python_class=made)
         if not isinstance(obj, NewObjectVariable):
             if name in _DICT_METHODS and issubclass(self.owner, dict) and obj.source is not None:
                 return _contents_method(frame, dict_contents(frame, obj), name, args, kwargs)
