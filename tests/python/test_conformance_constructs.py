@@ -1146,6 +1146,40 @@ def test_slot_wrappers_as_dict_keys(cnt):
     check(fn, lambda i: (t(2, seed=i),), cnt)
 
 
+def test_dict_or_with_a_non_mapping_raises_type_error(cnt):
+    """`d | 1`: dict's `|` and int's reflected one decline, and CPython's TypeError is raised in
+    the program (caught there), for a dict and an instance of a dict subclass keeping dict's `|`."""
+
+    def fn(x):
+        caught = []
+        for d in ({"a": 1}, _PlainDict(a=1)):
+            try:
+                d | 1
+            except TypeError as e:
+                caught.append(str(e))
+        return x + len(caught), caught
+
+    check(fn, lambda i: (t(2, seed=i),), cnt)
+
+
+def test_torch_size_of_tensor_elements_breaks_the_graph(cnt):
+    """`torch.Size([t[0], 64])` reads the tensor's value through `__index__`: a graph break (a
+    dict keyed by sizes then finds the right entry); constants as `torch.Size` takes them."""
+    table = {torch.Size([4, 64]): 1.0, torch.Size([8, 64]): 2.0}
+
+    def fn(x):
+        dims = torch.tensor(x.shape)
+        key = torch.Size([dims[0], 64])
+        try:
+            torch.Size([1.5])
+        except TypeError as e:
+            message = str(e)
+        return x * table.get(key, -1.0), torch.Size([True, 2]), message
+
+    # torch.compile 2.13 fails on `torch.Size([1.5])` with an internal error instead of the TypeError
+    check(fn, lambda i: (t(4 + 4 * i, 3, seed=i),), cnt, graphs=4, peer=False)
+
+
 def test_dict_writes_through_an_ordered_dict_break_the_graph():
     def fn(x):
         od = collections.OrderedDict(a=1)

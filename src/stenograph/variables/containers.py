@@ -17,7 +17,7 @@ from .constants import BoundMethodVariable, ConstantVariable, IteratorVariable, 
 from .exceptions import TracedException, raise_new, raise_python_error
 from .identity import identity_of, same_or_equal
 from .symbolic import SymNodeVariable, index_value
-from .trace_rules import is_dict_key_constant, is_frozen_dataclass
+from .trace_rules import is_dict_key_constant, is_frozen_dataclass, is_namedtuple_class
 
 if TYPE_CHECKING:
     from ..guards.sources import Source
@@ -455,7 +455,8 @@ def dict_key(var: Variable, frame: Frame | None = None, *, member: bool = False)
             raise Unsupported(f"unhashable key {var.describe()}: {e}") from None
         return value
     cls = var.python_type()
-    if isinstance(var, TupleVariable) and cls.__hash__ is tuple.__hash__ and cls.__eq__ is tuple.__eq__:
+    plain_tuple = cls is tuple or is_namedtuple_class(cls)
+    if isinstance(var, TupleVariable) and plain_tuple and cls.__hash__ is tuple.__hash__ and cls.__eq__ is tuple.__eq__:
         # a tuple (a named tuple) holding a key compared by identity (`(partial_fn, 4)`)
         return TupleKey(var, tuple(dict_key(item, frame, member=member) for item in var.items))
     identity = identity_of(var)

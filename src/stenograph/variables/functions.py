@@ -648,6 +648,21 @@ def _torch_function_classes(args: list[Variable], kwargs: dict[str, Variable]) -
     return found
 
 
+def _size_item(frame: Frame, item: Variable) -> Variable:
+    """An element of `torch.Size(items)`: an int or a symbolic int; another constant as
+    `torch.Size` takes it (`True` is 1; a float raises its TypeError in the program). A tensor
+    element is read through its `__index__`, its value: refused."""
+    if isinstance(item, SymNodeVariable) and item.python_type() is int:
+        return item
+    if not item.is_constant():
+        raise Unsupported(f"torch.Size of {item.describe()} reads its value", hint="build it from ints or x.shape")
+    try:
+        (size,) = torch.Size([item.as_constant()])
+    except TypeError as e:
+        raise_python_error(frame, e)
+    return constant(size)
+
+
 class OpaqueCallableVariable(Variable):
     """A callable implemented in C that tracing knows nothing of (`sys.exc_info`, a C extension's
     function), reached through a source: loading it is fine (guarded by identity), calling it is
@@ -728,7 +743,7 @@ class TorchClassVariable(ConstantVariable):
             return make_record_function(frame, args, kwargs)
         if self.value is torch.Size:
             items = args[0].unpack(frame) if args else []
-            return SizeVariable(items)
+            return SizeVariable([_size_item(frame, item) for item in items])
         if self.value is torch.nn.Parameter:
             raise Unsupported(
                 "creating a torch.nn.Parameter inside the compiled function",

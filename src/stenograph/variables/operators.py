@@ -127,6 +127,8 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         if contents[0] is not None and contents[1] is not None and contents != (a, b):
             result = binary(frame, op, *contents)
             return a if result is contents[0] and contents[0] is not a else result
+        if contents[0] is not None and b.is_constant():
+            _raise_declined(frame, op, a.python_type(), b.as_constant())
     if a.is_constant() and b.is_constant():
         try:
             return constant(op(a.as_constant(), b.as_constant()))
@@ -151,6 +153,16 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
             frame, TypeError, f"'{symbol}' not supported between instances of '{names[0]}' and '{names[1]}'"
         )
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
+
+
+def _raise_declined(frame: Frame, op: Any, cls: type, other: Any) -> None:
+    """`d | 1` for a dict (or an instance of a dict subclass keeping dict's `|`) and a constant:
+    CPython's TypeError where dict's method and the constant's reflected one both decline, found
+    on an empty instance of `cls` (made by dict's C `__new__`, running no Python code)."""
+    try:
+        op(dict.__new__(cls), other)
+    except TypeError as e:
+        raise_python_error(frame, e)
 
 
 def _numpy_scalar(var: Variable) -> bool:
