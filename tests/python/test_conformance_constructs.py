@@ -9,6 +9,7 @@ import collections
 import dataclasses
 import functools
 import itertools
+import operator
 import types
 import typing
 
@@ -1178,6 +1179,40 @@ def test_torch_size_of_tensor_elements_breaks_the_graph(cnt):
 
     # torch.compile 2.13 fails on `torch.Size([1.5])` with an internal error instead of the TypeError
     check(fn, lambda i: (t(4 + 4 * i, 3, seed=i),), cnt, graphs=4, peer=False)
+
+
+class _Declines:
+    def __sub__(self, other):
+        return NotImplemented
+
+
+class _Bare:
+    pass
+
+
+def test_arithmetic_both_sides_decline_raises_type_error(cnt):
+    """`obj - 1`, `1 ^ obj`, `None ** obj`, `obj -= 1` where neither side's method takes the
+    other (torch's `OrderedSet`, a Python `__sub__` answering NotImplemented, a class without
+    one): CPython's TypeError in the program, caught there."""
+    from torch.utils._ordered_set import OrderedSet
+
+    def fn(x):
+        caught = []
+        for a, b in ((OrderedSet([1]), 1), (1, OrderedSet([1])), (_Declines(), 2.5), (None, _Bare())):
+            for op in (operator.sub, operator.xor, operator.pow):
+                try:
+                    op(a, b)
+                except TypeError as e:
+                    caught.append(str(e))
+        bare = _Bare()
+        try:
+            bare -= 1
+        except TypeError as e:
+            caught.append(str(e))
+        return x + len(caught), caught
+
+    # torch.compile 2.13 runs this frame eagerly (0 graphs)
+    check(fn, lambda i: (t(2, seed=i),), cnt, peer=False)
 
 
 def test_dict_writes_through_an_ordered_dict_break_the_graph():

@@ -146,12 +146,18 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         if same is not None and (same or all(equality_is_identity(v) is not False for v in (a, b))):
             guard_identity(frame, a, b, same)
             return constant(same if op is operator.eq else not same)
-    if plain in _ORDERING_SYMBOLS and _ordering_declined(a, b, plain):
+    if plain in _ORDERING_SYMBOLS and _ordering_declined(a, b, plain, _PLAIN_CONSTANTS):
         symbol = _ORDERING_SYMBOLS[plain]
         names = (a.python_type().__name__, b.python_type().__name__)
         raise raise_new(
             frame, TypeError, f"'{symbol}' not supported between instances of '{names[0]}' and '{names[1]}'"
         )
+    if plain in _ARITHMETIC_SYMBOLS and _ordering_declined(a, b, plain, _NUMBERS) and _in_place_declined(op, a):
+        symbol = _ARITHMETIC_SYMBOLS[plain]
+        if op is not plain:
+            symbol = symbol.replace(" or pow()", "") + "="
+        names = (a.python_type().__name__, b.python_type().__name__)
+        raise raise_new(frame, TypeError, f"unsupported operand type(s) for {symbol}: '{names[0]}' and '{names[1]}'")
     raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}")
 
 
@@ -220,22 +226,50 @@ _DUNDERS = {
 _ORDERING_SYMBOLS = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}
 # constants whose C comparisons answer NotImplemented for an object of another class
 _PLAIN_CONSTANTS = (int, float, str, bytes, type(None))
+# constants whose C arithmetic answers NotImplemented for an object of another class (strings and
+# bytes are sequences: CPython words their errors apart)
+_NUMBERS = (int, bool, float, type(None))
+_ARITHMETIC_SYMBOLS = {
+    operator.add: "+",
+    operator.sub: "-",
+    operator.mul: "*",
+    operator.truediv: "/",
+    operator.floordiv: "//",
+    operator.mod: "%",
+    operator.pow: "** or pow()",
+    operator.matmul: "@",
+    operator.and_: "&",
+    operator.or_: "|",
+    operator.xor: "^",
+    operator.lshift: "<<",
+    operator.rshift: ">>",
+}
 
 
-def _ordering_declined(a: Variable, b: Variable, op: Any) -> bool:
-    """Whether both sides of an ordering decline it, so that CPython raises TypeError: a plain
-    constant (`1`, `"a"`) beside an object of a class that is not its kind, whose comparison
-    method is object's or one in Python that answered NotImplemented (`_user_dunder` ran it)."""
+def _ordering_declined(a: Variable, b: Variable, op: Any, constants: tuple[type, ...]) -> bool:
+    """Whether both sides of a binary operator decline it, so that CPython raises TypeError: a
+    plain constant of `constants` (`1`, `"a"`) beside an object of a class that is not its kind,
+    whose method for it is missing, object's, or one in Python that answered NotImplemented
+    (`_user_dunder` ran it)."""
     for obj, other, name in ((a, b, _DUNDERS[op][0]), (b, a, _DUNDERS[op][1])):
         if obj.is_constant():
             kind = type(obj.as_constant())
-            if kind not in _PLAIN_CONSTANTS or issubclass(other.python_type(), kind):
+            if kind not in constants or issubclass(other.python_type(), kind):
                 return False
-        else:
-            method = getattr(obj.python_type(), name, None)
-            if not (isinstance(method, types.FunctionType) or method is getattr(object, name)):
-                return False
+        elif not _declines(obj, name):
+            return False
     return True
+
+
+def _in_place_declined(op: Any, a: Variable) -> bool:
+    """For `a op= b`: whether `a`'s in-place method is missing or in Python (and declined)."""
+    plain = _INPLACE_TO_PLAIN.get(op, op)
+    return op is plain or a.is_constant() or _declines(a, "__i" + _DUNDERS[plain][0][2:])
+
+
+def _declines(obj: Variable, name: str) -> bool:
+    method = getattr(obj.python_type(), name, None)
+    return isinstance(method, types.FunctionType) or method is getattr(object, name, None)
 
 
 def _user_dunder(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable | None:
