@@ -1024,6 +1024,40 @@ def test_set_of_functions_passed_in_is_guarded_by_its_members(cnt):
     assert cnt.frame_count == 3
 
 
+def _with_default(v, scale=2):
+    return v * scale
+
+
+def test_set_of_functions_with_defaults_and_pybind_functions(cnt):
+    """Python functions with defaults (`torch.amp._exit_autocast`) and pybind11 builtins
+    (`torch._C._set_autograd_fallback_mode`) in a set passed in: members by identity, the set
+    guarded by its members; a member called reads its defaults, guarded through the function."""
+
+    def fn(x, members):
+        out = x.sin() if torch.amp._exit_autocast in members else x.cos()
+        for member in members:
+            if member is _with_default:
+                out = member(out)
+        return out
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = t(3)
+    members = {torch._C._set_grad_enabled, torch.amp._exit_autocast, _with_default}
+    for _ in range(2):
+        helpers.assert_same(compiled(x, members), fn(x, members))
+    assert cnt.frame_count == 1
+    members.discard(torch.amp._exit_autocast)
+    members.add(torch._C._set_autograd_fallback_mode)
+    helpers.assert_same(compiled(x, members), fn(x, members))
+    assert cnt.frame_count == 2
+    _with_default.__defaults__ = (3,)
+    try:
+        helpers.assert_same(compiled(x, members), fn(x, members))
+        assert cnt.frame_count == 3
+    finally:
+        _with_default.__defaults__ = (2,)
+
+
 def test_dict_methods_called_on_an_ordered_dict(cnt):
     def fn(x):
         od = collections.OrderedDict(b=1, a=2)

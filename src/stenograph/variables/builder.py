@@ -517,10 +517,11 @@ def _set_of_tensors(w: Wrapping) -> Variable:
 
 
 def _fixed_function(value: Any) -> bool:
-    """A module's builtin function, or a Python function with no closure cells and no defaults
-    (what calling it reads besides its code is its module's globals, guarded where read)."""
+    """A module's builtin function, or a Python function: compared by identity, and what calling
+    it reads besides its code (its module's globals, its defaults, its cells) is guarded where
+    read, through the function itself for a function without a path of its own."""
     if isinstance(value, types.FunctionType):
-        return value.__closure__ is None and value.__defaults__ is None and not value.__kwdefaults__
+        return True
     return isinstance(value, types.BuiltinFunctionType) and set_member_by_identity(value)
 
 

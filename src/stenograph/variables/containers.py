@@ -1583,11 +1583,15 @@ def _as_table(frame: Frame, other: Variable) -> tuple[dict[Any, Variable], Any]:
 
 def set_member_by_identity(value: Any) -> bool:
     """Whether a set member's `==` and hash are its identity's: its class keeps object's (a
-    function, a module, a plain object), or it is a module's builtin function (`torch.sin`,
-    equal only to itself; a builtin method bound to an object is equal to a fresh one)."""
+    function, a module, a plain object), or it is a module's builtin function (`torch.sin`, or
+    a pybind11 one such as `torch._C._set_autograd_fallback_mode`, bound to its own function
+    record: equal only to itself; a builtin method bound to an object is equal to a fresh one)."""
     cls = type(value)
     if isinstance(value, types.BuiltinFunctionType):
-        return isinstance(value.__self__, (types.ModuleType, type(None)))
+        owner = value.__self__
+        return isinstance(owner, (types.ModuleType, type(None))) or type(owner).__name__.startswith(
+            "pybind11_detail_function_record"
+        )
     return cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__
 
 
