@@ -209,6 +209,23 @@ def test_a_sentinel_value_does_not_override_force_parameter_static_shapes():
     assert _graphs(fn, [(w,), (v,)], dynamic_sources="L['p']") == 1
 
 
+class _Times(nn.Module):
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        return x * self.k
+
+
+def test_a_module_int_attribute_equal_to_a_sentinel_is_dynamic():
+    """Unlike a parameter's size, an int module attribute equal to a sentinel is symbolic (torch
+    asks about values before it keeps module ints constants): the later values reuse the graph."""
+    calls = [(_Times(k), torch.ones(2)) for k in (1111, 1112, 1113)]
+    assert _graphs(_apply, calls, dynamic_values="1111") == 1
+    assert _graphs(_apply, calls) == 3
+
+
 def test_unbacked_sources_are_refused_naming_the_setting():
     def fn(x):
         return x * x
