@@ -32,6 +32,7 @@ from ..guards.guard_set import GuardSet, memory_apart, storage_pattern
 from ..guards.sources import ArrayTensorSource, AttrSource, Source
 from ..shapes.dynamic import DynamicPolicy, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
+from ..shapes.named_sources import dynamic_source, refuse_unbacked
 from ..variables.constants import constant
 from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, TupleVariable
 from ..variables.global_contexts import STATE_FUNCTIONS
@@ -313,10 +314,13 @@ class OutputGraph:
         inner = _inner_tensor_names(value, source)
         dims = strides = None
         # an nn.Parameter keeps static sizes wherever it comes from (`force_parameter_static_shapes`),
-        # a module's parameters and buffers in any case (`may_be_dynamic`)
+        # a module's parameters and buffers in any case (`may_be_dynamic`), unless torch's
+        # `dynamic_sources` setting names it
         static_parameter = isinstance(value, torch.nn.Parameter) and config.force_parameter_static_shapes
-        if self.policy is not None and not static_parameter and may_be_dynamic(source, True):
-            dims = self.policy.tensor_dims(source.name(), value)
+        static = static_parameter or not may_be_dynamic(source, True)
+        if self.policy is not None and (not static or dynamic_source(source)):
+            refuse_unbacked(source, value.dim())
+            dims = self.policy.tensor_dims(source, value)
             strides = self.policy.stride_dims(source.name(), value)
         fake = fakeify(self.fake_mode, value, source, dims, strides)
         if dims and any(dims):

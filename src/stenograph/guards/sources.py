@@ -42,6 +42,16 @@ class Source:
     def name(self) -> str:
         raise NotImplementedError
 
+    def torch_name(self) -> str:
+        """The name torch.compile gives the value (what its settings listing sources by name,
+        `torch.compiler.config.dynamic_sources`, are written in): `name()` with the frame's
+        closure cells as locals, globals as `G[...]` and module members through the tables
+        holding them (`L['self']._modules['fc']._parameters['weight']`)."""
+        parent = self.base()
+        if parent is None:
+            return self.name()
+        return self.name().replace(parent.name(), parent.torch_name(), 1)
+
     def base(self) -> Source | None:
         return None
 
@@ -121,6 +131,9 @@ class GlobalSource(Source):
         module = self.globals_dict.get("__name__", "?")
         return f"G[{self.global_name!r}]" if module == "__main__" else f"{module}.{self.global_name}"
 
+    def torch_name(self) -> str:
+        return f"G[{self.global_name!r}]"
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, GlobalSource)
@@ -168,6 +181,9 @@ class ClosureSource(Source):
 
     def name(self) -> str:
         return f"closure[{self.var_name!r}]"
+
+    def torch_name(self) -> str:
+        return f"L[{self.var_name!r}]"
 
 
 @dataclass(frozen=True, eq=False)
@@ -307,6 +323,9 @@ class ModuleMemberSource(Source):
 
     def name(self) -> str:
         return f"{self.parent.name()}.{self.key}"
+
+    def torch_name(self) -> str:
+        return f"{self.parent.torch_name()}.{self.table}[{self.key!r}]"
 
 
 class SourceRenderer:

@@ -1,4 +1,5 @@
-"""Which dimensions and ints are dynamic: `dynamic=`, `mark_dynamic`, automatic dynamic.
+"""Which dimensions and ints are dynamic: `dynamic=`, `mark_dynamic`, automatic dynamic, and the
+sources and values torch's compiler settings name (`named_sources`).
 
 Automatic dynamic (`config.automatic_dynamic_shapes`): the first compilation of a frame is
 static; each compilation records, per input source, the sizes and int/float values it saw. When
@@ -17,6 +18,7 @@ import torch
 
 from .. import config
 from ..guards.sources import FixedObjectSource, ItemSource, ModuleMemberSource, Source
+from .named_sources import dynamic_source, dynamic_value
 
 _DYNAMIC_ATTR = "_stenograph_dynamic_dims"
 _MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
@@ -103,13 +105,17 @@ class DynamicPolicy:
         # float arguments the backend asked to see as constants (see backends/float_restart.py)
         self.specialised: set[str] = set()
 
-    def tensor_dims(self, name: str, t: torch.Tensor) -> list[bool]:
-        """Which dimensions of input `t` (reached by source `name`) are symbolic in this trace."""
+    def tensor_dims(self, source: Source, t: torch.Tensor) -> list[bool]:
+        """Which dimensions of input `t` (reached by `source`) are symbolic in this trace. Those
+        torch's compiler settings name (`named_sources`) are, whatever `dynamic=` says, unless
+        `mark_static` marks them."""
+        name = source.name()
         static = getattr(t, _STATIC_ATTR, None) or set()
         marked = set(self.bounds(name, t)) | set(getattr(t, _MAYBE_DYNAMIC_ATTR, ()) or ())
         shape = list(t.shape)
+        named = [dynamic_source(source, d) or dynamic_value(size) for d, size in enumerate(shape)]
         if self.dynamic is False:
-            return [False] * len(shape)
+            return [n and d not in static for d, n in enumerate(named)]
         if self.dynamic is True:
             return [d not in static for d in range(len(shape))]
         seen = self.sizes.get(name)
@@ -122,7 +128,7 @@ class DynamicPolicy:
                     seen[d] = None
         dims = []
         for d in range(len(shape)):
-            dynamic = d in marked or seen[d] is None or not config.assume_static_by_default
+            dynamic = d in marked or named[d] or seen[d] is None or not config.assume_static_by_default
             dims.append(dynamic and d not in static)
         return dims
 
@@ -174,7 +180,7 @@ class DynamicPolicy:
         its value for an int or float), and the items of lists, tuples and dicts in it: what the
         next compile compares with (`set_stance("eager_then_compile")`'s first call)."""
         if isinstance(value, torch.Tensor):
-            self.tensor_dims(source.name(), value)
+            self.tensor_dims(source, value)
         elif type(value) in (int, float):
             self.int_is_dynamic(source.name(), value)
         elif depth and type(value) in (list, tuple, dict):

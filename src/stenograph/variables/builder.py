@@ -65,6 +65,7 @@ from ..marks import (
     wrapped_for_compiler,
 )
 from ..shapes.dynamic import mark_static, may_be_dynamic
+from ..shapes.named_sources import dynamic_int
 from . import builtins as builtin_vars
 from . import (
     collectives,
@@ -299,13 +300,14 @@ def _global_context(w: Wrapping) -> Variable:
 
 @_rule(lambda value, source: type(value) in (int, float) and source is not None)
 def _dynamic_number(w: Wrapping) -> Variable | None:
-    """A number the shape policy makes dynamic: a symbolic input of the graph."""
+    """A number the shape policy makes dynamic: a symbolic input of the graph. An int torch's
+    compiler settings name (`named_sources`) is, whatever else holds."""
     value, source, policy = w.value, w.source, w.frame.output.policy
     assert source is not None
-    if (
-        policy is None
-        or not (type(value) is int or math.isfinite(value) and value != 0.0)
-        or not may_be_dynamic(source, is_tensor=False, module_attribute=w.module_attribute and type(value) is int)
+    if policy is None or not (type(value) is int or math.isfinite(value) and value != 0.0):
+        return None
+    if not (type(value) is int and dynamic_int(source, value)) and (
+        not may_be_dynamic(source, is_tensor=False, module_attribute=w.module_attribute and type(value) is int)
         or not policy.int_is_dynamic(source.name(), value)
     ):
         return None

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from .. import config, process_state
+from ..shapes import named_sources
 
 # the settings that change what a trace produces (the others change logging, checks or limits)
 TRACING_SETTINGS = (
@@ -109,8 +110,9 @@ def environment_key() -> tuple:
 
 
 def settings_key() -> tuple:
-    """The tracing settings now (part of every lookup's key: `config.patch` may change them)."""
-    return tuple((name, getattr(config, name)) for name in TRACING_SETTINGS)
+    """The tracing settings now (part of every lookup's key: `config.patch` may change them),
+    torch's settings naming dynamic sources included."""
+    return tuple((name, getattr(config, name)) for name in TRACING_SETTINGS) + named_sources.settings()
 
 
 def entry_key(code: types.CodeType, backend_key: str, dynamic: bool | None) -> str:
