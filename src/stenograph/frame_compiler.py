@@ -365,7 +365,8 @@ def _compile_whole(request: FrameCompile, attempts: _Attempts) -> Compiled:
         result,
         compiler,
         request.label,
-        (output.initial_flags, torch_flags.current()),
+        output,
+        torch_flags.current(),
         frame.line,
     )
     return Compiled(output, transformed, compiler.graph, compiler.seconds, compiler.artifact)

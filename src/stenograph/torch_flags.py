@@ -1,18 +1,22 @@
 """torch's process-wide flags that traced code switches inside a graph: grad mode
-(`torch.set_grad_enabled(False)` as a statement, grad-mode blocks) and deterministic algorithms
-(`torch.use_deterministic_algorithms(True, warn_only=...)`).
+(`torch.set_grad_enabled(False)` as a statement, grad-mode blocks), deterministic algorithms
+(`torch.use_deterministic_algorithms(True, warn_only=...)`) and the default dtype
+(`torch.set_default_dtype(torch.float64)`).
 
 Eager code switches such a flag where the call runs: the operations after it, and every read of
 the flag, see the new value, and it stays set when the function returns. A trace does the same:
 it switches the flag for real, so that later operations and reads (`torch.is_grad_enabled()`,
-`torch.are_deterministic_algorithms_enabled()`) see it, and records the setter as a graph node at
-the same point, which the graph runs when it runs. Each graph ends in the state it started in
-(a node switching back), and the transformed code sets the state the traced code left, after
-the graph and before any code that runs eagerly: a backend that retraces the graph
+`torch.are_deterministic_algorithms_enabled()`, `torch.get_default_dtype()`, the dtype of a
+factory's result) see it, and records the setter as a graph node at the same point, which the
+graph runs when it runs. Each graph ends in the state it started in (a node switching back),
+and the transformed code sets the state the traced code left, after the graph and before any
+code that runs eagerly (and where the graph raises): a backend that retraces the graph
 (AOTAutograd) keeps grad-mode switches but drops other Python calls, and under it the state
 after the call would otherwise depend on the backend. Under such a backend the operations
 between a deterministic-algorithms switch and the graph's end run in the previous setting (as
-torch.compile's); the plain graph (the "eager" backend) switches where the code does.
+torch.compile's); the plain graph (the "eager" backend) switches where the code does. The
+operations whose result dtype the default dtype decides are recorded stating it instead
+(`graph/pinned_dtypes.py`).
 
 The entry guards cover each flag's value when the frame starts; a read after a switch answers
 the switched value, which the trace made.
@@ -55,7 +59,8 @@ DETERMINISTIC = Flag(
     _C._set_deterministic_algorithms,
     lambda value: ((value[0],), {"warn_only": value[1]}),
 )
-FLAGS = (GRAD, DETERMINISTIC)
+DEFAULT_DTYPE = Flag("default dtype", torch.get_default_dtype, torch.set_default_dtype, lambda dtype: ((dtype,), {}))
+FLAGS = (GRAD, DETERMINISTIC, DEFAULT_DTYPE)
 # the graph nodes that only switch a flag (not operations)
 SETTERS = frozenset(flag.setter for flag in FLAGS)
 

@@ -77,8 +77,7 @@ _DEVICES = _autocast_devices()
 class TorchState:
     """One snapshot; `restore()` writes back only what changed since."""
 
-    flags: dict[torch_flags.Flag, Any]  # grad mode, deterministic algorithms
-    default_dtype: torch.dtype
+    flags: dict[torch_flags.Flag, Any]  # grad mode, deterministic algorithms, default dtype
     autocast: tuple[tuple[bool, torch.dtype], ...]
     autocast_cache: bool
     dispatch_stack: tuple[Any, ...]
@@ -126,8 +125,6 @@ class TorchState:
                 torch.set_autocast_dtype(device, dtype)
         if torch.is_autocast_cache_enabled() != self.autocast_cache:
             torch.set_autocast_cache_enabled(self.autocast_cache)
-        if torch.get_default_dtype() != self.default_dtype:
-            torch.set_default_dtype(self.default_dtype)
         torch_flags.restore(self.flags)
         for tls, saved in zip(_THREAD_LOCALS, self.thread_locals):
             if _thread_local_state(tls) != saved:
@@ -199,7 +196,6 @@ def snapshot() -> TorchState:
     """The state now (thread-local parts: this thread's)."""
     return TorchState(
         flags=torch_flags.current(),
-        default_dtype=torch.get_default_dtype(),
         autocast=tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _DEVICES),
         autocast_cache=torch.is_autocast_cache_enabled(),
         dispatch_stack=_dispatch_stack(),

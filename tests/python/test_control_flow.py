@@ -149,6 +149,26 @@ def test_with_no_grad_enable_grad_set_grad_enabled_inference_mode(cnt):
     check(_grad_modes, lambda i: (t(3, seed=i, grad=True),), cnt, grads=True)
 
 
+def _indexing_without_grad(x, index):
+    with torch.no_grad():
+        y = torch.ones(3)[index] + x
+    return y
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_an_error_inside_a_no_grad_block_of_the_graph_leaves_grad_mode_on(backend):
+    """An index out of range raises where the graph runs, past its switch to no-grad: the
+    block's exit turns grad mode back on in eager, and the compiled call sets the mode the
+    traced code leaves (`torch_flags`) when its graph raises."""
+    compiled = stenograph.compile(_indexing_without_grad, backend=backend)
+    x = t(1, grad=True)
+    assert not compiled(x, torch.tensor([1])).requires_grad
+    for run in (_indexing_without_grad, compiled):
+        with pytest.raises(IndexError):
+            run(x, torch.tensor([7]))
+        assert torch.is_grad_enabled()
+
+
 def _autocast(x, w):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = x @ w

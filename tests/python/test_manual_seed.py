@@ -76,19 +76,19 @@ def test_fork_rng_block_is_captured_around_its_breaks(cnt):
     check(forked, lambda i: (t(3, seed=i),), cnt, graphs=2, calls=2, peer=False)
 
 
-def _default_dtype_then_back(x):
+def _print_options_then_back(x):
     y = x + 1
-    torch.set_default_dtype(torch.float64)
-    z = y * 2 + torch.ones(1)  # float64 ones: the sum promotes
-    torch.set_default_dtype(torch.float32)
+    torch.set_printoptions(precision=2)
+    z = y * 2 + torch._tensor_str.PRINT_OPTS.precision
+    torch.set_printoptions(precision=4)
     return z
 
 
 def test_process_state_setters_are_one_break_each(cnt):
     """torch's Python setters of process state run as they are at a break, their bodies
-    neither traced nor compiled; the code after each sees the state they set (guarded)."""
-    check(_default_dtype_then_back, lambda i: (t(3, seed=i),), cnt, graphs=2, calls=2, peer=False)
-    assert torch.get_default_dtype() == torch.float32
-    explained = stenograph.explain(_default_dtype_then_back)(t(3))
+    neither traced nor compiled; the code after each sees the state they set."""
+    check(_print_options_then_back, lambda i: (t(3, seed=i),), cnt, graphs=2, calls=2, peer=False)
+    assert torch._tensor_str.PRINT_OPTS.precision == 4
+    explained = stenograph.explain(_print_options_then_back)(t(3))
     reasons = [b.reason for b in explained.break_reasons]
-    assert reasons == ["call to torch.set_default_dtype (torch's process-state setter is not traced)"] * 2
+    assert reasons == ["call to torch._tensor_str.set_printoptions (torch's process-state setter is not traced)"] * 2

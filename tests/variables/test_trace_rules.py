@@ -74,7 +74,7 @@ def test_private_functional_helpers_are_inlined(with_mask) -> None:
 
 
 def test_stateful_torch_is_never_a_graph_op() -> None:
-    assert {"manual_seed", "set_rng_state", "set_default_dtype", "synchronize"} <= rules.STATEFUL_TORCH
+    assert {"manual_seed", "set_rng_state", "set_default_device", "synchronize"} <= rules.STATEFUL_TORCH
     assert not rules.is_graph_op(torch.set_num_threads)  # a torch C function, but stateful
 
 

@@ -414,7 +414,7 @@ class BreakWriter:
         frame = self.frame
         traced_grad_mode = torch.is_grad_enabled()
         flags = {**torch_flags.current(), torch_flags.GRAD: self._grad_mode_before_open_contexts()}
-        self.rebuild.set_flags(flags, frame.output.initial_flags)
+        self.rebuild.set_flags(flags, frame.output)
         self._refuse_shared_iterators()
         slots = self.stack_slots()
         self._refuse_contexts_off_the_stack()

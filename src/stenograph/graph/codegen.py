@@ -20,7 +20,7 @@ import sys
 import types
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -32,6 +32,9 @@ from ..guards.sources import GlobalsNamer, SourceRenderer
 from ..variables.base import Variable
 from .eager_warnings import warn_at
 from .side_effects import SideEffects
+
+if TYPE_CHECKING:
+    from .output_graph import OutputGraph
 
 # a global name of every transformed function: code can tell whether compiled code is running
 TRANSFORMED_MARK = "___stenograph_transformed"
@@ -52,7 +55,8 @@ class CodeWriter:
     """The lines of a generated function and the objects its global names refer to.
 
     `pre` holds reads of sources (side-effect free; the graph call needs them), `post` runs
-    after the graph call, `tail` ends the function.
+    after the graph call, `tail` ends the function; `on_graph_error` runs where the graph call
+    raises, before the exception goes on.
     """
 
     def __init__(self) -> None:
@@ -61,6 +65,7 @@ class CodeWriter:
         self.pre: list[str] = []
         self.post: list[str] = []
         self.tail: list[str] = []
+        self.on_graph_error: list[str] = []
         self.namespace: dict[str, Any] = {"___Size": torch.Size, TRANSFORMED_MARK: True}
         self._counter = 0
 
@@ -86,7 +91,10 @@ class CodeWriter:
     ) -> types.FunctionType:
         """The function; it presents itself as `code` at `line` (the return or the break)."""
         lines = list(self.pre)
-        if graph_call is not None:
+        if graph_call is not None and self.on_graph_error:
+            lines += ["try:", f"    {graph_call}", "except BaseException:"]
+            lines += [f"    {line}" for line in self.on_graph_error] + ["    raise"]
+        elif graph_call is not None:
             lines.append(graph_call)
         lines += self.post + self.tail
         self.namespace.update(self.namer.bindings())
@@ -207,15 +215,27 @@ class Reconstructor:
                 raise SideEffectsNotReplayed(message)
             warnings.warn(message, stacklevel=2)
 
-    def set_flags(self, values: dict[torch_flags.Flag, Any], initial: dict[torch_flags.Flag, Any]) -> None:
+    def set_flags(self, values: dict[torch_flags.Flag, Any], output: OutputGraph) -> None:
         """The graph ends in the state it started in; switch each real flag the traced code left
-        in another value (`torch.set_grad_enabled(False)`, `torch.use_deterministic_algorithms(True)`
-        as statements)."""
+        in another value (`torch.set_grad_enabled(False)`, `torch.use_deterministic_algorithms(True)`,
+        `torch.set_default_dtype(torch.float64)` as statements). Where the graph switches flags
+        and raises, it stops in the state of the failing operation (a retracing backend: in the
+        one it started in); the flags are then set as the traced code leaves them, where eager
+        leaves them too when the switches are undone by `with` blocks and `finally` clauses, or
+        by none (a statement's switch stays), which the exception runs."""
+        if output.switches_flags():
+            restore = self.writer.bind(torch_flags.restore, "restore_flags")
+            self.writer.on_graph_error.append(f"{restore}({self.writer.bind(dict(values), 'flags')})")
         for flag, value in values.items():
-            if value != initial[flag]:
+            if value != output.initial_flags[flag]:
                 args, kwargs = flag.arguments(value)
-                arguments = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+                arguments = [self._flag_value(a) for a in args]
+                arguments += [f"{k}={self._flag_value(v)}" for k, v in kwargs.items()]
                 self.writer.post.append(f"{self.writer.bind(flag.setter, 'set_flag')}({', '.join(arguments)})")
+
+    def _flag_value(self, value: Any) -> str:
+        """A flag's value in the generated code: a bool as itself, a dtype by name."""
+        return repr(value) if isinstance(value, bool) else self.writer.bind(value, "flag_value")
 
 
 # rebuilt expressions nested deeper than this go to a local (the parser allows 200 levels);
@@ -268,15 +288,16 @@ def build_returning(
     result: Variable,
     compile_graph: GraphCompiler,
     label: str,
-    flags: tuple[dict[torch_flags.Flag, Any], dict[torch_flags.Flag, Any]],
+    output: OutputGraph,
+    end_flags: dict[torch_flags.Flag, Any],
     line: int,
 ) -> types.FunctionType:
-    """The transformed function of a frame traced to its RETURN; `flags` are the process flags
-    (`torch_flags`) at the start and at the end of the trace."""
+    """The transformed function of a frame traced to its RETURN; `end_flags` are the process
+    flags (`torch_flags`) at the end of the trace of `output`."""
     writer = CodeWriter()
     rebuild = Reconstructor(writer)
     rebuild.frame_ended = True
-    rebuild.set_flags(flags[1], flags[0])
+    rebuild.set_flags(end_flags, output)
     return_expr = rebuild.expr(result)
     if side_effects:
         return_expr = rebuild.pin(return_expr)

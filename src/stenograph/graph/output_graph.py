@@ -13,6 +13,7 @@ import keyword
 import logging
 import operator
 import re
+import warnings
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from ..variables.named_tuples import StructSeqVariable
 from ..variables.symbolic import GraphValueVariable, SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
 from ..variables.trace_rules import TENSOR_DATA_HINT, is_sparse_tensor, is_user_class
+from .pinned_dtypes import pinned_arguments
 from .side_effects import SideEffects
 
 if TYPE_CHECKING:
@@ -147,7 +149,7 @@ class OutputGraph:
         self.open_contexts: list[GlobalContextVariable] = []
         # traced `warnings.catch_warnings()` blocks the trace is inside (`variables.warning_blocks`)
         self.warning_blocks = 0
-        self.initial_flags = torch_flags.current()  # grad mode, deterministic algorithms
+        self.initial_flags = torch_flags.current()  # grad mode, deterministic algorithms, default dtype
         # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
         self.submodules: dict[str, torch.fx.GraphModule] = {}
         # nested compile regions traced so far: region -> [(submodule name, graph structure)]
@@ -451,6 +453,10 @@ class OutputGraph:
     def set_grad_enabled(self, mode: bool, *, called: bool = False) -> None:
         self.switch(torch_flags.GRAD, mode, called=called)
 
+    def switches_flags(self) -> bool:
+        """Whether the graph holds a switch of a process flag (`torch_flags`)."""
+        return any(node.target in torch_flags.SETTERS for node in self.root_graph.nodes)
+
     def restore_flags(self) -> None:
         """End the graph in the state it started in (the transformed code sets the state the
         code left after it; a break may re-enter a grad-mode context)."""
@@ -471,39 +477,22 @@ class OutputGraph:
         made_class = _made_subclass(kind, target, args, kwargs)
         if made_class is not None:  # `t.as_subclass(cls)`: a node naming the class by a function
             kind, target, args = "call_function", subclass_maker(made_class), args[:1]
-        fx_args, fake_args = _unwrap_all(args)
-        fx_kwargs, fake_kwargs = _unwrap_all_kw(kwargs)
-        outputs = _graph_inputs_given_as_out(kwargs.get("out"))
-        try:
-            # a user error (mismatched shapes) is reported by the eager run; keep fake tensor's
-            # own error log quiet meanwhile
-            _FAKE_LOG.disabled = True
-            # the Python dispatcher runs composite ops' symbolic-aware decompositions (as
-            # torch.compile does): without it some call `int()` on symbolic sizes, specialising them
-            with self.fake_mode, enable_python_dispatcher():
-                if made_class is not None:
-                    # a fake cannot become an instance of the user's class: the trace holds an
-                    # alias of the tensor, its tracker the class; the node makes the instance
-                    fake = torch.ops.aten.alias.default(fake_args[0])
-                elif kind == "call_method":
-                    fake = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
-                else:
-                    fake = target(*fake_args, **fake_kwargs)
-        except DATA_DEPENDENT_ERRORS as e:
-            raise Unsupported(
-                f"{describe} depends on tensor data ({type(e).__name__})",
-                hint="move data-dependent Python logic out of the compiled region, or use torch.where / torch.cond",
-                kind=BreakKind.DATA_DEPENDENT,
-            ) from e
-        except Unsupported:
-            raise
-        except Exception as e:
-            self.fake_mode.raise_interrupt()  # an interrupt torch's dispatch turned into this error
-            refusal = Unsupported(f"{describe} raised {type(e).__name__} while tracing: {e}")
-            refusal.breaks_inside_loops = True  # it most likely raises eagerly too (mismatched shapes)
-            raise refusal from e
-        finally:
-            _FAKE_LOG.disabled = False
+        outputs = _graph_inputs_given_as_out(kwargs.get("out"))  # their shapes before the op
+        fake = self._fake_result(kind, target, args, kwargs, made_class, describe)
+        if made_class is None:
+            pinned = pinned_arguments(
+                self.initial_flags[torch_flags.DEFAULT_DTYPE],
+                target,
+                args,
+                kwargs,
+                fake,
+                lambda again, kw: self._fake_rerun(kind, target, again, kw, describe),
+                self._scalar_tensor,
+            )
+            if pinned is not None:  # the same result, its dtype stated
+                args, kwargs = pinned
+        fx_args, _ = _unwrap_all(args)
+        fx_kwargs, _ = _unwrap_all_kw(kwargs)
         if any(is_sparse_tensor(leaf) for leaf in pytree.tree_leaves(fake)):
             raise Unsupported(
                 f"{describe} makes a sparse tensor, which graphs do not carry",
@@ -534,6 +523,69 @@ class OutputGraph:
         if made_class is not None and isinstance(result, TensorVariable):
             result.subclass = made_class
         return result
+
+    def _fake_result(
+        self,
+        kind: str,
+        target: Any,
+        args: list[Variable],
+        kwargs: dict[str, Variable],
+        made_class: type | None,
+        describe: str,
+    ) -> Any:
+        """The operation run on the arguments' fake values (`Unsupported` where it raises)."""
+        _, fake_args = _unwrap_all(args)
+        _, fake_kwargs = _unwrap_all_kw(kwargs)
+        try:
+            # a user error (mismatched shapes) is reported by the eager run; keep fake tensor's
+            # own error log quiet meanwhile
+            _FAKE_LOG.disabled = True
+            # the Python dispatcher runs composite ops' symbolic-aware decompositions (as
+            # torch.compile does): without it some call `int()` on symbolic sizes, specialising them
+            with self.fake_mode, enable_python_dispatcher():
+                if made_class is not None:
+                    # a fake cannot become an instance of the user's class: the trace holds an
+                    # alias of the tensor, its tracker the class; the node makes the instance
+                    fake = torch.ops.aten.alias.default(fake_args[0])
+                elif kind == "call_method":
+                    fake = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                else:
+                    fake = target(*fake_args, **fake_kwargs)
+        except DATA_DEPENDENT_ERRORS as e:
+            raise Unsupported(
+                f"{describe} depends on tensor data ({type(e).__name__})",
+                hint="move data-dependent Python logic out of the compiled region, or use torch.where / torch.cond",
+                kind=BreakKind.DATA_DEPENDENT,
+            ) from e
+        except Unsupported:
+            raise
+        except Exception as e:
+            self.fake_mode.raise_interrupt()  # an interrupt torch's dispatch turned into this error
+            refusal = Unsupported(f"{describe} raised {type(e).__name__} while tracing: {e}")
+            refusal.breaks_inside_loops = True  # it most likely raises eagerly too (mismatched shapes)
+            raise refusal from e
+        finally:
+            _FAKE_LOG.disabled = False
+        return fake
+
+    def _fake_rerun(
+        self, kind: str, target: Any, args: list[Variable], kwargs: dict[str, Variable], describe: str
+    ) -> Any:
+        """The operation's fake result for other arguments, made sizes it records left out (the
+        node binds those of the first run), and its warnings silent (the first run gave them)."""
+        shape_env = self.fake_mode.shape_env
+        pending = len(shape_env.pending_fresh_unbacked_symbols) if shape_env is not None else 0
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return self._fake_result(kind, target, args, kwargs, None, describe)
+        finally:
+            if shape_env is not None:
+                del shape_env.pending_fresh_unbacked_symbols[pending:]
+
+    def _scalar_tensor(self, value: complex | float, dtype: torch.dtype) -> Variable:
+        """A 0-dim tensor holding a Python number, recorded (`pinned_dtypes`)."""
+        return self.call("call_function", torch.tensor, [constant(value)], {"dtype": constant(dtype)}, "torch.tensor()")
 
     def wrap_result(
         self, node: torch.fx.Node, fake: Any, describe: str, arguments: dict[int, Variable] | None = None

@@ -555,6 +555,8 @@ class TorchOpVariable(Variable):
             return constant(None)
         if self.fn is torch._C._set_deterministic_algorithms:
             return _switch_deterministic_algorithms(frame, args, kwargs)
+        if self.fn is torch._C._set_default_dtype:
+            return _switch_default_dtype(frame, args, kwargs)
         if self.fn is torch.is_tensor and len(args) == 1:
             return constant(isinstance(args[0], TensorVariable))
         if self.fn is torch.is_floating_point and len(args) == 1 and isinstance(args[0], TensorVariable):
@@ -621,6 +623,20 @@ def _switch_deterministic_algorithms(frame: Frame, args: list[Variable], kwargs:
         raise Unsupported("torch._C._set_deterministic_algorithms() of a value that is not a constant bool")
     warn_only = values["warn_only"].as_constant() if "warn_only" in values else False
     frame.output.switch(torch_flags.DETERMINISTIC, (values["mode"].as_constant(), warn_only))
+    return constant(None)
+
+
+# the dtypes `torch.set_default_dtype` takes (others raise; bfloat16 is set, then raises)
+_DEFAULT_DTYPES = (torch.float16, torch.float32, torch.float64)
+
+
+def _switch_default_dtype(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`torch._C._set_default_dtype(dtype)` (what `torch.set_default_dtype` calls): switched for the
+    rest of the trace and at this point in the graph (`torch_flags`). Other arguments break, and
+    eager raises or sets them itself."""
+    if kwargs or len(args) != 1 or not args[0].is_constant() or args[0].as_constant() not in _DEFAULT_DTYPES:
+        raise Unsupported("torch.set_default_dtype() of a value other than a constant float16/32/64 dtype")
+    frame.output.switch(torch_flags.DEFAULT_DTYPE, args[0].as_constant(), called=True)
     return constant(None)
 
 

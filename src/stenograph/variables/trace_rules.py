@@ -206,8 +206,8 @@ def untraced_library(fn: Any) -> str | None:
             if name == prefix or name.startswith(prefix + "."):
                 return prefix
     if isinstance(fn, types.FunctionType) and fn.__name__ in STATEFUL_TORCH and module.split(".")[0] == "torch":
-        # torch's Python setters of process state (`use_deterministic_algorithms`,
-        # `set_default_dtype`, `save`): one break each, called as they are
+        # torch's Python setters of process state (`set_default_device`, `save`): one break
+        # each, called as they are
         return "torch's process-state setter"
     return None
 
@@ -259,7 +259,6 @@ STATEFUL_TORCH = frozenset({
     "manual_seed",
     "seed",
     "set_grad_enabled",
-    "set_default_dtype",
     "set_default_device",
     "set_printoptions",
     "save",
