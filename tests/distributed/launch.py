@@ -54,16 +54,19 @@ def run_workers(
                 if process.is_alive():
                     process.kill()
                     process.join()
-        results = []
+        outcomes = {}
         for rank in range(world_size):
-            outcome = folder / f"rank{rank}.pkl"
-            if not outcome.exists():
-                raise WorkerFailed(f"rank {rank} exited without a result")
-            ok, value = pickle.loads(outcome.read_bytes())
+            path = folder / f"rank{rank}.pkl"
+            if path.exists():
+                outcomes[rank] = pickle.loads(path.read_bytes())
+        # a worker's own exception first: the others may have died of it (a peer gone mid-collective)
+        for rank, (ok, value) in outcomes.items():
             if not ok:
                 raise WorkerFailed(f"rank {rank} raised:\n{value}")
-            results.append(value)
-        return results
+        missing = [rank for rank in range(world_size) if rank not in outcomes]
+        if missing:
+            raise WorkerFailed(f"rank {missing[0]} exited without a result")
+        return [outcomes[rank][1] for rank in range(world_size)]
 
 
 def _join(context: Any, timeout: float) -> None:
