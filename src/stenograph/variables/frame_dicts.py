@@ -37,12 +37,13 @@ def key_looked_up_alone(key: Any) -> bool:
 
 
 class FrameDictVariable(DictVariable):
-    """A dict or OrderedDict read from the frame whose keys are all `key_looked_up_alone`. A key looked up
-    has its presence or absence guarded, and its value is read through `d[key]` (guarded where
-    used, as any value). The first use of the dict whole (its length, truth, iteration, views,
-    comparison, copy, a change to replay, deep copy...) reads `items`: the keys guarded in order
-    and every value read, the values looked up before kept, so `DictVariable` goes on as for any
-    dict. Changes are made to the whole dict only: they are replayed whole after the graph."""
+    """A dict or OrderedDict read from the frame whose keys are all `key_looked_up_alone`. A key
+    looked up has its presence or absence guarded, and its value is read through `d[key]`
+    (guarded where used, as any value). The first use of the dict whole (its length, truth,
+    iteration, views, comparison, copy, a change to replay, deep copy...) reads `items`: the
+    keys guarded in order and every value read, the values looked up before kept, so
+    `DictVariable` goes on as for any dict. Changes are made to the whole dict only: they are
+    replayed whole after the graph."""
 
     def __init__(self, value: dict, source: Source, frame: Frame) -> None:
         super().__init__({}, source, python_class=type(value))
@@ -64,7 +65,8 @@ class FrameDictVariable(DictVariable):
         self.whole = items
 
     def describe(self) -> str:
-        return f"{self.python_class.__name__} {self.source.name()}" if self.source is not None else "dict"
+        assert self.source is not None
+        return f"{self.python_class.__name__} {self.source.name()}"  # (its length would read it whole)
 
     def known_values(self) -> list[Variable]:
         return list((self.looked_up if self.whole is None else self.whole).values())
