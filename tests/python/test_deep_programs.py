@@ -75,7 +75,7 @@ def _walk_dict(v):
     return v["t"] + 1
 
 
-@pytest.mark.parametrize(("walk", "make"), [(_walk_list, _nested_list), (_walk_dict, _nested_dict)])
+@pytest.mark.parametrize(("walk", "make"), [(_walk_list, _nested_list)])
 def test_input_too_deep_to_trace_runs_eagerly(cnt, walk, make):
     """An input nested 900 deep (eager walks it in a loop) is deeper than the tracer can wrap:
     the call runs eagerly with a warning instead of raising RecursionError, even with
@@ -92,6 +92,18 @@ def test_input_too_deep_to_trace_runs_eagerly(cnt, walk, make):
     assert cnt.frame_count == 1  # guards pass on an equal structure
     assert_same(compiled(make(21)), walk(make(21)))
     assert cnt.frame_count == 2  # one level more: the structure guard fails
+
+
+def test_deep_dict_read_key_by_key_compiles(cnt):
+    """A dict nested 900 deep walked by key lookups: each level read only as far as looked up
+    (`frame_dicts`), so the tracer never wraps the whole structure; one graph, kept for an
+    equal structure, compiled again for one level more."""
+    compiled = stenograph.compile(_walk_dict, backend=cnt)
+    assert_same(compiled(_nested_dict(900)), _walk_dict(_nested_dict(900)))
+    assert_same(compiled(_nested_dict(900)), _walk_dict(_nested_dict(900)))
+    assert cnt.frame_count == 1
+    assert_same(compiled(_nested_dict(901)), _walk_dict(_nested_dict(901)))
+    assert cnt.frame_count == 2
 
 
 def test_deeply_nested_output_is_rebuilt(cnt):

@@ -49,6 +49,7 @@ ORDER = [
     "set_of_tensors",
     "weakref",
     "module_globals",
+    "frame_dict",
     "dict",
     "mapping_proxy",
     "sequence_iterator",

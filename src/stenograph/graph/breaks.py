@@ -518,7 +518,7 @@ def _containers_within(values: list[Variable]) -> set[int]:
         if isinstance(var, SequenceVariable):
             pending.extend(var.items)
         elif isinstance(var, DictVariable):
-            pending.extend(var.items.values())
+            pending.extend(var.known_values())
         elif isinstance(var, SetVariable):
             pending.extend(var.members.values())
     return found

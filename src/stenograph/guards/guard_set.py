@@ -24,7 +24,7 @@ from . import native
 from .failures import GuardFailure
 from .lowering import replacements
 from .pyfunc import make_function, parameter_list
-from .sources import MODULE_TABLES, GlobalsNamer, LocalSource, Source, SourceRenderer
+from .sources import MODULE_TABLES, GlobalsNamer, LocalSource, Source, SourceRenderer, written_key
 
 # ranks: lower runs first
 RANK_GLOBAL_STATE = 0
@@ -323,13 +323,20 @@ class GuardSet:
         for klass, name in self._class_dicts.items():
             yield klass, self.bindings[name]
 
-    def key_absent(self, source: Source, key: str, text: str) -> None:
-        """`key not in source` (an instance `__dict__` that must not shadow a class attribute)."""
-        self._add(RANK_VALUE, source, f"{key!r} not in {{v}}", text, kind="absent", detail=key)
+    def key_absent(self, source: Source, key: Any, text: str) -> None:
+        """`key not in source` (an instance `__dict__` that must not shadow a class attribute, a
+        dict read from the frame that lacked the key the trace looked up)."""
+        self._add(RANK_VALUE, source, f"{self._key(key)} not in {{v}}", text, kind="absent", detail=key)
 
-    def key_present(self, source: Source, key: str, text: str) -> None:
-        """`key in source` (an instance `__dict__` holding an attribute the trace deleted)."""
-        self._add(RANK_VALUE, source, f"{key!r} in {{v}}", text)
+    def key_present(self, source: Source, key: Any, text: str) -> None:
+        """`key in source` (an instance `__dict__` holding an attribute the trace deleted, a dict
+        read from the frame holding the key the trace read)."""
+        self._add(RANK_VALUE, source, f"{self._key(key)} in {{v}}", text)
+
+    def _key(self, key: Any) -> str:
+        """A constant dict key in a check: written out, or bound (a class, a marker hashed by
+        identity, a tuple holding one)."""
+        return repr(key) if written_key(key) else self.bind(key, "key")
 
     def set_members_match(self, source: Source, value: set) -> None:
         """A set read from the frame: same type and members (compared with a frozen copy, since

@@ -247,13 +247,13 @@ class InstanceDictSource(Source):
 _WRITTEN_KEYS = (int, bool, str, bytes, type(None))
 
 
-def _written(key: object) -> bool:
+def written_key(key: object) -> bool:
     """Whether `repr(key)` is an expression giving the key back in generated code (not for an
     enum member, a torch.device, nan)."""
     if type(key) is float:
         return math.isfinite(key)
     if type(key) in (tuple, frozenset):
-        return all(_written(k) for k in key)  # type: ignore[attr-defined]
+        return all(written_key(k) for k in key)  # type: ignore[attr-defined]
     return type(key) in _WRITTEN_KEYS
 
 
@@ -269,7 +269,7 @@ class ItemSource(Source):
         return self.parent
 
     def suffix(self, globals_names: GlobalsNamer) -> str:
-        if _written(self.key):
+        if written_key(self.key):
             return f"[{self.key!r}]"
         return f"[{globals_names.name_for(self.key)}]"
 

@@ -93,6 +93,7 @@ from .containers import (
 )
 from .descriptors import class_attr_source, class_member
 from .environ import EnvironVariable
+from .frame_dicts import FrameDictVariable, key_looked_up_alone
 from .frame_objects import (
     GlobalsDictVariable,
     NNModuleVariable,
@@ -539,6 +540,21 @@ def _module_globals(w: Wrapping) -> Variable:
     if w.source is not None:
         w.guards.globals_match(w.source, w.value)
     return GlobalsDictVariable(w.value, w.source)
+
+
+@_rule(
+    lambda value, source: (
+        source is not None
+        and type(value) in (dict, collections.OrderedDict)
+        and all(key_looked_up_alone(key) for key in value)
+    )
+)
+def _frame_dict(w: Wrapping) -> Variable:
+    """A dict or OrderedDict read from the frame keyed by constants: its keys guarded as the
+    trace uses them (`frame_dicts`), its class now."""
+    assert w.source is not None
+    w.guards.type_match(w.source, w.value)
+    return w.frame.output.register_container(w.value, FrameDictVariable(w.value, w.source, w.frame))
 
 
 @_rule(

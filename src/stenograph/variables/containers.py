@@ -664,7 +664,12 @@ class DictVariable(Variable):
             result = self.call_method(frame, "copy", [], {})
             result.call_method(frame, "update", [other], {})
             return result
-        if op is operator.or_ and type(other) is DictVariable and other.python_class is collections.OrderedDict:
+        if (
+            op is operator.or_
+            and isinstance(other, DictVariable)
+            and not isinstance(other, DictContentsVariable)
+            and other.python_class is collections.OrderedDict
+        ):
             # a right operand of a subclass is asked first: its `__ror__` (OrderedDict's) makes one
             # of its class from the left's items, then adds its own
             return DictVariable({**self.items, **other.items}, python_class=other.python_class)
@@ -683,6 +688,11 @@ class DictVariable(Variable):
 
     def key_trackers(self) -> list[Variable]:
         return [key_tracker(k) for k in self.items]
+
+    def known_values(self) -> list[Variable]:
+        """The values the trace holds trackers for (all, but for a dict read from the frame not
+        used whole: `frame_dicts`)."""
+        return list(self.items.values())
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
         k = dict_key(key, frame)

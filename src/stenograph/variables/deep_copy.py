@@ -22,6 +22,7 @@ from .base import Variable
 from .class_lookup import MISSING, class_attribute
 from .constants import ConstantVariable
 from .containers import DictVariable, ListVariable, TupleVariable
+from .frame_dicts import FrameDictVariable
 from .frame_objects import NNModuleVariable, UserObjectVariable
 from .symbolic import SymNodeVariable
 from .trace_rules import is_builtin_class, is_literal
@@ -57,7 +58,7 @@ def deep_copy(frame: Frame, var: Variable, memo: dict[int, Variable] | None = No
         copied = memo[key] = ListVariable([])
         copied.items.extend(deep_copy(frame, item, memo) for item in var.items)
         return copied
-    if type(var) is DictVariable:  # (defaultdict and Counter trackers keep more state)
+    if type(var) in (DictVariable, FrameDictVariable):  # (defaultdict and Counter trackers keep more state)
         copied = memo[key] = DictVariable({}, python_class=var.python_class)
         copied.items.update({k: deep_copy(frame, v, memo) for k, v in var.items.items()})
         return copied
