@@ -11,6 +11,7 @@ from __future__ import annotations
 import linecache
 import traceback
 import types
+import weakref
 from typing import Any
 
 from .. import config
@@ -263,6 +264,16 @@ class Frame:
 
     # -- what trackers ask of the frame they are handed --------------------------------------------
     # the trackers' modules lie below the builder, which imports them: they reach it through here
+
+    def root_reference(self) -> weakref.ref[Frame]:
+        """A weak reference to the frame being compiled, for trackers that wrap values later,
+        maybe after the inlined call that made them returned. Weak: a tracker holding its frame
+        would make a cycle, and a given-up trace would keep the objects it read alive until the
+        next garbage collection."""
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        return weakref.ref(root)
 
     def wrap(self, value: Any, source: Source | None, *, module_attribute: bool = False) -> Variable:
         """The tracker for `value` read through `source` (`builder.wrap`: guarded through it)."""

@@ -48,14 +48,15 @@ class FrameDictVariable(DictVariable):
     def __init__(self, value: dict, source: Source, frame: Frame) -> None:
         super().__init__({}, source, python_class=type(value))
         self.value = value
-        self.frame = frame  # `items` reads the values without a frame of its own
+        self.frame_of = frame.root_reference()  # `items` reads the values without a frame of its own
         self.looked_up: dict[Any, Variable] = {}  # the values read so far, by key
         self.whole: dict[Any, Variable] | None = None  # every entry, once the dict was used whole
 
     @property  # type: ignore[override]
     def items(self) -> dict[Any, Variable]:
         if self.whole is None:
-            frame = self.frame
+            frame = self.frame_of()
+            assert frame is not None, "read after its trace ended"
             frame.output.guards.dict_keys_match(self.source, self.value)
             self.whole = {key: self._value_of(frame, key) for key in self.value}
         return self.whole

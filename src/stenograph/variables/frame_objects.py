@@ -596,7 +596,7 @@ class InstanceDictVariable(Variable):
     def __init__(self, obj: UserObjectVariable, frame: Frame) -> None:
         assert obj.source is not None
         self.obj = obj
-        self.frame = frame  # the views read `items` without a frame of their own
+        self.frame_of = frame.root_reference()  # the views read `items` without a frame of their own
         self.source = InstanceDictSource(obj.source)  # escaping, it is the real dict again
 
     def python_type(self) -> type:
@@ -627,7 +627,8 @@ class InstanceDictVariable(Variable):
         attribute this trace wrote or deleted that lives in the instance dict (not a slot's or
         another data descriptor's) changed in place, added last in the order of first write,
         or, deleted and written again, moved last, as CPython's dict orders them."""
-        frame = self.frame
+        frame = self.frame_of()
+        assert frame is not None, "read after its trace ended"
         keep_instance_dict_apart(frame, self.obj, writing=False)
         side_effects = frame.output.side_effects
         real = self.obj.value_object.__dict__
