@@ -597,6 +597,7 @@ class InstanceDictVariable(Variable):
         assert obj.source is not None
         self.obj = obj
         self.frame_of = frame.root_reference()  # the views read `items` without a frame of their own
+        self.real_items: dict[Any, Variable] | None = None  # the real entries, once used whole
         self.source = InstanceDictSource(obj.source)  # escaping, it is the real dict again
 
     def python_type(self) -> type:
@@ -631,9 +632,11 @@ class InstanceDictVariable(Variable):
         assert frame is not None, "read after its trace ended"
         keep_instance_dict_apart(frame, self.obj, writing=False)
         side_effects = frame.output.side_effects
-        real = self.obj.value_object.__dict__
-        frame.output.guards.dict_keys_match(self.source, real)
-        items = {key: frame.wrap(value, ItemSource(self.source, key)) for key, value in real.items()}
+        if self.real_items is None:  # the real dict does not change while tracing: read once
+            real = self.obj.value_object.__dict__
+            frame.output.guards.dict_keys_match(self.source, real)
+            self.real_items = {key: frame.wrap(value, ItemSource(self.source, key)) for key, value in real.items()}
+        items = dict(self.real_items)
         owner, cls = object_key(self.obj), type(self.obj.value_object)
         written = [name for (key, name) in side_effects.attributes if key == owner]
         for name in written:

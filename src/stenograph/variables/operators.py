@@ -146,13 +146,13 @@ def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
         if same is not None and (same or all(equality_is_identity(v) is not False for v in (a, b))):
             guard_identity(frame, a, b, same)
             return constant(same if op is operator.eq else not same)
-    if plain in _ORDERING_SYMBOLS and _ordering_declined(a, b, plain, _PLAIN_CONSTANTS):
+    if plain in _ORDERING_SYMBOLS and _both_decline(a, b, plain, _PLAIN_CONSTANTS):
         symbol = _ORDERING_SYMBOLS[plain]
         names = (a.python_type().__name__, b.python_type().__name__)
         raise raise_new(
             frame, TypeError, f"'{symbol}' not supported between instances of '{names[0]}' and '{names[1]}'"
         )
-    if plain in _ARITHMETIC_SYMBOLS and _ordering_declined(a, b, plain, _NUMBERS) and _in_place_declined(op, a):
+    if plain in _ARITHMETIC_SYMBOLS and _both_decline(a, b, plain, _NUMBERS) and _in_place_declined(op, a):
         symbol = _ARITHMETIC_SYMBOLS[plain]
         if op is not plain:
             symbol = symbol.replace(" or pow()", "") + "="
@@ -246,7 +246,7 @@ _ARITHMETIC_SYMBOLS = {
 }
 
 
-def _ordering_declined(a: Variable, b: Variable, op: Any, constants: tuple[type, ...]) -> bool:
+def _both_decline(a: Variable, b: Variable, op: Any, constants: tuple[type, ...]) -> bool:
     """Whether both sides of a binary operator decline it, so that CPython raises TypeError: a
     plain constant of `constants` (`1`, `"a"`) beside an object of a class that is not its kind,
     whose method for it is missing, object's, or one in Python that answered NotImplemented
