@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import enum
 
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
 
 class StenographError(RuntimeError):
     """Base class of every error stenograph raises on purpose: a RuntimeError, as torch.compile's
@@ -173,10 +175,13 @@ class InternalError(StenographError, RuntimeError):
     eagerly instead."""
 
 
-class ConstraintViolation(UserError, ValueError):
-    """A tensor's size lies outside the range `mark_dynamic(t, dim, min=, max=)` declared for it.
+class ConstraintViolation(UserError, ConstraintViolationError, ValueError):
+    """A tensor's size lies outside the range `mark_dynamic(t, dim, min=, max=)` declared for it,
+    or the code specialises a dimension marked dynamic.
 
-    Raised to the caller (not turned into an eager fallback): the declaration is the user's.
+    Raised to the caller (not turned into an eager fallback): the declaration is the user's. Also
+    a `torch.fx.experimental.symbolic_shapes.ConstraintViolationError`, the class programs written
+    for torch.compile catch.
     """
 
 

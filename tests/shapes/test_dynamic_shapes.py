@@ -224,6 +224,60 @@ def test_mark_static_keeps_a_dimension_static(cnt):
     assert isinstance(fake.shape[0], torch.SymInt) and fake.shape[1] == 5
 
 
+def test_torchs_mark_dynamic_is_honoured(cnt):
+    """Programs written for torch.compile mark tensors with torch._dynamo's functions: the same
+    marks, with bounds, as stenograph's own."""
+
+    def f(x):
+        return x.sum(1) * x.shape[0]
+
+    compiled = stenograph.compile(f, backend=cnt)
+    x = torch.randn(6, 3)
+    torch._dynamo.mark_dynamic(x, 0, min=2, max=16)
+    torch.testing.assert_close(compiled(x), f(x))
+    assert isinstance(_placeholders(cnt.graphs[0])[0].meta["example_value"].shape[0], torch.SymInt)
+    for size in (7, 9):
+        y = torch.randn(size, 3)
+        torch.testing.assert_close(compiled(y), f(y))
+    assert cnt.frame_count == 1
+    big = torch.randn(40, 3)  # outside the declared range: the guard fails, compiled again
+    torch.testing.assert_close(compiled(big), f(big))
+    assert cnt.frame_count == 2
+
+
+def test_specialising_a_dimension_torch_marked_dynamic_raises_torchs_error(cnt):
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    def f(x):
+        return x.sin() if x.shape[0] == 3 else x.cos()
+
+    x = torch.randn(3, 3, 3)
+    torch._dynamo.mark_dynamic(x, 0)
+    with pytest.raises(ConstraintViolationError, match=r"size\(\)\[0\]"):
+        stenograph.compile(f, backend=cnt)(x)
+    strict = torch.randn(3, 3)
+    torch._dynamo.decorators.mark_unbacked(strict, 0, strict=True)
+    with pytest.raises(stenograph.ConstraintViolation):
+        stenograph.compile(f, backend=cnt)(strict)
+    # maybe_mark_dynamic and a non-strict mark_unbacked allow it: eager's result
+    for mark in (torch._dynamo.maybe_mark_dynamic, torch._dynamo.decorators.mark_unbacked):
+        y = torch.randn(3, 2)
+        mark(y, -2)
+        torch.testing.assert_close(stenograph.compile(f, backend=cnt)(y), f(y))
+
+
+def test_torchs_mark_static_keeps_a_dimension_static(cnt):
+    def f(x):
+        return x + 1
+
+    compiled = stenograph.compile(f, backend=cnt, dynamic=True)
+    x = torch.randn(4, 5)
+    torch._dynamo.mark_static(x, 1)
+    compiled(x)
+    fake = _placeholders(cnt.graphs[0])[0].meta["example_value"]
+    assert isinstance(fake.shape[0], torch.SymInt) and fake.shape[1] == 5
+
+
 def test_mark_static_on_a_module_class_keeps_its_int_attributes_constant(cnt):
     """torch's class decorator: instances' int attributes stay constants (one graph each, no
     size symbol for them even under dynamic=True), as they are for every module here."""

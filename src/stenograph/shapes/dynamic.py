@@ -23,6 +23,15 @@ from .named_sources import dynamic_source, dynamic_value
 _DYNAMIC_ATTR = "_stenograph_dynamic_dims"
 _MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
 _STATIC_ATTR = "_stenograph_static_dims"
+# The marks torch._dynamo's `mark_dynamic`, `maybe_mark_dynamic`, `mark_unbacked` and `mark_static`
+# leave on a tensor: programs written for torch.compile call those, and stenograph honours them
+# as its own (a dimension marked unbacked is dynamic from the first call, and may be specialised
+# unless marked strict: stenograph makes input sizes backed, see docs/supported.md).
+_TORCH_DYNAMIC_RANGES = "_dynamo_dynamic_range"  # {_DimRange(dim, min, max)}
+_TORCH_DYNAMIC = "_dynamo_dynamic_indices"
+_TORCH_MAYBE_DYNAMIC = ("_dynamo_weak_dynamic_indices", "_dynamo_unbacked_indices")
+_TORCH_STRICT_UNBACKED = "_dynamo_strict_unbacked_indices"
+_TORCH_STATIC = "_dynamo_static_indices"
 
 
 def _dims(t: torch.Tensor, dim: int | list[int] | tuple[int, ...]) -> list[int]:
@@ -66,7 +75,32 @@ def mark_static(t: Any, dim: int | list[int] | None = None) -> Any:
 
 
 def marked_bounds(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
-    return dict(getattr(t, _DYNAMIC_ATTR, None) or {})
+    """The dimensions of `t` marked dynamic (by stenograph's or torch's `mark_dynamic`, or
+    torch's strict `mark_unbacked`), with their (min, max): specialising one is an error."""
+    bounds: dict[int, tuple[int | None, int | None]] = {d: (None, None) for d in _torch_marks(t, _TORCH_DYNAMIC)}
+    bounds.update({d: (None, None) for d in _torch_marks(t, _TORCH_STRICT_UNBACKED)})
+    for dim_range in getattr(t, _TORCH_DYNAMIC_RANGES, None) or ():
+        bounds[dim_range.dim] = (dim_range.min, dim_range.max)
+    bounds.update(getattr(t, _DYNAMIC_ATTR, None) or {})
+    return bounds
+
+
+def _maybe_dynamic_marks(t: torch.Tensor) -> set[int]:
+    """Dimensions of `t` dynamic from the first call that the code may still specialise."""
+    marks = set(getattr(t, _MAYBE_DYNAMIC_ATTR, ()) or ())
+    for attribute in _TORCH_MAYBE_DYNAMIC:
+        marks |= _torch_marks(t, attribute)
+    return marks
+
+
+def _static_marks(t: torch.Tensor) -> set[int]:
+    return set(getattr(t, _STATIC_ATTR, ()) or ()) | _torch_marks(t, _TORCH_STATIC)
+
+
+def _torch_marks(t: torch.Tensor, attribute: str) -> set[int]:
+    """The dimensions one of torch's marks names, normalised as stenograph's own marks are
+    (torch keeps a negative index as given)."""
+    return {d % t.dim() for d in getattr(t, attribute, None) or () if isinstance(d, int) and -t.dim() <= d < t.dim()}
 
 
 def may_be_dynamic(source: Source, is_tensor: bool, *, module_attribute: bool = False) -> bool:
@@ -110,8 +144,8 @@ class DynamicPolicy:
         torch's compiler settings name (`named_sources`) are, whatever `dynamic=` says, unless
         `mark_static` marks them."""
         name = source.name()
-        static = getattr(t, _STATIC_ATTR, None) or set()
-        marked = set(self.bounds(name, t)) | set(getattr(t, _MAYBE_DYNAMIC_ATTR, ()) or ())
+        static = _static_marks(t)
+        marked = set(self.bounds(name, t)) | _maybe_dynamic_marks(t)
         shape = list(t.shape)
         named = [dynamic_source(source, d) or dynamic_value(size) for d, size in enumerate(shape)]
         if self.dynamic is False:
