@@ -43,6 +43,7 @@ from .marks import (
     nested_compile_region,
     nonstrict_trace,
     substitute_in_graph,
+    torch_substitute,
 )
 from .module_hooks import call_with_hooks, has_module_hooks
 from .stance import STANCES, Stance
@@ -331,15 +332,17 @@ def _compile_target(
         bound_self = target.__self__
         wrapper = _user_entry(target.__func__, compiler, name, fullgraph, dynamic)
         return types.MethodType(wrapper, bound_self)
-    if isinstance(target, types.FunctionType):
+    if isinstance(target, types.FunctionType) and torch_substitute(target) is None:
         return _user_entry(target, compiler, name, fullgraph, dynamic)
     if callable(target):
         call = type(target).__call__
         if isinstance(call, types.FunctionType):
             return types.MethodType(_user_entry(call, compiler, name, fullgraph, dynamic), target)
-        # a C function (torch.sin, an operator): compile a Python call of it
+        # a C function (torch.sin, an operator), or torch's `substitute_in_graph` stand-in for
+        # one: compile a Python call of it. torch.compile has no frame of it to trace, so it
+        # never fails whatever `fullgraph` says: a call stenograph cannot trace runs eagerly
         wrapper = functools.update_wrapper(_calling(target), target, updated=())
-        return _user_entry(wrapper, compiler, name, fullgraph, dynamic)
+        return _user_entry(wrapper, compiler, name, False, dynamic)
     raise TypeError(
         f"stenograph.compile() needs a function or nn.Module, got {type(target).__qualname__} ({target!r:.60})"
     )
