@@ -12,6 +12,7 @@ import functools
 import gc
 import os
 import pickle
+import sys
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -24,7 +25,7 @@ from . import stance as stance_state
 from .backends.call_marks import marking_calls, wants_call_marks
 from .backends.registry import get_default_backend, lookup_backend, resolve_backend
 from .errors import FailOnRecompileLimitHit, RecompileError, StenographError
-from .graph.codegen import in_compiled_code
+from .graph.codegen import TRANSFORMED_MARK
 from .marks import (
     COMPILE_ENTRY_ATTR,
     allow_in_graph,
@@ -43,6 +44,7 @@ from .marks import (
     nested_compile_region,
     nonstrict_trace,
     substitute_in_graph,
+    torch_substitute,
 )
 from .module_hooks import call_with_hooks, has_module_hooks
 from .stance import STANCES, Stance
@@ -331,15 +333,17 @@ def _compile_target(
         bound_self = target.__self__
         wrapper = _user_entry(target.__func__, compiler, name, fullgraph, dynamic)
         return types.MethodType(wrapper, bound_self)
-    if isinstance(target, types.FunctionType):
+    if isinstance(target, types.FunctionType) and torch_substitute(target) is None:
         return _user_entry(target, compiler, name, fullgraph, dynamic)
     if callable(target):
         call = type(target).__call__
         if isinstance(call, types.FunctionType):
             return types.MethodType(_user_entry(call, compiler, name, fullgraph, dynamic), target)
-        # a C function (torch.sin, an operator): compile a Python call of it
+        # a C function (torch.sin, an operator), or torch's `substitute_in_graph` stand-in for
+        # one: compile a Python call of it. torch.compile has no frame of it to trace, so it
+        # never fails whatever `fullgraph` says: a call stenograph cannot trace runs eagerly
         wrapper = functools.update_wrapper(_calling(target), target, updated=())
-        return _user_entry(wrapper, compiler, name, fullgraph, dynamic)
+        return _user_entry(wrapper, compiler, name, False, dynamic)
     raise TypeError(
         f"stenograph.compile() needs a function or nn.Module, got {type(target).__qualname__} ({target!r:.60})"
     )
@@ -526,6 +530,11 @@ class OptimizedModule(torch.nn.Module):
         return rebuild(copy.deepcopy(mod, memo), *arguments)
 
 
+# the code of the wrappers running disabled functions, modules and classes' calls: inside one,
+# no compiled call is in progress (torch's disabled functions unset its frame callback)
+_DISABLED_RUNNERS: set[types.CodeType] = set()
+
+
 class DisabledModule(OptimizedModule):
     """`disable(module)`: calling it runs the module as eager does (its hooks included), also
     from compiled code, where the call is a graph break, as torch's disabled modules do. It
@@ -541,6 +550,8 @@ class DisabledModule(OptimizedModule):
 
         def forward(*args: Any, **kwargs: Any) -> Any:
             return mod(*args, **kwargs)
+
+        _DISABLED_RUNNERS.add(forward.__code__)
 
         mark_disabled(forward, reason)
         object.__setattr__(self, "forward", forward)
@@ -599,6 +610,8 @@ def disable(fn: Any = None, recursive: bool = True, *, reason: str | None = None
     def eager(*args: Any, **kwargs: Any) -> Any:
         return original(*args, **kwargs)
 
+    _DISABLED_RUNNERS.add(eager.__code__)
+
     frame_only = not recursive and isinstance(original, types.FunctionType)
     mark_disabled(eager, reason, original if frame_only else None)
     return eager
@@ -616,6 +629,8 @@ def _disable_class(cls: type, reason: str | None) -> type:
 
     def eager_call(self: Any, *args: Any, **kwargs: Any) -> Any:
         return call(self, *args, **kwargs)
+
+    _DISABLED_RUNNERS.add(eager_call.__code__)
 
     mark_disabled(eager_call, reason)
     cls.__call__ = eager_call
@@ -778,15 +793,34 @@ def _make_stance(name: Any, skip_guard_eval_unsafe: bool, force_backend: Any) ->
 
 
 def _put_in_force(wanted: Stance) -> Stance:
-    """Make `wanted` the stance; the one it replaces. Refused inside compiled code, where a
-    change would hold for part of one compiled call: tracing a call is an error (forbidden, as
-    torch's), and a call at a graph break raises."""
-    if in_compiled_code():
+    """Make `wanted` the stance; the one it replaces. Refused inside a compiled call, where a
+    change would hold for part of it: tracing a call is an error (forbidden, as torch's), and a
+    call at a graph break or in a frame run eagerly raises."""
+    if _in_compiled_call():
         raise RuntimeError(
             "attempted to set_stance in a torch.compile region: stenograph.set_stance() was called inside "
             "compiled code; call it outside compiled code"
         )
     return stance_state.swap(wanted)
+
+
+def _in_compiled_call() -> bool:
+    """Whether this thread runs inside a compiled function's call that may compile, its code
+    compiled or run eagerly (at a graph break, or a frame `skip_frame()` or a failed compile
+    left eager), and not inside a disabled function called from it: where torch.compile's
+    frame callback is set, so torch refuses a new stance. `force_eager`, `eager_on_recompile`
+    and `run()` leave the callback unset, as a disabled function does."""
+    if entry.run_only.active or not stance_state.current.stance.compiles:
+        return False
+    frame = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        if code in _DISABLED_RUNNERS:
+            return False
+        if TRANSFORMED_MARK in frame.f_globals or entry.is_entry_wrapper_code(code):
+            return True
+        frame = frame.f_back
+    return False
 
 
 forbid(_put_in_force)

@@ -518,11 +518,22 @@ def entry_wrapper(
 
     if nested:
         compiled = _nested(fn, entries, miss, fullgraph, prefix)
+    _WRAPPER_CODES.add(compiled.__code__)
     functools.update_wrapper(compiled, fn)
     compiled.__stenograph_original__ = fn  # type: ignore[attr-defined]
     compiled.__stenograph_fullgraph__ = fullgraph  # type: ignore[attr-defined]
     compiled.__stenograph_cache__ = cache  # type: ignore[attr-defined]
     return compiled
+
+
+# the code of the entry wrappers (three spellings of one lookup): a frame running one is a call
+# of a compiled function in progress, its code compiled or run eagerly
+_WRAPPER_CODES: set[types.CodeType] = set()
+
+
+def is_entry_wrapper_code(code: types.CodeType) -> bool:
+    """Whether a frame running `code` is an entry wrapper's (a compiled function's call)."""
+    return code in _WRAPPER_CODES
 
 
 def _bypassed(

@@ -450,8 +450,29 @@ def _parameters(signature: inspect.Signature) -> tuple:
 
 
 def substitute_for(fn: Any) -> Substitute | None:
-    """The substitute registered for `fn` (the original or the decorated function), if any."""
-    return _substitutes.get(id(fn))
+    """The substitute registered for `fn` (the original or the decorated function), if any; a
+    function returned by torch's `substitute_in_graph` brings its own."""
+    found = _substitutes.get(id(fn))
+    if found is None and isinstance(fn, types.FunctionType):
+        return torch_substitute(fn)
+    return found
+
+
+# what torch's `substitute_in_graph` sets on the function it returns (which calls the original)
+_TORCH_ORIGINAL = "__torch_dynamo_original__"
+_TORCH_TRACEABLE = "__torch_dynamo_polyfill__"
+_TORCH_FOLDS = "__torch_dynamo_can_constant_fold_through__"
+
+
+def torch_substitute(fn: types.FunctionType) -> Substitute | None:
+    """The substitute a function made by torch's `substitute_in_graph` carries: its calls trace
+    torch's registered traceable function. torch keeps the original's own entry in its tracer's
+    tables, which stenograph does not read: a call of the original C function is not substituted."""
+    traceable = fn.__dict__.get(_TORCH_TRACEABLE)
+    original = fn.__dict__.get(_TORCH_ORIGINAL)
+    if not isinstance(traceable, types.FunctionType) or original is None:
+        return None
+    return Substitute(original, traceable, fn, bool(fn.__dict__.get(_TORCH_FOLDS, False)))
 
 
 # -- nested compile regions -----------------------------------------------------------------------

@@ -225,19 +225,62 @@ def test_decorating_something_not_callable_is_refused():
     assert stance.current.stance == stance.Stance()
 
 
-def test_setting_the_stance_inside_compiled_code_is_refused(cnt):
-    @stenograph.disable
-    def set_eager():
-        stenograph.set_stance("force_eager")
+def test_setting_the_stance_in_a_compiled_call_run_eagerly_is_refused(cnt):
+    """A frame `skip_frame()` leaves eager is still inside the compiled call (torch's frame
+    callback is set): a stance change there raises, as torch's, and compiles nothing."""
 
     def f(x):
-        y = x + 1
-        set_eager()  # runs at a graph break, inside compiled code
-        return y
+        torch._dynamo.skip_frame()
+        stenograph.set_stance("force_eager")  # this frame runs eagerly: so does the call
+        return x + 1
 
     with pytest.raises(RuntimeError, match="set_stance in a torch.compile region.*called inside compiled code"):
         stenograph.compile(f, backend=cnt)(torch.randn(2))
-    assert stance.current.stance == stance.Stance()
+    assert stance.current.stance == stance.Stance() and cnt.frame_count == 0
+
+
+def test_a_disabled_function_called_from_compiled_code_may_change_the_stance(cnt):
+    """Inside a disabled function no compiled call is in progress (torch unsets its frame
+    callback there): the stance may change, and the change holds for what that function calls."""
+    seen = []
+
+    def plus_one(x):
+        return x + 1
+
+    compiled_plus_one = stenograph.compile(plus_one, backend=cnt)
+
+    @stenograph.disable
+    def eagerly(x):
+        with stenograph.set_stance("force_eager"):
+            seen.append(stance.current.stance.name)
+            y = compiled_plus_one(x)  # runs eagerly: nothing compiles
+        seen.append(stance.current.stance.name)
+        return y
+
+    def f(x):
+        y = x * 2
+        return eagerly(y) + 1  # a graph break: `eagerly` runs between the two graphs
+
+    x = torch.randn(2)
+    torch.testing.assert_close(stenograph.compile(f, backend=cnt)(x), x * 2 + 2)
+    assert seen == ["force_eager", "default"] and cnt.frame_count == 2  # f's two graphs only
+
+
+def test_a_compiled_call_made_under_force_eager_may_change_the_stance(cnt):
+    """Under `force_eager` a compiled function runs as plain Python (torch leaves its frame
+    callback unset): the stance may change inside it, as in torch."""
+
+    def f(x):
+        stenograph.set_stance("default")
+        return x + 1
+
+    stenograph.set_stance("force_eager")
+    try:
+        x = torch.randn(2)
+        torch.testing.assert_close(stenograph.compile(f, backend=cnt)(x), x + 1)
+        assert stance.current.stance == stance.Stance() and cnt.frame_count == 0
+    finally:
+        stenograph.set_stance("default")
 
 
 def _decorated_callee(x):

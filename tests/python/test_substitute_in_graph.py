@@ -164,3 +164,84 @@ def test_refused_registrations():
     _register_index_of()
     with pytest.raises(ValueError, match="already has a substitute: .*index_of"):
         _register_index_of()
+
+
+def _breaking_sum():
+    """A function the tracer cannot trace (compiled code breaks at its call), new for each test:
+    torch keeps a registration for the process, and refuses a second one."""
+
+    def breaking_sum(values):
+        stenograph.graph_break()
+        return sum(values)
+
+    return breaking_sum
+
+
+def test_a_function_from_torchs_substitute_in_graph_traces_torchs_substitute(cnt):
+    """torch's decorator returns a function calling the original; stenograph traces the
+    substitute torch registered for it, so no break is left (`fullgraph=True` compiles)."""
+
+    @torch._dynamo.substitute_in_graph(_breaking_sum())
+    def summed(values):
+        total = 0
+        for v in values:
+            total = total + v
+        return total
+
+    def f(x, a, b):
+        return x * summed((a, b))
+
+    x = t(3)
+    compiled = stenograph.compile(f, backend=cnt, fullgraph=True)
+    torch.testing.assert_close(compiled(x, 2, 5), f(x, 2, 5))
+    assert cnt.frame_count == 1 and cnt.op_count == 1  # the sum folded while tracing
+    compiled(x, 2, 5)
+    assert cnt.frame_count == 1
+    torch.testing.assert_close(compiled(x, 1, 1), x * 2)  # constants are guarded: recompiled
+    assert cnt.frame_count == 2
+    cnt.clear()
+    check(lambda x: x + summed([x, x]), lambda i: (t(3, seed=i, grad=True),), cnt, grads=True)
+
+
+def test_torchs_substitute_may_be_folded_through_constant_arguments(cnt):
+    calls = []
+
+    def slow_norm(values):
+        calls.append(values)
+        return sum(v * v for v in values) ** 0.5
+
+    @torch._dynamo.substitute_in_graph(slow_norm, can_constant_fold_through=True)
+    def norm(values):
+        raise AssertionError("folded: not traced")
+
+    x = t(3)
+    torch.testing.assert_close(stenograph.compile(lambda x: x / norm((3, 4)), backend=cnt, fullgraph=True)(x), x / 5.0)
+    assert calls == [(3, 4)]  # the original, called once while tracing
+
+
+def test_a_c_function_compiled_directly_never_fails_under_fullgraph(cnt):
+    """torch.compile has no frame of a C function to trace: it runs it. stenograph compiles a
+    call of it, and one it cannot trace runs eagerly (no graph), `fullgraph=True` or not; one
+    it can is a graph."""
+    index_of = stenograph.compile(operator.indexOf, backend=cnt, fullgraph=True)
+    assert index_of([1, 2, 3, 4, 5], 3) == 2
+    with pytest.raises(ValueError, match="not in sequence"):
+        index_of([1, 2], 7)
+    assert cnt.frame_count == 0
+    x = t(4)
+    torch.testing.assert_close(stenograph.compile(torch.sin, backend=cnt, fullgraph=True)(x), torch.sin(x))
+    assert cnt.frame_count == 1
+
+
+def test_torchs_substitute_compiled_directly_traces_the_substitute(cnt):
+    @torch._dynamo.substitute_in_graph(_breaking_sum())
+    def summed(values):
+        total = 0
+        for v in values:
+            total = total + v
+        return total
+
+    x = t(3)
+    compiled = stenograph.compile(summed, backend=cnt, fullgraph=True)
+    torch.testing.assert_close(compiled([x, x]), x + x)
+    assert cnt.frame_count == 1 and cnt.op_count == 2  # one graph: the substitute's two additions

@@ -16,7 +16,6 @@ replaced by assignment are always the ones used.
 from __future__ import annotations
 
 import functools
-import sys
 import types
 import warnings
 from collections.abc import Callable
@@ -38,17 +37,6 @@ if TYPE_CHECKING:
 
 # a global name of every transformed function: code can tell whether compiled code is running
 TRANSFORMED_MARK = "___stenograph_transformed"
-
-
-def in_compiled_code() -> bool:
-    """Whether a transformed function is on the calling thread's stack (compiled code is
-    running, and the caller runs at one of its graph breaks)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if TRANSFORMED_MARK in frame.f_globals:
-            return True
-        frame = frame.f_back
-    return False
 
 
 class CodeWriter:
