@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
-from ..guards.sources import ClassSource, ItemSource
+from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .autograd_function import FunctionApplyVariable
 from .base import Variable
 from .class_lookup import MISSING, class_attribute, class_lookup
@@ -151,6 +151,9 @@ class UserClassVariable(ConstantVariable):
             return function_from_class(frame, attr.__func__ if isinstance(attr, staticmethod) else attr, source)
         if name == "__mro__" or name == "__bases__":
             return constant(getattr(cls, name))
+        if name == "__new__" and owner in _MODELLED_BASES:
+            # `cls.__new__(cls)` (a metaclass's `__call__`): the builtin base's, on the tracker
+            return UnboundBaseMethodVariable(owner, "__new__")
         if isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)) and _is_builtin_class(owner):
             # `MySet.__eq__`: a builtin base's C method, called on an instance as `obj.__eq__(...)`
             class_attr_source(frame, cls, name, attr)
@@ -158,6 +161,11 @@ class UserClassVariable(ConstantVariable):
         is_plain = not hasattr(type(attr), "__get__") or isinstance(attr, (type, enum.Enum, *_CONSTANT_TYPES))
         if attr is not MISSING and is_plain and not (name.startswith("__") and name.endswith("__")):
             return frame.wrap(attr, class_attr_source(frame, cls, name, attr))
+        if attr is MISSING and type(cls) is not type and not name.startswith("__"):
+            meta_attr, _ = class_lookup(type(cls), name)
+            if meta_attr is not MISSING and not hasattr(type(meta_attr), "__get__"):
+                # a plain value of the metaclass (a registry a metaclass's `__call__` fills)
+                return frame.wrap(meta_attr, AttrSource(ClassSource(cls), name))
         if attr is MISSING and not hasattr(cls, name):
             frame.output.guards.attribute_absent(ClassSource(cls), cls, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
@@ -176,9 +184,20 @@ class UserClassVariable(ConstantVariable):
 
 def new_object(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`cls(*args, **kwargs)` for a user class whose instances are modelled objects (a builtin
-    base of `_MODELLED_BASES` or an exception): a `NewObjectVariable` with `__init__` inlined."""
-    if type(cls).__call__ is not type.__call__:
-        raise Unsupported(f"class {cls.__qualname__} has a metaclass with its own __call__")
+    base of `_MODELLED_BASES` or an exception): a `NewObjectVariable` with `__init__` inlined.
+    A metaclass's own `__call__` written in Python is inlined instead, with the class first (its
+    `super().__call__(...)` comes back here, through `type.__call__`)."""
+    meta_call = type(cls).__call__
+    if meta_call is not type.__call__:
+        if not isinstance(meta_call, types.FunctionType):
+            raise Unsupported(f"class {cls.__qualname__} has a metaclass with its own __call__, not written in Python")
+        class_attr_source(frame, type(cls), "__call__", meta_call)  # replacing it recompiles
+        return frame.inline_call(meta_call, [class_variable(cls), *args], kwargs, closure=None)
+    return type_call(frame, cls, args, kwargs)
+
+
+def type_call(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`type.__call__(cls, *args, **kwargs)`: `cls.__new__`, then `__init__` on what it made."""
     base = _builtin_base(cls)
     if base not in _MODELLED_BASES and not issubclass(base, BaseException):
         raise Unsupported(f"instances of {cls.__qualname__}, a subclass of builtin {base.__qualname__}")
@@ -583,6 +602,8 @@ class BaseMethodVariable(Variable):
             if _builtin_base(obj.value).__new__ is not self.owner.__new__ or issubclass(obj.value, BaseException):
                 raise Unsupported(f"{self.describe()} of a subclass of {self.owner.__qualname__}")
             return _allocate(frame, obj.value, [])
+        if name == "__call__" and self.owner is type and isinstance(obj, UserClassVariable):
+            return type_call(frame, obj.value, args, kwargs)  # `super().__call__()` in a metaclass
         if name == "__new__" and self.owner is dict and not args and not kwargs:
             made = getattr(obj, "fn", None)  # `dict.__new__(dict)`: an empty dict
             if made in (dict, collections.OrderedDict):
