@@ -2447,9 +2447,10 @@ def test_is_between_tuples_of_different_lengths(cnt):
     assert stenograph.compile(fn, backend=cnt, fullgraph=True)((1,), t(2)) == fn((1,), t(2)) == (False, 1, 2)
 
 
-def test_mark_static_inside_compiled_code_specialises_the_size(cnt):
+@pytest.mark.parametrize("mark", [stenograph.mark_static, torch._dynamo.mark_static], ids=["stenograph", "torch"])
+def test_mark_static_inside_compiled_code_specialises_the_size(cnt, mark):
     def fn(x):
-        stenograph.mark_static(x, 0)
+        mark(x, 0)
         return x + 1
 
     compiled = stenograph.compile(fn, backend=cnt, dynamic=True, fullgraph=True)

@@ -857,7 +857,7 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return SkipFrameVariable(value)
     if is_torch_decorator(value, "step_unsupported"):
         return StepUnsupportedVariable(value)
-    if value is mark_static:
+    if value is mark_static or is_torch_decorator(value, "mark_static"):
         return MarkStaticVariable(value)
     if value is torch._check:
         return CheckVariable(value)
