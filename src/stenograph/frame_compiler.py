@@ -182,6 +182,11 @@ def compile_frame(request: FrameCompile) -> CacheEntry:
     """
     start = time.perf_counter()
     _refuse_generators(request.code, "; it runs eagerly")
+    # what the backend can start in the background while the frame is traced (Inductor's
+    # kernel-compiling processes: backends/inductor.py)
+    before_tracing = getattr(request.backend, "before_tracing", None)
+    if before_tracing is not None:
+        before_tracing()
     compiled = _compile_until_built(request)
     output = compiled.output
     _guard_relations(output)

@@ -470,3 +470,40 @@ def test_backends_that_take_no_mode_or_options_refuse_them_at_compile() -> None:
     assert resolve_backend(only_mode, mode="max-autotune") is not only_mode
     with pytest.raises(InvalidBackend, match=r"backend 'only_mode' takes no options= argument"):
         resolve_backend(only_mode, options={"a": 1})
+
+
+def test_a_backends_before_tracing_runs_when_each_trace_begins():
+    """What a backend starts in the background (Inductor's kernel-compiling processes) is started
+    before the frame is traced, once per compile, and before the backend sees the graph."""
+    import torch
+
+    import stenograph
+
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append("compile")
+        return gm
+
+    backend.before_tracing = lambda: calls.append("before")
+    compiled = stenograph.compile(lambda x: x.sin() + 1, backend=backend)
+    compiled(torch.ones(2))
+    compiled(torch.ones(2))
+    assert calls == ["before", "compile"]
+    compiled(torch.ones(3, 2))  # a new shape: traced again
+    assert calls == ["before", "compile", "before", "compile"]
+
+
+def test_inductor_starts_its_compile_workers_before_tracing(monkeypatch):
+    """Both spellings of the Inductor backend start the worker pool early; without a GPU (or
+    Triton) starting it does nothing, and imports nothing of Inductor."""
+    import torch
+
+    from stenograph.backends import inductor as inductor_module
+
+    for backend in (lookup_backend("inductor"), inductor_module.inductor_backend("max-autotune-no-cudagraphs")):
+        assert backend.before_tracing is inductor_module.start_compile_workers
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delitem(sys.modules, "torch._inductor.async_compile", raising=False)
+    inductor_module.start_compile_workers()
+    assert "torch._inductor.async_compile" not in sys.modules

@@ -8,10 +8,14 @@ mode and options once, when `compile()` is called, and returns a plain two-argum
 Both carry `stenograph_artifacts` (artifacts.py): what they compile can be stored and loaded in a
 new process without compiling (`_inductor_artifacts.py` says how). The artifact's identity is
 the config patches, so a `reduce-overhead` artifact never stands in for a default one.
+
+Both also carry `before_tracing` (`start_compile_workers`), which the frame compiler calls when a
+trace for this backend begins.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -64,6 +68,18 @@ def _compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: di
     return unless_subclasses(
         lambda gm, example_inputs: compile_fx(gm, example_inputs, config_patches=dict(patches)), gm, example_inputs
     )
+
+
+def start_compile_workers() -> None:
+    """Start Inductor's pool of processes compiling Triton kernels, where a GPU and Triton are
+    present (once per process: Inductor keeps the pool). The pool takes seconds to start in the
+    background; started when a trace begins rather than when the backend is called (as
+    torch.compile starts it), its start overlaps the trace and AOTAutograd."""
+    if not torch.cuda.is_available() or importlib.util.find_spec("triton") is None:
+        return
+    from torch._inductor.async_compile import maybe_warm_pool  # torch._inductor: seconds of imports
+
+    maybe_warm_pool()
 
 
 def _replays_inference(example_inputs: list[Any], patches: dict[str, Any]) -> bool:
@@ -144,6 +160,7 @@ def load_artifact(payload: bytes) -> Callable[..., Any]:
 
 inductor.config_patches = {}  # type: ignore[attr-defined]  # none: Inductor's global config rules
 inductor.stenograph_artifacts = _Artifacts({})  # type: ignore[attr-defined]
+inductor.before_tracing = start_compile_workers  # type: ignore[attr-defined]
 
 
 def inductor_backend(mode: str | None = None, options: dict[str, Any] | None = None) -> CompilerFn:
@@ -157,4 +174,5 @@ def inductor_backend(mode: str | None = None, options: dict[str, Any] | None = N
     inductor_with_patches.mode = mode  # type: ignore[attr-defined]
     inductor_with_patches.config_patches = dict(patches)  # type: ignore[attr-defined]
     inductor_with_patches.stenograph_artifacts = _Artifacts(patches)  # type: ignore[attr-defined]
+    inductor_with_patches.before_tracing = start_compile_workers  # type: ignore[attr-defined]
     return inductor_with_patches
