@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import BreakKind, Unsupported
-from ..guards.sources import ClassSource, ItemSource
+from ..guards.sources import AttrSource, ClassSource, ItemSource
 from .autograd_function import FunctionApplyVariable
 from .base import Variable
 from .class_lookup import MISSING, class_attribute, class_lookup
@@ -124,6 +124,7 @@ def bind_class_attr(
 
 _CONSTANT_TYPES = (int, float, str, bool, tuple, frozenset, type(None))
 _TENSOR_CLASSES = frozenset(torch.Tensor.__mro__)
+_TYPE_DICT = type.__dict__["__dict__"]  # what `Cls.__dict__` reads on classes of ordinary metaclasses
 
 
 class UserClassVariable(ConstantVariable):
@@ -151,6 +152,8 @@ class UserClassVariable(ConstantVariable):
             return function_from_class(frame, attr.__func__ if isinstance(attr, staticmethod) else attr, source)
         if name == "__mro__" or name == "__bases__":
             return constant(getattr(cls, name))
+        if name == "__dict__" and class_attribute(type(cls), name) is _TYPE_DICT:
+            return self._class_dict(frame)
         if isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)) and _is_builtin_class(owner):
             # `MySet.__eq__`: a builtin base's C method, called on an instance as `obj.__eq__(...)`
             class_attr_source(frame, cls, name, attr)
@@ -162,6 +165,14 @@ class UserClassVariable(ConstantVariable):
             frame.output.guards.attribute_absent(ClassSource(cls), cls, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return super().getattr(frame, name)
+
+    def _class_dict(self, frame: Frame) -> Variable:
+        """`Cls.__dict__`: a view of the class's own namespace, read from it (its keys and the
+        values used guarded), so changing the class recompiles."""
+        cls = self.value
+        if any(klass is cls for klass, _, _ in frame.output.side_effects.class_attributes.values()):
+            raise Unsupported(f"{self.describe()}.__dict__ after this frame assigned an attribute of the class")
+        return frame.wrap(cls.__dict__, AttrSource(ClassSource(cls), "__dict__"))
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         """`Cls.name = value`: replayed on the class after the graph, like other attribute
