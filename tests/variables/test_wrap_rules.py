@@ -57,6 +57,7 @@ ORDER = [
     "environ",
     "autograd_node",
     "typing_marker",
+    "field_get",
     "bound_c_method",
     "c_callable",
 ]

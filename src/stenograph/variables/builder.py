@@ -79,7 +79,7 @@ from .base import Variable
 from .checkpoint import CheckpointVariable
 from .class_lookup import class_lookup
 from .collection_types import CounterVariable, DefaultDictVariable, DequeVariable
-from .constants import ConstantVariable, GuardedOnUseConstant, constant
+from .constants import C_FIELD_DESCRIPTORS, ConstantVariable, FieldGetVariable, GuardedOnUseConstant, constant
 from .containers import (
     SEQUENCE_ITERATORS,
     DictVariable,
@@ -645,6 +645,27 @@ def _autograd_node(w: Wrapping) -> Variable:
 def _typing_marker(w: Wrapping) -> Variable:
     _guard_identity(w)
     return ConstantVariable(w.value, w.source)
+
+
+def _is_field_get(value: Any) -> bool:
+    """`descriptor.__get__` of a C field descriptor, bound (`type.__dict__["__dict__"].__get__`)."""
+    return (
+        type(value) is types.MethodWrapperType
+        and value.__name__ == "__get__"
+        and isinstance(value.__self__, C_FIELD_DESCRIPTORS)
+    )
+
+
+@_rule(lambda value, source: _is_field_get(value) and source is not None)
+def _field_get(w: Wrapping) -> Variable:
+    """A C field descriptor's bound `__get__` held by the frame (a helper a module keeps, as
+    `_get_dunder_dict = type.__dict__["__dict__"].__get__`): the field read by name; the
+    descriptor is guarded by identity (the method-wrapper is a new object each time it is taken)."""
+    assert w.source is not None
+    w.guards.type_match(w.source, w.value)
+    w.guards.constant_match(AttrSource(w.source, "__name__"), "__get__")
+    w.guards.id_match(AttrSource(w.source, "__self__"), w.value.__self__)
+    return FieldGetVariable(w.value.__self__, w.source)
 
 
 @_rule(lambda value, source: _is_bound_c_method(value) and source is not None)

@@ -21,6 +21,7 @@ from .. import process_state
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource
 from .base import Variable, always_true
+from .class_lookup import class_attribute
 from .exceptions import TracedException, raise_new, raise_python_error
 from .symbolic import index_value
 from .trace_rules import is_structseq_class
@@ -75,6 +76,8 @@ class ConstantVariable(Variable):
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE) from e
         if not callable(attr):
             return constant(attr)
+        if name == "__get__" and isinstance(self.value, C_FIELD_DESCRIPTORS):
+            return FieldGetVariable(self.value, None if self.source is None else AttrSource(self.source, name))
         if getattr(attr, "__self__", None) is self.value:
             return ConstantMethodVariable(self.value, name)
         # a class or special form the constant refers to (`alias.__origin__ is Union`, as
@@ -194,6 +197,54 @@ class ConstantMethodVariable(Variable):
 
     def reconstruct(self, rebuild: Any) -> str:
         return f"{rebuild.constant(self.obj)}.{self.name}"
+
+
+# descriptors of C classes' fields: `torch.Tensor.shape` (a getset), a `__slots__` member
+C_FIELD_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+class FieldGetVariable(ConstantMethodVariable):
+    """`descriptor.__get__` of a C field descriptor (`torch.Tensor.shape.__get__`,
+    `type.__dict__["__dict__"].__get__`): calling it with an instance reads the field by its
+    name, traced as that attribute read (guarded like it), where the instance's class finds this
+    very descriptor under that name and looks it up the ordinary way. As a value it is the bound
+    method, a constant (equal to every other binding of the descriptor: a set of them, as
+    `torch.overrides.get_default_nowrap_functions()` builds, tests members by it). `source`
+    reaches the bound method itself, or is None where the descriptor is a constant."""
+
+    def __init__(self, descriptor: Any, source: Source | None = None) -> None:
+        super().__init__(descriptor, "__get__")
+        self.source = source
+
+    def python_type(self) -> type:
+        return types.MethodWrapperType
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.obj.__get__
+
+    def describe(self) -> str:
+        return f"{self.obj.__objclass__.__qualname__}.{self.obj.__name__}.__get__"
+
+    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if kwargs or not 1 <= len(args) <= 2 or (args[0].is_constant() and args[0].as_constant() is None):
+            raise Unsupported(f"{self.describe()} called without an instance")
+        kind, name, owner = args[0].python_type(), self.obj.__name__, self.obj.__objclass__
+        if not issubclass(kind, owner):
+            raise raise_new(
+                frame,
+                TypeError,
+                f"descriptor '{name}' for '{owner.__name__}' objects doesn't apply to a '{kind.__name__}' object",
+            )
+        ordinary = kind.__getattribute__ in (object.__getattribute__, type.__getattribute__)
+        if not ordinary or class_attribute(kind, name) is not self.obj:
+            raise Unsupported(
+                f"{self.describe()} on a {kind.__qualname__}, whose attribute {name!r} is not read through it",
+                hint="the descriptor's own read is traced only where ordinary attribute lookup finds it",
+            )
+        return args[0].getattr(frame, name)
 
 
 class BoundMethodVariable(Variable):

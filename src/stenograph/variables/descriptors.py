@@ -21,7 +21,6 @@ from ..errors import Unsupported
 from ..guards.sources import AttrSource, ClassSource, InstanceDictSource, ItemSource
 from .base import Variable
 from .class_lookup import MISSING, class_lookup
-from .exceptions import raise_new
 from .functions import UserFunctionVariable, UserMethodVariable
 
 if TYPE_CHECKING:
@@ -183,35 +182,3 @@ def _descriptor_source(frame: Frame, cls: type, name: str, attr: Any) -> Source:
     source = ItemSource(AttrSource(ClassSource(found_on), "__dict__"), name)
     guards.id_match(source, attr)
     return source
-
-
-# descriptors of C classes' fields: `torch.Tensor.shape` (a getset), a `__slots__` member
-C_FIELD_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
-
-
-class FieldGetVariable(Variable):
-    """`descriptor.__get__` of a C field descriptor passed in (`torch.Tensor.shape.__get__`):
-    calling it with an instance reads the field by its name, as the descriptor would; the
-    descriptor itself is guarded by identity where this is made."""
-
-    def __init__(self, descriptor: Any, source: Source) -> None:
-        self.descriptor = descriptor
-        self.source = AttrSource(source, "__get__")  # rebuilt at a graph break as `d.__get__`
-
-    def python_type(self) -> type:
-        return types.MethodWrapperType
-
-    def describe(self) -> str:
-        return f"{self.descriptor.__objclass__.__qualname__}.{self.descriptor.__name__}.__get__"
-
-    def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-        if kwargs or not 1 <= len(args) <= 2 or args[0].is_constant():
-            raise Unsupported(f"{self.describe()} called without an instance")
-        if not issubclass(args[0].python_type(), self.descriptor.__objclass__):
-            raise raise_new(
-                frame,
-                TypeError,
-                f"descriptor '{self.descriptor.__name__}' for '{self.descriptor.__objclass__.__name__}' objects "
-                f"doesn't apply to a '{args[0].python_type().__name__}' object",
-            )
-        return args[0].getattr(frame, self.descriptor.__name__)

@@ -37,7 +37,7 @@ from ..marks import is_disabled
 from ..module_hooks import HOOK_TABLES, global_hook_ids, has_backward_hooks, has_global_hooks, has_module_hooks
 from .base import Variable
 from .class_lookup import MISSING, class_attribute, class_lookup
-from .constants import BoundMethodVariable, IteratorVariable, constant
+from .constants import C_FIELD_DESCRIPTORS, BoundMethodVariable, FieldGetVariable, IteratorVariable, constant
 from .containers import (
     DictVariable,
     DictViewVariable,
@@ -47,8 +47,6 @@ from .containers import (
     key_tracker,
 )
 from .descriptors import (
-    C_FIELD_DESCRIPTORS,
-    FieldGetVariable,
     class_attr_source,
     class_member,
     has_python_method,
@@ -180,7 +178,7 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
             return frame.wrap(getattr(obj, name), AttrSource(obj_var.source, name))
         if name == "__get__" and isinstance(obj, C_FIELD_DESCRIPTORS) and obj_var.source is not None:
             frame.output.guards.id_match(obj_var.source, obj)
-            return FieldGetVariable(obj, obj_var.source)
+            return FieldGetVariable(obj, AttrSource(obj_var.source, name))
         if not has_python_method(cls_attr, "__get__"):
             raise Unsupported(f"descriptor {name!r} of {type(obj).__qualname__}")
         return run_descriptor(frame, cls, name, cls_attr, "__get__", obj_var, [class_variable(cls)])

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BreakKind, Unsupported
+from ..guards.sources import AttrSource, FixedObjectSource, ItemSource
 from . import identity, operators
 from .base import Variable
 from .collection_types import DefaultDictVariable, new_counter, new_defaultdict, new_deque
@@ -43,10 +44,12 @@ from .functions import (
 )
 from .mapping_proxy import MappingProxyVariable
 from .symbolic import SymNodeVariable, is_number
+from .trace_rules import is_literal
 from .traced_warnings import trace_warn
 from .user_classes import dataclass_fields
 
 if TYPE_CHECKING:
+    from ..guards.sources import Source
     from ..interpreter.frame import Frame
 
 Handler = Callable[["Frame", list[Variable], dict[str, Variable]], Variable]
@@ -685,18 +688,68 @@ def _replace(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) ->
     return frame.instantiate(cls, [], changes)
 
 
+class SignatureVariable(ConstantVariable):
+    """The `inspect.Signature` of a function known while tracing. A signature never changes, so
+    reading it is evaluated now; binding arguments to it is traced (`Signature.bind` is Python),
+    giving a new `BoundArguments` per call whose `arguments` the program may change."""
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name in ("bind", "bind_partial", "_bind"):
+            return UserMethodVariable(getattr(inspect.Signature, name), self)
+        return super().getattr(frame, name)
+
+
 @_handler(inspect.signature)
 def _signature(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
-    """`inspect.signature(f)` of a function known while tracing: a constant."""
+    """`inspect.signature(f)` of a function known while tracing, with what it was read from
+    guarded (the function's defaults, annotations, `__signature__` and `__wrapped__`)."""
     target = args[0]
     if isinstance(target, UserFunctionVariable):
         real: Any = target.fn
+        fn, fn_source = target.fn, target.source
     elif isinstance(target, UserMethodVariable):
         real = types.MethodType(target.fn, object())  # only the binding of the first parameter matters
+        fn, fn_source = target.fn, target.fn_source
     else:
         raise Unsupported(f"inspect.signature of {target.describe()}")
     plain = {k: v.as_constant() for k, v in kwargs.items()}
-    return ConstantVariable(inspect.signature(real, **plain))
+    base = fn_source or FixedObjectSource(fn, f"function {fn.__qualname__}")
+    _guard_signature_inputs(frame, fn, base, plain.get("follow_wrapped", True))
+    return SignatureVariable(inspect.signature(real, **plain))
+
+
+def _guard_signature_inputs(frame: Frame, fn: Any, source: Source, follow_wrapped: bool) -> None:
+    """Guard what `inspect.signature` reads of `fn` (at `source`): a `__signature__` it has or
+    the absence of one, the function it wraps (`__wrapped__`), and a Python function's code,
+    defaults and annotations: reassigning any of them recompiles."""
+    guards = frame.output.guards
+    for name in ("__signature__", *(("__wrapped__",) if follow_wrapped else ())):
+        if not hasattr(fn, name):
+            guards.attribute_absent(source, fn, name)
+        elif name == "__signature__":
+            guards.id_match(AttrSource(source, name), fn.__signature__)
+            return
+        else:
+            guards.id_match(AttrSource(source, name), fn.__wrapped__)
+            _guard_signature_inputs(frame, fn.__wrapped__, AttrSource(source, name), follow_wrapped)
+            return
+    if not isinstance(fn, types.FunctionType):
+        return
+    guards.code_match(source, fn)
+    for name in ("__defaults__", "__kwdefaults__", "__annotations__"):
+        values, where = getattr(fn, name), AttrSource(source, name)
+        if values is None:
+            guards.constant_match(where, None)
+            continue
+        if isinstance(values, dict):
+            guards.dict_keys_match(where, values)
+        else:
+            guards.length_match(where, values)
+        for key, value in values.items() if isinstance(values, dict) else enumerate(values):
+            if is_literal(value):
+                guards.constant_match(ItemSource(where, key), value)
+            else:
+                guards.id_match(ItemSource(where, key), value)
 
 
 @_handler(warnings.warn)

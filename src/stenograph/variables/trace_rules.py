@@ -179,6 +179,11 @@ NOT_TRACED_FUNCTIONS = {
     ("torch.nn.parallel.distributed", "DistributedDataParallel._post_forward"): "DDP's bookkeeping",
 }
 
+# the classes of an untraced library whose methods are traced all the same: inspect's signatures,
+# their parameters and bound arguments are plain Python over their own fields (binding arguments,
+# filling defaults), unlike the rest of inspect (frames, source files, introspection of objects)
+TRACED_CLASSES_OF_UNTRACED = {"inspect": frozenset({"Signature", "Parameter", "BoundArguments"})}
+
 
 def untraced_library(fn: Any) -> str | None:
     """The library `fn` belongs to when it is one whose calls break the graph, else None. A
@@ -193,6 +198,9 @@ def untraced_library(fn: Any) -> str | None:
     single = NOT_TRACED_FUNCTIONS.get((module, getattr(fn, "__qualname__", None)))
     if single is not None:
         return single
+    traced_classes = TRACED_CLASSES_OF_UNTRACED.get(module)
+    if traced_classes is not None and str(getattr(fn, "__qualname__", "")).split(".")[0] in traced_classes:
+        return None
     top = module.split(".")[0]
     if top in NOT_TRACED and not (top == "unittest" and config.enable_trace_unittest):
         return top

@@ -124,6 +124,7 @@ def bind_class_attr(
 
 _CONSTANT_TYPES = (int, float, str, bool, tuple, frozenset, type(None))
 _TENSOR_CLASSES = frozenset(torch.Tensor.__mro__)
+_TYPE_DICT = type.__dict__["__dict__"]  # what `Cls.__dict__` reads on classes of ordinary metaclasses
 
 
 class UserClassVariable(ConstantVariable):
@@ -154,6 +155,8 @@ class UserClassVariable(ConstantVariable):
         if name == "__new__" and owner in _MODELLED_BASES:
             # `cls.__new__(cls)` (a metaclass's `__call__`): the builtin base's, on the tracker
             return UnboundBaseMethodVariable(owner, "__new__")
+        if name == "__dict__" and class_attribute(type(cls), name) is _TYPE_DICT:
+            return self._class_dict(frame)
         if isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)) and _is_builtin_class(owner):
             # `MySet.__eq__`: a builtin base's C method, called on an instance as `obj.__eq__(...)`
             class_attr_source(frame, cls, name, attr)
@@ -170,6 +173,14 @@ class UserClassVariable(ConstantVariable):
             frame.output.guards.attribute_absent(ClassSource(cls), cls, name)
             raise Unsupported(f"{self.describe()} has no attribute {name!r}", kind=BreakKind.MISSING_ATTRIBUTE)
         return super().getattr(frame, name)
+
+    def _class_dict(self, frame: Frame) -> Variable:
+        """`Cls.__dict__`: a view of the class's own namespace, read from it (its keys and the
+        values used guarded), so changing the class recompiles."""
+        cls = self.value
+        if any(klass is cls for klass, _, _ in frame.output.side_effects.class_attributes.values()):
+            raise Unsupported(f"{self.describe()}.__dict__ after this frame assigned an attribute of the class")
+        return frame.wrap(cls.__dict__, AttrSource(ClassSource(cls), "__dict__"))
 
     def setattr(self, frame: Frame, name: str, value: Variable) -> None:
         """`Cls.name = value`: replayed on the class after the graph, like other attribute
