@@ -275,3 +275,22 @@ def test_sources_spell_their_torch_names():
     assert ItemSource(ClosureSource(0, "sizes"), 1).torch_name() == "L['sizes'][1]"
     assert GlobalSource("COUNT", {"__name__": "pkg.mod"}).torch_name() == "G['COUNT']"
     assert IterationItemSource(fc, 2).torch_name() == "list(L['self']._modules['fc'])[2]"
+
+
+def test_a_torch_without_a_setting_compiles_as_if_it_were_empty(monkeypatch, tmp_path):
+    """torch 2.11 has `dynamic_sources` and `unbacked_sources` but no `dynamic_values`: every
+    compile read it (sizes are checked against its sentinels) and raised AttributeError there,
+    and so did the persisted cache's key. A setting this torch lacks counts as empty."""
+    import types
+
+    from stenograph.shapes import named_sources
+
+    older = types.SimpleNamespace(dynamic_sources="", unbacked_sources="")
+    monkeypatch.setattr(named_sources, "torch", types.SimpleNamespace(compiler=types.SimpleNamespace(config=older)))
+    monkeypatch.setattr(stenograph.config, "cache_dir", str(tmp_path))
+    cnt = stenograph.testing.CompileCounter()
+    compiled = stenograph.compile(lambda x: x * 2 + 1, backend=cnt)
+    for size in (3, 4, 5):
+        helpers.assert_same(compiled(torch.ones(size)), torch.ones(size) * 2 + 1)
+    assert cnt.frame_count == 2  # automatic dynamic shapes as usual
+    assert ("dynamic_values", "") in named_sources.settings()

@@ -27,7 +27,12 @@ _SETTINGS = ("dynamic_sources", "dynamic_values", "unbacked_sources")
 
 def settings() -> tuple[tuple[str, str], ...]:
     """The three settings now, for keys of what a trace produced under them."""
-    return tuple((name, getattr(torch.compiler.config, name)) for name in _SETTINGS)
+    return tuple((name, _setting(name)) for name in _SETTINGS)
+
+
+def _setting(name: str) -> str:
+    """One of the settings; empty where this torch lacks it (torch 2.11 has no `dynamic_values`)."""
+    return getattr(torch.compiler.config, name, "")
 
 
 @functools.lru_cache(maxsize=16)
@@ -49,7 +54,7 @@ def _entries(setting: str, text: str) -> tuple[tuple[str, re.Pattern, int | None
 
 def _listed(setting: str, source: Source, dim: int | None) -> bool:
     """Whether `source` (its dimension `dim`; None: any entry naming it) is in the list."""
-    entries = _entries(setting, getattr(torch.compiler.config, setting))
+    entries = _entries(setting, _setting(setting))
     if not entries:
         return False
     name = source.torch_name()
@@ -67,7 +72,7 @@ def dynamic_source(source: Source, dim: int | None = None) -> bool:
 
 def dynamic_value(value: int) -> bool:
     """Whether `dynamic_values` lists `value` as a sentinel."""
-    text = torch.compiler.config.dynamic_values.replace(" ", "")
+    text = _setting("dynamic_values").replace(" ", "")
     return bool(text) and value in _values(text)
 
 
