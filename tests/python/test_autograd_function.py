@@ -6,6 +6,8 @@ gradients). Forward and backward are speculated first; one with Python effects r
 graph break. torch.compile gives the same graph counts.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -246,15 +248,154 @@ class ReadsAGlobal(torch.autograd.Function):
         return grad * WEIGHT
 
 
-def test_forward_reading_a_global_tensor_runs_eagerly_at_a_break(cnt):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_and_backward_reading_a_global_tensor_keep_one_graph(backend):
+    """The global becomes an input of forward's graph, saved for backward's: read, not
+    differentiated (it ran eagerly at a break); replaced by another tensor, it is followed."""
     global WEIGHT
     fn = lambda x: ReadsAGlobal.apply(x.sin()).cos()  # noqa: E731
     try:
-        _eager_at_break(fn, cnt)
-        WEIGHT = torch.full((3,), 2.0)  # replaced by an equal-looking tensor: still followed
-        _eager_at_break(fn, cnt)
+        check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+        compiled = stenograph.compile(fn, backend=CompileCounterWithBackend(backend))
+        compiled(t(3, grad=True))
+        WEIGHT = torch.full((3,), 2.0, requires_grad=True)  # read without a gradient, as eagerly
+        x_c, x_e = t(3, grad=True), t(3, grad=True)
+        got, want = compiled(x_c), fn(x_e)
+        torch.testing.assert_close(got, want)
+        got.sum().backward()
+        want.sum().backward()
+        torch.testing.assert_close(x_c.grad, x_e.grad)
+        assert WEIGHT.grad is None
     finally:
         WEIGHT = torch.ones(3)
+
+
+@dataclasses.dataclass
+class _Scales:
+    count: int
+    first: torch.Tensor
+    second: torch.Tensor
+
+
+class ReadsThroughObjects(torch.autograd.Function):
+    """Tensors reached through a dataclass and a list argument: only `x` and `z`, given
+    directly, get the backward's gradients; the others get none, as eagerly."""
+
+    @staticmethod
+    def forward(ctx, x, scales, z, found):
+        ctx.save_for_backward(scales.first, found[0])
+        ctx.second = scales.second
+        return x * scales.first * scales.second * found[0] + z * scales.count
+
+    @staticmethod
+    def backward(ctx, grad):
+        first, found0 = ctx.saved_tensors
+        return grad * first * ctx.second * found0 + 1, None, grad * 2, None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensors_read_through_argument_objects_get_no_gradient(backend):
+    def make(i):
+        scales = _Scales(3, t(4, seed=i + 1, grad=True), t(4, seed=i + 2, grad=True))
+        return t(4, seed=i, grad=True), scales, t(4, seed=i + 3, grad=True), [t(4, seed=i + 4, grad=True)]
+
+    def fn(x, scales, z, found):
+        return ReadsThroughObjects.apply(x.sin(), scales, z, found)
+
+    results = check(fn, make, CompileCounterWithBackend(backend), grads=True)
+    assert results[0].requires_grad
+
+
+class _Layered(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = [torch.nn.Linear(4, 4)]
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.norm(Reversible.apply(torch.cat([x, x], dim=-1), self.layers))
+
+
+class Reversible(torch.autograd.Function):
+    """Runs modules given in a list (their parameters read, not differentiated) and keeps
+    forward's intermediates on ctx, as reformer's _ReversibleFunction does."""
+
+    @staticmethod
+    def forward(ctx, hidden, layers):
+        left, right = torch.chunk(hidden, 2, dim=-1)
+        for layer in layers:
+            right = layer(right)
+        ctx.kept = (right,)
+        ctx.layers = layers
+        return torch.cat([right, left], dim=-1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        first, second = torch.chunk(grad, 2, dim=-1)
+        (kept,) = ctx.kept
+        return torch.cat([first * kept.sigmoid(), second + ctx.layers[0].bias], dim=-1), None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_parameters_read_inside_forward_and_backward(backend):
+    torch.manual_seed(0)
+    model = _Layered()
+    check(model, lambda i: (t(2, 4, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+    assert model.layers[0].weight.grad is None  # read, not differentiated
+    assert model.norm.weight.grad is not None
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_without_gradients_forward_is_traced_in_place_with_its_effects(cnt, grad):
+    """No tensor argument requiring grad (or grad disabled): apply only runs forward, so its
+    Python effects are kept in the one graph, as eagerly."""
+
+    def fn(x):
+        found = []
+        with torch.set_grad_enabled(grad):
+            y = Collecting.apply(x.cos(), found) + 1
+        return y, found
+
+    check(fn, lambda i: (t(3, seed=i, grad=not grad),), cnt)
+
+
+class ReturnsItsArgument(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, found):
+        if found is not None:
+            found.append(x.sin())
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+@pytest.mark.parametrize("effects", [False, True])
+def test_without_gradients_an_argument_returned_is_an_alias(cnt, effects):
+    """Eager returns an alias of the argument, not the argument itself: the apply node gives
+    it; with a Python effect in forward the call runs eagerly at a break."""
+
+    def fn(x):
+        y = x + 1
+        found = [] if effects else None
+        z = ReturnsItsArgument.apply(y, found)
+        return z is y, z * 2, found
+
+    check(fn, lambda i: (t(3, seed=i),), cnt, graphs=2 if effects else 1, peer=False)
+
+
+def test_guards_choose_between_traced_forward_and_lifted_bodies(cnt):
+    compiled = stenograph.compile(lambda x: ReadsAGlobal.apply(x.sin()), backend=cnt)
+    compiled(t(3, grad=True))
+    compiled(t(3, seed=1, grad=True))
+    assert cnt.frame_count == 1
+    with torch.no_grad():
+        compiled(t(3, grad=True))  # grad mode changed: forward alone
+    assert cnt.frame_count == 2
+    x = t(3)
+    torch.testing.assert_close(compiled(x), ReadsAGlobal.apply(x.sin()))  # requires_grad changed
+    assert cnt.frame_count == 3
 
 
 class ScaledSin(torch.autograd.Function):
