@@ -172,18 +172,33 @@ class Collecting(torch.autograd.Function):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_forward_changing_a_list_made_in_the_frame_runs_eagerly_at_a_break(backend):
-    """The list holds what forward appended once, as eagerly (the trace that looked at forward
-    left its tensor in the list, from a graph node it then dropped: an internal error)."""
+def test_forward_appending_to_a_list_made_in_the_frame_keeps_one_graph(backend):
+    """The list holds what forward appended once, as eagerly: a tensor forward made, without
+    gradient (an extra result of forward's graph, marked non-differentiable)."""
 
     def fn(x):
         found = []
         y = Collecting.apply(x.cos(), found) + 1
-        return y, found
+        return y, found, found[0].requires_grad
 
-    cnt = CompileCounterWithBackend(backend)
-    # torch.compile keeps the append in its one graph; here the apply runs eagerly between two
-    check(fn, lambda i: (t(3, seed=i, grad=True),), cnt, graphs=2, grads=True, peer=False)
+    check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+
+
+class CollectingGlobally(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        LOG.append(1)  # a list read from the frame: replayed after the graph, not this call's
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_forward_appending_to_a_global_list_runs_eagerly_at_a_break(cnt):
+    LOG.clear()
+    _eager_at_break(lambda x: CollectingGlobally.apply(x.sin()).cos(), cnt)
+    assert LOG == [1] * 4
 
 
 class SetupContextStyle(torch.autograd.Function):
@@ -304,6 +319,63 @@ def test_tensors_read_through_argument_objects_get_no_gradient(backend):
 
     results = check(fn, make, CompileCounterWithBackend(backend), grads=True)
     assert results[0].requires_grad
+
+
+@dataclasses.dataclass
+class _Parts:
+    total: torch.Tensor
+    twice: torch.Tensor
+    given: torch.Tensor
+    count: int
+
+
+class ReturnsADataclass(torch.autograd.Function):
+    """forward returns a dataclass beside its tensor: eager leaves the tensors it holds as forward
+    made them (no gradient), and its `given` field is the argument itself."""
+
+    @staticmethod
+    def forward(ctx, x, scales):
+        y = x * scales.first
+        return y, _Parts(y + scales.count, y * 2, x, scales.count)
+
+    @staticmethod
+    def backward(ctx, grad, _):
+        return grad * 5, None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_returning_a_dataclass_of_tensors(backend):
+    def make(i):
+        return t(4, seed=i, grad=True), _Scales(2, t(4, seed=i + 1, grad=True), t(4, seed=i + 2))
+
+    def fn(x, scales):
+        y, parts = ReturnsADataclass.apply(x, scales)
+        flags = (parts.given is x, parts.total.requires_grad, y.requires_grad)
+        return y * 3 + parts.total + parts.twice, parts, flags
+
+    check(fn, make, CompileCounterWithBackend(backend), grads=True)
+
+
+class GradientForAnObject(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scales, x):
+        return x * scales.first
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 4, grad * 2  # eager raises on backward: `scales` is not a tensor
+
+
+def test_backward_giving_a_gradient_to_an_object_runs_eagerly(cnt):
+    def fn(x, scales):
+        return GradientForAnObject.apply(scales, x.sin()).cos()
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    for run in (fn, compiled):
+        out = run(t(4, grad=True), _Scales(1, t(4, seed=1), t(4, seed=2)))
+        with pytest.raises(RuntimeError, match="returned a gradient different than None at position 1"):
+            out.sum().backward()
+    assert cnt.frame_count == 2  # before and after the apply
 
 
 class _Layered(torch.nn.Module):

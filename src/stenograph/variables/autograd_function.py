@@ -41,9 +41,9 @@ from ..errors import Unsupported
 from ..marks import is_allowed_in_graph
 from .base import Variable, birth
 from .constants import BoundMethodVariable, constant, is_none
-from .containers import TupleVariable
+from .containers import ListVariable, TupleVariable
 from .higher_order import close_bodies, outer_nodes, trace_body
-from .tensor import TensorVariable, unwrap
+from .tensor import TensorVariable
 from .trace_rules import has_own_setup_context
 
 if TYPE_CHECKING:
@@ -129,8 +129,9 @@ class FunctionApplyVariable(Variable):
                 inlined = self._inline(frame, args, kwargs)
             if inlined is not None:
                 return inlined
-            reads_elsewhere = self._speculate(frame, args, kwargs)
-            if reads_elsewhere or not all(_passable(a) for a in [*args, *kwargs.values()]):
+            # a list, an object given to forward is the lifted trace's: the speculation, whose
+            # Python effects are not undone, must not change it first
+            if not all(map(_passable, [*args, *kwargs.values()])) or self._speculate(frame, args, kwargs):
                 return self._lifted(frame, args, kwargs)
         return frame.output.call("call_function", apply_of(self.cls), args, kwargs, f"{self.describe()}()")
 
@@ -238,39 +239,57 @@ class FunctionApplyVariable(Variable):
         forward's graph takes the tensor arguments, then the tensors it reads from elsewhere
         (a dataclass's field, a module's parameter, a global): those are read, as eagerly,
         but get no gradient (backward's graph gives None for them). It returns its tensor
-        results and the tensors backward uses (saved, or kept on ctx), which backward's graph
-        takes after the gradients."""
+        results, then the tensors that objects it returns hold (marked non-differentiable:
+        eager leaves them as forward made them), then the tensors backward uses (saved, or kept
+        on ctx), which backward's graph takes after the gradients."""
         if any(isinstance(v, TensorVariable) for v in kwargs.values()):
             raise Unsupported(f"{self.describe()}: tensors passed by keyword")
         output = frame.output
         positions = [i for i, a in enumerate(args) if isinstance(a, TensorVariable)]
         tensors: list[TensorVariable] = [args[i] for i in positions]  # type: ignore[misc]
         ctx = FunctionCtxVariable(tuple(_requires_grad(a) for a in args))
-        returned: list[Variable] = []
+        returned: list[Variable] = []  # what forward returned
+        inner: list[Variable] = []  # the tensor arguments as forward's graph takes them
+        flat: list[TensorVariable] = []  # forward's graph's results: its own, then those held elsewhere
+        slots: list[tuple[Any, Any]] = []  # (dict or list, key): where objects and lists hold tensors
 
-        def run_forward(inner: list[Variable]) -> Variable:
+        def run_forward(given_tensors: list[Variable]) -> Variable:
+            inner.extend(given_tensors)
             given = list(args)
-            for i, var in zip(positions, inner):
+            for i, var in zip(positions, given_tensors):
                 given[i] = var
+            mark = output.side_effects.mark()
             returned.append(self._forward(frame, ctx, given, kwargs))
-            items = _items(frame, returned[0])
-            if not all(isinstance(item, TensorVariable) or item.is_constant() for item in items):
-                raise Unsupported(f"{self.describe()}: forward returns objects other than tensors and constants")
-            return TupleVariable([item for item in items if isinstance(item, TensorVariable)])
+            if output.side_effects.changed_since(mark, frame_containers=False):
+                raise Unsupported(f"{self.describe()}: forward changes Python state")
+            for changed in output.side_effects.frame_containers_changed_since(mark):
+                if not (isinstance(changed, ListVariable) and all(map(_tensor_or_constant, changed.items))):
+                    raise Unsupported(f"{self.describe()}: forward changes {changed.describe()}")
+                slots.extend((changed.items, k) for k in range(len(changed.items)))
+            for item in _items(frame, returned[0]):
+                if isinstance(item, TensorVariable):
+                    flat.append(item)
+                elif not item.is_constant():
+                    if not _made_object(item, mark.born):
+                        raise Unsupported(f"{self.describe()}: forward returns {item.describe()}")
+                    slots.extend((item.attrs.items, name) for name in item.attrs.items)
+            for holder, key in slots:
+                if isinstance(holder[key], TensorVariable) and not _among(holder[key], flat):
+                    flat.append(holder[key])
+            return TupleVariable(list(flat))
 
-        fwd = trace_body(frame, run_forward, [t.fake for t in tensors], f"{self.describe()} forward")
+        fwd = trace_body(frame, run_forward, [t.fake for t in tensors], f"{self.describe()} forward", judged=True)
         if ctx.marked["mark_dirty"] or ctx.materialize is False:
             raise Unsupported(f"{self.describe()}: ctx.mark_dirty or set_materialize_grads(False) with lifted tensors")
         items = _items(frame, returned[0])
-        outs = [item for item in items if isinstance(item, TensorVariable)]
+        own = sum(isinstance(item, TensorVariable) for item in items)  # flat[:own]: forward's own results
         with output.fake_mode:
-            grad_fakes = [torch.empty_like(o.fake) for o in outs]
+            grad_fakes = [torch.empty_like(o.fake) for o in flat]
 
         def run_backward(grads: list[Variable]) -> Variable:
             it = iter(grads)
-            got = self._backward(
-                frame, ctx, [next(it) if isinstance(i, TensorVariable) else constant(None) for i in items]
-            )
+            given = [next(it) if isinstance(item, TensorVariable) else constant(None) for item in items]
+            got = self._backward(frame, ctx, given)
             if len(got) < len(args) or any(not is_none(g) for g in got[len(args) :]):
                 raise Unsupported(f"{self.describe()}: backward returns {len(got)} gradients for {len(args)} inputs")
             if any(not is_none(g) for i, g in enumerate(got[: len(args)]) if i not in positions):
@@ -281,17 +300,16 @@ class FunctionApplyVariable(Variable):
 
         bwd = trace_body(frame, run_backward, grad_fakes, f"{self.describe()} backward", nones=True)
         saved = bwd.free
-        out_node = next(n for n in fwd.graph.nodes if n.op == "output")
-        out_node.args = ((out_node.args[0], tuple(saved)),)
+        fwd_out = next(n for n in fwd.graph.nodes if n.op == "output")
+        fwd_out.args = ((fwd_out.args[0], tuple(saved)),)
         fwd.free = outer_nodes(fwd.graph)
         (fwd_gm,), lifted = close_bodies([fwd])
         bwd_out = next(n for n in bwd.graph.nodes if n.op == "output")
         bwd_out.args = ((*bwd_out.args[0], *[None] * len(lifted)),)
         (bwd_gm,), _ = close_bodies([bwd])
+        marked = ctx.marked["mark_non_differentiable"]
         options = {
-            "non_differentiable_idx": [
-                k for k, o in enumerate(outs) if _among(o, ctx.marked["mark_non_differentiable"])
-            ],
+            "non_differentiable_idx": [k for k, o in enumerate(flat) if k >= own or _among(o, marked)],
             "saved_for_backward_idx": [k for k, n in enumerate(saved) if any(n is s.node for s in ctx.saved)],
         }
         fakes = [t.fake for t in tensors] + [n.meta["example_value"] for n in lifted]
@@ -311,8 +329,21 @@ class FunctionApplyVariable(Variable):
             ),
             options,
         )
-        results = iter(output.wrap_result(node, fake, f"{self.describe()}()").unpack(frame))
-        rebuilt = [next(results) if isinstance(item, TensorVariable) else item for item in items]
+        results = output.wrap_result(node, fake, f"{self.describe()}()").unpack(frame)
+
+        def outside(k: int) -> Variable:
+            """The tracker the caller sees for `flat[k]`: the op's result, except for a tensor
+            an object holds that forward did not make (an argument, a tensor read elsewhere):
+            eager's object holds that very tensor."""
+            var = flat[k]
+            if k < own or (var.node.graph is fwd.graph and var.node.op != "placeholder"):
+                return results[k]
+            return next((t for t, i in zip(tensors, inner) if i is var), var)
+
+        swapped = {id(var): outside(k) for k, var in enumerate(flat)}
+        for holder, key in slots:
+            holder[key] = swapped.get(id(holder[key]), holder[key])
+        rebuilt = [swapped[id(item)] if isinstance(item, TensorVariable) else item for item in items]
         return TupleVariable(rebuilt) if isinstance(returned[0], TupleVariable) else rebuilt[0]
 
 
@@ -348,17 +379,33 @@ def _items(frame: Frame, result: Variable) -> list[Variable]:
     return result.unpack(frame) if isinstance(result, TupleVariable) else [result]
 
 
+def _tensor_or_constant(var: Variable) -> bool:
+    return isinstance(var, TensorVariable) or var.is_constant()
+
+
+def _made_object(var: Variable, born: int) -> bool:
+    """Whether `var` is an object made after `born` (by forward) whose attributes are all
+    tensors or constants (a dataclass of results)."""
+    from .user_classes import NewObjectVariable  # local: user_classes imports this module
+
+    return (
+        isinstance(var, NewObjectVariable)
+        and var.items is None
+        and var.born > born
+        and all(map(_tensor_or_constant, var.attrs.items.values()))
+    )
+
+
 def _among(var: Variable, group: list[Variable]) -> bool:
     return any(var is other for other in group)
 
 
 def _passable(var: Variable) -> bool:
-    """Whether the apply node can take `var` as it is (tensors, constants, containers of them)."""
-    try:
-        unwrap(var)
-    except Unsupported:
-        return False
-    return True
+    """Whether the apply node can take `var` as it is: a tensor, or a constant forward cannot
+    change (not a list, dict or set)."""
+    return isinstance(var, TensorVariable) or (
+        var.is_constant() and not isinstance(var.as_constant(), (list, dict, set))
+    )
 
 
 def _dual_level() -> int:

@@ -166,6 +166,7 @@ def trace_body(
     bare: bool = False,
     numbers: bool = False,
     nones: bool = False,
+    judged: bool = False,
 ) -> Body:
     """`call(tensors)` on trackers of tensors like `fakes` (a function called with them), traced
     into a graph of its own whose first inputs they are (`bare`: a single tensor result is
@@ -173,7 +174,8 @@ def trace_body(
     reads from elsewhere (a closure's, a parameter, a value computed before) are left as nodes of
     the frame's graph; `close_bodies` makes them inputs. `numbers`: symbolic numbers the frame
     takes as inputs may be read too (a body run as a Python callable, not by a torch operator).
-    `nones`: results may also be None (an autograd.Function backward's missing gradients)."""
+    `nones`: results may also be None (an autograd.Function backward's missing gradients).
+    `judged`: `call` judges its own Python effects (refused here otherwise)."""
     output = frame.output
     outer = output.graph
     effects_before = output.side_effects.mark()
@@ -186,7 +188,7 @@ def trace_body(
             node.meta["example_value"] = fake
             inner.append(TensorVariable(node, fake))
         result = call(inner)
-        if output.side_effects.changed_since(effects_before):
+        if not judged and output.side_effects.changed_since(effects_before):
             raise Unsupported(f"{what} changes Python state")
         single = isinstance(result, TensorVariable)
         items = [result] if single else result.unpack(frame)
