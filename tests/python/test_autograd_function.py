@@ -738,3 +738,52 @@ def test_apply_kept_as_a_module_attribute_is_one_graph_and_guarded(cnt):
     x = t(4, grad=True)
     torch.testing.assert_close(stenograph.compile(module, backend=cnt)(x), module(x))
     assert cnt.frame_count == 2
+
+
+class OwnVmapRule(torch.autograd.Function):
+    """Its vmap rule deliberately differs from forward (+ 100): only the real apply, under
+    functorch, uses it."""
+
+    @staticmethod
+    def forward(x):
+        return x * 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        return x * 2 + 100, in_dims[0]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_apply_inside_vmap_keeps_the_functions_vmap_rule(cnt, grad):
+    # (without grad, a forward traced in place would skip the rule)
+    fn = lambda x: torch.vmap(OwnVmapRule.apply)(x) + 1  # noqa: E731
+    # torch.compile 2.13 splits it in two graphs
+    check(fn, lambda i: (t(2, 3, seed=i, grad=grad),), cnt, torch_graphs=2)
+
+
+class BranchesOnNeedsInputGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2 if ctx.needs_input_grad[0] else x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def test_needs_input_grad_without_grad_mode_is_eagers(cnt):
+    """Under no_grad, eager's ctx.needs_input_grad still says which inputs require grad."""
+
+    def fn(x, y):
+        with torch.no_grad():
+            return BranchesOnNeedsInputGrad.apply(x) + BranchesOnNeedsInputGrad.apply(y)
+
+    check(fn, lambda i: (t(3, seed=i, grad=True), t(3, seed=i + 1)), cnt)

@@ -124,16 +124,29 @@ class FunctionApplyVariable(Variable):
         if kwargs and has_own_setup_context(self.cls):
             args, kwargs = self._bound(frame, args, kwargs)
         if not is_allowed_in_graph(self.cls):  # marked: the node as it is, its bodies unread
-            inlined = None
-            if not (torch.is_grad_enabled() and any(_requires_grad(a) for a in args)):
-                inlined = self._inline(frame, args, kwargs)
+            traced = self._traced(frame, args, kwargs)
+            if traced is not None:
+                return traced
+        return frame.output.call("call_function", apply_of(self.cls), args, kwargs, f"{self.describe()}()")
+
+    def _traced(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable | None:
+        """The apply traced through forward (`_inline`) or its bodies (`_lifted`), or None where
+        the apply node is recorded (the bodies, speculated, need only the arguments)."""
+        if frame.output.transform_bodies:
+            # inside a functorch transform's body only the real apply runs functorch's rules for
+            # the Function (its vmap rule, or its errors): the node, whose trace must read nothing else
+            if self._speculate(frame, args, kwargs):
+                raise Unsupported(f"{self.describe()}: reads tensors other than its arguments inside a func transform")
+            return None
+        if not (torch.is_grad_enabled() and any(_requires_grad(a) for a in args)):
+            inlined = self._inline(frame, args, kwargs)
             if inlined is not None:
                 return inlined
-            # a list, an object given to forward is the lifted trace's: the speculation, whose
-            # Python effects are not undone, must not change it first
-            if not all(map(_passable, [*args, *kwargs.values()])) or self._speculate(frame, args, kwargs):
-                return self._lifted(frame, args, kwargs)
-        return frame.output.call("call_function", apply_of(self.cls), args, kwargs, f"{self.describe()}()")
+        # a list, an object given to forward is the lifted trace's: the speculation, whose
+        # Python effects are not undone, must not change it first
+        if not all(map(_passable, [*args, *kwargs.values()])) or self._speculate(frame, args, kwargs):
+            return self._lifted(frame, args, kwargs)
+        return None
 
     def _bound(
         self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]
@@ -201,7 +214,7 @@ class FunctionApplyVariable(Variable):
         where forward had Python effects, the call runs eagerly at a break."""
         output = frame.output
         nodes_before, effects_before = set(output.graph.nodes), output.side_effects.mark()
-        ctx = FunctionCtxVariable(tuple(False for _ in args))
+        ctx = FunctionCtxVariable(tuple(_requires_grad(a) for a in args))  # as eagerly, even without grad
         result = self._forward(frame, ctx, args, kwargs)
         tensors = [item for item in _items(frame, result) if isinstance(item, TensorVariable)]
         if not ctx.marked["mark_dirty"] and not any(t.fake.requires_grad or _among(t, args) for t in tensors):
