@@ -27,6 +27,7 @@ tensors: see `_refuse_forward_ad`.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ from ..errors import Unsupported
 from ..marks import is_allowed_in_graph
 from .base import Variable, birth
 from .constants import BoundMethodVariable, constant, is_none
-from .containers import ListVariable, TupleVariable
+from .containers import DictVariable, ListVariable, TupleVariable
 from .higher_order import close_bodies, outer_nodes, trace_body
 from .tensor import TensorVariable
 from .trace_rules import has_own_setup_context
@@ -283,9 +284,10 @@ class FunctionApplyVariable(Variable):
                 if isinstance(item, TensorVariable):
                     flat.append(item)
                 elif not item.is_constant():
-                    if not _made_object(item, mark.born):
+                    attrs = _made_dataclass_dict(frame, item, mark.born)
+                    if attrs is None:
                         raise Unsupported(f"{self.describe()}: forward returns {item.describe()}")
-                    slots.extend((item.attrs.items, name) for name in item.attrs.items)
+                    slots.extend((attrs.items, name) for name in attrs.items)
             for holder, key in slots:
                 if isinstance(holder[key], TensorVariable) and not _among(holder[key], flat):
                     flat.append(holder[key])
@@ -396,17 +398,15 @@ def _tensor_or_constant(var: Variable) -> bool:
     return isinstance(var, TensorVariable) or var.is_constant()
 
 
-def _made_object(var: Variable, born: int) -> bool:
-    """Whether `var` is an object made after `born` (by forward) whose attributes are all
-    tensors or constants (a dataclass of results)."""
-    from .user_classes import NewObjectVariable  # local: user_classes imports this module
-
-    return (
-        isinstance(var, NewObjectVariable)
-        and var.items is None
-        and var.born > born
-        and all(map(_tensor_or_constant, var.attrs.items.values()))
-    )
+def _made_dataclass_dict(frame: Frame, var: Variable, born: int) -> DictVariable | None:
+    """The instance `__dict__` of a dataclass object made after `born` (by forward) whose
+    attributes are all tensors or constants (a dataclass of results); None for anything else."""
+    if not (var.made_while_tracing() and dataclasses.is_dataclass(var.python_type())):
+        return None
+    attrs = var.getattr(frame, "__dict__")
+    if not isinstance(attrs, DictVariable) or attrs.born <= born:
+        return None
+    return attrs if all(map(_tensor_or_constant, attrs.items.values())) else None
 
 
 def _among(var: Variable, group: list[Variable]) -> bool:
