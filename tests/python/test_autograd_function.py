@@ -6,6 +6,8 @@ gradients). Forward and backward are speculated first; one with Python effects r
 graph break. torch.compile gives the same graph counts.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -170,18 +172,33 @@ class Collecting(torch.autograd.Function):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_forward_changing_a_list_made_in_the_frame_runs_eagerly_at_a_break(backend):
-    """The list holds what forward appended once, as eagerly (the trace that looked at forward
-    left its tensor in the list, from a graph node it then dropped: an internal error)."""
+def test_forward_appending_to_a_list_made_in_the_frame_keeps_one_graph(backend):
+    """The list holds what forward appended once, as eagerly: a tensor forward made, without
+    gradient (an extra result of forward's graph, marked non-differentiable)."""
 
     def fn(x):
         found = []
         y = Collecting.apply(x.cos(), found) + 1
-        return y, found
+        return y, found, found[0].requires_grad
 
-    cnt = CompileCounterWithBackend(backend)
-    # torch.compile keeps the append in its one graph; here the apply runs eagerly between two
-    check(fn, lambda i: (t(3, seed=i, grad=True),), cnt, graphs=2, grads=True, peer=False)
+    check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+
+
+class CollectingGlobally(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        LOG.append(1)  # a list read from the frame: replayed after the graph, not this call's
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_forward_appending_to_a_global_list_runs_eagerly_at_a_break(cnt):
+    LOG.clear()
+    _eager_at_break(lambda x: CollectingGlobally.apply(x.sin()).cos(), cnt)
+    assert LOG == [1] * 4
 
 
 class SetupContextStyle(torch.autograd.Function):
@@ -246,15 +263,212 @@ class ReadsAGlobal(torch.autograd.Function):
         return grad * WEIGHT
 
 
-def test_forward_reading_a_global_tensor_runs_eagerly_at_a_break(cnt):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_and_backward_reading_a_global_tensor_keep_one_graph(backend):
+    """The global becomes an input of forward's graph, saved for backward's: read, not
+    differentiated (it ran eagerly at a break); replaced by another tensor, it is followed."""
     global WEIGHT
     fn = lambda x: ReadsAGlobal.apply(x.sin()).cos()  # noqa: E731
     try:
-        _eager_at_break(fn, cnt)
-        WEIGHT = torch.full((3,), 2.0)  # replaced by an equal-looking tensor: still followed
-        _eager_at_break(fn, cnt)
+        check(fn, lambda i: (t(3, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+        compiled = stenograph.compile(fn, backend=CompileCounterWithBackend(backend))
+        compiled(t(3, grad=True))
+        WEIGHT = torch.full((3,), 2.0, requires_grad=True)  # read without a gradient, as eagerly
+        x_c, x_e = t(3, grad=True), t(3, grad=True)
+        got, want = compiled(x_c), fn(x_e)
+        torch.testing.assert_close(got, want)
+        got.sum().backward()
+        want.sum().backward()
+        torch.testing.assert_close(x_c.grad, x_e.grad)
+        assert WEIGHT.grad is None
     finally:
         WEIGHT = torch.ones(3)
+
+
+@dataclasses.dataclass
+class _Scales:
+    count: int
+    first: torch.Tensor
+    second: torch.Tensor
+
+
+class ReadsThroughObjects(torch.autograd.Function):
+    """Tensors reached through a dataclass and a list argument: only `x` and `z`, given
+    directly, get the backward's gradients; the others get none, as eagerly."""
+
+    @staticmethod
+    def forward(ctx, x, scales, z, found):
+        ctx.save_for_backward(scales.first, found[0])
+        ctx.second = scales.second
+        return x * scales.first * scales.second * found[0] + z * scales.count
+
+    @staticmethod
+    def backward(ctx, grad):
+        first, found0 = ctx.saved_tensors
+        return grad * first * ctx.second * found0 + 1, None, grad * 2, None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensors_read_through_argument_objects_get_no_gradient(backend):
+    def make(i):
+        scales = _Scales(3, t(4, seed=i + 1, grad=True), t(4, seed=i + 2, grad=True))
+        return t(4, seed=i, grad=True), scales, t(4, seed=i + 3, grad=True), [t(4, seed=i + 4, grad=True)]
+
+    def fn(x, scales, z, found):
+        return ReadsThroughObjects.apply(x.sin(), scales, z, found).cos()  # one graph: no break
+
+    results = check(fn, make, CompileCounterWithBackend(backend), grads=True)
+    assert results[0].requires_grad
+
+
+@dataclasses.dataclass
+class _Parts:
+    total: torch.Tensor
+    twice: torch.Tensor
+    given: torch.Tensor
+    count: int
+
+
+class ReturnsADataclass(torch.autograd.Function):
+    """forward returns a dataclass beside its tensor: eager leaves the tensors it holds as forward
+    made them (no gradient), and its `given` field is the argument itself."""
+
+    @staticmethod
+    def forward(ctx, x, scales):
+        y = x * scales.first
+        return y, _Parts(y + scales.count, y * 2, x, scales.count)
+
+    @staticmethod
+    def backward(ctx, grad, _):
+        return grad * 5, None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_returning_a_dataclass_of_tensors(backend):
+    def make(i):
+        return t(4, seed=i, grad=True), _Scales(2, t(4, seed=i + 1, grad=True), t(4, seed=i + 2))
+
+    def fn(x, scales):
+        s = x.sin()
+        y, parts = ReturnsADataclass.apply(s, scales)  # one graph: no break
+        flags = (parts.given is s, parts.given is y, parts.total.requires_grad, y.requires_grad)
+        return y * 3 + parts.total + parts.twice, parts, flags
+
+    check(fn, make, CompileCounterWithBackend(backend), grads=True)
+
+
+class GradientForAnObject(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scales, x):
+        return x * scales.first
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 4, grad * 2  # eager raises on backward: `scales` is not a tensor
+
+
+def test_backward_giving_a_gradient_to_an_object_runs_eagerly(cnt):
+    def fn(x, scales):
+        return GradientForAnObject.apply(scales, x.sin()).cos()
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    for run in (fn, compiled):
+        out = run(t(4, grad=True), _Scales(1, t(4, seed=1), t(4, seed=2)))
+        with pytest.raises(RuntimeError, match="returned a gradient different than None at position 1"):
+            out.sum().backward()
+    assert cnt.frame_count == 2  # before and after the apply
+
+
+class _Layered(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = [torch.nn.Linear(4, 4)]
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.norm(Reversible.apply(torch.cat([x, x], dim=-1), self.layers))
+
+
+class Reversible(torch.autograd.Function):
+    """Runs modules given in a list (their parameters read, not differentiated) and keeps
+    forward's intermediates on ctx, as reformer's _ReversibleFunction does."""
+
+    @staticmethod
+    def forward(ctx, hidden, layers):
+        left, right = torch.chunk(hidden, 2, dim=-1)
+        for layer in layers:
+            right = layer(right)
+        ctx.kept = (right,)
+        ctx.layers = layers
+        return torch.cat([right, left], dim=-1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        first, second = torch.chunk(grad, 2, dim=-1)
+        (kept,) = ctx.kept
+        return torch.cat([first * kept.sigmoid(), second + ctx.layers[0].bias], dim=-1), None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_parameters_read_inside_forward_and_backward(backend):
+    torch.manual_seed(0)
+    model = _Layered()
+    check(model, lambda i: (t(2, 4, seed=i, grad=True),), CompileCounterWithBackend(backend), grads=True)
+    assert model.layers[0].weight.grad is None  # read, not differentiated
+    assert model.norm.weight.grad is not None
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_without_gradients_forward_is_traced_in_place_with_its_effects(cnt, grad):
+    """No tensor argument requiring grad (or grad disabled): apply only runs forward, so its
+    Python effects are kept in the one graph, as eagerly."""
+
+    def fn(x):
+        found = []
+        with torch.set_grad_enabled(grad):
+            y = Collecting.apply(x.cos(), found) + 1
+        return y, found
+
+    check(fn, lambda i: (t(3, seed=i, grad=not grad),), cnt)
+
+
+class ReturnsItsArgument(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, found):
+        if found is not None:
+            found.append(x.sin())
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+@pytest.mark.parametrize("effects", [False, True])
+def test_without_gradients_an_argument_returned_is_an_alias(cnt, effects):
+    """Eager returns an alias of the argument, not the argument itself: the apply node gives
+    it; with a Python effect in forward the call runs eagerly at a break."""
+
+    def fn(x):
+        y = x + 1
+        found = [] if effects else None
+        z = ReturnsItsArgument.apply(y, found)
+        return z is y, z * 2, found
+
+    check(fn, lambda i: (t(3, seed=i),), cnt, graphs=2 if effects else 1, peer=False)
+
+
+def test_guards_choose_between_traced_forward_and_lifted_bodies(cnt):
+    compiled = stenograph.compile(lambda x: ReadsAGlobal.apply(x.sin()), backend=cnt)
+    compiled(t(3, grad=True))
+    compiled(t(3, seed=1, grad=True))
+    assert cnt.frame_count == 1
+    with torch.no_grad():
+        compiled(t(3, grad=True))  # grad mode changed: forward alone
+    assert cnt.frame_count == 2
+    x = t(3)
+    torch.testing.assert_close(compiled(x), ReadsAGlobal.apply(x.sin()))  # requires_grad changed
+    assert cnt.frame_count == 3
 
 
 class ScaledSin(torch.autograd.Function):
@@ -525,3 +739,52 @@ def test_apply_kept_as_a_module_attribute_is_one_graph_and_guarded(cnt):
     x = t(4, grad=True)
     torch.testing.assert_close(stenograph.compile(module, backend=cnt)(x), module(x))
     assert cnt.frame_count == 2
+
+
+class OwnVmapRule(torch.autograd.Function):
+    """Its vmap rule deliberately differs from forward (+ 100): only the real apply, under
+    functorch, uses it."""
+
+    @staticmethod
+    def forward(x):
+        return x * 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        return x * 2 + 100, in_dims[0]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_apply_inside_vmap_keeps_the_functions_vmap_rule(cnt, grad):
+    # (without grad, a forward traced in place would skip the rule)
+    fn = lambda x: torch.vmap(OwnVmapRule.apply)(x) + 1  # noqa: E731
+    # torch.compile 2.13 splits it in two graphs
+    check(fn, lambda i: (t(2, 3, seed=i, grad=grad),), cnt, torch_graphs=2)
+
+
+class BranchesOnNeedsInputGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2 if ctx.needs_input_grad[0] else x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def test_needs_input_grad_without_grad_mode_is_eagers(cnt):
+    """Under no_grad, eager's ctx.needs_input_grad still says which inputs require grad."""
+
+    def fn(x, y):
+        with torch.no_grad():
+            return BranchesOnNeedsInputGrad.apply(x) + BranchesOnNeedsInputGrad.apply(y)
+
+    check(fn, lambda i: (t(3, seed=i, grad=True), t(3, seed=i + 1)), cnt)

@@ -149,6 +149,9 @@ class OutputGraph:
         self.open_contexts: list[GlobalContextVariable] = []
         # traced `warnings.catch_warnings()` blocks the trace is inside (`variables.warning_blocks`)
         self.warning_blocks = 0
+        # bodies of functorch transforms (vmap, grad) the trace is inside (`variables.func_transforms`):
+        # there an autograd.Function's apply runs through functorch's own rules
+        self.transform_bodies = 0
         self.initial_flags = torch_flags.current()  # grad mode, deterministic algorithms, default dtype
         # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
         self.submodules: dict[str, torch.fx.GraphModule] = {}

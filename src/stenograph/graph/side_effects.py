@@ -177,6 +177,11 @@ class SideEffects:
         """A number drawn from Python's `random` (the shared generator's state changes)."""
         self.changes += 1
 
+    def frame_containers_changed_since(self, mark: Mark) -> list[Variable]:
+        """Containers the frame made before `mark` that changed since, each once, in order."""
+        changed = self.frame_containers_changed[mark.frame_containers_changed :]
+        return list({id(var): var for var in changed if var.born < mark.born}.values())
+
     def mark(self) -> Mark:
         """Where the trace stands, for `changed_since`: taken before a speculative trace (a
         Function's forward and backward, a `cond` branch, a checkpointed function)."""
@@ -191,16 +196,18 @@ class SideEffects:
             frozenset(self.deleted_then_written),
         )
 
-    def changed_since(self, mark: Mark) -> bool:
+    def changed_since(self, mark: Mark, *, frame_containers: bool = True) -> bool:
         """Whether the trace changed Python state that existed at `mark`: a container, class
         attribute or global, an attribute whose value differs from the one it had, an object's
         own attribute hooks run. Objects and containers made after `mark` are the speculative
         trace's own. Attribute writes that put back the value an attribute had (a counter
         incremented then decremented, a value saved and restored) change nothing: when nothing
-        else changed they are undone here, so that nothing is replayed for them."""
+        else changed they are undone here, so that nothing is replayed for them.
+        `frame_containers=False`: containers the frame made are left to the caller
+        (`frame_containers_changed_since`)."""
         if self.changes != mark.changes:
             return True
-        if any(var.born < mark.born for var in self.frame_containers_changed[mark.frame_containers_changed :]):
+        if frame_containers and self.frame_containers_changed_since(mark):
             return True
         if any(key not in mark.hooked and obj.born < mark.born for key, obj in self.hooked.items()):
             return True

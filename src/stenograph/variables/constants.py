@@ -410,3 +410,8 @@ def constant(value: Any) -> ConstantVariable:
                 _small_constants[key] = var
         return var
     return ConstantVariable(value)
+
+
+def is_none(var: Variable) -> bool:
+    """Whether `var` is the constant None."""
+    return var.is_constant() and var.as_constant() is None

@@ -95,6 +95,14 @@ class TransformedVariable(Variable):
         options = "".join(f", {key}={rebuild.constant(value)}" for key, value in self.options.items())
         return f"{rebuild.expr(self.transform)}({rebuild.expr(self.fn)}{options})"
 
+    def _call_fn(self, frame: Frame, inner: list[Variable]) -> Variable:
+        """The transformed function on the body's inputs, the trace marked as inside it."""
+        frame.output.transform_bodies += 1
+        try:
+            return self.fn.call(frame, inner, {})
+        finally:
+            frame.output.transform_bodies -= 1
+
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if kwargs or not args or not all(isinstance(a, TensorVariable) for a in args):
             raise Unsupported(f"{self.describe()} called with arguments other than tensors")
@@ -108,9 +116,9 @@ class TransformedVariable(Variable):
                 raise Unsupported(f"{self.describe()} with in_dims {in_dims!r}")
             with output.fake_mode:
                 samples = [f if d is None else f.select(d, 0) for f, d in zip(fakes, dims)]
-            body = trace_body(frame, lambda inner: self.fn.call(frame, inner, {}), samples, what)
+            body = trace_body(frame, lambda inner: self._call_fn(frame, inner), samples, what)
         else:
-            body = trace_body(frame, lambda inner: self.fn.call(frame, inner, {}), fakes, what, bare=True)
+            body = trace_body(frame, lambda inner: self._call_fn(frame, inner), fakes, what, bare=True)
         (module,), free = close_bodies([body])
         fakes += [node.meta["example_value"] for node in free]
         if self.kind == "vmap":

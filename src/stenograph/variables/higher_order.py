@@ -22,6 +22,7 @@ from torch._dispatch.python import enable_python_dispatcher
 
 from ..errors import Unsupported
 from .base import Variable
+from .constants import is_none
 from .containers import ListVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
@@ -164,13 +165,17 @@ def trace_body(
     *,
     bare: bool = False,
     numbers: bool = False,
+    nones: bool = False,
+    judged: bool = False,
 ) -> Body:
     """`call(tensors)` on trackers of tensors like `fakes` (a function called with them), traced
     into a graph of its own whose first inputs they are (`bare`: a single tensor result is
     returned as itself, not as a 1-tuple). Tensors it
     reads from elsewhere (a closure's, a parameter, a value computed before) are left as nodes of
     the frame's graph; `close_bodies` makes them inputs. `numbers`: symbolic numbers the frame
-    takes as inputs may be read too (a body run as a Python callable, not by a torch operator)."""
+    takes as inputs may be read too (a body run as a Python callable, not by a torch operator).
+    `nones`: results may also be None (an autograd.Function backward's missing gradients).
+    `judged`: `call` judges its own Python effects (refused here otherwise)."""
     output = frame.output
     outer = output.graph
     effects_before = output.side_effects.mark()
@@ -183,17 +188,17 @@ def trace_body(
             node.meta["example_value"] = fake
             inner.append(TensorVariable(node, fake))
         result = call(inner)
-        if output.side_effects.changed_since(effects_before):
+        if not judged and output.side_effects.changed_since(effects_before):
             raise Unsupported(f"{what} changes Python state")
         single = isinstance(result, TensorVariable)
         items = [result] if single else result.unpack(frame)
-        if not items or not all(isinstance(item, TensorVariable) for item in items):
+        if not items or not all(isinstance(item, TensorVariable) or (nones and is_none(item)) for item in items):
             raise Unsupported(f"{what} returns something other than tensors")
-        nodes = [item.node for item in items]  # type: ignore[attr-defined]
+        nodes = [item.node if isinstance(item, TensorVariable) else None for item in items]
         graph.output(nodes[0] if bare and single else tuple(nodes))
     finally:
         output.graph = outer
-    free = list(dict.fromkeys(used for node in graph.nodes for used in node.all_input_nodes if used.graph is not graph))
+    free = outer_nodes(graph)
     for node in free:
         value = node.meta.get("example_value")
         if numbers and node.op == "placeholder" and isinstance(value, (torch.SymInt, torch.SymFloat)):
@@ -203,6 +208,11 @@ def trace_body(
             raise Unsupported(f"{what} uses {node.name}, which is not a tensor of static shape")
     nested = {n.target: output.submodules[n.target] for n in graph.nodes if n.op == "get_attr"}
     return Body(graph, single, free, nested)  # type: ignore[arg-type]
+
+
+def outer_nodes(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    """Nodes of other graphs that `graph`'s nodes use, in order of first use."""
+    return list(dict.fromkeys(used for node in graph.nodes for used in node.all_input_nodes if used.graph is not graph))
 
 
 def close_bodies(bodies: list[Body]) -> tuple[list[torch.fx.GraphModule], list[torch.fx.Node]]:

@@ -29,7 +29,7 @@ from ..guards.sources import MODULE_TABLES
 from ..module_hooks import has_registration_hooks
 from .base import Variable
 from .class_lookup import class_lookup
-from .constants import ConstantVariable, constant
+from .constants import ConstantVariable, constant, is_none
 from .containers import DictVariable
 from .descriptors import class_attr_source
 from .exceptions import raise_new
@@ -82,10 +82,6 @@ def instantiate_module(frame: Frame, cls: type, args: list[Variable], kwargs: di
 def _is_module(var: Variable) -> bool:
     kind = value_type(var)
     return kind is not None and issubclass(kind, torch.nn.Module)
-
-
-def _is_none(var: Variable) -> bool:
-    return var.is_constant() and var.as_constant() is None
 
 
 class NewModuleObjectVariable(NewObjectVariable):
@@ -163,11 +159,11 @@ class NewModuleObjectVariable(NewObjectVariable):
         elif _is_module(value):
             self._register(frame, "_modules", name, value)
         elif name in tables["_modules"]:
-            if not _is_none(value):
+            if not is_none(value):
                 raise Unsupported(f"assigning {value.describe()} to submodule {name!r} of {self.describe()}")
             self._register(frame, "_modules", name, value)
         elif name in tables["_buffers"]:
-            if not (_is_none(value) or (kind is not None and issubclass(kind, torch.Tensor))):
+            if not (is_none(value) or (kind is not None and issubclass(kind, torch.Tensor))):
                 raise Unsupported(f"assigning {value.describe()} to buffer {name!r} of {self.describe()}")
             tables["_buffers"][name] = value  # its persistence is kept
         else:
@@ -195,7 +191,7 @@ class NewModuleObjectVariable(NewObjectVariable):
                 child.module_train(mode)
             elif isinstance(child, NewModuleVariable):
                 child.set_training(mode)
-            elif not _is_none(child):
+            elif not is_none(child):
                 raise Unsupported(f"train/eval of {self.describe()}, which holds {child.describe()} from outside")
 
     def module_getattr(self, frame: Frame, name: str) -> Variable:
@@ -216,7 +212,7 @@ class NewModuleObjectVariable(NewObjectVariable):
     def register_buffer(self, frame: Frame, name: Any, tensor: Variable, persistent: Any) -> None:
         kind = value_type(tensor)
         is_tensor = kind is not None and issubclass(kind, torch.Tensor) and not issubclass(kind, torch.nn.Parameter)
-        if not self._new_name(name, "_buffers") or not (is_tensor or _is_none(tensor)) or type(persistent) is not bool:
+        if not self._new_name(name, "_buffers") or not (is_tensor or is_none(tensor)) or type(persistent) is not bool:
             raise Unsupported(f"register_buffer({name!r}, {tensor.describe()}) on {self.describe()}")
         self._register(frame, "_buffers", name, tensor)
         if persistent:
@@ -225,7 +221,7 @@ class NewModuleObjectVariable(NewObjectVariable):
             self.non_persistent[name] = None
 
     def add_module(self, frame: Frame, name: Any, module: Variable) -> None:
-        if not self._new_name(name, "_modules") or not (_is_module(module) or _is_none(module)):
+        if not self._new_name(name, "_modules") or not (_is_module(module) or is_none(module)):
             raise Unsupported(f"add_module({name!r}, {module.describe()}) on {self.describe()}")
         self._register(frame, "_modules", name, module)
 
