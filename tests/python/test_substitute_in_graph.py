@@ -177,9 +177,8 @@ def _breaking_sum():
     return breaking_sum
 
 
-def test_a_function_from_torchs_substitute_in_graph_traces_torchs_substitute(cnt):
-    """torch's decorator returns a function calling the original; stenograph traces the
-    substitute torch registered for it, so no break is left (`fullgraph=True` compiles)."""
+def _torchs_substitute_of_a_breaking_sum():
+    """What torch's `substitute_in_graph` returns for a new breaking sum (one registration each)."""
 
     @torch._dynamo.substitute_in_graph(_breaking_sum())
     def summed(values):
@@ -187,6 +186,15 @@ def test_a_function_from_torchs_substitute_in_graph_traces_torchs_substitute(cnt
         for v in values:
             total = total + v
         return total
+
+    return summed
+
+
+def test_a_function_from_torchs_substitute_in_graph_traces_torchs_substitute(cnt):
+    """torch's decorator returns a function calling the original; stenograph traces the
+    substitute torch registered for it, so no break is left (`fullgraph=True` compiles)."""
+
+    summed = _torchs_substitute_of_a_breaking_sum()
 
     def f(x, a, b):
         return x * summed((a, b))
@@ -234,12 +242,7 @@ def test_a_c_function_compiled_directly_never_fails_under_fullgraph(cnt):
 
 
 def test_torchs_substitute_compiled_directly_traces_the_substitute(cnt):
-    @torch._dynamo.substitute_in_graph(_breaking_sum())
-    def summed(values):
-        total = 0
-        for v in values:
-            total = total + v
-        return total
+    summed = _torchs_substitute_of_a_breaking_sum()
 
     x = t(3)
     compiled = stenograph.compile(summed, backend=cnt, fullgraph=True)

@@ -182,13 +182,23 @@ def test_dynamic_false_never_symbolic(cnt):
     assert all(type(s) is int for g in cnt.graphs for s in _placeholders(g)[0].meta["example_value"].shape)
 
 
-def test_mark_dynamic_is_symbolic_from_the_first_call(cnt):
+# stenograph's marks, and torch._dynamo's, which programs written for torch.compile set
+_MARK_DYNAMIC = pytest.mark.parametrize(
+    "mark", [stenograph.mark_dynamic, torch._dynamo.mark_dynamic], ids=["stenograph", "torch"]
+)
+_MARK_STATIC = pytest.mark.parametrize(
+    "mark", [stenograph.mark_static, torch._dynamo.mark_static], ids=["stenograph", "torch"]
+)
+
+
+@_MARK_DYNAMIC
+def test_mark_dynamic_is_symbolic_from_the_first_call(cnt, mark):
     def f(x):
         return x.sum(1) * x.shape[0]
 
     compiled = stenograph.compile(f, backend=cnt)
     x = torch.randn(6, 3)
-    stenograph.mark_dynamic(x, 0)
+    mark(x, 0)
     torch.testing.assert_close(compiled(x), f(x))
     assert isinstance(_placeholders(cnt.graphs[0])[0].meta["example_value"].shape[0], torch.SymInt)
     for size in (7, 9):
@@ -197,13 +207,14 @@ def test_mark_dynamic_is_symbolic_from_the_first_call(cnt):
     assert cnt.frame_count == 1
 
 
-def test_mark_dynamic_bounds_are_guarded(cnt):
+@_MARK_DYNAMIC
+def test_mark_dynamic_bounds_are_guarded(cnt, mark):
     def f(x):
         return x * 2
 
     compiled = stenograph.compile(f, backend=cnt)
     x = torch.randn(8)
-    stenograph.mark_dynamic(x, 0, min=4, max=16)
+    mark(x, 0, min=4, max=16)
     compiled(x)
     compiled(torch.randn(12))
     assert cnt.frame_count == 1
@@ -212,37 +223,17 @@ def test_mark_dynamic_bounds_are_guarded(cnt):
     assert cnt.frame_count == 2
 
 
-def test_mark_static_keeps_a_dimension_static(cnt):
+@_MARK_STATIC
+def test_mark_static_keeps_a_dimension_static(cnt, mark):
     def f(x):
         return x + 1
 
     compiled = stenograph.compile(f, backend=cnt, dynamic=True)
     x = torch.randn(4, 5)
-    stenograph.mark_static(x, 1)
+    mark(x, 1)
     compiled(x)
     fake = _placeholders(cnt.graphs[0])[0].meta["example_value"]
     assert isinstance(fake.shape[0], torch.SymInt) and fake.shape[1] == 5
-
-
-def test_torchs_mark_dynamic_is_honoured(cnt):
-    """Programs written for torch.compile mark tensors with torch._dynamo's functions: the same
-    marks, with bounds, as stenograph's own."""
-
-    def f(x):
-        return x.sum(1) * x.shape[0]
-
-    compiled = stenograph.compile(f, backend=cnt)
-    x = torch.randn(6, 3)
-    torch._dynamo.mark_dynamic(x, 0, min=2, max=16)
-    torch.testing.assert_close(compiled(x), f(x))
-    assert isinstance(_placeholders(cnt.graphs[0])[0].meta["example_value"].shape[0], torch.SymInt)
-    for size in (7, 9):
-        y = torch.randn(size, 3)
-        torch.testing.assert_close(compiled(y), f(y))
-    assert cnt.frame_count == 1
-    big = torch.randn(40, 3)  # outside the declared range: the guard fails, compiled again
-    torch.testing.assert_close(compiled(big), f(big))
-    assert cnt.frame_count == 2
 
 
 def test_specialising_a_dimension_torch_marked_dynamic_raises_torchs_error(cnt):
@@ -264,18 +255,6 @@ def test_specialising_a_dimension_torch_marked_dynamic_raises_torchs_error(cnt):
         y = torch.randn(3, 2)
         mark(y, -2)
         torch.testing.assert_close(stenograph.compile(f, backend=cnt)(y), f(y))
-
-
-def test_torchs_mark_static_keeps_a_dimension_static(cnt):
-    def f(x):
-        return x + 1
-
-    compiled = stenograph.compile(f, backend=cnt, dynamic=True)
-    x = torch.randn(4, 5)
-    torch._dynamo.mark_static(x, 1)
-    compiled(x)
-    fake = _placeholders(cnt.graphs[0])[0].meta["example_value"]
-    assert isinstance(fake.shape[0], torch.SymInt) and fake.shape[1] == 5
 
 
 def test_mark_static_on_a_module_class_keeps_its_int_attributes_constant(cnt):
