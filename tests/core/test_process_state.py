@@ -113,3 +113,17 @@ def test_allow_in_graph_marks_are_settings_and_survive_reset(cnt) -> None:
 
     torch.testing.assert_close(stenograph.compile(f, backend=cnt)(torch.ones(2)), torch.full((2,), 4.0))
     assert any(node.target is opaque for gm in cnt.graphs for node in gm.graph.nodes)
+
+
+def test_clearing_the_memos_drops_the_warm_stores() -> None:
+    """A folder's store (made by the first compile with a cache folder, or by save_artifacts)
+    is a memo: kept by reset(), dropped with the memos, and made again when next used."""
+    from stenograph.warm.store import store_for
+
+    store_for(None)
+    assert process_state.sizes(memos=True)["warm.stores"] >= 1
+    stenograph.reset()
+    assert process_state.sizes(memos=True)["warm.stores"] >= 1
+    process_state.clear_all(memos=True)
+    assert process_state.sizes(memos=True)["warm.stores"] == 0
+    assert store_for(None) is store_for(None)

@@ -171,6 +171,7 @@ def _clear() -> None:
     with _stores_lock:
         for store in _stores.values():
             store.clear_memory()
+        _stores.clear()  # `store_for` makes a folder's store again when it is next used
     with _handed_lock:
         _handed.clear()
 
