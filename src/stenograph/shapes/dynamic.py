@@ -77,10 +77,11 @@ def mark_static(t: Any, dim: int | list[int] | None = None) -> Any:
 def marked_bounds(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
     """The dimensions of `t` marked dynamic (by stenograph's or torch's `mark_dynamic`, or
     torch's strict `mark_unbacked`), with their (min, max): specialising one is an error."""
-    bounds: dict[int, tuple[int | None, int | None]] = {d: (None, None) for d in _torch_marks(t, _TORCH_DYNAMIC)}
-    bounds.update({d: (None, None) for d in _torch_marks(t, _TORCH_STRICT_UNBACKED)})
+    marked = _torch_marks(t, _TORCH_DYNAMIC) | _torch_marks(t, _TORCH_STRICT_UNBACKED)
+    bounds: dict[int, tuple[int | None, int | None]] = dict.fromkeys(marked, (None, None))
     for dim_range in getattr(t, _TORCH_DYNAMIC_RANGES, None) or ():
-        bounds[dim_range.dim] = (dim_range.min, dim_range.max)
+        if -t.dim() <= dim_range.dim < t.dim():  # torch keeps a negative dimension as given
+            bounds[dim_range.dim % t.dim()] = (dim_range.min, dim_range.max)
     bounds.update(getattr(t, _DYNAMIC_ATTR, None) or {})
     return bounds
 

@@ -258,48 +258,15 @@ class FunctionApplyVariable(Variable):
         on ctx), which backward's graph takes after the gradients."""
         if any(isinstance(v, TensorVariable) for v in kwargs.values()):
             raise Unsupported(f"{self.describe()}: tensors passed by keyword")
-        output = frame.output
-        positions = [i for i, a in enumerate(args) if isinstance(a, TensorVariable)]
-        tensors: list[TensorVariable] = [args[i] for i in positions]  # type: ignore[misc]
-        ctx = FunctionCtxVariable(tuple(_requires_grad(a) for a in args))
-        returned: list[Variable] = []  # what forward returned
-        inner: list[Variable] = []  # the tensor arguments as forward's graph takes them
-        flat: list[TensorVariable] = []  # forward's graph's results: its own, then those held elsewhere
-        slots: list[tuple[Any, Any]] = []  # (dict or list, key): where objects and lists hold tensors
-
-        def run_forward(given_tensors: list[Variable]) -> Variable:
-            inner.extend(given_tensors)
-            given = list(args)
-            for i, var in zip(positions, given_tensors):
-                given[i] = var
-            mark = output.side_effects.mark()
-            returned.append(self._forward(frame, ctx, given, kwargs))
-            if output.side_effects.changed_since(mark, frame_containers=False):
-                raise Unsupported(f"{self.describe()}: forward changes Python state")
-            for changed in output.side_effects.frame_containers_changed_since(mark):
-                if not (isinstance(changed, ListVariable) and all(map(_tensor_or_constant, changed.items))):
-                    raise Unsupported(f"{self.describe()}: forward changes {changed.describe()}")
-                slots.extend((changed.items, k) for k in range(len(changed.items)))
-            for item in _items(frame, returned[0]):
-                if isinstance(item, TensorVariable):
-                    flat.append(item)
-                elif not item.is_constant():
-                    attrs = _made_dataclass_dict(frame, item, mark.born)
-                    if attrs is None:
-                        raise Unsupported(f"{self.describe()}: forward returns {item.describe()}")
-                    slots.extend((attrs.items, name) for name in attrs.items)
-            for holder, key in slots:
-                if isinstance(holder[key], TensorVariable) and not _among(holder[key], flat):
-                    flat.append(holder[key])
-            return TupleVariable(list(flat))
-
-        fwd = trace_body(frame, run_forward, [t.fake for t in tensors], f"{self.describe()} forward", judged=True)
+        forward = _LiftedForward(self, frame, args, kwargs)
+        fakes = [t.fake for t in forward.tensors]
+        fwd = trace_body(frame, forward.run, fakes, f"{self.describe()} forward", judged=True)
+        ctx = forward.ctx
         if ctx.marked["mark_dirty"] or ctx.materialize is False:
             raise Unsupported(f"{self.describe()}: ctx.mark_dirty or set_materialize_grads(False) with lifted tensors")
-        items = _items(frame, returned[0])
-        own = sum(isinstance(item, TensorVariable) for item in items)  # flat[:own]: forward's own results
-        with output.fake_mode:
-            grad_fakes = [torch.empty_like(o.fake) for o in flat]
+        items = _items(frame, forward.returned)
+        with frame.output.fake_mode:
+            grad_fakes = [torch.empty_like(o.fake) for o in forward.flat]
 
         def run_backward(grads: list[Variable]) -> Variable:
             it = iter(grads)
@@ -307,13 +274,36 @@ class FunctionApplyVariable(Variable):
             got = self._backward(frame, ctx, given)
             if len(got) < len(args) or any(not is_none(g) for g in got[len(args) :]):
                 raise Unsupported(f"{self.describe()}: backward returns {len(got)} gradients for {len(args)} inputs")
-            if any(not is_none(g) for i, g in enumerate(got[: len(args)]) if i not in positions):
+            if any(not is_none(g) for i, g in enumerate(got[: len(args)]) if i not in forward.positions):
                 raise Unsupported(
                     f"{self.describe()}: backward returns a gradient for a non-tensor input (eager raises)"
                 )
-            return TupleVariable([got[i] for i in positions])
+            return TupleVariable([got[i] for i in forward.positions])
 
         bwd = trace_body(frame, run_backward, grad_fakes, f"{self.describe()} backward", nones=True)
+        own = sum(isinstance(item, TensorVariable) for item in items)  # flat[:own]: forward's own results
+        results = self._record_apply(frame, fwd, bwd, forward, own)
+
+        def outside(k: int) -> Variable:
+            """The tracker the caller sees for `flat[k]`: the op's result, except for a tensor
+            an object holds that forward did not make (an argument, a tensor read elsewhere):
+            eager's object holds that very tensor."""
+            var = forward.flat[k]
+            if k < own or (var.node.graph is fwd.graph and var.node.op != "placeholder"):
+                return results[k]
+            return next((t for t, i in zip(forward.tensors, forward.inner) if i is var), var)
+
+        swapped = {id(var): outside(k) for k, var in enumerate(forward.flat)}
+        for holder, key in forward.slots:
+            holder[key] = swapped.get(id(holder[key]), holder[key])
+        rebuilt = [swapped[id(item)] if isinstance(item, TensorVariable) else item for item in items]
+        return TupleVariable(rebuilt) if isinstance(forward.returned, TupleVariable) else rebuilt[0]
+
+    def _record_apply(self, frame: Frame, fwd: Any, bwd: Any, forward: _LiftedForward, own: int) -> list[Variable]:
+        """Join forward's and backward's graphs (backward's free values become forward's extra
+        results, the tensors forward read from elsewhere inputs of both) into one
+        `autograd_function_apply` node of the frame's graph; the trackers of its results."""
+        output, ctx = frame.output, forward.ctx
         saved = bwd.free
         fwd_out = next(n for n in fwd.graph.nodes if n.op == "output")
         fwd_out.args = ((fwd_out.args[0], tuple(saved)),)
@@ -324,10 +314,10 @@ class FunctionApplyVariable(Variable):
         (bwd_gm,), _ = close_bodies([bwd])
         marked = ctx.marked["mark_non_differentiable"]
         options = {
-            "non_differentiable_idx": [k for k, o in enumerate(flat) if k >= own or _among(o, marked)],
+            "non_differentiable_idx": [k for k, o in enumerate(forward.flat) if k >= own or _among(o, marked)],
             "saved_for_backward_idx": [k for k, n in enumerate(saved) if any(n is s.node for s in ctx.saved)],
         }
-        fakes = [t.fake for t in tensors] + [n.meta["example_value"] for n in lifted]
+        fakes = [t.fake for t in forward.tensors] + [n.meta["example_value"] for n in lifted]
         try:
             with output.fake_mode, enable_python_dispatcher():
                 fake = autograd_function_apply(fwd_gm, bwd_gm, *fakes, **options)
@@ -339,27 +329,58 @@ class FunctionApplyVariable(Variable):
             (
                 output.add_submodule(fwd_gm, "fwd_body"),
                 output.add_submodule(bwd_gm, "bwd_body"),
-                *[t.node for t in tensors],
+                *[t.node for t in forward.tensors],
                 *lifted,
             ),
             options,
         )
-        results = output.wrap_result(node, fake, f"{self.describe()}()").unpack(frame)
+        return output.wrap_result(node, fake, f"{self.describe()}()").unpack(frame)
 
-        def outside(k: int) -> Variable:
-            """The tracker the caller sees for `flat[k]`: the op's result, except for a tensor
-            an object holds that forward did not make (an argument, a tensor read elsewhere):
-            eager's object holds that very tensor."""
-            var = flat[k]
-            if k < own or (var.node.graph is fwd.graph and var.node.op != "placeholder"):
-                return results[k]
-            return next((t for t, i in zip(tensors, inner) if i is var), var)
 
-        swapped = {id(var): outside(k) for k, var in enumerate(flat)}
-        for holder, key in slots:
-            holder[key] = swapped.get(id(holder[key]), holder[key])
-        rebuilt = [swapped[id(item)] if isinstance(item, TensorVariable) else item for item in items]
-        return TupleVariable(rebuilt) if isinstance(returned[0], TupleVariable) else rebuilt[0]
+class _LiftedForward:
+    """forward as `_lifted` traces it into its own graph: `run(tensors)` calls it with the tensor
+    arguments replaced by the graph's inputs, and collects the graph's results (`flat`: forward's
+    own tensors, then those that lists it appended to and dataclasses it returned hold, whose
+    places are `slots`)."""
+
+    def __init__(
+        self, apply: FunctionApplyVariable, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]
+    ) -> None:
+        self.apply, self.frame, self.args, self.kwargs = apply, frame, args, kwargs
+        self.positions = [i for i, a in enumerate(args) if isinstance(a, TensorVariable)]
+        self.tensors: list[TensorVariable] = [args[i] for i in self.positions]  # type: ignore[misc]
+        self.ctx = FunctionCtxVariable(tuple(_requires_grad(a) for a in args))
+        self.returned: Variable = constant(None)  # what forward returned
+        self.inner: list[Variable] = []  # the tensor arguments as forward's graph takes them
+        self.flat: list[TensorVariable] = []  # forward's graph's results: its own, then those held elsewhere
+        self.slots: list[tuple[Any, Any]] = []  # (dict or list, key): where objects and lists hold tensors
+
+    def run(self, given_tensors: list[Variable]) -> Variable:
+        frame, output, what = self.frame, self.frame.output, self.apply.describe()
+        self.inner.extend(given_tensors)
+        given = list(self.args)
+        for i, var in zip(self.positions, given_tensors):
+            given[i] = var
+        mark = output.side_effects.mark()
+        self.returned = self.apply._forward(frame, self.ctx, given, self.kwargs)
+        if output.side_effects.changed_since(mark, frame_containers=False):
+            raise Unsupported(f"{what}: forward changes Python state")
+        for changed in output.side_effects.frame_containers_changed_since(mark):
+            if not (isinstance(changed, ListVariable) and all(map(_tensor_or_constant, changed.items))):
+                raise Unsupported(f"{what}: forward changes {changed.describe()}")
+            self.slots.extend((changed.items, k) for k in range(len(changed.items)))
+        for item in _items(frame, self.returned):
+            if isinstance(item, TensorVariable):
+                self.flat.append(item)
+            elif not item.is_constant():
+                attrs = _made_dataclass_dict(frame, item, mark.born)
+                if attrs is None:
+                    raise Unsupported(f"{what}: forward returns {item.describe()}")
+                self.slots.extend((attrs.items, name) for name in attrs.items)
+        for holder, key in self.slots:
+            if isinstance(holder[key], TensorVariable) and not _among(holder[key], self.flat):
+                self.flat.append(holder[key])
+        return TupleVariable(list(self.flat))
 
 
 class FunctionInstanceVariable(Variable):
