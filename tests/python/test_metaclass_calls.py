@@ -117,3 +117,30 @@ def test_torch_fx_proxyable_class_meta(cnt):
     # its `__call__` logs through `logging` (is_fx_tracing's warning): a graph break there,
     # before the graph's one operation, where torch.compile drops the log call
     check(fn, lambda i: (t(2, seed=i),), cnt, graphs=1, peer=False)
+
+
+def test_a_new_given_to_the_class_recompiles_the_metaclass_call(cnt):
+    class Explicit(type):
+        def __call__(cls, *args):
+            obj = cls.__new__(cls)
+            obj.__init__(*args)
+            return obj
+
+    class Item(metaclass=Explicit):
+        def __init__(self, v):
+            self.v = v + self.__dict__.get("extra", 0)
+
+    def fn(x):
+        return x * Item(3).v
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    torch.testing.assert_close(compiled(t(2)), t(2) * 3)
+
+    def new(cls):
+        made = object.__new__(cls)
+        made.extra = 1
+        return made
+
+    Item.__new__ = staticmethod(new)
+    torch.testing.assert_close(compiled(t(2)), t(2) * 4)
+    assert cnt.frame_count == 2

@@ -11,6 +11,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+import stenograph
+
 from ._support import check, t
 
 
@@ -207,3 +209,45 @@ def test_weakref_slot_of_an_object_made_in_the_frame_is_empty(cnt):
         return (torch.cos(x) if obj.__weakref__ else torch.sin(x)), obj.__weakref__ is None
 
     check(fn, lambda i: (t(3, seed=i),), cnt)
+
+
+class _Counted:
+    def __init__(self, v=3):
+        self.v = v + self.__dict__.get("extra", 0)
+
+
+def _new_with_extra(cls, *args):
+    made = object.__new__(cls)
+    made.extra = 1
+    return made
+
+
+def _recompiles_once_changed(cnt, fn, change):
+    compiled = stenograph.compile(fn, backend=cnt)
+    torch.testing.assert_close(compiled(torch.ones(2)), fn(torch.ones(2)))
+    change()
+    torch.testing.assert_close(compiled(torch.ones(2)), fn(torch.ones(2)))
+    assert cnt.frame_count == 2
+
+
+def test_a_new_given_to_a_class_after_compiling_recompiles(cnt):
+    """`cls(...)` of a class using object's `__new__` guards that it still does: one given to the
+    class afterwards changes what eager makes (it was not guarded)."""
+
+    class Counted(_Counted):
+        pass
+
+    def change():
+        Counted.__new__ = staticmethod(_new_with_extra)
+
+    _recompiles_once_changed(cnt, lambda x: x * Counted().v, change)
+
+
+def test_an_init_given_to_a_class_after_compiling_recompiles(cnt):
+    class Plain:
+        pass
+
+    def change():
+        Plain.__init__ = lambda self: setattr(self, "v", 5)
+
+    _recompiles_once_changed(cnt, lambda x: x * getattr(Plain(), "v", 1), change)

@@ -154,6 +154,7 @@ class UserClassVariable(ConstantVariable):
             return constant(getattr(cls, name))
         if name == "__new__" and owner in _MODELLED_BASES:
             # `cls.__new__(cls)` (a metaclass's `__call__`): the builtin base's, on the tracker
+            class_attr_source(frame, cls, name, attr)
             return UnboundBaseMethodVariable(owner, "__new__")
         if name == "__dict__" and class_attribute(type(cls), name) is _TYPE_DICT:
             return self._class_dict(frame)
@@ -215,6 +216,7 @@ def type_call(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, V
     new, new_owner = class_lookup(cls, "__new__")
     if new_owner is not None and not _is_builtin_class(new_owner):
         return _call_own_new(frame, cls, new, args, kwargs)
+    class_attr_source(frame, cls, "__new__", new)  # a `__new__` given to the class later recompiles
     if base is tuple:  # its items are given to `__new__`, which checks them as CPython's does
         obj = _sequence_new(frame, tuple, UserClassVariable(cls), args, kwargs)
     else:
@@ -231,6 +233,7 @@ def type_call(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str, V
         class_attr_source(frame, cls, "__init__", init)  # replacing __init__ recompiles
         frame.inline_call(init, [obj, *args], kwargs, closure=None)
     else:
+        class_attr_source(frame, cls, "__init__", init)  # as for `__new__`
         BaseMethodVariable(obj, owner or object, "__init__").call(frame, args, kwargs)
     return obj
 
