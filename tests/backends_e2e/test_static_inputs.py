@@ -123,3 +123,44 @@ def test_parameters_and_optimizer_state_of_a_step_are_static_inputs_gradients_ar
     others = {n.meta["source"] for n in placeholders} - static
     assert len(static) == 2 + 2 * 3  # weight and bias; their step counts and two moments
     assert all(name.endswith(".grad") for name in others) and len(others) == 2
+
+
+def _recorded_graph_of_add(k):
+    rec = EagerAndRecordGraphs()
+    stenograph.compile(lambda t, k: t + k, backend=rec)(torch.randn(3), k)
+    (gm,) = rec.graphs
+    return gm, [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+@pytest.mark.parametrize("guard", [False, True])
+def test_a_tensor_given_mark_static_address_is_a_static_input(guard):
+    """HF's static KV cache marks its tensors so: under CUDA graphs they are not copied in."""
+    k = torch.randn(3)
+    torch._dynamo.mark_static_address(k, guard=guard)
+    gm, placeholders = _recorded_graph_of_add(k)
+    static = {placeholders[i].meta["source"] for i in static_input_indices(gm, [None] * len(placeholders))}
+    assert static == {"L['k']"}
+    gm, placeholders = _recorded_graph_of_add(torch.randn(3))
+    assert static_input_indices(gm, [None] * len(placeholders)) == []
+
+
+def test_mark_static_address_with_guard_recompiles_for_another_tensor():
+    """guard=True: the graph serves that tensor alone (torch.compile recompiles likewise);
+    unguarded marks and unmarked tensors share a graph."""
+    counts = {}
+    for name, compile_fn in (("stenograph", stenograph.compile), ("torch", torch.compile)):
+        torch._dynamo.reset()
+        cnt = torch._dynamo.testing.CompileCounter()
+        f = compile_fn(lambda t, k: t + k, backend=cnt)
+        x = torch.randn(3)
+        a, b, c, u = (torch.randn(3) for _ in range(4))
+        torch._dynamo.mark_static_address(a, guard=True)
+        torch._dynamo.mark_static_address(b, guard=True)
+        torch._dynamo.mark_static_address(u)
+        seen = []
+        for k in (a, a, b, c, u, a):
+            torch.testing.assert_close(f(x, k), x + k)
+            seen.append(cnt.frame_count)
+        counts[name] = seen
+    assert counts["stenograph"] == [1, 1, 2, 3, 3, 3]
+    assert counts["stenograph"] == counts["torch"]

@@ -15,8 +15,9 @@ from the graphs that its capturer hands over:
 * a placeholder whose `meta["tensor_dict"]["_dynamo_static_input_type"]` is set is static.
 
 This module fills in that contract for the placeholders whose stenograph source is a module's
-`_parameters[...]` or `_buffers[...]` entry, for other parameters (an optimizer's `param_groups`)
-and for optimizer state (`opt.state[p]`'s moments and step counts, changed in place every step).
+`_parameters[...]` or `_buffers[...]` entry, for other parameters (an optimizer's `param_groups`),
+for optimizer state (`opt.state[p]`'s moments and step counts, changed in place every step) and
+for tensors given torch's `mark_static_address` (a static KV cache).
 It does not import or call torch._dynamo. Static inputs are safe to mark: cudagraph trees
 re-record when a static input's address changes.
 
@@ -41,7 +42,8 @@ _MARK = "_dynamo_static_input_type"
 
 def static_input_indices(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[int]:
     """Positions of the placeholders that are module parameters or buffers, parameters reached
-    another way (an optimizer's `param_groups`), or optimizer state (moments, step counts)."""
+    another way (an optimizer's `param_groups`), optimizer state (moments, step counts), or
+    tensors given `mark_static_address`."""
     found = []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, node in enumerate(placeholders):
@@ -49,7 +51,9 @@ def static_input_indices(gm: torch.fx.GraphModule, example_inputs: list[Any]) ->
         example = example_inputs[i] if i < len(example_inputs) else None
         if isinstance(source, ModuleMemberSource) and source.table in ("_parameters", "_buffers"):
             found.append(i)
-        elif isinstance(node.meta.get("example_value"), torch.nn.Parameter) or _in_optimizer_state(source):
+        elif node.meta.get("static_address") or _in_optimizer_state(source):
+            found.append(i)  # torch._dynamo.mark_static_address(t) / optimizer state
+        elif isinstance(node.meta.get("example_value"), torch.nn.Parameter):
             found.append(i)
         elif source is None and isinstance(example, torch.nn.Parameter):
             found.append(i)  # a graph built by hand (tests): parameters only

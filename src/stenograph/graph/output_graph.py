@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 
 
 _FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
+# set on a tensor by torch._dynamo.mark_static_address: "guarded" (guard=True) or "unguarded"
+_STATIC_ADDRESS = "_dynamo_static_input_type"
 
 
 @dataclass
@@ -332,11 +334,15 @@ class OutputGraph:
             assert self.policy is not None
             self._apply_bounds(value, fake, source, self.policy.bounds(source.name(), value))
         self.guards.tensor_match(source, value, fake)
+        if getattr(value, _STATIC_ADDRESS, None) == "guarded":
+            self.guards.id_match(source, value)  # `mark_static_address(t, guard=True)`: this very tensor
         if inner is not None:
             self.guards.wrapper_layout(source, value)
             for name in inner:
                 self.guards.tensor_match(AttrSource(source, name), getattr(value, name), getattr(fake, name, None))
         node = self._placeholder(source, fake, value)
+        if hasattr(value, _STATIC_ADDRESS):
+            node.meta["static_address"] = True  # backends announce it as a static input (CUDA graphs)
         var = TensorVariable(node, fake, source=source)
         if type(value) not in (torch.Tensor, torch.nn.Parameter):
             var.subclass = type(value)
