@@ -30,7 +30,7 @@ DEBUG_BUILTINS = {
     "ts",
     "aot_ts",
 }
-BUILTINS = {"inductor", "cudagraphs"} | DEBUG_BUILTINS
+BUILTINS = {"inductor", "cudagraphs", "eager_debug", "pre_dispatch_eager"} | DEBUG_BUILTINS
 
 
 def _backend(gm, example_inputs):

@@ -51,7 +51,15 @@ def test_aot_eager_forward_and_backward(mlp) -> None:
 
 
 @pytest.mark.parametrize(
-    "backend", ["eager_noexcept", "aot_eager_default_partitioner", "aot_eager_decomp_partition", "aot_ts"]
+    "backend",
+    [
+        "eager_noexcept",
+        "eager_debug",
+        "pre_dispatch_eager",
+        "aot_eager_default_partitioner",
+        "aot_eager_decomp_partition",
+        "aot_ts",
+    ],
 )
 def test_torchs_other_backend_names_forward_and_backward(backend, mlp) -> None:
     """torch.compile's backends of these names, under the same names: eager's results and grads."""
@@ -234,3 +242,20 @@ def test_inductor_reduce_overhead_on_cuda(mlp) -> None:
         for _ in range(4):
             x = torch.randn(4, 8, device="cuda")
             assert same(compiled(x).clone(), ref(x))
+
+
+def test_eager_debug_raises_where_an_operator_breaks_its_schema() -> None:
+    """torch's `eager_debug`: a custom operator mutating an argument its schema says it does not."""
+    lib = torch.library.Library("stenograph_test_schema", "FRAGMENT")  # noqa: TOR901
+    lib.define("bad_add_(Tensor x) -> Tensor")
+
+    def bad_add_(x):
+        x.add_(1)
+        return x.clone()
+
+    lib.impl("bad_add_", bad_add_, "CompositeExplicitAutograd")
+    op = torch.ops.stenograph_test_schema.bad_add_
+    x = torch.zeros(3)
+    assert same(stenograph.compile(lambda t: op(t) * 2, backend="eager")(x.clone()), torch.full((3,), 2.0))
+    with pytest.raises(RuntimeError, match="not defined as mutable but was mutated"):
+        stenograph.compile(lambda t: op(t) * 2, backend="eager_debug")(x.clone())

@@ -4,7 +4,10 @@ Why they exist: they isolate capture from compilation. If a program misbehaves u
 bug is in graph capture (guards, graph breaks, side effects), not in a compiler. `eager_noexcept`
 (torch.compile's backend of that name) also checks that the graph itself never raises: an
 exception from running it is turned into a `StenographError` naming the graph, so a test that
-expects none notices one that eager code would have caught and handled.
+expects none notices one that eager code would have caught and handled. `eager_debug` runs the
+graph under torch's `SchemaCheckMode`, so a custom operator that writes to or aliases an argument
+its schema does not declare raises; `pre_dispatch_eager` runs the graph recorded again by
+`make_fx(pre_dispatch=True)` (what export's pre-dispatch IR holds), for checking that recording.
 
 Its artifact (artifacts.py) is the graph itself (`_graph_pickle.py`): loading builds the same
 GraphModule and returns its `forward`, so a loaded graph runs exactly as a compiled one.
@@ -22,7 +25,7 @@ from .artifacts import NotPersistable, declined
 if TYPE_CHECKING:
     import torch.fx
 
-__all__ = ["eager", "eager_noexcept", "load_artifact"]
+__all__ = ["eager", "eager_debug", "eager_noexcept", "load_artifact", "pre_dispatch_eager"]
 
 
 def eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
@@ -41,6 +44,31 @@ def eager_noexcept(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Calla
             raise StenographError(f"unexpected exception when running the captured graph: {e!r}") from e
 
     return run
+
+
+def eager_debug(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """Run the graph node by node under `SchemaCheckMode` (operators checked against their
+    schemas' mutation and aliasing declarations)."""
+    import torch.fx
+    from torch._subclasses.schema_check_mode import SchemaCheckMode
+
+    def run(*args: Any) -> Any:
+        with SchemaCheckMode():
+            return torch.fx.Interpreter(gm).run(*args)
+
+    return run
+
+
+def pre_dispatch_eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """The graph recorded again before dispatch (ATen operators, autograd and grad-mode switches
+    kept), run as it is."""
+    import torch.fx
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def interpret(*args: Any) -> Any:
+        return torch.fx.Interpreter(gm).run(*args)
+
+    return make_fx(interpret, pre_dispatch=True)(*example_inputs)
 
 
 class _Artifacts:

@@ -11,7 +11,8 @@ places, looked up in this order:
 3. nothing else: an unknown name is an error that lists the known ones.
 
 The built-ins are torch.compile's backends of the same names, tagged as torch tags them (its
-conventions are the contract): `inductor` and `cudagraphs` untagged; `eager`, `eager_noexcept`,
+conventions are the contract): `inductor`, `cudagraphs`, `eager_debug` and `pre_dispatch_eager`
+untagged; `eager`, `eager_noexcept`,
 `aot_eager`, `aot_eager_default_partitioner`, `aot_eager_decomp_partition`, `ts` and `aot_ts`
 tagged "debug", so `list_backends()` leaves them out as torch's does.
 
@@ -67,6 +68,8 @@ _BUILTINS: dict[str, tuple[str, tuple[str, ...]]] = {
     "cudagraphs": ("stenograph.backends.cudagraphs:cudagraphs", ()),
     "eager": ("stenograph.backends.eager:eager", _DEBUG),
     "eager_noexcept": ("stenograph.backends.eager:eager_noexcept", _DEBUG),
+    "eager_debug": ("stenograph.backends.eager:eager_debug", ()),
+    "pre_dispatch_eager": ("stenograph.backends.eager:pre_dispatch_eager", ()),
     "aot_eager": ("stenograph.backends.aot_eager:aot_eager", _DEBUG),
     "aot_eager_default_partitioner": ("stenograph.backends.aot_eager:aot_eager_default_partitioner", _DEBUG),
     "aot_eager_decomp_partition": ("stenograph.backends.aot_eager:aot_eager_decomp_partition", _DEBUG),
