@@ -24,7 +24,7 @@ from . import config, deferred_release, entry, events, process_state, warm
 from . import stance as stance_state
 from .backends.call_marks import marking_calls, wants_call_marks
 from .backends.registry import get_default_backend, lookup_backend, resolve_backend
-from .errors import FailOnRecompileLimitHit, RecompileError, StenographError
+from .errors import FailOnRecompileLimitHit, RecompileError, StenographError, UserError
 from .graph.codegen import TRANSFORMED_MARK
 from .marks import (
     COMPILE_ENTRY_ATTR,
@@ -322,6 +322,12 @@ def _compile_target(
         return target  # disabled stays disabled, as torch's does when compiled
     if isinstance(target, OptimizedModule):
         target = target._orig_mod
+    if isinstance(target, torch.jit.ScriptModule):
+        raise UserError(
+            f"stenograph cannot compile a TorchScript module ({type(target).__name__}, from torch.jit.script, "
+            "torch.jit.trace or torch.jit.freeze): its forward is TorchScript, not Python bytecode. Compile the "
+            "original nn.Module instead"
+        )
     if isinstance(target, torch.nn.Module):
         return OptimizedModule(target, compiler, name, fullgraph, dynamic, spec=spec)
     if isinstance(target, type):

@@ -679,7 +679,9 @@ def module_caller(backend: Any, backend_name: str, dynamic: bool | None = None) 
     forwards: dict[types.FunctionType, Any] = {}
 
     def call(module: Any, *args: Any, **kwargs: Any) -> Any:
-        forward = type(module).forward
+        # read statically: a TorchScript module's class answers `forward` through a descriptor
+        # that fails when read from the class
+        forward = inspect.getattr_static(type(module), "forward", None)
         plain = "forward" not in module.__dict__ and isinstance(forward, types.FunctionType)
         own_call = type(module).__call__  # a class marked `disable` has a disabled one: eager
         if not plain or (own_call is not _MODULE_CALL and is_disabled(own_call)) or has_global_forward_hooks():

@@ -380,3 +380,42 @@ def test_jit_trace_of_a_compiled_function_is_refused(cnt):
     with pytest.raises(RuntimeError, match="torch.jit.trace of a function stenograph compiles"):
         torch.jit.trace(compiled, torch.randn(3))
     assert cnt.frame_count == 0
+
+
+class _Scriptable(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+class _HoldsAScriptModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scripted = torch.jit.script(_Scriptable())
+
+    def forward(self, x):
+        return self.scripted(x) + 1
+
+
+@pytest.mark.parametrize("make", [torch.jit.script, lambda m: torch.jit.freeze(torch.jit.script(m.eval()))])
+def test_compiling_a_torchscript_module_is_refused_by_name(make):
+    """As torch.compile refuses it (a RuntimeError); it was an AttributeError from inside."""
+    scripted = make(_Scriptable())
+    with pytest.raises(RuntimeError, match="cannot compile a TorchScript module"):
+        stenograph.compile(scripted, backend="eager")
+
+
+def test_a_torchscript_submodule_runs_eagerly_at_a_break(cnt):
+    """Its call is a graph break; the frame's other operations are compiled (it was an
+    AttributeError: the class's `forward` of a script module cannot be read from the class)."""
+    model, x = _HoldsAScriptModule(), torch.randn(2, 3, requires_grad=True)
+    out = stenograph.compile(model, backend=cnt)(x)
+    assert_same(out, model(x))
+    assert cnt.frame_count == 1
+    out.sum().backward()
+    assert model.scripted.lin.weight.grad is not None
+    with pytest.raises(Unsupported, match="ScriptMethod"):
+        stenograph.compile(_HoldsAScriptModule(), backend="eager", fullgraph=True)(x)
