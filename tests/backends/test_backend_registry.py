@@ -458,11 +458,31 @@ class _FakeGM:
         return None
 
 
+def test_builtin_backends_but_inductor_ignore_mode_and_options(caplog) -> None:
+    """As torch's eager and AOTAutograd backends do (with a log line): a program written for
+    torch.compile passing them still compiles."""
+    import torch
+
+    import stenograph
+
+    assert resolve_backend("eager", options={"a": 1}) is lookup_backend("eager")
+    assert resolve_backend("aot_eager", mode="max-autotune") is lookup_backend("aot_eager")
+    assert "backend 'eager' ignores options={'a': 1}" in caplog.text
+    assert "backend 'aot_eager' ignores mode='max-autotune'" in caplog.text
+    x = torch.randn(3)
+    for backend in ("eager", "aot_eager"):
+        compiled = stenograph.compile(lambda t: t + t, backend=backend, options={"foo": 2})
+        assert torch.equal(compiled(x), x + x)
+
+
 def test_backends_that_take_no_mode_or_options_refuse_them_at_compile() -> None:
-    with pytest.raises(InvalidBackend, match=r"backend 'eager' takes no options= argument"):
-        resolve_backend("eager", options={"a": 1})
+    def no_arguments(gm, example_inputs):
+        return gm.forward
+
+    with pytest.raises(InvalidBackend, match=r"backend 'no_arguments' takes no options= argument"):
+        resolve_backend(no_arguments, options={"a": 1})
     with pytest.raises(InvalidBackend, match=r"takes no mode= argument"):
-        resolve_backend("aot_eager", mode="max-autotune")
+        resolve_backend(no_arguments, mode="max-autotune")
 
     def only_mode(gm, example_inputs, mode=None):
         return gm.forward

@@ -29,6 +29,7 @@ import difflib
 import importlib
 import importlib.metadata
 import inspect
+import logging
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -60,6 +61,8 @@ CompilerFn = Callable[["torch.fx.GraphModule", list[Any]], Callable[..., Any]]
 ENTRY_POINT_GROUP = "stenograph_backends"
 #: torch.compile's group: a backend packaged for torch.compile is found by name too.
 TORCH_ENTRY_POINT_GROUP = "torch_dynamo_backends"
+
+_log = logging.getLogger("stenograph.backends")
 
 _DEBUG = ("debug",)
 # name -> ("module:attribute", tags). Imported on first use only (see the module docstring).
@@ -368,8 +371,9 @@ def resolve_backend(
     """The compiler function for `compile(backend=..., mode=..., options=...)`.
 
     Like torch.compile: `mode` and `options` are exclusive; for Inductor they become config
-    patches, validated now so a typo fails at decoration time rather than at the first call; any
-    other backend receives them as keyword arguments (`mode` only when it is not "default").
+    patches, validated now so a typo fails at decoration time rather than at the first call; the
+    other built-in backends ignore them (with a log line), as torch's do; any other backend receives
+    them as keyword arguments (`mode` only when it is not "default").
     """
     if mode is not None and options is not None:
         raise InvalidBackend(BOTH_MODE_AND_OPTIONS)
@@ -387,6 +391,10 @@ def resolve_backend(
         kwargs["mode"] = mode
     if options:
         kwargs["options"] = options
+    if kwargs and _is_builtin(fn):
+        # torch's eager, AOTAutograd and TorchScript backends take these and ignore them
+        _log.warning("backend %r ignores %s", backend, ", ".join(f"{k}={v!r}" for k, v in kwargs.items()))
+        return fn
     if not kwargs:
         return fn
     _check_accepts(fn, backend, kwargs)
@@ -397,6 +405,12 @@ def resolve_backend(
     with_options.__name__ = getattr(fn, "__name__", "backend")
     with_options.__wrapped__ = fn  # type: ignore[attr-defined]
     return with_options
+
+
+def _is_builtin(fn: Any) -> bool:
+    """`fn` is one of the built-in backends other than Inductor (loaded by name already)."""
+    with _lock:
+        return any(entry.origin == "built-in" and entry.target is fn for entry in _state.entries.values())
 
 
 def _check_accepts(fn: Any, backend: Any, kwargs: dict[str, Any]) -> None:
