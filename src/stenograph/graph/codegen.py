@@ -29,6 +29,7 @@ from ..guards.guard_set import _repr_roundtrips
 from ..guards.pyfunc import make_function, parameter_list
 from ..guards.sources import GlobalsNamer, SourceRenderer
 from ..variables.base import Variable
+from ..variables.constants import TraceId, trace_id_leaves
 from .eager_warnings import warn_at
 from .side_effects import SideEffects
 
@@ -169,6 +170,8 @@ class Reconstructor:
         return name
 
     def constant(self, value: Any) -> str:
+        if isinstance(value, TraceId):
+            raise trace_id_leaves()
         if isinstance(value, (int, float, str, bytes, bool, type(None))) and _repr_roundtrips(value):
             return repr(value)
         return self.writer.bind(value, "const")

@@ -415,3 +415,21 @@ def constant(value: Any) -> ConstantVariable:
 def is_none(var: Variable) -> bool:
     """Whether `var` is the constant None."""
     return var.is_constant() and var.as_constant() is None
+
+
+class TraceId(int):
+    """The number `id()` gives an object made while tracing: unique to it within the trace, good
+    for memo tables and comparisons, but not its real id (which differs on every call). Its own
+    class, so that code generation refuses it wherever it would leave the frame: alone, or as a
+    key or item of a container the frame returns or stores."""
+
+
+class TraceIdVariable(ConstantVariable):
+    """`id()` of an object made while tracing (its value a `TraceId`)."""
+
+    def reconstruct(self, codegen: Any) -> str:
+        raise trace_id_leaves()
+
+
+def trace_id_leaves() -> Unsupported:
+    return Unsupported("the id() of an object made while tracing leaves the frame (it differs on every call)")
