@@ -23,6 +23,7 @@ ORDER = [
     "special_callable",
     "tensor",
     "numpy_array",
+    "numpy_scalar",
     "immutable_object",
     "size",
     "global_context",

@@ -274,6 +274,12 @@ def _numpy_array(w: Wrapping) -> Variable:
     return numpy_arrays.array_input(w.frame, w.value, w.source)
 
 
+@_rule(lambda value, source: source is not None and numpy_arrays.is_traced_scalar(value))
+def _numpy_scalar(w: Wrapping) -> Variable:
+    assert w.source is not None
+    return numpy_arrays.scalar_input(w.frame, w.value, w.source)
+
+
 # values that never change once made: the object read is the value traced
 _IMMUTABLE_OBJECTS = (enum.Enum, re.Pattern, re.Match)
 
