@@ -33,7 +33,10 @@ GROUPS: list[tuple[str, list[str]]] = [
             "double_backward",
         ],
     ),
-    ("containers", ["containers", "collection_types", "frame_dicts", "environ", "generators", "mapping_proxy"]),
+    (
+        "containers",
+        ["containers", "collection_types", "frame_dicts", "environ", "generators", "mapping_proxy", "weak_containers"],
+    ),
     (
         "tensors",
         [

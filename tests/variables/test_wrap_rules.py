@@ -49,6 +49,7 @@ ORDER = [
     "set_of_fixed_members",
     "set_of_tensors",
     "weakref",
+    "weak_container",
     "module_globals",
     "frame_dict",
     "dict",

@@ -1243,6 +1243,8 @@ class SetVariable(Variable):
             raise Unsupported(f"set member {var.describe()} (only constants, tensors and fixed objects are tracked)")
         if not set_member_by_identity(identity):
             raise Unsupported(f"set member {var.describe()}, whose class defines __eq__ or __hash__")
+        if frame is not None and var.source is not None:
+            frame.output.guards.id_match(var.source, identity)  # found or not by being this object
         return _Identity(identity)
 
     @classmethod
