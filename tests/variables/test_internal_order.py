@@ -35,7 +35,16 @@ GROUPS: list[tuple[str, list[str]]] = [
     ),
     (
         "containers",
-        ["containers", "collection_types", "frame_dicts", "environ", "generators", "mapping_proxy", "weak_containers"],
+        [
+            "containers",
+            "collection_types",
+            "frame_dicts",
+            "environ",
+            "suspended_generators",
+            "generators",
+            "mapping_proxy",
+            "weak_containers",
+        ],
     ),
     (
         "tensors",

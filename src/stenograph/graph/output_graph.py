@@ -148,6 +148,10 @@ class OutputGraph:
         self._containers: dict[int, tuple[Any, Variable]] = {}  # lists/dicts/sets read from the frame
         # generator functions that are called for real (their body has a graph break)
         self.eager_generators: set = set()
+        # generators suspended inside a try/with block when the frame returned: the code must
+        # rebuild each (it escapes, and is closed when the caller drops it, as eagerly); taken
+        # off by whoever builds from the trace
+        self.unclosed_generators: list = []
         # contexts (inference mode, autocast) the trace entered, for real, and has not left
         self.open_contexts: list[GlobalContextVariable] = []
         # traced `warnings.catch_warnings()` blocks the trace is inside (`variables.warning_blocks`)

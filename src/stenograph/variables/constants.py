@@ -308,7 +308,11 @@ class IteratorVariable(Variable):
         return self
 
     def reconstruct(self, codegen: Any) -> str:
-        return f"iter(({''.join(codegen.expr(i) + ', ' for i in self.items[self.index :])}))"
+        """An iterator over a tuple of the items still to come, made once (reached twice, it is
+        one iterator)."""
+        return codegen.build_once(
+            self, lambda: f"iter(({''.join(codegen.expr(i) + ', ' for i in self.items[self.index :])}))"
+        )
 
     def next(self, frame: Frame) -> Variable | None:
         """The next item, or None when exhausted."""
@@ -375,6 +379,12 @@ class IteratorVariable(Variable):
     def may_raise(self) -> bool:
         """Whether a later step raises (a tuple of the remaining items would not)."""
         return self.failure is not None
+
+    def rebuilt_faithfully(self) -> bool:
+        """Whether the iterator `reconstruct` (or the source) gives goes on as this one would:
+        here, a tuple of the remaining items, as long as no container read live can change them
+        and no later step raises; subclasses rebuilt as themselves say so."""
+        return self.source is not None or (self.iterated() is None and not self.may_raise())
 
 
 class NullVariable(Variable):
