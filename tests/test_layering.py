@@ -50,6 +50,7 @@ LAYERS: dict[str, int] = {
             "stance",
             "thread_flag",
             "nested_caches",
+            "compile_callbacks",
         ],
         0,
     ),

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import config, deferred_release, events, nested_caches, process_state, torch_state, warm
+from . import compile_callbacks, config, deferred_release, events, nested_caches, process_state, torch_state, warm
 from .backends.registry import lookup_backend
 from .callee_routing import CalleeRouter
 from .errors import (
@@ -205,7 +205,23 @@ class FrameCache:
                     stacklevel=5,
                 )
                 return fn, args
-        events.publish(events.CompileStarted(self.code, label, len(self.entries)))
+        started = events.CompileStarted(self.code, label, len(self.entries))
+        events.publish(started)
+        with compile_callbacks.compiling(str(started.compile_id)):
+            return self._traced(fn, args, kwargs, full, fullgraph, backend_name, label)
+
+    def _traced(
+        self,
+        fn: types.FunctionType,
+        args: tuple,
+        kwargs: dict,
+        full: tuple,
+        fullgraph: bool,
+        backend_name: str | None,
+        label: str,
+    ) -> tuple[Any, tuple]:
+        """`_compile`'s trace and build: the entry's function and the arguments it takes, or the
+        function that runs this call eagerly."""
         request = FrameCompile(
             fn,
             args,

@@ -121,7 +121,9 @@ class TracedGraph(torch.fx.Graph):
 class OutputGraph:
     """Accumulates one graph, its inputs and guards while a frame is traced."""
 
-    def __init__(self, policy: DynamicPolicy | None = None, caller_handles: bool | None = None) -> None:
+    def __init__(
+        self, policy: DynamicPolicy | None = None, caller_handles: bool | None = None, *, breaks_allowed: bool = True
+    ) -> None:
         self.active = ActiveFrame()
         self.graph = TracedGraph(self.active)
         # the frame's graph, where inputs go; `graph` is another one while a body is traced
@@ -130,6 +132,9 @@ class OutputGraph:
         self.fake_mode = new_fake_mode()
         self.policy = policy
         self.caller_handles = caller_handles  # `FrameCall.caller_handles`
+        # False under fullgraph=True: what the trace could capture or leave to a graph break, it
+        # captures (a module's step counter: recompiles rather than an error)
+        self.breaks_allowed = breaks_allowed
         self.guards = GuardSet()
         self.inputs: list[GraphInput] = []
         # (taker, giver) input nodes of each `taker.data = giver` (see `hand_over_storage`)
