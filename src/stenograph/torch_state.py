@@ -183,6 +183,19 @@ class preserved:  # noqa: N801 - used as a context manager, like torch's own gua
             self.keys.__exit__(None, None, None)
 
 
+def set_aside_user_modes() -> None:
+    """Take the user's dispatch modes off the stack for a compile inside `preserved()`, which
+    puts them back: as torch.compile, a compile runs without them (modes that must see every
+    operator skip the frame before this; those left say `ignore_compile_internals()`, and see the
+    compiled code's operators when it runs). Under an infra mode (fake, proxy: an outer trace)
+    the stack is left as it is."""
+    stack = _dispatch_stack()
+    if any(mode.is_infra_mode() for mode in stack):
+        return
+    for _ in stack:
+        _C._pop_torch_dispatch_stack(None)
+
+
 def _thread_local_state(tls: Any) -> dict[str, Any]:
     return _copied(tls.__dict__)
 
