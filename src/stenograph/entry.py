@@ -229,9 +229,9 @@ class FrameCache:
         )
         deferred_release.run_pending()
         try:
-            with torch_state.preserved(), compile_leftovers.generated_during() as leftovers:
-                torch_state.set_aside_user_modes()
-                entry = compile_frame(request)
+            with torch_state.preserved(), torch_state.user_modes_set_aside():
+                with compile_leftovers.generated_during() as leftovers:
+                    entry = compile_frame(request)
         except (ConstraintViolation, NativeGuardsUnavailable, FullgraphBreak, ForbiddenCall, SideEffectsNotReplayed):
             raise
         except Exception as e:
