@@ -324,9 +324,9 @@ def _compile_target(
         target = target._orig_mod
     if isinstance(target, torch.jit.ScriptModule):
         raise UserError(
-            f"stenograph cannot compile a TorchScript module ({type(target).__name__}, from torch.jit.script, "
-            "torch.jit.trace or torch.jit.freeze): its forward is TorchScript, not Python bytecode. Compile the "
-            "original nn.Module instead"
+            f"torch.compile does not support compiling torch.jit.script or torch.jit.freeze models directly, "
+            f"and neither does stenograph: {type(target).__name__}'s forward is TorchScript, not Python "
+            "bytecode. Compile the original nn.Module instead"
         )
     if isinstance(target, torch.nn.Module):
         return OptimizedModule(target, compiler, name, fullgraph, dynamic, spec=spec)

@@ -44,7 +44,7 @@ from .shapes.fake import is_symbolic
 from .shapes.guards import shape_guards
 from .shapes.lifted import lift_aliased_input_symbols
 from .variables.cells import Cell, LazyValue
-from .variables.generators import has_cleanup
+from .variables.generators import has_cleanup, unclosed_refusal
 from .variables.global_contexts import close_abandoned
 from .verify import verify_on_first_call
 
@@ -541,6 +541,9 @@ def capture_frame(fn: types.FunctionType, args: tuple, kwargs: dict, policy: Dyn
             attempts.close()
     else:
         raise Unsupported(f"traced again {_MAX_RESTARTS} times (lazy modules materialising)")
+    unclosed, output.unclosed_generators = output.unclosed_generators, []  # (they refer to the trace)
+    if unclosed:  # nothing is rebuilt from a capture: each is dropped unclosed
+        raise unclosed_refusal(unclosed[0])
     _guard_relations(output)
     return Capture(output, result, output.guards.build(call.code, fn, call.label), end_flags)
 

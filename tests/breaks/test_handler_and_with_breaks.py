@@ -259,6 +259,38 @@ def test_break_inside_a_contextmanager_block(cnt, capsys):
     assert "enclosing `with` statement" in explained.break_reasons[0].reason
 
 
+@contextlib.contextmanager
+def _bare(log, tag):
+    log.append(f"enter {tag}")
+    yield tag
+    log.append(f"exit {tag}")  # skipped where the block raises, as eagerly
+
+
+def _in_bare_contextmanager(x, log, fail):
+    y = x + 1
+    with _bare(log, "c") as tag:
+        print("inside", tag)
+        y = y * 2
+        if fail:
+            raise KeyError("k")
+    return y - 1, log
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_break_inside_a_bare_yield_contextmanager_block_stays_inside_it(cnt, capsys, fail):
+    def fn(x, log):
+        try:
+            return _in_bare_contextmanager(x, log, fail)
+        except KeyError:
+            return x, log
+
+    _run_checked(fn, cnt, capsys, lambda i: (torch.ones(2) * i, []))
+    explained = stenograph.explain(_in_bare_contextmanager)(torch.ones(2), [], False)
+    # its generator, suspended at the `yield`, is handed on: the break is the print's (then
+    # `__exit__`'s next() of the real generator)
+    assert [r.reason for r in explained.break_reasons] == ["call to print", "next() on generator object"]
+
+
 def _exception_through_contextmanager(x, log):
     try:
         with _scoped(log, "b"):

@@ -492,9 +492,40 @@ def test_offsets_inside_running_handlers_are_not_implemented(fn, argval):
         build_resume_code(fn.__code__, in_handler_body[-1], depth, [])
 
 
-def gen(x):
-    y = x + 1
-    yield y
+def totals(start, n, log):
+    total = start
+    try:
+        for i in range(n):
+            try:
+                sent = yield total + i
+            except ValueError:
+                sent = 100
+            if sent is not None:
+                total += sent
+    finally:
+        log.append(("finally", total))
+    return total
+
+
+def delegate(log):
+    got = yield "inner 1"
+    log.append(("inner got", got))
+    yield "inner 2"
+    return "inner done"
+
+
+def delegating(make_inner, log):
+    try:
+        r = yield from make_inner(log)
+    except KeyError as e:
+        r = f"caught {e}"
+    log.append(r)
+    yield r
+    raise StopIteration  # leaving a generator, it becomes a RuntimeError
+
+
+async def coroutine(x):
+    return x
 
 
 def comprehension(xs):
@@ -513,9 +544,64 @@ def test_resume_inside_an_inlined_comprehension():
     assert resumed([10], (5, 6), 3, 1) == [10, 4, 6, 7]
 
 
-def test_generators_and_module_code_are_not_implemented():
-    with pytest.raises(NotImplementedError, match="generator"):
-        build_resume_code(gen.__code__, _load_offset(gen, "x"), 0, ["x"])
+def _states_after(generator, steps):
+    """What each step (`("send", v)`, `("throw", exc)`, `("close",)`) gives, or raises."""
+    seen = []
+    for step in steps:
+        try:
+            seen.append(getattr(generator, step[0])(*step[1:]))
+        except (StopIteration, RuntimeError) as e:
+            seen.append((type(e).__name__, getattr(e, "value", None)))
+    return seen
+
+
+def test_a_generator_resumed_at_its_yield_is_suspended_there():
+    """Started at the YIELD_VALUE with the value on the stack, the resume code's generator yields
+    it on its first next() and then goes on as the original suspended there."""
+    offset = _offset(totals, "YIELD_VALUE")
+    depth = stack_depths(totals.__code__)[offset]  # the loop's iterator (beside it from 3.15), the value
+    assert depth == 2 + len(BESIDE_ITERATOR)
+    steps = [("send", 5), ("throw", ValueError()), ("send", None), ("close",), ("send", None)]
+    original_log, resumed_log = [], []
+    original = totals(10, 4, original_log)
+    next(original)
+    next(original)  # i == 1
+    iterator = iter(range(4))
+    next(iterator)
+    next(iterator)
+    live = ["start", "n", "log", "total", "i"]
+    code = build_resume_code(totals.__code__, offset, [None, *BESIDE_ITERATOR, None], live)
+    resumed = types.FunctionType(code, totals.__globals__, "totals")(iterator, "dropped", 10, 4, resumed_log, 10, 1)
+    assert next(resumed) == "dropped"
+    assert _states_after(resumed, steps) == _states_after(original, steps)
+    assert resumed_log == original_log == [("finally", 115)]
+
+
+@pytest.mark.parametrize("thrown", [None, KeyError("k")])
+def test_a_generator_resumed_inside_yield_from(thrown):
+    """The receiver goes under the yielded value: sends, throws and the delegate's return value
+    pass through it as in the original (3.12+ keeps a handler of its own around that yield)."""
+    offset = _offset(delegating, "YIELD_VALUE")
+    # the delegate (with its NULL beside it from 3.15) under the yielded value
+    assert stack_depths(delegating.__code__)[offset] == 2 + len(BESIDE_ITERATOR)
+    original_log, resumed_log = [], []
+    original = delegating(delegate, original_log)
+    next(original)
+    inner = delegate(resumed_log)
+    next(inner)
+    code = build_resume_code(delegating.__code__, offset, [None, *BESIDE_ITERATOR, None], ["make_inner", "log"])
+    resumed = types.FunctionType(code, delegating.__globals__, "delegating")(inner, None, delegate, resumed_log)
+    next(resumed)
+    assert resumed.gi_yieldfrom is inner
+    second = ("throw", thrown) if thrown is not None else ("send", "S")
+    steps = [second, ("send", None), ("send", None), ("send", None)]
+    assert _states_after(resumed, steps) == _states_after(original, steps)
+    assert resumed_log == original_log
+
+
+def test_coroutines_and_module_code_are_not_implemented():
+    with pytest.raises(NotImplementedError, match="coroutine"):
+        build_resume_code(coroutine.__code__, _load_offset(coroutine, "x"), 0, ["x"])
     module_code = compile("a = 1\nb = a + 1\n", "<m>", "exec")
     offset = decoded(module_code).instructions[-3].offset
     with pytest.raises(NotImplementedError, match="module or class body"):

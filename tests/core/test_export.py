@@ -170,6 +170,18 @@ def test_what_a_graph_cannot_do_is_refused_clearly():
     with pytest.raises(Unsupported, match="an exported graph returns tensors"):
         stenograph.export(boxes)(torch.randn(2))
 
+    def guarded(x):
+        try:
+            yield x + 1
+        finally:
+            log.append("closed")  # eagerly when the frame drops it; a graph cannot
+
+    def drops(x):
+        return next(guarded(x)) * 2
+
+    with pytest.raises(Unsupported, match="left suspended inside a try/with block"):
+        stenograph.export(drops)(torch.randn(2))
+
 
 def test_bad_input_gets_clear_errors():
     with pytest.raises(TypeError, match="needs a Python function or nn.Module"):

@@ -1,6 +1,6 @@
 """Generators made in the compiled function that leave it (returned, inside a returned `zip`, or
 live at a graph break): rebuilt as real generators when their body has not started or has
-finished; one suspended at a `yield` makes the frame run eagerly."""
+finished (one suspended at a `yield`: test_suspended_generators.py)."""
 
 from __future__ import annotations
 
@@ -97,6 +97,18 @@ def test_a_list_iterator_returned_reads_its_list_live():
     assert_same(list(it_c), list(it_e))
 
 
+def test_an_iterator_reached_twice_is_one_iterator():
+    def fn(x):
+        it = iter((x, x + 1, x + 2))
+        next(it)
+        numbered = enumerate(_whoo(x, []))
+        return it, [it], numbered, [numbered]
+
+    (it_e, _, numbered_e, _), (it_c, holder_c, numbered_c, numbered_holder_c) = _both(fn, lambda: t(2))
+    assert holder_c[0] is it_c and numbered_holder_c[0] is numbered_c
+    assert_same([list(it_c), list(numbered_c)], [list(it_e), list(numbered_e)])
+
+
 def test_a_zip_over_a_generator_is_rebuilt_as_a_zip():
     def fn(x):
         return zip(range(3), _whoo(x, [])), enumerate(_whoo(x, []), 5), x.sin()
@@ -129,13 +141,3 @@ def test_a_generator_made_before_a_graph_break_is_pulled_after_it(cnt):
 
     # the graphs before and after the break (torch.compile runs the frame eagerly)
     check(fn, lambda i: (t(2, seed=i), []), cnt, graphs=2, torch_graphs=0)
-
-
-def test_a_generator_suspended_at_a_yield_is_not_rebuilt():
-    def fn(x):
-        g = _whoo(x, [])
-        next(g)
-        return g
-
-    with pytest.raises(stenograph.Unsupported, match="after it started, and cannot be rebuilt"):
-        stenograph.compile(fn, backend="eager", fullgraph=True)(t(2))

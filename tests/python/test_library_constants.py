@@ -284,6 +284,21 @@ def _returns_id_of_new_object(x):
     return x + 1, id(items)
 
 
+def _id_keyed_by_new_object(x):
+    items = [x]
+    return {id(items): 1}, items
+
+
+def test_id_of_a_new_object_as_a_key_of_a_returned_dict_runs_eagerly(cnt):
+    """The key is the returned list's real id, as eagerly (the trace's own number came out)."""
+    fn = stenograph.compile(_id_keyed_by_new_object, backend=cnt)
+    with pytest.warns(stenograph.StenographWarning, match="id"):
+        keyed, items = fn(t(3))
+    assert id(items) in keyed
+    with pytest.raises(stenograph.Unsupported, match="id"):
+        stenograph.compile(_id_keyed_by_new_object, backend="eager", fullgraph=True)(t(3))
+
+
 def test_id_of_a_new_object_leaving_the_frame_runs_eagerly(cnt):
     fn = stenograph.compile(_returns_id_of_new_object, backend=cnt)
     x = t(3)
@@ -291,3 +306,26 @@ def test_id_of_a_new_object_leaving_the_frame_runs_eagerly(cnt):
         out, number = fn(x)
     torch.testing.assert_close(out, x + 1)
     assert isinstance(number, int)
+
+
+_REGISTRY = {"a": 1}
+_SHARED = [0]
+
+
+def _memo_by_container_ids(x, items):
+    memo = {id(_REGISTRY): 1.0, id(items): 2.0}
+    return x + memo[id(_REGISTRY)] + memo.get(id(_SHARED), 0.0), id(items) == id(_SHARED)
+
+
+def test_id_of_a_list_or_dict_read_from_the_frame_is_its_id_guarded_by_identity(cnt):
+    """`id()` of a dict global and of a list argument (torch's test_id_of_*_as_dict_key): their
+    real ids; another list in the argument's place recompiles (it was a graph break)."""
+    fn = stenograph.compile(_memo_by_container_ids, backend=cnt, fullgraph=True)
+    x = t(3)
+    first = [1]
+    for items, graphs in ((first, 1), (first, 1), (_SHARED, 2), ([5], 3)):
+        expected = x + (3.0 if items is _SHARED else 1.0)
+        out, same = fn(x, items)
+        torch.testing.assert_close(out, expected)
+        assert same == (items is _SHARED)
+        assert cnt.frame_count == graphs

@@ -193,3 +193,26 @@ def test_a_list_of_tensors_is_not_an_object_of_another_class(cnt):
     x, items = torch.zeros(1), [torch.ones(1)]
     assert torch.equal(compiled(x, items), fn(x, items))
     assert cnt.frame_count == 1
+
+
+class _Marker:
+    """An object found in a set by identity."""
+
+
+_FIRST, _SECOND = _Marker(), _Marker()
+
+
+def test_an_argument_found_in_a_set_is_guarded_to_be_that_object(cnt):
+    def fn(x, obj):
+        return x + (1 if obj in {_FIRST} else 0)
+
+    # torch 2.13 reuses its graph for the second object and answers as for the first: no peer
+    check(fn, lambda i: (t(2), _FIRST if i == 0 else _SECOND), cnt, graphs=2, peer=False)
+
+
+def test_a_set_holding_an_argument_is_guarded_to_hold_that_object(cnt):
+    def fn(x, obj):
+        return x + (1 if _FIRST in {obj} else 0)
+
+    # torch 2.13 reuses its graph for the second object and answers as for the first: no peer
+    check(fn, lambda i: (t(2), _FIRST if i == 0 else _SECOND), cnt, graphs=2, peer=False)

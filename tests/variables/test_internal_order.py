@@ -33,7 +33,19 @@ GROUPS: list[tuple[str, list[str]]] = [
             "double_backward",
         ],
     ),
-    ("containers", ["containers", "collection_types", "frame_dicts", "environ", "generators", "mapping_proxy"]),
+    (
+        "containers",
+        [
+            "containers",
+            "collection_types",
+            "frame_dicts",
+            "environ",
+            "suspended_generators",
+            "generators",
+            "mapping_proxy",
+            "weak_containers",
+        ],
+    ),
     (
         "tensors",
         [

@@ -16,14 +16,13 @@ GraphModule and returns its `forward`, so a loaded graph runs exactly as a compi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import torch.fx
 
 from ..errors import StenographError
 from ._graph_pickle import dumps_graph, loads_graph
 from .artifacts import NotPersistable, declined
-
-if TYPE_CHECKING:
-    import torch.fx
 
 __all__ = ["eager", "eager_debug", "eager_noexcept", "load_artifact", "pre_dispatch_eager"]
 
@@ -49,7 +48,7 @@ def eager_noexcept(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Calla
 def eager_debug(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     """Run the graph node by node under `SchemaCheckMode` (operators checked against their
     schemas' mutation and aliasing declarations)."""
-    import torch.fx
+    # a debugging backend's helper, imported when it is used
     from torch._subclasses.schema_check_mode import SchemaCheckMode
 
     def run(*args: Any) -> Any:
@@ -62,7 +61,7 @@ def eager_debug(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable
 def pre_dispatch_eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     """The graph recorded again before dispatch (ATen operators, autograd and grad-mode switches
     kept), run as it is."""
-    import torch.fx
+    # a debugging backend's helper, imported when it is used
     from torch.fx.experimental.proxy_tensor import make_fx
 
     def interpret(*args: Any) -> Any:

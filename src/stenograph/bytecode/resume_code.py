@@ -12,6 +12,7 @@ Layout of a resume code object made by `build_resume_code`::
     COPY_FREE_VARS n           # if there are free variables
     MAKE_CELL c ...            # every original cellvar (a live one is an argument: the
                                #   argument's value becomes the cell's content)
+    RETURN_GENERATOR, POP_TOP  # for a generator's code (the resume code makes a generator)
     RESUME 0
     <prologue_extra>           # stack-neutral instructions from the caller
     LOAD_FAST __stack0 ...     # one per stack entry, in order (PUSH_NULL for NULL_STACK_ENTRY,
@@ -143,18 +144,25 @@ _GET_ITER_PUSHES_TWO = _get_iter_pushes() == 2
 # From 3.14 a `with` block keeps two entries for its `__exit__` (the method and its self)
 _EXIT_TAKES_TWO = "BEFORE_WITH" not in dis.opmap
 
-# Flags of code that is not a plain function body.
-_GENERATOR_FLAGS = (
-    inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
-)
-_PREFIX_OPNAMES = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RESUME", "NOP"})
+# Flags of code that cannot be resumed (a generator's can: its resume code is a generator too).
+_COROUTINE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+# A generator's frame-setup prefix also makes the generator (RETURN_GENERATOR, POP_TOP).
+_PREFIX_OPNAMES = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP", "RESUME", "NOP"})
 
 # Loads that do not check for an unbound local (3.12+), and their checked replacements.
 _UNCHECKED_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW"})
 
 # Exception-table regions a resume may start in: protected bodies, whose handler has not run.
 _RESUMABLE_REGIONS = frozenset(
-    {"try/except block", "try/except* block", "try/finally block", "with block", "inlined comprehension"}
+    {
+        "try/except block",
+        "try/except* block",
+        "try/finally block",
+        "with block",
+        "inlined comprehension",
+        "generator body",
+        "yield from",
+    }
 )
 
 # Regions of a running `except`/`finally` body: resumable with HANDLED_EXCEPTION slots.
@@ -207,7 +215,11 @@ def build_resume_code(
     `prologue_extra` (stack-neutral `bytecode.Instr`s) runs after RESUME, before the stack is
     rebuilt.
 
-    Raises NotImplementedError for generators/coroutines, module or class bodies and offsets
+    For a generator's code the resume code is a generator function's: the call returns the
+    generator, and its first `next()` rebuilds the frame and runs on from `offset` (at a
+    YIELD_VALUE, with the value it yields on top of the stack: suspended there once it yields).
+
+    Raises NotImplementedError for coroutines, module or class bodies and offsets
     inside a running exception handler (an except/finally body without `HANDLED_EXCEPTION`
     slots, or a with block's exit path; a handler's first instruction is fine); ValueError for a
     stack that does not match the original stack depth at `offset` or unknown/invalid local names.
@@ -261,11 +273,12 @@ def _identifier_names(code: types.CodeType) -> types.CodeType:
 
 def _resume_index(code: types.CodeType, dec: DecodedCode, offset: int) -> int:
     """The index of the instruction at `offset`, where a resume may start: in the body of a
-    function that is not a generator or coroutine."""
+    function or generator that is not a coroutine."""
     qualname = code.co_qualname
-    if code.co_flags & _GENERATOR_FLAGS or any(i.opname == "RETURN_GENERATOR" for i in dec):
+    generator = code.co_flags & inspect.CO_GENERATOR
+    if code.co_flags & _COROUTINE_FLAGS or not generator and any(i.opname == "RETURN_GENERATOR" for i in dec):
         raise NotImplementedError(
-            f"build_resume_code: {qualname} is a generator or coroutine; resuming generator frames is not supported"
+            f"build_resume_code: {qualname} is a coroutine; resuming coroutine frames is not supported"
         )
     if not code.co_flags & inspect.CO_OPTIMIZED:
         raise NotImplementedError(
@@ -360,12 +373,16 @@ def _adapted_body(
 
 
 def _frame_setup(code: types.CodeType, cellvars: list[str], freevars: list[str]) -> list[_bc.Instr]:
-    """The resume code's own prefix: copy the closure, make the cells, RESUME."""
+    """The resume code's own prefix: copy the closure, make the cells, make the generator (for
+    a generator's code: the call returns it, and the prologue runs on its first `next()`),
+    RESUME."""
     at_def = InstrLocation(code.co_firstlineno, None, None, None)
     setup: list[_bc.Instr] = []
     if freevars:
         setup.append(_bc.Instr("COPY_FREE_VARS", len(freevars), location=at_def))
     setup.extend(_bc.Instr("MAKE_CELL", _bc.CellVar(c), location=at_def) for c in cellvars)
+    if code.co_flags & inspect.CO_GENERATOR:
+        setup += [_bc.Instr("RETURN_GENERATOR", location=at_def), _bc.Instr("POP_TOP", location=at_def)]
     setup.append(_bc.Instr("RESUME", 0, location=at_def))
     return setup
 
@@ -505,6 +522,10 @@ def describe_handler(dec: DecodedCode, entry: ExceptionEntry) -> str:
         return "`except ... as name` handler"
     if head[:1] == ["SWAP"] and ("STORE_FAST" in head or "POP_TOP" in head):
         return "inlined comprehension"
+    if head[:1] == ["CALL_INTRINSIC_1"] and dec.instructions[start].argrepr == "INTRINSIC_STOPITERATION_ERROR":
+        return "generator body"  # 3.12+: a StopIteration leaving it becomes a RuntimeError
+    if head[:1] == ["CLEANUP_THROW"]:
+        return "yield from"  # 3.12+: the YIELD_VALUE of a delegation, for what is thrown in
     return "exception handler cleanup region"
 
 
@@ -601,11 +622,12 @@ def _check_locals(
 
 
 def _strip_prefix(items: list) -> list:
-    """Drop the original MAKE_CELL/COPY_FREE_VARS/RESUME prefix (the prologue replaces it)."""
+    """Drop the original MAKE_CELL/COPY_FREE_VARS/RESUME prefix (the prologue replaces it),
+    keeping a `try` region opened there (3.12's StopIteration guard of a generator's body)."""
     for i, item in enumerate(items):
         if isinstance(item, _bc.Instr):
             if item.name == "RESUME":
-                return items[i + 1 :]
+                return [t for t in items[:i] if isinstance(t, _bc.TryBegin)] + items[i + 1 :]
             if item.name not in _PREFIX_OPNAMES:
                 break
     raise ValueError("no RESUME in the frame-setup prefix")

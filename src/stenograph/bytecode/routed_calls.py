@@ -63,7 +63,10 @@ def route_calls(code: types.CodeType, router: Any) -> types.CodeType:
         out.append(item)
     bc.clear()
     bc.extend(out)
-    return assemble(bc)
+    # routing a call holds two entries more than the call (the router and a NULL); the bound is
+    # given, as the `bytecode` package's own walk of resume code (its prologue jumps into a `with`
+    # block) can find a negative depth on 3.12
+    return assemble(bc, stacksize=code.co_stacksize + 2)
 
 
 def _loads_method(instr: _bc.Instr) -> bool:

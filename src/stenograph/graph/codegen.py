@@ -29,6 +29,8 @@ from ..guards.guard_set import _repr_roundtrips
 from ..guards.pyfunc import make_function, parameter_list
 from ..guards.sources import GlobalsNamer, SourceRenderer
 from ..variables.base import Variable
+from ..variables.constants import TraceId, trace_id_leaves
+from ..variables.generators import unclosed_refusal
 from .eager_warnings import warn_at
 from .side_effects import SideEffects
 
@@ -147,6 +149,10 @@ class Reconstructor:
         self._built[id(var)] = name
         return name
 
+    def was_built(self, var: Variable) -> bool:
+        """Whether `var` was rebuilt by `build_once` or `build_object`."""
+        return id(var) in self._built
+
     def build_object(self, var: Variable, create: str, fill: Callable[[str], list[str]]) -> str:
         """An object made while tracing, rebuilt once: `create` makes it and is bound to a name
         before `fill(name)` renders its contents, so objects that refer to each other work."""
@@ -169,6 +175,8 @@ class Reconstructor:
         return name
 
     def constant(self, value: Any) -> str:
+        if isinstance(value, TraceId):
+            raise trace_id_leaves()
         if isinstance(value, (int, float, str, bytes, bool, type(None))) and _repr_roundtrips(value):
             return repr(value)
         return self.writer.bind(value, "const")
@@ -282,6 +290,8 @@ def build_returning(
 ) -> types.FunctionType:
     """The transformed function of a frame traced to its RETURN; `end_flags` are the process
     flags (`torch_flags`) at the end of the trace of `output`."""
+    # taken off the trace (they hold frames that refer to it: the trace is freed without a GC)
+    unclosed, output.unclosed_generators = output.unclosed_generators, []
     writer = CodeWriter()
     rebuild = Reconstructor(writer)
     rebuild.frame_ended = True
@@ -290,5 +300,8 @@ def build_returning(
     if side_effects:
         return_expr = rebuild.pin(return_expr)
     rebuild.replay(side_effects)
+    for generator in unclosed:
+        if not rebuild.was_built(generator):  # dropped as the frame returns: its cleanup runs then
+            raise unclosed_refusal(generator)
     writer.tail.append(f"return {return_expr}")
     return finish(writer, rebuild, input_sources, compile_graph, code, like, label, line)

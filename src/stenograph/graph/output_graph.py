@@ -38,6 +38,7 @@ from ..variables.constants import constant
 from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, TupleVariable
 from ..variables.global_contexts import STATE_FUNCTIONS
 from ..variables.named_tuples import StructSeqVariable
+from ..variables.numpy_arrays import NdarrayVariable, NumpyCall
 from ..variables.symbolic import GraphValueVariable, SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
 from ..variables.trace_rules import TENSOR_DATA_HINT, is_sparse_tensor, is_user_class
@@ -148,6 +149,10 @@ class OutputGraph:
         self._containers: dict[int, tuple[Any, Variable]] = {}  # lists/dicts/sets read from the frame
         # generator functions that are called for real (their body has a graph break)
         self.eager_generators: set = set()
+        # generators suspended inside a try/with block when the frame returned: the code must
+        # rebuild each (it escapes, and is closed when the caller drops it, as eagerly); taken
+        # off by whoever builds from the trace
+        self.unclosed_generators: list = []
         # contexts (inference mode, autocast) the trace entered, for real, and has not left
         self.open_contexts: list[GlobalContextVariable] = []
         # traced `warnings.catch_warnings()` blocks the trace is inside (`variables.warning_blocks`)
@@ -484,6 +489,8 @@ class OutputGraph:
         describe: str,
     ) -> Variable:
         """Record `target(*args, **kwargs)` as a node and wrap its fake result."""
+        if not isinstance(target, NumpyCall):
+            _refuse_arrays([*args, *kwargs.values()], describe)
         made_class = _made_subclass(kind, target, args, kwargs)
         if made_class is not None:  # `t.as_subclass(cls)`: a node naming the class by a function
             kind, target, args = "call_function", subclass_maker(made_class), args[:1]
@@ -811,6 +818,18 @@ def _tensor_arguments(args: list[Variable]) -> dict[int, Variable]:
             for key, var in _tensor_arguments(arg.items).items():
                 found.setdefault(key, var)
     return found
+
+
+def _refuse_arrays(args: list[Variable], describe: str) -> None:
+    """A NumPy array or scalar given to a torch operation, which would take it as a tensor: eager
+    refuses an array (TypeError) and reads a NumPy scalar as a Python number, whose dtype
+    promotion differs from a 0-d tensor's (`int_t.add(np.float64(2))` is float32). Operators and
+    conversions that take them are traced in `variables.numpy_arrays`; other calls run eagerly."""
+    for arg in args:
+        if isinstance(arg, NdarrayVariable):
+            raise Unsupported(f"{describe} given {arg.describe()}: eager does not take it as a tensor")
+        if isinstance(arg, SequenceVariable):
+            _refuse_arrays(arg.items, describe)
 
 
 def _unwrap_all(args: list[Variable]) -> tuple[list[Any], list[Any]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import math
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -459,6 +460,29 @@ class ProxiedMappingSource(Source):
 
     def name(self) -> str:
         return f"{self.parent.name()}.<mapping>"
+
+
+def weak_entries(container: Any) -> tuple:
+    """What a `weakref.WeakSet` holds (its members) or a weak dictionary holds (its `(key,
+    value)` pairs), in the order iterating it gives, living entries only."""
+    return tuple(container) if isinstance(container, weakref.WeakSet) else tuple(container.items())
+
+
+@_derived
+class WeakEntriesSource(Source):
+    """The entries of a weak container (`parent`), `weak_entries(parent)`: a guard holds its keys
+    weakly by position, and the values are read through it by position."""
+
+    parent: Source
+
+    def base(self) -> Source:
+        return self.parent
+
+    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
+        return f"{globals_names.name_for(weak_entries)}({parent_expr})"
+
+    def name(self) -> str:
+        return f"weak_entries({self.parent.name()})"
 
 
 @_derived

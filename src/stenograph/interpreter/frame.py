@@ -27,7 +27,7 @@ from ..variables.compile_regions import call_region, is_region
 from ..variables.constants import constant
 from ..variables.exceptions import CallerExceptionVariable, caller_exception, raise_python_error
 from ..variables.functions import UserFunctionVariable
-from ..variables.generators import GeneratorVariable, needs_close
+from ..variables.generators import GeneratorVariable, needs_close, unclosed_refusal
 from ..variables.trace_rules import is_trusted_module
 from .binding import bind_arguments, binding_error
 from .exceptions import TracedException, uncaught, unwind_to_handler
@@ -142,7 +142,10 @@ class Frame:
                 generators = list(self.generators)
                 self.generators.clear()
         if self.parent is None:
-            _refuse_unclosed_generators(generators)
+            unclosed = [generator for generator in generators if needs_close(generator)]
+            if self.return_value is None and unclosed:
+                raise unclosed_refusal(unclosed[0])  # stopped at a break: resumed code holds it longer
+            self.output.unclosed_generators = unclosed  # checked once the returned value is rebuilt
         return self.return_value
 
     def _chain(self, exc: TracedException) -> None:
@@ -435,17 +438,3 @@ def _cut_context_cycle(context: Variable, raised: Variable) -> None:
             attrs.items["__context__"] = constant(None)
             return
         link = following
-
-
-def _refuse_unclosed_generators(generators: list[GeneratorVariable]) -> None:
-    """The trace ends (return or graph break) with a generator suspended inside a `try` or
-    `with` block: eagerly, dropping it runs its `finally` / `__exit__` at the moment the last
-    reference goes, which neither the trace nor code resumed after a break (it holds
-    references longer) can place. The frame runs eagerly instead."""
-    for generator in generators:
-        if needs_close(generator):
-            raise Unsupported(
-                f"generator {generator.frame.code.co_qualname} is left suspended inside a try/with block, "
-                "whose cleanup runs when it is dropped",
-                hint="the frame runs eagerly; exhaust the generator or move the cleanup out of it",
-            )

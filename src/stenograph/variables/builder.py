@@ -153,6 +153,7 @@ from .trace_rules import (
 )
 from .user_classes import UserClassVariable, new_object
 from .warning_blocks import make_catch_warnings
+from .weak_containers import WEAK_CONTAINERS, WeakContainerVariable, new_weak_container
 
 if TYPE_CHECKING:
     from ..guards.guard_set import GuardSet
@@ -272,6 +273,12 @@ def _numpy_array(w: Wrapping) -> Variable:
     if w.source is None:
         raise SourceNeeded("a NumPy array with no known source")
     return numpy_arrays.array_input(w.frame, w.value, w.source)
+
+
+@_rule(lambda value, source: source is not None and numpy_arrays.is_traced_scalar(value))
+def _numpy_scalar(w: Wrapping) -> Variable:
+    assert w.source is not None
+    return numpy_arrays.scalar_input(w.frame, w.value, w.source)
 
 
 # values that never change once made: the object read is the value traced
@@ -535,6 +542,23 @@ def _weakref(w: Wrapping) -> Variable:
     return WeakrefVariable(w.value, w.source)
 
 
+@_rule(lambda value, source: isinstance(value, WEAK_CONTAINERS))
+def _weak_container(w: Wrapping) -> Variable:
+    """A WeakKeyDictionary, WeakValueDictionary or WeakSet read from the frame: modelled by its
+    contents (`weak_containers`), read on first need; a subclass's methods may differ."""
+    if type(w.value) not in WEAK_CONTAINERS:
+        base = next(cls for cls in WEAK_CONTAINERS if isinstance(w.value, cls))
+        name = type(w.value).__qualname__
+        raise Unsupported(f"{name}, a subclass of weakref.{base.__name__} (its methods may differ)")
+    if w.source is None:
+        raise SourceNeeded(f"{type(w.value).__name__} with no source")
+    known = w.frame.output.known_container(w.value, w.source)
+    if known is not None:
+        return known
+    w.guards.type_match(w.source, w.value)
+    return w.frame.output.register_container(w.value, WeakContainerVariable(type(w.value), w.value, w.source))
+
+
 @_rule(lambda value, source: type(value) is dict and _is_module_globals(value))
 def _module_globals(w: Wrapping) -> Variable:
     if w.source is not None:
@@ -747,6 +771,10 @@ def instantiate(frame: Frame, cls: type, args: list[Variable], kwargs: dict[str,
         raise Unsupported(f"looking up enum {cls.__qualname__} by a non-constant value")
     if cls is weakref.ref:
         return new_weakref(args, kwargs)
+    if cls in WEAK_CONTAINERS:
+        return new_weak_container(frame, cls, args, kwargs)
+    if cls is weakref.finalize:
+        raise Unsupported("weakref.finalize registers a callback for the object's death (made eagerly, at a break)")
     if cls is warnings.catch_warnings:
         return make_catch_warnings(frame, args, kwargs)
     if is_plain_function_class(cls) and not args and not kwargs:

@@ -23,7 +23,7 @@ from ..shapes.fake import is_symbolic
 from . import operators, tensor_scalars
 from .base import Variable
 from .class_statements import build_class
-from .constants import ConstantVariable, GuardedOnUseConstant, IteratorVariable, constant
+from .constants import ConstantVariable, GuardedOnUseConstant, IteratorVariable, TraceId, TraceIdVariable, constant
 from .containers import (
     DictVariable,
     LazyIteratorVariable,
@@ -358,27 +358,20 @@ def _type(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variabl
     return class_variable(args[0].python_type())
 
 
-class TraceIdVariable(ConstantVariable):
-    """`id()` of an object made while tracing: a number unique to it within the trace, good for
-    memo tables and comparisons; its real id differs on every call, so it may not leave the frame."""
-
-    def reconstruct(self, codegen: Any) -> str:
-        raise Unsupported("the id() of an object made while tracing leaves the frame (it differs on every call)")
-
-
 @_handler(id)
 def _id(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """The real id of an object read from the frame, guarded to stay that object (`copy.deepcopy`
     keys its memo by `id()`); a trace-local number for one made while tracing."""
     (obj,) = args
     target = obj.value if isinstance(obj, UserClassVariable) else obj.value_object
-    if isinstance(obj, TensorVariable) and obj.source is not None:
-        target = frame.output.real_object(obj)  # the input tensor (guarded to stay that tensor)
+    if obj.source is not None and (target is None or isinstance(obj, TensorVariable)):
+        # an input tensor, or a list/dict/set read from the frame (guarded to stay that object)
+        target = frame.output.real_object(obj)
     if obj.source is not None and target is not None:
         frame.output.guards.id_match(obj.source, target)
         return constant(id(target))
     if obj.made_while_tracing():
-        return TraceIdVariable(id(obj))
+        return TraceIdVariable(TraceId(id(obj)))
     raise Unsupported(f"id() of {obj.describe()}", kind=BreakKind.UNTRACED_CALL)
 
 

@@ -308,7 +308,11 @@ class IteratorVariable(Variable):
         return self
 
     def reconstruct(self, codegen: Any) -> str:
-        return f"iter(({''.join(codegen.expr(i) + ', ' for i in self.items[self.index :])}))"
+        """An iterator over a tuple of the items still to come, made once (reached twice, it is
+        one iterator)."""
+        return codegen.build_once(
+            self, lambda: f"iter(({''.join(codegen.expr(i) + ', ' for i in self.items[self.index :])}))"
+        )
 
     def next(self, frame: Frame) -> Variable | None:
         """The next item, or None when exhausted."""
@@ -376,6 +380,12 @@ class IteratorVariable(Variable):
         """Whether a later step raises (a tuple of the remaining items would not)."""
         return self.failure is not None
 
+    def rebuilt_faithfully(self) -> bool:
+        """Whether the iterator `reconstruct` (or the source) gives goes on as this one would:
+        here, a tuple of the remaining items, as long as no container read live can change them
+        and no later step raises; subclasses rebuilt as themselves say so."""
+        return self.source is not None or (self.iterated() is None and not self.may_raise())
+
 
 class NullVariable(Variable):
     """The NULL that CALL-sequences push below a callable (3.11/3.12 calling convention)."""
@@ -415,3 +425,21 @@ def constant(value: Any) -> ConstantVariable:
 def is_none(var: Variable) -> bool:
     """Whether `var` is the constant None."""
     return var.is_constant() and var.as_constant() is None
+
+
+class TraceId(int):
+    """The number `id()` gives an object made while tracing: unique to it within the trace, good
+    for memo tables and comparisons, but not its real id (which differs on every call). Its own
+    class, so that code generation refuses it wherever it would leave the frame: alone, or as a
+    key or item of a container the frame returns or stores."""
+
+
+class TraceIdVariable(ConstantVariable):
+    """`id()` of an object made while tracing (its value a `TraceId`)."""
+
+    def reconstruct(self, codegen: Any) -> str:
+        raise trace_id_leaves()
+
+
+def trace_id_leaves() -> Unsupported:
+    return Unsupported("the id() of an object made while tracing leaves the frame (it differs on every call)")

@@ -927,6 +927,9 @@ class ListIteratorVariable(IteratorVariable):
     def iterated(self) -> Variable | None:
         return self.list_var
 
+    def rebuilt_faithfully(self) -> bool:
+        return True  # the list's own iterator (`reconstruct`)
+
     def reconstruct(self, codegen: Any) -> str:
         """The list's own iterator, advanced as far as the trace took it: it goes on reading the
         live list (which the caller may change before pulling the rest), made once."""
@@ -1129,9 +1132,12 @@ class LazyIteratorVariable(IteratorVariable):
         """Rebuilt as themselves over what their sources have left: a `map`'s or `filter`'s
         function runs per item when the code after the graph pulls them, and a generator among
         a `zip`'s or `enumerate`'s sources runs its body then, as eagerly (`strict` and the
-        count carried over)."""
+        count carried over). Made once, as the base class's."""
         if self.done:
             return super().reconstruct(codegen)
+        return codegen.build_once(self, lambda: self._rebuilt(codegen))
+
+    def _rebuilt(self, codegen: Any) -> str:
         sources = ", ".join(codegen.expr(source) for source in self.sources)
         if self.kind == "zip":
             return f"zip({sources}{', strict=True' if self.strict else ''})"
@@ -1139,6 +1145,9 @@ class LazyIteratorVariable(IteratorVariable):
             return f"enumerate({sources}, {self.count})"
         fn = "None" if self.fn is None else codegen.expr(self.fn)
         return f"{self.kind}({fn}, {sources})"
+
+    def rebuilt_faithfully(self) -> bool:
+        return self.done or all(source.rebuilt_faithfully() for source in self.sources)  # (`reconstruct`)
 
     def may_raise(self) -> bool:
         if any(s.may_raise() for s in self.sources):
@@ -1243,6 +1252,8 @@ class SetVariable(Variable):
             raise Unsupported(f"set member {var.describe()} (only constants, tensors and fixed objects are tracked)")
         if not set_member_by_identity(identity):
             raise Unsupported(f"set member {var.describe()}, whose class defines __eq__ or __hash__")
+        if frame is not None and var.source is not None:
+            frame.output.guards.id_match(var.source, identity)  # found or not by being this object
         return _Identity(identity)
 
     @classmethod

@@ -3,11 +3,11 @@
 The generator's body runs as a child frame that is resumed on each `next()` and stops at each
 `yield`, so its code interleaves with the consumer's exactly as in CPython (side effects and
 short-circuiting `any()` included). Returned, or live at a graph break, a generator whose body
-has not started is made again by calling its function with the arguments it was bound to, and a
-finished one is a finished generator of that function; one suspended at a `yield` holds a frame
-that cannot be rebuilt, which makes the break impossible (the frame then runs eagerly). One that
-yields more than `MOST_ITEMS` values, however they are taken (`list()`, a `for` loop, `next()`),
-is taken for an endless one and refused, as torch.compile refuses it, rather than traced forever.
+has not started is made again by calling its function with the arguments it was bound to, a
+finished one is a finished generator of that function, and one suspended at a `yield` is a real
+generator suspended at that `yield` (`suspended_generators`). One that yields more than
+`MOST_ITEMS` values, however they are taken (`list()`, a `for` loop, `next()`), is taken for an
+endless one and refused, as torch.compile refuses it, rather than traced forever.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ..errors import BreakKind, Unsupported
 from .base import Variable
 from .constants import MOST_ITEMS, BoundMethodVariable, IteratorVariable, constant
 from .exceptions import TracedException, raise_new
+from .suspended_generators import rebuild_suspended
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -49,6 +50,7 @@ class GeneratorVariable(IteratorVariable):
         self.returned: Variable = constant(None)  # the body's return value, once done
         self.running = False  # its body is executing (resumed from inside itself: an error)
         self.yields = 0  # values yielded so far (at most MOST_ITEMS)
+        self.rebuilding = False  # being rebuilt (a generator reachable from its own frame)
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -68,12 +70,12 @@ class GeneratorVariable(IteratorVariable):
         function with the arguments bound to its parameters (nothing of the body has run, so
         eagerly that call made the same generator); once it has finished (returned, raised or
         closed), such a call closed before it starts, which CPython marks finished without
-        running any of the body. One suspended at a `yield` cannot be rebuilt."""
-        if self.maker is None or (self.frame.current is not None and not self.done):
-            raise Unsupported(
-                f"{self.describe()} is live at a graph break (or returned) after it started, and cannot be rebuilt",
-                hint="the frame runs eagerly; return the generator before calling next() on it, or a list of its items",
-            )
+        running any of the body; suspended at a `yield`, one of its body's resume code advanced
+        to that yield (`suspended_generators`)."""
+        if self.maker is None:
+            raise Unsupported(f"{self.describe()} of a function that cannot be rebuilt")
+        if self.frame.current is not None and not self.done:
+            return rebuild_suspended(self, rebuild)
         function = rebuild.expr(self.maker)
         if self.done:
             return rebuild.build_once(self, lambda: f"{rebuild.writer.bind(finished_generator, 'fn')}({function})")
@@ -168,6 +170,9 @@ class GeneratorVariable(IteratorVariable):
     def finished_value(self) -> Variable:
         return self.returned
 
+    def rebuilt_faithfully(self) -> bool:
+        return True  # or it cannot be rebuilt at all (`reconstruct`)
+
     def getattr(self, frame: Frame, name: str) -> Variable:
         if name in ("send", "__next__", "close", "throw"):
             return BoundMethodVariable(self, name)
@@ -239,6 +244,18 @@ def has_cleanup(code: types.CodeType, f_globals: dict | None = None) -> bool:
     generator is closed (`_closing_runs_code`); names in `except` clauses are read from
     `f_globals` when given, else only builtins are known."""
     return any(_closing_runs_code(code, e.start, f_globals or {}) for e in exception_entries(code))
+
+
+def unclosed_refusal(generator: GeneratorVariable) -> Unsupported:
+    """The trace ends (return or graph break) with `generator` suspended inside a `try` or
+    `with` block and not handed on as itself: eagerly, dropping it runs its `finally` /
+    `__exit__` at the moment the last reference goes, which neither the trace nor code resumed
+    after a break (it holds references longer) can place. The frame runs eagerly instead."""
+    return Unsupported(
+        f"generator {generator.frame.code.co_qualname} is left suspended inside a try/with block, "
+        "whose cleanup runs when it is dropped",
+        hint="the frame runs eagerly; exhaust the generator, return it, or move the cleanup out of it",
+    )
 
 
 def needs_close(generator: GeneratorVariable) -> bool:

@@ -2,7 +2,8 @@
 
 An ndarray in the trace is a tensor in the graph. An array read from the frame is a graph input
 made by `torch.from_numpy` (it shares the array's memory, so writes in the graph reach the
-array); `t.numpy()` is an alias of `t`; a NumPy function, ndarray method or operator applied to
+array); a NumPy scalar read from the frame is a 0-d input of its dtype (`scalar_input`), so new
+values reuse the graph; `t.numpy()` is an alias of `t`; a NumPy function, ndarray method or operator applied to
 arrays is one node, a `NumpyCall`, which runs its `torch._numpy` counterpart on
 `torch._numpy.ndarray`s wrapping the node's tensors. The tracker (`NdarrayVariable`) remembers
 that the value is an array: its metadata answers as NumPy's does (`dtype` a NumPy dtype,
@@ -377,6 +378,37 @@ def array_input(frame: Frame, array: Any, source: Source) -> NdarrayVariable:
     return var
 
 
+def is_traced_scalar(value: Any) -> bool:
+    """A NumPy scalar of a dtype the graph carries (`np.int64(3)`, `np.float32(2.5)`, `np.bool_`),
+    while NumPy is traced."""
+    np = numpy()
+    return (
+        np is not None
+        and config.trace_numpy
+        and isinstance(value, np.generic)
+        and type(value).__module__ == "numpy"
+        and value.dtype.name in _DTYPES
+    )
+
+
+def tensor_of_scalar(scalar: Any) -> torch.Tensor:
+    """The 0-d tensor holding a NumPy scalar's value in its dtype: a graph input's value, read on
+    each call (a new array each time, so the graph never writes to anything of the program's)."""
+    return torch.from_numpy(numpy().array(scalar))
+
+
+def scalar_input(frame: Frame, scalar: Any, source: Source) -> NdarrayVariable:
+    """The tracker of a NumPy scalar read from the frame: a 0-d graph input, as torch.compile
+    takes it, so a new value of the same type runs the same graph. Guarded on its type (which
+    fixes its dtype); where the program reads its value in Python (`if n > 3`, `range(n)`) the
+    graph breaks, and the code after the break sees the value, guarded."""
+    frame.output.guards.type_match(source, scalar)
+    view = frame.output.tensor_input(tensor_of_scalar(scalar), ArrayTensorSource(source, tensor_of_scalar))
+    var = NdarrayVariable(view.node, view.fake, source=source)
+    var.scalar = True
+    return var
+
+
 def record(
     frame: Frame,
     module: str,
@@ -552,10 +584,56 @@ def binary(frame: Frame, op: Any, plain: Any, a: Variable, b: Variable) -> Varia
     torch's `__array_wrap__` makes a tensor, of NumPy's dtype: `t += a` makes a new tensor), or
     raises TypeError."""
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
-        raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}: an array beside a tensor")
+        return _tensor_and_scalar(frame, op, plain, a, b)
     if isinstance(a, NdarrayVariable) and a.scalar:
         op = plain  # a NumPy scalar is immutable: `s += 1` makes a new one
     return record(frame, "operator", op.__name__, [a, b], {}, f"operator {op.__name__}", reference=op)
+
+
+# the operators a tensor takes a NumPy scalar in as a Python number, as eager does: name ->
+# the method the tensor answers with where the scalar is on the left (`n - t` is `t.__rsub__(n)`)
+_SCALAR_OPERATORS = {
+    "add": "__radd__",
+    "sub": "__rsub__",
+    "mul": "__rmul__",
+    "truediv": "__rtruediv__",
+    "lt": "__gt__",
+    "le": "__ge__",
+    "eq": "__eq__",
+    "ne": "__ne__",
+    "gt": "__lt__",
+    "ge": "__le__",
+}
+
+
+def _tensor_and_scalar(frame: Frame, op: Any, plain: Any, a: Variable, b: Variable) -> Variable:
+    """`t op n` or `n op t` of a tensor and a NumPy scalar: eager's tensor operator takes the
+    scalar as a Python number (an `np.integer` as an int, any other as a float: `np.bool_` too),
+    so the result has the dtype the number would give. The scalar's 0-d tensor is cast to that
+    dtype where its own would differ (`int_t * np.float64(x)` is float32, not float64): the
+    kernel then reads the same value eager's does. Other operators, and an array beside a
+    tensor, are refused: eager answers through the tensor for some and through NumPy for others."""
+    tensor, scalar = (a, b) if isinstance(a, TensorVariable) else (b, a)
+    reflected = _SCALAR_OPERATORS.get(plain.__name__)
+    if not (isinstance(scalar, NdarrayVariable) and scalar.scalar and isinstance(tensor, TensorVariable)) or (
+        reflected is None
+    ):
+        raise Unsupported(f"operator {op.__name__} on {a.describe()} and {b.describe()}: an array beside a tensor")
+    np = numpy()
+    kind = numpy_dtype(scalar.fake.dtype)
+    if kind.kind == "c":
+        raise Unsupported(f"operator {op.__name__} with {scalar.describe()}: eager drops its imaginary part, warning")
+    number = torch.int64 if issubclass(kind.type, np.integer) else torch.float64  # a Python number's
+    dtype = torch.result_type(tensor.fake, 1 if number is torch.int64 else 1.0)
+    if torch.result_type(tensor.fake, torch.empty((), dtype=number)) == dtype:
+        dtype = number  # the dtype promotion leaves it to the tensor: the kernel reads the number
+    describe = f"operator {op.__name__}"
+    operand = scalar.as_tensor()
+    if scalar.fake.dtype != dtype:
+        operand = frame.output.call("call_method", "to", [operand, constant(dtype)], {}, describe)
+    if tensor is a:
+        return frame.output.call("call_function", op, [tensor, operand], {}, describe)
+    return frame.output.call("call_method", reflected, [tensor, operand], {}, describe)
 
 
 def torch_conversion(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[str, Variable]) -> list[Variable]:
@@ -570,7 +648,13 @@ def torch_conversion(frame: Frame, fn: Any, args: list[Variable], kwargs: dict[s
         raise Unsupported("torch.from_numpy() takes one array")
     array = args[0]
     assert isinstance(array, NdarrayVariable)
-    return [as_torch(frame, array, f"torch.{fn.__name__}()"), *args[1:]]
+    describe = f"torch.{fn.__name__}()"
+    if not array.scalar:
+        return [as_torch(frame, array, describe), *args[1:]]
+    if fn is torch.from_numpy:
+        raise Unsupported(f"torch.from_numpy() of {array.describe()}, a NumPy scalar: eager raises TypeError")
+    # a new tensor on each conversion, as eager makes one of a scalar (no array to share)
+    return [frame.output.call("call_method", "clone", [array.as_tensor()], {}, describe), *args[1:]]
 
 
 def tensor_numpy(frame: Frame, tensor: TensorVariable, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:

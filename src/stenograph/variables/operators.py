@@ -25,6 +25,7 @@ from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 from .trace_rules import is_numpy_constant
 from .user_classes import NewObjectVariable, ObjectVariable, dict_contents, python_dunder
+from .weak_containers import WeakContainerVariable
 
 if TYPE_CHECKING:
     from ..interpreter.frame import Frame
@@ -370,9 +371,10 @@ def contains(frame: Frame, item: Variable, container: Variable) -> bool:
     if (
         isinstance(container, TensorVariable)
         or isinstance(item, TensorVariable)
-        and not isinstance(container, (DictVariable, SetVariable))
+        and not isinstance(container, (DictVariable, SetVariable, WeakContainerVariable))
     ):
-        # a dict or set finds a tensor by identity (its hash is its address: never `==`)
+        # a dict or set finds a tensor by identity (its hash is its address: never `==`); a weak
+        # container tells where weakref.py would compare it with `==`
         raise Unsupported("`in` with a tensor needs its values")
     answer = container.contains(frame, item)  # dicts and sets
     if answer is None:
