@@ -42,6 +42,7 @@ from ..variables.numpy_arrays import NdarrayVariable, NumpyCall
 from ..variables.symbolic import GraphValueVariable, SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
 from ..variables.trace_rules import TENSOR_DATA_HINT, is_sparse_tensor, is_user_class
+from .op_compliance import check_compliant
 from .pinned_dtypes import pinned_arguments
 from .side_effects import SideEffects
 
@@ -499,6 +500,8 @@ class OutputGraph:
         if made_class is not None:  # `t.as_subclass(cls)`: a node naming the class by a function
             kind, target, args = "call_function", subclass_maker(made_class), args[:1]
         outputs = _graph_inputs_given_as_out(kwargs.get("out"))  # their shapes before the op
+        if kind == "call_function":
+            check_compliant(target, _unwrap_all(args)[1], _unwrap_all_kw(kwargs)[1])
         fake = self._fake_result(kind, target, args, kwargs, made_class, describe)
         if made_class is None:
             pinned = pinned_arguments(
