@@ -72,6 +72,7 @@ GROUPS: list[tuple[str, list[str]]] = [
             "user_classes",
             "class_statements",
             "frame_objects",
+            "functional_call",
             "module_slices",
             "named_tuples",
             "new_modules",

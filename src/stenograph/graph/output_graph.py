@@ -141,6 +141,10 @@ class OutputGraph:
         # (taker, giver) input nodes of each `taker.data = giver` (see `hand_over_storage`)
         self._handovers: list[tuple[torch.fx.Node, torch.fx.Node]] = []
         self._input_vars: dict[int, TensorVariable] = {}
+        # while `torch.func.functional_call` is traced: by the id of each parameter or buffer it
+        # replaces, the tensor replacing it and the source its name reaches it through
+        # (`variables.functional_call`)
+        self.tensor_overrides: dict[int, tuple[TensorVariable, Source]] = {}
         # sources of tensor inputs the trace used as dict keys or set members: whether a lookup
         # found one depends on which of them are one object (`guard_keyed_inputs_distinct`)
         self.keyed_inputs: set[Source] = set()
@@ -321,6 +325,12 @@ class OutputGraph:
 
     def tensor_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
         """The tracker for a tensor read from the frame; one placeholder per distinct tensor."""
+        override = self.tensor_overrides.get(id(value))
+        if override is not None:
+            replacement, named = override
+            if source != named:
+                self.guards.same_object(source, named)  # reached another way (a tied alias)
+            return replacement
         known = self._input_vars.get(id(value))
         if known is not None:
             # the same tensor reached another way (tied weights, an argument passed twice), or

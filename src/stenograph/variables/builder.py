@@ -103,6 +103,7 @@ from .frame_objects import (
     new_weakref,
 )
 from .func_transforms import GradVariable, VmapVariable
+from .functional_call import FunctionalCallVariable
 from .functions import (
     CachedFunctionVariable,
     CheckVariable,
@@ -922,6 +923,8 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return VmapVariable()
     if value is torch.func.grad:
         return GradVariable()
+    if value is torch.func.functional_call:
+        return FunctionalCallVariable()
     if is_disallowed_in_graph(value):
         return DisallowedCallVariable(value)
     factory = error_on_break_factory(value)
