@@ -7,7 +7,8 @@ whose calls go through a `CalleeRouter` (`bytecode.routed_calls`), which hands b
 callable, what compiled code would call at a graph break: the entry wrapper of a user function
 or method, the compiled forward of a module, the thing itself for the rest. torch's own Python
 (`nn.Linear`, `torch.nn.functional`, optimizers) is called as it is: torch.compile's hook skips
-torch's files too.
+torch's files too. torch's untraced Python (`skipped_with_callees_compiled`: a helper handed a
+user function) runs routed itself, since the hook still compiles the user functions it calls.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 from . import nested_caches
 from .bytecode.routed_calls import route_calls
 from .marks import eager_frame_of
-from .variables.trace_rules import compiles_as_own_frame, is_trusted_module
+from .variables.trace_rules import compiles_as_own_frame, is_trusted_module, skipped_with_callees_compiled
 
 _ROUTED = "__stenograph_routed__"  # a function's (router, wrapper) last made for it
 
@@ -65,6 +66,8 @@ class CalleeRouter:
             wrapped = self.running_eagerly(frame)
         elif compiles_as_own_frame(fn) and not _torch_code(fn):
             wrapped = self._wrap_function(fn)
+        elif skipped_with_callees_compiled(fn):
+            wrapped = self.running_eagerly(fn)
         else:
             wrapped = fn
         fn.__dict__[_ROUTED] = (self, fn, wrapped)
