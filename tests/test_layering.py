@@ -3,7 +3,8 @@
 The layers, bottom to top (a module may import its own layer and any layer below it):
 
     L0 leaves      errors, config, deferred_release, torch_state, torch_flags, module_hooks, marks, process_state,
-                   recursion, stance, thread_flag, nested_caches: no stenograph imports but each other
+                   recursion, stance, thread_flag, nested_caches, frame_skips: no stenograph imports but
+                   each other
     L1 bytecode    decoding and assembling code objects, resume code
     L2 guards      sources, guard sets, generated Python functions (pyfunc), guard failures
                    (guards/failures.py); and events, whose records carry guard failures
@@ -50,6 +51,8 @@ LAYERS: dict[str, int] = {
             "stance",
             "thread_flag",
             "nested_caches",
+            "compile_callbacks",
+            "frame_skips",
         ],
         0,
     ),

@@ -33,6 +33,7 @@ from .backends.registry import (
     register_backend,
     set_default_backend,
 )
+from .compile_callbacks import CallbackArgs, CallbackTrigger, on_compile_end, on_compile_start
 from .entry import StenographWarning
 from .errors import BreakKind, ConstraintViolation, RecompileError, StenographError, Unsupported
 from .export import ExportGuards, ExportResult, export
@@ -45,6 +46,8 @@ from .warm import load_artifacts, save_artifacts
 
 __all__ = [
     "BreakKind",
+    "CallbackArgs",
+    "CallbackTrigger",
     "DisabledModule",
     "GuardFail",
     "OptimizedModule",
@@ -81,6 +84,8 @@ __all__ = [
     "maybe_mark_dynamic",
     "nested_compile_region",
     "nonstrict_trace",
+    "on_compile_end",
+    "on_compile_start",
     "optimize",
     "optimize_assert",
     "RecompileError",

@@ -343,10 +343,11 @@ def _compile_target(
         return _user_entry(target, compiler, name, fullgraph, dynamic)
     if callable(target):
         call = type(target).__call__
-        if isinstance(call, types.FunctionType):
+        if isinstance(call, types.FunctionType) and not is_graph_op(target):
             return types.MethodType(_user_entry(call, compiler, name, fullgraph, dynamic), target)
-        # a C function (torch.sin, an operator), or torch's `substitute_in_graph` stand-in for
-        # one: compile a Python call of it. torch.compile has no frame of it to trace, so it
+        # a C function (torch.sin, an operator), an operator of `torch.ops` (whose Python
+        # `__call__` only forwards to C), or torch's `substitute_in_graph` stand-in for one:
+        # compile a Python call of it. torch.compile has no frame of it to trace, so it
         # never fails whatever `fullgraph` says: a call stenograph cannot trace runs eagerly
         wrapper = functools.update_wrapper(_calling(target), target, updated=())
         return _user_entry(wrapper, compiler, name, False, dynamic)

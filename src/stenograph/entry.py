@@ -17,8 +17,20 @@ import weakref
 from typing import Any
 
 import torch
+import torch.utils._python_dispatch as _modes
+from torch._subclasses.fake_tensor import FakeTensor
 
-from . import config, deferred_release, events, nested_caches, process_state, torch_state, warm
+from . import (
+    compile_callbacks,
+    config,
+    deferred_release,
+    events,
+    frame_skips,
+    nested_caches,
+    process_state,
+    torch_state,
+    warm,
+)
 from .backends.registry import lookup_backend
 from .callee_routing import CalleeRouter
 from .errors import (
@@ -27,6 +39,7 @@ from .errors import (
     ForbiddenCall,
     FullgraphBreak,
     NativeGuardsUnavailable,
+    NestedTrace,
     RecompileError,
     SideEffectsNotReplayed,
     StenographError,
@@ -122,11 +135,17 @@ class FrameCache:
         full = prefix + args
         for entry in self.entries:
             if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
+                frame_skips.note_compiled()
                 return entry.fn, full
         if self.eager_reason is not None:
             return self._eager(fn), args
         if run_only.active or not _stance.stance.compiles:
             return fn, args
+        if _in_nested_trace(fn, args, kwargs):
+            return fn, args
+        reason = frame_skips.skip_reason()
+        if reason is not None:
+            return frame_skips.run_skipped(fn, self.code, fullgraph, reason), args
         backend_name = None  # the function's own backend
         if _stance.stance.name in ("eager_then_compile", "aot_eager_then_compile") and not self.first_call_seen:
             self.first_call_seen = True
@@ -205,7 +224,23 @@ class FrameCache:
                     stacklevel=5,
                 )
                 return fn, args
-        events.publish(events.CompileStarted(self.code, label, len(self.entries)))
+        started = events.CompileStarted(self.code, label, len(self.entries))
+        events.publish(started)
+        with compile_callbacks.compiling(str(started.compile_id)):
+            return self._traced(fn, args, kwargs, full, fullgraph, backend_name, label)
+
+    def _traced(
+        self,
+        fn: types.FunctionType,
+        args: tuple,
+        kwargs: dict,
+        full: tuple,
+        fullgraph: bool,
+        backend_name: str | None,
+        label: str,
+    ) -> tuple[Any, tuple]:
+        """`_compile`'s trace and build: the entry's function and the arguments it takes, or the
+        function that runs this call eagerly."""
         request = FrameCompile(
             fn,
             args,
@@ -220,8 +255,9 @@ class FrameCache:
         )
         deferred_release.run_pending()
         try:
-            with torch_state.preserved(), compile_leftovers.generated_during() as leftovers:
-                entry = compile_frame(request)
+            with torch_state.preserved(), torch_state.user_modes_set_aside():
+                with compile_leftovers.generated_during() as leftovers:
+                    entry = compile_frame(request)
         except (ConstraintViolation, NativeGuardsUnavailable, FullgraphBreak, ForbiddenCall, SideEffectsNotReplayed):
             raise
         except Exception as e:
@@ -256,6 +292,7 @@ class FrameCache:
             return fn, args
         compile_leftovers.release_with(entry.fn, leftovers)
         self.entries.append(entry)
+        frame_skips.note_compiled()
         _watch(self, entry)
         events.publish(events.FrameCompiled(self.code, label, entry, len(self.entries)))
         if request.persist:
@@ -481,8 +518,8 @@ def entry_wrapper(
         closure = prefix[0]
 
         def compiled(*args: Any, **kwargs: Any) -> Any:
-            if _stance.bypass:
-                return _bypassed(fn, prefix, args, kwargs, fullgraph, dynamic)
+            if _stance.bypass or _modes._is_in_any_mode_without_ignore_compile_internals:
+                return _slow_call(cache, fn, prefix, args, kwargs, fullgraph, dynamic)
             if _torch_compiling():
                 return fn(*args, **kwargs)
             d = fn.__defaults__
@@ -500,8 +537,8 @@ def entry_wrapper(
     else:
 
         def compiled(*args: Any, **kwargs: Any) -> Any:
-            if _stance.bypass:
-                return _bypassed(fn, prefix, args, kwargs, fullgraph, dynamic)
+            if _stance.bypass or _modes._is_in_any_mode_without_ignore_compile_internals:
+                return _slow_call(cache, fn, prefix, args, kwargs, fullgraph, dynamic)
             if _torch_compiling():
                 return fn(*args, **kwargs)
             d = fn.__defaults__
@@ -536,23 +573,53 @@ def is_entry_wrapper_code(code: types.CodeType) -> bool:
     return code in _WRAPPER_CODES
 
 
-def _bypassed(
-    fn: types.FunctionType, prefix: tuple, args: tuple, kwargs: dict, fullgraph: bool, dynamic: bool | None
+def _slow_call(
+    cache: FrameCache,
+    fn: types.FunctionType,
+    prefix: tuple,
+    args: tuple,
+    kwargs: dict,
+    fullgraph: bool,
+    dynamic: bool | None,
 ) -> Any:
-    """A call under a stance that sets the function's own entries aside: `force_eager` runs it
-    eagerly, a forced backend runs (and compiles) the entries of that backend's cache."""
+    """A call the cached path sets aside: under a stance that sets the function's own entries
+    aside (`force_eager` runs it eagerly, a forced backend runs and compiles the entries of that
+    backend's cache), while a dispatch mode that must see every operator may be active (the
+    frame is skipped: `frame_skips`), or while a skipped fullgraph call counts compiled frames."""
     stance = _stance.stance
-    if stance.backend is None:
+    if stance.name == "force_eager" or _torch_compiling():
         return fn(*args, **kwargs)
-    cache = owned_cache(fn, stance.backend, stance.backend_name, dynamic)
+    if frame_skips.user_mode_active():
+        return frame_skips.run_skipped(fn, cache.code, fullgraph, frame_skips.USER_MODE)(*args, **kwargs)
+    if stance.backend is not None:
+        cache = owned_cache(fn, stance.backend, stance.backend_name, dynamic)
     full = prefix + args
     for entry in cache.entries:
         if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
+            frame_skips.note_compiled()
             result = entry.fn(*full, **kwargs)
             break
     else:
         result = cache.miss(fn, prefix, args, kwargs, fullgraph, 2)  # miss's frame and this one
     return result.run() if type(result) is Continue else result
+
+
+def _in_nested_trace(fn: types.FunctionType, args: tuple, kwargs: dict) -> bool:
+    """Whether this call is part of another trace, where `fn` runs as it is (its operations
+    recorded by that trace): a custom op's kernel run on the fake tensors of a trace (torch.compile
+    does not compile inside a kernel invocation), or `torch.fx.symbolic_trace` with
+    `config.error_on_nested_fx_trace` off (on, it raises `NestedTrace`)."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, FakeTensor) and value.fake_mode.in_kernel_invocation:
+            return True
+    if not torch.fx._symbolic_trace.is_fx_symbolic_tracing() or config.force_compile_during_fx_trace:
+        return False
+    if config.error_on_nested_fx_trace:
+        raise NestedTrace(
+            f"Detected that you are using FX to symbolically trace a dynamo-optimized function "
+            f"({fn.__qualname__}, compiled by stenograph). This is not supported: trace the original function"
+        )
+    return True
 
 
 def _errors_on_break(error: Exception) -> bool:

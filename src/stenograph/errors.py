@@ -145,6 +145,17 @@ class FailOnRecompileLimitHit(StenographError, RuntimeError):
     is set (torch's switch of that name: a hard error instead of running eagerly from then on)."""
 
 
+class NoFramesCompiled(StenographError, RuntimeError):
+    """A `fullgraph=True` call compiled nothing: its frame was skipped (`config.disable`, a
+    TorchDispatchMode that must see every operator) and no compiled frame ran inside it. The
+    message lists each frame skipped and why, in torch's words."""
+
+
+class NestedTrace(StenographError, RuntimeError):
+    """`torch.fx.symbolic_trace` called a compiled function (`config.error_on_nested_fx_trace`):
+    FX would record the compiled code's calls, not the function's operations."""
+
+
 class UserError(StenographError, RuntimeError):
     """Valid Python that stenograph can only compile or export if the user changes it (what
     torch.compile raises `torch._dynamo.exc.UserError` for): the message says what to change."""

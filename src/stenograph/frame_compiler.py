@@ -135,6 +135,7 @@ class FrameCall:
     # whether the caller is handling an exception (None: not known): the `__context__` of one
     # the frame raises while handling none of its own, and what `sys.exc_info()` answers there
     caller_handles: bool | None = None
+    fullgraph: bool = False  # a graph break is an error
 
     @property
     def code(self) -> types.CodeType:
@@ -155,7 +156,6 @@ class FrameCompile(FrameCall):
     backend: Any
     backend_name: str
     runtime: Runtime
-    fullgraph: bool = False
     persist: bool = False  # keep the backend's artifact of the graph, for the persisted cache
 
 
@@ -268,7 +268,7 @@ class _Attempts:
 
     def trace(self, call: FrameCall, stop_index: int | None = None) -> tuple[OutputGraph, Frame, Any]:
         """Trace the call (up to instruction `stop_index`): its graph, frame and returned tracker."""
-        output = OutputGraph(call.policy, call.caller_handles)
+        output = OutputGraph(call.policy, call.caller_handles, breaks_allowed=not call.fullgraph)
         self._open.append(output)
         output.eager_generators = self.eager_generators
         local_values, cells = _root_state(call.fn, call.args, call.kwargs)

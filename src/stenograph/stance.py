@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import config
-
 STANCES = (
     "default",
     "force_eager",
@@ -41,19 +39,22 @@ class Stance:
 
     @property
     def compiles(self) -> bool:
-        """A miss may compile (else it runs eagerly); never while `config.disable` is set
-        (torch's switch: cached code runs, nothing new compiles)."""
-        return self.name not in ("force_eager", "eager_on_recompile") and not config.disable
+        """A miss may compile (else it runs eagerly). `config.disable` is not a stance: a frame
+        it skips is reported as skipped (`frame_skips`)."""
+        return self.name not in ("force_eager", "eager_on_recompile")
 
 
 class _Current:
-    """The stance in force; `bypass` copied into a slot so the cached path reads one attribute."""
+    """The stance in force; `bypass` copied into a slot so the cached path reads one attribute.
+    `bypass` is also on while a thread watches a skipped fullgraph call (`frame_skips`), whose
+    count of compiled frames the slow path keeps."""
 
-    __slots__ = ("stance", "bypass")
+    __slots__ = ("stance", "bypass", "watchers")
 
     def __init__(self) -> None:
         self.stance = Stance()
         self.bypass = False
+        self.watchers = 0
 
 
 current = _Current()
@@ -63,5 +64,12 @@ def swap(stance: Stance) -> Stance:
     """Put `stance` in force; the one it replaces."""
     previous = current.stance
     current.stance = stance
-    current.bypass = stance.bypass
+    current.bypass = stance.bypass or current.watchers > 0
     return previous
+
+
+def set_aside(on: bool) -> None:
+    """Send cached calls down the slow path while a skipped fullgraph call is watched (`on`), and
+    back when the last watch ends."""
+    current.watchers += 1 if on else -1
+    current.bypass = current.stance.bypass or current.watchers > 0

@@ -10,10 +10,13 @@ and restores whatever differs when it ends.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+import threading
 import traceback
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,6 +184,49 @@ class preserved:  # noqa: N801 - used as a context manager, like torch's own gua
         finally:
             _C._autograd._saved_tensors_hooks_set_tracing(self.hooks_tracing)
             self.keys.__exit__(None, None, None)
+
+
+class _SetAside(threading.local):
+    modes: tuple[Any, ...] = ()  # the user's dispatch modes a compile in this thread took off
+
+
+_set_aside = _SetAside()
+
+
+@contextlib.contextmanager
+def user_modes_set_aside() -> Iterator[None]:
+    """Inside `preserved()` (which puts the stack back): the user's dispatch modes off the stack
+    for a compile, as torch.compile compiles without them (modes that must see every operator
+    skip the frame before this; those left say `ignore_compile_internals()`, and see the compiled
+    code's operators when it runs). Under an infra mode (fake, proxy: an outer trace) the stack
+    is left as it is."""
+    stack = _dispatch_stack()
+    if any(mode.is_infra_mode() for mode in stack):
+        yield
+        return
+    previous = _set_aside.modes
+    for _ in stack:
+        _C._pop_torch_dispatch_stack(None)
+    _set_aside.modes = stack
+    try:
+        yield
+    finally:
+        _set_aside.modes = previous
+
+
+@contextlib.contextmanager
+def program_modes() -> Iterator[None]:
+    """The modes `user_modes_set_aside` took off back on the stack while a trace asks torch for
+    the program's state (`torch._C._len_torch_dispatch_stack()`): the answer, guarded, is the one
+    the compiled code's calls see."""
+    modes = _set_aside.modes
+    for mode in modes:
+        _C._push_on_torch_dispatch_stack(mode)
+    try:
+        yield
+    finally:
+        for _ in modes:
+            _C._pop_torch_dispatch_stack(None)
 
 
 def _thread_local_state(tls: Any) -> dict[str, Any]:

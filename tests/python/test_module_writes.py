@@ -74,6 +74,19 @@ def test_counter_write_runs_eagerly_and_the_graph_is_reused(cnt):
     assert model.calls == 9  # 3 calls each: eager, stenograph, torch.compile as the peer
 
 
+def test_counter_write_under_fullgraph_is_captured_and_recompiles(cnt):
+    # with fullgraph=True a break is an error: the write is captured, and each new count fails
+    # the guard on the old one and compiles again, as torch.compile does
+    torch.manual_seed(0)
+    model = _Counting()
+    compiled = stenograph.compile(model, backend=cnt, fullgraph=True)
+    x = t(2, 3)
+    for expected_calls in (1, 2, 3):
+        torch.testing.assert_close(compiled(x), model.lin(x))
+        assert model.calls == expected_calls
+    assert cnt.frame_count == 3
+
+
 class _Registering(nn.Module):
     def __init__(self):
         super().__init__()

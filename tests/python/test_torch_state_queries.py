@@ -19,6 +19,12 @@ class PassThrough(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class Quiet(PassThrough):
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
+
+
 def stack_depth(x):
     return x + torch._C._len_torch_dispatch_stack()
 
@@ -40,8 +46,14 @@ def test_dispatch_stack_depth_is_the_programs_not_the_tracers(cnt) -> None:
     x = torch.zeros(2)
     assert_same(compiled(x), stack_depth(x))
     assert cnt.frame_count == 1
-    with PassThrough():
-        assert_same(compiled(x), stack_depth(x))  # the guard sees one mode now: recompile
+    with PassThrough():  # a mode that must see every op: the call runs eagerly, as torch.compile's
+        assert_same(compiled(x), stack_depth(x))
+    assert cnt.frame_count == 1
+    with Quiet():
+        # a mode that ignores compile internals: set aside while compiling, but the answer the
+        # trace reads and guards is the program's (one mode), so the guard sees it: recompile
+        assert_same(compiled(x), stack_depth(x))
+        assert_same(compiled(x), stack_depth(x))
     assert cnt.frame_count == 2
     assert_same(compiled(x), stack_depth(x))
     assert cnt.frame_count == 2

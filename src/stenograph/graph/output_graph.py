@@ -42,6 +42,7 @@ from ..variables.numpy_arrays import NdarrayVariable, NumpyCall
 from ..variables.symbolic import GraphValueVariable, SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
 from ..variables.trace_rules import TENSOR_DATA_HINT, is_sparse_tensor, is_user_class
+from .op_compliance import check_compliant
 from .pinned_dtypes import pinned_arguments
 from .side_effects import SideEffects
 
@@ -121,7 +122,9 @@ class TracedGraph(torch.fx.Graph):
 class OutputGraph:
     """Accumulates one graph, its inputs and guards while a frame is traced."""
 
-    def __init__(self, policy: DynamicPolicy | None = None, caller_handles: bool | None = None) -> None:
+    def __init__(
+        self, policy: DynamicPolicy | None = None, caller_handles: bool | None = None, *, breaks_allowed: bool = True
+    ) -> None:
         self.active = ActiveFrame()
         self.graph = TracedGraph(self.active)
         # the frame's graph, where inputs go; `graph` is another one while a body is traced
@@ -130,6 +133,9 @@ class OutputGraph:
         self.fake_mode = new_fake_mode()
         self.policy = policy
         self.caller_handles = caller_handles  # `FrameCall.caller_handles`
+        # False under fullgraph=True: what the trace could capture or leave to a graph break, it
+        # captures (a module's step counter: recompiles rather than an error)
+        self.breaks_allowed = breaks_allowed
         self.guards = GuardSet()
         self.inputs: list[GraphInput] = []
         # (taker, giver) input nodes of each `taker.data = giver` (see `hand_over_storage`)
@@ -494,6 +500,8 @@ class OutputGraph:
         if made_class is not None:  # `t.as_subclass(cls)`: a node naming the class by a function
             kind, target, args = "call_function", subclass_maker(made_class), args[:1]
         outputs = _graph_inputs_given_as_out(kwargs.get("out"))  # their shapes before the op
+        if kind == "call_function":
+            check_compliant(target, _unwrap_all(args)[1], _unwrap_all_kw(kwargs)[1])
         fake = self._fake_result(kind, target, args, kwargs, made_class, describe)
         if made_class is None:
             pinned = pinned_arguments(

@@ -757,12 +757,14 @@ class NNModuleVariable(UserObjectVariable):
         )
         # a number the module keeps across calls (a step counter: the trace read and guarded the
         # old value, and writes another): captured, that guard would recompile on every call, so
-        # the write runs eagerly and the graphs around it are reused. A number set without reading
-        # the old one, or set to the value it has (HF Swin's `self.shift_size = 0` and its clamped
-        # `self.window_size`), keeps every guard true and is replayed as any write.
+        # the write runs eagerly and the graphs around it are reused (under fullgraph=True, where
+        # a break is an error, it is captured and recompiles, as torch.compile's). A number set
+        # without reading the old one, or set to the value it has (HF Swin's `self.shift_size = 0`
+        # and its clamped `self.window_size`), keeps every guard true and is replayed as any write.
         current = module.__dict__.get(name)
         counter = (
-            type(current) in (int, float)
+            frame.output.breaks_allowed
+            and type(current) in (int, float)
             and kind in (int, float)
             and not (value.is_constant() and value.as_constant() == current and kind is type(current))
             and self.source is not None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import torch
 
-from .. import torch_flags
+from .. import torch_flags, torch_state
 from ..errors import BreakKind, ForbiddenCall, FullgraphBreak, Unsupported
 from ..guards.sources import AttrSource, FixedObjectSource
 from ..marks import (
@@ -598,7 +598,8 @@ class TorchOpVariable(Variable):
         """
         describe = f"{self.describe()}()"
         if is_state_reader(self.fn):
-            value = self.fn()
+            with torch_state.program_modes():  # the user's modes a compile set aside count
+                value = self.fn()
             if isinstance(value, (bool, int, float, str, torch.dtype, torch.device)) or value is None:
                 frame.output.guards.state_query(self.fn, self.describe(), value)
                 return constant(value)

@@ -159,7 +159,8 @@ class GeneratorVariable(IteratorVariable):
         self.yields += 1
         if self.yields > MOST_ITEMS:
             endless = Unsupported(
-                f"{self.describe()} yielded more than {MOST_ITEMS} values while traced; it may never end",
+                f"{self.describe()} yielded more than {MOST_ITEMS} values while traced;"
+                " it may be an infinite generator",
                 hint="eagerly, consuming an endless generator whole never finishes either",
                 kind=BreakKind.GENERATOR,
             )
