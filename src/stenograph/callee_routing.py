@@ -7,7 +7,8 @@ whose calls go through a `CalleeRouter` (`bytecode.routed_calls`), which hands b
 callable, what compiled code would call at a graph break: the entry wrapper of a user function
 or method, the compiled forward of a module, the thing itself for the rest. torch's own Python
 (`nn.Linear`, `torch.nn.functional`, optimizers) is called as it is: torch.compile's hook skips
-torch's files too.
+torch's files too. torch's untraced Python (`skipped_with_callees_compiled`: a helper handed a
+user function) runs routed itself, since the hook still compiles the user functions it calls.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 from . import nested_caches
 from .bytecode.routed_calls import route_calls
 from .marks import eager_frame_of
-from .variables.trace_rules import compiles_as_own_frame, is_trusted_module
+from .variables.trace_rules import compiles_as_own_frame, is_trusted_module, skipped_with_callees_compiled
 
 _ROUTED = "__stenograph_routed__"  # a function's (router, wrapper) last made for it
 
@@ -32,12 +33,24 @@ class CalleeRouter:
     """Maps a callable about to be called by a routed frame to what runs instead.
 
     `wrap_function(fn)` gives a user function's compiled wrapper, `module_call(module, *args)`
-    runs a module's compiled forward; both compile with the frame's backend.
+    runs a module's compiled forward; both compile with the frame's backend. A torch helper runs
+    routed by `_helpers`, a router of the same callees that runs torch's helpers as they are: one
+    level only, so the user functions a helper reaches through other torch functions (a
+    `torch.func` transform's, under its interpreter levels) run eagerly, as they were traced.
     """
 
-    def __init__(self, wrap_function: Callable[[types.FunctionType], Any], module_call: Callable[..., Any]) -> None:
+    def __init__(
+        self,
+        wrap_function: Callable[[types.FunctionType], Any],
+        module_call: Callable[..., Any],
+        *,
+        routes_torch_helpers: bool = True,
+    ) -> None:
         self._wrap_function = wrap_function
         self._module_call = module_call
+        self._helpers = (
+            CalleeRouter(wrap_function, module_call, routes_torch_helpers=False) if routes_torch_helpers else None
+        )
         # the routed copy of each code object run eagerly with this router
         self._routed: weakref.WeakKeyDictionary[types.CodeType, types.CodeType] = weakref.WeakKeyDictionary()
 
@@ -65,6 +78,8 @@ class CalleeRouter:
             wrapped = self.running_eagerly(frame)
         elif compiles_as_own_frame(fn) and not _torch_code(fn):
             wrapped = self._wrap_function(fn)
+        elif self._helpers is not None and skipped_with_callees_compiled(fn):
+            wrapped = self._helpers.running_eagerly(fn)
         else:
             wrapped = fn
         fn.__dict__[_ROUTED] = (self, fn, wrapped)

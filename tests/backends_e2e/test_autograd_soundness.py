@@ -266,8 +266,10 @@ AUTOGRAD_CALLS = [
     pytest.param(_tensor_backward, 2, False, id="Tensor.backward"),
     # not between graphs any more: one node of the graph (tests/python/test_autograd_function.py)
     pytest.param(_function_apply, 1, True, id="Function.apply"),
-    pytest.param(_jacobian, 1, False, id="functional.jacobian"),
-    pytest.param(_vjp, 2, False, id="functional.vjp"),  # ones_like | vjp | add
+    # the function handed to torch's untraced helper is compiled when the helper calls it, as
+    # torch.compile compiles it (its counts on torch 2.13: 2 and 3)
+    pytest.param(_jacobian, 2, False, id="functional.jacobian"),  # _cube_sum | * 2
+    pytest.param(_vjp, 3, False, id="functional.vjp"),  # ones_like | the lambda | add
 ]
 
 

@@ -42,14 +42,19 @@ from ..variables.builtins import BuiltinVariable
 from ..variables.cells import LazyValue, RealCellVariable
 from ..variables.constants import IteratorVariable, NullVariable
 from ..variables.containers import DictVariable, SequenceVariable, SetVariable
-from ..variables.contexts import ContextExitVariable
+from ..variables.contexts import ContextExitVariable, GradModeFunctionVariable
 from ..variables.exceptions import HandlerEntryVariable, LastiVariable
 from ..variables.frame_objects import NNModuleVariable
 from ..variables.functions import NestedFunctionVariable, PartialVariable, UserFunctionVariable, UserMethodVariable
-from ..variables.global_contexts import GlobalContextMethod, GlobalContextVariable, close_in_graph
+from ..variables.global_contexts import (
+    ContextDecoratedFunctionVariable,
+    GlobalContextMethod,
+    GlobalContextVariable,
+    close_in_graph,
+)
 from ..variables.new_modules import NewModuleObjectVariable
 from ..variables.symbolic import SymNodeVariable
-from ..variables.trace_rules import compiles_as_own_frame
+from ..variables.trace_rules import compiles_as_own_frame, skipped_with_callees_compiled
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
 from .eager_warnings import warn_at
 from .resume import Origin, resume_function
@@ -370,8 +375,13 @@ class BreakWriter:
             self.writer.post.append(f"{bound} = ___MethodType({name}, {self._evaluate(var.self_var)})")
             self.writer.namespace["___MethodType"] = types.MethodType
             return bound
-        if isinstance(var, UserFunctionVariable) and self.compile_callees and eager_frame_of(callee) is not None:
-            # `disable(f, recursive=False)`: f runs eagerly, the functions it calls compiled
+        if (
+            isinstance(var, UserFunctionVariable)
+            and self.compile_callees
+            and (eager_frame_of(callee) is not None or skipped_with_callees_compiled(callee))
+        ):
+            # `disable(f, recursive=False)`, torch's untraced Python: f runs eagerly, the
+            # functions it calls compiled
             router = runtime.callee_router(self.backend, self.backend_name, self.dynamic_setting)
             return f"{self.writer.bind(router, 'route')}({self._evaluate(var)})"
         if isinstance(var, NestedFunctionVariable):
@@ -389,6 +399,10 @@ class BreakWriter:
             parts = [self.callable_expr(var.fn), *(self._evaluate(a) for a in var.args)]
             parts += [f"{k}={self._evaluate(v)}" for k, v in var.kwargs.items()]
             return f"{partial}({', '.join(parts)})"
+        if isinstance(var, (GradModeFunctionVariable, ContextDecoratedFunctionVariable)):
+            # `torch.no_grad()(f)(x)`: the context's decorator around what compiles f, so f's code
+            # after a break inside it is compiled too, in the mode the decorator sets
+            return f"{self._evaluate(var.context)}({self.callable_expr(var.fn)})"
         if callee is warnings.warn:
             line = self.inst.positions.lineno if self.inst.positions is not None else self.frame.line
             where = (self.frame.code.co_filename, line, self.frame.f_globals)

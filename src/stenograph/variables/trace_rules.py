@@ -244,6 +244,22 @@ def compiles_as_own_frame(fn: Any) -> bool:
     )
 
 
+def skipped_with_callees_compiled(fn: Any) -> bool:
+    """Whether Python function `fn` is torch's own that compiled code calls as it is (an untraced
+    library's: `torch._dynamo.testing`'s helpers, `torch.autograd.functional.jacobian`) and not a
+    disabled one: torch.compile's hook skips its frame but compiles the user functions it calls,
+    so it runs with its own calls routed (the torch functions they reach run as they are)."""
+    code = getattr(fn, "__code__", None)
+    return (
+        isinstance(fn, types.FunctionType)
+        and is_trusted_module(fn.__globals__.get("__name__") or "")
+        and is_untraced_library(fn)
+        and not is_disabled(fn)
+        and isinstance(code, types.CodeType)
+        and not code.co_flags & _GENERATOR_OR_COROUTINE
+    )
+
+
 # -- torch functions: graph ops, state, constants -------------------------------------------------
 
 # Python modules whose plain functions are recorded as one node instead of being inlined
