@@ -115,6 +115,10 @@ _DEFAULTS: dict[str, Any] = {
     # an nn.Parameter's sizes are static wherever it is passed from; False lets automatic dynamic
     # shapes make them symbolic as other inputs' (a module's own parameters and buffers stay static)
     "force_parameter_static_shapes": True,
+    # an int attribute of an nn.Module (`self.step`) that changed between calls is symbolic from
+    # the next compile on (automatic dynamic); False: such ints are constants, a new value
+    # compiles again
+    "allow_unspec_int_on_nn_module": False,
     # a folder where compiled entries persist, so a later process (or another machine, through
     # save_artifacts/load_artifacts) runs them without compiling (warm/); None: off.
     # STENOGRAPH_CACHE_DIR sets the default
@@ -139,7 +143,6 @@ _TORCH_ONLY: dict[str, Any] = {
     # shapes and specialisation
     "automatic_dynamic_shapes_mark_as": "dynamic",
     "force_nn_module_property_static_shapes": True,
-    "allow_unspec_int_on_nn_module": False,
     "allow_ignore_mark_dynamic": False,
     "dynamic_shapes": True,
     "prefer_deferred_runtime_asserts_over_guards": False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 
+import pytest
 import torch
 from helpers import assert_same
 
@@ -254,3 +255,52 @@ def test_dict_keyed_by_device_and_dtype_tuples(cnt):
         )
 
     check(_by_device_and_dtype, args, cnt)
+
+
+def _started_view_iterator(kind):
+    def f(x, d):
+        it = iter(d) if kind == "keys" else iter(getattr(d, kind)())
+        next(it)
+        return x + 1, it
+
+    return f
+
+
+@pytest.mark.parametrize("kind", ["keys", "values", "items"])
+@pytest.mark.parametrize("made_here", [False, True])
+def test_a_returned_dict_iterator_is_the_dicts_own(kind, made_here):
+    # the caller's later changes show through it, and a change of size raises, as eagerly (it
+    # was a copy of the items left: old values, no error)
+    def run(fn, change):
+        d = {"a": 1, "b": 2, "c": 3}
+        if made_here:
+            out, it = fn(torch.ones(1), d.copy())  # the dict escapes only through the iterator
+        else:
+            out, it = fn(torch.ones(1), d)
+        change(d)
+        try:
+            return type(it), list(it)
+        except RuntimeError as e:
+            return type(it), str(e)
+
+    eager = _started_view_iterator(kind)
+    for change in (lambda d: d.update(b=100), lambda d: d.update(z=0)):
+        compiled = stenograph.compile(_started_view_iterator(kind), backend="eager", fullgraph=True)
+        assert run(compiled, change) == run(eager, change)
+
+
+def test_a_returned_set_iterator_and_one_over_a_dict_returned_too():
+    def f(x, s):
+        d = {"k": x, "j": x * 2}
+        it = iter(s)
+        next(it)
+        return it, iter(d.items()), d
+
+    s = {1, 2, 3}
+    it, items, d = stenograph.compile(f, backend="eager", fullgraph=True)(torch.ones(1), s)
+    assert type(it) is type(iter(set()))
+    s.add(4)
+    with pytest.raises(RuntimeError, match="Set changed size during iteration"):
+        next(it)
+    d["k"] = "new"  # the returned dict is the one the returned iterator reads
+    assert [value for _, value in items][0] == "new"

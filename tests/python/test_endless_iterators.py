@@ -116,3 +116,48 @@ def test_without_fullgraph_the_generator_past_the_bound_runs_eagerly(cnt):
     the work around it is still captured. torch.compile skips the whole frame (0 graphs), so
     the counts are not compared."""
     check(_loop_ending_past_the_bound, lambda i: (t(2, seed=i),), cnt, graphs=2, peer=False)
+
+
+_COUNTER = itertools.count()
+
+
+def _scaled_by_the_counter(x):
+    return x * (next(_COUNTER) + 1)
+
+
+def test_a_count_from_outside_gives_its_values_and_is_advanced(cnt):
+    # torch.compile's own test: each call finds the counter moved on and compiles again (its
+    # value is guarded), and the real counter ends where eager leaves it
+    compiled = stenograph.compile(_scaled_by_the_counter, backend=cnt, fullgraph=True)
+    x = t(2, 5)
+    start = next(_COUNTER)
+    torch.testing.assert_close(compiled(x), x * (start + 2))
+    torch.testing.assert_close(compiled(x), x * (start + 3))
+    assert next(_COUNTER) == start + 3
+    assert cnt.frame_count == 2
+
+
+@pytest.mark.parametrize("made", [lambda: itertools.count(5), lambda: itertools.count(1.5, -0.25)])
+def test_a_count_passed_in_and_returned_is_the_callers(cnt, made):
+    def f(x, counter):
+        first = next(counter)
+        second = next(counter)
+        return x + first * second, counter
+
+    compiled = stenograph.compile(f, backend=cnt, fullgraph=True)
+    for call in range(2):  # the second call gets a new counter in the same state: no compile
+        x, counter, eager_counter = t(3, seed=call), made(), made()
+        expected, _ = f(x, eager_counter)
+        out, returned = compiled(x, counter)
+        torch.testing.assert_close(out, expected)
+        assert returned is counter and repr(counter) == repr(eager_counter)  # advanced as eagerly
+    assert cnt.frame_count == 1
+
+
+def test_a_count_of_other_numbers_is_a_graph_break(cnt):
+    import fractions  # only this test uses it
+
+    counter = itertools.count(fractions.Fraction(1, 2))
+    with pytest.raises(Unsupported, match="itertools.count of values other than ints and floats"):
+        stenograph.compile(lambda x, c: x * next(c), backend="eager", fullgraph=True)(t(2), counter)
+    assert next(counter) == fractions.Fraction(1, 2)  # not advanced by the refused trace

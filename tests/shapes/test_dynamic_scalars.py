@@ -185,6 +185,21 @@ def test_module_float_attribute_goes_dynamic_but_int_attribute_stays_constant(cn
     assert cnt.frame_count == 3
 
 
+def test_allow_unspec_int_on_nn_module_makes_a_changed_module_int_dynamic(cnt):
+    # torch's own test (test_modules.py, under the same patch): a constant, then symbolic
+    model = Scaled(0.5, 2)
+
+    def update_repeat(v):
+        model.repeat = v
+
+    with (
+        stenograph.config.patch(allow_unspec_int_on_nn_module=True),
+        torch._dynamo.config.patch(allow_unspec_int_on_nn_module=True),
+    ):
+        assert _run(cnt, model, [2, 3, 4, 5], update_repeat, _x) == 2
+    assert cnt.frame_count == 2
+
+
 def test_a_dynamic_number_changing_type_recompiles(cnt):
     fn, values, update = CASES["closure int"]()
     compiled = stenograph.compile(fn, backend=cnt)

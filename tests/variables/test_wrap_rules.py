@@ -55,6 +55,7 @@ ORDER = [
     "dict",
     "mapping_proxy",
     "sequence_iterator",
+    "count_passed_in",
     "deque",
     "environ",
     "autograd_node",

@@ -10,6 +10,7 @@ cells through `___cells`; a class met while tracing through the class itself (`C
 
 from __future__ import annotations
 
+import ast
 import gc
 import math
 import types
@@ -398,6 +399,36 @@ def iterator_rest(iterator: Any) -> tuple:
     state = iterator.__reduce__()
     sequence = state[1][0]
     return tuple(sequence[state[2] :]) if len(state) > 2 else ()
+
+
+def count_state(counter: Any) -> tuple | None:
+    """An `itertools.count`'s next value and step, read from its repr without advancing it
+    (`count(5)`, `count(5, 2)`); None unless both are ints or floats."""
+    text = repr(counter)
+    try:
+        parts = ast.literal_eval(f"({text[len('count(') : -1]},)")
+    except (ValueError, SyntaxError):
+        return None
+    start, step = (*parts, 1) if len(parts) == 1 else parts
+    if not all(type(part) in (int, float) for part in (start, step)):
+        return None
+    return start, step
+
+
+@_derived
+class CountStateSource(Source):
+    """The next value and step of the `itertools.count` at `parent` (`count_state`)."""
+
+    parent: Source
+
+    def base(self) -> Source:
+        return self.parent
+
+    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
+        return f"{globals_names.name_for(count_state)}({parent_expr})"
+
+    def name(self) -> str:
+        return f"<the state of {self.parent.name()}>"
 
 
 @_derived

@@ -104,18 +104,19 @@ def _torch_marks(t: torch.Tensor, attribute: str) -> set[int]:
     return {d % t.dim() for d in getattr(t, attribute, None) or () if isinstance(d, int) and -t.dim() <= d < t.dim()}
 
 
-def may_be_dynamic(source: Source, is_tensor: bool, *, module_attribute: bool = False) -> bool:
-    """Parameters and buffers stay static, and so do ints that are attributes of an nn.Module
-    (`self.heads`: torch.compile's `allow_unspec_int_on_nn_module` is off). Other numbers may
-    go dynamic wherever they are read from: arguments, globals, closure cells, attributes of
-    other objects, class attributes (`Registry.count += 1` changes one on every call). A tensor
-    the compiled code holds itself (`FixedObjectSource`: an `assume_constant_result` value) is
-    always that one object: static too."""
+def may_be_dynamic(source: Source, is_tensor: bool) -> bool:
+    """Parameters and buffers stay static. Numbers may go dynamic wherever they are read from:
+    arguments, globals, closure cells, attributes of objects, class attributes (`Registry.count
+    += 1` changes one on every call); an int attribute of an nn.Module only under
+    `config.allow_unspec_int_on_nn_module`, by automatic dynamic (`DynamicPolicy.int_is_dynamic`),
+    and a constant otherwise, as torch.compile's default. A tensor the compiled code holds itself
+    (`FixedObjectSource`: an `assume_constant_result` value) is always that one object: static
+    too."""
     if is_tensor:
         if isinstance(source, FixedObjectSource):
             return False
         return not (isinstance(source, ModuleMemberSource) and source.table in ("_parameters", "_buffers"))
-    return not module_attribute
+    return True
 
 
 class DynamicPolicy:
@@ -188,16 +189,18 @@ class DynamicPolicy:
         (min, max): marked on the tensor, or declared for its source."""
         return {**marked_bounds(t), **self.declared.get(name, {})}
 
-    def int_is_dynamic(self, name: str, value: int | float) -> bool:
+    def int_is_dynamic(self, name: str, value: int | float, *, automatic_only: bool = False) -> bool:
         """Whether an int or float argument is symbolic in this trace (NaN and infinities never
-        are: a shape environment reasons about finite numbers only)."""
+        are: a shape environment reasons about finite numbers only). `automatic_only`: an int
+        attribute of an nn.Module (`self.step`) under `config.allow_unspec_int_on_nn_module`,
+        symbolic once it has changed between calls, as torch.compile's, whatever `dynamic=`."""
         if self.dynamic is False or name in self.specialised:
             return False
         if config.specialize_int if type(value) is int else config.specialize_float:
             return False
         if isinstance(value, float) and not math.isfinite(value):
             return False
-        if self.dynamic is True:
+        if self.dynamic is True and not automatic_only:
             return True
         if self.from_data and self._read_from_data(name):
             return True

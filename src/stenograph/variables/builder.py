@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import itertools
 import math
 import os
 import re
@@ -41,12 +42,14 @@ from ..errors import Unsupported
 from ..guards.sources import (
     AttrSource,
     ClassSource,
+    CountStateSource,
     GlobalSource,
     ItemSource,
     IterationItemSource,
     IteratorRestSource,
     ProxiedMappingSource,
     Source,
+    count_state,
     iterator_rest,
     proxied_mapping,
 )
@@ -64,7 +67,7 @@ from ..marks import (
     substitute_for,
     wrapped_for_compiler,
 )
-from ..shapes.dynamic import mark_static, may_be_dynamic
+from ..shapes.dynamic import mark_static
 from ..shapes.named_sources import dynamic_int
 from . import builtins as builtin_vars
 from . import (
@@ -315,9 +318,11 @@ def _dynamic_number(w: Wrapping) -> Variable | None:
     assert source is not None
     if policy is None or not (type(value) is int or math.isfinite(value) and value != 0.0):
         return None
+    # an int attribute of an nn.Module: a constant, unless `allow_unspec_int_on_nn_module`
+    automatic_only = w.module_attribute and type(value) is int
     if not (type(value) is int and dynamic_int(source, value)) and (
-        not may_be_dynamic(source, is_tensor=False, module_attribute=w.module_attribute and type(value) is int)
-        or not policy.int_is_dynamic(source.name(), value)
+        (automatic_only and not config.allow_unspec_int_on_nn_module)
+        or not policy.int_is_dynamic(source.name(), value, automatic_only=automatic_only)
     ):
         return None
     w.guards.type_match(source, value)
@@ -637,6 +642,18 @@ def _sequence_iterator(w: Wrapping) -> Variable:
     w.guards.length_match(rest_source, rest)
     items = [wrap(w.frame, item, ItemSource(rest_source, k)) for k, item in enumerate(rest)]
     return InputIteratorVariable(items, w.source)
+
+
+@_rule(lambda value, source: source is not None and type(value) is itertools.count)
+def _count_passed_in(w: Wrapping) -> Variable:
+    """An `itertools.count` passed in: its next value and step guarded (`InputCountVariable`)."""
+    assert w.source is not None
+    state = count_state(w.value)
+    if state is None:
+        raise Unsupported(f"{w.source.name()} is an itertools.count of values other than ints and floats")
+    w.guards.type_match(w.source, w.value)
+    w.guards.constant_match(CountStateSource(w.source), state)
+    return library.InputCountVariable(constant(state[0]), constant(state[1]), w.source)
 
 
 @_rule(lambda value, source: type(value) is collections.deque)

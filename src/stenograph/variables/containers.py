@@ -1045,6 +1045,24 @@ class LiveContainerIteratorVariable(IteratorVariable):
     def may_raise(self) -> bool:
         return self.size < 0 or self._size() != self.size or self._keys() != self.keys
 
+    def rebuilt_faithfully(self) -> bool:
+        return not self.may_raise()  # the container's own iterator (`reconstruct`)
+
+    def reconstruct(self, codegen: Any) -> str:
+        """The container's own iterator, advanced as far as the trace took it, made once: it
+        goes on reading the live dict or set, which the caller may change before pulling the
+        rest (a copy of the items left would not see that, nor raise when its size changes)."""
+        if self.may_raise():
+            raise Unsupported(f"an iterator over {self.container.describe()}, whose size or keys changed under it")
+        advance = codegen.writer.bind(advance_iterator, "fn")
+        steps = self.index
+        view = {"keys": "", "set": "", "values": ".values()", "items": ".items()"}[self.kind]
+
+        def fill(name: str) -> list[str]:
+            return [f"{advance}({name}, {steps})"] if steps else []
+
+        return codegen.build_object(self, f"iter({codegen.expr(self.container)}{view})", fill)
+
 
 class LazyIteratorVariable(IteratorVariable):
     """`map`, `filter`, `zip` and `enumerate`: each step pulls from the underlying iterators only

@@ -32,7 +32,7 @@ from . import identity, operators
 from .base import Variable
 from .collection_types import DefaultDictVariable, new_counter, new_defaultdict, new_deque
 from .constants import ConstantVariable, IteratorVariable, constant, evaluated
-from .containers import DictVariable, TupleVariable, dict_from_keys, iterate
+from .containers import DictVariable, TupleVariable, advance_iterator, dict_from_keys, iterate
 from .deep_copy import deep_copy
 from .exceptions import CallerExceptionVariable, TracebackVariable, raise_python_error
 from .functions import (
@@ -470,6 +470,29 @@ class EndlessIteratorVariable(IteratorVariable):
 
     def unpack(self, frame: Frame) -> list[Variable]:
         raise Unsupported(f"unpacking an {self.describe()}, which never ends")
+
+
+class InputCountVariable(EndlessIteratorVariable):
+    """An `itertools.count` passed in (an argument, a global, a closure variable, an attribute):
+    its next value and step are read from it and guarded, so a call that finds it moved on
+    compiles again, as torch.compile's does; the steps the trace takes are taken from the real
+    counter after the graph, and returned or live at a break it is the caller's own."""
+
+    on_stack_as_tuple_iterator = False
+
+    def __init__(self, start: Variable, step: Variable, source: Any) -> None:
+        super().__init__("count", [], start=start, step=step)
+        self.source = source
+
+    def describe(self) -> str:
+        return "itertools.count object passed in"
+
+    def next(self, frame: Frame) -> Variable | None:
+        frame.output.side_effects.container_changed(self)
+        return super().next(frame)
+
+    def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
+        return f"{expr(ConstantVariable(advance_iterator))}({target}, {self.index})" if self.index else None
 
 
 class _SteppedIteratorVariable(IteratorVariable):

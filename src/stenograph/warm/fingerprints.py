@@ -34,6 +34,7 @@ TRACING_SETTINGS = (
     "mark_static_inputs",
     "cudagraph_call_marks",
     "cuda_graphs_for_inference",
+    "allow_unspec_int_on_nn_module",
 )
 
 _fingerprints: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
