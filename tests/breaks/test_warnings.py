@@ -178,3 +178,33 @@ def test_warn_inside_a_traced_catch_warnings_block_breaks():
     assert compiled(torch.ones(1))[1] == fn(torch.ones(1))[1] == ["recorded"]
     explained = stenograph.explain(fn)(torch.ones(1))
     assert "warnings.warn() inside a traced warnings.catch_warnings() block" in explained.break_reasons[0].reason
+
+
+def test_a_catch_warnings_not_entered_is_returned_as_a_new_block(cnt):
+    # torch.compile's own test: one graph; each call gives a block of its own, made with the
+    # same arguments (returned twice, it is one object); it works when the caller enters it
+    @stenograph.compile(backend=cnt, fullgraph=True)
+    def fn(x):
+        block = warnings.catch_warnings(record=True)
+        return x.sin(), block, block
+
+    x = torch.randn(8)
+    _, a, same = fn(x)
+    _, b, _ = fn(x)
+    assert cnt.frame_count == 1
+    assert isinstance(a, warnings.catch_warnings) and a is same and a is not b
+    with a as caught:
+        warnings.warn("seen", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["seen"]
+
+
+def test_a_catch_warnings_entered_and_live_at_a_break_is_refused():
+    def fn(x):
+        block = warnings.catch_warnings()
+        block.__enter__()
+        y = x.sin()
+        block.__exit__(None, None, None)
+        return y, block
+
+    with pytest.raises(stenograph.Unsupported, match="cannot be left and entered again"):
+        stenograph.compile(fn, backend="eager", fullgraph=True)(torch.randn(2))

@@ -149,6 +149,32 @@ def test_with_no_grad_enable_grad_set_grad_enabled_inference_mode(cnt):
     check(_grad_modes, lambda i: (t(3, seed=i, grad=True),), cnt, grads=True)
 
 
+def _switches_in_a_row(param, y):
+    prev = torch.is_grad_enabled()
+    try:
+        torch.set_grad_enabled(False)
+        torch.set_grad_enabled(True)
+        torch.set_grad_enabled(False)
+        param.add_(y)
+    finally:
+        torch.set_grad_enabled(prev)
+    return param * 1
+
+
+def test_grad_mode_switches_with_nothing_between_are_one_node(cnt):
+    # torch.compile's own test: False, True, False in a row switch once; with the switch back
+    # and the update, three operations in one graph, as in torch.compile's
+    check(_switches_in_a_row, lambda i: (torch.nn.Parameter(t(4, seed=i)), t(4, seed=i + 1)), cnt)
+    graph = cnt.graphs[0].graph
+    switches = [n.args for n in graph.nodes if n.target is torch._C._set_grad_enabled]
+    assert switches == [(False,), (True,)]
+    with torch.no_grad():  # from no-grad, the three switches in a row cancel out
+        param, eager_param = (torch.nn.Parameter(t(4)) for _ in range(2))
+        out = stenograph.compile(_switches_in_a_row, backend="eager")(param, t(4, seed=1))
+        torch.testing.assert_close(out, _switches_in_a_row(eager_param, t(4, seed=1)))
+        assert not torch.is_grad_enabled() and not out.requires_grad
+
+
 def _indexing_without_grad(x, index):
     with torch.no_grad():
         y = torch.ones(3)[index] + x

@@ -119,6 +119,10 @@ class TracedGraph(torch.fx.Graph):
         return node
 
 
+# a flag switch node's meta key: the flag's value before it (`OutputGraph.switch`)
+_FLAG_BEFORE = "stenograph_flag_before"
+
+
 class OutputGraph:
     """Accumulates one graph, its inputs and guards while a frame is traced."""
 
@@ -473,12 +477,23 @@ class OutputGraph:
     def switch(self, flag: torch_flags.Flag, value: Any, *, called: bool = False) -> None:
         """Switch a process flag for the rest of the trace, and at the same point in the graph. A
         switch to the value already set is left out, unless the program `called` torch's setter
-        itself (torch.compile records those calls as they are)."""
+        itself (torch.compile records those calls). A switch right after another of the same
+        flag, no operation between, replaces it (`set_grad_enabled(False)` then `(True)`: no
+        node, as the two cancel), as torch.compile's graphs have them."""
         if flag.read() == value and not called:
             return
+        before = flag.read()
+        last = next(iter(reversed(self.graph.nodes)), None)
+        replaced = last is not None and last.op == "call_function" and last.target is flag.setter and not last.users
+        if replaced:
+            before = last.meta[_FLAG_BEFORE]
+            self.graph.erase_node(last)
         flag.write(value)
+        if replaced and before == value:
+            return  # the two switches cancel
         args, kwargs = flag.arguments(value)
-        self.graph.create_node("call_function", flag.setter, args, kwargs)
+        node = self.graph.create_node("call_function", flag.setter, args, kwargs)
+        node.meta[_FLAG_BEFORE] = before
 
     def set_grad_enabled(self, mode: bool, *, called: bool = False) -> None:
         self.switch(torch_flags.GRAD, mode, called=called)

@@ -318,10 +318,13 @@ def _dynamic_number(w: Wrapping) -> Variable | None:
     assert source is not None
     if policy is None or not (type(value) is int or math.isfinite(value) and value != 0.0):
         return None
-    # an int attribute of an nn.Module: a constant, unless `allow_unspec_int_on_nn_module`
+    # an int attribute of an nn.Module: a constant, unless `allow_unspec_int_on_nn_module`; an
+    # int reached from a global (`COUNT`, `Registry.step`, `cfg.layers` of a global `cfg`): a
+    # constant whatever `dynamic=` says, as torch.compile's (floats there go dynamic)
     automatic_only = w.module_attribute and type(value) is int
     if not (type(value) is int and dynamic_int(source, value)) and (
         (automatic_only and not config.allow_unspec_int_on_nn_module)
+        or (type(value) is int and isinstance(source.root(), GlobalSource))
         or not policy.int_is_dynamic(source.name(), value, automatic_only=automatic_only)
     ):
         return None

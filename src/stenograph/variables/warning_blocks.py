@@ -38,6 +38,7 @@ class CatchWarningsVariable(Variable):
 
     def __init__(self, kwargs: dict[str, Any]) -> None:
         self.kwargs = kwargs
+        self.entered = False
 
     def python_type(self) -> type:
         return warnings.catch_warnings
@@ -51,7 +52,13 @@ class CatchWarningsVariable(Variable):
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
     def reconstruct(self, rebuild: Any) -> str:
-        raise Unsupported("a warnings.catch_warnings() block cannot be left and entered again at a graph break")
+        """Not entered yet (returned, or live at a break): made anew with the same arguments,
+        once; an entered one cannot be rebuilt entered."""
+        if self.entered:
+            raise Unsupported("a warnings.catch_warnings() block cannot be left and entered again at a graph break")
+        arguments = ", ".join(f"{name}={rebuild.constant(value)}" for name, value in self.kwargs.items())
+        make = rebuild.writer.bind(warnings.catch_warnings, "fn")
+        return rebuild.build_once(self, lambda: f"{make}({arguments})")
 
 
 class _BlockMethod(Variable):
@@ -69,6 +76,7 @@ class _BlockMethod(Variable):
             frame.output.warning_blocks -= 1
             return constant(False)
         frame.output.warning_blocks += 1
+        self.block.entered = True
         if self.block.kwargs.get("record"):
             return frame.wrap([], None)
         return constant(None)
