@@ -122,7 +122,8 @@ def test_wrapped_bound_method_assigned_in_the_frame(cnt):
     assert seen == [(True, False)] * 3
     obj = _Scaler()
     stenograph.compile(_wrapped_method_assigned, backend="eager")(obj, torch.ones(3))
-    assert obj.scale.__wrapped__ == _Scaler().scale.__get__(obj)
+    wrapped = obj.scale.__wrapped__  # the method bound to obj, as eagerly
+    assert wrapped.__func__ is _Scaler.scale and wrapped.__self__ is obj
 
 
 def test_callee_of_an_untraced_torch_helper_is_compiled(cnt):
