@@ -155,6 +155,23 @@ def test_transform_reading_other_tensors(cnt):
     check(fn, lambda i: (t(3, 4, seed=i, grad=True), t(4, seed=7, grad=True)), cnt, grads=True)
 
 
+def _vmapped_in_place(x, z):
+    y = torch.vmap(torch.Tensor.acos_)(x)
+    a, b = torch.vmap(lambda p, q: (p.mul_(2), q + 1))(x, z)
+    moved = torch.vmap(lambda r: r, in_dims=1, out_dims=0)(z)
+    return y is x, a is x, b is z, moved is z, y, b, moved
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vmap_returning_its_argument_gives_that_tensor(backend):
+    # torch.compile's own test (`y is x` after a vmapped in-place op): eagerly vmap hands back
+    # the very tensor its function returned as it came in, along the same dimension (this was
+    # a new tensor: `y is x` was False, silently)
+    cnt = CompileCounterWithBackend(backend)
+    results = check(_vmapped_in_place, lambda i: (t(4, 2, seed=i).clamp(-0.4, 0.4), t(4, 2, seed=i + 1)), cnt)
+    assert results[0][:4] == (True, True, False, False)
+
+
 def test_grad_with_aux_runs_eagerly_at_a_break(cnt):
     def fn(x):
         return torch.func.grad(lambda a: ((a**2).sum(), a), has_aux=True)(x.cos())[0].sin()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 from helpers import assert_same
+from torch.fx._symbolic_trace import is_fx_symbolic_tracing, is_fx_tracing
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
 import stenograph
@@ -87,3 +88,21 @@ def test_other_state_calls_break_and_run_eagerly(cnt) -> None:
     explanation = stenograph.explain(shows_config)(x)
     assert explanation.graph_break_count == 1
     assert "torch._C._show_config()" in str(explanation.break_reasons[0])
+
+
+def _branch_on_fx_tracing(x):
+    if is_fx_tracing() or is_fx_symbolic_tracing():
+        return x - 1
+    return x + 1
+
+
+def test_is_fx_tracing_answers_false_in_one_graph(cnt) -> None:
+    # torch.compile's own test: compiled code never runs inside an FX trace (calling it there
+    # raises or runs it as it is), so both answer False, with no break at is_fx_tracing's
+    # one-time log warning
+    x = torch.randn(3)
+    compiled = stenograph.compile(_branch_on_fx_tracing, backend=cnt, fullgraph=True)
+    assert_same(compiled(x), x + 1)
+    assert cnt.frame_count == 1
+    traced = torch.fx.symbolic_trace(_branch_on_fx_tracing)  # eagerly under FX: the other branch
+    assert_same(traced(x), x - 1)

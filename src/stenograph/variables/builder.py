@@ -915,6 +915,13 @@ def _special_callable_tracker(value: Any) -> Variable | None:
     dynamo_is_compiling = getattr(sys.modules.get("torch._dynamo.external_utils"), "is_compiling", None)
     if any(value is f for f in _IS_COMPILING) or (value is dynamo_is_compiling and value is not None):
         return FoldedCallVariable(value, True)
+    if value is torch.fx._symbolic_trace.is_fx_symbolic_tracing:
+        return FoldedCallVariable(value, False)  # its answer under torch.compiler.is_compiling()
+    if value is torch.fx._symbolic_trace.is_fx_tracing and not config.force_compile_during_fx_trace:
+        # False: compiled code never runs inside an FX trace (`entry._in_nested_trace`); its
+        # one-time log warning is issued as eagerly
+        torch.fx._symbolic_trace.is_fx_tracing_warning()
+        return FoldedCallVariable(value, False)
     if value is is_exporting or value is torch.compiler.is_exporting:
         # not guarded: an export's trace is never cached, and a compile never exports
         return FoldedCallVariable(value, is_exporting())

@@ -20,6 +20,7 @@ from torch._dispatch.python import enable_python_dispatcher
 
 from ..errors import Unsupported
 from .base import Variable
+from .containers import TupleVariable
 from .higher_order import HigherOrderVariable, close_bodies, trace_body
 from .tensor import TensorVariable
 
@@ -135,4 +136,28 @@ class TransformedVariable(Variable):
         inputs = [*[a.node for a in args], *free]  # type: ignore[attr-defined]
         node = output.graph.create_node("call_function", target, (attr, *options, *inputs), {})
         result = output.wrap_result(node, fake, self.describe())
-        return result.unpack(frame)[0] if body.single and self.kind == "vmap" else result
+        if self.kind != "vmap":
+            return result
+        results = result.unpack(frame)
+        items = _returned_inputs(module, results, args, dims, self.options["out_dims"])
+        if body.single:
+            return items[0]
+        return result if all(a is b for a, b in zip(items, results)) else TupleVariable(items)
+
+
+def _returned_inputs(
+    body: Any, results: list[Variable], args: list[Variable], in_dims: list, out_dims: Any
+) -> list[Variable]:
+    """vmap's results, where the function returned one of its arguments as it is (after an
+    in-place operation on it, `torch.vmap(torch.Tensor.acos_)(x)`) the argument itself: eagerly
+    the result is that very tensor (`y is x`) when it comes out along the dimension it went in."""
+    (returned,) = (node.args[0] for node in body.graph.nodes if node.op == "output")
+    placeholders = [node for node in body.graph.nodes if node.op == "placeholder"]
+    outs = list(out_dims) if isinstance(out_dims, (tuple, list)) else [out_dims] * len(results)
+    items = list(results)
+    for j, node in enumerate(returned if isinstance(returned, (tuple, list)) else [returned]):
+        if node in placeholders[: len(args)] and j < len(items):
+            i = placeholders.index(node)
+            if in_dims[i] is not None and in_dims[i] == outs[j]:
+                items[j] = args[i]
+    return items
