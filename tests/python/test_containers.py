@@ -304,3 +304,19 @@ def test_a_returned_set_iterator_and_one_over_a_dict_returned_too():
         next(it)
     d["k"] = "new"  # the returned dict is the one the returned iterator reads
     assert [value for _, value in items][0] == "new"
+
+
+def test_a_tuple_passed_in_is_guarded_only_where_it_is_read(cnt):
+    # torch.compile's own test (test_dict_tuple_lazy_guard): other items may change freely; the
+    # item read is guarded (a change compiles again, then goes dynamic as other numbers do)
+    def fn(x, y):
+        return torch.sin(x) * y[1]
+
+    compiled = stenograph.compile(fn, backend=cnt)
+    for y in [(1, 2, 3), (11, 2, 13), (1, 2, "three")]:
+        torch.testing.assert_close(compiled(t(3), y), fn(t(3), y))
+    assert cnt.frame_count == 1
+    for y in [(1, 5, 3), (1, 6, 3), (1, 7)]:
+        torch.testing.assert_close(compiled(t(3), y), fn(t(3), y))
+    assert cnt.frame_count == 3  # 5: compiles again, the item now dynamic; 6 reuses it; (1, 7): another length
+    assert_same(compiled(t(3), (1, 2.5, 3)), fn(t(3), (1, 2.5, 3)))  # a float: compiles again

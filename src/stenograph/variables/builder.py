@@ -342,8 +342,10 @@ def _guarded_on_use(w: Wrapping) -> Variable:
     return GuardedOnUseConstant(value, source, lambda: guards.constant_match(source, value))
 
 
-@_rule(lambda value, source: is_literal(value))
+@_rule(lambda value, source: is_literal(value) and not (source is not None and type(value) is tuple))
 def _literal(w: Wrapping) -> Variable:
+    """A constant: made in the code, or read from the frame and guarded by value (a tuple read
+    from the frame is a sequence instead, each item guarded where it is used)."""
     if w.source is None:
         return constant(w.value)
     w.guards.constant_match(w.source, w.value)
