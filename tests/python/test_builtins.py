@@ -269,3 +269,18 @@ def test_str_and_repr_of_a_function_read_from_the_frame(cnt):
     renamed = functools.wraps(_helper_named_in_text)(lambda: None)
     renamed.__qualname__ = "another_name"
     assert fn(x, renamed)[1:] == _text_of_a_function(x, renamed)[1:] == (False, repr(renamed))
+
+
+def _length_hints(x, items):
+    it = iter(items)
+    next(it)
+    gen = (i for i in items)
+    ranges = tuple(map(operator.length_hint, [tuple(range(-10, i)) for i in range(3)]))
+    hints = (operator.length_hint(it), operator.length_hint(gen, 7), operator.length_hint({"a": 1}))
+    return x + 1, ranges, hints, operator.length_hint(items)
+
+
+def test_operator_length_hint(cnt):
+    # torch.compile's own test (test_unary_fold_op_seq): containers give their length, an
+    # iterator its __length_hint__, one without it (a generator) the default
+    check(_length_hints, lambda i: (t(2, seed=i), [1, 2, 3]), cnt, torch_graphs=0)  # torch 2.13 runs it eagerly

@@ -211,6 +211,20 @@ def _index(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> V
         raise_python_error(frame, e)
 
 
+@_handler(operator.length_hint)
+def _length_hint(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+    """`operator.length_hint(obj, default=0)` of a builtin container or constant (its length) or
+    of an iterator over known items (its `__length_hint__`, or `default` where the real one has
+    none: a generator, `map`); other objects break the graph."""
+    obj = args[0]
+    default = args[1] if len(args) > 1 else kwargs.get("default", constant(0))
+    if isinstance(obj, IteratorVariable):
+        return obj.call_method(frame, "__length_hint__", [], {}) if obj.has_length_hint else default
+    if obj.python_type() in (tuple, list, dict, set, frozenset, str, bytes, range):
+        return constant(obj.length(frame))
+    raise Unsupported(f"operator.length_hint of {obj.describe()}")
+
+
 @_handler(os.fspath)
 def _fspath(frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
     """`os.fspath(path)` of a string or bytes: that value (a path object's `__fspath__` is not
