@@ -32,7 +32,7 @@ Callback = Callable[[CallbackArgs], None]
 
 _start_callbacks: list[Callback] = []
 _end_callbacks: list[Callback] = []
-_running = 0  # compiles in progress on this thread's stack of traces
+_running = 0  # compiles in progress: one started inside another's trace is the second
 
 
 def _registered(fn: Callback, callbacks: list[Callback], name: str) -> Callback:
