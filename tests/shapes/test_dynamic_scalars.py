@@ -285,3 +285,20 @@ def test_hasattr_of_a_symbolic_number_answers_as_of_any_int(cnt):
     for arg in (torch.randn(3), 4, 5):
         helpers.assert_same(compiled(arg), fn(arg))
     assert cnt.frame_count == 2
+
+
+class _Conv(nn.Conv2d):
+    def forward(self, x):
+        return nn.functional.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+def test_a_module_tuple_attribute_stays_constant(cnt):
+    # torch.compile's own test (test_user_defined_nn_module_dynamic): `self.stride` of three
+    # modules is three graphs, not a symbolic stride after the first change (a tuple passed as
+    # an argument is guarded item by item and its ints may go dynamic: tests/python/test_containers.py)
+    x = torch.randn(1, 4, 16, 16)
+    for stride in (1, 2, 3):
+        torch.manual_seed(0)
+        module = _Conv(4, 4, kernel_size=(2, 2), stride=(stride, stride))
+        helpers.assert_same(stenograph.compile(module, backend=cnt, fullgraph=True)(x), module(x))
+    assert cnt.frame_count == 3

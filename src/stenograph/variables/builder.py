@@ -342,12 +342,15 @@ def _guarded_on_use(w: Wrapping) -> Variable:
     return GuardedOnUseConstant(value, source, lambda: guards.constant_match(source, value))
 
 
-@_rule(lambda value, source: is_literal(value) and not (source is not None and type(value) is tuple))
-def _literal(w: Wrapping) -> Variable:
-    """A constant: made in the code, or read from the frame and guarded by value (a tuple read
-    from the frame is a sequence instead, each item guarded where it is used)."""
+@_rule(lambda value, source: is_literal(value))
+def _literal(w: Wrapping) -> Variable | None:
+    """A constant: made in the code, or read from the frame and guarded by value. A tuple read
+    from the frame is a sequence instead, each item guarded where it is used (`_sequence`), but
+    for an nn.Module's attribute (`self.stride`), a constant as the module's ints are."""
     if w.source is None:
         return constant(w.value)
+    if type(w.value) is tuple and not w.module_attribute:
+        return None
     w.guards.constant_match(w.source, w.value)
     return ConstantVariable(w.value, w.source)
 
