@@ -186,30 +186,3 @@ def test_clamped_numbers_recompile_when_the_input_grows(cnt):
         x = t(*shape, seed=shape[0])
         torch.testing.assert_close(compiled(x), eager(x))
         assert (compiled_model.shift, compiled_model.window) == (eager.shift, eager.window)
-
-
-class _DictReading(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(3, 3)
-        self.foo, self.bar = 1, 2
-
-    def forward(self, x):
-        self.__dict__["seen"] = x.shape[0]  # stored as object stores it, no nn.Module.__setattr__
-        scale = self.bar if "foo" in self.__dict__ else 5
-        return self.lin(x) * scale + self.seen + self.__dict__["seen"], "lin" in self.__dict__
-
-
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_a_modules_own_dict_read_and_written_in_forward(backend):
-    # torch.compile's own tests (test_dicts.py): `"k" in self.__dict__` and `self.__dict__[k] = v`
-    # in one graph; the entry lands in the module's dict after the call, as eagerly
-    compiled_model, eager_model = _seeded(_DictReading), _seeded(_DictReading)
-    compiled = stenograph.compile(compiled_model, backend=backend, fullgraph=True)
-    x = t(2, 3)
-    out, expected = compiled(x), eager_model(x)
-    torch.testing.assert_close(out[0], expected[0])
-    assert out[1] is expected[1] is False  # submodules live in _modules, not the instance dict
-    assert vars(compiled_model)["seen"] == vars(eager_model)["seen"] == 2
-    del eager_model.foo, compiled_model.foo  # the key's absence was guarded: compiles again
-    torch.testing.assert_close(compiled(x)[0], eager_model(x)[0])

@@ -799,8 +799,6 @@ class NNModuleVariable(UserObjectVariable):
             return pending
         if type(module).__getattribute__ is not object.__getattribute__:
             raise Unsupported(f"{self.describe()} defines __getattribute__")
-        if name == "__dict__":
-            return InstanceDictVariable(self, frame)  # `"k" in self.__dict__`, `self.__dict__[k] = v`
         cls_attr = class_attribute(type(module), name)
         if isinstance(cls_attr, property):
             return _resolve_class_attr(frame, self, module, name)  # type: ignore[return-value]
