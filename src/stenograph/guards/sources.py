@@ -416,35 +416,22 @@ def count_state(counter: Any) -> tuple | None:
 
 
 @_derived
-class CountStateSource(Source):
-    """The next value and step of the `itertools.count` at `parent` (`count_state`)."""
+class AppliedSource(Source):
+    """What the module-level function `fn` answers for the object at `parent`, read without
+    changing it: the items an iterator has left (`iterator_rest`), a count's state
+    (`count_state`), a weak container's entries (`weak_entries`)."""
 
     parent: Source
+    fn: Any
 
     def base(self) -> Source:
         return self.parent
 
     def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
-        return f"{globals_names.name_for(count_state)}({parent_expr})"
+        return f"{globals_names.name_for(self.fn)}({parent_expr})"
 
     def name(self) -> str:
-        return f"<the state of {self.parent.name()}>"
-
-
-@_derived
-class IteratorRestSource(Source):
-    """The items the list, tuple or range iterator at `parent` has left, as a tuple."""
-
-    parent: Source
-
-    def base(self) -> Source:
-        return self.parent
-
-    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
-        return f"{globals_names.name_for(iterator_rest)}({parent_expr})"
-
-    def name(self) -> str:
-        return f"<the items {self.parent.name()} has left>"
+        return f"{self.fn.__name__}({self.parent.name()})"
 
 
 @_derived
@@ -497,23 +484,6 @@ def weak_entries(container: Any) -> tuple:
     """What a `weakref.WeakSet` holds (its members) or a weak dictionary holds (its `(key,
     value)` pairs), in the order iterating it gives, living entries only."""
     return tuple(container) if isinstance(container, weakref.WeakSet) else tuple(container.items())
-
-
-@_derived
-class WeakEntriesSource(Source):
-    """The entries of a weak container (`parent`), `weak_entries(parent)`: a guard holds its keys
-    weakly by position, and the values are read through it by position."""
-
-    parent: Source
-
-    def base(self) -> Source:
-        return self.parent
-
-    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
-        return f"{globals_names.name_for(weak_entries)}({parent_expr})"
-
-    def name(self) -> str:
-        return f"weak_entries({self.parent.name()})"
 
 
 @_derived

@@ -40,13 +40,12 @@ import torch
 from .. import config
 from ..errors import Unsupported
 from ..guards.sources import (
+    AppliedSource,
     AttrSource,
     ClassSource,
-    CountStateSource,
     GlobalSource,
     ItemSource,
     IterationItemSource,
-    IteratorRestSource,
     ProxiedMappingSource,
     Source,
     count_state,
@@ -645,7 +644,7 @@ def _sequence_iterator(w: Wrapping) -> Variable:
     """A list, tuple or range iterator passed in: the items it has left (their count guarded)."""
     assert w.source is not None
     w.guards.type_match(w.source, w.value)
-    rest_source = IteratorRestSource(w.source)
+    rest_source = AppliedSource(w.source, iterator_rest)
     rest = iterator_rest(w.value)
     w.guards.length_match(rest_source, rest)
     items = [wrap(w.frame, item, ItemSource(rest_source, k)) for k, item in enumerate(rest)]
@@ -660,7 +659,7 @@ def _count_passed_in(w: Wrapping) -> Variable:
     if state is None:
         raise Unsupported(f"{w.source.name()} is an itertools.count of values other than ints and floats")
     w.guards.type_match(w.source, w.value)
-    w.guards.constant_match(CountStateSource(w.source), state)
+    w.guards.constant_match(AppliedSource(w.source, count_state), state)
     return library.InputCountVariable(constant(state[0]), constant(state[1]), w.source)
 
 

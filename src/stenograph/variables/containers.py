@@ -880,15 +880,33 @@ def advance_iterator(iterator: Any, steps: int) -> None:
             return
 
 
+def replayed_advance(target: str, expr: Callable[[Variable], str], steps: int) -> str | None:
+    """The replay of `steps` items taken from the real iterator `target` (None for none)."""
+    return f"{expr(ConstantVariable(advance_iterator))}({target}, {steps})" if steps else None
+
+
+def own_iterator(codegen: Any, var: IteratorVariable, made: str) -> str:
+    """`var` rebuilt as the container's own iterator (`made`: `iter(...)` of it), advanced as far
+    as the trace took it, made once: it goes on reading the live container, which the caller may
+    change before pulling the rest (a copy of the items left would not see that)."""
+    advance = codegen.writer.bind(advance_iterator, "fn")
+    steps = var.index
+
+    def fill(name: str) -> list[str]:
+        return [f"{advance}({name}, {steps})"] if steps else []
+
+    return codegen.build_object(var, made, fill)
+
+
 _EXHAUSTED = object()
 
 
 class InputIteratorVariable(IteratorVariable):
     """A list, tuple or range iterator passed in (or reached through a source): the items it has
-    left, read through `IteratorRestSource` (their count and the items guarded). What the trace
-    takes from it is taken from the real iterator after the graph (a `next()` that found it
-    exhausted included, which exhausts a list iterator for good), so the caller sees it advanced
-    as eagerly; live at a break or returned, it is the caller's own iterator."""
+    left, read through an `AppliedSource` of `iterator_rest` (their count and the items
+    guarded). What the trace takes from it is taken from the real iterator after the graph (a
+    `next()` that found it exhausted included, which exhausts a list iterator for good), so the
+    caller sees it advanced as eagerly; live at a break or returned, it is the caller's own."""
 
     on_stack_as_tuple_iterator = False
 
@@ -907,8 +925,7 @@ class InputIteratorVariable(IteratorVariable):
         return item
 
     def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
-        steps = self.index + self.ran_out
-        return f"{expr(ConstantVariable(advance_iterator))}({target}, {steps})" if steps else None
+        return replayed_advance(target, expr, self.index + self.ran_out)
 
 
 class ListIteratorVariable(IteratorVariable):
@@ -931,15 +948,7 @@ class ListIteratorVariable(IteratorVariable):
         return True  # the list's own iterator (`reconstruct`)
 
     def reconstruct(self, codegen: Any) -> str:
-        """The list's own iterator, advanced as far as the trace took it: it goes on reading the
-        live list (which the caller may change before pulling the rest), made once."""
-        advance = codegen.writer.bind(advance_iterator, "fn")
-        steps = self.index
-
-        def fill(name: str) -> list[str]:
-            return [f"{advance}({name}, {steps})"] if steps else []
-
-        return codegen.build_object(self, f"iter({codegen.expr(self.list_var)})", fill)
+        return own_iterator(codegen, self, f"iter({codegen.expr(self.list_var)})")
 
     def python_type(self) -> type:
         return type(iter([]))
@@ -1049,19 +1058,12 @@ class LiveContainerIteratorVariable(IteratorVariable):
         return not self.may_raise()  # the container's own iterator (`reconstruct`)
 
     def reconstruct(self, codegen: Any) -> str:
-        """The container's own iterator, advanced as far as the trace took it, made once: it
-        goes on reading the live dict or set, which the caller may change before pulling the
-        rest (a copy of the items left would not see that, nor raise when its size changes)."""
+        """The dict's or set's own iterator (`own_iterator`): a change of size the caller makes
+        raises at its next step, as eagerly."""
         if self.may_raise():
             raise Unsupported(f"an iterator over {self.container.describe()}, whose size or keys changed under it")
-        advance = codegen.writer.bind(advance_iterator, "fn")
-        steps = self.index
         view = {"keys": "", "set": "", "values": ".values()", "items": ".items()"}[self.kind]
-
-        def fill(name: str) -> list[str]:
-            return [f"{advance}({name}, {steps})"] if steps else []
-
-        return codegen.build_object(self, f"iter({codegen.expr(self.container)}{view})", fill)
+        return own_iterator(codegen, self, f"iter({codegen.expr(self.container)}{view})")
 
 
 class LazyIteratorVariable(IteratorVariable):

@@ -56,9 +56,7 @@ class FunctionalCallVariable(HigherOrderVariable):
                 options[name] = option.as_constant()
             else:
                 raise Unsupported(f"torch.func.functional_call({name}=...) not a constant bool")
-        if parametrize.is_parametrized(module.value_object) or any(
-            parametrize.is_parametrized(m) for m in module.value_object.modules()
-        ):
+        if any(parametrize.is_parametrized(m) for m in module.value_object.modules()):  # itself included
             raise Unsupported("torch.func.functional_call() of a module with parametrizations")
         replacements = _replacements(frame, given["parameter_and_buffer_dicts"])
         call_args = _call_arguments(frame, given.get("args"))

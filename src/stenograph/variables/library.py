@@ -32,7 +32,7 @@ from . import identity, operators
 from .base import Variable
 from .collection_types import DefaultDictVariable, new_counter, new_defaultdict, new_deque
 from .constants import ConstantVariable, IteratorVariable, constant, evaluated
-from .containers import DictVariable, TupleVariable, advance_iterator, dict_from_keys, iterate
+from .containers import DictVariable, TupleVariable, dict_from_keys, iterate, replayed_advance
 from .deep_copy import deep_copy
 from .exceptions import CallerExceptionVariable, TracebackVariable, raise_python_error
 from .functions import (
@@ -506,7 +506,7 @@ class InputCountVariable(EndlessIteratorVariable):
         return super().next(frame)
 
     def replay_mutation(self, target: str, expr: Callable[[Variable], str], pin: Callable[[str], str]) -> str | None:
-        return f"{expr(ConstantVariable(advance_iterator))}({target}, {self.index})" if self.index else None
+        return replayed_advance(target, expr, self.index)
 
 
 class _SteppedIteratorVariable(IteratorVariable):

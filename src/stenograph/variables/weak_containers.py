@@ -3,9 +3,10 @@ what they hold rather than traced through weakref.py.
 
 Their methods read a `data` dict (or set) keyed by weak references, which a guard cannot hold
 without keeping the objects alive. So a weak container read from the frame is read whole the
-first time the trace asks what it holds, through `WeakEntriesSource`: the number of entries and,
-in order, the identity of each weakly held object, held weakly by the guard (a key that dies
-fails it and drops the cache entry); the values are read by position and guarded where used.
+first time the trace asks what it holds, through an `AppliedSource` of `weak_entries`: the
+number of entries and, in order, the identity of each weakly held object, held weakly by the
+guard (a key that dies fails it and drops the cache entry); the values are read by position and
+guarded where used.
 What is looked up is answered from that model (a dict or set tracker), and a trace that only
 writes reads nothing. Changes are made to the model and replayed on the real container after
 the graph as the same calls, in program order.
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from ..guards.sources import ItemSource, WeakEntriesSource, weak_entries
+from ..guards.sources import AppliedSource, ItemSource, weak_entries
 from .base import Variable, birth
 from .constants import BoundMethodVariable, constant
 from .containers import DictVariable, LiveContainerIteratorVariable, SetVariable, dict_key, iterate
@@ -98,7 +99,7 @@ class WeakContainerVariable(Variable):
     def _read(self, frame: Frame) -> DictVariable | SetVariable:
         assert self.source is not None
         guards = frame.output.guards
-        entries_source = WeakEntriesSource(self.source)
+        entries_source = AppliedSource(self.source, weak_entries)
         entries = weak_entries(self.value_object)
         guards.length_match(entries_source, entries)
         if self.python_class is weakref.WeakSet:
