@@ -201,6 +201,29 @@ def test_out_argument_resizing_a_graph_input_breaks(backend):
     assert cnt.frame_count == 1 and cnt.op_count == 2  # one graph: add into the input, then mul
 
 
+def _outer_into(inputs):
+    return torch.outer(**inputs)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_out_argument_of_the_right_size_on_a_recompile(backend):
+    """`out=` a tensor of the op's size, called again with other sizes: the recompile that makes
+    the sizes symbolic must not take the op's own size check for a resize (torch.compile's test
+    `test_out_variants_with_resizing_on_graph_inputs_with_dynamic`); an `out=` that the op does
+    resize still breaks."""
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_outer_into, backend=cnt, fullgraph=True)
+    for i, (n, m) in enumerate([(2, 1), (6, 1), (4, 1), (6, 1)]):
+        given = {"input": t(n, seed=i), "vec2": t(m, seed=i + 1), "out": torch.empty(n, m)}
+        expected = {**given, "out": torch.empty(n, m)}
+        assert compiled(given) is given["out"]
+        torch.testing.assert_close(given["out"], _outer_into(expected))
+    assert cnt.frame_count == 3  # the repeated (6, 1) reuses its frame
+    resized = {"input": t(5), "vec2": t(1), "out": torch.empty(3, 1)}
+    with pytest.raises(stenograph.errors.Unsupported, match=r"torch\.outer\(\)"):
+        compiled(resized)  # the op cannot resize a graph input
+
+
 class _Table:
     @classmethod
     def weights(cls):

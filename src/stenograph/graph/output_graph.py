@@ -547,7 +547,7 @@ class OutputGraph:
                 f"{describe} makes a sparse tensor, which graphs do not carry",
                 hint="torch.compile does not trace sparse tensors either; without fullgraph it runs eagerly",
             )
-        if any(_shape_text(var.fake) != shape for var, shape in outputs):
+        if any(_resized(shape, var.fake.shape) for var, shape in outputs):
             # AOTAutograd's functional graph cannot resize an input in place (torch.compile breaks too)
             raise Unsupported(f"{describe} resizes a graph input passed as out=", hint="let the op allocate its result")
         node = self.graph.create_node(*_spelled_out(kind, target, tuple(fx_args), fx_kwargs))
@@ -827,15 +827,20 @@ def _graph_inputs_given_as_out(out: Variable | None) -> list[tuple[TensorVariabl
     """The graph inputs among an op's `out=` tensors, with their shapes before the op."""
     given = out.items if isinstance(out, SequenceVariable) else [out]
     return [
-        (var, _shape_text(var.fake))
+        (var, tuple(var.fake.shape))
         for var in given
         if isinstance(var, TensorVariable) and var.node.op == "placeholder"
     ]
 
 
-def _shape_text(fake: torch.Tensor) -> tuple[str, ...]:
-    """A shape compared as text: comparing symbolic sizes would add guards."""
-    return tuple(map(str, fake.shape))
+def _resized(before: tuple, after: torch.Size) -> bool:
+    """Whether an op resized its `out=` tensor, its sizes compared once the op has run: a symbolic
+    size that the op's own size check pinned to this call's value reads the same on both sides.
+    Two symbols that differ (out's own size, and the one the op computed) are guarded equal where
+    they are equal in this call."""
+    if len(before) != len(after):
+        return True
+    return not all(str(b) == str(a) or bool(b == a) for b, a in zip(before, after))
 
 
 def _tensor_arguments(args: list[Variable]) -> dict[int, Variable]:
