@@ -106,3 +106,41 @@ def test_is_fx_tracing_answers_false_in_one_graph(cnt) -> None:
     assert cnt.frame_count == 1
     traced = torch.fx.symbolic_trace(_branch_on_fx_tracing)  # eagerly under FX: the other branch
     assert_same(traced(x), x - 1)
+
+
+def checkpoint_validity(x):
+    if torch.autograd._is_checkpoint_valid():
+        return x + 1
+    return x - 1
+
+
+class _AsksInBackward(torch.autograd.Function):
+    """A backward that calls a compiled function: `torch.autograd.grad` runs it where the engine
+    says checkpoints are not valid, `.backward()` where they are."""
+
+    compiled = None
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _AsksInBackward.compiled(grad)
+
+
+def test_checkpoint_validity_is_asked_and_guarded(cnt) -> None:
+    """`torch.autograd._is_checkpoint_valid()` (torch's Python reader of the autograd engine's
+    state) is answered while tracing, as torch.compile's, and its answer guarded."""
+    _AsksInBackward.compiled = stenograph.compile(checkpoint_validity, backend=cnt, fullgraph=True)
+    leaf = torch.zeros(2, requires_grad=True)
+    _AsksInBackward.apply(leaf).sum().backward()
+    assert_same(leaf.grad, torch.ones(2) + 1)  # valid inside .backward()
+    assert cnt.frame_count == 1
+    (grad,) = torch.autograd.grad(_AsksInBackward.apply(leaf).sum(), leaf)
+    assert_same(grad, torch.ones(2) - 1)  # not valid inside autograd.grad: the guard recompiles
+    assert cnt.frame_count == 2
+    leaf.grad = None
+    _AsksInBackward.apply(leaf).sum().backward()
+    assert_same(leaf.grad, torch.ones(2) + 1)
+    assert cnt.frame_count == 2

@@ -46,6 +46,7 @@ from .tensor_effects import refuse_effect
 from .tensor_literals import tensor_of_graph_values
 from .trace_rules import (
     LEGACY_TENSOR_CONSTRUCTORS,
+    PYTHON_STATE_READERS,
     is_frozen_dataclass,
     is_literal,
     is_state_reader,
@@ -94,6 +95,10 @@ class UserFunctionVariable(Variable):
             return args[0]  # `compile(fn, ...)` inside a compiled function: fn, traced where it is called
         if is_nonstrict_trace(self.fn) or is_leaf_function(self.fn):
             return nonstrict_calls.call(frame, self.fn, args, kwargs, real_constants=not is_leaf_function(self.fn))
+        if self.fn in PYTHON_STATE_READERS and not args and not kwargs:
+            value = self.fn()
+            frame.output.guards.state_query(self.fn, f"{self.fn.__module__}.{self.fn.__qualname__}", value)
+            return constant(value)
         refuse_untraced_library(self.fn, args, kwargs)
         if is_constant_result(self.fn):
             return _constant_result(frame, self.fn, args, kwargs)

@@ -352,6 +352,11 @@ def is_state_reader(fn: Any) -> bool:
     return getattr(fn, "__name__", "").lstrip("_").startswith(STATE_READER_PREFIXES)
 
 
+#: torch's Python functions of no arguments that only read the autograd engine's state: asked
+#: at trace time, their answers guarded (an untraced library's function would break the graph)
+PYTHON_STATE_READERS = frozenset({torch.autograd._is_checkpoint_valid})
+
+
 # -- classes --------------------------------------------------------------------------------------
 
 # `torch.Tensor(data)` and the typed legacy constructors (`torch.LongTensor([1, 2])`), by the
