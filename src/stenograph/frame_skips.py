@@ -6,6 +6,11 @@ infra mode (fake, proxy, functional tensors) nor says `ignore_compile_internals(
 graph would hide operators from such a mode (traced on fake tensors, fused by a backend), so the
 frame runs eagerly and the mode sees what eager shows it; cached code does not run under it either.
 
+A TorchFunctionMode on the function-mode stack (other than `torch.device(...)`'s and
+`set_default_device`'s, which the trace follows) would see each torch call of the frame in eager:
+stenograph does not trace a mode's `__torch_function__`, so the frame runs eagerly under it. The
+stack is guarded (`function_modes`), so code compiled without a mode does not run under one.
+
 A `fullgraph=True` call promises compiled code. When its frame is skipped, the call runs eagerly
 watched: the compiled frames run in its thread meanwhile are counted (a compiled function called
 inside a mode's `__torch_dispatch__`, where the mode has left the stack, still compiles), and if
@@ -21,6 +26,7 @@ from typing import Any
 
 import torch
 import torch.utils._python_dispatch as python_dispatch
+from torch.utils._device import DeviceContext
 
 from . import config
 from . import stance as _stance
@@ -28,6 +34,22 @@ from .errors import NoFramesCompiled
 
 DISABLED = "Dynamo tracing is disabled"
 USER_MODE = "non-infra torch dispatch mode present, this is not supported today in torch.compile"
+FUNCTION_MODE = "a TorchFunctionMode is active: stenograph does not trace its __torch_function__"
+
+
+def function_modes() -> tuple[Any, ...]:
+    """The function-mode stack as the trace takes it, for a guard: the device of each
+    `torch.device` context, the class of any other mode."""
+    return tuple(_mode_key(torch._C._get_function_stack_at(i)) for i in range(torch._C._len_torch_function_stack()))
+
+
+def _mode_key(mode: Any) -> Any:
+    return ("device", str(mode.device)) if type(mode) is DeviceContext else type(mode)
+
+
+def user_function_mode_active() -> bool:
+    """Whether a TorchFunctionMode other than a device context is on the stack."""
+    return any(type(key) is type for key in function_modes())
 
 
 def user_mode_active() -> bool:
@@ -49,7 +71,9 @@ def skip_reason() -> str | None:
     """Why a frame that would compile now runs as it is instead, or None."""
     if config.disable:
         return DISABLED
-    return USER_MODE if user_mode_active() else None
+    if user_mode_active():
+        return USER_MODE
+    return FUNCTION_MODE if user_function_mode_active() else None
 
 
 class _Watch(threading.local):

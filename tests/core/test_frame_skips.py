@@ -267,3 +267,84 @@ def test_only_pt2_compliant_ops_resolves_the_packet():
             h = stenograph.compile(lambda x: torch.ops.stenoskip.bar3(x, x, x), backend="eager", fullgraph=True)
             with pytest.raises(stenograph.errors.Unsupported, match="failed to"):
                 h(x)
+
+
+# -- torch-function modes ------------------------------------------------------------------------
+
+
+class ZeroAdd(torch.overrides.BaseTorchFunctionMode):
+    """A torch-function mode that answers torch.add itself, as eager shows it every torch call."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.add:
+            return torch.zeros(2, 2)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _adds(x):
+    return torch.add(x, 1)
+
+
+def _break_inside_mode(x, y):
+    with ZeroAdd():
+        stenograph.graph_break()
+        o = torch.add(x, 3)
+    return torch.add(o, y)
+
+
+def _adds_inside_mode(x):
+    with ZeroAdd():
+        y = torch.add(x, 1)
+    return torch.add(y, 1)
+
+
+def _factory(x):
+    return torch.ones(2).device, x * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_code_compiled_without_a_function_mode_does_not_run_under_one(backend):
+    """The function-mode stack is guarded: under a mode the frame runs eagerly, so the mode sees
+    its torch calls (a reused AOT graph would not call it: the mode's answer was lost)."""
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_adds, backend=cnt)
+    x = torch.ones(2, 2)
+    torch.testing.assert_close(compiled(x), x + 1)
+    with ZeroAdd():
+        torch.testing.assert_close(compiled(x), _adds(x))  # zeros, as eager
+    assert cnt.frame_count == 1
+    torch.testing.assert_close(compiled(x), x + 1)
+    assert cnt.frame_count == 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_function_mode_entered_in_the_frame_sees_its_calls(backend):
+    x, y = torch.ones(2, 2) + 1, torch.ones(2, 2) + 2
+    for fn, args in [(_break_inside_mode, (x, y)), (_adds_inside_mode, (x,))]:
+        torch.testing.assert_close(stenograph.compile(fn, backend=backend)(*args), fn(*args))
+
+
+def test_fullgraph_under_a_function_mode_raises_naming_it():
+    with ZeroAdd(), pytest.raises(NoFramesCompiled, match="TorchFunctionMode"):
+        stenograph.compile(_adds, backend="eager", fullgraph=True)(torch.ones(2, 2))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_device_context_is_traced_and_guarded(backend):
+    """`torch.device(...)` and `set_default_device` are torch-function modes the trace follows:
+    factories make tensors on their device; a frame compiled under one device does not run under
+    another (or under none)."""
+    cnt = stenograph.testing.CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(_factory, backend=cnt)
+    x = torch.ones(2)
+    assert compiled(x)[0] == torch.device("cpu")
+    with torch.device("meta"):
+        assert compiled(x)[0] == _factory(x)[0] == torch.device("meta")
+    assert cnt.frame_count == 2
+    torch.set_default_device("meta")
+    try:
+        assert compiled(x)[0] == torch.device("meta")  # the same device: the same entry
+    finally:
+        torch.set_default_device(None)
+    assert compiled(x)[0] == torch.device("cpu")
+    assert cnt.frame_count == 2

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from .. import frame_skips
 from . import native
 from .failures import GuardFailure
 from .lowering import replacements
@@ -508,6 +509,17 @@ class GuardSet:
             on = read()
             self._add(RANK_GLOBAL_STATE, None, f"{self.bind(read, 'fn')}() is {on}", f"{what} is {on}")
         self._autocast_state()
+        self._function_modes()
+
+    def _function_modes(self) -> None:
+        """A torch-function mode (a `torch.device` context) changes what torch calls do, and code
+        traced without one must not run under one (`frame_skips`)."""
+        modes = frame_skips.function_modes()
+        if not modes:
+            depth = self.bind(torch._C._len_torch_function_stack, "fn")
+            self._add(RANK_GLOBAL_STATE, None, f"{depth}() == 0", "no torch function mode is active")
+        else:
+            self.state_query(frame_skips.function_modes, "torch function modes", modes)
 
     def _autocast_state(self) -> None:
         """Autocast changes the dtypes ops compute in (AOTAutograd bakes them into the graph)."""
