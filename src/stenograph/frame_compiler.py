@@ -46,7 +46,7 @@ from .shapes.lifted import lift_aliased_input_symbols
 from .variables.cells import Cell, LazyValue
 from .variables.generators import has_cleanup, unclosed_refusal
 from .variables.global_contexts import close_abandoned
-from .verify import verify_on_first_call
+from .verify import reference_copy, verify_on_first_call
 
 
 @dataclass(slots=True)
@@ -575,6 +575,8 @@ class _GraphCompiler:
         backend_gm, backend_inputs, unlift = lift_aliased_input_symbols(
             gm, example_inputs, [i.fake for i in output.inputs]
         )
+        # the graph as captured, for verification: a backend may rewrite the one it is given
+        reference = reference_copy(gm) if config.verify_correctness else None
         compiled = unlift(self._backend_compiled(gm, example_inputs, backend_gm, backend_inputs))
         # floats computed from Python numbers alone: as Python computes them (exact_floats.py)
         exact = exact_python_floats(gm)
@@ -583,8 +585,8 @@ class _GraphCompiler:
             self._not_stored("it recomputes Python floats around the compiled graph")
         if backend_gm is not gm:
             self._not_stored("inputs that share storage take their size symbols as inputs")
-        if config.verify_correctness:
-            compiled = verify_on_first_call(gm, compiled, self.request.backend_name)
+        if reference is not None:
+            compiled = verify_on_first_call(reference, compiled, self.request.backend_name)
         if isinstance(self.artifact, bytes):
             self.artifact = (compiled, self.artifact)
         return compiled

@@ -7,6 +7,7 @@ first differing output. Inputs are cloned for the eager run so in-place graphs a
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,12 @@ from .errors import StenographError
 
 class VerificationFailed(StenographError):
     """A backend's compiled graph returned something other than eager execution of the graph."""
+
+
+def reference_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`gm` with a graph of its own (its parameters and submodules shared): what eager execution
+    of the captured graph means, whatever a backend does to the graph module it is handed."""
+    return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph), class_name=type(gm).__name__)
 
 
 def verify_on_first_call(gm: torch.fx.GraphModule, compiled: Callable, backend_name: str) -> Callable:

@@ -40,6 +40,24 @@ def test_wrong_backend_is_caught_on_first_call():
     assert isinstance(info.value, StenographError)
 
 
+def rewriting_backend(gm, example_inputs):
+    """A deliberately wrong backend that edits the graph module it is handed: relu becomes neg."""
+    for node in gm.graph.nodes:
+        if node.target is torch.relu:
+            node.target = torch.neg
+    gm.recompile()
+    return gm.forward
+
+
+def test_a_backend_rewriting_its_graph_is_compared_with_the_graph_captured():
+    """The reference is the captured graph, not the graph module the backend edited in place
+    (torch's test_incorrect_verify_true rewrites its graph so)."""
+    fn = stenograph.compile(f, backend=rewriting_backend)
+    x, y = torch.randn(3, 4), torch.randn(4, 2)
+    with config.patch(verify_correctness=True), pytest.raises(VerificationFailed, match="rewriting_backend"):
+        fn(x, y)
+
+
 def test_wrong_backend_goes_unnoticed_without_verification():
     fn = stenograph.compile(f, backend=add_one_backend)
     x, y = torch.randn(3, 4), torch.randn(4, 2)
