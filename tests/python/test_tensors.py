@@ -159,23 +159,6 @@ def test_grad_of_a_tensor_made_in_the_frame_is_none(cnt):
     check(_grads_of_new_tensors, lambda i: (t(2, 2, seed=i, grad=True),), cnt, graphs=1)
 
 
-def _addcdiv_with_tensor_value(x, a, b, value):
-    y = x * 1
-    y.addcdiv_(a, b, value=-value)
-    return y * 2
-
-
-def test_tensor_where_an_op_takes_a_number_breaks(cnt):
-    """`value=` is a Python number to addcdiv_: a 0-d tensor there is read with `.item()`."""
-
-    def args(i):
-        return t(3, seed=i), t(3, seed=i + 1), t(3, seed=i + 2).abs() + 1, torch.tensor(0.5 + i)
-
-    check(_addcdiv_with_tensor_value, args, cnt, graphs=2, peer=False)
-    reasons = stenograph.explain(_addcdiv_with_tensor_value)(*args(0)).break_reasons
-    assert [r.reason for r in reasons] == ["Tensor.addcdiv_() reads a tensor's value as a Python number"]
-
-
 def _add_into(a, b, out):
     torch.add(a, b, out=out)
     return out * 2

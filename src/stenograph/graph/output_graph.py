@@ -13,6 +13,7 @@ import keyword
 import logging
 import operator
 import re
+import types
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -41,7 +42,7 @@ from ..variables.named_tuples import StructSeqVariable
 from ..variables.numpy_arrays import NdarrayVariable, NumpyCall
 from ..variables.symbolic import GraphValueVariable, SymNodeVariable
 from ..variables.tensor import TensorVariable, unwrap
-from ..variables.trace_rules import TENSOR_DATA_HINT, is_sparse_tensor, is_user_class
+from ..variables.trace_rules import SCALAR_TENSOR_OPS, TENSOR_DATA_HINT, is_sparse_tensor, is_user_class
 from .op_compliance import check_compliant
 from .pinned_dtypes import pinned_arguments
 from .side_effects import SideEffects
@@ -553,8 +554,10 @@ class OutputGraph:
         node = self.graph.create_node(*_spelled_out(kind, target, tuple(fx_args), fx_kwargs))
         # sizes or scalars the op made up (nonzero's length, item()) are bound to this node, so a
         # backend that retraces the graph (AOTAutograd) knows where each unbacked symbol comes from
-        if config.capture_scalar_outputs:
-            _ignore_values_read_inside(self.fake_mode.shape_env, fake)
+        shape_env = self.fake_mode.shape_env
+        if shape_env is not None and shape_env.pending_fresh_unbacked_symbols:
+            if _keeps_numbers_read_inside(kind, target, args, kwargs):
+                _ignore_values_read_inside(shape_env, fake)
         try:
             bindings = compute_unbacked_bindings(self.fake_mode.shape_env, fake)
         except PendingUnbackedSymbolNotFound as e:
@@ -877,14 +880,25 @@ def _unwrap_all_kw(kwargs: dict[str, Variable]) -> tuple[dict[str, Any], dict[st
     return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
 
 
+def _keeps_numbers_read_inside(kind: str, target: Any, args: list[Variable], kwargs: dict[str, Variable]) -> bool:
+    """Whether numbers the op read from its 0-d tensor arguments may stay inside it: for the ops
+    of SCALAR_TENSOR_OPS, and with `capture_scalar_outputs` for any op, but never where autograd
+    records one whose derivative reads the number too (AOTAutograd tracing its backward would
+    have to decide on a number it cannot know: the graph breaks, and the op runs eagerly)."""
+    known = isinstance(target, (str, types.BuiltinFunctionType)) and target in SCALAR_TENSOR_OPS
+    if known and SCALAR_TENSOR_OPS[target] and torch.is_grad_enabled():
+        fakes = pytree.tree_leaves((_unwrap_all(args)[1], _unwrap_all_kw(kwargs)[1]))
+        if any(isinstance(fake, torch.Tensor) and fake.requires_grad for fake in fakes):
+            return False
+    return known or config.capture_scalar_outputs
+
+
 def _ignore_values_read_inside(shape_env: Any, fake: Any) -> None:
-    """With `capture_scalar_outputs`, a number an op read from a tensor argument itself (a 0-d
-    tensor passed as `torch._foreach_addcmul`'s Scalar `value`) is not one of its results: it
-    cannot size anything the op returned (a decision on it would have raised while the fake op
-    ran), and the real op reads it again when the graph runs. Such symbols are let go, as
+    """A number an op read from a tensor argument itself (a 0-d tensor passed as
+    `torch._foreach_addcmul`'s Scalar `value`) is not one of its results: it cannot size anything
+    the op returned (a decision on it would have raised while the fake op ran), and the real op
+    reads it again when the graph runs. Such symbols are let go, as
     torch.compile lets go of those of the ops it knows take Scalars, but only where the op's
     results hold no new symbol at all (a result sized by one is left to the usual binding)."""
-    if shape_env is None or not shape_env.pending_fresh_unbacked_symbols:
-        return
     if not compute_unbacked_bindings(shape_env, fake, peek=True):
         shape_env.ignorable_fresh_unbacked_symbols.extend(shape_env.pending_fresh_unbacked_symbols)

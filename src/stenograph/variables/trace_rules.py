@@ -547,3 +547,20 @@ TENSOR_DATA_METHODS = {
     "data_ptr": "Tensor.data_ptr() is a memory address",
 }
 TENSOR_DATA_HINT = "keep this out of the compiled function, or express it with tensor ops (torch.where)"
+# pointwise ops taking a Python number (a Scalar) that is often a 0-d tensor (an optimizer's
+# `addcmul_(a, b, value=t)`, `_foreach_lerp_(xs, ys, t)`, `_foreach_pow(t, xs)`), by torch function
+# or Tensor method name: the op reads the tensor itself, and its results' dtype and shape do not
+# depend on the number, so it stays in the graph called with the tensor (eager's very call) without
+# `capture_scalar_outputs`. Each maps to whether its derivative reads the number as well (autograd's
+# formula makes it a C++ double, which a backend tracing the backward cannot know)
+SCALAR_TENSOR_OPS: dict[Any, bool] = {
+    torch.addcmul: False,
+    torch.addcdiv: False,
+    "addcmul": False,
+    "addcmul_": False,
+    "addcdiv": False,
+    "addcdiv_": False,
+    torch._foreach_pow: True,
+    torch._foreach_lerp: True,
+    torch._foreach_lerp_: True,
+}
