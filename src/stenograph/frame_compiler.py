@@ -6,11 +6,13 @@ once per cache entry, never per call.
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import inspect
 import time
 import traceback
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,8 +42,8 @@ from .guards.sources import AttrSource, ClosureSource, LocalSource
 from .interpreter.frame import Frame
 from .shapes.dynamic import DynamicPolicy, marked_bounds
 from .shapes.exact_floats import exact_python_floats
-from .shapes.fake import is_symbolic
-from .shapes.guards import shape_guards
+from .shapes.fake import input_symbols, is_symbolic
+from .shapes.guards import broken_unbacked_facts, shape_guards
 from .shapes.lifted import lift_aliased_input_symbols
 from .variables.cells import Cell, LazyValue
 from .variables.generators import has_cleanup, unclosed_refusal
@@ -187,7 +189,8 @@ def compile_frame(request: FrameCompile) -> CacheEntry:
     before_tracing = getattr(request.backend, "before_tracing", None)
     if before_tracing is not None:
         before_tracing()
-    compiled = _compile_until_built(request)
+    with _one_compile(request.policy):
+        compiled = _compile_until_built(request)
     output = compiled.output
     _guard_relations(output)
     guard_filter = getattr(request.backend, "guard_filter_fn", None)
@@ -231,11 +234,11 @@ def _guard_relations(output: OutputGraph) -> None:
     # AOTAutograd makes when it merges two views of one tensor changed in place may name it)
     # needs the base's source. A base whose symbols the inputs carry adds nothing but guards on
     # its duck-sized equalities, which nothing relies on
-    carried = set().union(*(_size_symbols(fake) for fake, _ in inputs))
+    carried = set().union(*(input_symbols(fake) for fake, _ in inputs))
     bases = [
         (i.fake._base, AttrSource(i.source, "_base"))
         for i in symbolic
-        if isinstance(i.fake, torch.Tensor) and i.fake._base is not None and _size_symbols(i.fake._base) - carried
+        if isinstance(i.fake, torch.Tensor) and i.fake._base is not None and input_symbols(i.fake._base) - carried
     ]
     relations = shape_guards(output.fake_mode.shape_env, inputs + bases, marks + [{}] * len(bases))
     output.guards.shape_relations(relations)
@@ -245,12 +248,26 @@ def _guard_relations(output: OutputGraph) -> None:
     output.guard_object_identities()
 
 
-def _size_symbols(fake: Any) -> set:
-    """The free symbols of a fake tensor's sizes, strides and storage offset (none for others)."""
-    if not isinstance(fake, torch.Tensor):
-        return set()
-    values = (*fake.shape, *fake.stride(), fake.storage_offset())
-    return set().union(*(v.node.expr.free_symbols for v in values if isinstance(v, torch.SymInt)))
+@contextlib.contextmanager
+def _one_compile(policy: DynamicPolicy | None) -> Iterator[None]:
+    """A compile's scope: backed sizes where unbacked ones were broken (`_require_unbacked_facts`)
+    hold for it only; the next compile starts unbacked again."""
+    try:
+        yield
+    finally:
+        if policy is not None:
+            policy.backed_only = False
+
+
+def _require_unbacked_facts(output: OutputGraph, policy: DynamicPolicy | None) -> None:
+    """Trace again with backed sizes where this call's inputs break what the trace took for
+    granted of its unbacked ones (shapes/guards.py): its guards would reject the very call."""
+    symbolic = [(i.fake, i.example) for i in output.inputs if i.symbolic]
+    broken = broken_unbacked_facts(output.fake_mode.shape_env, symbolic)
+    if broken:
+        assert policy is not None and not policy.backed_only  # only a policy makes sizes unbacked
+        policy.backed_only = True
+        raise TraceAgain(f"this call breaks what the trace took for granted of unbacked sizes: {', '.join(broken)}")
 
 
 class _Attempts:
@@ -273,7 +290,9 @@ class _Attempts:
         output.eager_generators = self.eager_generators
         local_values, cells = _root_state(call.fn, call.args, call.kwargs)
         frame = Frame(call.code, call.fn.__globals__, local_values, cells, output, stop_index=stop_index)
-        return output, frame, frame.run()
+        result = frame.run()
+        _require_unbacked_facts(output, call.policy)
+        return output, frame, result
 
     def graph_compiler(self, request: FrameCompile, output: OutputGraph, backend: Any) -> _GraphCompiler:
         compiler = _GraphCompiler(request, output, backend)
@@ -527,6 +546,18 @@ def capture_frame(fn: types.FunctionType, args: tuple, kwargs: dict, policy: Dyn
     that would need a graph break. Nothing is compiled or run; the inputs keep their real values."""
     call = FrameCall(fn, args, kwargs, policy)
     _refuse_generators(call.code)
+    with _one_compile(policy):
+        output, result, end_flags = _capture_until_traced(call)
+    unclosed, output.unclosed_generators = output.unclosed_generators, []  # (they refer to the trace)
+    if unclosed:  # nothing is rebuilt from a capture: each is dropped unclosed
+        raise unclosed_refusal(unclosed[0])
+    _guard_relations(output)
+    return Capture(output, result, output.guards.build(call.code, fn, call.label), end_flags)
+
+
+def _capture_until_traced(call: FrameCall) -> tuple[OutputGraph, Any, Any]:
+    """The trace, its returned tracker and the torch flags it ended with, traced again for as
+    long as a restart is asked for."""
     for _ in range(_MAX_RESTARTS):
         attempts = _Attempts()
         try:
@@ -534,18 +565,12 @@ def capture_frame(fn: types.FunctionType, args: tuple, kwargs: dict, policy: Dyn
                 output, _, result = attempts.trace(call)
                 end_flags = torch_flags.current()
                 output.restore_flags()
-            break
+            return output, result, end_flags
         except TraceAgain:
-            continue  # a lazy module materialised: trace again, seeing it as eager leaves it
+            continue  # a lazy module materialised, or unbacked sizes were broken: trace again
         finally:
             attempts.close()
-    else:
-        raise Unsupported(f"traced again {_MAX_RESTARTS} times (lazy modules materialising)")
-    unclosed, output.unclosed_generators = output.unclosed_generators, []  # (they refer to the trace)
-    if unclosed:  # nothing is rebuilt from a capture: each is dropped unclosed
-        raise unclosed_refusal(unclosed[0])
-    _guard_relations(output)
-    return Capture(output, result, output.guards.build(call.code, fn, call.label), end_flags)
+    raise Unsupported(f"traced again {_MAX_RESTARTS} times (lazy modules materialising)")
 
 
 class _GraphCompiler:

@@ -5,8 +5,8 @@ A listed source (exact name or `re.match` regex, torch's spelling, optional `:N`
 symbolic from the first compile, so other sizes or values reuse the graph, whatever
 `dynamic=False`, `force_parameter_static_shapes` or nn.Module int attributes would say; an
 unlisted one still specialises. A size or int equal to a `dynamic_values` sentinel is symbolic
-too. `unbacked_sources` is refused. Each case compares with eager and counts torch.compile's
-graphs for the same calls under the same settings.
+too (`unbacked_sources` has its own tests: test_unbacked_inputs.py). Each case compares with
+eager and counts torch.compile's graphs for the same calls under the same settings.
 """
 
 from collections.abc import Callable, Sequence
@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 import stenograph
-from stenograph.errors import InvalidConfig, UserError
+from stenograph.errors import InvalidConfig
 from stenograph.guards.sources import (
     AttrSource,
     ClosureSource,
@@ -224,38 +224,6 @@ def test_a_module_int_attribute_equal_to_a_sentinel_is_dynamic():
     calls = [(_Times(k), torch.ones(2)) for k in (1111, 1112, 1113)]
     assert _graphs(_apply, calls, dynamic_values="1111") == 1
     assert _graphs(_apply, calls) == 3
-
-
-def test_unbacked_sources_are_refused_naming_the_setting():
-    def fn(x):
-        return x * x
-
-    compiled = stenograph.compile(fn)
-    with torch.compiler.config.patch(unbacked_sources="L['x'],L['n']"):
-        with pytest.raises(UserError, match=r"unbacked_sources lists L\['x'\].*dynamic_sources"):
-            compiled(torch.randn(3))
-        with pytest.raises(UserError, match=r"unbacked_sources lists L\['n'\]"):
-            stenograph.compile(lambda n: torch.ones(2) * n)(3)
-
-
-def test_an_unbacked_entry_whose_dimension_the_tensor_lacks_is_not_refused(cnt):
-    def fn(x):
-        return x * x
-
-    with torch.compiler.config.patch(unbacked_sources="L['x']:1"):
-        compiled = stenograph.compile(fn, backend=cnt)
-        helpers.assert_same(compiled(torch.ones(3)), fn(torch.ones(3)))
-    assert cnt.frame_count == 1
-
-
-def test_with_suppress_errors_a_refused_frame_runs_eagerly_with_a_warning():
-    def fn(x):
-        return x * x
-
-    x = torch.randn(3)
-    with stenograph.config.patch(suppress_errors=True), torch.compiler.config.patch(unbacked_sources=".*"):
-        with pytest.warns(stenograph.StenographWarning, match="unbacked_sources"):
-            helpers.assert_same(stenograph.compile(fn)(x), fn(x))
 
 
 def test_an_entry_that_is_no_regex_is_an_invalid_config():

@@ -25,7 +25,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import unset_fake_temporarily
-from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
+from torch.fx.experimental.symbolic_shapes import DimDynamic, PendingUnbackedSymbolNotFound, compute_unbacked_bindings
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .. import config, process_state, torch_flags
@@ -34,7 +34,7 @@ from ..guards.guard_set import GuardSet, memory_apart, storage_pattern
 from ..guards.sources import ArrayTensorSource, AttrSource, Source
 from ..shapes.dynamic import DynamicPolicy, may_be_dynamic
 from ..shapes.fake import DATA_DEPENDENT_ERRORS, fakeify, has_symbols, is_symbolic, new_fake_mode, symbolic_number
-from ..shapes.named_sources import dynamic_source, refuse_unbacked
+from ..shapes.named_sources import dynamic_source
 from ..variables.constants import constant
 from ..variables.containers import ListVariable, SequenceVariable, SizeVariable, TupleVariable
 from ..variables.global_contexts import STATE_FUNCTIONS
@@ -352,11 +352,10 @@ class OutputGraph:
         static_parameter = isinstance(value, torch.nn.Parameter) and config.force_parameter_static_shapes
         static = static_parameter or not may_be_dynamic(source, True)
         if self.policy is not None and (not static or dynamic_source(source)):
-            refuse_unbacked(source, value.dim())
             dims = self.policy.tensor_dims(source, value)
             strides = self.policy.stride_dims(source.name(), value)
         fake = fakeify(self.fake_mode, value, source, dims, strides)
-        if dims and any(dims):
+        if dims and any(d is not DimDynamic.STATIC for d in dims):
             assert self.policy is not None
             self._apply_bounds(value, fake, source, self.policy.bounds(source.name(), value))
         self.guards.tensor_match(source, value, fake)
@@ -399,12 +398,13 @@ class OutputGraph:
             self.inputs.sort(key=lambda i: order.index(i.node))
         return True
 
-    def symbolic_input(self, value: int | float, source: Source) -> Variable:
-        """A dynamic int or float argument: a SymInt/SymFloat placeholder the ShapeEnv guards."""
+    def symbolic_input(self, value: int | float, source: Source, *, unbacked: bool = False) -> Variable:
+        """A dynamic int or float argument: a SymInt/SymFloat placeholder the ShapeEnv guards
+        (`unbacked`: an unbacked SymInt, of whose value it guards only that it is a size)."""
         known = self._symbolic_vars.get(source)
         if known is not None:
             return known
-        fake = symbolic_number(self.fake_mode, value, source)
+        fake = symbolic_number(self.fake_mode, value, source, unbacked=unbacked)
         node = self._placeholder(source, fake, value)
         var = self._symbolic_vars[source] = SymNodeVariable(node, fake, source=source)
         return var
@@ -422,6 +422,11 @@ class OutputGraph:
         node.meta["example_value"] = fake
         node.meta["source"] = source.name()
         node.meta["stenograph_source"] = source  # backends read it (e.g. static inputs for CUDA graphs)
+        # an input's unbacked sizes (or unbacked int) are bound where it enters, as an op binds
+        # those it makes: a backend that retraces the graph (AOTAutograd) knows where each comes from
+        bindings = compute_unbacked_bindings(self.fake_mode.shape_env, fake)
+        if bindings:
+            node.meta["unbacked_bindings"] = bindings
         symbolic = is_symbolic(fake) or (isinstance(fake, torch.Tensor) and has_symbols(fake))
         version = 0
         if isinstance(fake, torch.Tensor):

@@ -15,21 +15,23 @@ import math
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import DimDynamic
 
 from .. import config
 from ..guards.sources import FixedObjectSource, ItemSource, ModuleMemberSource, Source
-from .named_sources import dynamic_source, dynamic_value
+from .named_sources import dynamic_source, dynamic_value, unbacked_source
 
 _DYNAMIC_ATTR = "_stenograph_dynamic_dims"
 _MAYBE_DYNAMIC_ATTR = "_stenograph_maybe_dynamic_dims"
 _STATIC_ATTR = "_stenograph_static_dims"
 # The marks torch._dynamo's `mark_dynamic`, `maybe_mark_dynamic`, `mark_unbacked` and `mark_static`
 # leave on a tensor: programs written for torch.compile call those, and stenograph honours them
-# as its own (a dimension marked unbacked is dynamic from the first call, and may be specialised
-# unless marked strict: stenograph makes input sizes backed, see docs/supported.md).
+# as its own (a dimension marked unbacked is an unbacked symbol from the first call; one marked
+# strict is a backed symbol, as torch makes it, which it is an error to specialise).
 _TORCH_DYNAMIC_RANGES = "_dynamo_dynamic_range"  # {_DimRange(dim, min, max)}
 _TORCH_DYNAMIC = "_dynamo_dynamic_indices"
-_TORCH_MAYBE_DYNAMIC = ("_dynamo_weak_dynamic_indices", "_dynamo_unbacked_indices")
+_TORCH_MAYBE_DYNAMIC = "_dynamo_weak_dynamic_indices"
+_TORCH_UNBACKED = "_dynamo_unbacked_indices"
 _TORCH_STRICT_UNBACKED = "_dynamo_strict_unbacked_indices"
 _TORCH_STATIC = "_dynamo_static_indices"
 
@@ -88,10 +90,7 @@ def marked_bounds(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
 
 def _maybe_dynamic_marks(t: torch.Tensor) -> set[int]:
     """Dimensions of `t` dynamic from the first call that the code may still specialise."""
-    marks = set(getattr(t, _MAYBE_DYNAMIC_ATTR, ()) or ())
-    for attribute in _TORCH_MAYBE_DYNAMIC:
-        marks |= _torch_marks(t, attribute)
-    return marks
+    return set(getattr(t, _MAYBE_DYNAMIC_ATTR, ()) or ()) | _torch_marks(t, _TORCH_MAYBE_DYNAMIC)
 
 
 def _static_marks(t: torch.Tensor) -> set[int]:
@@ -140,33 +139,58 @@ class DynamicPolicy:
         self.ints: dict[str, int | float | None] = {}  # source name -> value (None: dynamic)
         # float arguments the backend asked to see as constants (see backends/float_restart.py)
         self.specialised: set[str] = set()
+        # while set, sizes and ints that would be unbacked are backed symbols: the compile
+        # of a call that breaks what an unbacked trace took for granted (shapes/guards.py)
+        self.backed_only = False
 
-    def tensor_dims(self, source: Source, t: torch.Tensor) -> list[bool]:
-        """Which dimensions of input `t` (reached by `source`) are symbolic in this trace. Those
-        torch's compiler settings name (`named_sources`) are, whatever `dynamic=` says, unless
-        `mark_static` marks them."""
+    def tensor_dims(self, source: Source, t: torch.Tensor) -> list[DimDynamic]:
+        """How each dimension of input `t` (reached by `source`) enters this trace: static, a
+        symbol, or an unbacked symbol. Those torch's compiler settings name (`named_sources`) are
+        symbolic whatever `dynamic=` says, unless `mark_static` marks them."""
         name = source.name()
         static = _static_marks(t)
-        marked = set(self.bounds(name, t)) | _maybe_dynamic_marks(t)
+        bounded = set(self.bounds(name, t))
+        marked = bounded | _maybe_dynamic_marks(t)
         shape = list(t.shape)
-        named = [dynamic_source(source, d) or dynamic_value(size) for d, size in enumerate(shape)]
-        if self.dynamic is False:
-            return [n and d not in static for d, n in enumerate(named)]
-        if self.dynamic is True:
-            return [d not in static for d in range(len(shape))]
+        # sizes made dynamic as if they had changed: torch's automatic dynamic, which
+        # `automatic_dynamic_shapes_mark_as` makes unbacked
+        changed = [dynamic_source(source, d) or dynamic_value(size) for d, size in enumerate(shape)]
+        listed = [unbacked_source(source, d) for d in range(len(shape))]
+        if self.dynamic is None:
+            seen = self._seen_sizes(name, shape)
+            changed = [c or seen[d] is None for d, c in enumerate(changed)]
+            marked |= {d for d in range(len(shape)) if not config.assume_static_by_default}
+        elif self.dynamic is True:
+            marked |= set(range(len(shape)))
+        else:
+            marked = set()
+        unbacked = {d for d in range(len(shape)) if listed[d]}
+        if self.dynamic is not False:
+            unbacked |= _torch_marks(t, _TORCH_UNBACKED)
+        if config.automatic_dynamic_shapes_mark_as == "unbacked":
+            # a dimension `mark_dynamic` bounds keeps its backed symbol (its range is guarded)
+            unbacked |= {d for d in range(len(shape)) if changed[d] and d not in bounded}
+        return [
+            DimDynamic.STATIC
+            if d in static or not (changed[d] or d in marked or d in unbacked)
+            else DimDynamic.UNBACKED
+            if d in unbacked and not self.backed_only
+            else DimDynamic.DYNAMIC
+            for d in range(len(shape))
+        ]
+
+    def _seen_sizes(self, name: str, shape: list[int]) -> list[int | None]:
+        """The sizes compiles saw for input `name` (None: one that changed, under automatic
+        dynamic shapes), this one's taken in; a change of rank starts again."""
         seen = self.sizes.get(name)
         if seen is None or len(seen) != len(shape):
             self.sizes[name] = list(shape)
-            seen = self.sizes[name]
-        elif config.automatic_dynamic_shapes:
+            return self.sizes[name]
+        if config.automatic_dynamic_shapes:
             for d, size in enumerate(shape):
                 if seen[d] is not None and seen[d] != size:
                     seen[d] = None
-        dims = []
-        for d in range(len(shape)):
-            dynamic = d in marked or named[d] or seen[d] is None or not config.assume_static_by_default
-            dims.append(dynamic and d not in static)
-        return dims
+        return seen
 
     def stride_dims(self, name: str, t: torch.Tensor) -> list[bool]:
         """Which strides of input `t` are symbolic: those that changed between calls (automatic
@@ -212,6 +236,17 @@ class DynamicPolicy:
         elif config.automatic_dynamic_shapes and self.ints[name] is not None and self.ints[name] != value:
             self.ints[name] = None
         return self.ints[name] is None or not config.assume_static_by_default
+
+    def int_unbacked(self, source: Source, value: int | float) -> bool:
+        """Whether a symbolic int input is an unbacked symbol: `unbacked_sources` lists it, or
+        automatic dynamic made it symbolic under `automatic_dynamic_shapes_mark_as="unbacked"`.
+        Never a negative int (torch takes an unbacked int as a size, at least 0, and guards so),
+        nor one the `dynamic_sources`/`dynamic_values` settings name (those are backed, as torch's)."""
+        if self.backed_only or type(value) is not int or value < 0 or dynamic_source(source) or dynamic_value(value):
+            return False
+        name = source.name()
+        automatic = name in self.ints and self.ints[name] is None
+        return unbacked_source(source) or (automatic and config.automatic_dynamic_shapes_mark_as == "unbacked")
 
     def observe(self, source: Source, value: Any, depth: int = 3) -> None:
         """Take `value`, reached by `source`, as a compile's input would be taken (its sizes, or

@@ -185,25 +185,25 @@ def fakeify(
     mode: FakeTensorMode,
     tensor: torch.Tensor,
     source: Source,
-    dynamic_dims: list[bool] | None = None,
+    dynamic_dims: list[DimDynamic] | None = None,
     dynamic_strides: list[bool] | None = None,
 ) -> torch.Tensor:
-    """The fake twin of a real input tensor; `dynamic_dims[i]` makes dimension i symbolic,
-    `dynamic_strides[i]` its stride (others follow from the sizes)."""
-    if not any(dynamic_dims or ()) and not any(dynamic_strides or ()):
+    """The fake twin of a real input tensor; `dynamic_dims[i]` says how dimension i enters
+    (static, a symbol, an unbacked symbol), `dynamic_strides[i]` makes its stride symbolic
+    (others follow from the sizes)."""
+    dims = dynamic_dims or [DimDynamic.STATIC] * tensor.dim()
+    if all(d is DimDynamic.STATIC for d in dims) and not any(dynamic_strides or ()):
         return mode.from_tensor(tensor, static_shapes=True)
-    dims = dynamic_dims or [False] * tensor.dim()
     context = _context(tensor, source, dims, dynamic_strides)
     return mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=context)
 
 
 def _context(
-    tensor: torch.Tensor, source: Source, dynamic_dims: list[bool], dynamic_strides: list[bool] | None = None
+    tensor: torch.Tensor, source: Source, sizes: list[DimDynamic], dynamic_strides: list[bool] | None = None
 ) -> StatelessSymbolicContext:
     """Which sizes of `tensor` are symbolic. A traceable wrapper subclass (`__tensor_flatten__`)
     takes torch's subclass context, naming its inner tensors' own, all of whose sizes are symbolic
     (their shapes need not follow the outer one's)."""
-    sizes = [DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dynamic_dims]
     if not python_dispatch.is_traceable_wrapper_subclass(tensor):
         if not any(dynamic_strides or ()):
             return StatelessSymbolicContext(dynamic_sizes=sizes)
@@ -212,7 +212,7 @@ def _context(
     inner = {}
     for name in tensor.__tensor_flatten__()[0]:
         part = getattr(tensor, name)
-        inner[name] = _context(part, AttrSource(source, name), [True] * part.dim())
+        inner[name] = _context(part, AttrSource(source, name), [DimDynamic.DYNAMIC] * part.dim())
     return SubclassSymbolicContext(
         dynamic_sizes=sizes,
         tensor_source=ShapeSource(source),
@@ -221,13 +221,18 @@ def _context(
     )
 
 
-def symbolic_number(mode: FakeTensorMode, value: int | float, source: Source) -> torch.SymInt | torch.SymFloat:
-    """A symbolic Python int or float input (an argument that changed between calls)."""
+def symbolic_number(
+    mode: FakeTensorMode, value: int | float, source: Source, *, unbacked: bool = False
+) -> torch.SymInt | torch.SymFloat:
+    """A symbolic Python int or float input (an argument that changed between calls); `unbacked`:
+    an int whose value the trace may not read (its decisions are data-dependent, nothing guards it
+    but its being a size)."""
     shape_env = mode.shape_env
     assert shape_env is not None
     wrapped = ShapeSource(source)
     if type(value) is int:
-        return shape_env.create_unspecified_symint_and_symbol(value, wrapped, DimDynamic.DYNAMIC)
+        kind = DimDynamic.UNBACKED if unbacked else DimDynamic.DYNAMIC
+        return shape_env.create_unspecified_symint_and_symbol(value, wrapped, kind)
     symbol = shape_env.create_unspecified_symbol(value, wrapped, DimDynamic.DYNAMIC)
     return shape_env.create_symfloatnode(symbol, hint=value, source=wrapped)
 
@@ -243,6 +248,16 @@ def specialised_size(size: int | torch.SymInt) -> int | None:
         return int(size)
     except GuardOnDataDependentSymNode:
         return None
+
+
+def input_symbols(fake: Any) -> set:
+    """The free symbols of an input's fake value: a tensor's sizes, strides and storage offset, a
+    symbolic number's own."""
+    if isinstance(fake, torch.Tensor):
+        values: tuple = (*fake.shape, *fake.stride(), fake.storage_offset())
+    else:
+        values = (fake,)
+    return set().union(*(v.node.expr.free_symbols for v in values if is_symbolic(v)))
 
 
 def has_symbols(tensor: torch.Tensor) -> bool:

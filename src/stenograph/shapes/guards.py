@@ -3,6 +3,13 @@
 `ShapeEnv.produce_guards` gives Python expressions over the inputs' sizes (relations between
 sizes, ranges, specialisations); each reference to an input is rendered as a token
 `___S<k>___` that the guard function replaces by the input's source expression.
+
+An unbacked input size (`unbacked_sources`, torch's `mark_unbacked`, automatic dynamic marking
+as unbacked) has no value the trace may read: what the trace relied on about it is a fact the
+ShapeEnv took for granted (two sizes broadcast together are equal, a size is even for a
+`view(-1, 2)`), which torch checks when the graph runs. Here those facts are guards over the
+inputs, so a call breaking one compiles again; and a trace whose facts the call being compiled
+breaks already (`broken_unbacked_facts`) is traced again with backed sizes.
 """
 
 from __future__ import annotations
@@ -10,7 +17,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import sympy
 import torch
+from torch._guards import ShapeGuard, SLoc
 from torch.fx.experimental.symbolic_shapes import (
     ConstraintViolationError,
     DimDynamic,
@@ -27,7 +36,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 from ..errors import ConstraintViolation, Unsupported
 from ..guards.sources import Source
-from .fake import ShapeSource
+from .fake import ShapeSource, input_symbols
 
 _PROPERTY_SUFFIX = {"SIZE": ".size()", "STRIDE": ".stride()", "STORAGE_OFFSET": ".storage_offset()"}
 
@@ -49,12 +58,14 @@ def shape_guards(
         refs.append(_resolve(src))
         return f"___R{len(refs) - 1}___"
 
+    fakes = [fake for fake, _ in inputs]
     # ignore_static=False: a size the trace specialised (`int(x.shape[0])`) is checked too
     try:
         expressions = shape_env.produce_guards(
-            [fake for fake, _ in inputs],
+            fakes,
             [ShapeSource(source) for _, source in inputs],
             source_ref=source_ref,
+            guards=[*shape_env.guards, *_unbacked_facts(shape_env, set().union(*map(input_symbols, fakes)))],
             ignore_static=False,
             input_contexts=[_constraints(fake, marked) for (fake, _), marked in zip(inputs, marks)],
         )
@@ -65,6 +76,56 @@ def shape_guards(
         ) from None
     # one pass over each expression's text (many inputs give many refs: a scan per ref was quadratic)
     return [_renumbered(expression, refs) for expression in expressions]
+
+
+def _unbacked_facts(shape_env: ShapeEnv, symbols: set) -> list[ShapeGuard]:
+    """The facts the ShapeEnv took for granted about the inputs' `symbols` (torch's deferred
+    runtime asserts), as guards; those naming a value made inside the graph (`.item()`) cannot be
+    checked before it runs, and are left out."""
+    return [
+        ShapeGuard(fact.expr, SLoc("a fact taken for granted of an unbacked input size", None), False)
+        for asserts in shape_env.deferred_runtime_asserts.values()
+        for fact in asserts
+        if shape_env.simplify(fact.expr).free_symbols <= symbols
+    ]
+
+
+def broken_unbacked_facts(shape_env: ShapeEnv, inputs: list[tuple[Any, Any]]) -> list[str]:
+    """The facts about unbacked input sizes (their ranges, equalities, the ShapeEnv's deferred
+    asserts) that the inputs being compiled, (fake, real value) pairs, break: the trace took for
+    granted something this very call contradicts (a size of 1 broadcast against an unbacked
+    size, taken as equal to it)."""
+    if not shape_env.unbacked_inputs:
+        return []
+    unbacked = _unbacked_values(shape_env, inputs)
+    values = {**shape_env.backed_var_to_val, **unbacked}  # the backed symbols' values are this call's
+    broken = []
+    for symbol, value in unbacked.items():
+        taken = shape_env.simplify(symbol)
+        if value not in shape_env.var_to_range[symbol]:
+            broken.append(f"{symbol} = {value}, outside {shape_env.var_to_range[symbol]}")
+        elif _false(sympy.Eq(taken, value), values):
+            broken.append(f"{symbol} = {value}, taken as {taken}")
+    facts = _unbacked_facts(shape_env, set(values))
+    return broken + [str(f.expr) for f in facts if _false(f.expr, values)]
+
+
+def _unbacked_values(shape_env: ShapeEnv, inputs: list[tuple[Any, Any]]) -> dict:
+    """{unbacked input symbol: its value in this call}, read from the inputs' sizes as they were
+    made (a size's `expr` answers what the symbol was since replaced by)."""
+    values = {}
+    for fake, real in inputs:
+        pairs = zip(fake.shape, real.shape) if isinstance(fake, torch.Tensor) else [(fake, real)]
+        for size, value in pairs:
+            made = size.node._expr if isinstance(size, torch.SymInt) else None
+            if made in shape_env.unbacked_inputs:
+                values[made] = sympy.Integer(value)
+    return values
+
+
+def _false(fact: Any, values: dict) -> bool:
+    """Whether `fact` is false for the symbols' `values` (not when it stays undecided)."""
+    return fact.xreplace(values) is sympy.false
 
 
 def _renumbered(expression: str, refs: list[tuple[Source, str]]) -> tuple[str, list[tuple[Source, str]]]:

@@ -7,8 +7,10 @@ launchers written for torch.compile set it, mostly for models whose graph breaks
 values vary. Each comma-separated entry is an exact source name or a regex (`re.match`, anchored
 at the start only), written as torch names sources (`Source.torch_name()`), optionally ending in
 `:N` to name one dimension of a tensor. `dynamic_values` lists sentinel ints: an int or a size
-equal to one is symbolic (not on a tensor the force flags keep static). `unbacked_sources` asks
-for unbacked sizes, which stenograph does not give inputs: a listed source is refused.
+equal to one is symbolic (not on a tensor the force flags keep static). `unbacked_sources` lists
+sources whose sizes (or int value) are unbacked symbols from the first compile: symbols without a
+value the trace may read, so no guard is taken on them and sizes 0 and 1 reuse the graph
+(`DynamicPolicy` decides, with the other ways a size becomes unbacked).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 
 import torch.compiler.config
 
-from ..errors import InvalidConfig, UserError
+from ..errors import InvalidConfig
 from ..guards.sources import Source
 
 _DIM_SUFFIX = re.compile(r"(.+):(\d+)")
@@ -84,24 +86,14 @@ def _values(text: str) -> frozenset[int]:
         raise InvalidConfig(f"torch.compiler.config.dynamic_values: {text!r} is not a list of ints") from None
 
 
+def unbacked_source(source: Source, dim: int | None = None) -> bool:
+    """Whether `unbacked_sources` lists the value at `source` (for a tensor, its dimension `dim`;
+    None: an int, which any entry naming the source lists)."""
+    return _listed("unbacked_sources", source, dim)
+
+
 def dynamic_int(source: Source, value: int) -> bool:
     """An int input symbolic whatever else holds (`dynamic=False`, `specialize_int`, an
-    nn.Module attribute): listed by its source or its value. Otherwise one `unbacked_sources`
-    lists is refused."""
-    if dynamic_source(source) or dynamic_value(value):
-        return True
-    refuse_unbacked(source, None)
-    return False
-
-
-def refuse_unbacked(source: Source, rank: int | None) -> None:
-    """Raise `UserError` where `unbacked_sources` lists `source` (a tensor of `rank` dimensions,
-    one of which the entry must name; None for an int): stenograph makes no input size unbacked,
-    and a backed symbol would take guards the setting promises not to take."""
-    dims = [None] if rank is None else range(rank)
-    if any(_listed("unbacked_sources", source, d) for d in dims):
-        raise UserError(
-            f"torch.compiler.config.unbacked_sources lists {source.torch_name()}: stenograph does not "
-            "make input sizes or ints unbacked; list it in torch.compiler.config.dynamic_sources "
-            "instead (a backed symbol, guarded) or remove it"
-        )
+    nn.Module attribute): listed by its source or its value, or listed unbacked and not negative
+    (an unbacked int is taken as a size, as torch takes it)."""
+    return dynamic_source(source) or dynamic_value(value) or (value >= 0 and unbacked_source(source))

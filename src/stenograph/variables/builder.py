@@ -330,7 +330,7 @@ def _dynamic_number(w: Wrapping) -> Variable | None:
     w.guards.type_match(source, value)
     if type(value) is float:
         w.guards.ordinary_float(source)
-    return w.frame.output.symbolic_input(value, source)
+    return w.frame.output.symbolic_input(value, source, unbacked=policy.int_unbacked(source, value))
 
 
 @_rule(lambda value, source: is_literal(value) and source is not None and type(value) in (int, float, str, bool))

@@ -35,6 +35,7 @@ TRACING_SETTINGS = (
     "cudagraph_call_marks",
     "cuda_graphs_for_inference",
     "allow_unspec_int_on_nn_module",
+    "automatic_dynamic_shapes_mark_as",
 )
 
 _fingerprints: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
