@@ -7,7 +7,8 @@ graph would hide operators from such a mode (traced on fake tensors, fused by a 
 frame runs eagerly and the mode sees what eager shows it; cached code does not run under it either.
 
 A TorchFunctionMode on the function-mode stack (other than `torch.device(...)`'s and
-`set_default_device`'s, which the trace follows) would see each torch call of the frame in eager:
+`set_default_device`'s, and modes whose handler is `BaseTorchFunctionMode`'s own, which the trace
+follows) would see each torch call of the frame in eager:
 stenograph does not trace a mode's `__torch_function__`, so the frame runs eagerly under it. The
 stack is guarded (`function_modes`), so code compiled without a mode does not run under one.
 
@@ -39,16 +40,24 @@ FUNCTION_MODE = "a TorchFunctionMode is active: stenograph does not trace its __
 
 def function_modes() -> tuple[Any, ...]:
     """The function-mode stack as the trace takes it, for a guard: the device of each
-    `torch.device` context, the class of any other mode."""
+    `torch.device` context, the class of any other mode (tagged where its handler only calls the
+    function, which the trace follows as it follows a device context)."""
     return tuple(_mode_key(torch._C._get_function_stack_at(i)) for i in range(torch._C._len_torch_function_stack()))
 
 
 def _mode_key(mode: Any) -> Any:
-    return ("device", str(mode.device)) if type(mode) is DeviceContext else type(mode)
+    if type(mode) is DeviceContext:
+        return ("device", str(mode.device))
+    if getattr(type(mode), "__torch_function__", None) is _INERT:
+        return ("inert", type(mode))  # `BaseTorchFunctionMode`'s own handler: it calls the function
+    return type(mode)
+
+
+_INERT = torch.overrides.BaseTorchFunctionMode.__torch_function__
 
 
 def user_function_mode_active() -> bool:
-    """Whether a TorchFunctionMode other than a device context is on the stack."""
+    """Whether a TorchFunctionMode other than a device context or an inert mode is on the stack."""
     return any(type(key) is type for key in function_modes())
 
 

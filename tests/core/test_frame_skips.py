@@ -348,3 +348,20 @@ def test_a_device_context_is_traced_and_guarded(backend):
         torch.set_default_device(None)
     assert compiled(x)[0] == torch.device("cpu")
     assert cnt.frame_count == 2
+
+
+def _adds_and_counts_modes(x):
+    return torch.add(x, 1), torch._C._len_torch_function_stack()
+
+
+def test_an_inert_function_mode_is_traced_and_guarded(cnt):
+    """A mode whose handler is `BaseTorchFunctionMode`'s own only calls each function: the trace
+    follows it (one graph under fullgraph, as torch.compile's); its presence is guarded."""
+    compiled = stenograph.compile(_adds_and_counts_modes, backend=cnt, fullgraph=True)
+    x = torch.ones(2)
+    assert compiled(x)[1] == 0
+    with torch.overrides.BaseTorchFunctionMode():
+        result, depth = compiled(x)
+        assert depth == 1 and torch.equal(result, x + 1)
+    assert compiled(x)[1] == 0
+    assert cnt.frame_count == 2
