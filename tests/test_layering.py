@@ -60,7 +60,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(["guards", "events"], 2),
     "shapes": 3,
     **dict.fromkeys(["variables", "interpreter", "graph", "backends"], 4),
-    **dict.fromkeys(["frame_compiler", "verify", "warm", "callee_routing"], 5),
+    **dict.fromkeys(["frame_compiler", "verify", "warm", "callee_routing", "regions"], 5),
     "entry": 6,
     **dict.fromkeys(
         [

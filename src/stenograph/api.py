@@ -10,6 +10,7 @@ import contextlib
 import copy
 import functools
 import gc
+import operator
 import os
 import pickle
 import sys
@@ -24,7 +25,8 @@ from . import config, deferred_release, entry, events, process_state, warm
 from . import stance as stance_state
 from .backends.call_marks import marking_calls, wants_call_marks
 from .backends.registry import get_default_backend, lookup_backend, resolve_backend
-from .errors import FailOnRecompileLimitHit, RecompileError, StenographError, UserError
+from .backends.wrapping import WrappedBackend
+from .errors import RecompileError, StenographError, UserError
 from .graph.codegen import TRANSFORMED_MARK
 from .marks import (
     COMPILE_ENTRY_ATTR,
@@ -47,18 +49,19 @@ from .marks import (
     torch_substitute,
 )
 from .module_hooks import call_with_hooks, has_module_hooks
+from .regions import region_for
 from .stance import STANCES, Stance
 from .variables.class_lookup import class_attribute
 from .variables.trace_rules import is_graph_op
 
 
-def _resolve_backend(backend: Any, mode: str | None, options: dict | None) -> tuple[Any, str]:
-    """(compiler function, display name) for compile()'s backend/mode/options arguments."""
-    compiler = resolve_backend(backend, mode=mode, options=options)
-    name = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
+def _resolve_backend(backend: Any, mode: str | None, options: dict | None, name: str | None = None) -> tuple[Any, str]:
+    """(compiler function, display name) for compile()'s backend/mode/options/name arguments."""
+    compiler = resolve_backend(backend, mode=mode, options=options, name=name)
+    label = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
     if mode is not None:
-        name = f"{name}(mode={mode!r})"
-    return compiler, name
+        label = f"{label}(mode={mode!r})"
+    return compiler, label
 
 
 def compile(  # noqa: A001 - mirrors torch.compile
@@ -69,35 +72,74 @@ def compile(  # noqa: A001 - mirrors torch.compile
     backend: Any = None,
     mode: str | None = None,
     options: dict | None = None,
+    name: str | None = None,
     disable: bool = False,
+    recompile_limit: int | None = None,
+    isolate_recompiles: bool = False,
+    shapes_spec: Any = None,
 ) -> Any:
     """Compile a function or nn.Module; usable bare, with arguments, or as a plain call. Without
-    `backend`, the default backend (`set_default_backend`, initially "inductor")."""
+    `backend`, the default backend (`set_default_backend`, initially "inductor").
+
+    `recompile_limit` caps the entries each frame this call compiles keeps (None:
+    `config.recompile_limit`); `isolate_recompiles=True` keeps this call's entries apart from
+    other calls compiling the same function (`regions`). `name` names the regions Inductor
+    compiles (torch's `compile_region_name`). `shapes_spec` is not implemented (None only)."""
     if backend is None:
         backend = get_default_backend()
-    if dynamic not in (None, False, True):
-        raise TypeError(f"stenograph.compile(dynamic=...) takes None, True or False, not {dynamic!r}")
-    if not isinstance(fullgraph, bool):
-        raise TypeError(f"stenograph.compile(fullgraph=...) takes a bool, not {fullgraph!r}")
+    recompile_limit = _checked_arguments(fullgraph, dynamic, name, recompile_limit, isolate_recompiles, shapes_spec)
     guard_filter_fn = None
     if options and "guard_filter_fn" in options:
         options = dict(options)
         guard_filter_fn = _checked_guard_filter(options.pop("guard_filter_fn"))
-    compiler, name = _resolve_backend(backend, mode, options or None)
+    compiler, label = _resolve_backend(backend, mode, options or None, name)
     if guard_filter_fn is not None:
         compiler = _GuardHooks(compiler, guard_filter_fn=guard_filter_fn)
     # what a pickled OptimizedModule needs to compile itself again after loading
-    spec = _CompileSpec(backend, mode, options, fullgraph, dynamic)
+    spec = _CompileSpec(backend, mode, options, fullgraph, dynamic, name, recompile_limit, isolate_recompiles)
 
     def decorate(target: Any) -> Any:
         if disable or _disabled_by_environment():
             return target
         warm.prepare(compiler)
-        return _compile_target(target, compiler, name, fullgraph, dynamic, spec)
+        # per target: torch.compile's decorator form compiles each target as a call of its own
+        region = region_for(compiler, recompile_limit, isolate_recompiles)
+        return _compile_target(target, region, label, fullgraph, dynamic, spec)
 
     if model is None:
         return decorate
     return decorate(model)
+
+
+def _checked_arguments(
+    fullgraph: Any, dynamic: Any, name: Any, recompile_limit: Any, isolate_recompiles: Any, shapes_spec: Any
+) -> int | None:
+    """Refuse compile() arguments of the wrong kind (torch takes some of them and fails later, or
+    never); the recompile limit as an int."""
+    if dynamic not in (None, False, True):
+        raise TypeError(f"stenograph.compile(dynamic=...) takes None, True or False, not {dynamic!r}")
+    for argument, value in (("fullgraph", fullgraph), ("isolate_recompiles", isolate_recompiles)):
+        if not isinstance(value, bool):
+            raise TypeError(f"stenograph.compile({argument}=...) takes a bool, not {value!r}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"stenograph.compile(name=...) takes a str or None, not {name!r}")
+    if shapes_spec is not None:
+        raise NotImplementedError(
+            "stenograph.compile(shapes_spec=...) is not implemented: torch's ShapesSpec makes the sizes it "
+            "names unbacked, and stenograph gives no input an unbacked size; pass shapes_spec=None and "
+            "declare dynamic sizes with dynamic=True or stenograph.mark_dynamic(tensor, dim, min=, max=)"
+        )
+    if recompile_limit is None:
+        return None
+    if isinstance(recompile_limit, bool) or not hasattr(type(recompile_limit), "__index__"):
+        raise TypeError(f"stenograph.compile(recompile_limit=...) takes an int or None, not {recompile_limit!r}")
+    limit = operator.index(recompile_limit)
+    if limit < 1:
+        raise ValueError(
+            f"stenograph.compile(recompile_limit=...) must be at least 1 (the entries each frame may keep), "
+            f"not {limit}; to run the function eagerly, pass disable=True"
+        )
+    return limit
 
 
 setattr(compile, COMPILE_ENTRY_ATTR, True)  # traced code calling it gets the function back (marks)
@@ -119,10 +161,7 @@ def _checked_guard_filter(fn: Any) -> Callable:
 
 # torch._dynamo.optimize's arguments that stenograph does not take, and why
 _OPTIMIZE_NOT_TAKEN = {
-    "recompile_limit": "set stenograph.config.recompile_limit (one limit for every function)",
     "package": "stenograph keeps no compiled code between processes",
-    "isolate_recompiles": "each function's entries are its own already",
-    "shapes_spec": "declare dynamic sizes with stenograph.mark_dynamic (or export's dynamic_shapes=)",
 }
 
 
@@ -136,6 +175,9 @@ def optimize(
     guard_filter_fn: Callable[[list], list[bool]] | None = None,
     disable: bool = False,
     dynamic: bool | None = None,
+    recompile_limit: int | None = None,
+    isolate_recompiles: bool = False,
+    shapes_spec: Any = None,
     **not_taken: Any,
 ) -> _Optimize:
     """`torch._dynamo.optimize` (torch 2.13's arguments; its behaviour is the contract): a
@@ -148,7 +190,8 @@ def optimize(
     torch's); `guard_export_fn` with the `ExportGuards` of each entry that holds a graph (their
     `check()` takes the entry's guard arguments: a closure's cells first). An exception either
     raises is a warning, as in torch. `guard_filter_fn` is `compile(options={"guard_filter_fn":
-    ...})`'s (`guards/guard_filter.py`). Used as a context manager it raises (see `_Optimize`)."""
+    ...})`'s (`guards/guard_filter.py`); `recompile_limit`, `isolate_recompiles` and `shapes_spec`
+    are `compile()`'s. Used as a context manager it raises (see `_Optimize`)."""
     if not_taken:
         reasons = "; ".join(
             f"{k}: {_OPTIMIZE_NOT_TAKEN.get(k, 'not an argument of torch._dynamo.optimize')}" for k in not_taken
@@ -165,7 +208,16 @@ def optimize(
             guard_export_fn,
             _checked_guard_filter(guard_filter_fn) if guard_filter_fn is not None else None,
         )
-    return _Optimize(compile(backend=backend, fullgraph=nopython or bool(error_on_graph_break), dynamic=dynamic))
+    return _Optimize(
+        compile(
+            backend=backend,
+            fullgraph=nopython or bool(error_on_graph_break),
+            dynamic=dynamic,
+            recompile_limit=recompile_limit,
+            isolate_recompiles=isolate_recompiles,
+            shapes_spec=shapes_spec,
+        )
+    )
 
 
 def optimize_assert(backend: Any = "inductor", *, dynamic: bool | None = None) -> _Optimize:
@@ -211,7 +263,7 @@ class GuardFail(NamedTuple):
     orig_code: types.CodeType
 
 
-class _GuardHooks:
+class _GuardHooks(WrappedBackend):
     """A backend carrying `optimize()`'s guard hooks (and the `guard_filter_fn` of `optimize()`
     or of `compile(options=...)`, which `frame_compiler` applies before an entry is built):
     compiled caches are per backend object, so the frames compiled through it are told apart by
@@ -224,20 +276,19 @@ class _GuardHooks:
         guard_export_fn: Callable | None = None,
         guard_filter_fn: Callable | None = None,
     ) -> None:
-        self.compiler = compiler
+        super().__init__(compiler)
         self.guard_fail_fn = guard_fail_fn
         self.guard_export_fn = guard_export_fn
         self.guard_filter_fn = guard_filter_fn
-        self.__name__ = getattr(compiler, "__name__", type(compiler).__name__)
 
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
-        return self.compiler(gm, example_inputs)
 
-    def __getattr__(self, name: str) -> Any:
-        # what code reads off a backend (Inductor's config_patches) is the compiler's
-        if "compiler" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self.__dict__["compiler"], name)
+def _hooks_of(backend: Any) -> _GuardHooks | None:
+    """The guard hooks a cache's backend carries, under the region wrapping them if any."""
+    while isinstance(backend, WrappedBackend):
+        if isinstance(backend, _GuardHooks):
+            return backend
+        backend = backend.compiler
+    return None
 
 
 def _hooked_cache(event: events.CompileEvent, hook: str) -> Any:
@@ -245,8 +296,8 @@ def _hooked_cache(event: events.CompileEvent, hook: str) -> Any:
     several backends has a cache for each: the one that recompiles has just recorded the reason,
     the one that compiled holds the entry)."""
     for cache in entry.all_caches():
-        hooks = cache.backend
-        if cache.code is not event.code or not isinstance(hooks, _GuardHooks) or getattr(hooks, hook) is None:
+        hooks = _hooks_of(cache.backend)
+        if cache.code is not event.code or hooks is None or getattr(hooks, hook) is None:
             continue
         if isinstance(event, events.FrameCompiled) and cache.entries and cache.entries[-1] is event.entry:
             return hooks
@@ -265,8 +316,8 @@ def _call_hook(fn: Callable, argument: Any, label: str) -> None:
 
 
 def _on_compile_event(event: events.CompileEvent) -> None:
-    """torch's recompile switches and `optimize()`'s guard hooks, where the entry wrapper
-    publishes what it does: a Recompile before it compiles again, RunsEagerly when it gives up."""
+    """torch's recompile switch and `optimize()`'s guard hooks, where the entry wrapper
+    publishes what it does: a Recompile before it compiles again, FrameCompiled after."""
     if isinstance(event, events.Recompile):
         hooks = _hooked_cache(event, "guard_fail_fn")
         if hooks is not None:
@@ -280,14 +331,6 @@ def _on_compile_event(event: events.CompileEvent) -> None:
         hooks = _hooked_cache(event, "guard_export_fn")
         if hooks is not None:
             _call_hook(hooks.guard_export_fn, _entry_guards(event.entry), event.label)
-    elif (
-        isinstance(event, events.RunsEagerly)
-        and event.cause is events.EagerCause.RECOMPILE_LIMIT
-        and config.fail_on_recompile_limit_hit
-    ):
-        raise FailOnRecompileLimitHit(
-            f"stenograph: {event.label}: {event.reason}, and config.fail_on_recompile_limit_hit makes that an error"
-        )
 
 
 def _entry_guards(cache_entry: Any) -> Any:
@@ -311,6 +354,9 @@ class _CompileSpec(NamedTuple):
     options: dict | None
     fullgraph: bool
     dynamic: bool | None
+    name: str | None = None
+    recompile_limit: int | None = None
+    isolate_recompiles: bool = False
 
 
 def _compile_target(
@@ -575,11 +621,10 @@ def _is_data_descriptor(attribute: Any) -> bool:
     return hasattr(type(attribute), "__set__")
 
 
-def _compile_again(
-    mod: torch.nn.Module, backend: Any, mode: str | None, options: dict | None, fullgraph: bool, dynamic: bool | None
-) -> OptimizedModule:
-    """Unpickling an OptimizedModule: compile the loaded module with the arguments it had."""
-    return compile(mod, backend=backend, mode=mode, options=options, fullgraph=fullgraph, dynamic=dynamic)
+def _compile_again(mod: torch.nn.Module, *arguments: Any) -> OptimizedModule:
+    """Unpickling an OptimizedModule: compile the loaded module with the arguments it had (an
+    isolated one gets a region of its own, as another compile() call would)."""
+    return compile(mod, **_CompileSpec(*arguments)._asdict())
 
 
 def _delegate(name: str) -> Callable:

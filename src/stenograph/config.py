@@ -59,8 +59,12 @@ def _native_guards_default() -> Any:
 
 
 _DEFAULTS: dict[str, Any] = {
-    # compiles per code object before the frame runs eagerly for good (one warning)
+    # compiles per code object before the frame runs eagerly for good (one warning); a
+    # compile(recompile_limit=...) call sets its own (regions.py)
     "recompile_limit": 8,
+    # entries of one code object in all its caches together (every backend, every
+    # compile(isolate_recompiles=True) call) before a new one is refused as recompile_limit's are
+    "accumulated_recompile_limit": 256,
     # print internal stacks with warnings and logs
     "verbose": False,
     # run eager beside each newly compiled graph once and raise if results differ
@@ -133,9 +137,7 @@ _OPTIONAL_TEXT = frozenset({"cache_dir"})
 # what stenograph does instead of each). Values are checked against the default's type; a None
 # default takes anything.
 _TORCH_ONLY: dict[str, Any] = {
-    # recompiling (torch's accumulated limit bounds every entry of a code object, which is what
-    # stenograph's recompile_limit counts)
-    "accumulated_recompile_limit": 256,
+    # recompiling
     "skip_code_recursive_on_recompile_limit_hit": True,
     "automatic_dynamic_exclusion_guard": False,
     "automatic_dynamic_local_pgo": True,

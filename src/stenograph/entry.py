@@ -36,6 +36,7 @@ from .callee_routing import CalleeRouter
 from .errors import (
     BreakKind,
     ConstraintViolation,
+    FailOnRecompileLimitHit,
     ForbiddenCall,
     FullgraphBreak,
     NativeGuardsUnavailable,
@@ -55,6 +56,7 @@ from .guards.sources import LocalSource
 from .marks import eager_frame_of, errors_on_graph_break, is_disabled
 from .module_hooks import call_with_hooks, has_global_forward_hooks, has_module_hooks
 from .recursion import compile_headroom, lift, lower, lower_headroom
+from .regions import recompile_limit_of, shared_base
 from .shapes.dynamic import DynamicPolicy
 from .stance import current as _stance
 from .thread_flag import ThreadFlag
@@ -137,6 +139,10 @@ class FrameCache:
             if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
                 frame_skips.note_compiled()
                 return entry.fn, full
+        shared = self._shared_entry(fn, full, kwargs)
+        if shared is not None:
+            frame_skips.note_compiled()
+            return shared.fn, full
         if self.eager_reason is not None:
             return self._eager(fn), args
         if run_only.active or not _stance.stance.compiles:
@@ -170,6 +176,25 @@ class FrameCache:
             return self._compile(fn, prefix, args, kwargs, fullgraph, backend_name)
         finally:
             lower_headroom()
+
+    def _shared_entry(self, fn: types.FunctionType, full: tuple, kwargs: dict) -> CacheEntry | None:
+        """In a region's cache, the first entry of its compiler's own cache whose guards pass on
+        this call: read, never added to (`regions`). None elsewhere."""
+        base = shared_base(self.backend)
+        shared = _caches.get((self.code, id(base))) if base is not None else None
+        if shared is None:
+            return None
+        for entry in shared.entries:
+            if entry.takes_defaults_of(fn) and entry.guard(*full, **kwargs):
+                return entry
+        return None
+
+    @property
+    def recompile_limit(self) -> int:
+        """How many compiled entries this frame keeps: its compile() call's `recompile_limit`,
+        else `config.recompile_limit`."""
+        own = recompile_limit_of(self.backend)
+        return config.recompile_limit if own is None else own
 
     def _note_first_call(self, fn: types.FunctionType, args: tuple, kwargs: dict) -> None:
         """What the automatic dynamic shapes compare the next call with: the sizes of the tensor
@@ -205,29 +230,59 @@ class FrameCache:
         label = frame_label(self.code)
         if _stance.stance.name == "fail_on_recompile":
             raise RecompileError(self._refusal(fn, label, full, kwargs))
+        failure = None
         if self.entries:
             newest = self.entries[-1]  # the reason reported: why the newest entry did not match
             failure = newest.guard_failure(full, kwargs) if newest.takes_defaults_of(fn) else _OTHER_DEFAULTS
             failure = failure or GuardFailure("unknown")
             self.recompile_reasons.append(failure.reason)
             events.publish(events.Recompile(self.code, label, failure, len(self.entries)))
-            # entries installed from the persisted cache cost no compile: they do not count
-            if sum(not entry.installed for entry in self.entries) >= config.recompile_limit:
-                self.eager_reason = f"recompile limit ({config.recompile_limit}) reached"
-                events.publish(
-                    events.RunsEagerly(self.code, label, self.eager_reason, events.EagerCause.RECOMPILE_LIMIT)
-                )
-                warnings.warn(
-                    f"stenograph: {label} hit config.recompile_limit ({config.recompile_limit}); "
-                    f"it runs eagerly from now on. Last guard failure: {failure.reason}",
-                    StenographWarning,
-                    stacklevel=5,
-                )
-                return fn, args
+            if _compiled(self.entries) >= self.recompile_limit:
+                return self._at_limit(fn, args, label, fullgraph, self._limit_source(), failure)
+        if sum(_compiled(cache.entries) for cache in _code_caches.get(self.code, ())) >= (
+            config.accumulated_recompile_limit
+        ):
+            source = "config.accumulated_recompile_limit (the entries of every cache of its code)"
+            return self._at_limit(fn, args, label, fullgraph, (config.accumulated_recompile_limit, source), failure)
         started = events.CompileStarted(self.code, label, len(self.entries))
         events.publish(started)
         with compile_callbacks.compiling(str(started.compile_id)):
             return self._traced(fn, args, kwargs, full, fullgraph, backend_name, label)
+
+    def _limit_source(self) -> tuple[int, str]:
+        """This frame's recompile limit and the setting that gave it."""
+        own = recompile_limit_of(self.backend) is not None
+        return self.recompile_limit, "its compile(recompile_limit=...)" if own else "config.recompile_limit"
+
+    def _at_limit(
+        self,
+        fn: types.FunctionType,
+        args: tuple,
+        label: str,
+        fullgraph: bool,
+        limit: tuple[int, str],
+        failure: GuardFailure | None,
+    ) -> tuple[Any, tuple]:
+        """A miss past a recompile limit (its count, the setting). Under `fullgraph=True` or
+        `config.fail_on_recompile_limit_hit` it raises `FailOnRecompileLimitHit`, on every such
+        call (as torch's), the entries still serving the calls they accept; otherwise the frame
+        runs eagerly from now on, with one warning."""
+        count, source = limit
+        last = "" if failure is None else f" Last guard failure: {failure.reason}"
+        if fullgraph or config.fail_on_recompile_limit_hit:
+            switch = "fullgraph=True" if fullgraph else "config.fail_on_recompile_limit_hit"
+            raise FailOnRecompileLimitHit(
+                f"stenograph: {label}: recompile limit ({count}) reached ({source}), and {switch} makes "
+                f"that an error.{last}"
+            )
+        self.eager_reason = f"recompile limit ({count}) reached"
+        events.publish(events.RunsEagerly(self.code, label, self.eager_reason, events.EagerCause.RECOMPILE_LIMIT))
+        warnings.warn(
+            f"stenograph: {label} hit {source} ({count}); it runs eagerly from now on.{last}",
+            StenographWarning,
+            stacklevel=6,
+        )
+        return fn, args
 
     def _traced(
         self,
@@ -273,7 +328,7 @@ class FrameCache:
                 # such failures the frame runs eagerly for good.
                 self.depth_failures += 1
                 reason = f"compiling ran out of recursion depth ({type(e).__name__}: {e})"
-                if self.depth_failures > config.recompile_limit:
+                if self.depth_failures > self.recompile_limit:
                     self._give_up(label, reason, events.EagerCause.UNSUPPORTED)
                     return fn, args
                 warnings.warn(f"stenograph: {label}: {reason}; this call runs eagerly", StenographWarning, stacklevel=6)
@@ -359,6 +414,12 @@ def _settle_library_defaults() -> None:
     torch.distributions.Distribution.set_default_validate_args(False)
 
 
+def _compiled(entries: list[CacheEntry]) -> int:
+    """How many of `entries` count toward the recompile limits: entries installed from the
+    persisted cache cost no compile, and do not."""
+    return sum(not entry.installed for entry in entries)
+
+
 def _out_of_depth(error: BaseException) -> bool:
     """Whether `error` is, or was caused by, a RecursionError (the tracer's wrappers of internal
     failures, `Unsupported` and `BackendCompilerFailed`, keep the original as cause)."""
@@ -398,6 +459,11 @@ compile_lock = threading.RLock()
 _OWNED = "__stenograph_caches__"
 
 
+# code object -> its caches alive (each backend's and region's): `config.accumulated_recompile_limit`
+# caps their entries together
+_code_caches: weakref.WeakKeyDictionary[types.CodeType, weakref.WeakSet[FrameCache]] = weakref.WeakKeyDictionary()
+
+
 def cache_for(code: types.CodeType, backend: Any, backend_name: str) -> FrameCache:
     key = (code, id(backend))
     with compile_lock:
@@ -405,6 +471,7 @@ def cache_for(code: types.CodeType, backend: Any, backend_name: str) -> FrameCac
         if cache is None:
             cache = _caches[key] = FrameCache(code, backend, backend_name)
             _live_caches.add(cache)
+            _code_caches.setdefault(code, weakref.WeakSet()).add(cache)
     return cache
 
 

@@ -109,8 +109,8 @@ def test_optimize_nopython_error_on_graph_break_and_disable():
 
 
 def test_optimize_refuses_torchs_arguments_it_lacks_saying_what_instead():
-    with pytest.raises(TypeError, match="recompile_limit.*config.recompile_limit"):
-        stenograph.optimize("eager", recompile_limit=2)
+    with pytest.raises(TypeError, match="package.*no compiled code between processes"):
+        stenograph.optimize("eager", package=object())
     with pytest.raises(TypeError, match="guard_filter_fn.*must be callable"):
         stenograph.optimize("eager", guard_filter_fn=3)
     with pytest.raises(TypeError, match="save_config: not an argument of torch._dynamo.optimize"):

@@ -37,11 +37,13 @@ if TYPE_CHECKING:
 __all__ = ["inductor", "inductor_backend", "load_artifact"]
 
 
-def _compile(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any]) -> Callable[..., Any]:
+def _compile(
+    gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any], name: str | None = None
+) -> Callable[..., Any]:
     if not _replays_inference(example_inputs, patches):
-        return _compile_fx(gm, example_inputs, patches)
+        return _compile_fx(gm, example_inputs, patches, name)
     copy_back = mutated_placeholders(gm)
-    compiled = _compile_fx(gm, example_inputs, _without_cuda_graphs(patches))
+    compiled = _compile_fx(gm, example_inputs, _without_cuda_graphs(patches), name)
     return CudaGraphRunner(compiled, copy_back=copy_back, fallback_warning=None)
 
 
@@ -50,7 +52,12 @@ def _without_cuda_graphs(patches: dict[str, Any]) -> dict[str, Any]:
     return {**patches, "triton.cudagraphs": False}
 
 
-def _compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any]) -> Callable[..., Any]:
+def _compile_fx(
+    gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any], name: str | None = None
+) -> Callable[..., Any]:
+    """Inductor's `compile_fx` with `patches`; `name` is compile()'s, which Inductor puts on the
+    regions it compiles (`compile_region_name`: the `inductor_compiled_code` operator that
+    `wrap_inductor_compiled_regions` runs them through carries it)."""
     # Imported here: torch._inductor takes seconds to import and most programs never need it.
     from torch._inductor.async_compile import maybe_warm_pool
     from torch._inductor.compile_fx import compile_fx
@@ -66,7 +73,11 @@ def _compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: di
         # parameters/buffers are static for CUDA graphs, as under torch.compile (_static_inputs.py)
         mark_static_inputs(gm, example_inputs)
     return unless_subclasses(
-        lambda gm, example_inputs: compile_fx(gm, example_inputs, config_patches=dict(patches)), gm, example_inputs
+        lambda gm, example_inputs: compile_fx(
+            gm, example_inputs, config_patches=dict(patches), compile_region_name=name
+        ),
+        gm,
+        example_inputs,
     )
 
 
@@ -113,10 +124,13 @@ class _Artifacts:
     # Inductor's generated wrapper modules import its kernel selection (and with it its lowerings)
     loads_with = ("stenograph.backends._inductor_artifacts", "torch._inductor.select_algorithm")
 
-    def __init__(self, patches: dict[str, Any]) -> None:
+    def __init__(self, patches: dict[str, Any], name: str | None = None) -> None:
         self.patches = dict(patches)
+        self.name = name
+        # a stored graph keeps the region name it was compiled with
+        named = "" if name is None else f" name={name!r}"
         try:
-            self.identity = "inductor " + json.dumps(self.patches, sort_keys=True)
+            self.identity = "inductor " + json.dumps(self.patches, sort_keys=True) + named
         except TypeError:  # an option whose value JSON cannot write (a custom pass): not stored
             self.identity = f"inductor (unstorable options {sorted(self.patches)})"
             self.storable = False
@@ -134,7 +148,7 @@ class _Artifacts:
     ) -> tuple[Callable[..., Any], bytes | None]:
         if not self.storable:
             declined(self.identity, "options that cannot be written down")
-            return _compile(gm, example_inputs, self.patches), None
+            return _compile(gm, example_inputs, self.patches, self.name), None
         # torch._inductor takes seconds to import and most programs never need it.
         from ._inductor_artifacts import compile_storable
 
@@ -143,7 +157,7 @@ class _Artifacts:
         copy_back = mutated_placeholders(gm) if replayed else None
 
         def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-            return _compile_fx(gm, example_inputs, patches)
+            return _compile_fx(gm, example_inputs, patches, self.name)
 
         compiled, payload = compile_storable(gm, example_inputs, compile_graph, patches, self.identity, replayed)
         if replayed:
@@ -163,16 +177,19 @@ inductor.stenograph_artifacts = _Artifacts({})  # type: ignore[attr-defined]
 inductor.before_tracing = start_compile_workers  # type: ignore[attr-defined]
 
 
-def inductor_backend(mode: str | None = None, options: dict[str, Any] | None = None) -> CompilerFn:
-    """An Inductor backend bound to `mode` or `options`, validated now rather than at first call."""
+def inductor_backend(
+    mode: str | None = None, options: dict[str, Any] | None = None, name: str | None = None
+) -> CompilerFn:
+    """An Inductor backend bound to `mode` or `options`, validated now rather than at first call,
+    and to compile()'s `name` for the regions it compiles."""
     patches = resolve_mode(mode, options)
 
     def inductor_with_patches(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        return _compile(gm, example_inputs, patches)
+        return _compile(gm, example_inputs, patches, name)
 
     inductor_with_patches.__name__ = "inductor"
     inductor_with_patches.mode = mode  # type: ignore[attr-defined]
     inductor_with_patches.config_patches = dict(patches)  # type: ignore[attr-defined]
-    inductor_with_patches.stenograph_artifacts = _Artifacts(patches)  # type: ignore[attr-defined]
+    inductor_with_patches.stenograph_artifacts = _Artifacts(patches, name)  # type: ignore[attr-defined]
     inductor_with_patches.before_tracing = start_compile_workers  # type: ignore[attr-defined]
     return inductor_with_patches

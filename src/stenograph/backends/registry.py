@@ -367,25 +367,27 @@ def resolve_backend(
     *,
     mode: str | None = None,
     options: dict[str, Any] | None = None,
+    name: str | None = None,
 ) -> CompilerFn:
-    """The compiler function for `compile(backend=..., mode=..., options=...)`.
+    """The compiler function for `compile(backend=..., mode=..., options=..., name=...)`.
 
     Like torch.compile: `mode` and `options` are exclusive; for Inductor they become config
     patches, validated now so a typo fails at decoration time rather than at the first call; the
     other built-in backends ignore them (with a log line), as torch's do; any other backend receives
-    them as keyword arguments (`mode` only when it is not "default").
+    them as keyword arguments (`mode` only when it is not "default"). `name` goes to Inductor
+    only (the name of the regions it compiles), as torch.compile hands it to no other backend.
     """
     if mode is not None and options is not None:
         raise InvalidBackend(BOTH_MODE_AND_OPTIONS)
     fn = lookup_backend(backend)
-    if mode is None and options is None:
+    if mode is None and options is None and name is None:
         return fn
 
     # imported here: like every built-in backend, Inductor's loads on first use (module docstring)
     from . import inductor
 
     if fn is inductor.inductor:
-        return inductor.inductor_backend(mode=mode, options=options)
+        return inductor.inductor_backend(mode=mode, options=options, name=name)
     kwargs: dict[str, Any] = {}
     if mode is not None and mode != "default":
         kwargs["mode"] = mode
