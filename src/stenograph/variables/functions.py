@@ -38,6 +38,7 @@ from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
 from .exceptions import raise_new, raise_python_error
 from .global_contexts import is_global_context_class, make_global_context
+from .new_parameters import make_parameter
 from .numpy_arrays import NdarrayVariable
 from .profiler_ranges import (
     inside_profile,
@@ -756,8 +757,8 @@ def _legacy_tensor(frame: Frame, cls: type, args: list[Variable], kwargs: dict[s
 class TorchClassVariable(ConstantVariable):
     """torch classes whose construction is modelled: torch.Size, grad-mode contexts, the constant
     records `torch.device`, `torch.finfo`, `torch.iinfo` (folded: `finfo()` reads the default dtype,
-    which every entry guards), the legacy tensor constructors (`torch.Tensor([1, 2])`), the
-    profiler's contexts (profiler_ranges.py); `torch.nn.Parameter`, whose construction breaks with its reason."""
+    which every entry guards), the legacy tensor constructors (`torch.Tensor([1, 2])`),
+    `torch.nn.Parameter` (new_parameters.py) and the profiler's contexts (profiler_ranges.py)."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if grad_mode_class(self.value):
@@ -772,10 +773,7 @@ class TorchClassVariable(ConstantVariable):
             items = args[0].unpack(frame) if args else []
             return SizeVariable([_size_item(frame, item) for item in items])
         if self.value is torch.nn.Parameter:
-            raise Unsupported(
-                "creating a torch.nn.Parameter inside the compiled function",
-                hint="torch.compile breaks here too; create parameters in __init__ of a module passed in",
-            )
+            return make_parameter(frame, args, kwargs)
         if self.value in LEGACY_TENSOR_CONSTRUCTORS:
             return _legacy_tensor(frame, self.value, args, kwargs)
         if self.value in _CONSTANT_RECORDS and all(a.is_constant() for a in [*args, *kwargs.values()]):
