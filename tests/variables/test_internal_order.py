@@ -52,6 +52,7 @@ GROUPS: list[tuple[str, list[str]]] = [
             "tensor",
             "tensor_scalars",
             "tensor_literals",
+            "new_parameters",
             "numpy_oracle",
             "numpy_arrays",
             "nonstrict_calls",

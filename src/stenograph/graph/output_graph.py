@@ -380,6 +380,12 @@ class OutputGraph:
         fake = self.fake_mode.from_tensor(value, static_shapes=True)
         return TensorVariable(self._placeholder(source, fake, value, guarded=False), fake)
 
+    def made_tensor_input(self, value: torch.Tensor, fake: torch.Tensor, source: Source) -> TensorVariable:
+        """A tensor the compiled code makes from other inputs before its graph on each call,
+        through `source` (`NewParameterSource`), each use the same object: `fake` is made from
+        their fakes (so it has their symbolic sizes), and no guard reads it."""
+        return TensorVariable(self._placeholder(source, fake, value, guarded=False), fake, source=source)
+
     def hand_over_storage(self, taker: torch.fx.Node, giver: torch.fx.Node) -> bool:
         """Order the inputs for `taker.data = giver`, both inputs; False where no order serves.
 

@@ -74,6 +74,17 @@ class Check:
     detail: Any = None
 
 
+def _reads_new_object(source: Source | None) -> bool:
+    """Whether `source` reaches an object the compiled code makes anew on each call (or reads
+    through one, `Source.made_anew`): what the trace saw of it holds by construction (made the
+    same way from guarded inputs, distinct from every other object), so no check reads it."""
+    while source is not None:
+        if source.made_anew:
+            return True
+        source = source.base()
+    return False
+
+
 @dataclass(frozen=True)
 class TensorFacts:
     """What `tensor_match` checks, as values: sizes and strides left to the shape guards are None."""
@@ -159,7 +170,7 @@ class GuardSet:
         """One check (once): templates are written only here, by the named kinds of guard below;
         code elsewhere asks for a guard by its name."""
         key = (source, template, other)
-        if key in self._seen:
+        if key in self._seen or _reads_new_object(source) or _reads_new_object(other):
             return
         self._seen.add(key)
         self.checks.append(Check(rank, source, template, text, other, kind=kind, detail=detail))
@@ -440,6 +451,7 @@ class GuardSet:
 
     def all_distinct(self, sources: list[Source]) -> None:
         """The objects at `sources` are pairwise distinct (one set of ids, not n² checks)."""
+        sources = [s for s in sources if not _reads_new_object(s)]
         if len(sources) < 2:
             return
         ids = ", ".join(f"id(___S{k}___)" for k in range(len(sources)))

@@ -18,6 +18,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from .pyfunc import python_name
 
 
@@ -56,6 +58,10 @@ class Source:
 
     def base(self) -> Source | None:
         return None
+
+    # each evaluation makes a new object, which every use in one run must share: generated code
+    # evaluates it once, into a local (`SourceRenderer`)
+    made_anew = False
 
     def depth(self) -> int:
         b = self.base()
@@ -338,7 +344,13 @@ class SourceRenderer:
         self.bound: dict[Source, str] = {}
 
     def render(self, source: Source, lines: list[str]) -> str:
-        """Expression for `source`; emits assignments into `lines` for its ancestors."""
+        """Expression for `source`; emits assignments into `lines` for its ancestors (and for
+        itself, where each evaluation makes a new object)."""
+        if source.made_anew:
+            return self._bind(source, lines)
+        return self._expression(source, lines)
+
+    def _expression(self, source: Source, lines: list[str]) -> str:
         parent = source.base()
         if parent is None:
             return source.expr(self.namer)
@@ -353,7 +365,7 @@ class SourceRenderer:
             return source.expr(self.namer)  # already a plain name
         name = self.bound.get(source)
         if name is None:
-            expr = self.render(source, lines)
+            expr = self._expression(source, lines)
             name = f"___v{len(self.bound)}"
             lines.append(f"{name} = {expr}")
             self.bound[source] = name
@@ -373,6 +385,27 @@ class FreshCallSource(Source):
 
     def name(self) -> str:
         return self.label
+
+
+@_derived
+class NewParameterSource(Source):
+    """`torch.nn.Parameter(parent, requires_grad)`, made by the compiled code before its graph on
+    each call (a parameter the frame creates from a tensor it reads; `index` tells apart those of
+    one trace): a graph input no guard reads, sharing the tensor's storage as eager's does."""
+
+    parent: Source
+    requires_grad: bool
+    index: int  # the how-manyth the trace makes: each call of `Parameter` makes another
+    made_anew = True
+
+    def base(self) -> Source:
+        return self.parent
+
+    def apply(self, parent_expr: str, globals_names: GlobalsNamer) -> str:
+        return f"{globals_names.name_for(torch.nn.Parameter)}({parent_expr}, {self.requires_grad})"
+
+    def name(self) -> str:
+        return f"Parameter#{self.index}({self.parent.name()}, requires_grad={self.requires_grad})"
 
 
 @_derived

@@ -139,6 +139,7 @@ from .named_tuples import NamedTupleVariable, StructSeqVariable
 from .new_modules import TorchModuleClassVariable, instantiate_module
 from .nonstrict_calls import NonstrictDecoratorVariable
 from .optimizers import OptimizerClassVariable, OptimizerVariable, optimizer_helper
+from .profiler_ranges import ProfileExitVariable, resumed_profile_exit
 from .tensor import TensorVariable
 from .trace_rules import (
     TORCH_CLASSES,
@@ -948,6 +949,8 @@ def _special_callable_tracker(value: Any) -> Variable | None:
         return MapVariable()
     if value is torch.utils.checkpoint.checkpoint:
         return CheckpointVariable()
+    if value is resumed_profile_exit:  # a profiler block traced away, open where a break resumes
+        return ProfileExitVariable(None)
     if value is torch.autograd.graph.disable_saved_tensors_hooks:  # a function making a context
         return TorchClassVariable(SavedTensorsHooksOff)
     if value is torch.vmap or value is torch.func.vmap:

@@ -38,8 +38,15 @@ from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
 from .exceptions import raise_new, raise_python_error
 from .global_contexts import is_global_context_class, make_global_context
+from .new_parameters import make_parameter
 from .numpy_arrays import NdarrayVariable
-from .profiler_ranges import is_record_function_class, make_record_function
+from .profiler_ranges import (
+    inside_profile,
+    is_profile_class,
+    is_record_function_class,
+    make_profile,
+    make_record_function,
+)
 from .symbolic import GraphValueVariable, SymNodeVariable
 from .tensor import TensorVariable
 from .tensor_effects import refuse_effect
@@ -602,6 +609,8 @@ class TorchOpVariable(Variable):
         eagerly at a graph break.
         """
         describe = f"{self.describe()}()"
+        if self.fn is torch._C._autograd._profiler_enabled and inside_profile(frame):
+            return constant(True)  # eager's answer inside a profiler block traced away
         if is_state_reader(self.fn):
             with torch_state.program_modes():  # the user's modes a compile set aside count
                 value = self.fn()
@@ -753,8 +762,8 @@ def _legacy_tensor(frame: Frame, cls: type, args: list[Variable], kwargs: dict[s
 class TorchClassVariable(ConstantVariable):
     """torch classes whose construction is modelled: torch.Size, grad-mode contexts, the constant
     records `torch.device`, `torch.finfo`, `torch.iinfo` (folded: `finfo()` reads the default dtype,
-    which every entry guards), the legacy tensor constructors (`torch.Tensor([1, 2])`);
-    `torch.nn.Parameter`, whose construction breaks with its reason."""
+    which every entry guards), the legacy tensor constructors (`torch.Tensor([1, 2])`),
+    `torch.nn.Parameter` (new_parameters.py) and the profiler's contexts (profiler_ranges.py)."""
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if grad_mode_class(self.value):
@@ -763,14 +772,13 @@ class TorchClassVariable(ConstantVariable):
             return make_global_context(self.value, args, kwargs)
         if is_record_function_class(self.value):
             return make_record_function(frame, args, kwargs)
+        if is_profile_class(self.value):
+            return make_profile(frame, self.value, args, kwargs)
         if self.value is torch.Size:
             items = args[0].unpack(frame) if args else []
             return SizeVariable([_size_item(frame, item) for item in items])
         if self.value is torch.nn.Parameter:
-            raise Unsupported(
-                "creating a torch.nn.Parameter inside the compiled function",
-                hint="torch.compile breaks here too; create parameters in __init__ of a module passed in",
-            )
+            return make_parameter(frame, args, kwargs)
         if self.value in LEGACY_TENSOR_CONSTRUCTORS:
             return _legacy_tensor(frame, self.value, args, kwargs)
         if self.value in _CONSTANT_RECORDS and all(a.is_constant() for a in [*args, *kwargs.values()]):

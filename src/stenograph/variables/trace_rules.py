@@ -128,6 +128,8 @@ NOT_TRACED = frozenset({
 # takes sparse gradients. The other optimizers' `step` is traced (optimizers.py). The random number
 # generators' seed and state functions (`torch.manual_seed`, `torch.seed`, `get_rng_state`, and
 # CUDA's) read and set the generators through C calls: each is one graph break, called as it is.
+# A real profiler met while tracing (one passed in, or made eagerly while another records) starts,
+# steps and stops eagerly (`torch.profiler`; one made in the frame is traced away, profiler_ranges.py).
 NOT_TRACED_TORCH = (
     "torch.random",
     "torch.cuda.random",
@@ -146,6 +148,7 @@ NOT_TRACED_TORCH = (
     "torch.distributed",
     "torch._functorch",
     "torch.func",
+    "torch.profiler",
 )
 
 # the attribute marking a function of stenograph's own that compiled code may meet and trace (the
@@ -376,7 +379,8 @@ LEGACY_TENSOR_CONSTRUCTORS: dict[type, torch.dtype | None] = {
 }
 
 # torch classes with trackers of their own (sizes, devices, dtype limits, grad-mode and autocast
-# contexts, profiler ranges, `nn.Parameter` and legacy tensor constructors called in the frame)
+# contexts, profiler ranges and profilers, `nn.Parameter` and legacy tensor constructors called in
+# the frame)
 TORCH_CLASSES = (
     torch.Size,
     torch.device,
@@ -389,6 +393,8 @@ TORCH_CLASSES = (
     torch.autocast,
     torch._C.DisableTorchFunctionSubclass,
     torch.autograd.profiler.record_function,
+    torch.profiler.profile,
+    torch.autograd.profiler.profile,
     torch.nn.Parameter,
     *LEGACY_TENSOR_CONSTRUCTORS,
 )
