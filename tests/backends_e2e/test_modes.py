@@ -27,7 +27,7 @@ def recorded(monkeypatch):
     """Config patches handed to Inductor, one dict per compiled graph; graphs run as they are."""
     calls: list[dict] = []
 
-    def fake_compile(gm, example_inputs, patches):
+    def fake_compile(gm, example_inputs, patches, name=None):
         calls.append(dict(patches))
         return gm.forward
 

@@ -72,10 +72,10 @@ def _compile_fx(
     if config.mark_static_inputs:
         # parameters/buffers are static for CUDA graphs, as under torch.compile (_static_inputs.py)
         mark_static_inputs(gm, example_inputs)
+    # the region's name only where compile() was given one (older torch's compile_fx lacks it)
+    named = {} if name is None else {"compile_region_name": name}
     return unless_subclasses(
-        lambda gm, example_inputs: compile_fx(
-            gm, example_inputs, config_patches=dict(patches), compile_region_name=name
-        ),
+        lambda gm, example_inputs: compile_fx(gm, example_inputs, config_patches=dict(patches), **named),
         gm,
         example_inputs,
     )
