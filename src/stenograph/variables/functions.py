@@ -53,9 +53,9 @@ from .tensor_effects import refuse_effect
 from .tensor_literals import tensor_of_graph_values
 from .trace_rules import (
     LEGACY_TENSOR_CONSTRUCTORS,
-    PYTHON_STATE_READERS,
     is_frozen_dataclass,
     is_literal,
+    is_python_state_reader,
     is_state_reader,
     is_user_class,
     trace_constant,
@@ -102,7 +102,7 @@ class UserFunctionVariable(Variable):
             return args[0]  # `compile(fn, ...)` inside a compiled function: fn, traced where it is called
         if is_nonstrict_trace(self.fn) or is_leaf_function(self.fn):
             return nonstrict_calls.call(frame, self.fn, args, kwargs, real_constants=not is_leaf_function(self.fn))
-        if self.fn in PYTHON_STATE_READERS and not args and not kwargs:
+        if is_python_state_reader(self.fn) and not args and not kwargs:
             value = self.fn()
             frame.output.guards.state_query(self.fn, f"{self.fn.__module__}.{self.fn.__qualname__}", value)
             return constant(value)

@@ -357,7 +357,12 @@ def is_state_reader(fn: Any) -> bool:
 
 #: torch's Python functions of no arguments that only read the autograd engine's state: asked
 #: at trace time, their answers guarded (an untraced library's function would break the graph)
-PYTHON_STATE_READERS = frozenset({torch.autograd._is_checkpoint_valid})
+PYTHON_STATE_READERS = (torch.autograd._is_checkpoint_valid,)
+
+
+def is_python_state_reader(fn: Any) -> bool:
+    """One of `PYTHON_STATE_READERS` (by identity: callables need not be hashable)."""
+    return any(fn is reader for reader in PYTHON_STATE_READERS)
 
 
 # -- classes --------------------------------------------------------------------------------------
