@@ -8,6 +8,7 @@ a graph; outside `fullgraph=True` it never reaches the user (the frame runs eage
 from __future__ import annotations
 
 import enum
+import types
 
 from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
@@ -80,6 +81,10 @@ class Unsupported(StenographError):
         # whether the `error_on_graph_break` setting where it was raised makes it an error (None:
         # raised outside a traced instruction; the setting of the compile then decides)
         self.error_on_break: bool | None = None
+        # (internal) the traced frames it passed through, innermost first: each frame's code, the
+        # index of its running instruction and whether its caller can be resumed after it
+        # (`Frame.resumable`), for a nested graph break (`config.nested_graph_breaks`)
+        self.frame_path: list[tuple[types.CodeType, int, bool]] = []
         self.location = location
         self.source_line = source_line
         self.hint = hint

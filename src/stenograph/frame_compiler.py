@@ -27,8 +27,8 @@ from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
 from .backends.recompute_regions import uncached_recompute_regions
 from .bytecode.instructions import decoded
-from .bytecode.resume_code import enclosing_with_statements, with_statement_start
-from .errors import BackendCompilerFailed, BreakKind, StenographError, TraceAgain, Unsupported
+from .bytecode.resume_code import describe_handler, enclosing_with_statements, with_statement_start
+from .errors import BackendCompilerFailed, BreakKind, FullgraphBreak, StenographError, TraceAgain, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
@@ -49,6 +49,10 @@ from .variables.cells import Cell, LazyValue
 from .variables.generators import has_cleanup, unclosed_refusal
 from .variables.global_contexts import close_abandoned
 from .verify import reference_copy, verify_on_first_call
+
+# where a graph break goes: (code, instruction index) of each frame from the compiled one to the
+# one that runs the instruction eagerly (one entry: a break in the compiled frame itself)
+BreakPath = tuple[tuple[types.CodeType, int], ...]
 
 
 @dataclass(slots=True)
@@ -283,13 +287,18 @@ class _Attempts:
         self._compilers: list[_GraphCompiler] = []
         self.restarts = 0  # traces given up to see state the trace changed (`TraceAgain`)
 
-    def trace(self, call: FrameCall, stop_index: int | None = None) -> tuple[OutputGraph, Frame, Any]:
-        """Trace the call (up to instruction `stop_index`): its graph, frame and returned tracker."""
+    def trace(
+        self, call: FrameCall, stop_index: int | None = None, stop_path: BreakPath | None = None
+    ) -> tuple[OutputGraph, Frame, Any]:
+        """Trace the call (up to instruction `stop_index`, or up to the end of `stop_path` in an
+        inlined call): its graph, frame and returned tracker."""
         output = OutputGraph(call.policy, call.caller_handles, breaks_allowed=not call.fullgraph)
         self._open.append(output)
         output.eager_generators = self.eager_generators
         local_values, cells = _root_state(call.fn, call.args, call.kwargs)
-        frame = Frame(call.code, call.fn.__globals__, local_values, cells, output, stop_index=stop_index)
+        frame = Frame(
+            call.code, call.fn.__globals__, local_values, cells, output, stop_index=stop_index, stop_path=stop_path
+        )
         result = frame.run()
         _require_unbacked_facts(output, call.policy)
         return output, frame, result
@@ -416,7 +425,8 @@ def _compile_break(request: FrameCompile, attempts: _Attempts, reason: Unsupport
         reason.reason += " (inside a loop: the frame runs eagerly, its callees compiled, as torch.compile skips it)"
         reason.in_loop = True
         raise reason
-    compiled = _first_possible_break(request, attempts, reason, [index, *_enclosing_breaks(request.code, inst)])
+    here = [((request.code, at),) for at in [index, *_enclosing_breaks(request.code, inst)]]
+    compiled = _first_possible_break(request, attempts, reason, [*_nested_breaks(request, reason), *here])
     internal = "".join(traceback.format_tb(reason.__traceback__))
     events.publish(
         events.GraphBreak(
@@ -446,6 +456,57 @@ def _may_loop_back(code: types.CodeType, index: int) -> bool:
     return False
 
 
+def _nested_breaks(request: FrameCompile, reason: Unsupported) -> list[BreakPath]:
+    """With `config.nested_graph_breaks`, where a break inside an inlined call may go instead
+    of at the compiled frame's call, deepest first: the way down from the compiled frame
+    (`reason.frame_path`) as far as each call on it returns straight to its caller
+    (`Frame.resumable`) and lies outside any loop, `try` or `with` block of its frame. The
+    frames on the way are then resumed after their calls, one graph for all of them."""
+    if not config.nested_graph_breaks or not _nestable(reason):
+        return []
+    path = list(reversed(reason.frame_path))  # the compiled frame first
+    if len(path) < 2 or path[0][0] is not request.code or path[0][1] != reason.break_index:
+        return []
+    if not _only_with_blocks(request.code, reason.break_index):
+        return []
+    depth = 0
+    for code, index, resumable in path[1:]:
+        inst = decoded(code).instructions[index]
+        if not resumable or not can_break_at(inst) or not _only_with_blocks(code, index):
+            break
+        if _may_loop_back(code, index):
+            break
+        depth += 1
+    return [tuple((code, index) for code, index, _ in path[: d + 1]) for d in range(depth, 0, -1)]
+
+
+def _nestable(reason: Unsupported) -> bool:
+    """Whether a break for `reason` may go inside an inlined call (a frame run as a whole, a
+    generator's body, a backward differentiated again: no)."""
+    if isinstance(reason, FullgraphBreak) or reason.whole_frame or reason.generator_code is not None:
+        return False
+    return reason.kind is not BreakKind.TWICE_DIFFERENTIABLE
+
+
+def _only_with_blocks(code: types.CodeType, index: int) -> bool:
+    """Whether instruction `index` of `code` lies in no `try` or `except` block: in none at all,
+    or in `with` blocks only (the break writer accepts grad-mode ones). Followed out through
+    each handler: a `with` block's own handler may lie in a `try` block."""
+    dec = decoded(code)
+    offset = dec.instructions[index].offset
+    first = True
+    for _ in range(len(dec.exception_entries) + 1):
+        entry = next((e for e in dec.exception_entries if e.start <= offset < e.end), None)
+        if entry is None:
+            return True
+        kind = describe_handler(dec, entry)
+        if kind != "with block" and (first or kind != "except/finally handler"):
+            return False
+        first = False
+        offset = entry.target
+    return False
+
+
 def _enclosing_breaks(code: types.CodeType, inst: dis.Instruction) -> list[int]:
     """Where else the break may go, innermost first: each `with` statement around `inst`, and
     the call making its context manager (a real one then)."""
@@ -461,10 +522,10 @@ def _enclosing_breaks(code: types.CodeType, inst: dis.Instruction) -> list[int]:
 
 
 def _first_possible_break(
-    request: FrameCompile, attempts: _Attempts, reason: Unsupported, candidates: list[int]
+    request: FrameCompile, attempts: _Attempts, reason: Unsupported, candidates: list[BreakPath]
 ) -> Compiled:
-    """The break at the first of `candidates` (instruction indices) where one can be written;
-    `reason` says where it went, or why none could."""
+    """The break at the first of `candidates` where one can be written; `reason` says where it
+    went, or why none could."""
     failure: Unsupported | _NoBreakThere | None = None
     for at in candidates:
         try:
@@ -473,7 +534,7 @@ def _first_possible_break(
             failure = failure or problem
             attempts.close()
             continue
-        if at != candidates[0]:
+        if at != candidates[0] and len(at) == 1 and len(candidates[0]) == 1:
             assert failure is not None
             why = failure.problem.reason if isinstance(failure, _NoBreakThere) else failure.reason
             reason.reason += f" (the graph breaks at the enclosing `with` statement instead: {why})"
@@ -493,21 +554,37 @@ class _NoBreakThere(Exception):
         self.problem = problem
 
 
-def _break_at(request: FrameCompile, attempts: _Attempts, index: int, reason: Unsupported) -> Compiled:
-    """The breaking transformed code for a break before instruction `index`."""
-    output, frame, result = attempts.trace(request, index)
-    if result is not None or frame.ip != index:
-        raise reason  # the second trace did not stop where the first one failed
+def _break_at(request: FrameCompile, attempts: _Attempts, path: BreakPath, reason: Unsupported) -> Compiled:
+    """The breaking transformed code for a break before the last instruction of `path`."""
+    code, index = path[-1]
+    if len(path) == 1:
+        output, frame, result = attempts.trace(request, index)
+        if result is not None or frame.ip != index:
+            raise reason  # the second trace did not stop where the first one failed
+        fn, callers = request.fn, []
+    else:
+        output, root, result = attempts.trace(request, stop_path=path)
+        frame = root.stopped_inside
+        if result is not None or frame is None or frame.code is not code or frame.ip != index:
+            raise reason
+        assert frame.function is not None
+        fn, callers = frame.function, []
+        caller = frame.parent
+        while caller is not None:
+            callers.append(caller)
+            caller = caller.parent
     try:
         writer = BreakWriter(
             frame,
             index,
-            request.fn,
+            fn,
             request.backend,
             request.backend_name,
             request.runtime,
             compile_callees=not reason.eager_callee,
             compile_resume=not reason.rest_eager,
+            callers=callers,
+            root_fn=request.fn,
         )
         compiler = attempts.graph_compiler(request, output, _graph_backend(request, reason))
         transformed = writer.build(compiler, [i.source for i in output.inputs], request.label)

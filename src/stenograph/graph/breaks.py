@@ -16,6 +16,7 @@ import dis
 import functools
 import types
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,7 @@ from ..variables.symbolic import SymNodeVariable
 from ..variables.trace_rules import compiles_as_own_frame, skipped_with_callees_compiled
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
 from .eager_warnings import warn_at
-from .resume import Origin, resume_function
+from .resume import Origin, nested_resume_function, resume_function
 from .runtime import Runtime
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ class BreakWriter:
         *,
         compile_callees: bool = True,
         compile_resume: bool = True,
+        callers: Sequence[Frame] = (),
+        root_fn: types.FunctionType | None = None,
     ) -> None:
         self.frame = frame
         # False: a function called at the break runs as plain Python (`Unsupported.eager_callee`)
@@ -92,6 +95,18 @@ class BreakWriter:
             raise Unsupported(str(e)) from e
         self.next_offset = frame.instructions[index + 1].offset if index + 1 < len(frame.instructions) else None
         self.fn = fn
+        # a nested break (`config.nested_graph_breaks`): `frame` is an inlined call's, and the
+        # frames that called it, innermost first, are resumed after their calls in turn; the
+        # transformed function is the compiled frame's (`root_fn`)
+        self.root_fn = root_fn if root_fn is not None else fn
+        try:
+            self.callers = [(caller, Origin(caller.function or self.root_fn)) for caller in callers]
+        except NotImplementedError as e:
+            raise Unsupported(str(e)) from e
+        if self.callers:
+            self._refuse_nested_closures()
+        # each caller's (frame, origin, stack slots, live locals), as `build` rebuilds them
+        self.caller_states: list[tuple[Frame, Origin, list[Slot], list[tuple[str, str]]]] = []
         self.backend = backend
         self.backend_name = backend_name
         # compile(dynamic=...): the functions this break hands over compile with the same setting
@@ -101,7 +116,7 @@ class BreakWriter:
         self.writer = CodeWriter()
         self.rebuild = Reconstructor(self.writer)
         self.writer.namespace["___Continue"] = runtime.continue_class
-        self.dynamic_locals: set[str] = set()  # live locals holding symbolic numbers
+        self.dynamic_locals: set[tuple[int, str]] = set()  # (id of frame, name): symbolic numbers
         self.shares_cells = self._shares_cells()
         if self.shares_cells:
             cells = (self.frame.cells[name] for name in self.origin.code.co_cellvars)
@@ -124,8 +139,10 @@ class BreakWriter:
                 # left already (a `with` block's exception exit): only popped from here on
                 slots.append(Slot(VALUE_STACK_ENTRY, "None"))
             elif isinstance(var, ContextExitVariable):
-                slots.append(Slot(VALUE_STACK_ENTRY, self._enter_context(var)))
+                slots.append(Slot(VALUE_STACK_ENTRY, self._enter_context(var), context_exit=True))
             elif isinstance(var, GlobalContextMethod):
+                if self.callers:
+                    raise Unsupported(f"{var.describe()} open at a nested graph break")
                 slots.append(Slot(REENTERED_CONTEXT, self._enter_global_context(var)))
             elif isinstance(var, IteratorVariable) and var.on_stack_as_tuple_iterator:
                 items = var.items[var.index :]
@@ -165,7 +182,8 @@ class BreakWriter:
         """The real grad mode the eager part starts from: the mode before the outermost grad or
         inference-mode context still open at the break (it is re-entered for real), else the
         traced mode."""
-        for var in self.frame.stack:
+        stacks = [caller.stack for caller, _ in reversed(self.callers)] + [self.frame.stack]
+        for var in (var for stack in stacks for var in stack):
             if _open_grad_context(var):
                 return var.previous
             if isinstance(var, GlobalContextMethod) and not var.called:
@@ -216,6 +234,8 @@ class BreakWriter:
         raise. Such a frame runs eagerly instead."""
         seen: set[int] = set()
         values = [*self.frame.stack, *self.frame.locals.values()]
+        for caller, _ in self.callers:
+            values += [*caller.stack, *caller.locals.values()]
         values += [c.contents for c in self.frame.cells.values() if isinstance(c.contents, Variable)]
         reachable = _containers_within([v for v in values if not isinstance(v, IteratorVariable)])
         for var in values:
@@ -269,15 +289,17 @@ class BreakWriter:
             cells.append(expr)
         return "(" + "".join(c + ", " for c in cells) + ")"
 
-    def live_locals(self) -> list[tuple[str, str]]:
+    def live_locals(self, frame: Frame | None = None, origin: Origin | None = None) -> list[tuple[str, str]]:
+        """(name, expression) of the live locals of the breaking frame (or of a caller of it)."""
+        frame = frame or self.frame
+        code = (origin or self.origin).code
         live = []
-        code = self.origin.code
         for name in dict.fromkeys(code.co_varnames + code.co_cellvars):
             if self.shares_cells and name in code.co_cellvars:
                 continue  # in the closure (`shared_closure`)
-            value = self.frame.locals.get(name)
-            if value is None and name in code.co_cellvars and name in self.frame.cells:
-                value = self.frame.cells[name].contents  # a cell's value; the resume code makes a fresh cell
+            value = frame.locals.get(name)
+            if value is None and name in code.co_cellvars and name in frame.cells:
+                value = frame.cells[name].contents  # a cell's value; the resume code makes a fresh cell
             if value is None or isinstance(value, NullVariable):
                 continue
             if isinstance(value, LazyValue):
@@ -285,8 +307,36 @@ class BreakWriter:
             else:
                 live.append((name, self._evaluate(value)))
                 if _is_dynamic_number(value):
-                    self.dynamic_locals.add(name)
+                    self.dynamic_locals.add((id(frame), name))
         return live
+
+    def _refuse_nested_closures(self) -> None:
+        """A chain of resume functions (`nested_resume_function`) is built for code without
+        closure cells: a cell shared by a caller and the functions it made would need passing
+        along the chain."""
+        for origin in [self.origin, *(origin for _, origin in self.callers)]:
+            if origin.code.co_freevars or origin.code.co_cellvars:
+                raise Unsupported(f"a nested graph break through {origin.code.co_qualname}, which has closure cells")
+
+    def caller_slots(self, caller: Frame) -> list[Slot]:
+        """A caller's stack under the call it is in (a nested break): values, and the `__exit__`
+        of each grad-mode `with` block it is in, whose context is entered again; no loop or `try`
+        block of a caller is open there (`frame_compiler`)."""
+        if caller.handled:
+            raise Unsupported("a nested graph break under an except block of a caller")
+        slots = []
+        for var in caller.stack:
+            if isinstance(var, NullVariable):
+                slots.append(Slot(NULL_STACK_ENTRY))
+            elif _open_grad_context(var):
+                slots.append(Slot(VALUE_STACK_ENTRY, self._enter_context(var), context_exit=True))
+            elif isinstance(var, (LastiVariable, HandlerEntryVariable, ContextExitVariable, GlobalContextMethod)):
+                raise Unsupported(f"{var.describe()} on a caller's stack at a nested graph break")
+            elif isinstance(var, IteratorVariable):
+                raise Unsupported("an iterator on a caller's stack at a nested graph break")
+            else:
+                slots.append(Slot(VALUE_STACK_ENTRY, self._evaluate(var), _is_dynamic_number(var)))
+        return slots
 
     # -- resume calls ------------------------------------------------------------------------
 
@@ -299,9 +349,12 @@ class BreakWriter:
         kinds = tuple(s.kind for s in slots)
         names = tuple(name for name, _ in live)
         dynamic = tuple(stack_arg_name(i) for i, s in enumerate(slots) if s.dynamic and takes_argument(s.kind))
-        dynamic += tuple(name for name in names if name in self.dynamic_locals)
+        dynamic += tuple(name for name in names if (id(self.frame), name) in self.dynamic_locals)
         origin = self.origin
         target_offset = offset if handler else origin.offset(offset)
+        if self.callers:
+            assert not handler, "a nested break's instruction lies outside try blocks (frame_compiler)"
+            return self._nested_resume_call(target_offset, slots, live)
         try:
             resume = resume_function(
                 origin.fn,
@@ -326,6 +379,47 @@ class BreakWriter:
             args.insert(0, "___cells")  # the closure of the function that broke (resume_function)
         return f"return ___Continue({target}, ({''.join(a + ', ' for a in args)}))"
 
+    def _nested_resume_call(self, offset: int, slots: list[Slot], live: list[tuple[str, str]]) -> str:
+        """`return ___Continue(<chain>, (args...))` for a nested break: the chain of resume
+        functions (`nested_resume_function`) continues the breaking frame at `offset` (in the
+        original code), then each caller after its call."""
+        links: list[tuple] = []
+        args: list[str] = []
+        dynamic: list[int] = []
+
+        def add(frame: Frame, origin: Origin, at: int, link_slots: list[Slot], link_live: list, result: bool) -> None:
+            kinds = tuple(s.kind for s in link_slots) + ((VALUE_STACK_ENTRY,) if result else ())
+            names = tuple(name for name, _ in link_live)
+            passed = [s for s in link_slots if takes_argument(s.kind)]
+            exits = tuple(i for i, s in enumerate(passed) if s.context_exit)
+            links.append((origin.code, origin.fn.__globals__, at, kinds, names, exits))
+            for s in passed:
+                if s.dynamic:
+                    dynamic.append(len(args))
+                args.append(s.expr)
+            for name, expr in link_live:
+                if (id(frame), name) in self.dynamic_locals:
+                    dynamic.append(len(args))
+                args.append(expr)
+
+        add(self.frame, self.origin, offset, slots, live, False)
+        for caller, origin, caller_slots, caller_live in self.caller_states:
+            after = origin.offset(caller.instructions[caller.ip].offset)
+            add(caller, origin, after, caller_slots, caller_live, True)
+        root = self.callers[-1][0]
+        resume = nested_resume_function(
+            tuple(links),
+            self.backend,
+            self.backend_name,
+            self.runtime,
+            tuple(dynamic),
+            self.dynamic_setting,
+            present_as=(root.code.co_filename, root.line, root.code.co_name),
+            eager_first=not self.compile_resume,
+        )
+        target = self.writer.bind(resume, "resume")
+        return f"return ___Continue({target}, ({''.join(a + ', ' for a in args)}))"
+
     def handler_call(self, slots: list[Slot], live: list[tuple[str, str]], closure: str | None) -> list[str] | None:
         """The `except` clause sending an exception raised by the eager instruction to the
         frame's own handler, when the instruction is inside a try or with block (having left the
@@ -333,6 +427,8 @@ class BreakWriter:
         offset = self.origin.offset(self.inst.offset)
         for entry in exception_entries(self.origin.code):
             if entry.start <= offset < entry.end:
+                if self.callers:
+                    raise Unsupported("a nested graph break inside a try or with block")
                 handler_slots = list(slots[: entry.depth])
                 if entry.lasti:
                     handler_slots.append(Slot(LastiStackEntry(offset)))
@@ -430,25 +526,47 @@ class BreakWriter:
         flags = {**torch_flags.current(), torch_flags.GRAD: self._grad_mode_before_open_contexts()}
         self.rebuild.set_flags(flags, frame.output)
         self._refuse_shared_iterators()
+        # the contexts open at the break are entered again outermost first: the callers' first
+        caller_slots = {id(caller): self.caller_slots(caller) for caller, _ in reversed(self.callers)}
         slots = self.stack_slots()
         self._refuse_contexts_off_the_stack()
-        if any(s.kind is REENTERED_CONTEXT for s in slots) or any(_open_grad_context(v) for v in frame.stack):
+        entered = [*slots, *(s for stack in caller_slots.values() for s in stack)]
+        if any(s.kind is REENTERED_CONTEXT or s.context_exit for s in entered):
             # the contexts entered leave the innermost one's mode; the code may have switched it
             # since (a `set_grad_enabled` statement, a grad block left on its exception path)
             setter = self.writer.bind(torch._C._set_grad_enabled, "set_grad")
             self.writer.post.append(f"{setter}({traced_grad_mode})")
         live = self.live_locals()
         closure = self.shared_closure() if self.shares_cells else None
+        self.caller_states = [
+            (caller, origin, caller_slots[id(caller)], self.live_locals(caller, origin))
+            for caller, origin in self.callers
+        ]
         if frame.output.side_effects:  # take values read from inputs before the replay changes them
-            slots = [replace(s, expr=self.rebuild.pin(s.expr)) if s.expr else s for s in slots]
+            slots = self._pinned(slots)
             live = [(name, self.rebuild.pin(expr)) for name, expr in live]
+            self.caller_states = [
+                (caller, origin, self._pinned(caller_slots), [(n, self.rebuild.pin(e)) for n, e in caller_live])
+                for caller, origin, caller_slots, caller_live in self.caller_states
+            ]
         self.rebuild.replay(frame.output.side_effects)
         eager, continuations = self.instruction(slots)
         if eager and frame.handled:
+            if self.callers:
+                raise Unsupported("a nested graph break inside an except block")
             eager = self._while_handling(frame.handled[-1], eager)
         tail = self.writer.tail
-        handler = self.handler_call(slots, live, closure) if eager else None
-        if handler is not None:
+        handler = self.handler_call(slots, live, closure) if eager and not self.callers else None
+        exits = self._open_exits(slots) if self.callers else []
+        if eager and exits:
+            # the `with` blocks open in the frames at a nested break are left as the exception
+            # from the eager part leaves them (grad-mode contexts: their mode restored)
+            tail.append("try:")
+            tail.extend("    " + line for line in eager)
+            tail.append("except BaseException:")
+            tail.extend(f"    {exit_}(None, None, None)" for exit_ in exits)
+            tail.append("    raise")
+        elif handler is not None:
             tail.append("try:")
             tail.extend("    " + line for line in eager)
             tail.extend(handler)
@@ -465,8 +583,21 @@ class BreakWriter:
                 tail.append(f"if {condition}:")
                 tail.append("    " + call)
         line = frame.line if frame.current is None else _line_of(self.inst, frame.line)
+        code = frame.code
+        if self.callers:  # the transformed function is the compiled frame's, at its call
+            root = self.callers[-1][0]
+            code, line = root.code, root.line
         close_in_graph(frame.output)
-        return finish(self.writer, self.rebuild, input_sources, compile_graph, frame.code, self.fn, label, line)
+        return finish(self.writer, self.rebuild, input_sources, compile_graph, code, self.root_fn, label, line)
+
+    def _open_exits(self, slots: list[Slot]) -> list[str]:
+        """The `__exit__`s of the grad-mode contexts open at a nested break, innermost first:
+        the breaking frame's, then each caller's."""
+        stacks = [slots, *(caller_slots for _, _, caller_slots, _ in self.caller_states)]
+        return [s.expr for stack in stacks for s in reversed(stack) if s.context_exit]
+
+    def _pinned(self, slots: list[Slot]) -> list[Slot]:
+        return [replace(s, expr=self.rebuild.pin(s.expr)) if s.expr else s for s in slots]
 
     def instruction(self, slots: list[Slot]) -> Rendered:
         """(eager lines, [(condition, resume offset, stack)]) for the break instruction, as its

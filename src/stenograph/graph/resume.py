@@ -17,8 +17,10 @@ from ..bytecode.resume_code import (
     build_resume_code,
     original_offsets,
     resume_code_name,
+    takes_argument,
 )
-from ..guards.pyfunc import with_closure
+from ..guards.pyfunc import make_function, with_closure
+from ..marks import mark_disabled
 from .runtime import Runtime, remember_maker
 
 # None of these keeps a code object alive: an entry goes when the code it is about dies, and a
@@ -31,6 +33,8 @@ _dynamic: weakref.WeakKeyDictionary[types.CodeType, set[str]] = weakref.WeakKeyD
 # resume code -> the code it continues
 _origins: weakref.WeakKeyDictionary[types.CodeType, weakref.ref] = weakref.WeakKeyDictionary()
 _offset_maps: weakref.WeakKeyDictionary[types.CodeType, dict[int, int] | None] = weakref.WeakKeyDictionary()
+# the code of every chain of resume functions (`nested_resume_function`)
+_chains: weakref.WeakSet[types.CodeType] = weakref.WeakSet()
 # resume code -> its name in logs and reports (`__resume_at_48_f`; its co_name is the original's)
 _names: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
 
@@ -140,6 +144,77 @@ def resume_function(
     return found
 
 
+def nested_resume_function(
+    links: tuple[tuple[types.CodeType, dict, int, tuple[SlotKind, ...], tuple[str, ...], tuple[int, ...]], ...],
+    backend: Any,
+    backend_name: str,
+    runtime: Runtime,
+    dynamic: tuple[int, ...] = (),
+    compile_dynamic: bool | None = None,
+    present_as: tuple[str, int, str] | None = None,
+    eager_first: bool = False,
+) -> Any:
+    """What a nested graph break tail-calls: the dispatcher of a function that runs a chain of
+    resume functions, each returning into the next. `links`, innermost frame first, are each
+    frame's (code, globals, offset, stack kinds, live locals, context exits): the innermost one
+    resumes after the break, each caller after its call, with the callee's result on top of its
+    stack (its last kind). Context exits are the positions among a link's arguments of the
+    `__exit__`s of the grad-mode `with` blocks its frame is in: until the link runs (its code
+    then leaves them itself), an exception leaves them here, as the blocks would.
+
+    The chain takes every link's arguments in that order, less the results, as one tuple; it is
+    compiled as one frame, so the resumed callers' code joins the callee's in one graph, as the
+    trace before the break had them in one. `dynamic`: positions of arguments symbolic from the
+    first compile (`resume_function`'s `dynamic`). `eager_first`: the innermost link runs as
+    plain Python, its callees compiled (the break was `step_unsupported()`): the chain's trace
+    breaks at its call. None of the codes has free variables."""
+    codes = tuple(resume_code(code, offset, kinds, live) for code, _, offset, kinds, live, _ in links)
+    key = ("nested", codes, id(backend), compile_dynamic, eager_first)
+    found = _wrappers.get(key)
+    if found is not None:
+        return found
+    # named as the compiled frame's module: its calls are traced by the rules of that code
+    namespace: dict[str, Any] = {"__name__": links[-1][1].get("__name__", "__main__")}
+    params: list[str] = []
+    calls: list[str] = []
+    exits: list[list[str]] = []  # each link's open contexts' `__exit__`s, innermost first
+    for i, (code, (_, globals_dict, _, kinds, _, link_exits)) in enumerate(zip(codes, links)):
+        namespace[f"___resume{i}"] = link = types.FunctionType(code, globals_dict, code.co_name)
+        if eager_first and i == 0:
+            mark_disabled(link, "the code after step_unsupported() runs eagerly", eager_frame=link)
+        own = [f"___a{len(params) + j}" for j in range(code.co_argcount - (i > 0))]
+        params += own
+        exits.append([own[j] for j in reversed(link_exits)])
+        if i > 0:  # the callee's result goes on top of the stack, under the locals
+            on_stack = sum(1 for kind in kinds[:-1] if takes_argument(kind))
+            own.insert(on_stack, "___v")
+        calls.append(f"___resume{i}({', '.join(own)})")
+    body: list[str] = []
+    for i, call in enumerate(calls[:-1]):
+        waiting = [exit_ for later in exits[i + 1 :] for exit_ in later]
+        if not waiting:
+            body.append(f"___v = {call}")
+            continue
+        body += ["try:", f"    ___v = {call}", "except BaseException:"]
+        body += [f"    {exit_}(None, None, None)" for exit_ in waiting] + ["    raise"]
+    body.append(f"return {calls[-1]}")
+    chain = make_function(
+        "___nested_resume", ", ".join(params), body, namespace, like=None, label="nested resume", present_as=present_as
+    )
+    _chains.add(chain.__code__)
+    if dynamic:
+        _dynamic.setdefault(chain.__code__, set()).update(f"L['___a{i}']" for i in dynamic)
+    found = runtime.resume_dispatcher(chain, backend, backend_name, compile_dynamic)
+    _wrappers[key] = found
+    remember_maker(
+        found,
+        "nested_resume",
+        (links, backend, backend_name, dynamic),
+        {"compile_dynamic": compile_dynamic, "present_as": present_as, "eager_first": eager_first},
+    )
+    return found
+
+
 def _plain(resume: types.FunctionType) -> Any:
     """The plain resume function, called as `Continue` calls a dispatcher: the arguments as one
     tuple, one frame above the resume code (`Continue.run` counts it)."""
@@ -168,7 +243,7 @@ def origin_of(code: types.CodeType) -> types.CodeType | None:
 def dynamic_arguments(code: types.CodeType) -> set[str]:
     """The source names `resume_function` was told are dynamic for this resume code (a live set:
     a later break resuming at the same place may add to it)."""
-    return _dynamic.setdefault(code, set()) if code in _origins else set()
+    return _dynamic.setdefault(code, set()) if code in _origins or code in _chains else set()
 
 
-process_state.register_containers("graph.resume", _codes, _dynamic, _wrappers, _origins, _offset_maps, _names)
+process_state.register_containers("graph.resume", _codes, _dynamic, _wrappers, _origins, _offset_maps, _names, _chains)

@@ -37,6 +37,8 @@ class Slot:
     kind: SlotKind
     expr: str = ""
     dynamic: bool = False  # a number from tensor data: symbolic in the resume function
+    # the `__exit__` of a grad-mode context entered again for the break (`BreakWriter`)
+    context_exit: bool = False
 
 
 def result(dynamic: bool = False) -> Slot:

@@ -26,12 +26,16 @@ from ..variables.cells import Cell, LazyValue
 from ..variables.compile_regions import call_region, is_region
 from ..variables.constants import constant
 from ..variables.exceptions import CallerExceptionVariable, caller_exception, raise_python_error
-from ..variables.functions import UserFunctionVariable
+from ..variables.frame_objects import NNModuleVariable
+from ..variables.functions import UserFunctionVariable, UserMethodVariable
 from ..variables.generators import GeneratorVariable, needs_close, unclosed_refusal
 from ..variables.trace_rules import is_trusted_module
 from .binding import bind_arguments, binding_error
 from .exceptions import TracedException, uncaught, unwind_to_handler
 from .opcodes import handlers_for_running_python
+
+# the callables whose call returns what the inlined function returns, nothing done around it
+_PLAIN_CALLS = (UserFunctionVariable, UserMethodVariable)
 
 
 class Frame:
@@ -46,6 +50,7 @@ class Frame:
         output: OutputGraph,
         parent: Frame | None = None,
         stop_index: int | None = None,
+        stop_path: tuple[tuple[types.CodeType, int], ...] | None = None,
     ) -> None:
         self.code = code
         self.f_globals = f_globals
@@ -83,6 +88,16 @@ class Frame:
         self.trusted = is_trusted_module(f_globals.get("__name__", ""))
         # the instruction before which to stop (the second trace of a frame with a graph break)
         self.stop_index = stop_index
+        # a nested graph break's second trace: (code, instruction index) of each frame from the
+        # compiled one to the one that stops (`NestedStop`), on every frame on that way
+        self.stop_path = stop_path
+        # an inlined call's function, and whether its caller receives exactly what it returns (a
+        # plain call of it, or of a module whose forward it is): a nested graph break inside it
+        # can then resume the caller after the call (`graph/breaks.py`)
+        self.function: types.FunctionType | None = None
+        self.resumable = False
+        # the compiled frame of a nested break's second trace: the inlined frame that stopped
+        self.stopped_inside: Frame | None = None
         # instruction index -> the user stack there, as FX nodes' `stack_trace` (stack_trace())
         self._stack_traces: dict[int, str] = {}
 
@@ -118,6 +133,12 @@ class Frame:
                     self.raised_at.setdefault(id(exc.value), self.ip - 1)
                     if not unwind_to_handler(self, exc):
                         raise
+            if self.ip == stop and self.parent is not None:
+                raise NestedStop(self)
+        except NestedStop as stopped:
+            if self.parent is not None:
+                raise
+            self.stopped_inside = stopped.frame
         except TracedException as exc:
             if self.parent is not None:
                 raise
@@ -129,6 +150,7 @@ class Frame:
             raise e from None
         except Unsupported as e:
             self._annotate(e)
+            e.frame_path.append((self.code, self.ip - 1, self.resumable))
             if e.error_on_break is None:  # the innermost frame: the contexts it is in are open
                 e.error_on_break = errors_on_graph_break()
             if self.parent is None and e.break_index is None and not (isinstance(e, FullgraphBreak) or e.whole_frame):
@@ -363,7 +385,24 @@ class Frame:
             child.called_directly = code is getattr(
                 getattr(callee, "fn", None), "__code__", getattr(callee, "code", None)
             )
+            child.function = fn
+            child.resumable = (child.called_directly and type(callee) in _PLAIN_CALLS) or (
+                isinstance(callee, NNModuleVariable) and callee.forwards_to(code)
+            )
+            self._follow_stop_path(child)
         return child.run()
+
+    def _follow_stop_path(self, child: Frame) -> None:
+        """A nested break's second trace: the child stops where the first trace broke, if this
+        call is the one on the way there."""
+        path = self.stop_path
+        if path is None or child.depth >= len(path) or self.ip - 1 != path[self.depth][1]:
+            return
+        if child.code is not path[child.depth][0]:
+            return
+        child.stop_path = path
+        if child.depth == len(path) - 1:
+            child.stop_index = path[-1][1]
 
     def _wrap_defaults(
         self, fn: types.FunctionType, fn_source: Source | None
@@ -406,6 +445,16 @@ class Frame:
                 cells.append(Cell(LazyValue(value, contents), cell))
             self.tracked_cells[id(cell)] = cells[-1]
         return tuple(cells)
+
+
+class NestedStop(BaseException):
+    """Raised by an inlined frame that reached the instruction a nested break's second trace
+    stops at; the compiled frame catches it (`Frame.stopped_inside`). A BaseException: nothing
+    between them may take it for an error of the traced code."""
+
+    def __init__(self, frame: Frame) -> None:
+        super().__init__(frame.code.co_qualname)
+        self.frame = frame
 
 
 def _frame_line(code: types.CodeType, inst: Instr | None) -> str:

@@ -867,6 +867,19 @@ class NNModuleVariable(UserObjectVariable):
         with frame.output.active.module_call(path, type(self.value_object)):
             return self._call(frame, args, kwargs)
 
+    def forwards_to(self, code: types.CodeType) -> bool:
+        """Whether calling the module ran `code` as its forward with nothing around it (nn.Module's
+        own `__call__`, no hooks: what `_call` found, and guarded), so the call returns exactly
+        what the forward returns."""
+        module = self.value_object
+        cls = type(module)
+        if class_attribute(cls, "__call__") is not torch.nn.Module.__call__:
+            return False
+        forward = class_attribute(cls, "forward")
+        if getattr(forward, "__code__", None) is not code or "forward" in getattr(module, "__dict__", {}):
+            return False
+        return not (has_module_hooks(module) or has_global_hooks() or has_backward_hooks(module))
+
     def _call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         custom_call = class_attribute(type(self.value_object), "__call__")
         if custom_call is not torch.nn.Module.__call__:

@@ -24,7 +24,7 @@ from .. import config, events
 from ..backends.artifacts import ArtifactError, backend_identity, load_artifact, prepare_loading
 from ..events import CacheOutcome
 from ..frame_compiler import CacheEntry, frame_label
-from ..graph.resume import resume_function
+from ..graph.resume import nested_resume_function, resume_function
 from ..guards.pyfunc import signature_only
 from .fingerprints import entry_key
 from .records import EntryRecord
@@ -130,8 +130,12 @@ def _makers(runtime: Any) -> dict[str, Any]:
             fn, offset, kinds, live, backend, backend_name, runtime, compiled, dynamic, compile_dynamic, shares_cells
         )
 
+    def nested_resume(links: tuple, backend: Any, backend_name: str, dynamic: tuple, **options: Any) -> Any:
+        return nested_resume_function(links, backend, backend_name, runtime, dynamic, **options)
+
     return {
         "resume": resume,
+        "nested_resume": nested_resume,
         "member": lambda name: getattr(runtime, name),
         "entry_wrapper": runtime.entry_wrapper,
         "closure_caller": runtime.closure_caller,

@@ -1,0 +1,294 @@
+"""Nested graph breaks (`config.nested_graph_breaks=True`, torch.compile's option of that name).
+
+A break inside an inlined call no longer splits the compiled frame at its call: the graph before
+the break takes the callers' code up to the call as well, and the code after it, in the callee
+and then in each caller after its call, is one more frame (a chain of resume functions). Where
+a caller's call lies in a loop, a `try` or `with` block, or code with closure cells, the break
+goes where it would without the option, as far down as it can. Results, printed output,
+gradients and guards must be eager's either way.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import CompileCounter, assert_same, count_torch_graphs
+from torch import nn
+
+import stenograph
+from stenograph import config
+
+from ._support import assert_matches_eager
+
+
+@pytest.fixture(autouse=True)
+def nested() -> None:
+    with config.patch(nested_graph_breaks=True):
+        yield
+
+
+def torch_nested_graph_count(fn, *calls) -> int:
+    """Graphs torch.compile makes with its `nested_graph_breaks` on, over `calls`."""
+    import torch._dynamo
+
+    def run(compiled):
+        with torch._dynamo.config.patch(nested_graph_breaks=True):
+            for args in calls:
+                compiled(*args)
+
+    return count_torch_graphs(fn, run)
+
+
+def fresh(*shape: int, requires_grad: bool = False):
+    """Call i's arguments: the same values for eager and compiled, new ones per call."""
+
+    def make(i: int) -> tuple:
+        x = torch.arange(float(torch.Size(shape).numel())).reshape(shape) / 7 + i
+        return (x.requires_grad_(requires_grad),)
+
+    return make
+
+
+def inner(x):
+    x = x + 1
+    print("inner", x.sum().item())
+    return x * 2
+
+
+def middle(x):
+    return inner(x + 4) - 8
+
+
+def outer(x):
+    y = x.sin()
+    return middle(y + 16) + y
+
+
+def test_break_two_calls_deep_makes_two_graphs(cnt, capsys):
+    """The print inside `inner` splits the trace once: everything before it in all three
+    frames is one graph, everything after it one more (torch.compile's nested count)."""
+    compiled = stenograph.compile(outer, backend=cnt)
+    assert_matches_eager(outer, compiled, fresh(3), capsys, calls=3)
+    assert cnt.frame_count == 2
+    assert cnt.frame_count == torch_nested_graph_count(outer, (torch.randn(3),))
+
+
+def test_without_the_option_the_callers_split(cnt, capsys):
+    with config.patch(nested_graph_breaks=False):
+        compiled = stenograph.compile(outer, backend=cnt)
+        assert_matches_eager(outer, compiled, fresh(3), capsys, calls=2)
+    assert cnt.frame_count > 2
+
+
+def test_second_call_compiles_nothing_and_new_shape_recompiles(compiles, capsys):
+    compiled = stenograph.compile(outer, backend="eager")
+    compiled(torch.randn(3))
+    first = len(compiles)
+    compiled(torch.randn(3))
+    assert len(compiles) == first
+    x = torch.randn(5, 2)
+    assert_same(compiled(x), outer(x))
+    assert len(compiles) > first
+    capsys.readouterr()
+
+
+def twice(x):
+    a = inner(x + 1)
+    b = inner(x + 2) * 3
+    return a + b
+
+
+def test_two_breaking_calls_in_one_caller(cnt, capsys):
+    compiled = stenograph.compile(twice, backend=cnt)
+    assert_matches_eager(twice, compiled, fresh(4), capsys)
+    assert cnt.frame_count == 3 == torch_nested_graph_count(twice, (torch.randn(4),))
+
+
+def breaks_before_and_inside(x):
+    x = x + 1
+    print("first")
+    return middle(x * 2) + 1
+
+
+def test_a_break_in_the_frame_then_one_nested(cnt, capsys):
+    compiled = stenograph.compile(breaks_before_and_inside, backend=cnt)
+    assert_matches_eager(breaks_before_and_inside, compiled, fresh(2), capsys)
+    assert cnt.frame_count == 3 == torch_nested_graph_count(breaks_before_and_inside, (torch.randn(2),))
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        print("block", tuple(h.shape))
+        return torch.relu(h) + x
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = Block()
+        self.second = Block()
+
+    def forward(self, x):
+        x = self.first(x)
+        x = self.second(x * 2)
+        return x.sum()
+
+
+def test_break_in_submodule_forwards_with_gradients(capsys):
+    """Two submodules whose forward prints: three graphs (two without the option's nesting
+    would be five), and the parameters' gradients are eager's."""
+    torch.manual_seed(0)
+    model = Net()
+    reference = Net()
+    reference.load_state_dict(model.state_dict())
+    cnt = CompileCounter()
+    compiled = stenograph.compile(model, backend=cnt)
+    x = torch.randn(2, 4)
+    capsys.readouterr()
+    expected = reference(x)
+    expected.backward()
+    eager_out = capsys.readouterr().out
+    actual = compiled(x)
+    actual.backward()
+    assert capsys.readouterr().out == eager_out
+    assert_same(actual, expected)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert_same(p.grad, q.grad, name)
+    assert cnt.frame_count == 3 == torch_nested_graph_count(Net(), (x,))
+
+
+def test_hooked_submodule_is_not_resumed_past(capsys):
+    """A forward hook runs after the forward returns: the caller is then not resumed around
+    it (the break goes to the module's call), and the hook's effect is eager's."""
+    model = Net()
+    model.first.register_forward_hook(lambda m, args, out: out * 10)
+    compiled = stenograph.compile(model, backend="eager")
+    assert_matches_eager(model, compiled, fresh(2, 4), capsys)
+
+
+def scalar_inner(x):
+    n = x.sum().item()
+    print("n")
+    return x * n
+
+
+def scalar_outer(x):
+    return scalar_inner(x + 1) + 1
+
+
+def test_data_dependent_number_crosses_the_chain(cnt, capsys):
+    """A number read from tensor data before the break is an input of the resumed graph: new
+    values do not recompile it."""
+    compiled = stenograph.compile(scalar_outer, backend=cnt)
+    assert_matches_eager(scalar_outer, compiled, fresh(3), capsys, calls=4)
+    assert cnt.frame_count == 2
+
+
+store: list = []
+
+
+def record_inner(x):
+    store.append(x.sum())
+    print("stored")
+    return x + len(store)
+
+
+def record_outer(x):
+    store.append(0)
+    return record_inner(x * 2) * 3
+
+
+def test_side_effects_before_the_break_are_replayed_once(capsys):
+    compiled = stenograph.compile(record_outer, backend="eager")
+    for i in range(3):
+        store.clear()
+        expected = record_outer(torch.ones(2) * i)
+        expected_store = list(store)
+        store.clear()
+        actual = compiled(torch.ones(2) * i)
+        assert_same(actual, expected)
+        assert len(store) == len(expected_store)
+        assert_same(store[1], expected_store[1])
+    capsys.readouterr()
+
+
+def in_loop(x):
+    for i in range(3):
+        x = middle(x) * i
+    return x
+
+
+def in_try(x):
+    try:
+        x = middle(x) + 1
+    finally:
+        x = x * 2
+    return x
+
+
+def in_with(x):
+    with torch.no_grad():
+        y = middle(x)
+    return y + x
+
+
+def with_cell(x):
+    scale = x.sum()
+
+    def apply(t):
+        return t * scale
+
+    return apply(middle(x))
+
+
+def in_except(x):
+    try:
+        raise ValueError
+    except ValueError:
+        return middle(x)
+
+
+@pytest.mark.parametrize("fn", [in_loop, in_try, in_with, with_cell, in_except])
+def test_callers_that_cannot_be_resumed_give_eager_results(fn, capsys):
+    """A caller whose call is in a loop, a `try`, `with` or `except` block, or which has
+    closure cells: the break is not nested through it, and every result is eager's."""
+    compiled = stenograph.compile(fn, backend="aot_eager")
+    assert_matches_eager(fn, compiled, fresh(3, requires_grad=True), capsys)
+
+
+def raising_inner(x):
+    print("about to raise")
+    raise KeyError("inner")
+
+
+def raising_outer(x):
+    return raising_inner(x + 1) + 1
+
+
+def test_exception_from_the_eager_part_propagates():
+    compiled = stenograph.compile(raising_outer, backend="eager")
+    with pytest.raises(KeyError, match="inner"):
+        compiled(torch.ones(2))
+
+
+def grad_mode_inner(x):
+    torch.set_grad_enabled(False)
+    print("off")
+    y = x * 2
+    torch.set_grad_enabled(True)
+    return y
+
+
+def grad_mode_outer(x):
+    return grad_mode_inner(x + 1).requires_grad
+
+
+def test_grad_mode_switched_around_the_break(capsys):
+    compiled = stenograph.compile(grad_mode_outer, backend="eager")
+    assert_matches_eager(grad_mode_outer, compiled, fresh(2, requires_grad=True), capsys)
+    assert torch.is_grad_enabled()
