@@ -188,6 +188,8 @@ _TORCH_ONLY: dict[str, Any] = {
     "enable_trace_unittest": False,
     "enable_trace_load_build_class": False,
     "enable_faithful_generator_behavior": True,
+    # a break inside inlined calls resumes each caller after its call (one graph before, one
+    # after) instead of splitting the callers at their calls (`frame_compiler._nested_breaks`)
     "nested_graph_breaks": False,
     "dont_skip_tracing": False,
     "skip_torchrec": True,

@@ -231,21 +231,6 @@ def in_try(x):
     return x
 
 
-def in_with(x):
-    with torch.no_grad():
-        y = middle(x)
-    return y + x
-
-
-def with_cell(x):
-    scale = x.sum()
-
-    def apply(t):
-        return t * scale
-
-    return apply(middle(x))
-
-
 def in_except(x):
     try:
         raise ValueError
@@ -253,10 +238,16 @@ def in_except(x):
         return middle(x)
 
 
-@pytest.mark.parametrize("fn", [in_loop, in_try, in_with, with_cell, in_except])
+def in_autocast(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = middle(x)
+    return y + x
+
+
+@pytest.mark.parametrize("fn", [in_loop, in_try, in_except, in_autocast])
 def test_callers_that_cannot_be_resumed_give_eager_results(fn, capsys):
-    """A caller whose call is in a loop, a `try`, `with` or `except` block, or which has
-    closure cells: the break is not nested through it, and every result is eager's."""
+    """A caller whose call is in a loop, a `try` or `except` block or an autocast block: the
+    break is not nested through it, and every result is eager's."""
     compiled = stenograph.compile(fn, backend="aot_eager")
     assert_matches_eager(fn, compiled, fresh(3, requires_grad=True), capsys)
 
@@ -292,3 +283,102 @@ def test_grad_mode_switched_around_the_break(capsys):
     compiled = stenograph.compile(grad_mode_outer, backend="eager")
     assert_matches_eager(grad_mode_outer, compiled, fresh(2, requires_grad=True), capsys)
     assert torch.is_grad_enabled()
+
+
+def cells_outer(x):
+    acc = x + 1
+
+    def bump(t):
+        nonlocal acc
+        acc = acc + t
+        print("bump")
+        acc = acc * 2
+        return acc + 1
+
+    r = bump(x)
+    return r + acc
+
+
+def closure_caller(x):
+    scale = x.sum()
+
+    def apply(t):
+        return middle(t) * scale
+
+    return apply(x + 1)
+
+
+@pytest.mark.parametrize("fn", [cells_outer, closure_caller])
+def test_frames_with_closure_cells_are_resumed_sharing_them(fn, cnt, capsys):
+    """A break inside a nested function writing a cell of its caller (`nonlocal`), and inside a
+    closure: each frame's resume function gets the cells themselves, so the writes before and
+    after the break meet as in eager."""
+    compiled = stenograph.compile(fn, backend=cnt)
+    assert_matches_eager(fn, compiled, fresh(3), capsys)
+    assert cnt.frame_count == 2 == torch_nested_graph_count(fn, (torch.ones(3),))
+
+
+def in_with_inner(x):
+    print("grad", torch.is_grad_enabled())
+    return x * 2
+
+
+def in_with(x):
+    with torch.no_grad():
+        y = in_with_inner(x + 1)
+    return y + x, torch.is_grad_enabled(), y.requires_grad
+
+
+def test_grad_mode_with_block_of_a_caller_is_kept(cnt, capsys):
+    """The `with torch.no_grad()` around the call is entered again around the eager part and
+    left where the resumed caller leaves it."""
+    compiled = stenograph.compile(in_with, backend=cnt)
+    assert_matches_eager(in_with, compiled, fresh(3, requires_grad=True), capsys)
+    assert torch.is_grad_enabled()
+    assert cnt.frame_count == 2 == torch_nested_graph_count(in_with, (torch.ones(3, requires_grad=True),))
+
+
+def raise_at_break(x):
+    print("raising")
+    raise ValueError("at the break")
+
+
+def raise_after_break(x):
+    print("then")
+    raise ValueError("after the break")
+
+
+def with_raising(x, inner):
+    with torch.no_grad():
+        y = inner(x) + 1
+    return y
+
+
+@pytest.mark.parametrize("inner", [raise_at_break, raise_after_break])
+def test_exception_inside_a_callers_with_block_restores_grad_mode(inner, capsys):
+    """An exception from the eager part, or from the resumed callee, leaves the caller's
+    grad-mode block as eager's `with` does."""
+    compiled = stenograph.compile(with_raising, backend="eager")
+    for _ in range(2):
+        with pytest.raises(ValueError, match="the break"):
+            compiled(torch.ones(2), inner)
+        assert torch.is_grad_enabled()
+    capsys.readouterr()
+
+
+def step_inner(x):
+    x = x + 2
+    torch._dynamo.step_unsupported()
+    return middle(x) + 4
+
+
+def step_outer(x):
+    return step_inner(x + 8) + 16
+
+
+def test_step_unsupported_in_a_callee(cnt, capsys):
+    """`step_unsupported()` inside a callee: the rest of the callee runs as plain Python (the
+    functions it calls compiled), the callers' rest is compiled."""
+    compiled = stenograph.compile(step_outer, backend=cnt)
+    assert_matches_eager(step_outer, compiled, fresh(3), capsys)
+    assert cnt.frame_count == 4

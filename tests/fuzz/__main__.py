@@ -14,6 +14,8 @@ import time
 
 import torch
 
+import stenograph
+
 from .generator import ALL_FEATURES, Program, default_features, generate
 from .numpy_programs import generate_numpy
 from .object_model import generate_objects
@@ -45,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         help="objects: object_model.py's programs; numpy: numpy_programs.py's",
     )
     parser.add_argument("--file", help="run this program (a generated or hand-shrunk source) instead")
+    parser.add_argument(
+        "--nested-graph-breaks", action="store_true", help="compile with config.nested_graph_breaks=True"
+    )
     args = parser.parse_args(argv)
+    if args.nested_graph_breaks:
+        stenograph.config.nested_graph_breaks = True
     backends = tuple(args.backend or BACKENDS)
     make = {"objects": generate_objects, "numpy": generate_numpy}.get(args.generator, generate)
     # the features each backend's programs use; backends with the same set share their programs

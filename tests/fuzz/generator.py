@@ -45,6 +45,7 @@ ALL_FEATURES = frozenset(
         "sentinel",  # `opt is _MISSING` against a default sentinel
         "try",  # try/except around a failing lookup
         "helpers",  # module-level helper functions (inlined)
+        "nested_breaks",  # breaks inside helpers and closures (inlined calls), some in no_grad blocks
     }
 )
 # feature -> (the FINDINGS.md entry it reproduces, the backends it is off for)
@@ -164,6 +165,8 @@ class _Gen:
             choices.append(lambda: f"obj.apply({e})")
         if self.has("helpers"):
             choices.append(lambda: f"h0({e}, {self.expr_S(depth + 1)})")
+        if self.has("nested_breaks"):
+            choices.append(lambda: f"h2({e}, {self.expr_S(depth + 1)})")
         if self.has("globals"):
             choices.append(lambda: f"({e} * G_SCALE)")
             self.uses_globals.add("G_SCALE")
@@ -365,7 +368,18 @@ class _Gen:
             options.append(self.try_stmt)
         if self.has("item") and self.has("branches") and self.depth < 2:
             options.append(self.data_branch)
+        if self.has("nested_breaks") and not self.in_closure:
+            options.append(self.no_grad_call)
         r.choice(options)()
+
+    def no_grad_call(self) -> None:
+        """A call of a helper that breaks, inside a `with torch.no_grad():` block."""
+        out = self.new()
+        self.emit("with torch.no_grad():")
+        self.depth += 1
+        self.emit(f"{out} = h1({self.expr_T(1)}, {self.expr_S(1)})")
+        self.depth -= 1
+        self.scope.vars[out] = "T"
 
     def block(self, n: int) -> None:
         """A nested block whose new names stay inside it (they may be unbound after it)."""
@@ -480,6 +494,8 @@ class _Gen:
         if write:
             self.emit(f"nonlocal {acc}")
             self.emit(f"{acc} += 1")
+        if self.has("nested_breaks") and self.chance(0.5):
+            self.emit('print("inner", t.shape)')
         self.emit(f"return t * {scale} + {acc}")
         self.depth -= 1
         self.scope.vars[acc] = "i"
@@ -677,6 +693,18 @@ class _Gen:
             "",
             "def h0(a, b):",
             "    return a * 2 + b",
+            "",
+            "",
+            "def h1(a, b):",
+            "    a = a + 1",
+            '    print("h1", a.requires_grad)',
+            "    return a * 2 + b",
+            "",
+            "",
+            "def h2(a, b):",
+            "    c = h1(a - 1, b)",
+            "    stenograph.graph_break()",
+            "    return c * 0.5 + a",
             "",
             "",
             "@stenograph.disable",

@@ -13,18 +13,38 @@ import pathlib
 import pytest
 import torch
 
+import stenograph
+
 from .generator import ALL_FEATURES, DISABLED_BY_FINDINGS, Program, default_features, generate
 from .object_model import generate_objects
 from .runner import BACKENDS, check_program, run
 
 CI_SEEDS = range(20)
 CI_OBJECT_SEEDS = range(30)
+# programs whose breaks lie inside helpers and closures, compiled with nested graph breaks
+NESTED_FEATURES = frozenset(
+    {"nested_breaks", "closures", "branches", "containers", "arith", "breaks", "inplace", "helpers", "globals"}
+)
+CI_NESTED_SEEDS = (101, 103, 104, 110, 111, 112, 118)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("seed", CI_SEEDS)
 def test_generated_program_matches_eager(seed, backend):
     mismatches, _ = check_program(generate(seed, default_features(backend)), (backend,))
+    if mismatches:
+        pytest.fail("\n\n".join(m.report() for m in mismatches), pytrace=False)
+
+
+@pytest.mark.parametrize("seed", CI_NESTED_SEEDS)
+def test_nested_break_program_matches_eager(seed):
+    """`config.nested_graph_breaks`: breaks inside inlined helpers (two calls deep, one inside a
+    `no_grad` block) and closures writing their caller's cells, both backends."""
+    program = generate(seed, NESTED_FEATURES)
+    body = program.source[program.source.index("def f(") :]
+    assert "h1(" in body or "h2(" in body or 'print("inner"' in body
+    with stenograph.config.patch(nested_graph_breaks=True):
+        mismatches, _ = check_program(program)
     if mismatches:
         pytest.fail("\n\n".join(m.report() for m in mismatches), pytrace=False)
 

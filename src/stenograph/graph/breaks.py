@@ -58,7 +58,7 @@ from ..variables.symbolic import SymNodeVariable
 from ..variables.trace_rules import compiles_as_own_frame, skipped_with_callees_compiled
 from .codegen import CodeWriter, GraphCompiler, Reconstructor, finish
 from .eager_warnings import warn_at
-from .resume import Origin, nested_resume_function, resume_function
+from .resume import Origin, nested_resume_function, resume_code, resume_function
 from .runtime import Runtime
 
 if TYPE_CHECKING:
@@ -103,8 +103,6 @@ class BreakWriter:
             self.callers = [(caller, Origin(caller.function or self.root_fn)) for caller in callers]
         except NotImplementedError as e:
             raise Unsupported(str(e)) from e
-        if self.callers:
-            self._refuse_nested_closures()
         # each caller's (frame, origin, stack slots, live locals), as `build` rebuilds them
         self.caller_states: list[tuple[Frame, Origin, list[Slot], list[tuple[str, str]]]] = []
         self.backend = backend
@@ -118,9 +116,15 @@ class BreakWriter:
         self.writer.namespace["___Continue"] = runtime.continue_class
         self.dynamic_locals: set[tuple[int, str]] = set()  # (id of frame, name): symbolic numbers
         self.shares_cells = self._shares_cells()
-        if self.shares_cells:
-            cells = (self.frame.cells[name] for name in self.origin.code.co_cellvars)
+        sharing = [(self.frame, self.origin)] if self.shares_cells else []
+        if self.callers:  # each frame of a chain hands its cells themselves to its link
+            self.shares_cells = bool(self.origin.code.co_cellvars)
+            sharing = [(self.frame, self.origin), *self.callers]
+        for sharer, origin in sharing:
+            cells = (sharer.cells[name] for name in origin.code.co_cellvars)
             self.rebuild.shared_cells.update(id(c) for c in cells if c.real is None)
+        # a chain's links' closure cells (cell variables, then free variables), by id of frame
+        self.link_cells: dict[int, list[str]] = {}
         # inference-mode / autocast managers entered around the eager part, outermost first
         self.reentered: list[tuple[GlobalContextVariable, str]] = []
 
@@ -274,10 +278,14 @@ class BreakWriter:
         """With `shares_cells`, the resume function's closure: a cell for each cell variable of
         the original code (a new one, given the variable's value, or the running resume
         function's own), then the original closure."""
-        code = self.origin.code
+        return "(" + "".join(c + ", " for c in self.closure_cells(self.frame, self.origin)) + ")"
+
+    def closure_cells(self, frame: Frame, origin: Origin) -> list[str]:
+        """The cells of `frame` a resume function sharing them receives (`shared_closure`)."""
+        code = origin.code
         cells = []
         for name in code.co_cellvars + code.co_freevars:
-            cell = self.frame.cells[name]
+            cell = frame.cells[name]
             if cell.real is not None:
                 cells.append(self.rebuild.expr(RealCellVariable(cell, cell.root_index)))
                 continue
@@ -287,15 +295,16 @@ class BreakWriter:
             elif cell.contents is not None:
                 self.writer.post.append(f"{expr}.cell_contents = {self._evaluate(cell.contents)}")
             cells.append(expr)
-        return "(" + "".join(c + ", " for c in cells) + ")"
+        return cells
 
     def live_locals(self, frame: Frame | None = None, origin: Origin | None = None) -> list[tuple[str, str]]:
         """(name, expression) of the live locals of the breaking frame (or of a caller of it)."""
         frame = frame or self.frame
         code = (origin or self.origin).code
         live = []
+        shares = self.shares_cells if frame is self.frame else bool(code.co_cellvars)
         for name in dict.fromkeys(code.co_varnames + code.co_cellvars):
-            if self.shares_cells and name in code.co_cellvars:
+            if shares and name in code.co_cellvars:
                 continue  # in the closure (`shared_closure`)
             value = frame.locals.get(name)
             if value is None and name in code.co_cellvars and name in frame.cells:
@@ -309,14 +318,6 @@ class BreakWriter:
                 if _is_dynamic_number(value):
                     self.dynamic_locals.add((id(frame), name))
         return live
-
-    def _refuse_nested_closures(self) -> None:
-        """A chain of resume functions (`nested_resume_function`) is built for code without
-        closure cells: a cell shared by a caller and the functions it made would need passing
-        along the chain."""
-        for origin in [self.origin, *(origin for _, origin in self.callers)]:
-            if origin.code.co_freevars or origin.code.co_cellvars:
-                raise Unsupported(f"a nested graph break through {origin.code.co_qualname}, which has closure cells")
 
     def caller_slots(self, caller: Frame) -> list[Slot]:
         """A caller's stack under the call it is in (a nested break): values, and the `__exit__`
@@ -386,13 +387,22 @@ class BreakWriter:
         links: list[tuple] = []
         args: list[str] = []
         dynamic: list[int] = []
+        made: list[str] = []  # the functions of the links with cells (`nested_resume_function`)
 
         def add(frame: Frame, origin: Origin, at: int, link_slots: list[Slot], link_live: list, result: bool) -> None:
             kinds = tuple(s.kind for s in link_slots) + ((VALUE_STACK_ENTRY,) if result else ())
             names = tuple(name for name, _ in link_live)
             passed = [s for s in link_slots if takes_argument(s.kind)]
             exits = tuple(i for i, s in enumerate(passed) if s.context_exit)
-            links.append((origin.code, origin.fn.__globals__, at, kinds, names, exits))
+            shares = bool(origin.code.co_cellvars)
+            links.append((origin.code, origin.fn.__globals__, at, kinds, names, exits, shares))
+            cells = self.link_cells.get(id(frame))
+            if cells is not None:  # the link's function, made around the cells it shares
+                code = resume_code(origin.code, at, kinds, names, shares)
+                parts = [self.writer.bind(code, "code"), self.writer.bind(origin.fn.__globals__, "globals")]
+                closure = "(" + "".join(c + ", " for c in cells) + ")"
+                function = self.writer.bind(types.FunctionType, "FunctionType")
+                made.append(f"{function}({parts[0]}, {parts[1]}, {code.co_name!r}, None, {closure})")
             for s in passed:
                 if s.dynamic:
                     dynamic.append(len(args))
@@ -407,16 +417,20 @@ class BreakWriter:
             after = origin.offset(caller.instructions[caller.ip].offset)
             add(caller, origin, after, caller_slots, caller_live, True)
         root = self.callers[-1][0]
-        resume = nested_resume_function(
-            tuple(links),
-            self.backend,
-            self.backend_name,
-            self.runtime,
-            tuple(dynamic),
-            self.dynamic_setting,
-            present_as=(root.code.co_filename, root.line, root.code.co_name),
-            eager_first=not self.compile_resume,
-        )
+        try:
+            resume = nested_resume_function(
+                tuple(links),
+                self.backend,
+                self.backend_name,
+                self.runtime,
+                tuple(dynamic),
+                self.dynamic_setting,
+                present_as=(root.code.co_filename, root.line, root.code.co_name),
+                eager_first=not self.compile_resume,
+            )
+        except NotImplementedError as e:
+            raise Unsupported(f"cannot resume there: {e}") from e
+        args = made + args
         target = self.writer.bind(resume, "resume")
         return f"return ___Continue({target}, ({''.join(a + ', ' for a in args)}))"
 
@@ -537,7 +551,10 @@ class BreakWriter:
             setter = self.writer.bind(torch._C._set_grad_enabled, "set_grad")
             self.writer.post.append(f"{setter}({traced_grad_mode})")
         live = self.live_locals()
-        closure = self.shared_closure() if self.shares_cells else None
+        closure = self.shared_closure() if self.shares_cells and not self.callers else None
+        for linked, origin in [(frame, self.origin), *self.callers] if self.callers else []:
+            if origin.code.co_cellvars or origin.code.co_freevars:
+                self.link_cells[id(linked)] = self.closure_cells(linked, origin)
         self.caller_states = [
             (caller, origin, caller_slots[id(caller)], self.live_locals(caller, origin))
             for caller, origin in self.callers

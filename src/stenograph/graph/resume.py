@@ -145,7 +145,7 @@ def resume_function(
 
 
 def nested_resume_function(
-    links: tuple[tuple[types.CodeType, dict, int, tuple[SlotKind, ...], tuple[str, ...], tuple[int, ...]], ...],
+    links: tuple[tuple[types.CodeType, dict, int, tuple[SlotKind, ...], tuple[str, ...], tuple[int, ...], bool], ...],
     backend: Any,
     backend_name: str,
     runtime: Runtime,
@@ -156,7 +156,7 @@ def nested_resume_function(
 ) -> Any:
     """What a nested graph break tail-calls: the dispatcher of a function that runs a chain of
     resume functions, each returning into the next. `links`, innermost frame first, are each
-    frame's (code, globals, offset, stack kinds, live locals, context exits): the innermost one
+    frame's (code, globals, offset, stack kinds, live locals, context exits, shares cells): the innermost one
     resumes after the break, each caller after its call, with the callee's result on top of its
     stack (its last kind). Context exits are the positions among a link's arguments of the
     `__exit__`s of the grad-mode `with` blocks its frame is in: until the link runs (its code
@@ -167,40 +167,20 @@ def nested_resume_function(
     trace before the break had them in one. `dynamic`: positions of arguments symbolic from the
     first compile (`resume_function`'s `dynamic`). `eager_first`: the innermost link runs as
     plain Python, its callees compiled (the break was `step_unsupported()`): the chain's trace
-    breaks at its call. None of the codes has free variables."""
-    codes = tuple(resume_code(code, offset, kinds, live) for code, _, offset, kinds, live, _ in links)
+    breaks at its call.
+
+    A link whose code has free or cell variables (a link that shares cells takes its cell
+    variables as free variables, `build_resume_code`'s `cells_as_freevars`) is a function the
+    break makes around the cells and passes first, one per such link, in order:
+    its own globals, and the cells traced as the closure of a function passed in."""
+    codes = tuple(resume_code(code, offset, kinds, live, shares) for code, _, offset, kinds, live, _, shares in links)
     key = ("nested", codes, id(backend), compile_dynamic, eager_first)
     found = _wrappers.get(key)
     if found is not None:
         return found
     # named as the compiled frame's module: its calls are traced by the rules of that code
     namespace: dict[str, Any] = {"__name__": links[-1][1].get("__name__", "__main__")}
-    params: list[str] = []
-    calls: list[str] = []
-    exits: list[list[str]] = []  # each link's open contexts' `__exit__`s, innermost first
-    for i, (code, (_, globals_dict, _, kinds, _, link_exits)) in enumerate(zip(codes, links)):
-        namespace[f"___resume{i}"] = link = types.FunctionType(code, globals_dict, code.co_name)
-        if eager_first and i == 0:
-            mark_disabled(link, "the code after step_unsupported() runs eagerly", eager_frame=link)
-        own = [f"___a{len(params) + j}" for j in range(code.co_argcount - (i > 0))]
-        params += own
-        exits.append([own[j] for j in reversed(link_exits)])
-        if i > 0:  # the callee's result goes on top of the stack, under the locals
-            on_stack = sum(1 for kind in kinds[:-1] if takes_argument(kind))
-            own.insert(on_stack, "___v")
-        calls.append(f"___resume{i}({', '.join(own)})")
-    body: list[str] = []
-    for i, call in enumerate(calls[:-1]):
-        waiting = [exit_ for later in exits[i + 1 :] for exit_ in later]
-        if not waiting:
-            body.append(f"___v = {call}")
-            continue
-        body += ["try:", f"    ___v = {call}", "except BaseException:"]
-        body += [f"    {exit_}(None, None, None)" for exit_ in waiting] + ["    raise"]
-    body.append(f"return {calls[-1]}")
-    chain = make_function(
-        "___nested_resume", ", ".join(params), body, namespace, like=None, label="nested resume", present_as=present_as
-    )
+    chain = _chain_function(codes, links, namespace, present_as, eager_first)
     _chains.add(chain.__code__)
     if dynamic:
         _dynamic.setdefault(chain.__code__, set()).update(f"L['___a{i}']" for i in dynamic)
@@ -213,6 +193,58 @@ def nested_resume_function(
         {"compile_dynamic": compile_dynamic, "present_as": present_as, "eager_first": eager_first},
     )
     return found
+
+
+def _chain_function(
+    codes: tuple[types.CodeType, ...],
+    links: tuple[tuple, ...],
+    namespace: dict[str, Any],
+    present_as: tuple[str, int, str] | None,
+    eager_first: bool,
+) -> types.FunctionType:
+    """The chain `nested_resume_function` describes. A link without free variables is a global
+    of its namespace; one with free variables is passed in, made by the break around the cells
+    it is to share (its parameter `___f<link>`, before the links' arguments)."""
+    made: list[str] = []
+    params: list[str] = []
+    calls: list[str] = []
+    exits: list[list[str]] = []  # each link's open contexts' `__exit__`s, innermost first
+    for i, (code, (_, globals_dict, _, kinds, _, link_exits, _)) in enumerate(zip(codes, links)):
+        if code.co_freevars:
+            if eager_first and i == 0:
+                raise NotImplementedError("code run eagerly after step_unsupported() with closure cells")
+            callee = f"___f{i}"
+            made.append(callee)
+        else:
+            callee = f"___resume{i}"
+            namespace[callee] = link = types.FunctionType(code, globals_dict, code.co_name)
+            if eager_first and i == 0:
+                mark_disabled(link, "the code after step_unsupported() runs eagerly", eager_frame=link)
+        own = [f"___a{len(params) + j}" for j in range(code.co_argcount - (i > 0))]
+        params += own
+        exits.append([own[j] for j in reversed(link_exits)])
+        if i > 0:  # the callee's result goes on top of the stack, under the locals
+            on_stack = sum(1 for kind in kinds[:-1] if takes_argument(kind))
+            own.insert(on_stack, "___v")
+        calls.append(f"{callee}({', '.join(own)})")
+    body: list[str] = []
+    for i, call in enumerate(calls[:-1]):
+        waiting = [exit_ for later in exits[i + 1 :] for exit_ in later]
+        if not waiting:
+            body.append(f"___v = {call}")
+            continue
+        body += ["try:", f"    ___v = {call}", "except BaseException:"]
+        body += [f"    {exit_}(None, None, None)" for exit_ in waiting] + ["    raise"]
+    body.append(f"return {calls[-1]}")
+    return make_function(
+        "___nested_resume",
+        ", ".join(made + params),
+        body,
+        namespace,
+        like=None,
+        label="nested resume",
+        present_as=present_as,
+    )
 
 
 def _plain(resume: types.FunctionType) -> Any:

@@ -27,7 +27,7 @@ from ..variables.compile_regions import call_region, is_region
 from ..variables.constants import constant
 from ..variables.exceptions import CallerExceptionVariable, caller_exception, raise_python_error
 from ..variables.frame_objects import NNModuleVariable
-from ..variables.functions import UserFunctionVariable, UserMethodVariable
+from ..variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
 from ..variables.generators import GeneratorVariable, needs_close, unclosed_refusal
 from ..variables.trace_rules import is_trusted_module
 from .binding import bind_arguments, binding_error
@@ -35,7 +35,7 @@ from .exceptions import TracedException, uncaught, unwind_to_handler
 from .opcodes import handlers_for_running_python
 
 # the callables whose call returns what the inlined function returns, nothing done around it
-_PLAIN_CALLS = (UserFunctionVariable, UserMethodVariable)
+_PLAIN_CALLS = (UserFunctionVariable, UserMethodVariable, NestedFunctionVariable)
 
 
 class Frame:
