@@ -27,7 +27,7 @@ from .backends.float_restart import SpecialiseFloats, float_restart_requests
 from .backends.lstm_training import lstm_training_decomposition
 from .backends.recompute_regions import uncached_recompute_regions
 from .bytecode.instructions import decoded
-from .bytecode.resume_code import describe_handler, enclosing_with_statements, with_statement_start
+from .bytecode.resume_code import enclosing_with_statements, only_with_blocks, with_statement_start
 from .errors import BackendCompilerFailed, BreakKind, FullgraphBreak, StenographError, TraceAgain, Unsupported
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
@@ -460,23 +460,23 @@ def _nested_breaks(request: FrameCompile, reason: Unsupported) -> list[BreakPath
     """With `config.nested_graph_breaks`, where a break inside an inlined call may go instead
     of at the compiled frame's call, deepest first: the way down from the compiled frame
     (`reason.frame_path`) as far as each call on it returns straight to its caller
-    (`Frame.resumable`) and lies outside any loop, `try` or `with` block of its frame. The
-    frames on the way are then resumed after their calls, one graph for all of them."""
+    (`Frame.resumable`) and lies outside any loop, and outside `try` blocks but in the deepest
+    frame. The frames on the way are then resumed after their calls, one graph for all of them."""
     if not config.nested_graph_breaks or not _nestable(reason):
         return []
     path = list(reversed(reason.frame_path))  # the compiled frame first
     if len(path) < 2 or path[0][0] is not request.code or path[0][1] != reason.break_index:
         return []
-    if not _only_with_blocks(request.code, reason.break_index):
+    if not only_with_blocks(request.code, decoded(request.code).instructions[reason.break_index].offset):
         return []
     depth = 0
     for code, index, resumable in path[1:]:
         inst = decoded(code).instructions[index]
-        if not resumable or not can_break_at(inst) or not _only_with_blocks(code, index):
-            break
-        if _may_loop_back(code, index):
+        if not resumable or not can_break_at(inst) or _may_loop_back(code, index):
             break
         depth += 1
+        if not only_with_blocks(code, inst.offset):
+            break  # the deepest frame may be in a `try` block: its handler then takes what it raises
     return [tuple((code, index) for code, index, _ in path[: d + 1]) for d in range(depth, 0, -1)]
 
 
@@ -486,25 +486,6 @@ def _nestable(reason: Unsupported) -> bool:
     if isinstance(reason, FullgraphBreak) or reason.whole_frame or reason.generator_code is not None:
         return False
     return reason.kind is not BreakKind.TWICE_DIFFERENTIABLE
-
-
-def _only_with_blocks(code: types.CodeType, index: int) -> bool:
-    """Whether instruction `index` of `code` lies in no `try` or `except` block: in none at all,
-    or in `with` blocks only (the break writer accepts grad-mode ones). Followed out through
-    each handler: a `with` block's own handler may lie in a `try` block."""
-    dec = decoded(code)
-    offset = dec.instructions[index].offset
-    first = True
-    for _ in range(len(dec.exception_entries) + 1):
-        entry = next((e for e in dec.exception_entries if e.start <= offset < e.end), None)
-        if entry is None:
-            return True
-        kind = describe_handler(dec, entry)
-        if kind != "with block" and (first or kind != "except/finally handler"):
-            return False
-        first = False
-        offset = entry.target
-    return False
 
 
 def _enclosing_breaks(code: types.CodeType, inst: dis.Instruction) -> list[int]:

@@ -382,3 +382,32 @@ def test_step_unsupported_in_a_callee(cnt, capsys):
     compiled = stenograph.compile(step_outer, backend=cnt)
     assert_matches_eager(step_outer, compiled, fresh(3), capsys)
     assert cnt.frame_count == 4
+
+
+@stenograph.disable
+def maybe_fail(x, fail):
+    if fail:
+        raise ValueError("failed")
+    return x + 1
+
+
+def handled_inner(x, fail):
+    try:
+        y = maybe_fail(x, fail)
+    except ValueError:
+        y = x - 100
+    return y * 2
+
+
+def handled_outer(x, fail):
+    return handled_inner(x + 1, fail) + 3
+
+
+def test_break_in_a_try_block_of_the_deepest_frame(cnt, capsys):
+    """The breaking call lies in a `try` block of the callee: what it raises goes to the
+    callee's handler, and the callers resume after it either way."""
+    compiled = stenograph.compile(handled_outer, backend=cnt)
+    for fail in (False, True, False, True):
+        x = torch.ones(2)
+        assert_same(compiled(x, fail), handled_outer(x, fail))
+    assert cnt.frame_count == 2 + 1  # the handler runs as plain Python; the callers' rest compiles

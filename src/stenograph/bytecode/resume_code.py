@@ -61,6 +61,7 @@ __all__ = [
     "build_resume_code",
     "describe_handler",
     "enclosing_with_statements",
+    "only_with_blocks",
     "with_statement_start",
     "resume_code_name",
     "stack_arg_name",
@@ -542,6 +543,24 @@ def with_statement_start(dec: DecodedCode, body: int) -> int | None:
         if start >= 0 and [i.opname for i in reversed(dec.instructions[start:body])] == list(entry):
             return start
     return None
+
+
+def only_with_blocks(code: types.CodeType, offset: int) -> bool:
+    """Whether the instruction at `offset` in `code` lies in no `try` or `except` block: in
+    none at all, or in `with` blocks only. Followed out through each handler: a `with` block's
+    own handler may lie in a `try` block."""
+    dec = decoded(code)
+    first = True
+    for _ in range(len(dec.exception_entries) + 1):
+        entry = next((e for e in dec.exception_entries if e.start <= offset < e.end), None)
+        if entry is None:
+            return True
+        kind = describe_handler(dec, entry)
+        if kind != "with block" and (first or kind != "except/finally handler"):
+            return False
+        first = False
+        offset = entry.target
+    return False
 
 
 def enclosing_with_statements(code: types.CodeType, offset: int) -> list[int]:

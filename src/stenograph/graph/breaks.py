@@ -31,6 +31,7 @@ from ..bytecode.resume_code import (
     REENTERED_CONTEXT,
     VALUE_STACK_ENTRY,
     LastiStackEntry,
+    only_with_blocks,
     stack_arg_name,
     takes_argument,
 )
@@ -380,10 +381,13 @@ class BreakWriter:
             args.insert(0, "___cells")  # the closure of the function that broke (resume_function)
         return f"return ___Continue({target}, ({''.join(a + ', ' for a in args)}))"
 
-    def _nested_resume_call(self, offset: int, slots: list[Slot], live: list[tuple[str, str]]) -> str:
+    def _nested_resume_call(
+        self, offset: int, slots: list[Slot], live: list[tuple[str, str]], eager_first: bool = False
+    ) -> str:
         """`return ___Continue(<chain>, (args...))` for a nested break: the chain of resume
         functions (`nested_resume_function`) continues the breaking frame at `offset` (in the
-        original code), then each caller after its call."""
+        original code), then each caller after its call. `eager_first`: the breaking frame's
+        part runs as plain Python (`step_unsupported()`, or its exception handler)."""
         links: list[tuple] = []
         args: list[str] = []
         dynamic: list[int] = []
@@ -426,7 +430,7 @@ class BreakWriter:
                 tuple(dynamic),
                 self.dynamic_setting,
                 present_as=(root.code.co_filename, root.line, root.code.co_name),
-                eager_first=not self.compile_resume,
+                eager_first=eager_first or not self.compile_resume,
             )
         except NotImplementedError as e:
             raise Unsupported(f"cannot resume there: {e}") from e
@@ -439,15 +443,18 @@ class BreakWriter:
         frame's own handler, when the instruction is inside a try or with block (having left the
         re-entered contexts, which the handler's resume function enters again)."""
         offset = self.origin.offset(self.inst.offset)
+        if self.callers and only_with_blocks(self.origin.code, offset):
+            return None  # grad-mode blocks only: left by the eager part's `except` (`_open_exits`)
         for entry in exception_entries(self.origin.code):
             if entry.start <= offset < entry.end:
-                if self.callers:
-                    raise Unsupported("a nested graph break inside a try or with block")
                 handler_slots = list(slots[: entry.depth])
                 if entry.lasti:
                     handler_slots.append(Slot(LastiStackEntry(offset)))
                 handler_slots.append(Slot(VALUE_STACK_ENTRY, "___e"))
-                call = self.resume_call(entry.target, handler_slots, live, closure, handler=True)
+                if self.callers:  # the handler runs as plain Python, then the callers resume
+                    call = self._nested_resume_call(entry.target, handler_slots, live, eager_first=True)
+                else:
+                    call = self.resume_call(entry.target, handler_slots, live, closure, handler=True)
                 leave = self._leave_global_contexts()
                 return ["except BaseException as ___e:", *("    " + line for line in [*leave, call])]
         return None
@@ -573,8 +580,8 @@ class BreakWriter:
                 raise Unsupported("a nested graph break inside an except block")
             eager = self._while_handling(frame.handled[-1], eager)
         tail = self.writer.tail
-        handler = self.handler_call(slots, live, closure) if eager and not self.callers else None
-        exits = self._open_exits(slots) if self.callers else []
+        handler = self.handler_call(slots, live, closure) if eager else None
+        exits = self._open_exits(slots) if self.callers and handler is None else []
         if eager and exits:
             # the `with` blocks open in the frames at a nested break are left as the exception
             # from the eager part leaves them (grad-mode contexts: their mode restored)
