@@ -91,11 +91,9 @@ class Frame:
         # a nested graph break's second trace: (code, instruction index) of each frame from the
         # compiled one to the one that stops (`NestedStop`), on every frame on that way
         self.stop_path = stop_path
-        # an inlined call's function, and whether its caller receives exactly what it returns (a
-        # plain call of it, or of a module whose forward it is): a nested graph break inside it
-        # can then resume the caller after the call (`graph/breaks.py`)
+        # an inlined call's function and the callable its caller called (`resumable`)
         self.function: types.FunctionType | None = None
-        self.resumable = False
+        self.callee: Variable | None = None
         # the compiled frame of a nested break's second trace: the inlined frame that stopped
         self.stopped_inside: Frame | None = None
         # instruction index -> the user stack there, as FX nodes' `stack_trace` (stack_trace())
@@ -150,7 +148,7 @@ class Frame:
             raise e from None
         except Unsupported as e:
             self._annotate(e)
-            e.frame_path.append((self.code, self.ip - 1, self.resumable))
+            e.frame_path.append((self.code, self.ip - 1, self.resumable()))
             if e.error_on_break is None:  # the innermost frame: the contexts it is in are open
                 e.error_on_break = errors_on_graph_break()
             if self.parent is None and e.break_index is None and not (isinstance(e, FullgraphBreak) or e.whole_frame):
@@ -385,12 +383,20 @@ class Frame:
             child.called_directly = code is getattr(
                 getattr(callee, "fn", None), "__code__", getattr(callee, "code", None)
             )
-            child.function = fn
-            child.resumable = (child.called_directly and type(callee) in _PLAIN_CALLS) or (
-                isinstance(callee, NNModuleVariable) and callee.forwards_to(code)
-            )
+            child.function, child.callee = fn, callee
             self._follow_stop_path(child)
         return child.run()
+
+    def resumable(self) -> bool:
+        """Whether this inlined frame's caller receives exactly what it returns (a plain call of
+        its function, or of a module whose forward it is): a nested graph break inside it can
+        then resume the caller after the call (`graph/breaks.py`). Asked when a break passes."""
+        callee = self.callee
+        if callee is None:
+            return False
+        if self.called_directly and type(callee) in _PLAIN_CALLS:
+            return True
+        return isinstance(callee, NNModuleVariable) and callee.forwards_to(self.code)
 
     def _follow_stop_path(self, child: Frame) -> None:
         """A nested break's second trace: the child stops where the first trace broke, if this
