@@ -297,3 +297,44 @@ def test_a_resume_function_sharing_the_frames_cells_is_installed(tmp_path, backe
     warm = run(program, cache, backend)
     assert warm["compiled"] == 0 and warm["installed"] == 2 and warm["rejected"] == 0, warm
     assert cold["f"] < 1e-5 and warm["f"] < 1e-5
+
+
+_NESTED = """
+stenograph.config.nested_graph_breaks = True
+
+
+def inner(x):
+    x = x + 1
+    print("inner")
+    return x * 2
+
+
+def middle(x):
+    return inner(x + 4) - 8
+
+
+def outer(x):
+    acc = x.sin()
+
+    def add(t):
+        return middle(t) + acc
+
+    return add(x + 16) + acc
+
+
+compiled = stenograph.compile(outer, backend="eager")
+xs = [torch.arange(3.0) + i for i in range(2)]
+got = [compiled(x) for x in xs]
+report(diff=distance(got, [outer(x) for x in xs]))
+"""
+
+
+def test_a_warm_process_installs_nested_break_chains(tmp_path):
+    """A nested graph break's entries (the frame before it, the chain resuming its callers,
+    whose links share closure cells) are stored and installed: the warm process compiles none."""
+    program, cache = write_program(tmp_path / "nested.py", _NESTED), tmp_path / "cache"
+    cold = run(program, cache)
+    assert cold["compiled"] == 2 and cold["stored"] == 2 and cold["diff"] == 0, cold
+    warm = run(program, cache)
+    assert warm["compiled"] == 0 and warm["installed"] == 2 and warm["rejected"] == 0, warm
+    assert warm["diff"] == 0

@@ -33,6 +33,10 @@ _dynamic: weakref.WeakKeyDictionary[types.CodeType, set[str]] = weakref.WeakKeyD
 # resume code -> the code it continues
 _origins: weakref.WeakKeyDictionary[types.CodeType, weakref.ref] = weakref.WeakKeyDictionary()
 _offset_maps: weakref.WeakKeyDictionary[types.CodeType, dict[int, int] | None] = weakref.WeakKeyDictionary()
+# resume code -> the arguments of `resume_code` that made it (`made_with`)
+_made_with: weakref.WeakKeyDictionary[types.CodeType, tuple] = weakref.WeakKeyDictionary()
+# (resume codes, options) -> the chain function made of them (`nested_chain`)
+_chain_functions: weakref.WeakValueDictionary[tuple, types.FunctionType] = weakref.WeakValueDictionary()
 # the code of every chain of resume functions (`nested_resume_function`)
 _chains: weakref.WeakSet[types.CodeType] = weakref.WeakSet()
 # resume code -> its name in logs and reports (`__resume_at_48_f`; its co_name is the original's)
@@ -49,9 +53,16 @@ def resume_code(
         found = build_resume_code(code, offset, list(kinds), list(live), cells_as_freevars=shares_cells)
         _origins[found] = weakref.ref(code)
         _names[found] = resume_code_name(code, offset)
+        _made_with[found] = (code, offset, kinds, live, shares_cells)
         # last: an interrupt before this leaves no half-registered code
         _codes.setdefault(code, {})[key] = found
     return found
+
+
+def made_with(code: types.CodeType) -> tuple | None:
+    """`resume_code`'s arguments that made `code` (None for other code): generated code held
+    by a persisted entry is made again from them in another process."""
+    return _made_with.get(code)
 
 
 def frame_name(code: types.CodeType) -> str:
@@ -173,15 +184,11 @@ def nested_resume_function(
     variables as free variables, `build_resume_code`'s `cells_as_freevars`) is a function the
     break makes around the cells and passes first, one per such link, in order:
     its own globals, and the cells traced as the closure of a function passed in."""
-    codes = tuple(resume_code(code, offset, kinds, live, shares) for code, _, offset, kinds, live, _, shares in links)
-    key = ("nested", codes, id(backend), compile_dynamic, eager_first)
+    chain = nested_chain(links, present_as, eager_first)
+    key = ("nested", chain, id(backend), compile_dynamic)
     found = _wrappers.get(key)
     if found is not None:
         return found
-    # named as the compiled frame's module: its calls are traced by the rules of that code
-    namespace: dict[str, Any] = {"__name__": links[-1][1].get("__name__", "__main__")}
-    chain = _chain_function(codes, links, namespace, present_as, eager_first)
-    _chains.add(chain.__code__)
     if dynamic:
         _dynamic.setdefault(chain.__code__, set()).update(f"L['___a{i}']" for i in dynamic)
     found = runtime.resume_dispatcher(chain, backend, backend_name, compile_dynamic)
@@ -193,6 +200,33 @@ def nested_resume_function(
         {"compile_dynamic": compile_dynamic, "present_as": present_as, "eager_first": eager_first},
     )
     return found
+
+
+def nested_chain(
+    links: tuple[tuple, ...], present_as: tuple[str, int, str] | None = None, eager_first: bool = False
+) -> types.FunctionType:
+    """The chain function of `nested_resume_function` (made once per links and options)."""
+    codes = tuple(resume_code(code, offset, kinds, live, shares) for code, _, offset, kinds, live, _, shares in links)
+    key = (codes, present_as, eager_first)
+    chain = _chain_functions.get(key)
+    if chain is None:
+        # named as the compiled frame's module: its calls are traced by the rules of that code
+        namespace: dict[str, Any] = {"__name__": links[-1][1].get("__name__", "__main__")}
+        chain = _chain_function(codes, links, namespace, present_as, eager_first)
+        remember_maker(chain, "nested_chain", (links, present_as, eager_first), {})
+        _chains.add(chain.__code__)
+        _chain_functions[key] = chain
+    return chain
+
+
+def resume_link(code: types.CodeType, globals_dict: dict, eager: bool = False) -> types.FunctionType:
+    """A chain's link without cells: the function of resume code `code` over the frame's
+    globals; `eager` disables it with `recursive=False` (`step_unsupported()`)."""
+    link = types.FunctionType(code, globals_dict, code.co_name)
+    if eager:
+        mark_disabled(link, "the code after step_unsupported() runs eagerly", eager_frame=link)
+    remember_maker(link, "resume_link", (code, globals_dict, eager), {})
+    return link
 
 
 def _chain_function(
@@ -217,9 +251,7 @@ def _chain_function(
             made.append(callee)
         else:
             callee = f"___resume{i}"
-            namespace[callee] = link = types.FunctionType(code, globals_dict, code.co_name)
-            if eager_first and i == 0:
-                mark_disabled(link, "the code after step_unsupported() runs eagerly", eager_frame=link)
+            namespace[callee] = resume_link(code, globals_dict, eager_first and i == 0)
         own = [f"___a{len(params) + j}" for j in range(code.co_argcount - (i > 0))]
         params += own
         exits.append([own[j] for j in reversed(link_exits)])
@@ -278,4 +310,6 @@ def dynamic_arguments(code: types.CodeType) -> set[str]:
     return _dynamic.setdefault(code, set()) if code in _origins or code in _chains else set()
 
 
-process_state.register_containers("graph.resume", _codes, _dynamic, _wrappers, _origins, _offset_maps, _names, _chains)
+process_state.register_containers(
+    "graph.resume", _codes, _dynamic, _wrappers, _origins, _offset_maps, _names, _chains, _made_with, _chain_functions
+)

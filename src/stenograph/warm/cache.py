@@ -24,7 +24,7 @@ from .. import config, events
 from ..backends.artifacts import ArtifactError, backend_identity, load_artifact, prepare_loading
 from ..events import CacheOutcome
 from ..frame_compiler import CacheEntry, frame_label
-from ..graph.resume import nested_resume_function, resume_function
+from ..graph.resume import nested_chain, nested_resume_function, resume_code, resume_function, resume_link
 from ..guards.pyfunc import signature_only
 from .fingerprints import entry_key
 from .records import EntryRecord
@@ -136,6 +136,9 @@ def _makers(runtime: Any) -> dict[str, Any]:
     return {
         "resume": resume,
         "nested_resume": nested_resume,
+        "resume_code": resume_code,
+        "nested_chain": nested_chain,
+        "resume_link": resume_link,
         "member": lambda name: getattr(runtime, name),
         "entry_wrapper": runtime.entry_wrapper,
         "closure_caller": runtime.closure_caller,

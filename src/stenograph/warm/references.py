@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from .. import process_state
+from ..graph.resume import made_with
 from ..graph.runtime import maker_of
 from ..guards import native
 from .fingerprints import code_fingerprint
@@ -79,6 +80,9 @@ class _Persister(pickle.Pickler):
         if kind is dict and (module_name := _module_of_globals(obj)) is not None:
             return ("globals", module_name)
         if kind is types.CodeType:
+            made_code = made_with(obj)
+            if made_code is not None:  # resume code: made again from the code it continues
+                return ("made", "resume_code", made_code, {})
             return ("code", obj.co_filename, obj.co_qualname, obj.co_firstlineno, code_fingerprint(obj))
         if kind is types.CellType:
             raise NotPersistable("a closure cell whose function is not known")
