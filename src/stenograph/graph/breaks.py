@@ -355,7 +355,7 @@ class BreakWriter:
         origin = self.origin
         target_offset = offset if handler else origin.offset(offset)
         if self.callers:
-            assert not handler, "a nested break's instruction lies outside try blocks (frame_compiler)"
+            assert not handler, "a nested break's handler goes through _nested_resume_call (handler_call)"
             return self._nested_resume_call(target_offset, slots, live)
         try:
             resume = resume_function(
