@@ -411,3 +411,27 @@ def test_break_in_a_try_block_of_the_deepest_frame(cnt, capsys):
         x = torch.ones(2)
         assert_same(compiled(x, fail), handled_outer(x, fail))
     assert cnt.frame_count == 2 + 1  # the handler runs as plain Python; the callers' rest compiles
+
+
+def sized_inner(x, n):
+    y = x * n
+    print("sized")
+    return y + n
+
+
+def sized_outer(x):
+    n = x.shape[0]
+    return sized_inner(x + 1, n) * n
+
+
+def test_symbolic_sizes_cross_the_chain(capsys):
+    """Under `dynamic=True` a size passed down the callers stays symbolic after the break: new
+    sizes reuse both graphs; a static first compile recompiles once, dynamic, as without nesting."""
+    for dynamic, graphs in ((True, 2), (None, 4)):
+        cnt = CompileCounter()
+        compiled = stenograph.compile(sized_outer, backend=cnt, dynamic=dynamic)
+        for size in (3, 5, 7, 9):
+            x = torch.arange(float(size))
+            assert_same(compiled(x), sized_outer(x))
+        assert cnt.frame_count == graphs
+    capsys.readouterr()
