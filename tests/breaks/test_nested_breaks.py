@@ -10,6 +10,9 @@ gradients and guards must be eager's either way.
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 from helpers import CompileCounter, assert_same, count_torch_graphs
@@ -17,6 +20,7 @@ from torch import nn
 
 import stenograph
 from stenograph import config
+from stenograph.graph import resume
 
 from ._support import assert_matches_eager
 
@@ -434,4 +438,41 @@ def test_symbolic_sizes_cross_the_chain(capsys):
             x = torch.arange(float(size))
             assert_same(compiled(x), sized_outer(x))
         assert cnt.frame_count == graphs
+    capsys.readouterr()
+
+
+_DYNAMIC_SOURCE = """
+import torch
+
+def inner(x):
+    print("|", end="")
+    return x * 2
+
+def outer(x):
+    acc = x + 1
+
+    def add(t):
+        return inner(t) + acc
+
+    return add(x) - 1
+"""
+
+
+def test_a_dropped_function_frees_its_chain(cnt, capsys):
+    """Nothing of a nested break outlives the function: its code, the callees' code, the resume
+    code of each link and the chain function are freed once the user drops it."""
+    namespace: dict = {}
+    exec(compile(_DYNAMIC_SOURCE, "<nested dynamic module>", "exec"), namespace)
+    fn = namespace["outer"]
+    compiled = stenograph.compile(fn, backend=cnt)
+    x = torch.ones(2)
+    assert_same(compiled(x), fn(x))
+    assert cnt.frame_count == 2
+    codes = [c for c in list(resume._names) if resume.origin_of(c) in (fn.__code__, namespace["inner"].__code__)]
+    assert len(codes) >= 2
+    refs = [weakref.ref(o) for o in (fn, fn.__code__, namespace["inner"].__code__, *codes)]
+    cnt.clear()
+    del fn, compiled, namespace, codes
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)
     capsys.readouterr()

@@ -33,7 +33,8 @@ _dynamic: weakref.WeakKeyDictionary[types.CodeType, set[str]] = weakref.WeakKeyD
 # resume code -> the code it continues
 _origins: weakref.WeakKeyDictionary[types.CodeType, weakref.ref] = weakref.WeakKeyDictionary()
 _offset_maps: weakref.WeakKeyDictionary[types.CodeType, dict[int, int] | None] = weakref.WeakKeyDictionary()
-# resume code -> the arguments of `resume_code` that made it (`made_with`)
+# resume code -> the arguments of `resume_code` that made it (`made_with`), the code it continues
+# by weak reference (that code's own table holds the resume code)
 _made_with: weakref.WeakKeyDictionary[types.CodeType, tuple] = weakref.WeakKeyDictionary()
 # (resume codes, options) -> the chain function made of them (`nested_chain`)
 _chain_functions: weakref.WeakValueDictionary[tuple, types.FunctionType] = weakref.WeakValueDictionary()
@@ -53,7 +54,7 @@ def resume_code(
         found = build_resume_code(code, offset, list(kinds), list(live), cells_as_freevars=shares_cells)
         _origins[found] = weakref.ref(code)
         _names[found] = resume_code_name(code, offset)
-        _made_with[found] = (code, offset, kinds, live, shares_cells)
+        _made_with[found] = (weakref.ref(code), offset, kinds, live, shares_cells)
         # last: an interrupt before this leaves no half-registered code
         _codes.setdefault(code, {})[key] = found
     return found
@@ -62,7 +63,11 @@ def resume_code(
 def made_with(code: types.CodeType) -> tuple | None:
     """`resume_code`'s arguments that made `code` (None for other code): generated code held
     by a persisted entry is made again from them in another process."""
-    return _made_with.get(code)
+    made = _made_with.get(code)
+    if made is None:
+        return None
+    original = made[0]()
+    return None if original is None else (original, *made[1:])
 
 
 def frame_name(code: types.CodeType) -> str:
@@ -185,7 +190,9 @@ def nested_resume_function(
     break makes around the cells and passes first, one per such link, in order:
     its own globals, and the cells traced as the closure of a function passed in."""
     chain = nested_chain(links, present_as, eager_first)
-    key = ("nested", chain, id(backend), compile_dynamic)
+    # by id: a key holding the chain (and through it the frames' globals) would keep the
+    # dispatcher alive for as long as the table; the dispatcher holds the chain, so the id stays its
+    key = ("nested", id(chain), id(backend), compile_dynamic)
     found = _wrappers.get(key)
     if found is not None:
         return found
@@ -207,7 +214,8 @@ def nested_chain(
 ) -> types.FunctionType:
     """The chain function of `nested_resume_function` (made once per links and options)."""
     codes = tuple(resume_code(code, offset, kinds, live, shares) for code, _, offset, kinds, live, _, shares in links)
-    key = (codes, present_as, eager_first)
+    # the globals by id, for the same reason as `nested_resume_function`'s key (the chain holds them)
+    key = (codes, tuple(id(link[1]) for link in links), present_as, eager_first)
     chain = _chain_functions.get(key)
     if chain is None:
         # named as the compiled frame's module: its calls are traced by the rules of that code
