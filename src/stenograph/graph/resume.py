@@ -33,13 +33,10 @@ _dynamic: weakref.WeakKeyDictionary[types.CodeType, set[str]] = weakref.WeakKeyD
 # resume code -> the code it continues
 _origins: weakref.WeakKeyDictionary[types.CodeType, weakref.ref] = weakref.WeakKeyDictionary()
 _offset_maps: weakref.WeakKeyDictionary[types.CodeType, dict[int, int] | None] = weakref.WeakKeyDictionary()
-# resume code -> the arguments of `resume_code` that made it (`made_with`), the code it continues
-# by weak reference (that code's own table holds the resume code)
-_made_with: weakref.WeakKeyDictionary[types.CodeType, tuple] = weakref.WeakKeyDictionary()
+# resume code -> its key in `_codes` (offset, stack kinds, live locals, shares cells: `made_with`)
+_keys: weakref.WeakKeyDictionary[types.CodeType, tuple] = weakref.WeakKeyDictionary()
 # (resume codes, options) -> the chain function made of them (`nested_chain`)
 _chain_functions: weakref.WeakValueDictionary[tuple, types.FunctionType] = weakref.WeakValueDictionary()
-# the code of every chain of resume functions (`nested_resume_function`)
-_chains: weakref.WeakSet[types.CodeType] = weakref.WeakSet()
 # resume code -> its name in logs and reports (`__resume_at_48_f`; its co_name is the original's)
 _names: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
 
@@ -54,7 +51,7 @@ def resume_code(
         found = build_resume_code(code, offset, list(kinds), list(live), cells_as_freevars=shares_cells)
         _origins[found] = weakref.ref(code)
         _names[found] = resume_code_name(code, offset)
-        _made_with[found] = (weakref.ref(code), offset, kinds, live, shares_cells)
+        _keys[found] = key
         # last: an interrupt before this leaves no half-registered code
         _codes.setdefault(code, {})[key] = found
     return found
@@ -63,11 +60,9 @@ def resume_code(
 def made_with(code: types.CodeType) -> tuple | None:
     """`resume_code`'s arguments that made `code` (None for other code): generated code held
     by a persisted entry is made again from them in another process."""
-    made = _made_with.get(code)
-    if made is None:
-        return None
-    original = made[0]()
-    return None if original is None else (original, *made[1:])
+    key = _keys.get(code)
+    original = origin_of(code)
+    return None if key is None or original is None else (original, *key)
 
 
 def frame_name(code: types.CodeType) -> str:
@@ -172,9 +167,9 @@ def nested_resume_function(
 ) -> Any:
     """What a nested graph break tail-calls: the dispatcher of a function that runs a chain of
     resume functions, each returning into the next. `links`, innermost frame first, are each
-    frame's (code, globals, offset, stack kinds, live locals, context exits, shares cells): the innermost one
-    resumes after the break, each caller after its call, with the callee's result on top of its
-    stack (its last kind). Context exits are the positions among a link's arguments of the
+    frame's (code, globals, offset, stack kinds, live locals, context exits, shares cells): the
+    innermost one resumes after the break, each caller after its call, with the callee's result
+    on top of its stack (its last kind). Context exits are the positions among a link's arguments of the
     `__exit__`s of the grad-mode `with` blocks its frame is in: until the link runs (its code
     then leaves them itself), an exception leaves them here, as the blocks would.
 
@@ -222,7 +217,7 @@ def nested_chain(
         namespace: dict[str, Any] = {"__name__": links[-1][1].get("__name__", "__main__")}
         chain = _chain_function(codes, links, namespace, present_as, eager_first)
         remember_maker(chain, "nested_chain", (links, present_as, eager_first), {})
-        _chains.add(chain.__code__)
+        _dynamic[chain.__code__] = set()  # `dynamic_arguments` of the chain
         _chain_functions[key] = chain
     return chain
 
@@ -315,9 +310,11 @@ def origin_of(code: types.CodeType) -> types.CodeType | None:
 def dynamic_arguments(code: types.CodeType) -> set[str]:
     """The source names `resume_function` was told are dynamic for this resume code (a live set:
     a later break resuming at the same place may add to it)."""
-    return _dynamic.setdefault(code, set()) if code in _origins or code in _chains else set()
+    if code in _origins:
+        return _dynamic.setdefault(code, set())
+    return _dynamic.get(code, set())  # a chain's (`nested_chain`), or none
 
 
 process_state.register_containers(
-    "graph.resume", _codes, _dynamic, _wrappers, _origins, _offset_maps, _names, _chains, _made_with, _chain_functions
+    "graph.resume", _codes, _dynamic, _wrappers, _origins, _offset_maps, _names, _keys, _chain_functions
 )
