@@ -53,6 +53,7 @@ LAYERS: dict[str, int] = {
             "nested_caches",
             "compile_callbacks",
             "frame_skips",
+            "function_mode_stack",
         ],
         0,
     ),

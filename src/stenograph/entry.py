@@ -26,6 +26,7 @@ from . import (
     deferred_release,
     events,
     frame_skips,
+    function_mode_stack,
     nested_caches,
     process_state,
     torch_state,
@@ -310,7 +311,7 @@ class FrameCache:
         )
         deferred_release.run_pending()
         try:
-            with torch_state.preserved(), torch_state.user_modes_set_aside():
+            with torch_state.preserved(), torch_state.user_modes_set_aside(), function_mode_stack.handlers_set_aside():
                 with compile_leftovers.generated_during() as leftovers:
                     entry = compile_frame(request)
         except (ConstraintViolation, NativeGuardsUnavailable, FullgraphBreak, ForbiddenCall, SideEffectsNotReplayed):

@@ -29,6 +29,7 @@ from .backends.recompute_regions import uncached_recompute_regions
 from .bytecode.instructions import decoded
 from .bytecode.resume_code import enclosing_with_statements, only_with_blocks, with_statement_start
 from .errors import BackendCompilerFailed, BreakKind, FullgraphBreak, StenographError, TraceAgain, Unsupported
+from .function_mode_stack import program_has_handlers, without_handlers
 from .graph.breaks import BreakWriter, can_break_at
 from .graph.codegen import build_returning
 from .graph.output_graph import OutputGraph
@@ -668,6 +669,9 @@ class _GraphCompiler:
             self._not_stored("it recomputes Python floats around the compiled graph")
         if backend_gm is not gm:
             self._not_stored("inputs that share storage take their size symbols as inputs")
+        if program_has_handlers():
+            compiled = without_handlers(compiled)  # their handlers are traced into the graph
+            self._not_stored("it was traced under a TorchFunctionMode's handler")
         if reference is not None:
             compiled = verify_on_first_call(reference, compiled, self.request.backend_name)
         if isinstance(self.artifact, bytes):

@@ -6,11 +6,10 @@ infra mode (fake, proxy, functional tensors) nor says `ignore_compile_internals(
 graph would hide operators from such a mode (traced on fake tensors, fused by a backend), so the
 frame runs eagerly and the mode sees what eager shows it; cached code does not run under it either.
 
-A TorchFunctionMode on the function-mode stack (other than `torch.device(...)`'s and
-`set_default_device`'s, and modes whose handler is `BaseTorchFunctionMode`'s own, which the trace
-follows) would see each torch call of the frame in eager:
-stenograph does not trace a mode's `__torch_function__`, so the frame runs eagerly under it. The
-stack is guarded (`function_modes`), so code compiled without a mode does not run under one.
+TorchFunctionModes are traced (`function_mode_stack`): a frame runs eagerly under them only
+where the trace cannot follow them (a `torch.device` context above a mode with a handler of its
+own). The stack is guarded (`function_modes`), so code compiled without a mode does not run under
+one, nor code traced under one without it.
 
 A `fullgraph=True` call promises compiled code. When its frame is skipped, the call runs eagerly
 watched: the compiled frames run in its thread meanwhile are counted (a compiled function called
@@ -27,38 +26,27 @@ from typing import Any
 
 import torch
 import torch.utils._python_dispatch as python_dispatch
-from torch.utils._device import DeviceContext
 
-from . import config
+from . import config, function_mode_stack
 from . import stance as _stance
 from .errors import NoFramesCompiled
 
 DISABLED = "Dynamo tracing is disabled"
 USER_MODE = "non-infra torch dispatch mode present, this is not supported today in torch.compile"
-FUNCTION_MODE = "a TorchFunctionMode is active: stenograph does not trace its __torch_function__"
 
 
 def function_modes() -> tuple[Any, ...]:
     """The function-mode stack as the trace takes it, for a guard: the device of each
     `torch.device` context, the class of any other mode (tagged where its handler only calls the
     function, which the trace follows as it follows a device context)."""
-    return tuple(_mode_key(torch._C._get_function_stack_at(i)) for i in range(torch._C._len_torch_function_stack()))
+    return tuple(_mode_key(mode) for mode in function_mode_stack.program_stack())
 
 
 def _mode_key(mode: Any) -> Any:
-    if type(mode) is DeviceContext:
+    kind = function_mode_stack.kind(mode)
+    if kind == function_mode_stack.DEVICE:
         return ("device", str(mode.device))
-    if getattr(type(mode), "__torch_function__", None) is _INERT:
-        return ("inert", type(mode))  # `BaseTorchFunctionMode`'s own handler: it calls the function
-    return type(mode)
-
-
-_INERT = torch.overrides.BaseTorchFunctionMode.__torch_function__
-
-
-def user_function_mode_active() -> bool:
-    """Whether a TorchFunctionMode other than a device context or an inert mode is on the stack."""
-    return any(type(key) is type for key in function_modes())
+    return ("inert", type(mode)) if kind == function_mode_stack.INERT else type(mode)
 
 
 def user_mode_active() -> bool:
@@ -82,7 +70,7 @@ def skip_reason() -> str | None:
         return DISABLED
     if user_mode_active():
         return USER_MODE
-    return FUNCTION_MODE if user_function_mode_active() else None
+    return function_mode_stack.untraceable_reason(function_mode_stack.current())
 
 
 class _Watch(threading.local):

@@ -27,7 +27,7 @@ import torch.fx.experimental.symbolic_shapes
 import torch.fx.traceback
 import torch.utils._python_dispatch as python_dispatch
 
-from . import torch_flags
+from . import function_mode_stack, torch_flags
 
 _C = torch._C
 _INFRA_KEYS = tuple(_C._TorchDispatchModeKey.__members__.values())
@@ -216,14 +216,16 @@ def user_modes_set_aside() -> Iterator[None]:
 
 @contextlib.contextmanager
 def program_modes() -> Iterator[None]:
-    """The modes `user_modes_set_aside` took off back on the stack while a trace asks torch for
+    """The modes `user_modes_set_aside` took off (and the function modes
+    `function_mode_stack.handlers_set_aside` took off) back on the stack while a trace asks torch for
     the program's state (`torch._C._len_torch_dispatch_stack()`): the answer, guarded, is the one
     the compiled code's calls see."""
     modes = _set_aside.modes
     for mode in modes:
         _C._push_on_torch_dispatch_stack(mode)
     try:
-        yield
+        with function_mode_stack.program_stack_on():
+            yield
     finally:
         for _ in modes:
             _C._pop_torch_dispatch_stack(None)

@@ -49,6 +49,7 @@ GROUPS: list[tuple[str, list[str]]] = [
     (
         "tensors",
         [
+            "function_modes",
             "tensor",
             "tensor_scalars",
             "tensor_literals",

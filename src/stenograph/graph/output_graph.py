@@ -175,6 +175,9 @@ class OutputGraph:
         # there an autograd.Function's apply runs through functorch's own rules
         self.transform_bodies = 0
         self.initial_flags = torch_flags.current()  # grad mode, deterministic algorithms, default dtype
+        # the function-mode stack as the traced code changed it and sees it, made when first read
+        # (`variables.function_modes.TracedModes`)
+        self.function_modes: Any = None
         # graphs of higher-order ops' bodies (torch.cond branches), read by `get_attr` nodes
         self.submodules: dict[str, torch.fx.GraphModule] = {}
         # nested compile regions traced so far: region -> [(submodule name, graph structure)]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import function_mode_stack
 from ..guards.sources import AttrSource, GlobalSource
 from ..variables.base import birth
 from ..variables.trace_rules import is_literal
@@ -92,6 +93,9 @@ class SideEffects:
     # warnings the traced code issued, in order: (file, line, module globals, stacklevel above
     # them, message, category), issued by `eager_warnings.warn_at` after the graph
     warnings: list[tuple[str, int, dict, int, Any, type]] = field(default_factory=list)
+    # changes to torch's function-mode stack, in order (`function_mode_stack.replay` takes them
+    # with each mode tracker rebuilt): ("push", mode), ("pop",), ("default_device", device)
+    function_modes: list[tuple] = field(default_factory=list)
 
     def container_mutated(self, var: Variable) -> None:
         self.changes += 1
@@ -173,6 +177,11 @@ class SideEffects:
         self.warnings.append(warning)
         self.changes += 1
 
+    def function_modes_changed(self, change: tuple) -> None:
+        """A change to the function-mode stack (`variables.function_modes`)."""
+        self.function_modes.append(change)
+        self.changes += 1
+
     def random_drawn(self) -> None:
         """A number drawn from Python's `random` (the shared generator's state changes)."""
         self.changes += 1
@@ -240,7 +249,14 @@ class SideEffects:
                 now.discard(key)
 
     def __bool__(self) -> bool:
-        return bool(self.containers or self.attributes or self.class_attributes or self.globals or self.tensor_hooks)
+        return bool(
+            self.containers
+            or self.attributes
+            or self.class_attributes
+            or self.globals
+            or self.tensor_hooks
+            or self.function_modes
+        )
 
     def changed_sources(self) -> list[str]:
         """The names of the outside objects this trace changed (`L['lst']`, `L['self']`,
@@ -259,6 +275,8 @@ class SideEffects:
         for tensor, _, _, _ in self.tensor_hooks:
             if tensor.source is not None:
                 names[tensor.source.name()] = None
+        if self.function_modes:
+            names["torch's function-mode stack"] = None
         return list(names)
 
     def replay(self, expr: Any, emit: Any, global_name: Any, pin: Any) -> None:
@@ -298,6 +316,12 @@ class SideEffects:
             registered = expr(handle)  # registers it where the handle is first rebuilt
             if handle.removed:
                 changes.append(f"{registered}.remove()")
+        if self.function_modes:
+            stack_changes = ", ".join(
+                f"({change[0]!r}, {pin(expr(change[1]))})" if len(change) > 1 else f"({change[0]!r},)"
+                for change in self.function_modes
+            )
+            changes.append(f"{global_name(function_mode_stack.replay)}(({stack_changes},))")
         for line in changes:
             emit(line)
 

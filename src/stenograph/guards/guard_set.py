@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .. import frame_skips
+from .. import frame_skips, function_mode_stack
 from . import native
 from .failures import GuardFailure
 from .lowering import replacements
@@ -142,6 +142,7 @@ class GuardSet:
     # code objects made by exec (a dataclass's `__init__`, no file to find them in): id -> their
     # function weakly, how another process finds the code again
     code_owners: dict[int, weakref.ref] = field(default_factory=dict)
+    _mode_keys: tuple = ()  # the function-mode stack as guarded (`frame_skips.function_modes`)
 
     def bind(self, obj: Any, hint: str = "obj") -> str:
         """A global name in the guard function holding `obj` (strongly: only for non-user objects)."""
@@ -526,12 +527,15 @@ class GuardSet:
     def _function_modes(self) -> None:
         """A torch-function mode (a `torch.device` context) changes what torch calls do, and code
         traced without one must not run under one (`frame_skips`)."""
-        modes = frame_skips.function_modes()
+        modes = self._mode_keys = frame_skips.function_modes()
         if not modes:
             depth = self.bind(torch._C._len_torch_function_stack, "fn")
             self._add(RANK_GLOBAL_STATE, None, f"{depth}() == 0", "no torch function mode is active")
         else:
             self.state_query(frame_skips.function_modes, "torch function modes", modes)
+            # whether modes are consulted at all (`DisableTorchFunction` turns them off)
+            state = torch._C._get_torch_function_state()
+            self.state_query(torch._C._get_torch_function_state, "torch function state", state)
 
     def _autocast_state(self) -> None:
         """Autocast changes the dtypes ops compute in (AOTAutograd bakes them into the graph)."""
@@ -620,7 +624,8 @@ class GuardSet:
             + ["    return True", "except RecursionError:", "    raise", "except Exception:", "    return False"]
         )
         namespace = {**self.bindings, **namer.bindings(), **native_names, **_SHAPE_GUARD_NAMES}
-        return make_function("___guard", parameter_list(code), body, namespace, like=like, label=f"guard for {label}")
+        guard = make_function("___guard", parameter_list(code), body, namespace, like=like, label=f"guard for {label}")
+        return function_mode_stack.without_handlers(guard) if self._under_handlers() else guard
 
     def _lowered(self, checks: list[Check], extension: types.ModuleType, names: dict[str, Any]) -> list[Check]:
         """`checks` with the native replacements `lowering.py` finds put in place; the native
@@ -666,9 +671,15 @@ class GuardSet:
             "___failure": GuardFailure,
             **_SHAPE_GUARD_NAMES,
         }
-        return make_function(
+        explain = make_function(
             "___explain", parameter_list(code), body, namespace, like=like, label=f"guard reasons for {label}"
         )
+        return function_mode_stack.without_handlers(explain) if self._under_handlers() else explain
+
+    def _under_handlers(self) -> bool:
+        """Whether the frame was traced under a mode with a handler: the checks read tensors,
+        which would call the handler (the compiled code runs without it: `function_mode_stack`)."""
+        return any(type(key) is type for key in self._mode_keys)
 
 
 # `Py_TPFLAGS_IMMUTABLETYPE`: the type's attributes cannot be set or deleted

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from .. import function_mode_stack
 from .pyfunc import python_name
 
 
@@ -214,6 +215,21 @@ class FixedObjectSource(Source):
 
     def __hash__(self) -> int:
         return id(self.obj)
+
+
+@dataclass(frozen=True)
+class FunctionModeSource(Source):
+    """Entry `index` (bottom first) of torch's function-mode stack, as the compiled code's call
+    finds it: a TorchFunctionMode whose handler the trace inlined (the stack's classes are
+    guarded before anything is read through it)."""
+
+    index: int
+
+    def expr(self, globals_names: GlobalsNamer) -> str:
+        return f"{globals_names.name_for(function_mode_stack.program_entry)}({self.index})"
+
+    def name(self) -> str:
+        return f"torch_function_mode_stack[{self.index}]"
 
 
 @_derived

@@ -20,7 +20,7 @@ import torch
 from ..errors import BreakKind, Unsupported
 from ..guards.sources import AttrSource
 from ..shapes.fake import is_symbolic
-from . import operators, tensor_scalars
+from . import function_modes, operators, tensor_scalars
 from .base import Variable
 from .class_statements import build_class
 from .constants import ConstantVariable, GuardedOnUseConstant, IteratorVariable, TraceId, TraceIdVariable, constant
@@ -110,6 +110,14 @@ _ARITY: dict[Any, tuple[int, int]] = {
 }
 
 
+# builtins that call no tensor dunder, or whose reads of a tensor go through the tracker's own
+# methods, which show them to a TorchFunctionMode's handler or refuse (`function_modes`)
+_SEEN_AS_ROUTED = frozenset({
+    isinstance, issubclass, type, id, callable, getattr, hasattr, setattr, delattr, len, iter, next,
+    print, super, list, tuple, enumerate, zip, map, filter, reversed, dict, set, frozenset,
+})  # fmt: skip
+
+
 class BuiltinVariable(HandledFunctionVariable):
     def describe(self) -> str:
         return f"builtin {getattr(self.fn, '__name__', self.fn)}"
@@ -133,6 +141,10 @@ class BuiltinVariable(HandledFunctionVariable):
                 hint="remove it from the compiled function or move it outside; graph breaks will run it eagerly",
                 kind=BreakKind.UNTRACED_CALL,
             )
+        if self.fn not in _SEEN_AS_ROUTED and any(isinstance(a, TensorVariable) for a in [*args, *kwargs.values()]):
+            # eager's builtin calls the tensor's dunders (`abs` its `__abs__`, `max` its `__gt__`
+            # and `__bool__`), each shown to a TorchFunctionMode's handler
+            function_modes.refuse_unrouted(frame, f"{self.describe()} of a tensor")
         handler = _HANDLERS.get(self.fn)
         if handler is not None:
             _check_signature(self.fn, args, kwargs)

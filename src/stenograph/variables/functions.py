@@ -29,7 +29,7 @@ from ..marks import (
     torch_disables_recursively,
 )
 from ..shapes.fake import specialised_size
-from . import nonstrict_calls, numpy_arrays
+from . import function_modes, nonstrict_calls, numpy_arrays
 from .base import Variable
 from .cells import LazyValue, RealCellVariable
 from .constants import NAME_ATTRIBUTES, ConstantVariable, constant
@@ -106,6 +106,8 @@ class UserFunctionVariable(Variable):
             value = self.fn()
             frame.output.guards.state_query(self.fn, f"{self.fn.__module__}.{self.fn.__qualname__}", value)
             return constant(value)
+        if self.fn is torch.set_default_device:
+            return function_modes.set_default_device(frame, args, kwargs)
         refuse_untraced_library(self.fn, args, kwargs)
         if is_constant_result(self.fn):
             return _constant_result(frame, self.fn, args, kwargs)
@@ -526,6 +528,8 @@ class TorchOpVariable(Variable):
             return TorchOpVariable(
                 getattr(self.fn, name), None if self.source is None else AttrSource(self.source, name)
             )
+        if name in NAME_ATTRIBUTES and isinstance(getattr(self.fn, name, None), str):
+            return constant(getattr(self.fn, name))  # `func.__name__` in a mode's handler
         return super().getattr(frame, name)
 
     def describe(self) -> str:
@@ -550,6 +554,12 @@ class TorchOpVariable(Variable):
         raise Unsupported(f"every __torch_function__ handler answered NotImplemented for {self.describe()}")
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if self.fn in function_modes.STACK_FUNCTIONS:
+            return function_modes.stack_call(frame, self.fn, args, kwargs)
+        routed = function_modes.dispatch(frame, self.fn, args, kwargs)
+        if routed is not None:
+            return routed
+        kwargs = function_modes.with_default_device(frame, self.fn, kwargs)
         folded = trace_constant(self.fn)
         if folded is not None and all(a.is_constant() for a in [*args, *kwargs.values()]):
             return constant(folded(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
@@ -729,6 +739,11 @@ class TensorMethodRefVariable(Variable):
 
     def describe(self) -> str:
         return f"torch.Tensor.{self.fn.__name__}"
+
+    def getattr(self, frame: Frame, name: str) -> Variable:
+        if name in NAME_ATTRIBUTES and isinstance(getattr(self.fn, name, None), str):
+            return constant(getattr(self.fn, name))  # `func.__name__` in a mode's handler
+        return super().getattr(frame, name)
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if not args or not isinstance(args[0], TensorVariable):

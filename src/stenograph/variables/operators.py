@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import Unsupported
-from . import numpy_arrays
+from . import function_modes, numpy_arrays
 from .base import Variable
 from .constants import IteratorVariable, constant
 from .containers import DictVariable, SequenceVariable, SetVariable, TupleVariable
@@ -87,6 +87,10 @@ _INPLACE_TO_PLAIN = {
 def binary(frame: Frame, op: Any, a: Variable, b: Variable) -> Variable:
     """`op(a, b)` for any two trackers."""
     plain = _INPLACE_TO_PLAIN.get(op, op)
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        routed = function_modes.dispatch(frame, op, [a, b], {})
+        if routed is not None:
+            return routed
     if isinstance(a, NdarrayVariable) or isinstance(b, NdarrayVariable):
         return numpy_arrays.binary(frame, op, plain, a, b)
     if isinstance(b, SymNodeVariable) and _numpy_scalar(a) or isinstance(a, SymNodeVariable) and _numpy_scalar(b):
@@ -368,6 +372,8 @@ def unary(frame: Frame, op: Any, a: Variable) -> Variable:
 
 def contains(frame: Frame, item: Variable, container: Variable) -> bool:
     """`item in container` decided at trace time."""
+    if isinstance(container, TensorVariable) or isinstance(item, TensorVariable):
+        function_modes.refuse_unrouted(frame, "`in` with a tensor")  # its `__eq__`, `__hash__`
     if (
         isinstance(container, TensorVariable)
         or isinstance(item, TensorVariable)

@@ -8,6 +8,8 @@ unbacked symbol with `config.capture_scalar_outputs`, otherwise refused with a p
 
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,7 @@ from ..errors import BreakKind, Unsupported
 from ..graph.side_effects import DELETED
 from ..guards.sources import AttrSource
 from ..shapes.fake import is_symbolic
-from . import tensor_scalars
+from . import function_modes, tensor_scalars
 from .base import Variable
 from .class_lookup import MISSING, class_lookup
 from .constants import ConstantVariable, constant
@@ -91,6 +93,7 @@ class TensorVariable(GraphValueVariable):
         )
 
     def length(self, frame: Frame) -> int:
+        function_modes.refuse_unrouted(frame, f"len() of {self.describe()}")
         if _overrides(self.subclass, "__len__"):
             assert self.subclass is not None
             size = frame.class_member(self, self.subclass, "__len__").call(frame, [], {})
@@ -107,13 +110,21 @@ class TensorVariable(GraphValueVariable):
     def unary_op(self, frame: Frame, op: Any) -> Variable | None:
         if op is operator.not_:
             raise Unsupported(f"`not` on {self.describe()} needs its value")
+        routed = function_modes.dispatch(frame, op, [self], {})
+        if routed is not None:
+            return routed
         return frame.output.call("call_function", op, [self], {}, f"operator {op.__name__}")
 
     def setitem(self, frame: Frame, key: Variable, value: Variable) -> None:
+        if function_modes.dispatch(frame, operator.setitem, [self, key, value], {}) is not None:
+            return
         _refuse_masked_assignment_with_grad(self, key, value)
         frame.output.call("call_function", operator.setitem, [self, key, value], {}, "tensor item assignment")
 
     def getitem(self, frame: Frame, key: Variable) -> Variable:
+        routed = function_modes.dispatch(frame, operator.getitem, [self, key], {})
+        if routed is not None:
+            return routed
         if isinstance(key, SymNodeVariable) and isinstance(key.fake, torch.SymInt):
             # `x[n]` reads n's value through `__index__` (specialising the size it came from);
             # `select` keeps it symbolic, as torch.compile records it
@@ -124,6 +135,11 @@ class TensorVariable(GraphValueVariable):
         if _overrides(self.subclass, name):
             assert self.subclass is not None
             return frame.class_member(self, self.subclass, name)
+        getter = _getter(name)
+        if getter is not None:  # a property's getter consults modes
+            routed = function_modes.dispatch(frame, getter, [self], {})
+            if routed is not None:
+                return routed
         if name in TENSOR_METADATA or name == "shape":
             _refuse_other_answers(frame, self, name)
         if name == "__class__":  # its class, with the class's own members (`x.__class__.__name__`)
@@ -159,6 +175,8 @@ class TensorVariable(GraphValueVariable):
         written after the graph as other objects' attributes are (later reads in the trace see
         it). Attributes the tensor's class has (torch.Tensor's `data`, `grad`, `requires_grad`, a
         subclass's properties) and tensors made in the frame: graph break."""
+        if hasattr(torch.Tensor, name):  # a property's setter consults modes
+            function_modes.refuse_unrouted(frame, f"setting tensor attribute {name!r}")
         real = frame.output.real_object(self)
         if name == "data" and real is not None and isinstance(value, TensorVariable):
             _assign_data(frame, self, value)
@@ -177,6 +195,17 @@ class TensorVariable(GraphValueVariable):
         if _overrides(self.subclass, name):
             return self.getattr(frame, name).call(frame, args, kwargs)
         return TensorMethodVariable(self, name).call(frame, args, kwargs)
+
+
+@functools.cache
+def _getter(name: str) -> Any:
+    """torch.Tensor's getter of attribute `name` (a C descriptor or a property), as the mode probe
+    calls it (`function_modes.dispatch`); None for methods and plain class attributes. On a fake
+    tensor `tensor.name` could find FakeTensor's own getter (`device`), which consults no mode."""
+    found = inspect.getattr_static(torch.Tensor, name, None)
+    if found is None or callable(found) or not hasattr(type(found), "__get__"):
+        return None
+    return lambda tensor: found.__get__(tensor, torch.Tensor)
 
 
 # what the tensor subclass protocol itself defines: run by torch when operations run, not read
@@ -444,6 +473,10 @@ class TensorMethodVariable(Variable):
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         name = self.name
+        if not self.as_tensor:
+            routed = function_modes.dispatch(frame, getattr(torch.Tensor, name), [self.tensor, *args], kwargs)
+            if routed is not None:
+                return routed
         if name in TENSOR_DATA_METHODS:
             if args or kwargs or name not in _SCALAR_READS:
                 raise tensor_scalars.refuse(name)
