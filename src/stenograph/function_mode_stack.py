@@ -69,7 +69,8 @@ def program_has_handlers() -> bool:
     return any(kind(mode) == HANDLER for mode in program_stack())
 
 
-def _replace(modes: tuple[Any, ...]) -> None:
+def replace(modes: tuple[Any, ...]) -> None:
+    """Make torch's stack `modes`, bottom first."""
     while torch._C._len_torch_function_stack():
         torch._C._pop_torch_function_stack()
     for mode in modes:
@@ -86,11 +87,11 @@ def handlers_set_aside() -> Iterator[None]:
         return
     previous = _aside.stack
     _aside.stack = stack
-    _replace(tuple(mode for mode in stack if kind(mode) != HANDLER))
+    replace(tuple(mode for mode in stack if kind(mode) != HANDLER))
     try:
         yield
     finally:
-        _replace(stack)
+        replace(stack)
         _aside.stack = previous
 
 
@@ -101,11 +102,11 @@ def program_stack_on() -> Iterator[None]:
         yield
         return
     outside = current()
-    _replace(_aside.stack)
+    replace(_aside.stack)
     try:
         yield
     finally:
-        _replace(outside)
+        replace(outside)
 
 
 def replay(changes: tuple[tuple[Any, ...], ...]) -> None:
@@ -146,11 +147,11 @@ def without_handlers(compiled: Callable[..., Any]) -> Callable[..., Any]:
             return compiled(*args, **kwargs)
         outer = _aside.stack
         _aside.stack = stack  # a guard's check of the stack sees it whole
-        _replace(tuple(mode for mode in stack if kind(mode) != HANDLER))
+        replace(tuple(mode for mode in stack if kind(mode) != HANDLER))
         try:
             return compiled(*args, **kwargs)
         finally:
-            _replace(stack)
+            replace(stack)
             _aside.stack = outer
 
     return run

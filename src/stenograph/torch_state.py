@@ -109,11 +109,8 @@ class TorchState:
                 _C._pop_torch_dispatch_stack(None)
             for mode in self.dispatch_stack:
                 _C._push_on_torch_dispatch_stack(mode)
-        if _function_stack() != self.function_stack:
-            while _C._len_torch_function_stack():
-                _C._pop_torch_function_stack()
-            for mode in self.function_stack:
-                _C._push_on_torch_function_stack(mode)
+        if function_mode_stack.current() != self.function_stack:
+            function_mode_stack.replace(self.function_stack)
         for key, mode in zip(_INFRA_KEYS, self.infra_modes):
             if _C._get_dispatch_mode(key) is not mode:
                 _C._unset_dispatch_mode(key)
@@ -146,10 +143,6 @@ class TorchState:
 
 def _dispatch_stack() -> tuple[Any, ...]:
     return tuple(_C._get_dispatch_stack_at(i) for i in range(_C._len_torch_dispatch_stack()))
-
-
-def _function_stack() -> tuple[Any, ...]:
-    return tuple(_C._get_function_stack_at(i) for i in range(_C._len_torch_function_stack()))
 
 
 class preserved:  # noqa: N801 - used as a context manager, like torch's own guards
@@ -247,7 +240,7 @@ def snapshot() -> TorchState:
         autocast=tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _DEVICES),
         autocast_cache=torch.is_autocast_cache_enabled(),
         dispatch_stack=_dispatch_stack(),
-        function_stack=_function_stack(),
+        function_stack=function_mode_stack.current(),
         infra_modes=tuple(_C._get_dispatch_mode(k) for k in _INFRA_KEYS),
         only_lift_cpu=_C._only_lift_cpu_tensors(),
         thread_locals=tuple(_thread_local_state(t) for t in _THREAD_LOCALS),

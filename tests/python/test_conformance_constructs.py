@@ -1257,3 +1257,19 @@ def test_dict_writes_through_an_ordered_dict_break_the_graph():
 
     with pytest.raises(stenograph.Unsupported, match="order table"):
         stenograph.compile(fn, backend="eager", fullgraph=True)(t(2))
+
+
+def _sets_a_dispatch_key(x):
+    torch._C._dispatch_tls_set_dispatch_key_included(torch._C.DispatchKey.Python, False)
+    return torch.sin(x)
+
+
+def test_a_constant_the_graph_cannot_spell_breaks_the_graph(cnt):
+    """A pybind11 enum (`DispatchKey.Python`) passed to an op the trace would record: FX would
+    write its repr into the graph's code (a SyntaxError); the call runs eagerly instead."""
+    x = torch.randn(3)
+    torch.testing.assert_close(stenograph.compile(_sets_a_dispatch_key, backend=cnt)(x), x.sin())
+    assert cnt.frame_count == 1  # torch.sin after the break
+    stenograph.reset()
+    with pytest.raises(stenograph.errors.Unsupported, match="cannot spell"):
+        stenograph.compile(_sets_a_dispatch_key, backend="eager", fullgraph=True)(x)

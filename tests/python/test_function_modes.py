@@ -8,6 +8,8 @@ where they are compared (torch traces modes' handlers too).
 
 from __future__ import annotations
 
+import re
+
 import helpers
 import pytest
 import torch
@@ -512,3 +514,22 @@ def test_an_inert_function_mode_is_traced_and_guarded(cnt):
         assert depth == 1 and torch.equal(result, x + 1)
     assert compiled(x)[1] == 0
     assert cnt.frame_count == 2
+
+
+class DeclinesAdd(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.add:
+            return NotImplemented
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_handler_answering_not_implemented_raises_as_eager():
+    def fn(x):
+        return torch.add(x, 1) * 2
+
+    errors = []
+    for f in (fn, stenograph.compile(fn, backend="eager")):
+        with DeclinesAdd(), pytest.raises(TypeError, match="NotImplemented") as raised:
+            f(torch.ones(2))
+        errors.append(re.sub(r"0x[0-9a-f]+", "0x", str(raised.value)))  # the mode's address
+    assert errors[0] == errors[1]

@@ -146,7 +146,7 @@ def dispatch(frame: Frame, operation: Any, args: list[Variable], kwargs: dict[st
     if seen is None:
         return None
     handler = _tracker(frame, entry).getattr(frame, "__torch_function__")
-    func = frame.wrap(seen.func, FixedObjectSource(seen.func, f"{getattr(seen.func, '__qualname__', seen.func)}"))
+    func = frame.wrap(seen.func, FixedObjectSource(seen.func, describe_function(seen.func)))
     kinds = TupleVariable([frame.wrap(cls, None) for cls in seen.kinds])
     given = TupleVariable([_tracker_of(a, known) for a in seen.args])
     given_kwargs = DictVariable({k: _tracker_of(v, known) for k, v in seen.kwargs.items()})
@@ -154,9 +154,17 @@ def dispatch(frame: Frame, operation: Any, args: list[Variable], kwargs: dict[st
     outer = modes.visible
     modes.visible = next(i for i, candidate in enumerate(modes.entries) if candidate is entry)
     try:
-        return handler.call(frame, [func, kinds, given, given_kwargs], {})
+        answer = handler.call(frame, [func, kinds, given, given_kwargs], {})
     finally:
         modes.visible = outer
+    if answer.is_constant() and answer.as_constant() is NotImplemented:
+        # torch then asks tensor subclasses' handlers, or raises its TypeError: run eagerly
+        raise Unsupported(f"a TorchFunctionMode's handler answered NotImplemented for {describe_function(seen.func)}")
+    return answer
+
+
+def describe_function(func: Any) -> str:
+    return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
 
 
 def with_default_device(frame: Frame, fn: Any, kwargs: dict[str, Variable]) -> dict[str, Variable]:

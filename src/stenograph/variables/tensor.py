@@ -8,6 +8,7 @@ unbacked symbol with `config.capture_scalar_outputs`, otherwise refused with a p
 
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 import operator
@@ -565,12 +566,25 @@ def _python_number(value: Any) -> Any:
     return value
 
 
+_WRITABLE = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device, torch.layout)
+
+
+def _refuse_unwritable(value: Any) -> None:
+    """A constant the graph's code cannot spell (a pybind11 enum such as
+    `torch._C.DispatchKey.Python`: FX would write its repr, `<DispatchKey.Python: 13>`)."""
+    if isinstance(value, _WRITABLE) or isinstance(value, enum.Enum) or callable(value):
+        return  # FX writes enums and callables as globals
+    if repr(value).startswith("<"):
+        raise Unsupported(f"{value!r} passed to a graph operation (the graph's code cannot spell it)")
+
+
 def unwrap(var: Variable) -> tuple[Any, Any]:
     """(fx argument, fake value) for a tracker passed to a graph operation."""
     if isinstance(var, GraphValueVariable):
         return var.node, var.fake
     if isinstance(var, ConstantVariable):
         value = _python_number(var.value)
+        _refuse_unwritable(value)
         return value, value
     if isinstance(var, SequenceVariable):
         pairs = [unwrap(item) for item in var.items]
