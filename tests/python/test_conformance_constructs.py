@@ -1273,3 +1273,18 @@ def test_a_constant_the_graph_cannot_spell_breaks_the_graph(cnt):
     stenograph.reset()
     with pytest.raises(stenograph.errors.Unsupported, match="cannot spell"):
         stenograph.compile(_sets_a_dispatch_key, backend="eager", fullgraph=True)(x)
+
+
+def _is_buffer(x):
+    return isinstance(x, torch.nn.Buffer), x + 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_isinstance_of_buffer_runs_its_metaclass_check(backend):
+    """`Buffer`'s metaclass answers True for tensors flagged `_is_buffer`, else defers to type's
+    own test through `super().__instancecheck__`."""
+    compiled = stenograph.compile(_is_buffer, backend=backend, fullgraph=True)
+    for x in (torch.nn.Buffer(torch.ones(5)), torch.ones(5), torch.nn.Parameter(torch.ones(5))):
+        flag, out = compiled(x)
+        assert flag is _is_buffer(x)[0]
+        torch.testing.assert_close(out, x + 1)

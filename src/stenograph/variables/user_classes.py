@@ -618,6 +618,13 @@ class BaseMethodVariable(Variable):
             return _allocate(frame, obj.value, [])
         if name == "__call__" and self.owner is type and isinstance(obj, UserClassVariable):
             return type_call(frame, obj.value, args, kwargs)  # `super().__call__()` in a metaclass
+        if name in ("__instancecheck__", "__subclasscheck__") and self.owner is type and len(args) == 1 and not kwargs:
+            # `super().__instancecheck__(x)` in a metaclass (torch's `Buffer`): type's own test,
+            # the exact class or a subclass, no metaclass hook
+            cls = obj.value if isinstance(obj, UserClassVariable) else obj.as_constant()
+            tested = args[0].python_type() if name == "__instancecheck__" else args[0].as_constant()
+            if isinstance(cls, type) and isinstance(tested, type):
+                return constant(issubclass(tested, cls))
         if name == "__new__" and self.owner is dict and not args and not kwargs:
             made = getattr(obj, "fn", None)  # `dict.__new__(dict)`: an empty dict
             if made in (dict, collections.OrderedDict):
