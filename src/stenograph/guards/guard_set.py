@@ -533,9 +533,10 @@ class GuardSet:
             self._add(RANK_GLOBAL_STATE, None, f"{depth}() == 0", "no torch function mode is active")
         else:
             self.state_query(frame_skips.function_modes, "torch function modes", modes)
-            # whether modes are consulted at all (`DisableTorchFunction` turns them off)
-            state = torch._C._get_torch_function_state()
-            self.state_query(torch._C._get_torch_function_state, "torch function state", state)
+            # whether modes are consulted at all (`DisableTorchFunction` turns them off); a bool,
+            # which a guard compares in a tenth of the time of torch's state enum
+            off = torch._C._is_torch_function_all_disabled()
+            self.state_query(torch._C._is_torch_function_all_disabled, "torch functions all disabled", off)
 
     def _autocast_state(self) -> None:
         """Autocast changes the dtypes ops compute in (AOTAutograd bakes them into the graph)."""

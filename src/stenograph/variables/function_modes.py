@@ -121,7 +121,7 @@ def live_handler(frame: Frame) -> _Entry | None:
     modes = traced_modes(frame)
     visible = modes.entries if modes.visible is None else modes.entries[: modes.visible]
     live = next((entry for entry in reversed(visible) if entry.kind == function_mode_stack.HANDLER), None)
-    if live is None or torch._C._get_torch_function_state() == torch._C._TorchFunctionState.ALL_DISABLED:
+    if live is None or torch._C._is_torch_function_all_disabled():
         return None
     return live
 
