@@ -232,6 +232,39 @@ def test_a_wrapper_subclass_flattening_otherwise_recompiles(backend):
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_wrapper_subclass_inside_another_is_guarded(backend):
+    """A `_Shifted` as an inner tensor of a `_Scaled`: its own context (the shift its dispatch
+    adds) is baked into the traced graph too; another shift recompiles (the first graph was
+    reused: the old shift, silently)."""
+    cnt = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(lambda x: x * 1, backend=cnt, fullgraph=True)
+    for shift in (2, 3, 2):
+        x = _Scaled(_Shifted(torch.ones(2), shift), None)
+        assert_same(compiled(x).data_.inner, (x * 1).data_.inner)
+    assert cnt.frame_count == 2
+
+
+class _BadGuardArity(_Shifted):
+    @classmethod
+    def __metadata_guard__(cls, context):
+        return True
+
+
+class _GuardNotClassmethod(_Shifted):
+    def __metadata_guard__(self, before, now):
+        return True
+
+
+@pytest.mark.parametrize("cls", [_BadGuardArity, _GuardNotClassmethod])
+def test_a_malformed_metadata_guard_is_named(cls):
+    """`__metadata_guard__` must be a classmethod of two contexts: anything else is the user's
+    error, named, not a guard that fails on every call."""
+    compiled = stenograph.compile(lambda x: x * 1, backend="eager", fullgraph=True)
+    with pytest.raises(stenograph.errors.UserError, match=f"{cls.__qualname__}.__metadata_guard__ must"):
+        compiled(cls(torch.ones(2), 1))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_a_wrapper_subclass_with_dynamic_sizes(backend):
     """`dynamic=True` on a traceable wrapper subclass input: its sizes and its inner tensor's are
     symbolic, one graph serves every size (torch's subclass symbolic context; it was an internal

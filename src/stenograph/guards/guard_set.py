@@ -11,6 +11,7 @@ user objects are held by weak reference so an entry never keeps a module or tens
 from __future__ import annotations
 
 import collections
+import inspect
 import math
 import types
 import weakref
@@ -19,8 +20,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .. import frame_skips, function_mode_stack
+from ..errors import UserError
 from . import native
 from .failures import GuardFailure
 from .lowering import replacements
@@ -106,13 +109,33 @@ def _slot_is_set(getter: Callable[[Any], Any], obj: Any) -> bool:
     return True
 
 
+def _check_metadata_guard(cls: type) -> None:
+    """A class's `__metadata_guard__(cls, before, now)` is called by the guard with two contexts:
+    one that cannot be raises here, naming the class, rather than on every call."""
+    guard = inspect.getattr_static(cls, "__metadata_guard__", None)
+    if guard is None:
+        return
+    if not isinstance(guard, classmethod):
+        raise UserError(f"Tensor subclass method {cls.__qualname__}.__metadata_guard__ must be a classmethod")
+    try:
+        inspect.signature(cls.__metadata_guard__).bind(None, None)
+    except TypeError:
+        raise UserError(
+            f"Tensor subclass method {cls.__qualname__}.__metadata_guard__ must take exactly two subclass "
+            "metadata arguments"
+        ) from None
+
+
 @dataclass(frozen=True)
 class _FlattensAs:
     """The check of `GuardSet.wrapper_layout`: called with the tensor, True while it flattens
-    to these inner tensor names and an equal context."""
+    to these inner tensor names and an equal context, and each inner tensor is of the same class
+    and, where that is a wrapper subclass too, flattens as it did (its context, a constant its
+    `__torch_dispatch__` reads, is baked into the graph AOTAutograd traced through it)."""
 
     inner: list[str]
     context: Any
+    inner_layouts: tuple[tuple[str, type, _FlattensAs | None], ...] = ()
 
     def __call__(self, tensor: Any) -> bool:
         inner, context = tensor.__tensor_flatten__()
@@ -120,9 +143,26 @@ class _FlattensAs:
             return False
         same = getattr(type(tensor), "__metadata_guard__", None)
         try:
-            return bool(same(self.context, context) if same is not None else context == self.context)
+            if not (same(self.context, context) if same is not None else context == self.context):
+                return False
         except Exception:  # a context that cannot be compared: not known to be the same
             return False
+        for name, cls, layout in self.inner_layouts:
+            value = getattr(tensor, name)
+            if type(value) is not cls or layout is not None and not layout(value):
+                return False
+        return True
+
+
+def flattens_as(tensor: Any) -> _FlattensAs:
+    """How a traceable wrapper subclass instance flattens, its inner tensors' included."""
+    _check_metadata_guard(type(tensor))
+    inner, context = tensor.__tensor_flatten__()
+    layouts = []
+    for name in inner:
+        value = getattr(tensor, name)
+        layouts.append((name, type(value), flattens_as(value) if is_traceable_wrapper_subclass(value) else None))
+    return _FlattensAs(list(inner), context, tuple(layouts))
 
 
 @dataclass
@@ -405,9 +445,12 @@ class GuardSet:
         """A traceable wrapper subclass (`__tensor_flatten__`) flattens as it did: the same inner
         tensors and an equal context (by its class's `__metadata_guard__` where it has one),
         which the graph AOTAutograd traced through it depends on."""
-        inner, context = tensor.__tensor_flatten__()  # type: ignore[attr-defined]
-        check = self.bind(_FlattensAs(list(inner), context), "flattens")
-        text = f"{source.name()} flattens to {list(inner)} with context {context!r}"
+        layout = flattens_as(tensor)
+        check = self.bind(layout, "flattens")
+        nested = [name for name, _, inner_layout in layout.inner_layouts if inner_layout is not None]
+        text = f"{source.name()} flattens to {layout.inner} with context {layout.context!r}" + (
+            f" (and so do its wrapper subclasses {nested})" if nested else ""
+        )
         self._add(RANK_VALUE, source, f"{check}({{v}})", text)
 
     def shape_relations(self, guards: list[tuple[str, list[tuple[Source, str]]]]) -> None:
