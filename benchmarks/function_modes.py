@@ -18,6 +18,7 @@ import time
 
 import torch
 import torch._dynamo
+from nested_breaks import counting_backend
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
@@ -90,13 +91,6 @@ def main() -> None:
     if bert is not None:
         cases["HF BERT (2 layers)"] = (bert, (torch.randint(0, 100, (2, 16)),))
 
-    def backend_of(counter):
-        if args.backend == "eager":
-            return counter
-        from torch._dynamo.backends.common import aot_autograd
-
-        return aot_autograd(fw_compiler=lambda gm, _: counter(gm, _))
-
     print(f"backend {args.backend}, torch {torch.__version__}, median of {args.calls} calls after the first")
     header = f"{'case':20} {'mode':13} {'compiler':14} {'graphs':>6} {'first s':>8} {'per call us':>12}"
     print(f"{header} {'mode calls':>10} result")
@@ -115,7 +109,7 @@ def main() -> None:
                 ]:
                     reset()
                     counter = CompileCounter()
-                    compiled = compile_fn(fn, backend=backend_of(counter))
+                    compiled = compile_fn(fn, backend=counting_backend(counter, args.backend))
                     first, per_call, seen = _timed(compiled, inputs, mode_class, args.calls)
                     with mode_class():
                         same = torch.allclose(compiled(*inputs), expected, atol=1e-5)

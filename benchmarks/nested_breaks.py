@@ -74,6 +74,16 @@ def pipeline(x):
     return (y * z).sum()
 
 
+def counting_backend(counter: CompileCounter, backend: str):
+    """`counter` itself (the `eager` backend), or torch's AOTAutograd compiling each forward graph
+    with it (`aot_eager`): one backend for both compilers, counting the graphs each hands over."""
+    if backend == "eager":
+        return counter
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(fw_compiler=lambda gm, example_inputs: counter(gm, example_inputs))
+
+
 def measure(compile_fn, fn, args, calls: int) -> tuple[int, float, float]:
     counter = CompileCounter()
     compiled = compile_fn(fn, counter)
@@ -100,18 +110,11 @@ def main() -> None:
         "helpers": (pipeline, (torch.randn(256),)),
     }
 
-    def backend_of(counter):
-        if args.backend == "eager":
-            return counter
-        from torch._dynamo.backends.common import aot_autograd
-
-        return aot_autograd(fw_compiler=lambda gm, _: counter(gm, _))
-
     def steno(nested):
         def make(fn, counter):
             stenograph.reset()
             with stenograph.config.patch(nested_graph_breaks=nested):
-                compiled = stenograph.compile(fn, backend=backend_of(counter))
+                compiled = stenograph.compile(fn, backend=counting_backend(counter, args.backend))
 
             def run(*a):
                 with stenograph.config.patch(nested_graph_breaks=nested):
@@ -124,7 +127,7 @@ def main() -> None:
     def peer(nested):
         def make(fn, counter):
             torch._dynamo.reset()
-            compiled = torch.compile(fn, backend=backend_of(counter))
+            compiled = torch.compile(fn, backend=counting_backend(counter, args.backend))
 
             def run(*a):
                 with torch._dynamo.config.patch(nested_graph_breaks=nested):

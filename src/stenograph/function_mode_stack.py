@@ -66,7 +66,11 @@ def program_entry(index: int) -> Any:
 
 def program_has_handlers() -> bool:
     """Whether a handler mode is on the program's stack (a compile traces its handler)."""
-    return any(kind(mode) == HANDLER for mode in program_stack())
+    return _has_handlers(program_stack())
+
+
+def _has_handlers(stack: tuple[Any, ...]) -> bool:
+    return any(kind(mode) == HANDLER for mode in stack)
 
 
 def replace(modes: tuple[Any, ...]) -> None:
@@ -79,14 +83,14 @@ def replace(modes: tuple[Any, ...]) -> None:
 
 @contextmanager
 def handlers_set_aside() -> Iterator[None]:
-    """The handler modes off the stack while a compile runs (the others stay, in their order),
-    put back when it ends."""
+    """The handler modes off the stack while a compile, or code compiled under them, runs (the
+    others stay, in their order), put back when it ends."""
     stack = current()
-    if all(kind(mode) != HANDLER for mode in stack):
+    if not _has_handlers(stack):
         yield
         return
     previous = _aside.stack
-    _aside.stack = stack
+    _aside.stack = stack  # what the program has: guards and state readers see it whole
     replace(tuple(mode for mode in stack if kind(mode) != HANDLER))
     try:
         yield
@@ -142,16 +146,7 @@ def without_handlers(compiled: Callable[..., Any]) -> Callable[..., Any]:
     tensors), run with the handler modes off the stack: their handlers are in the graph."""
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        stack = current()
-        if all(kind(mode) != HANDLER for mode in stack):
+        with handlers_set_aside():
             return compiled(*args, **kwargs)
-        outer = _aside.stack
-        _aside.stack = stack  # a guard's check of the stack sees it whole
-        replace(tuple(mode for mode in stack if kind(mode) != HANDLER))
-        try:
-            return compiled(*args, **kwargs)
-        finally:
-            replace(stack)
-            _aside.stack = outer
 
     return run

@@ -273,13 +273,19 @@ class BoundMethodVariable(Variable):
 NAME_ATTRIBUTES = ("__name__", "__qualname__", "__module__", "__doc__")
 
 
+def name_attribute(fn: Any, name: str) -> Variable | None:
+    """`fn.__name__` (or `__qualname__`, `__module__`, `__doc__`) of a function or method: a
+    constant, the same for every call; None for other names, or where `fn` has none."""
+    return constant(getattr(fn, name)) if name in NAME_ATTRIBUTES and hasattr(fn, name) else None
+
+
 def bound_method_attribute(obj: Variable, method: Any, name: str) -> Variable | None:
     """An attribute of `obj.method` that is the bound method's own (unittest's
     `assertRaises(E, p.append)` reads `__name__`): its object, or the name or doc of the method
     `method` of its class; None for others."""
     if name == "__self__":
         return obj
-    return constant(getattr(method, name)) if name in NAME_ATTRIBUTES else None
+    return name_attribute(method, name)
 
 
 # the most items one iterator gives while traced: one whose items are computed as it goes (a

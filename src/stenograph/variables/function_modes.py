@@ -119,6 +119,8 @@ def live_handler(frame: Frame) -> _Entry | None:
     """The mode whose handler eager would call now, or None: the topmost handler mode the trace
     sees (inert modes and device contexts above it only pass the call on)."""
     modes = traced_modes(frame)
+    if not modes.entries:  # the common case, met at every tensor operation of every trace
+        return None
     visible = modes.entries if modes.visible is None else modes.entries[: modes.visible]
     live = next((entry for entry in reversed(visible) if entry.kind == function_mode_stack.HANDLER), None)
     if live is None or torch._C._is_torch_function_all_disabled():

@@ -32,7 +32,7 @@ from ..shapes.fake import specialised_size
 from . import function_modes, nonstrict_calls, numpy_arrays
 from .base import Variable
 from .cells import LazyValue, RealCellVariable
-from .constants import NAME_ATTRIBUTES, ConstantVariable, constant
+from .constants import ConstantVariable, constant, name_attribute
 from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
 from .contexts import grad_mode_class, make_grad_context
 from .double_backward import creates_graph
@@ -528,9 +528,8 @@ class TorchOpVariable(Variable):
             return TorchOpVariable(
                 getattr(self.fn, name), None if self.source is None else AttrSource(self.source, name)
             )
-        if name in NAME_ATTRIBUTES and isinstance(getattr(self.fn, name, None), str):
-            return constant(getattr(self.fn, name))  # `func.__name__` in a mode's handler
-        return super().getattr(frame, name)
+        named = name_attribute(self.fn, name)  # `func.__name__` in a mode's handler
+        return named if named is not None else super().getattr(frame, name)
 
     def describe(self) -> str:
         module = getattr(self.fn, "__module__", None) or "torch"
@@ -741,9 +740,8 @@ class TensorMethodRefVariable(Variable):
         return f"torch.Tensor.{self.fn.__name__}"
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        if name in NAME_ATTRIBUTES and isinstance(getattr(self.fn, name, None), str):
-            return constant(getattr(self.fn, name))  # `func.__name__` in a mode's handler
-        return super().getattr(frame, name)
+        named = name_attribute(self.fn, name)  # `func.__name__` in a mode's handler
+        return named if named is not None else super().getattr(frame, name)
 
     def call(self, frame: Frame, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if not args or not isinstance(args[0], TensorVariable):
@@ -1101,8 +1099,9 @@ class HandledFunctionVariable(Variable):
         return type(self.fn)
 
     def getattr(self, frame: Frame, name: str) -> Variable:
-        if name in NAME_ATTRIBUTES and hasattr(self.fn, name):  # `next.__name__`
-            return constant(getattr(self.fn, name))
+        named = name_attribute(self.fn, name)  # `next.__name__`
+        if named is not None:
+            return named
         method = getattr(self.fn, name, None) if isinstance(self.fn, type) else None
         if isinstance(method, (types.MethodDescriptorType, types.WrapperDescriptorType)):
             # `OrderedDict.get` (dict's), `OrderedDict.move_to_end`: called on an instance, the
