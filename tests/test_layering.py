@@ -54,6 +54,7 @@ LAYERS: dict[str, int] = {
             "compile_callbacks",
             "frame_skips",
             "function_mode_stack",
+            "code_tables",
         ],
         0,
     ),

@@ -34,6 +34,7 @@ from . import (
 )
 from .backends.registry import lookup_backend
 from .callee_routing import CalleeRouter
+from .code_tables import CodeTable
 from .errors import (
     BreakKind,
     ConstraintViolation,
@@ -83,8 +84,9 @@ _OTHER_DEFAULTS = GuardFailure("the function's __defaults__/__kwdefaults__ diffe
 class FrameCache:
     """Compiled entries of one code object for one backend, and its recompile state."""
 
-    def __init__(self, code: types.CodeType, backend: Any, backend_name: str) -> None:
+    def __init__(self, code: types.CodeType, globals_dict: dict, backend: Any, backend_name: str) -> None:
         self.code = code
+        self.globals_dict = globals_dict  # kept alive so the cache key's id stays unique
         self.backend = backend  # kept alive so the cache key's id stays unique
         self.backend_name = backend_name
         self.entries: list[CacheEntry] = []
@@ -182,7 +184,7 @@ class FrameCache:
         """In a region's cache, the first entry of its compiler's own cache whose guards pass on
         this call: read, never added to (`regions`). None elsewhere."""
         base = shared_base(self.backend)
-        shared = _caches.get((self.code, id(base))) if base is not None else None
+        shared = _caches.get((id(self.code), id(self.globals_dict), id(base))) if base is not None else None
         if shared is None:
             return None
         for entry in shared.entries:
@@ -450,7 +452,10 @@ def _watch(cache: FrameCache, entry: CacheEntry) -> None:
 # a registry, not an owner: a cache lives while a function compiled with it (which holds it in
 # `__stenograph_caches__`) or a wrapper or dispatcher of it does, so dropping the function
 # drops its entries and the globals they reference
-_caches: weakref.WeakValueDictionary[tuple[types.CodeType, int], FrameCache] = weakref.WeakValueDictionary()
+# keyed by the identities (which the cache holds) of the code (`code_tables`), the globals its
+# guards read (functions made from one code over other globals have caches of their own) and
+# the backend
+_caches: weakref.WeakValueDictionary[tuple[int, int, int], FrameCache] = weakref.WeakValueDictionary()
 # every cache alive, also those `reset` took out of `_caches` that a wrapper still holds and
 # compiles into: the next reset clears them too
 _live_caches: weakref.WeakSet[FrameCache] = weakref.WeakSet()
@@ -462,15 +467,17 @@ _OWNED = "__stenograph_caches__"
 
 # code object -> its caches alive (each backend's and region's): `config.accumulated_recompile_limit`
 # caps their entries together
-_code_caches: weakref.WeakKeyDictionary[types.CodeType, weakref.WeakSet[FrameCache]] = weakref.WeakKeyDictionary()
+_code_caches: CodeTable[weakref.WeakSet[FrameCache]] = CodeTable()
 
 
-def cache_for(code: types.CodeType, backend: Any, backend_name: str) -> FrameCache:
-    key = (code, id(backend))
+def cache_for(code: types.CodeType, globals_dict: dict, backend: Any, backend_name: str) -> FrameCache:
+    """The cache of the functions made from `code` over `globals_dict` (the globals their
+    guards read), compiled with `backend`."""
+    key = (id(code), id(globals_dict), id(backend))
     with compile_lock:
         cache = _caches.get(key)
         if cache is None:
-            cache = _caches[key] = FrameCache(code, backend, backend_name)
+            cache = _caches[key] = FrameCache(code, globals_dict, backend, backend_name)
             _live_caches.add(cache)
             _code_caches.setdefault(code, weakref.WeakSet()).add(cache)
     return cache
@@ -480,7 +487,7 @@ def owned_cache(fn: types.FunctionType, backend: Any, backend_name: str, dynamic
     """`fn`'s cache for `backend`, kept alive by `fn` itself (as long as `fn` lives, another
     compile of it finds its entries; once it dies they go). A `dynamic` setting other than
     None (`compile(dynamic=...)`, handed on to the functions a break calls) becomes the cache's."""
-    cache = cache_for(fn.__code__, backend, backend_name)
+    cache = cache_for(fn.__code__, fn.__globals__, backend, backend_name)
     if dynamic is not None:
         cache.policy.dynamic = dynamic
     owned = fn.__dict__.setdefault(_OWNED, [])
@@ -511,8 +518,9 @@ def forget_backend(backend: Any) -> None:
         forgotten = [cache for cache in list(_live_caches) if cache.backend is backend]
         for cache in forgotten:
             _forget(cache)
-            if _caches.get((cache.code, id(backend))) is cache:
-                del _caches[(cache.code, id(backend))]
+            key = (id(cache.code), id(cache.globals_dict), id(backend))
+            if _caches.get(key) is cache:
+                del _caches[key]
         nested_caches.drop(forgotten)
 
 

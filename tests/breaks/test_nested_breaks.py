@@ -21,6 +21,7 @@ from torch import nn
 import stenograph
 from stenograph import config
 from stenograph.graph import resume
+from stenograph.testing import CompileCounterWithBackend
 
 from ._support import assert_matches_eager
 
@@ -476,3 +477,27 @@ def test_a_dropped_function_frees_its_chain(cnt, capsys):
     gc.collect()
     assert [r() for r in refs] == [None] * len(refs)
     capsys.readouterr()
+
+
+def branch_inner(x):
+    if x == 0:
+        return x + 1
+    else:
+        return x + 2
+
+
+def branch_outer(x):
+    return branch_inner(x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_data_dependent_branch_in_a_callee_takes_each_way(backend, capsys):
+    """Each way out of a branch on tensor data inside a callee resumes its own chain. The two
+    chains are written alike (equal code objects); one used to run the other's compiled entry,
+    so the second way returned the first way's result (torch's test_inline_func_jump_on_tensor_condition)."""
+    counter = CompileCounterWithBackend(backend)
+    compiled = stenograph.compile(branch_outer, backend=counter)
+    values = [1.0, 0.0, 1.0, 0.0]
+    assert_matches_eager(branch_outer, compiled, lambda i: (torch.tensor([values[i]]),), capsys, calls=4)
+    assert counter.frame_count == 3  # the graph before the branch, then one for each way
+    assert counter.frame_count == torch_nested_graph_count(branch_outer, *[(torch.tensor([v]),) for v in values])

@@ -10,6 +10,7 @@ compiles nothing, a changed fact compiles anew (or reuses an entry that is right
 from __future__ import annotations
 
 import math
+import types
 
 import pytest
 import torch
@@ -882,6 +883,49 @@ def test_method_defaults_reassigned(counter):
     Local.run.__defaults__ = (5,)
     assert_same(fn(X, o), X + 5)
     assert counter.frame_count == 2
+
+
+# -- 8. equal code objects, other globals ---------------------------------------------------------
+
+_SOURCE = """
+def scaled(x):
+    y = x * K
+    if RAISE:
+        stenograph.graph_break()
+    return y + OFFSET
+"""
+
+
+def _from_file(filename: str, k: float, offset: float, with_break: bool) -> object:
+    """`scaled` made from `_SOURCE` as if written in `filename`: the code objects made in two
+    files are equal (CPython's code equality leaves the file out), their globals are not."""
+    namespace = {"K": k, "OFFSET": offset, "RAISE": with_break, "stenograph": stenograph}
+    exec(compile(_SOURCE, filename, "exec"), namespace)
+    return namespace["scaled"]
+
+
+@pytest.mark.parametrize("with_break", [False, True])
+def test_equal_code_objects_of_two_files_keep_their_own_entries(counter, with_break):
+    """Two copies of one source (a vendored module, `exec`'d text, generated methods) make equal
+    code objects over other globals. Each compiles for its own globals; with a graph break, each
+    resumes over its own. The second used to run the first's entry (its globals' values)."""
+    first, second = _from_file("a.py", 2.0, 1.0, with_break), _from_file("b.py", 3.0, 5.0, with_break)
+    assert first.__code__ == second.__code__ and first.__code__ is not second.__code__
+    for fn in (first, second, first, second):
+        _check(stenograph.compile(fn, backend=counter), fn, X)
+    assert counter.frame_count == (4 if with_break else 2)
+
+
+@pytest.mark.parametrize("with_break", [False, True])
+def test_one_code_object_over_other_globals_keeps_its_own_entries(counter, with_break):
+    """A function made from another's code object over other globals (`types.FunctionType(code,
+    globals)`, as cloning and unpickling do) reads its own globals, before and after a break."""
+    first = _from_file("a.py", 2.0, 1.0, with_break)
+    namespace = {"K": 3.0, "OFFSET": 5.0, "RAISE": with_break, "stenograph": stenograph, "__builtins__": __builtins__}
+    second = types.FunctionType(first.__code__, namespace)
+    for fn in (first, second, first, second):
+        _check(stenograph.compile(fn, backend=counter), fn, X)
+    assert counter.frame_count == (4 if with_break else 2)
 
 
 # -- aliasing of tensor inputs a graph changes in place ------------------------------------------

@@ -167,6 +167,7 @@ class _Gen:
             choices.append(lambda: f"h0({e}, {self.expr_S(depth + 1)})")
         if self.has("nested_breaks"):
             choices.append(lambda: f"h2({e}, {self.expr_S(depth + 1)})")
+            choices.append(lambda: f"h3({e}, {self.expr_S(depth + 1)})")
         if self.has("globals"):
             choices.append(lambda: f"({e} * G_SCALE)")
             self.uses_globals.add("G_SCALE")
@@ -705,6 +706,12 @@ class _Gen:
             "    c = h1(a - 1, b)",
             "    stenograph.graph_break()",
             "    return c * 0.5 + a",
+            "",
+            "",
+            "def h3(a, b):",  # a branch on tensor data inside a callee: a break at a jump
+            "    if a.sum() > b:",
+            "        return a * 2 + b",
+            "    return a - b",
             "",
             "",
             "@stenograph.disable",

@@ -1288,3 +1288,19 @@ def test_isinstance_of_buffer_runs_its_metaclass_check(backend):
         flag, out = compiled(x)
         assert flag is _is_buffer(x)[0]
         torch.testing.assert_close(out, x + 1)
+
+
+# -- torch.compile's own C helpers -------------------------------------------------------------------
+
+
+def test_torch_compiles_unsupported_helper_is_a_graph_break(cnt):
+    """`torch._C._dynamo.eval_frame.unsupported(a, b)` (returns `b`) is the helper torch's tests
+    use for a graph break; it was recorded in the graph as a torch function."""
+    from torch._C._dynamo.eval_frame import unsupported
+
+    def fn(x):
+        y = x * 2
+        return unsupported(x, y + 1) * 3
+
+    check(fn, lambda i: (t(4, seed=i),), cnt, graphs=2)
+    assert stenograph.explain(fn)(t(4)).graph_break_count == 1

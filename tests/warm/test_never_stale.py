@@ -514,3 +514,37 @@ def test_a_nonstrict_trace_body_is_never_taken_from_disk(tmp_path):
             _edit(program, "return x * 3", change)
         report = run(program, cache)
         assert report["diff"] == 0 and report["compiled"] == 1 and report["stored"] == 0, report
+
+
+NESTED_BRANCH = """
+stenograph.config.nested_graph_breaks = True
+
+
+def inner(x):
+    if x == 0:
+        return x + 1
+    else:
+        return x + 2
+
+
+def outer(x):
+    return inner(x)
+
+
+x = torch.tensor([float(sys.argv[1])])
+compiled = stenograph.compile(outer, backend="eager")
+report(diff=distance([compiled(x)], [outer(x)]))
+"""
+
+
+def test_a_nested_break_resumed_the_other_way(tmp_path):
+    """The two chains out of a branch inside a callee are written alike: the warm process that
+    takes the other way must not install the first way's persisted entry."""
+    program, cache = _scenario(tmp_path, NESTED_BRANCH)
+    cold = run(program, cache, "1.0")
+    assert cold["diff"] == 0 and cold["compiled"] == 2, cold
+    other_way = run(program, cache, "0.0")
+    assert other_way["diff"] == 0, other_way
+    assert other_way["compiled"] == 1 and other_way["installed"] == 1, other_way  # only the graph before
+    same_way = run(program, cache, "1.0")
+    assert same_way["diff"] == 0 and same_way["compiled"] == 0, same_way

@@ -505,7 +505,7 @@ class BreakWriter:
             wrap = self.writer.bind(runtime.entry_wrapper, "entry_wrapper")
             backend = self.writer.bind(self.backend, "backend")
             # each call wraps a new function object; this code keeps their shared cache alive
-            self.writer.bind(runtime.cache_for(var.code, self.backend, self.backend_name), "cache")
+            self.writer.bind(runtime.cache_for(var.code, var.globals_dict, self.backend, self.backend_name), "cache")
             return (
                 f"{wrap}({self._evaluate(var)}, {backend}, {self.backend_name!r}, False, {self.dynamic_setting},"
                 " nested=True)"

@@ -6,6 +6,7 @@ with the frame's backend, so it is compiled on its first call and cached like an
 
 from __future__ import annotations
 
+import hashlib
 import types
 import weakref
 from typing import Any
@@ -19,6 +20,7 @@ from ..bytecode.resume_code import (
     resume_code_name,
     takes_argument,
 )
+from ..code_tables import CodeTable
 from ..guards.pyfunc import make_function, with_closure
 from ..marks import mark_disabled
 from .runtime import Runtime, remember_maker
@@ -26,19 +28,19 @@ from .runtime import Runtime, remember_maker
 # None of these keeps a code object alive: an entry goes when the code it is about dies, and a
 # dispatcher when no transformed code calls it any more.
 # code -> (offset, stack kinds, live locals) -> resume code
-_codes: weakref.WeakKeyDictionary[types.CodeType, dict[tuple, types.CodeType]] = weakref.WeakKeyDictionary()
+_codes: CodeTable[dict[tuple, types.CodeType]] = CodeTable()
 _wrappers: weakref.WeakValueDictionary[tuple, Any] = weakref.WeakValueDictionary()
 # resume code -> source names of its arguments that are symbolic from the first compile
-_dynamic: weakref.WeakKeyDictionary[types.CodeType, set[str]] = weakref.WeakKeyDictionary()
+_dynamic: CodeTable[set[str]] = CodeTable()
 # resume code -> the code it continues
-_origins: weakref.WeakKeyDictionary[types.CodeType, weakref.ref] = weakref.WeakKeyDictionary()
-_offset_maps: weakref.WeakKeyDictionary[types.CodeType, dict[int, int] | None] = weakref.WeakKeyDictionary()
+_origins: CodeTable[weakref.ref] = CodeTable()
+_offset_maps: CodeTable[dict[int, int] | None] = CodeTable()
 # resume code -> its key in `_codes` (offset, stack kinds, live locals, shares cells: `made_with`)
-_keys: weakref.WeakKeyDictionary[types.CodeType, tuple] = weakref.WeakKeyDictionary()
+_keys: CodeTable[tuple] = CodeTable()
 # (resume codes, options) -> the chain function made of them (`nested_chain`)
 _chain_functions: weakref.WeakValueDictionary[tuple, types.FunctionType] = weakref.WeakValueDictionary()
 # resume code -> its name in logs and reports (`__resume_at_48_f`; its co_name is the original's)
-_names: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
+_names: CodeTable[str] = CodeTable()
 
 
 def resume_code(
@@ -138,7 +140,9 @@ def resume_function(
     code = resume_code(fn.__code__, offset, kinds, live, shares_cells)
     if dynamic:
         _dynamic.setdefault(code, set()).update(f"L[{name!r}]" for name in dynamic)
-    key = (code, id(backend), compiled, compile_dynamic)  # the code tells `shares_cells` apart
+    # the code tells `shares_cells` apart; functions made from one code over other globals resume
+    # over their own
+    key = (id(code), id(fn.__globals__), id(backend), compiled, compile_dynamic)
     found = _wrappers.get(key)
     if found is None:
         # fresh cells: the cached function must not keep the breaking call's closure alive
@@ -247,13 +251,16 @@ def _chain_function(
     calls: list[str] = []
     exits: list[list[str]] = []  # each link's open contexts' `__exit__`s, innermost first
     for i, (code, (_, globals_dict, _, kinds, _, link_exits, _)) in enumerate(zip(codes, links)):
+        # named by what the link runs: chains written alike around other links are other code
+        # (`code_tables`), and another process's persisted entries of one are not the other's
+        tag = _link_tag(code)
         if code.co_freevars:
             if eager_first and i == 0:
                 raise NotImplementedError("code run eagerly after step_unsupported() with closure cells")
-            callee = f"___f{i}"
+            callee = f"___f{i}_{tag}"
             made.append(callee)
         else:
-            callee = f"___resume{i}"
+            callee = f"___resume{i}_{tag}"
             namespace[callee] = resume_link(code, globals_dict, eager_first and i == 0)
         own = [f"___a{len(params) + j}" for j in range(code.co_argcount - (i > 0))]
         params += own
@@ -280,6 +287,12 @@ def _chain_function(
         label="nested resume",
         present_as=present_as,
     )
+
+
+def _link_tag(code: types.CodeType) -> str:
+    """A short digest of a link's resume code, the same in every process."""
+    text = repr((code.co_filename, code.co_qualname, code.co_firstlineno, code.co_names, code.co_varnames))
+    return hashlib.sha256(text.encode() + code.co_code).hexdigest()[:12]
 
 
 def _plain(resume: types.FunctionType) -> Any:

@@ -27,8 +27,8 @@ class Runtime:
       from `fn`'s code, compiled, with `f`'s own closure.
     - `module_caller(backend, backend_name)`: `call(module, *args)` running a module's compiled
       forward.
-    - `cache_for(code, backend, backend_name)`: the cache of `code` (generated code keeps the
-      cache of the nested functions it wraps alive).
+    - `cache_for(code, globals_dict, backend, backend_name)`: the cache of `code` over those
+      globals (generated code keeps the cache of the nested functions it wraps alive).
     - `callee_router(backend, backend_name, dynamic)`: `route(callable)`, what a frame running
       eagerly with its callees compiled calls instead (`callee_routing`).
     - `continue_class`: the tail call transformed code returns at a break (`entry.Continue`).

@@ -298,6 +298,11 @@ STATEFUL_TORCH = frozenset({
 })  # fmt: skip
 
 
+# the C side of torch.compile's frame evaluation and guards: `torch._C._dynamo.eval_frame.unsupported`
+# is torch's test helper that it never traces, a graph break by design
+_COMPILER_INTERNALS = "torch._C._dynamo"
+
+
 def is_graph_op(value: Any) -> bool:
     """Whether calling `value` should be recorded as one graph node."""
     if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
@@ -309,6 +314,8 @@ def is_graph_op(value: Any) -> bool:
         return False
     module = getattr(value, "__module__", None) or ""
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        if module.startswith(_COMPILER_INTERNALS):
+            return False  # torch.compile's own C helpers, never graph nodes (`unsupported`: a break)
         owner = getattr(value, "__self__", None)
         owner_name = getattr(owner, "__name__", "") if owner is not None else ""
         return module.startswith("torch") or owner_name.startswith("torch._C")

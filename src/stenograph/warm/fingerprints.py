@@ -12,12 +12,12 @@ import hashlib
 import pathlib
 import sys
 import types
-import weakref
 from typing import Any
 
 import torch
 
 from .. import config, process_state
+from ..code_tables import CodeTable
 from ..shapes import named_sources
 
 # the settings that change what a trace produces (the others change logging, checks or limits)
@@ -38,7 +38,7 @@ TRACING_SETTINGS = (
     "automatic_dynamic_shapes_mark_as",
 )
 
-_fingerprints: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
+_fingerprints: CodeTable[str] = CodeTable()
 process_state.register_containers("warm.fingerprints", _fingerprints, memo=True)
 
 
