@@ -160,7 +160,8 @@ def _int_of_bool(x):
     [
         (_tolist_float, "Tensor.tolist() reads the tensor's values"),  # as torch.compile
         (_int_of_bool, "int(tensor) reads the tensor's value"),
-        (_float_of_many, "float(tensor) reads the tensor's value"),  # eager raises
+        # eager's ValueError, raised in the program: fullgraph cannot raise it from a graph
+        (_float_of_many, "only one element tensors can be converted to Python scalars"),
     ],
 )
 def test_reads_not_captured_break_and_name_the_call(fn, reason):
@@ -235,3 +236,18 @@ def _truth_of_item(x):
 def test_bool_of_a_captured_number_is_symbolic(cnt, value):
     """`bool(x.item())` is `item != 0` in the graph (a bool item as it is): no branch, no guard."""
     check(_truth_of_item, lambda i: (torch.tensor([value]),), cnt)
+
+
+def _caught_conversion(x):
+    try:
+        return int(x * 2) + float(x)
+    except ValueError as e:
+        return x.sum() + len(str(e))
+
+
+@pytest.mark.parametrize("captured", [True, False])
+def test_a_tensor_of_several_elements_raises_eagers_value_error(cnt, captured):
+    """`int(t)`/`float(t)` of a tensor of several elements raises eager's ValueError in the
+    program (caught there: one graph), whether or not scalar outputs are captured."""
+    with stenograph.config.patch(capture_scalar_outputs=captured):
+        check(_caught_conversion, lambda i: (t(3, seed=i),), cnt, peer=False)  # torch.compile: its own error

@@ -24,6 +24,7 @@ from ..shapes.fake import is_symbolic, specialised_size
 from .base import Variable
 from .constants import constant
 from .containers import ListVariable
+from .exceptions import raise_python_error
 from .trace_rules import TENSOR_DATA_HINT, TENSOR_DATA_METHODS
 
 if TYPE_CHECKING:
@@ -55,6 +56,12 @@ def item(frame: Frame, tensor: TensorVariable) -> Variable:
 def number(frame: Frame, tensor: TensorVariable, kind: type) -> Variable:
     """`float(t)`, `int(t)` or `bool(t)` of a one-element tensor (`kind` is the builtin)."""
     dtype = tensor.fake.dtype
+    numel = tensor.fake.numel()
+    if kind is not bool and not is_symbolic(numel) and numel != 1:
+        try:  # eager's ValueError, raised in the program whatever the values (the running torch's message)
+            kind(torch.zeros(numel))
+        except ValueError as e:
+            raise_python_error(frame, e)
     # int()/float() of a bool tensor would convert a SymBool, which the ShapeEnv cannot do
     converts_bool = dtype is torch.bool and kind is not bool
     if not config.capture_scalar_outputs or not _one_element(tensor) or dtype.is_complex or converts_bool:
