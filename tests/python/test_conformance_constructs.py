@@ -1304,3 +1304,20 @@ def test_torch_compiles_unsupported_helper_is_a_graph_break(cnt):
 
     check(fn, lambda i: (t(4, seed=i),), cnt, graphs=2)
     assert stenograph.explain(fn)(t(4)).graph_break_count == 1
+
+
+def test_a_pybind11_property_is_read_and_guarded(cnt):
+    """`obj.result` of a pybind11 class (a C++ getter): read for real and guarded, so a changed
+    value recompiles (torch's test_pybind_object). It was a graph break."""
+
+    def fn(x, info):
+        if info.result:
+            return torch.cos(x)
+        return torch.sin(x)
+
+    compiled = stenograph.compile(fn, backend=cnt, fullgraph=True)
+    infos = [torch._C._dynamo.guards.GuardDebugInfo(flag, ["a==1"], 0) for flag in (True, False, True)]
+    for info in infos:
+        x = t(4)
+        helpers.assert_same(compiled(x, info), fn(x, info))
+    assert cnt.frame_count == 2

@@ -169,6 +169,10 @@ def _resolve_class_attr(frame: Frame, obj_var: Variable, obj: Any, name: str) ->
         # a pybind11 class's method (`reducer.prepare_for_forward`): bound for real, as nothing
         # runs, and guarded through the attribute; calling it is the graph break
         return frame.wrap(cls_attr.__get__(obj, cls), AttrSource(obj_var.source, name))
+    if isinstance(cls_attr, property) and is_instance_method(cls_attr.fget) and obj_var.source is not None:
+        # a pybind11 property (a C++ field or getter, no Python to trace): read for real, as
+        # torch.compile reads it, and guarded through the attribute (read again on each call)
+        return frame.wrap(getattr(obj, name), AttrSource(obj_var.source, name))
     if hasattr(cls_attr, "__get__") and not isinstance(cls_attr, known):
         if isinstance(obj, torch._C._FunctionBase) and name in _BACKWARD_CTX_READS and obj_var.source is not None:
             # an autograd.Function's backward compiled on its own is handed the real ctx: what
