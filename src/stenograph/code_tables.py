@@ -36,7 +36,7 @@ class CodeTable(Generic[V]):
         def forget(ref: weakref.ref) -> None:
             found = items.get(ident)
             if found is not None and found[0] is ref:  # not a later key given the same id
-                del items[ident]
+                items.pop(ident, None)  # (another thread may have taken it meanwhile)
 
         return weakref.ref(key, forget)
 
