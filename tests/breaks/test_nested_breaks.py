@@ -501,3 +501,49 @@ def test_a_data_dependent_branch_in_a_callee_takes_each_way(backend, capsys):
     assert_matches_eager(branch_outer, compiled, lambda i: (torch.tensor([values[i]]),), capsys, calls=4)
     assert counter.frame_count == 3  # the graph before the branch, then one for each way
     assert counter.frame_count == torch_nested_graph_count(branch_outer, *[(torch.tensor([v]),) for v in values])
+
+
+class Logged:
+    """An object whose own hooks print (a graph break) before storing."""
+
+    def __setattr__(self, name, value):
+        print("set", name)
+        super().__setattr__(name, value.cos())
+
+    def __setitem__(self, key, value):
+        print("item", key)
+        super().__setattr__(key, value.tan())
+
+
+def store_attr_then_more(obj, x):
+    obj.a = x + 2
+    return x + 4 + obj.a
+
+
+def store_item_then_more(obj, x):
+    obj["b"] = x * 3
+    return x - obj.b
+
+
+def store_in_a_helper(obj, x):
+    y = store_attr_then_more(obj, x.sin())
+    return y * 2
+
+
+@pytest.mark.parametrize("fn", [store_attr_then_more, store_item_then_more, store_in_a_helper])
+def test_a_break_in_a_store_hook_resumes_after_the_store(fn, cnt, capsys):
+    """A break inside a user `__setattr__`/`__setitem__` that a STORE_ATTR/STORE_SUBSCR ran: the
+    hook's rest and the caller after the store are one graph (torch's
+    test_nested_store_attr_graph_break); the hook's return value is not pushed."""
+
+    def run(obj, x):
+        result = fn(obj, x)
+        return result, dict(vars(obj))
+
+    compiled = stenograph.compile(run, backend=cnt)
+    assert_matches_eager(run, compiled, lambda i: (Logged(), fresh(3)(i)[0]), capsys)
+    assert cnt.frame_count == 2
+    hook_op = "cos" if fn is not store_item_then_more else "tan"
+    assert hook_op in cnt.graphs[1].code  # the hook's rest is compiled with the caller's
+    calls = [(Logged(), fresh(3)(i)[0]) for i in range(3)]
+    assert cnt.frame_count == torch_nested_graph_count(run, *calls)

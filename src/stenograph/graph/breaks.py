@@ -399,7 +399,7 @@ class BreakWriter:
             passed = [s for s in link_slots if takes_argument(s.kind)]
             exits = tuple(i for i, s in enumerate(passed) if s.context_exit)
             shares = bool(origin.code.co_cellvars)
-            links.append((origin.code, origin.fn.__globals__, at, kinds, names, exits, shares))
+            links.append((origin.code, origin.fn.__globals__, at, kinds, names, exits, shares, result))
             cells = self.link_cells.get(id(frame))
             if cells is not None:  # the link's function, made around the cells it shares
                 code = resume_code(origin.code, at, kinds, names, shares)
@@ -417,9 +417,12 @@ class BreakWriter:
                 args.append(expr)
 
         add(self.frame, self.origin, offset, slots, live, False)
+        callee = self.frame
         for caller, origin, caller_slots, caller_live in self.caller_states:
             after = origin.offset(caller.instructions[caller.ip].offset)
-            add(caller, origin, after, caller_slots, caller_live, True)
+            # after a STORE_ATTR/STORE_SUBSCR that ran a hook, nothing goes on the stack
+            add(caller, origin, after, caller_slots, caller_live, not callee.result_discarded)
+            callee = caller
         root = self.callers[-1][0]
         try:
             resume = nested_resume_function(

@@ -159,8 +159,13 @@ def resume_function(
     return found
 
 
+# a nested break's chain link (`nested_resume_function`): code, globals, offset, stack kinds, live
+# locals, context exits, shares cells, takes the callee's result
+Link = tuple[types.CodeType, dict, int, tuple[SlotKind, ...], tuple[str, ...], tuple[int, ...], bool, bool]
+
+
 def nested_resume_function(
-    links: tuple[tuple[types.CodeType, dict, int, tuple[SlotKind, ...], tuple[str, ...], tuple[int, ...], bool], ...],
+    links: tuple[Link, ...],
     backend: Any,
     backend_name: str,
     runtime: Runtime,
@@ -171,11 +176,13 @@ def nested_resume_function(
 ) -> Any:
     """What a nested graph break tail-calls: the dispatcher of a function that runs a chain of
     resume functions, each returning into the next. `links`, innermost frame first, are each
-    frame's (code, globals, offset, stack kinds, live locals, context exits, shares cells): the
-    innermost one resumes after the break, each caller after its call, with the callee's result
-    on top of its stack (its last kind). Context exits are the positions among a link's arguments of the
-    `__exit__`s of the grad-mode `with` blocks its frame is in: until the link runs (its code
-    then leaves them itself), an exception leaves them here, as the blocks would.
+    frame's (code, globals, offset, stack kinds, live locals, context exits, shares cells, takes
+    the callee's result): the innermost one resumes after the break, each caller after its call,
+    with the callee's result on top of its stack (its last kind), or, after a STORE_ATTR or
+    STORE_SUBSCR that ran the object's own hook, with nothing added. Context exits are the
+    positions among a link's arguments of the `__exit__`s of the grad-mode `with` blocks its
+    frame is in: until the link runs (its code then leaves them itself), an exception leaves them
+    here, as the blocks would.
 
     The chain takes every link's arguments in that order, less the results, as one tuple; it is
     compiled as one frame, so the resumed callers' code joins the callee's in one graph, as the
@@ -212,7 +219,9 @@ def nested_chain(
     links: tuple[tuple, ...], present_as: tuple[str, int, str] | None = None, eager_first: bool = False
 ) -> types.FunctionType:
     """The chain function of `nested_resume_function` (made once per links and options)."""
-    codes = tuple(resume_code(code, offset, kinds, live, shares) for code, _, offset, kinds, live, _, shares in links)
+    codes = tuple(
+        resume_code(code, offset, kinds, live, shares) for (code, _, offset, kinds, live, _, shares, _) in links
+    )
     # the globals by id, for the same reason as `nested_resume_function`'s key (the chain holds them)
     key = (codes, tuple(id(link[1]) for link in links), present_as, eager_first)
     chain = _chain_functions.get(key)
@@ -250,7 +259,7 @@ def _chain_function(
     params: list[str] = []
     calls: list[str] = []
     exits: list[list[str]] = []  # each link's open contexts' `__exit__`s, innermost first
-    for i, (code, (_, globals_dict, _, kinds, _, link_exits, _)) in enumerate(zip(codes, links)):
+    for i, (code, (_, globals_dict, _, kinds, _, link_exits, _, takes_result)) in enumerate(zip(codes, links)):
         # named by what the link runs: chains written alike around other links are other code
         # (`code_tables`), and another process's persisted entries of one are not the other's
         tag = _link_tag(code)
@@ -262,10 +271,10 @@ def _chain_function(
         else:
             callee = f"___resume{i}_{tag}"
             namespace[callee] = resume_link(code, globals_dict, eager_first and i == 0)
-        own = [f"___a{len(params) + j}" for j in range(code.co_argcount - (i > 0))]
+        own = [f"___a{len(params) + j}" for j in range(code.co_argcount - takes_result)]
         params += own
         exits.append([own[j] for j in reversed(link_exits)])
-        if i > 0:  # the callee's result goes on top of the stack, under the locals
+        if takes_result:  # the callee's result goes on top of the stack, under the locals
             on_stack = sum(1 for kind in kinds[:-1] if takes_argument(kind))
             own.insert(on_stack, "___v")
         calls.append(f"{callee}({', '.join(own)})")

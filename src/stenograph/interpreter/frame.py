@@ -36,6 +36,8 @@ from .opcodes import handlers_for_running_python
 
 # the callables whose call returns what the inlined function returns, nothing done around it
 _PLAIN_CALLS = (UserFunctionVariable, UserMethodVariable, NestedFunctionVariable)
+# the instructions whose whole effect is one call of an object's own hook, its result dropped
+_STORES = {"STORE_ATTR": "__setattr__", "STORE_SUBSCR": "__setitem__"}
 
 
 class Frame:
@@ -94,6 +96,9 @@ class Frame:
         # an inlined call's function and the callable its caller called (`resumable`)
         self.function: types.FunctionType | None = None
         self.callee: Variable | None = None
+        # a `__setattr__`/`__setitem__` its caller's STORE_ATTR/STORE_SUBSCR ran: the caller drops
+        # what it returns, so a nested break inside resumes the caller after that instruction
+        self.result_discarded = False
         # the compiled frame of a nested break's second trace: the inlined frame that stopped
         self.stopped_inside: Frame | None = None
         # instruction index -> the user stack there, as FX nodes' `stack_trace` (stack_trace())
@@ -385,12 +390,17 @@ class Frame:
             )
             child.function, child.callee = fn, callee
             self._follow_stop_path(child)
+        elif self.current is not None and _STORES.get(self.current.opname) == code.co_name:
+            child.function, child.result_discarded = fn, True
+            self._follow_stop_path(child)
         return child.run()
 
     def resumable(self) -> bool:
         """Whether this inlined frame's caller receives exactly what it returns (a plain call of
         its function, or of a module whose forward it is): a nested graph break inside it can
         then resume the caller after the call (`graph/breaks.py`). Asked when a break passes."""
+        if self.result_discarded:
+            return True
         callee = self.callee
         if callee is None:
             return False
