@@ -4,7 +4,8 @@
 of classes, one per way an attribute can live on an object: the instance dict (`Plain`), `__slots__`
 (`Slots`), a property over a private attribute (`Prop`), a data descriptor (`Desc`), a caching
 non-data descriptor (`Lazy`), HF `PretrainedConfig`'s `attribute_map` aliases through its own
-`__setattr__`/`__getattribute__` (`Cfg`) and a `__getattr__` fallback (`Dyn`). Objects of these
+`__setattr__`/`__getattribute__` (`Cfg`, whose `__setattr__` prints a `tag` it stores: a graph break
+inside the hook a store runs) and a `__getattr__` fallback (`Dyn`). Objects of these
 classes are reached as the argument `obj`, as `m.cfg` of an `nn.Module` (an argument, a global, or
 the compiled module's `self`), as a global, as a closure variable, through a local alias, or made
 inside `f`; `f` writes their attributes (`o.a = v`, `setattr`, `object.__setattr__`, `o.__dict__`,
@@ -171,6 +172,8 @@ class Cfg:
     def __setattr__(self, key, value):
         if key in super().__getattribute__("attribute_map"):
             key = super().__getattribute__("attribute_map")[key]
+        if key == "tag":
+            print("Cfg.tag =", value)  # a graph break inside the hook a store runs
         super().__setattr__(key, value)
 
     def __getattribute__(self, key):
