@@ -14,8 +14,9 @@ import torch
 import stenograph
 from stenograph.backends.artifacts import backend_identity
 from stenograph.backends.registry import resolve_backend
+from stenograph.bytecode.fingerprint import code_fingerprint
 from stenograph.warm import fingerprints
-from stenograph.warm.fingerprints import code_fingerprint, entry_key
+from stenograph.warm.fingerprints import entry_key
 
 
 def f(x):

@@ -6,12 +6,12 @@ with the frame's backend, so it is compiled on its first call and cached like an
 
 from __future__ import annotations
 
-import hashlib
 import types
 import weakref
 from typing import Any
 
 from .. import process_state
+from ..bytecode.fingerprint import code_fingerprint
 from ..bytecode.instructions import decoded
 from ..bytecode.resume_code import (
     SlotKind,
@@ -262,7 +262,7 @@ def _chain_function(
     for i, (code, (_, globals_dict, _, kinds, _, link_exits, _, takes_result)) in enumerate(zip(codes, links)):
         # named by what the link runs: chains written alike around other links are other code
         # (`code_tables`), and another process's persisted entries of one are not the other's
-        tag = _link_tag(code)
+        tag = code_fingerprint(code)
         if code.co_freevars:
             if eager_first and i == 0:
                 raise NotImplementedError("code run eagerly after step_unsupported() with closure cells")
@@ -296,12 +296,6 @@ def _chain_function(
         label="nested resume",
         present_as=present_as,
     )
-
-
-def _link_tag(code: types.CodeType) -> str:
-    """A short digest of a link's resume code, the same in every process."""
-    text = repr((code.co_filename, code.co_qualname, code.co_firstlineno, code.co_names, code.co_varnames))
-    return hashlib.sha256(text.encode() + code.co_code).hexdigest()[:12]
 
 
 def _plain(resume: types.FunctionType) -> Any:

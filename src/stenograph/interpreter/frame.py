@@ -397,8 +397,9 @@ class Frame:
 
     def resumable(self) -> bool:
         """Whether this inlined frame's caller receives exactly what it returns (a plain call of
-        its function, or of a module whose forward it is): a nested graph break inside it can
-        then resume the caller after the call (`graph/breaks.py`). Asked when a break passes."""
+        its function, or of a module whose forward it is) or drops it (a hook a store ran): a
+        nested graph break inside it can then resume the caller after the call (`graph/breaks.py`).
+        Asked when a break passes."""
         if self.result_discarded:
             return True
         callee = self.callee

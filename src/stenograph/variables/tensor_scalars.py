@@ -58,8 +58,8 @@ def number(frame: Frame, tensor: TensorVariable, kind: type) -> Variable:
     dtype = tensor.fake.dtype
     numel = tensor.fake.numel()
     if kind is not bool and not is_symbolic(numel) and numel != 1:
-        try:  # eager's ValueError, raised in the program whatever the values (the running torch's message)
-            kind(torch.zeros(numel))
+        try:  # eager's ValueError (the running torch's message, the same for any other numel)
+            kind(torch.zeros(2))
         except ValueError as e:
             raise_python_error(frame, e)
     # int()/float() of a bool tensor would convert a SymBool, which the ShapeEnv cannot do

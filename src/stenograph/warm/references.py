@@ -28,10 +28,10 @@ from typing import Any
 import torch
 
 from .. import process_state
+from ..bytecode.fingerprint import code_fingerprint
 from ..graph.resume import made_with
 from ..graph.runtime import maker_of
 from ..guards import native
-from .fingerprints import code_fingerprint
 
 
 class NotPersistable(Exception):
